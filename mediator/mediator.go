@@ -1,0 +1,697 @@
+package mediator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/samber/do/v2"
+)
+
+// Sender sends requests. Application code that only sends depends on Sender.
+type Sender interface {
+	// SendAny dispatches req (a pointer to a request type) and returns its response.
+	// Prefer the typed Send function.
+	SendAny(ctx context.Context, req any) (any, error)
+}
+
+// Publisher publishes notifications. Application code that only publishes depends on Publisher.
+type Publisher interface {
+	// PublishAny delivers n to every handler of its type using strategy s; the zero Strategy
+	// means the publisher's default. Prefer the typed Publish function.
+	PublishAny(ctx context.Context, n any, s Strategy) error
+}
+
+// Streamer opens streams. Application code that only streams depends on Streamer.
+type Streamer interface {
+	// StreamAny dispatches a stream request and returns its items. Prefer the typed Stream
+	// function.
+	StreamAny(ctx context.Context, req any) iter.Seq2[any, error]
+}
+
+// Mediator dispatches requests, stream requests and notifications to handlers resolved from a
+// do.Injector, through pipelines of behaviors. Register handlers and behaviors, call Build
+// once, then dispatch from any number of goroutines. A Mediator implements Sender, Publisher
+// and Streamer.
+type Mediator struct {
+	injector do.Injector
+	config   config
+
+	mu        sync.Mutex
+	built     bool
+	seq       int
+	problems  []error
+	requests  map[reflect.Type]*requestReg
+	streams   map[reflect.Type]*requestReg
+	notifs    map[reflect.Type]*notifReg
+	behaviors []behaviorReg
+	streamBs  []behaviorReg
+
+	table atomic.Pointer[table]
+
+	// fire-and-forget tracking
+	closeMu  sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+	life     context.Context
+	endLife  context.CancelFunc
+}
+
+type config struct {
+	strategy          Strategy
+	sink              func(ctx context.Context, n any, err error)
+	requireNotifiable bool
+}
+
+// MediatorOption configures a Mediator.
+type MediatorOption func(*config)
+
+// WithPublishStrategy sets the default strategy of Publish. Default: StopOnFirstError.
+func WithPublishStrategy(s Strategy) MediatorOption {
+	return func(c *config) { c.strategy = s }
+}
+
+// WithErrorSink sets where errors of fire-and-forget handlers go. Default: slog.Default at
+// error level.
+func WithErrorSink(sink func(ctx context.Context, n any, err error)) MediatorOption {
+	return func(c *config) { c.sink = sink }
+}
+
+// RequireNotificationHandlers makes Publish of a notification type with no handler fail with a
+// NoHandlerError. Default: such a publish does nothing and returns nil.
+func RequireNotificationHandlers() MediatorOption {
+	return func(c *config) { c.requireNotifiable = true }
+}
+
+// New returns a Mediator that resolves handlers from i. A nil i gets a new injector.
+func New(i do.Injector, opts ...MediatorOption) *Mediator {
+	if i == nil {
+		i = do.New()
+	}
+	m := &Mediator{
+		injector: i,
+		config: config{
+			strategy: StopOnFirstError,
+			sink: func(ctx context.Context, n any, err error) {
+				slog.ErrorContext(ctx, "notification handler failed", "notification", fmt.Sprintf("%T", n), "error", err)
+			},
+		},
+		requests: map[reflect.Type]*requestReg{},
+		streams:  map[reflect.Type]*requestReg{},
+		notifs:   map[reflect.Type]*notifReg{},
+	}
+	for _, o := range opts {
+		o(&m.config)
+	}
+	m.life, m.endLife = context.WithCancel(context.Background())
+	return m
+}
+
+// Injector returns the injector handlers are resolved from.
+func (m *Mediator) Injector() do.Injector { return m.injector }
+
+type requestReg struct {
+	info     RequestInfo
+	handlers []func(do.Injector) (any, error) // returns Next or StreamNext
+}
+
+type notifReg struct {
+	typ      reflect.Type
+	handlers []func(do.Injector) (notifCall, error)
+}
+
+type notifCall func(ctx context.Context, n any) error
+
+type behaviorReg struct {
+	b      any // Behavior or StreamBehavior
+	config behaviorConfig
+	seq    int
+}
+
+type route struct {
+	info  RequestInfo
+	call  Next
+	chain Chain
+}
+
+type streamRoute struct {
+	info  RequestInfo
+	call  StreamNext
+	chain Chain
+}
+
+type table struct {
+	requests map[uintptr]*route
+	streams  map[uintptr]*streamRoute
+	notifs   map[uintptr][]notifCall
+	byType   map[reflect.Type]Chain
+}
+
+// register runs fn under the registration lock, or reports ErrRegistrationClosed.
+func (m *Mediator) register(fn func()) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.built {
+		return ErrRegistrationClosed
+	}
+	fn()
+	return nil
+}
+
+func (m *Mediator) nextName(kind string, t reflect.Type) string {
+	m.seq++
+	return fmt.Sprintf("switchboard.%s[%s]#%d", kind, t, m.seq)
+}
+
+func (m *Mediator) addRequest(regs map[reflect.Type]*requestReg, info RequestInfo, h func(do.Injector) (any, error)) {
+	r := regs[info.Request]
+	if r == nil {
+		r = &requestReg{info: info}
+		regs[info.Request] = r
+	}
+	if h != nil {
+		r.handlers = append(r.handlers, h)
+	}
+}
+
+// Handle registers the handler constructor ctor for request type Q into the mediator's injector.
+// Build calls ctor once (with dependencies injected by the injector) and uses the handler for
+// every dispatch. Register exactly one handler per request type:
+//
+//	mediator.Handle[*GetUser, *User](m, NewGetUserHandler)
+//
+// Before Build the error is always nil: problems are reported by Build. After Build it is
+// ErrRegistrationClosed.
+func Handle[Q Request[R], R any, H Handler[Q, R]](m *Mediator, ctor do.Provider[H]) error {
+	info := requestInfo[Q, R]()
+	return m.register(func() {
+		name := m.nextName("handler", info.Request)
+		do.ProvideNamed(m.injector, name, ctor)
+		m.addRequest(m.requests, info, func(i do.Injector) (any, error) {
+			h, err := do.InvokeNamed[H](i, name)
+			if err != nil {
+				return nil, err
+			}
+			return terminal[Q, R](h), nil
+		})
+	})
+}
+
+// HandleFunc registers a function as the handler of request type Q. Q and R are inferred.
+func HandleFunc[Q Request[R], R any](m *Mediator, fn func(ctx context.Context, req Q) (R, error)) error {
+	info := requestInfo[Q, R]()
+	return m.register(func() {
+		m.addRequest(m.requests, info, func(do.Injector) (any, error) {
+			return terminal[Q, R](HandlerFunc[Q, R](fn)), nil
+		})
+	})
+}
+
+// HandleStream registers the handler constructor of stream request type Q.
+func HandleStream[Q StreamRequest[T], T any, H StreamHandler[Q, T]](m *Mediator, ctor do.Provider[H]) error {
+	info := streamInfo[Q, T]()
+	return m.register(func() {
+		name := m.nextName("stream", info.Request)
+		do.ProvideNamed(m.injector, name, ctor)
+		m.addRequest(m.streams, info, func(i do.Injector) (any, error) {
+			h, err := do.InvokeNamed[H](i, name)
+			if err != nil {
+				return nil, err
+			}
+			return streamTerminal[Q, T](h), nil
+		})
+	})
+}
+
+// HandleStreamFunc registers a function as the handler of stream request type Q.
+func HandleStreamFunc[Q StreamRequest[T], T any](m *Mediator, fn func(ctx context.Context, req Q) iter.Seq2[T, error]) error {
+	info := streamInfo[Q, T]()
+	return m.register(func() {
+		m.addRequest(m.streams, info, func(do.Injector) (any, error) {
+			return streamTerminal[Q, T](StreamHandlerFunc[Q, T](fn)), nil
+		})
+	})
+}
+
+// Subscribe registers a handler constructor for notification type N. A notification type may
+// have any number of handlers; Publish calls them in registration order.
+func Subscribe[N any, H NotificationHandler[N]](m *Mediator, ctor do.Provider[H]) error {
+	t := reflect.TypeFor[N]()
+	return m.register(func() {
+		name := m.nextName("notification", t)
+		do.ProvideNamed(m.injector, name, ctor)
+		m.addNotif(t, func(i do.Injector) (notifCall, error) {
+			h, err := do.InvokeNamed[H](i, name)
+			if err != nil {
+				return nil, err
+			}
+			return notifTerminal[N](h), nil
+		})
+	})
+}
+
+// SubscribeFunc registers a function as a handler of notification type N.
+func SubscribeFunc[N any](m *Mediator, fn func(ctx context.Context, n N) error) error {
+	t := reflect.TypeFor[N]()
+	return m.register(func() {
+		m.addNotif(t, func(do.Injector) (notifCall, error) {
+			return notifTerminal[N](NotificationHandlerFunc[N](fn)), nil
+		})
+	})
+}
+
+func (m *Mediator) addNotif(t reflect.Type, h func(do.Injector) (notifCall, error)) {
+	r := m.notifs[t]
+	if r == nil {
+		r = &notifReg{typ: t}
+		m.notifs[t] = r
+	}
+	r.handlers = append(r.handlers, h)
+}
+
+// Declare records that request or stream request type Q must have a handler: Build fails with a
+// NoHandlerError if none was registered. Packages that send a request can declare it so a
+// missing registration is found at startup rather than at the first dispatch.
+func Declare[Q any](m *Mediator) error {
+	t := reflect.TypeFor[Q]()
+	var zero Q
+	switch v := any(zero).(type) {
+	case requestMarker:
+		info := RequestInfo{Request: t, Response: v.responseType()}
+		return m.register(func() { m.addRequest(m.requests, info, nil) })
+	case streamMarker:
+		info := RequestInfo{Request: t, Response: v.itemType(), Stream: true}
+		return m.register(func() { m.addRequest(m.streams, info, nil) })
+	}
+	err := fmt.Errorf("mediator: Declare: %s is neither a request (embeds Returns) nor a stream request (embeds Yields)", t)
+	return m.register(func() { m.problems = append(m.problems, err) })
+}
+
+// Use adds a behavior to the pipelines of request types. Where options and the behavior's own
+// methods (Stage, Order, Name, AppliesTo) disagree, the options win.
+func (m *Mediator) Use(b Behavior, opts ...Option) error {
+	return m.use(&m.behaviors, b, opts)
+}
+
+// UseStream adds a stream behavior to the pipelines of stream request types.
+func (m *Mediator) UseStream(b StreamBehavior, opts ...Option) error {
+	return m.use(&m.streamBs, b, opts)
+}
+
+func (m *Mediator) use(list *[]behaviorReg, b any, opts []Option) error {
+	if b == nil || reflect.ValueOf(b).Kind() == reflect.Pointer && reflect.ValueOf(b).IsNil() {
+		return m.register(func() {
+			m.problems = append(m.problems, &BehaviorError{Behavior: "<nil>", Err: errors.New("behavior is nil")})
+		})
+	}
+	c := behaviorConfig{stage: StageDefault}
+	if s, ok := b.(StagedBehavior); ok {
+		c.stage = s.Stage()
+	}
+	if o, ok := b.(OrderedBehavior); ok {
+		c.order = o.Order()
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.stage == 0 {
+		c.stage = StageDefault
+	}
+	if c.name == "" {
+		c.name = behaviorName(b)
+	}
+	return m.register(func() {
+		m.seq++
+		*list = append(*list, behaviorReg{b: b, config: c, seq: m.seq})
+	})
+}
+
+func requestInfo[Q Request[R], R any]() RequestInfo {
+	return RequestInfo{Request: reflect.TypeFor[Q](), Response: reflect.TypeFor[R]()}
+}
+
+func streamInfo[Q StreamRequest[T], T any]() RequestInfo {
+	return RequestInfo{Request: reflect.TypeFor[Q](), Response: reflect.TypeFor[T](), Stream: true}
+}
+
+// Build resolves every handler from the injector once and composes every pipeline once. It
+// returns every problem found, joined: request types without a handler or with several,
+// handler constructors that failed, invalid behavior configuration. After a successful Build,
+// registration is closed and dispatch may begin; after a failed one, registration stays open so
+// the problems can be fixed and Build called again.
+func (m *Mediator) Build() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.built {
+		return ErrRegistrationClosed
+	}
+	errs := slices.Clone(m.problems)
+	behaviors := m.checkBehaviors(m.behaviors, &errs)
+	streamBs := m.checkBehaviors(m.streamBs, &errs)
+	t := &table{
+		requests: map[uintptr]*route{},
+		streams:  map[uintptr]*streamRoute{},
+		notifs:   map[uintptr][]notifCall{},
+		byType:   map[reflect.Type]Chain{},
+	}
+	for _, reg := range sortedRegs(m.requests) {
+		h, ok := m.resolveOne(reg, &errs)
+		if !ok {
+			continue
+		}
+		call, chain := composeRequest(reg.info, h.(Next), behaviors, &errs)
+		t.requests[keyOfType(reg.info.Request)] = &route{info: reg.info, call: call, chain: chain}
+		t.byType[reg.info.Request] = chain
+	}
+	for _, reg := range sortedRegs(m.streams) {
+		h, ok := m.resolveOne(reg, &errs)
+		if !ok {
+			continue
+		}
+		call, chain := composeStream(reg.info, h.(StreamNext), streamBs, &errs)
+		t.streams[keyOfType(reg.info.Request)] = &streamRoute{info: reg.info, call: call, chain: chain}
+		t.byType[reg.info.Request] = chain
+	}
+	for typ, reg := range m.notifs {
+		calls := make([]notifCall, 0, len(reg.handlers))
+		for _, resolve := range reg.handlers {
+			c, err := resolve(m.injector)
+			if err != nil {
+				errs = append(errs, &HandlerError{Type: typ, Err: err})
+				continue
+			}
+			calls = append(calls, c)
+		}
+		t.notifs[keyOfType(typ)] = calls
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	m.built = true
+	m.table.Store(t)
+	return nil
+}
+
+func sortedRegs(regs map[reflect.Type]*requestReg) []*requestReg {
+	out := make([]*requestReg, 0, len(regs))
+	for _, r := range regs {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *requestReg) int {
+		switch x, y := a.info.Request.String(), b.info.Request.String(); {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (m *Mediator) resolveOne(reg *requestReg, errs *[]error) (any, bool) {
+	switch n := len(reg.handlers); {
+	case n == 0:
+		kind := "request"
+		if reg.info.Stream {
+			kind = "stream request"
+		}
+		*errs = append(*errs, &NoHandlerError{Type: reg.info.Request, Kind: kind})
+		return nil, false
+	case n > 1:
+		*errs = append(*errs, &DuplicateHandlerError{Type: reg.info.Request, Count: n})
+		return nil, false
+	}
+	h, err := reg.handlers[0](m.injector)
+	if err != nil {
+		*errs = append(*errs, &HandlerError{Type: reg.info.Request, Err: err})
+		return nil, false
+	}
+	return h, true
+}
+
+// checkBehaviors validates behavior registrations and returns them sorted: by stage, then
+// order, then registration.
+func (m *Mediator) checkBehaviors(regs []behaviorReg, errs *[]error) []behaviorReg {
+	out := make([]behaviorReg, 0, len(regs))
+	for _, r := range regs {
+		if r.config.stage < StagePre || r.config.stage > StagePost {
+			*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Err: fmt.Errorf("stage %d is not one of StagePre, StageDefault, StagePost", int(r.config.stage))})
+			continue
+		}
+		if v, ok := r.b.(ValidatingBehavior); ok {
+			if err := v.Validate(); err != nil {
+				*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Err: err})
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b behaviorReg) int {
+		if a.config.stage != b.config.stage {
+			return int(a.config.stage) - int(b.config.stage)
+		}
+		if a.config.order != b.config.order {
+			if a.config.order < b.config.order {
+				return -1
+			}
+			return 1
+		}
+		return a.seq - b.seq
+	})
+	return out
+}
+
+// applies reports whether the registration applies to the request type.
+func (r behaviorReg) applies(info RequestInfo) bool {
+	for _, f := range r.config.filters {
+		if !f(info) {
+			return false
+		}
+	}
+	if s, ok := r.b.(SelectiveBehavior); ok && !s.AppliesTo(info) {
+		return false
+	}
+	return true
+}
+
+func (r behaviorReg) step() Step {
+	return Step{Name: r.config.name, Stage: r.config.stage, Order: r.config.order, Conditional: r.config.predicate != nil}
+}
+
+func composeRequest(info RequestInfo, handler Next, regs []behaviorReg, errs *[]error) (Next, Chain) {
+	var bound []Behavior
+	var chain Chain
+	var preds []func(any) bool
+	for _, r := range regs {
+		if !r.applies(info) {
+			continue
+		}
+		b := r.b.(Behavior)
+		if binder, ok := b.(BindingBehavior); ok {
+			nb, err := binder.Bind(info)
+			if err != nil {
+				*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Request: info.Request, Err: err})
+				continue
+			}
+			if nb == nil {
+				continue
+			}
+			b = nb
+		}
+		bound = append(bound, b)
+		preds = append(preds, r.config.predicate)
+		chain = append(chain, r.step())
+	}
+	chain = append(chain, Step{Name: "handler"})
+	call := handler
+	for i := len(bound) - 1; i >= 0; i-- {
+		call = link(bound[i], preds[i], call)
+	}
+	return call, chain
+}
+
+func link(b Behavior, pred func(any) bool, next Next) Next {
+	if pred == nil {
+		if f, ok := b.(BehaviorFunc); ok {
+			return func(ctx context.Context, req any) (any, error) { return f(ctx, req, next) }
+		}
+		return func(ctx context.Context, req any) (any, error) { return b.Handle(ctx, req, next) }
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		if !pred(req) {
+			return next(ctx, req)
+		}
+		return b.Handle(ctx, req, next)
+	}
+}
+
+func composeStream(info RequestInfo, handler StreamNext, regs []behaviorReg, errs *[]error) (StreamNext, Chain) {
+	var bound []StreamBehavior
+	var chain Chain
+	var preds []func(any) bool
+	for _, r := range regs {
+		if !r.applies(info) {
+			continue
+		}
+		b := r.b.(StreamBehavior)
+		if binder, ok := b.(StreamBindingBehavior); ok {
+			nb, err := binder.BindStream(info)
+			if err != nil {
+				*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Request: info.Request, Err: err})
+				continue
+			}
+			if nb == nil {
+				continue
+			}
+			b = nb
+		}
+		bound = append(bound, b)
+		preds = append(preds, r.config.predicate)
+		chain = append(chain, r.step())
+	}
+	chain = append(chain, Step{Name: "handler"})
+	call := handler
+	for i := len(bound) - 1; i >= 0; i-- {
+		b, pred, next := bound[i], preds[i], call
+		call = func(ctx context.Context, req any) iter.Seq2[any, error] {
+			if pred != nil && !pred(req) {
+				return next(ctx, req)
+			}
+			return b.HandleStream(ctx, req, next)
+		}
+	}
+	return call, chain
+}
+
+// terminal adapts a typed handler to the untyped pipeline. A panic in the handler becomes a
+// *PanicError so behaviors (a breaker, a retry) see it as a failure.
+func terminal[Q Request[R], R any](h Handler[Q, R]) Next {
+	return func(ctx context.Context, req any) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				resp, err = nil, NewPanicError(p)
+			}
+		}()
+		r, err := h.Handle(ctx, req.(Q))
+		return r, err
+	}
+}
+
+// eface is the layout of an empty interface value.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// typeKey returns the identity of v's dynamic type: the address of its type descriptor, unique
+// per type in a program. It costs a load, where a reflect.Type map key costs an interface hash.
+func typeKey(v any) uintptr {
+	return uintptr((*eface)(unsafe.Pointer(&v)).typ)
+}
+
+func keyOfType(t reflect.Type) uintptr {
+	return typeKey(reflect.Zero(t).Interface())
+}
+
+// SendAny implements Sender.
+func (m *Mediator) SendAny(ctx context.Context, req any) (any, error) {
+	t := m.table.Load()
+	if t == nil {
+		return nil, ErrNotBuilt
+	}
+	r := t.requests[typeKey(req)]
+	if r == nil {
+		return nil, noHandler(req, "request")
+	}
+	return r.call(ctx, req)
+}
+
+func noHandler(v any, kind string) error {
+	if v == nil {
+		return ErrNilRequest
+	}
+	return &NoHandlerError{Type: reflect.TypeOf(v), Kind: kind}
+}
+
+// Send dispatches req through its pipeline and returns the typed response. R is inferred from
+// the request type:
+//
+//	user, err := mediator.Send(ctx, m, &GetUser{ID: 7})
+func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
+	v, err := s.SendAny(ctx, req)
+	r, _ := v.(R)
+	return r, err
+}
+
+// TypedSender sends one request type through its pre-resolved pipeline, skipping the
+// request-type lookup. Get one with SenderFor after Build, for hot paths.
+type TypedSender[Q Request[R], R any] struct {
+	call Next
+}
+
+// SenderFor returns the pre-resolved sender of request type Q. It fails with ErrNotBuilt before
+// Build and with a NoHandlerError for a type without a handler.
+func SenderFor[Q Request[R], R any](m *Mediator) (*TypedSender[Q, R], error) {
+	t := m.table.Load()
+	if t == nil {
+		return nil, ErrNotBuilt
+	}
+	r := t.requests[keyOfType(reflect.TypeFor[Q]())]
+	if r == nil {
+		return nil, &NoHandlerError{Type: reflect.TypeFor[Q](), Kind: "request"}
+	}
+	return &TypedSender[Q, R]{call: r.call}, nil
+}
+
+// Send dispatches req through the pre-resolved pipeline.
+func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (R, error) {
+	v, err := s.call(ctx, req)
+	r, _ := v.(R)
+	return r, err
+}
+
+// Explain returns the resolved pipeline of a request or stream request type, outermost first.
+func (m *Mediator) Explain(requestType reflect.Type) (Chain, error) {
+	t := m.table.Load()
+	if t == nil {
+		return nil, ErrNotBuilt
+	}
+	c, ok := t.byType[requestType]
+	if !ok {
+		return nil, &NoHandlerError{Type: requestType, Kind: "request"}
+	}
+	return slices.Clone(c), nil
+}
+
+// Explain returns the resolved pipeline of request type Q, outermost first.
+func Explain[Q any](m *Mediator) (Chain, error) { return m.Explain(reflect.TypeFor[Q]()) }
+
+// Requests lists every request and stream request type with a pipeline, sorted by name.
+func (m *Mediator) Requests() []RequestInfo {
+	t := m.table.Load()
+	if t == nil {
+		return nil
+	}
+	out := make([]RequestInfo, 0, len(t.requests)+len(t.streams))
+	for _, r := range t.requests {
+		out = append(out, r.info)
+	}
+	for _, r := range t.streams {
+		out = append(out, r.info)
+	}
+	slices.SortFunc(out, func(a, b RequestInfo) int {
+		if a.Request.String() < b.Request.String() {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
