@@ -1,0 +1,30 @@
+GO ?= go
+
+.PHONY: test race bench lint cover demo fmt
+
+## test: every test of the module and of benchmarks/ (with -race); see scripts/test.sh
+test:
+	./scripts/test.sh
+
+## race: the library's tests under the race detector, without the external services
+race:
+	$(GO) test -race -count=1 ./...
+
+## bench: the library's benchmarks; peers are compared in benchmarks/
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## lint: gofmt and go vet
+lint:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) vet ./...
+	cd benchmarks && $(GO) vet ./...
+
+## cover: coverage profile of the library into cover.out
+cover:
+	$(GO) test -count=1 -coverprofile=cover.out ./...
+	$(GO) tool cover -func=cover.out | tail -1
+
+## demo: the main job on the embedded default
+demo:
+	$(GO) run ./examples/quickstart
