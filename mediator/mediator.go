@@ -1,6 +1,7 @@
 package mediator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/samber/do/v2"
 )
@@ -135,23 +135,24 @@ type behaviorReg struct {
 	seq    int
 }
 
-type route struct {
-	info  RequestInfo
-	call  Next
-	chain Chain
-}
-
-type streamRoute struct {
-	info  RequestInfo
-	call  StreamNext
-	chain Chain
-}
-
 type table struct {
-	requests map[uintptr]*route
-	streams  map[uintptr]*streamRoute
-	notifs   map[uintptr][]notifCall
+	requests typeIndex[Next]
+	streams  typeIndex[StreamNext]
+	notifs   typeIndex[[]notifCall]
 	byType   map[reflect.Type]Chain
+	infos    []RequestInfo
+	direct   map[reflect.Type]any // Handler[Q, R] of request types without behaviors
+}
+
+// resolvedHandler is a request handler resolved at Build: its pipeline terminal and the typed
+// handler itself.
+type resolvedHandler struct {
+	call  Next
+	typed any
+}
+
+func resolved[Q Request[R], R any](h Handler[Q, R]) resolvedHandler {
+	return resolvedHandler{call: terminal[Q, R](h), typed: h}
 }
 
 // register runs fn under the registration lock, or reports ErrRegistrationClosed.
@@ -199,7 +200,7 @@ func Handle[Q Request[R], R any, H Handler[Q, R]](m *Mediator, ctor do.Provider[
 			if err != nil {
 				return nil, err
 			}
-			return terminal[Q, R](h), nil
+			return resolved[Q, R](h), nil
 		})
 	})
 }
@@ -209,7 +210,7 @@ func HandleFunc[Q Request[R], R any](m *Mediator, fn func(ctx context.Context, r
 	info := requestInfo[Q, R]()
 	return m.register(func() {
 		m.addRequest(m.requests, info, func(do.Injector) (any, error) {
-			return terminal[Q, R](HandlerFunc[Q, R](fn)), nil
+			return resolved[Q, R](HandlerFunc[Q, R](fn)), nil
 		})
 	})
 }
@@ -281,8 +282,11 @@ func (m *Mediator) addNotif(t reflect.Type, h func(do.Injector) (notifCall, erro
 // missing registration is found at startup rather than at the first dispatch.
 func Declare[Q any](m *Mediator) error {
 	t := reflect.TypeFor[Q]()
-	var zero Q
-	switch v := any(zero).(type) {
+	var sample any = *new(Q)
+	if t.Kind() == reflect.Pointer {
+		sample = reflect.New(t.Elem()).Interface() // the methods must not see a nil pointer
+	}
+	switch v := sample.(type) {
 	case requestMarker:
 		info := RequestInfo{Request: t, Response: v.responseType()}
 		return m.register(func() { m.addRequest(m.requests, info, nil) })
@@ -355,20 +359,23 @@ func (m *Mediator) Build() error {
 	errs := slices.Clone(m.problems)
 	behaviors := m.checkBehaviors(m.behaviors, &errs)
 	streamBs := m.checkBehaviors(m.streamBs, &errs)
-	t := &table{
-		requests: map[uintptr]*route{},
-		streams:  map[uintptr]*streamRoute{},
-		notifs:   map[uintptr][]notifCall{},
-		byType:   map[reflect.Type]Chain{},
-	}
+	t := &table{byType: map[reflect.Type]Chain{}, direct: map[reflect.Type]any{}}
+	requests := map[uintptr]Next{}
+	streams := map[uintptr]StreamNext{}
+	notifs := map[uintptr][]notifCall{}
 	for _, reg := range sortedRegs(m.requests) {
 		h, ok := m.resolveOne(reg, &errs)
 		if !ok {
 			continue
 		}
-		call, chain := composeRequest(reg.info, h.(Next), behaviors, &errs)
-		t.requests[keyOfType(reg.info.Request)] = &route{info: reg.info, call: call, chain: chain}
+		rh := h.(resolvedHandler)
+		call, chain := composeRequest(reg.info, rh.call, behaviors, &errs)
+		requests[keyOfType(reg.info.Request)] = call
+		if len(chain) == 1 {
+			t.direct[reg.info.Request] = rh.typed
+		}
 		t.byType[reg.info.Request] = chain
+		t.infos = append(t.infos, reg.info)
 	}
 	for _, reg := range sortedRegs(m.streams) {
 		h, ok := m.resolveOne(reg, &errs)
@@ -376,8 +383,9 @@ func (m *Mediator) Build() error {
 			continue
 		}
 		call, chain := composeStream(reg.info, h.(StreamNext), streamBs, &errs)
-		t.streams[keyOfType(reg.info.Request)] = &streamRoute{info: reg.info, call: call, chain: chain}
+		streams[keyOfType(reg.info.Request)] = call
 		t.byType[reg.info.Request] = chain
+		t.infos = append(t.infos, reg.info)
 	}
 	for typ, reg := range m.notifs {
 		calls := make([]notifCall, 0, len(reg.handlers))
@@ -389,11 +397,12 @@ func (m *Mediator) Build() error {
 			}
 			calls = append(calls, c)
 		}
-		t.notifs[keyOfType(typ)] = calls
+		notifs[keyOfType(typ)] = calls
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	t.requests, t.streams, t.notifs = newTypeIndex(requests), newTypeIndex(streams), newTypeIndex(notifs)
 	m.built = true
 	m.table.Store(t)
 	return nil
@@ -404,15 +413,7 @@ func sortedRegs(regs map[reflect.Type]*requestReg) []*requestReg {
 	for _, r := range regs {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *requestReg) int {
-		switch x, y := a.info.Request.String(), b.info.Request.String(); {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *requestReg) int { return cmp.Compare(a.info.Request.String(), b.info.Request.String()) })
 	return out
 }
 
@@ -585,33 +586,26 @@ func terminal[Q Request[R], R any](h Handler[Q, R]) Next {
 	}
 }
 
-// eface is the layout of an empty interface value.
-type eface struct {
-	typ  unsafe.Pointer
-	data unsafe.Pointer
-}
-
-// typeKey returns the identity of v's dynamic type: the address of its type descriptor, unique
-// per type in a program. It costs a load, where a reflect.Type map key costs an interface hash.
-func typeKey(v any) uintptr {
-	return uintptr((*eface)(unsafe.Pointer(&v)).typ)
-}
-
 func keyOfType(t reflect.Type) uintptr {
 	return typeKey(reflect.Zero(t).Interface())
 }
 
 // SendAny implements Sender.
 func (m *Mediator) SendAny(ctx context.Context, req any) (any, error) {
-	t := m.table.Load()
-	if t == nil {
-		return nil, ErrNotBuilt
+	if t := m.table.Load(); t != nil {
+		if call, ok := t.requests.get(typeKey(req)); ok {
+			return call(ctx, req)
+		}
 	}
-	r := t.requests[typeKey(req)]
-	if r == nil {
-		return nil, noHandler(req, "request")
+	return nil, m.miss(req, "request")
+}
+
+// miss explains a failed lookup.
+func (m *Mediator) miss(req any, kind string) error {
+	if m.table.Load() == nil {
+		return ErrNotBuilt
 	}
-	return r.call(ctx, req)
+	return noHandler(req, kind)
 }
 
 func noHandler(v any, kind string) error {
@@ -626,15 +620,23 @@ func noHandler(v any, kind string) error {
 //
 //	user, err := mediator.Send(ctx, m, &GetUser{ID: 7})
 func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
-	v, err := s.SendAny(ctx, req)
+	var v any
+	var err error
+	if m, ok := s.(*Mediator); ok {
+		v, err = m.SendAny(ctx, req) // a direct call the compiler can inline
+	} else {
+		v, err = s.SendAny(ctx, req)
+	}
 	r, _ := v.(R)
 	return r, err
 }
 
 // TypedSender sends one request type through its pre-resolved pipeline, skipping the
-// request-type lookup. Get one with SenderFor after Build, for hot paths.
+// request-type lookup and, when the type has no behaviors, the untyped pipeline altogether.
+// Get one with SenderFor after Build, for hot paths.
 type TypedSender[Q Request[R], R any] struct {
-	call Next
+	call    Next
+	handler Handler[Q, R] // set when the pipeline is the handler alone
 }
 
 // SenderFor returns the pre-resolved sender of request type Q. It fails with ErrNotBuilt before
@@ -644,18 +646,29 @@ func SenderFor[Q Request[R], R any](m *Mediator) (*TypedSender[Q, R], error) {
 	if t == nil {
 		return nil, ErrNotBuilt
 	}
-	r := t.requests[keyOfType(reflect.TypeFor[Q]())]
-	if r == nil {
+	call, ok := t.requests.get(keyOfType(reflect.TypeFor[Q]()))
+	if !ok {
 		return nil, &NoHandlerError{Type: reflect.TypeFor[Q](), Kind: "request"}
 	}
-	return &TypedSender[Q, R]{call: r.call}, nil
+	h, _ := t.direct[reflect.TypeFor[Q]()].(Handler[Q, R])
+	return &TypedSender[Q, R]{call: call, handler: h}, nil
 }
 
-// Send dispatches req through the pre-resolved pipeline.
-func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (R, error) {
-	v, err := s.call(ctx, req)
-	r, _ := v.(R)
-	return r, err
+// Send dispatches req through the pre-resolved pipeline. Like Send, it turns a handler panic
+// into a *PanicError.
+func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error) {
+	if s.handler == nil {
+		v, err := s.call(ctx, req)
+		r, _ := v.(R)
+		return r, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			var zero R
+			resp, err = zero, NewPanicError(p)
+		}
+	}()
+	return s.handler.Handle(ctx, req)
 }
 
 // Explain returns the resolved pipeline of a request or stream request type, outermost first.
@@ -680,18 +693,7 @@ func (m *Mediator) Requests() []RequestInfo {
 	if t == nil {
 		return nil
 	}
-	out := make([]RequestInfo, 0, len(t.requests)+len(t.streams))
-	for _, r := range t.requests {
-		out = append(out, r.info)
-	}
-	for _, r := range t.streams {
-		out = append(out, r.info)
-	}
-	slices.SortFunc(out, func(a, b RequestInfo) int {
-		if a.Request.String() < b.Request.String() {
-			return -1
-		}
-		return 1
-	})
+	out := slices.Clone(t.infos)
+	slices.SortFunc(out, func(a, b RequestInfo) int { return cmp.Compare(a.Request.String(), b.Request.String()) })
 	return out
 }

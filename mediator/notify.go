@@ -74,7 +74,7 @@ func (m *Mediator) PublishAny(ctx context.Context, n any, s Strategy) error {
 	if n == nil {
 		return ErrNilRequest
 	}
-	calls := t.notifs[typeKey(n)]
+	calls, _ := t.notifs.get(typeKey(n))
 	if len(calls) == 0 {
 		if m.config.requireNotifiable {
 			return noHandler(n, "notification")

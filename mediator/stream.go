@@ -30,11 +30,11 @@ func (m *Mediator) StreamAny(ctx context.Context, req any) iter.Seq2[any, error]
 	if t == nil {
 		return errSeq(ErrNotBuilt)
 	}
-	r := t.streams[typeKey(req)]
-	if r == nil {
+	call, ok := t.streams.get(typeKey(req))
+	if !ok {
 		return errSeq(noHandler(req, "stream request"))
 	}
-	return r.call(ctx, req)
+	return call(ctx, req)
 }
 
 func errSeq(err error) iter.Seq2[any, error] {

@@ -1,0 +1,172 @@
+package mediator_test
+
+import (
+	"context"
+	"iter"
+	"testing"
+
+	"github.com/samber/do/v2"
+
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+type benchResp struct{ N int }
+
+type benchReq struct {
+	mediator.Returns[*benchResp]
+	N int
+}
+
+type benchHandler struct{ resp benchResp }
+
+func (h *benchHandler) Handle(_ context.Context, q *benchReq) (*benchResp, error) {
+	return &h.resp, nil
+}
+
+type passThrough struct{}
+
+func (passThrough) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	return next(ctx, req)
+}
+
+type benchEvent struct{ N int }
+
+type benchStream struct {
+	mediator.Yields[*benchResp]
+}
+
+var benchItems = []*benchResp{{1}, {2}, {3}}
+
+func benchStreamSeq(context.Context, *benchStream) iter.Seq2[*benchResp, error] {
+	return func(yield func(*benchResp, error) bool) {
+		for _, it := range benchItems {
+			if !yield(it, nil) {
+				return
+			}
+		}
+	}
+}
+
+// newBenchMediator builds a mediator with the bench handlers and n pass-through behaviors.
+func newBenchMediator(tb testing.TB, behaviors int) *mediator.Mediator {
+	tb.Helper()
+	m := mediator.New(nil)
+	h := &benchHandler{}
+	if err := mediator.Handle[*benchReq, *benchResp](m, func(do.Injector) (*benchHandler, error) { return h, nil }); err != nil {
+		tb.Fatal(err)
+	}
+	for range behaviors {
+		if err := m.Use(passThrough{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for range 3 {
+		_ = mediator.SubscribeFunc(m, func(context.Context, *benchEvent) error { return nil })
+	}
+	_ = mediator.HandleStreamFunc(m, benchStreamSeq)
+	if err := m.Build(); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+var sinkResp *benchResp
+
+// BenchmarkDirectCall is the baseline: the handler called through its interface.
+func BenchmarkDirectCall(b *testing.B) {
+	var h mediator.Handler[*benchReq, *benchResp] = &benchHandler{}
+	ctx := context.Background()
+	req := &benchReq{}
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkResp, _ = h.Handle(ctx, req)
+	}
+}
+
+func BenchmarkSend(b *testing.B) {
+	for _, n := range []int{0, 3} {
+		m := newBenchMediator(b, n)
+		ctx := context.Background()
+		req := &benchReq{}
+		b.Run(behaviorsName(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkResp, _ = mediator.Send(ctx, m, req)
+			}
+		})
+		s, err := mediator.SenderFor[*benchReq, *benchResp](m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("typed/"+behaviorsName(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkResp, _ = s.Send(ctx, req)
+			}
+		})
+	}
+}
+
+func behaviorsName(n int) string {
+	return map[int]string{0: "behaviors=0", 3: "behaviors=3"}[n]
+}
+
+// BenchmarkPublishDirect is the baseline for Publish: three handlers called in a loop.
+func BenchmarkPublishDirect(b *testing.B) {
+	hs := []mediator.NotificationHandler[*benchEvent]{}
+	for range 3 {
+		hs = append(hs, mediator.NotificationHandlerFunc[*benchEvent](func(context.Context, *benchEvent) error { return nil }))
+	}
+	ctx := context.Background()
+	ev := &benchEvent{}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, h := range hs {
+			if err := h.Handle(ctx, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkPublish(b *testing.B) {
+	m := newBenchMediator(b, 0)
+	ctx := context.Background()
+	ev := &benchEvent{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := mediator.Publish(ctx, m, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStreamDirect is the baseline for Stream: the handler's sequence ranged directly.
+func BenchmarkStreamDirect(b *testing.B) {
+	ctx := context.Background()
+	req := &benchStream{}
+	b.ReportAllocs()
+	for b.Loop() {
+		for it, err := range benchStreamSeq(ctx, req) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkResp = it
+		}
+	}
+}
+
+func BenchmarkStream(b *testing.B) {
+	m := newBenchMediator(b, 0)
+	ctx := context.Background()
+	req := &benchStream{}
+	b.ReportAllocs()
+	for b.Loop() {
+		for it, err := range mediator.Stream(ctx, m, req) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkResp = it
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package mediator
+
+import (
+	"math/bits"
+	"unsafe"
+)
+
+// eface is the layout of an empty interface value.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// typeKey returns the identity of v's dynamic type: the address of its type descriptor, unique
+// per type in a program, or 0 for a nil interface.
+func typeKey(v any) uintptr {
+	return uintptr((*eface)(unsafe.Pointer(&v)).typ)
+}
+
+// typeIndex maps type keys to values. It is built once and then only read, so a lookup is a
+// multiply, a shift and usually one comparison: cheaper than a map with an interface or even
+// an integer key, which matters on a path whose budget is a few nanoseconds.
+type typeIndex[V any] struct {
+	shift uint
+	slots []typeSlot[V]
+}
+
+type typeSlot[V any] struct {
+	key uintptr
+	val V
+}
+
+func newTypeIndex[V any](entries map[uintptr]V) typeIndex[V] {
+	size := 8
+	for size < 2*len(entries) {
+		size <<= 1
+	}
+	x := typeIndex[V]{shift: uint(64 - bits.TrailingZeros(uint(size))), slots: make([]typeSlot[V], size)}
+	for k, v := range entries {
+		i := x.home(k)
+		for x.slots[i].key != 0 {
+			i = (i + 1) & uintptr(size-1)
+		}
+		x.slots[i] = typeSlot[V]{key: k, val: v}
+	}
+	return x
+}
+
+func (x *typeIndex[V]) home(k uintptr) uintptr {
+	return uintptr(uint64(k)*0x9E3779B97F4A7C15) >> x.shift
+}
+
+// get returns the value under k and whether there is one.
+func (x *typeIndex[V]) get(k uintptr) (V, bool) {
+	mask := uintptr(len(x.slots) - 1)
+	for i := x.home(k); ; i = (i + 1) & mask {
+		s := &x.slots[i&mask]
+		if s.key == k && k != 0 {
+			return s.val, true
+		}
+		if s.key == 0 {
+			var zero V
+			return zero, false
+		}
+	}
+}
