@@ -1,0 +1,173 @@
+package mediator_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+type Shipped struct{ ID int }
+
+func TestPublishStrategies(t *testing.T) {
+	errA, errB := errors.New("a failed"), errors.New("b failed")
+	var calls []string
+	var mu sync.Mutex
+	record := func(name string, err error) func(context.Context, *Shipped) error {
+		return func(context.Context, *Shipped) error {
+			mu.Lock()
+			calls = append(calls, name)
+			mu.Unlock()
+			return err
+		}
+	}
+	m := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.SubscribeFunc(m, record("a", errA)))
+		require.NoError(t, mediator.SubscribeFunc(m, record("b", errB)))
+		require.NoError(t, mediator.SubscribeFunc(m, record("c", nil)))
+	})
+	ctx := context.Background()
+
+	err := mediator.Publish(ctx, m, &Shipped{})
+	assert.Same(t, errA, err, "default is stop on first error")
+	assert.Equal(t, []string{"a"}, calls)
+
+	calls = nil
+	err = mediator.PublishWith(ctx, m, &Shipped{}, mediator.ContinueOnError)
+	assert.ErrorIs(t, err, errA)
+	assert.ErrorIs(t, err, errB)
+	assert.Equal(t, []string{"a", "b", "c"}, calls)
+
+	calls = nil
+	err = mediator.PublishWith(ctx, m, &Shipped{}, mediator.Parallel(2))
+	assert.ErrorIs(t, err, errA)
+	assert.ErrorIs(t, err, errB)
+	assert.ElementsMatch(t, []string{"a", "b", "c"}, calls)
+}
+
+func TestPublishDefaultStrategyPerMediator(t *testing.T) {
+	boom := errors.New("boom")
+	ran := 0
+	m := mediator.New(nil, mediator.WithPublishStrategy(mediator.ContinueOnError))
+	require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { ran++; return boom }))
+	require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { ran++; return nil }))
+	require.NoError(t, m.Build())
+	assert.ErrorIs(t, mediator.Publish(context.Background(), m, &Shipped{}), boom)
+	assert.Equal(t, 2, ran)
+	assert.Equal(t, "continue-on-error", mediator.ContinueOnError.String())
+}
+
+func TestParallelIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var running, peak atomic.Int32
+		release := make(chan struct{})
+		m := mediator.New(nil)
+		for range 5 {
+			require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error {
+				n := running.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				<-release
+				running.Add(-1)
+				return nil
+			}))
+		}
+		require.NoError(t, m.Build())
+		done := make(chan error)
+		go func() { done <- mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.Parallel(2)) }()
+		synctest.Wait()
+		assert.Equal(t, int32(2), running.Load(), "two handlers run, the rest wait")
+		close(release)
+		require.NoError(t, <-done)
+		assert.Equal(t, int32(2), peak.Load())
+	})
+}
+
+func TestMissingNotificationHandler(t *testing.T) {
+	m := built(t, func(*mediator.Mediator) {})
+	assert.NoError(t, mediator.Publish(context.Background(), m, &Shipped{}), "ignored by default")
+	assert.ErrorIs(t, m.PublishAny(context.Background(), nil, mediator.Strategy{}), mediator.ErrNilRequest)
+
+	strict := mediator.New(nil, mediator.RequireNotificationHandlers())
+	require.NoError(t, strict.Build())
+	err := mediator.Publish(context.Background(), strict, &Shipped{})
+	assert.ErrorIs(t, err, mediator.ErrNoHandler)
+	assert.EqualError(t, err, "mediator: no handler for notification *mediator_test.Shipped")
+	assert.ErrorIs(t, mediator.Publish(context.Background(), mediator.New(nil), &Shipped{}), mediator.ErrNotBuilt)
+}
+
+func TestNotificationHandlerPanicIsAnError(t *testing.T) {
+	m := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { panic("bad handler") }))
+	})
+	err := mediator.Publish(context.Background(), m, &Shipped{})
+	assert.ErrorIs(t, err, mediator.ErrPanic)
+}
+
+func TestFireAndForget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var sunk []error
+		var mu sync.Mutex
+		boom := errors.New("mailer down")
+		m := mediator.New(nil, mediator.WithErrorSink(func(_ context.Context, n any, err error) {
+			mu.Lock()
+			sunk = append(sunk, err)
+			mu.Unlock()
+		}))
+		require.NoError(t, mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
+			<-release
+			return boom
+		}))
+		require.NoError(t, m.Build())
+
+		ctx, cancel := context.WithCancel(context.Background())
+		require.NoError(t, mediator.PublishWith(ctx, m, &Shipped{}, mediator.FireAndForget))
+		cancel() // the caller going away does not cancel the detached handler
+
+		closed := make(chan error)
+		go func() { closed <- m.Close() }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a handler was running")
+		default:
+		}
+		assert.ErrorIs(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget), mediator.ErrClosed)
+		close(release)
+		require.NoError(t, <-closed)
+		assert.Equal(t, []error{boom}, sunk)
+	})
+}
+
+func TestShutdownDeadlineCancelsDetachedHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := mediator.New(nil)
+		var handlerErr atomic.Value
+		require.NoError(t, mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
+			<-ctx.Done()
+			handlerErr.Store(ctx.Err())
+			return nil
+		}))
+		require.NoError(t, m.Build())
+		require.NoError(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := m.Shutdown(ctx)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, context.Canceled, handlerErr.Load(), "handler returned before Shutdown did")
+		assert.NoError(t, m.Close(), "closing twice is safe")
+	})
+}
