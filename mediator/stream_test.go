@@ -87,6 +87,7 @@ func TestStreamEndsWhenContextIsCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := streamMediator(t)
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		var got []int
 		var last error
 		for v, err := range mediator.Stream(ctx, m, &Ticks{}) {
