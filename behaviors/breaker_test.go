@@ -1,0 +1,676 @@
+package behaviors_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// fail records n counted failures for key.
+func fail(t *testing.T, r *behaviors.BreakerRegistry, key string, n int) {
+	t.Helper()
+	for range n {
+		p, err := r.Gate(key)
+		if err != nil {
+			t.Fatalf("gate %s: %v", key, err)
+		}
+		p.Done(context.Background(), errBoom)
+	}
+}
+
+func wantOpen(t *testing.T, r *behaviors.BreakerRegistry, key string, remaining time.Duration) {
+	t.Helper()
+	_, err := r.Gate(key)
+	var co *behaviors.CircuitOpenError
+	if !errors.As(err, &co) || !errors.Is(err, behaviors.ErrCircuitOpen) {
+		t.Fatalf("gate %s: got %v, want a *CircuitOpenError", key, err)
+	}
+	if co.Key != key || co.Remaining != remaining {
+		t.Fatalf("open error %+v, want key %q remaining %s", co, key, remaining)
+	}
+}
+
+func wantState(t *testing.T, r *behaviors.BreakerRegistry, key string, want behaviors.State) behaviors.BreakerSnapshot {
+	t.Helper()
+	s, err := r.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != want {
+		t.Fatalf("%s is %s, want %s (%+v)", key, s.State, want, s)
+	}
+	return s
+}
+
+func TestBreakerTransitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var changes []string
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+			OnStateChange: func(c behaviors.StateChange) { changes = append(changes, c.From.String()+"→"+c.To.String()) },
+		})
+		fail(t, r, "a", 4)
+		wantState(t, r, "a", behaviors.StateClosed)
+		fail(t, r, "a", 1)
+		s := wantState(t, r, "a", behaviors.StateOpen)
+		if s.Failures != 5 || s.Remaining != 30*time.Second || !s.OpenedAt.Equal(time.Now()) {
+			t.Fatalf("snapshot %+v", s)
+		}
+		wantOpen(t, r, "a", 30*time.Second)
+		time.Sleep(10 * time.Second)
+		wantOpen(t, r, "a", 20*time.Second)
+		if rem, open := r.OpenFor("a"); !open || rem != 20*time.Second {
+			t.Fatalf("OpenFor = %s, %v", rem, open)
+		}
+		time.Sleep(20 * time.Second)
+		if _, open := r.OpenFor("a"); open {
+			t.Fatal("OpenFor reports open once a probe may start")
+		}
+		probe, err := r.Gate("a")
+		if err != nil || !probe.Probe() {
+			t.Fatalf("probe: %v %v", probe.Probe(), err)
+		}
+		wantState(t, r, "a", behaviors.StateHalfOpen)
+		// The one probe slot is taken: refused until the probe times out.
+		wantOpen(t, r, "a", 30*time.Second)
+		probe.Done(context.Background(), nil)
+		s = wantState(t, r, "a", behaviors.StateClosed)
+		if s.Failures != 0 || !s.OpenedAt.IsZero() {
+			t.Fatalf("closed snapshot %+v", s)
+		}
+		// A failing probe opens again with a fresh open duration.
+		fail(t, r, "a", 5)
+		time.Sleep(30 * time.Second)
+		probe, _ = r.Gate("a")
+		time.Sleep(time.Second)
+		probe.Done(context.Background(), errBoom)
+		wantOpen(t, r, "a", 30*time.Second)
+		want := []string{"closed→open", "open→half-open", "half-open→closed", "closed→open", "open→half-open", "half-open→open"}
+		if len(changes) != len(want) {
+			t.Fatalf("changes %v, want %v", changes, want)
+		}
+		for i := range want {
+			if changes[i] != want[i] {
+				t.Fatalf("changes %v, want %v", changes, want)
+			}
+		}
+	})
+}
+
+// A success resets the streak of consecutive failures.
+func TestBreakerConsecutive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 3})
+		fail(t, r, "k", 2)
+		p, _ := r.Gate("k")
+		p.Success()
+		fail(t, r, "k", 2)
+		wantState(t, r, "k", behaviors.StateClosed)
+		fail(t, r, "k", 1)
+		wantState(t, r, "k", behaviors.StateOpen)
+	})
+}
+
+// 1000 goroutines hitting a half-open breaker through the mediator: exactly K probes reach
+// the handler, every other call fails fast.
+func TestBreakerHalfOpenAdmitsExactlyK(t *testing.T) {
+	const k, n = 3, 1000
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{HalfOpenProbes: k})
+		release := make(chan struct{})
+		var entered atomic.Int32
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+			entered.Add(1)
+			<-release
+			return &Reply{}, nil
+		}, behaviors.NewCircuitBreaker(r, endpointKey))
+		fail(t, r, "x", 5)
+		time.Sleep(30 * time.Second)
+		var refused, ok atomic.Int32
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "x"})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, behaviors.ErrCircuitOpen):
+					refused.Add(1)
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		synctest.Wait()
+		if got := entered.Load(); got != k {
+			t.Fatalf("%d probes reached the handler, want %d", got, k)
+		}
+		if got := refused.Load(); got != n-k {
+			t.Fatalf("%d refused, want %d", got, n-k)
+		}
+		if s := wantState(t, r, "x", behaviors.StateHalfOpen); s.Probes != k {
+			t.Fatalf("snapshot probes %d", s.Probes)
+		}
+		close(release)
+		wg.Wait()
+		if ok.Load() != k {
+			t.Fatalf("%d succeeded", ok.Load())
+		}
+		wantState(t, r, "x", behaviors.StateClosed)
+	})
+}
+
+// A success of a call that began before the breaker opened does not close it, and one that
+// began before a probe does not close the half-open breaker either.
+func TestBreakerStaleSuccessIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		early, err := r.Gate("s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		early2, _ := r.Gate("s")
+		fail(t, r, "s", 5)
+		early.Success()
+		s := wantState(t, r, "s", behaviors.StateOpen)
+		if s.Failures != 5 {
+			t.Fatalf("stale success changed the failure count: %+v", s)
+		}
+		time.Sleep(30 * time.Second)
+		probe, err := r.Gate("s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		early2.Success()
+		wantState(t, r, "s", behaviors.StateHalfOpen)
+		// A stale failure does not re-open it either.
+		early2.Failure()
+		wantState(t, r, "s", behaviors.StateHalfOpen)
+		probe.Success()
+		wantState(t, r, "s", behaviors.StateClosed)
+		// A failure from before a reset is not counted in the new generation.
+		old, _ := r.Gate("s")
+		fail(t, r, "s", 4)
+		if err := r.Reset("s"); err != nil {
+			t.Fatal(err)
+		}
+		fail(t, r, "s", 4)
+		old.Failure()
+		wantState(t, r, "s", behaviors.StateClosed)
+	})
+}
+
+// A probe that hangs past the probe timeout re-opens the breaker; its late result is ignored.
+func TestBreakerHungProbeReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{ProbeTimeout: 5 * time.Second})
+		fail(t, r, "h", 5)
+		time.Sleep(30 * time.Second)
+		hung, err := r.Gate("h")
+		if err != nil || !hung.Probe() {
+			t.Fatal("no probe", err)
+		}
+		time.Sleep(4 * time.Second)
+		if rem, open := r.OpenFor("h"); !open || rem != time.Second {
+			t.Fatalf("OpenFor during probe = %s %v", rem, open)
+		}
+		time.Sleep(time.Second)
+		wantOpen(t, r, "h", 30*time.Second)
+		wantState(t, r, "h", behaviors.StateOpen)
+		hung.Success() // too late
+		wantState(t, r, "h", behaviors.StateOpen)
+		time.Sleep(30 * time.Second)
+		p, err := r.Gate("h")
+		if err != nil || !p.Probe() {
+			t.Fatal("no new probe", err)
+		}
+		p.Success()
+		wantState(t, r, "h", behaviors.StateClosed)
+	})
+}
+
+// A probe that panics frees its slot: the breaker is not wedged half-open.
+func TestBreakerPanickingProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		cb := behaviors.NewCircuitBreaker(r, endpointKey)
+		fail(t, r, "p", 5)
+		time.Sleep(30 * time.Second)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("panic did not propagate")
+				}
+			}()
+			_, _ = cb.Handle(context.Background(), &Call{Endpoint: "p"}, func(context.Context, any) (any, error) {
+				panic("probe exploded")
+			})
+		}()
+		s := wantState(t, r, "p", behaviors.StateHalfOpen)
+		if s.Probes != 0 {
+			t.Fatalf("panicking probe kept its slot: %+v", s)
+		}
+		resp, err := cb.Handle(context.Background(), &Call{Endpoint: "p"}, func(context.Context, any) (any, error) {
+			return &Reply{Text: "ok"}, nil
+		})
+		if err != nil || resp.(*Reply).Text != "ok" {
+			t.Fatal(resp, err)
+		}
+		wantState(t, r, "p", behaviors.StateClosed)
+
+		// Through the mediator a handler panic is a *mediator.PanicError: a counted failure.
+		m := build(t, func(context.Context, *Call) (*Reply, error) { panic("handler exploded") }, cb)
+		fail(t, r, "p", 5)
+		time.Sleep(30 * time.Second)
+		_, err = mediator.Send(context.Background(), m, &Call{Endpoint: "p"})
+		if !errors.Is(err, mediator.ErrPanic) {
+			t.Fatal(err)
+		}
+		wantState(t, r, "p", behaviors.StateOpen)
+	})
+}
+
+// The caller's cancellation is never counted, in the closed state or by a probe.
+func TestBreakerCancellationNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 1})
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, behaviors.NewCircuitBreaker(r, endpointKey))
+		for range 10 {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(time.Millisecond); cancel() }()
+			_, err := mediator.Send(ctx, m, &Call{Endpoint: "c"})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := mediator.Send(ctx, m, &Call{Endpoint: "c"})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		s := wantState(t, r, "c", behaviors.StateClosed)
+		if s.Failures != 0 {
+			t.Fatalf("cancellation counted: %+v", s)
+		}
+		// A cancelled probe frees its slot and leaves the breaker half-open.
+		if err := r.Trip("c"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second)
+		ctx, cancel = context.WithCancel(context.Background())
+		go func() { time.Sleep(time.Millisecond); cancel() }()
+		_, err = mediator.Send(ctx, m, &Call{Endpoint: "c"})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		if s := wantState(t, r, "c", behaviors.StateHalfOpen); s.Probes != 0 {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
+
+// Validation errors, missing handlers, bulkhead rejections and 4xx codes are not counted;
+// timeouts and 5xx are.
+func TestBreakerClassifier(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		err   error
+		count bool
+	}{
+		{&behaviors.ValidationError{Err: errBoom}, false},
+		{&mediator.NoHandlerError{Kind: "request"}, false},
+		{&behaviors.BulkheadFullError{Key: "k", Limit: 1}, false},
+		{&behaviors.CircuitOpenError{Key: "k"}, false},
+		{&statusErr{code: 404}, false},
+		{&statusErr{code: 429}, true},
+		{&statusErr{code: 503}, true},
+		{&behaviors.TimeoutError{Duration: time.Second, Err: context.DeadlineExceeded}, true},
+		{context.DeadlineExceeded, true}, // not the caller's: ctx is not done
+		{errBoom, true},
+	} {
+		if got := behaviors.CountsAsFailure(ctx, tc.err); got != tc.count {
+			t.Errorf("CountsAsFailure(%v) = %v", tc.err, got)
+		}
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if behaviors.CountsAsFailure(done, context.Canceled) {
+		t.Error("caller cancellation counted")
+	}
+}
+
+func TestBreakerTripResetUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		for _, err := range []error{r.Trip("nope"), r.Reset("nope")} {
+			if !errors.Is(err, behaviors.ErrUnknownBreaker) {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.Get("nope"); !errors.Is(err, behaviors.ErrUnknownBreaker) {
+			t.Fatal(err)
+		}
+		if _, open := r.OpenFor("nope"); open {
+			t.Fatal("unknown key open")
+		}
+		p, _ := r.Gate("k")
+		p.Success()
+		if err := r.Trip("k"); err != nil {
+			t.Fatal(err)
+		}
+		wantOpen(t, r, "k", 30*time.Second)
+		if err := r.Reset("k"); err != nil {
+			t.Fatal(err)
+		}
+		s := wantState(t, r, "k", behaviors.StateClosed)
+		if s.Failures != 0 {
+			t.Fatalf("%+v", s)
+		}
+		fail(t, r, "k", 3)
+		_ = r.Reset("k")
+		if s := wantState(t, r, "k", behaviors.StateClosed); s.Failures != 0 {
+			t.Fatalf("reset kept failures: %+v", s)
+		}
+	})
+}
+
+func TestBreakerSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		start := time.Now()
+		fail(t, r, "b", 2)
+		fail(t, r, "a", 5)
+		time.Sleep(5 * time.Second)
+		got := r.Snapshot()
+		want := []behaviors.BreakerSnapshot{
+			{Key: "a", State: behaviors.StateOpen, Failures: 5, OpenedAt: start, Remaining: 25 * time.Second},
+			{Key: "b", State: behaviors.StateClosed, Failures: 2},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%+v", got)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("snapshot[%d] = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+// Listeners run outside the breaker's lock: they may call the registry, even change the
+// breaker they hear about.
+func TestBreakerListenersMayCallRegistry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r *behaviors.BreakerRegistry
+		var seen []behaviors.State
+		r = behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+			OnStateChange: func(c behaviors.StateChange) {
+				s, err := r.Get(c.Key)
+				if err != nil {
+					t.Error(err)
+				}
+				seen = append(seen, s.State)
+				_, _ = r.OpenFor(c.Key)
+				_ = r.Snapshot()
+			},
+		})
+		resets := 0
+		r.AddListener(func(c behaviors.StateChange) {
+			if c.To == behaviors.StateOpen && resets == 0 {
+				resets++
+				if err := r.Reset(c.Key); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		fail(t, r, "l", 5)
+		wantState(t, r, "l", behaviors.StateClosed)
+		if len(seen) != 2 || seen[0] != behaviors.StateOpen || seen[1] != behaviors.StateClosed {
+			t.Fatalf("seen %v", seen)
+		}
+	})
+}
+
+// Open-duration jitter spreads re-probes within ±OpenJitter.
+func TestBreakerOpenJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenJitter: 0.5, FailureThreshold: 1})
+		distinct := map[time.Duration]bool{}
+		for i := range 200 {
+			k := strconv.Itoa(i)
+			fail(t, r, k, 1)
+			rem, open := r.OpenFor(k)
+			if !open || rem < 15*time.Second || rem > 45*time.Second {
+				t.Fatalf("remaining %s outside 30s ± 50%%", rem)
+			}
+			distinct[rem] = true
+		}
+		if len(distinct) < 100 {
+			t.Fatalf("only %d distinct open durations", len(distinct))
+		}
+	})
+}
+
+func TestBreakerFailureRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+			FailureThreshold: 1000, FailureRate: 0.5, RateMinCalls: 10, RateWindow: 10 * time.Second,
+		})
+		outcome := func(ok bool) {
+			p, err := r.Gate("r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				p.Success()
+			} else {
+				p.Failure()
+			}
+		}
+		// Old failures slide out of the window.
+		for range 9 {
+			outcome(false)
+		}
+		time.Sleep(11 * time.Second)
+		for i := range 9 {
+			outcome(i%2 == 0) // 5 successes, 4 failures
+		}
+		wantState(t, r, "r", behaviors.StateClosed)
+		outcome(false) // 10 calls, 5 failures: 50 %
+		wantState(t, r, "r", behaviors.StateOpen)
+	})
+}
+
+// With a key function each endpoint has its own breaker: A stays open while B flows.
+func TestBreakerPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		calls := map[string]int{}
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+			calls[q.Endpoint]++
+			if q.Endpoint == "https://a.example" {
+				return nil, &statusErr{code: 503}
+			}
+			return &Reply{Text: "ok"}, nil
+		}, behaviors.NewCircuitBreaker(r, endpointKey))
+		for range 5 {
+			_, _ = mediator.Send(context.Background(), m, &Call{Endpoint: "https://a.example"})
+		}
+		for range 10 {
+			_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "https://a.example"})
+			if !errors.Is(err, behaviors.ErrCircuitOpen) {
+				t.Fatal(err)
+			}
+			if _, err := mediator.Send(context.Background(), m, &Call{Endpoint: "https://b.example"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if calls["https://a.example"] != 5 || calls["https://b.example"] != 10 {
+			t.Fatalf("calls %v", calls)
+		}
+		wantState(t, r, "https://a.example", behaviors.StateOpen)
+		wantState(t, r, "https://b.example", behaviors.StateClosed)
+	})
+}
+
+// Without a key function the breaker is the request type's, bound at Build.
+func TestBreakerTypeKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) { return nil, errBoom },
+			behaviors.NewCircuitBreaker(r, nil))
+		key := "*behaviors_test.Call"
+		wantState(t, r, key, behaviors.StateClosed) // created at Build
+		for range 5 {
+			_, _ = mediator.Send(context.Background(), m, &Call{})
+		}
+		wantOpen(t, r, key, 30*time.Second)
+		// Bound breakers are never evicted.
+		time.Sleep(time.Hour)
+		if n := r.Sweep(); n != 0 {
+			t.Fatalf("evicted %d", n)
+		}
+	})
+}
+
+// One million distinct keys, each used once: eviction keeps the registry bounded.
+func TestBreakerEvictionBounded(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	const bound = 10_000
+	r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{MaxBreakers: bound, FailureThreshold: 1})
+	// Open breakers are never evicted.
+	for i := range 10 {
+		fail(t, r, "open-"+strconv.Itoa(i), 1)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ctx := context.Background()
+	buf := make([]byte, 0, 32)
+	for i := range n {
+		buf = strconv.AppendInt(append(buf[:0], "https://host-"...), int64(i), 10)
+		p, err := r.Gate(string(buf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Done(ctx, nil)
+		if r.Len() > bound+10 {
+			t.Fatalf("after %d keys the registry holds %d breakers", i+1, r.Len())
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d keys: heap before %d KiB, after %d KiB (grown %d KiB); %d breakers held",
+		n, before.HeapAlloc>>10, after.HeapAlloc>>10, grown>>10, r.Len())
+	if grown > 16<<20 {
+		t.Fatalf("heap grew by %d MiB", grown>>20)
+	}
+	for i := range 10 {
+		wantState(t, r, "open-"+strconv.Itoa(i), behaviors.StateOpen)
+	}
+}
+
+// Closed breakers idle for IdleTTL are evicted when new keys arrive or on Sweep; used ones and
+// open ones stay.
+func TestBreakerIdleTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{IdleTTL: time.Minute, FailureThreshold: 1})
+		for _, k := range []string{"idle", "busy"} {
+			p, _ := r.Gate(k)
+			p.Success()
+		}
+		fail(t, r, "down", 1)
+		r.Sweep() // marks cleared
+		time.Sleep(30 * time.Second)
+		p, _ := r.Gate("busy")
+		p.Success()
+		time.Sleep(31 * time.Second)
+		p, _ = r.Gate("new") // a new key past IdleTTL since the last sweep sweeps
+		p.Success()
+		if _, err := r.Get("idle"); !errors.Is(err, behaviors.ErrUnknownBreaker) {
+			t.Fatalf("idle breaker kept: %v", err)
+		}
+		for _, k := range []string{"busy", "down", "new"} {
+			if _, err := r.Get(k); err != nil {
+				t.Fatalf("%s evicted: %v", k, err)
+			}
+		}
+		time.Sleep(time.Hour)
+		if _, open := r.OpenFor("down"); open {
+			t.Fatal("down still open after an hour")
+		}
+		r.Sweep()
+		r.Sweep()
+		if _, err := r.Get("down"); err == nil {
+			// down is half-open now (OpenFor refreshed it) and must stay.
+			wantState(t, r, "down", behaviors.StateHalfOpen)
+		} else {
+			t.Fatal("half-open breaker evicted")
+		}
+	})
+}
+
+type memStore struct {
+	mu    sync.Mutex
+	saved []behaviors.BreakerSnapshot
+}
+
+func (s *memStore) SaveBreaker(_ context.Context, snap behaviors.BreakerSnapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saved = append(s.saved, snap)
+	return nil
+}
+
+// A store hears every local transition; Apply adopts another instance's decision.
+func TestBreakerStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &memStore{}
+		a := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{Store: st})
+		b := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		fail(t, a, "e", 5)
+		if len(st.saved) != 1 || st.saved[0].State != behaviors.StateOpen || st.saved[0].Remaining != 30*time.Second {
+			t.Fatalf("saved %+v", st.saved)
+		}
+		b.Apply(st.saved[0])
+		wantOpen(t, b, "e", 30*time.Second)
+		b.Apply(behaviors.BreakerSnapshot{Key: "e", State: behaviors.StateClosed})
+		wantState(t, b, "e", behaviors.StateClosed)
+		_ = a.Reset("e")
+		if len(st.saved) != 2 || st.saved[1].State != behaviors.StateClosed {
+			t.Fatalf("saved %+v", st.saved)
+		}
+	})
+}
+
+func TestBreakerValidate(t *testing.T) {
+	for _, c := range []behaviors.BreakerConfig{
+		{FailureThreshold: -1}, {OpenJitter: 1}, {FailureRate: 2}, {OpenDuration: -time.Second}, {HalfOpenProbes: -1},
+	} {
+		if behaviors.NewBreakerRegistry(c).Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, (&script{}).handle)
+	_ = m.Use(behaviors.NewCircuitBreaker(nil, nil))
+	if err := m.Build(); !errors.Is(err, mediator.ErrInvalidBehavior) {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,92 @@
+package behaviors
+
+import (
+	"context"
+	"errors"
+	"reflect"
+
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// CircuitBreaker is a behavior that gates every call through the breaker of the request's
+// key in a BreakerRegistry: while the breaker is open it fails fast with a *CircuitOpenError
+// and does not call the rest of the pipeline. It is in StageDefault at BreakerOrder, inside
+// Retry, so each attempt is gated and counted. On the closed path it takes no lock, reads no
+// clock and allocates nothing.
+type CircuitBreaker struct {
+	reg   *BreakerRegistry
+	key   KeyFunc
+	fixed *breaker // the request type's breaker, bound at Build when key is nil
+}
+
+// NewCircuitBreaker returns a breaker behavior over reg. key maps a request to its breaker's
+// key (for example the remote endpoint it calls); nil keys each request type by its name
+// (reflect's Type.String, such as "*app.GetUser"), resolved once at Build.
+func NewCircuitBreaker(reg *BreakerRegistry, key KeyFunc) *CircuitBreaker {
+	return &CircuitBreaker{reg: reg, key: key}
+}
+
+// Name returns "circuit-breaker".
+func (c *CircuitBreaker) Name() string { return "circuit-breaker" }
+
+// Stage returns mediator.StageDefault.
+func (c *CircuitBreaker) Stage() mediator.Stage { return mediator.StageDefault }
+
+// Order returns BreakerOrder.
+func (c *CircuitBreaker) Order() int { return BreakerOrder }
+
+// Validate reports a missing or misconfigured registry.
+func (c *CircuitBreaker) Validate() error {
+	if c.reg == nil {
+		return errors.New("circuit breaker has no registry")
+	}
+	return c.reg.Validate()
+}
+
+// Bind resolves the breaker of a request type once, when no key function was given. Such
+// breakers are never evicted.
+func (c *CircuitBreaker) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
+	if c.key != nil {
+		return c, nil
+	}
+	return &CircuitBreaker{reg: c.reg, fixed: c.reg.create(TypeKey(info.Request), true)}, nil
+}
+
+// TypeKey is the breaker key of a request type when no key function is given.
+func TypeKey(t reflect.Type) string { return t.String() }
+
+// Handle gates the call.
+func (c *CircuitBreaker) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	b := c.fixed
+	if b == nil {
+		if c.key != nil {
+			b = c.reg.lookup(c.key(req))
+		} else {
+			b = c.reg.lookup(TypeKey(reflect.TypeOf(req)))
+		}
+	}
+	p, err := b.allow()
+	if err != nil {
+		return nil, err
+	}
+	if p.slot != 0 {
+		return probe(ctx, req, next, p)
+	}
+	resp, err := next(ctx, req)
+	p.Done(ctx, err)
+	return resp, err
+}
+
+// probe runs a half-open probe; a probe that panics frees its slot before the panic goes on.
+func probe(ctx context.Context, req any, next mediator.Next, p Permit) (resp any, err error) {
+	finished := false
+	defer func() {
+		if !finished {
+			p.Release()
+		}
+	}()
+	resp, err = next(ctx, req)
+	finished = true
+	p.Done(ctx, err)
+	return resp, err
+}

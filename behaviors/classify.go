@@ -1,0 +1,88 @@
+package behaviors
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// defaultRetryableStatusCodes are the status codes Retryable retries: too many requests, bad
+// gateway, service unavailable, gateway timeout (seed 001's retryableStatusCodes).
+var defaultRetryableStatusCodes = []int{429, 502, 503, 504}
+
+// Retryable is the default retry classifier. It reports true for errors that declare
+// themselves retryable (a Retryable() bool method returning true) and for errors carrying
+// status code 429, 502, 503 or 504 (a StatusCode() int method). It reports false for nil,
+// context.Canceled, context.DeadlineExceeded and other timeouts (the policy's RetryOnTimeout
+// decides those), validation errors, mediator.ErrNoHandler, circuit-open errors, bulkhead
+// rejections and everything else.
+func Retryable(err error) bool { return retryableWith(err, defaultRetryableStatusCodes) }
+
+func retryableWith(err error, codes []int) bool {
+	if err == nil || neverRetried(err) || IsTimeout(err) {
+		return false
+	}
+	if r, ok := errors.AsType[RetryableError](err); ok {
+		return r.Retryable()
+	}
+	if s, ok := errors.AsType[statusError](err); ok {
+		return slices.Contains(codes, s.StatusCode())
+	}
+	return false
+}
+
+type statusError interface {
+	error
+	StatusCode() int
+}
+
+type timeoutError interface {
+	error
+	Timeout() bool
+}
+
+// neverRetried reports the errors no policy retries.
+func neverRetried(err error) bool {
+	return errors.Is(err, context.Canceled) ||
+		errors.Is(err, ErrValidation) ||
+		errors.Is(err, mediator.ErrNoHandler) ||
+		errors.Is(err, ErrCircuitOpen) ||
+		errors.Is(err, ErrBulkheadFull)
+}
+
+// IsTimeout reports whether err is a timeout: a *TimeoutError, context.DeadlineExceeded, or an
+// error with a Timeout() bool method returning true (as net.Error has).
+func IsTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	t, ok := errors.AsType[timeoutError](err)
+	return ok && t.Timeout()
+}
+
+// CountsAsFailure is the default breaker classifier: it reports whether err says the
+// dependency behind a breaker is unhealthy. It reports false for nil, the caller's own
+// cancellation (ctx is done), validation errors, mediator.ErrNoHandler, circuit-open errors,
+// bulkhead rejections and errors carrying a 4xx status code other than 408 and 429 (the
+// caller's fault, not the dependency's). Every other error counts, timeouts included.
+func CountsAsFailure(ctx context.Context, err error) bool {
+	if err == nil || mediator.IsCallerCancellation(ctx, err) {
+		return false
+	}
+	if errors.Is(err, ErrValidation) || errors.Is(err, mediator.ErrNoHandler) ||
+		errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrBulkheadFull) {
+		return false
+	}
+	if s, ok := errors.AsType[statusError](err); ok {
+		c := s.StatusCode()
+		if c >= 400 && c < 500 && c != 408 && c != 429 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,24 @@
+// Package behaviors holds the built-in resilience behaviors of switchboard: retry, a per-key
+// circuit breaker with its registry, fallback, timeout, bulkhead, validation and recover.
+//
+// Each behavior reports its own stage and order, so registering them in any order yields
+//
+//	recover (pre)  →  validation (pre)  →  fallback (30)  →  retry (50)  →  circuit breaker (60)
+//	  →  timeout (70)  →  bulkhead (80)  →  handler
+//
+// Fallback is outermost so it sees the final failure (an open circuit included); the breaker
+// is inside retry so every attempt is gated and counted; the timeout is inside retry, so it
+// bounds each attempt. Move the timeout outside retry (an order below 50) to bound the whole
+// call instead.
+//
+// The success path of fallback, retry and the breaker allocates nothing and takes no lock:
+// retry creates no backoff and no timer until a call fails, and the breaker reads one atomic
+// word and no clock while it is closed.
+//
+// Errors are values: sentinels (ErrCircuitOpen, ErrTimeout, ErrBulkheadFull, ErrValidation,
+// ErrRetriesExhausted, ErrUnknownBreaker) matched by typed errors (*CircuitOpenError, ...) with
+// errors.Is and errors.As. A caller's own cancellation is never retried, never counted by a
+// breaker and never replaced by a fallback.
+//
+// docs/resilience.md explains the ordering rules and lists every default with its source.
+package behaviors

@@ -1,0 +1,147 @@
+package behaviors
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Sentinel errors. Each typed error below matches its sentinel with errors.Is.
+var (
+	// ErrCircuitOpen reports a call refused by an open (or fully probed half-open) circuit
+	// breaker. The handler was not called.
+	ErrCircuitOpen = errors.New("behaviors: circuit open")
+	// ErrUnknownBreaker reports a breaker key the registry does not hold.
+	ErrUnknownBreaker = errors.New("behaviors: unknown breaker")
+	// ErrTimeout reports a call that did not finish within the Timeout behavior's duration.
+	ErrTimeout = errors.New("behaviors: timeout")
+	// ErrBulkheadFull reports a call rejected because its bulkhead had no free slot.
+	ErrBulkheadFull = errors.New("behaviors: bulkhead full")
+	// ErrValidation reports a request that failed validation. It is never retried and never
+	// counted by a breaker.
+	ErrValidation = errors.New("behaviors: validation failed")
+	// ErrRetriesExhausted reports a call that failed after more than one attempt.
+	ErrRetriesExhausted = errors.New("behaviors: retries exhausted")
+)
+
+// CircuitOpenError is returned instead of calling the handler while the breaker for Key is
+// open. It matches ErrCircuitOpen.
+type CircuitOpenError struct {
+	// Key is the breaker's key.
+	Key string
+	// Remaining is the time until the breaker lets a probe through; zero when a probe may
+	// start now but every probe slot is taken.
+	Remaining time.Duration
+}
+
+func (e *CircuitOpenError) Error() string {
+	return fmt.Sprintf("behaviors: circuit open for %q (probe in %s)", e.Key, e.Remaining)
+}
+
+// Is reports whether target is ErrCircuitOpen.
+func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }
+
+// RetryAfter returns Remaining: a caller that waits is best served waiting that long.
+func (e *CircuitOpenError) RetryAfter() time.Duration { return e.Remaining }
+
+// TimeoutError reports a call that ran past the Timeout behavior's duration. It matches
+// ErrTimeout, unwraps to the error the handler returned (usually context.DeadlineExceeded)
+// and, like net.Error, reports Timeout() == true.
+type TimeoutError struct {
+	// Duration is the timeout that ran out.
+	Duration time.Duration
+	// Err is the error the call returned after its deadline.
+	Err error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("behaviors: timeout after %s: %v", e.Duration, e.Err)
+}
+
+// Is reports whether target is ErrTimeout.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
+
+// Unwrap returns the call's own error.
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Timeout reports true.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// BulkheadFullError reports a call rejected by a bulkhead. It matches ErrBulkheadFull. A
+// breaker does not count it: it says nothing about the dependency's health.
+type BulkheadFullError struct {
+	// Key is the bulkhead's key.
+	Key string
+	// Limit is the bulkhead's concurrency limit.
+	Limit int
+}
+
+func (e *BulkheadFullError) Error() string {
+	return fmt.Sprintf("behaviors: bulkhead %q full (%d concurrent calls)", e.Key, e.Limit)
+}
+
+// Is reports whether target is ErrBulkheadFull.
+func (e *BulkheadFullError) Is(target error) bool { return target == ErrBulkheadFull }
+
+// ValidationError reports a request that failed validation. It matches ErrValidation and
+// unwraps to the validator's error. Handlers may return one too, so that retry and the
+// breaker treat their own input checks the same way.
+type ValidationError struct {
+	// Request is the request type; nil when unknown.
+	Request reflect.Type
+	// Err is the validator's error.
+	Err error
+}
+
+func (e *ValidationError) Error() string {
+	if e.Request != nil {
+		return fmt.Sprintf("behaviors: invalid %s: %v", e.Request, e.Err)
+	}
+	return fmt.Sprintf("behaviors: invalid request: %v", e.Err)
+}
+
+// Is reports whether target is ErrValidation.
+func (e *ValidationError) Is(target error) bool { return target == ErrValidation }
+
+// Unwrap returns the validator's error.
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// RetryError is the final error of a call that was attempted more than once. It matches
+// ErrRetriesExhausted and unwraps to the last attempt's error, so errors.Is and errors.As
+// reach the handler's error through it.
+type RetryError struct {
+	// Attempts is how many attempts were made, the first included.
+	Attempts int
+	// Err is the last attempt's error.
+	Err error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("behaviors: failed after %d attempts: %v", e.Attempts, e.Err)
+}
+
+// Is reports whether target is ErrRetriesExhausted.
+func (e *RetryError) Is(target error) bool { return target == ErrRetriesExhausted }
+
+// Unwrap returns the last attempt's error.
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// RetryableError is implemented by errors that say whether a retry may succeed. Retryable
+// honours it.
+type RetryableError interface {
+	error
+	Retryable() bool
+}
+
+// StatusCoder is implemented by errors that carry an HTTP-like status code. Retryable retries
+// the codes of the policy (429, 502, 503, 504 by default).
+type StatusCoder interface {
+	StatusCode() int
+}
+
+// RetryAfterHinter is implemented by errors that carry a server's Retry-After hint. Retry waits
+// at least that long before the next attempt.
+type RetryAfterHinter interface {
+	RetryAfter() time.Duration
+}

@@ -1,0 +1,466 @@
+package behaviors
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// BreakerConfig configures the breakers of a BreakerRegistry. Every zero field means its
+// default; the defaults are the ones docs/resilience.md lists with their sources.
+type BreakerConfig struct {
+	// FailureThreshold is the number of consecutive counted failures that opens a closed
+	// breaker. Default 5 (seeds 000, 001 and 003).
+	FailureThreshold int
+	// OpenDuration is how long an open breaker refuses calls before it lets a probe through.
+	// Default 30 s (seeds 001 and 003; seed 000 uses one minute).
+	OpenDuration time.Duration
+	// OpenJitter spreads each open duration uniformly by ±OpenJitter × OpenDuration, so that
+	// a fleet tripped at once does not probe at once. A fraction in [0, 1). Default 0: none.
+	OpenJitter float64
+	// HalfOpenProbes is how many probe calls a half-open breaker lets run at once. Default 1
+	// (seed 000's half-open-max-attempts; seed 001 lets exactly the next dispatch through).
+	HalfOpenProbes int
+	// ProbeTimeout is how long a probe may run before the breaker gives up on it and opens
+	// again; the probe's own result, when it comes, is then ignored. Default 30 s.
+	ProbeTimeout time.Duration
+	// FailureRate opens a closed breaker when, within RateWindow, at least RateMinCalls calls
+	// were made and at least this fraction of them failed; in (0, 1]. It works alongside
+	// FailureThreshold. Default 0: off. When on, successful calls are counted too, which
+	// costs a lock and a clock read per success.
+	FailureRate float64
+	// RateWindow is the sliding window of FailureRate. Default 60 s.
+	RateWindow time.Duration
+	// RateMinCalls is the minimum number of calls in the window before FailureRate applies.
+	// Default 10.
+	RateMinCalls int
+	// IsFailure decides which errors count as failures. Default CountsAsFailure: everything
+	// but the caller's cancellation, validation errors, missing handlers, circuit-open errors,
+	// bulkhead rejections and 4xx status codes other than 408 and 429.
+	IsFailure func(ctx context.Context, err error) bool
+	// MaxBreakers bounds the number of breakers held: past it, idle closed breakers are
+	// evicted (open and half-open ones never are, nor breakers bound to a request type).
+	// Default 10,000; negative means no bound.
+	MaxBreakers int
+	// IdleTTL evicts closed breakers not used for at least this long. It is checked when a
+	// new key arrives and by Sweep. Default 10 minutes; negative means never.
+	IdleTTL time.Duration
+	// OnStateChange is called after every state change, outside the breaker's lock, so it may
+	// call the registry. nil: nothing is called. AddListener adds more.
+	OnStateChange func(StateChange)
+	// Store receives every state change, to share trip decisions between instances; Apply
+	// feeds decisions made elsewhere back in. nil: the state stays in this process.
+	Store BreakerStore
+	// OnStoreError receives errors of Store. nil: they are dropped.
+	OnStoreError func(error)
+	// Clock is the registry's time source. nil: SystemClock.
+	Clock Clock
+}
+
+// StateChange describes one transition of one breaker.
+type StateChange struct {
+	// Key is the breaker's key.
+	Key string
+	// From and To are the states before and after.
+	From, To State
+	// At is when the change happened.
+	At time.Time
+}
+
+// BreakerSnapshot describes one breaker at one moment.
+type BreakerSnapshot struct {
+	// Key is the breaker's key.
+	Key string
+	// State is the breaker's state.
+	State State
+	// Failures is the number of consecutive counted failures: the streak that opened an open
+	// breaker, the current streak of a closed one.
+	Failures int
+	// OpenedAt is when the breaker last opened; zero while closed.
+	OpenedAt time.Time
+	// Remaining is the time until an open breaker lets a probe through; zero otherwise.
+	Remaining time.Duration
+	// Probes is the number of probes in flight of a half-open breaker.
+	Probes int
+}
+
+// BreakerStore shares breaker state between instances. The registry calls SaveBreaker after
+// every state change, outside locks; a store that sees another instance's decision feeds it
+// back with BreakerRegistry.Apply.
+type BreakerStore interface {
+	SaveBreaker(ctx context.Context, s BreakerSnapshot) error
+}
+
+// BreakerRegistry holds one circuit breaker per key. Breakers are created on first use. It
+// serves the CircuitBreaker behavior and, through Gate and OpenFor, code that calls a
+// dependency through its own client. All methods are safe for concurrent use.
+type BreakerRegistry struct {
+	cfg   BreakerConfig
+	clock Clock
+	epoch time.Time
+
+	m    sync.Map // string → *breaker
+	size atomic.Int64
+
+	sweepMu   sync.Mutex
+	lastSweep atomic.Int64
+
+	listenMu  sync.Mutex
+	listeners atomic.Pointer[[]func(StateChange)]
+}
+
+// NewBreakerRegistry returns a registry whose breakers follow cfg.
+func NewBreakerRegistry(cfg BreakerConfig) *BreakerRegistry {
+	if cfg.FailureThreshold == 0 {
+		cfg.FailureThreshold = 5
+	}
+	if cfg.OpenDuration == 0 {
+		cfg.OpenDuration = 30 * time.Second
+	}
+	if cfg.HalfOpenProbes == 0 {
+		cfg.HalfOpenProbes = 1
+	}
+	if cfg.ProbeTimeout == 0 {
+		cfg.ProbeTimeout = 30 * time.Second
+	}
+	if cfg.RateWindow == 0 {
+		cfg.RateWindow = time.Minute
+	}
+	if cfg.RateMinCalls == 0 {
+		cfg.RateMinCalls = 10
+	}
+	if cfg.IsFailure == nil {
+		cfg.IsFailure = CountsAsFailure
+	}
+	if cfg.MaxBreakers == 0 {
+		cfg.MaxBreakers = 10_000
+	}
+	if cfg.IdleTTL == 0 {
+		cfg.IdleTTL = 10 * time.Minute
+	}
+	r := &BreakerRegistry{cfg: cfg, clock: clockOr(cfg.Clock)}
+	r.epoch = r.clock.Now()
+	return r
+}
+
+// Validate reports invalid configuration.
+func (r *BreakerRegistry) Validate() error {
+	c := r.cfg
+	var errs []error
+	if c.FailureThreshold < 0 {
+		errs = append(errs, fmt.Errorf("FailureThreshold %d is negative", c.FailureThreshold))
+	}
+	if c.OpenDuration < 0 || c.ProbeTimeout < 0 || c.RateWindow < 0 {
+		errs = append(errs, errors.New("OpenDuration, ProbeTimeout and RateWindow must not be negative"))
+	}
+	if !(c.OpenJitter >= 0 && c.OpenJitter < 1) {
+		errs = append(errs, fmt.Errorf("OpenJitter %v is not in [0, 1)", c.OpenJitter))
+	}
+	if c.HalfOpenProbes < 0 {
+		errs = append(errs, fmt.Errorf("HalfOpenProbes %d is negative", c.HalfOpenProbes))
+	}
+	if !(c.FailureRate >= 0 && c.FailureRate <= 1) {
+		errs = append(errs, fmt.Errorf("FailureRate %v is not in [0, 1]", c.FailureRate))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *BreakerRegistry) now() int64 { return int64(r.clock.Now().Sub(r.epoch)) }
+
+func (r *BreakerRegistry) timeAt(n int64) time.Time { return r.epoch.Add(time.Duration(n)) }
+
+func (r *BreakerRegistry) isFailure(ctx context.Context, err error) bool {
+	return r.cfg.IsFailure(ctx, err)
+}
+
+func (r *BreakerRegistry) openDuration() time.Duration {
+	d := r.cfg.OpenDuration
+	if j := r.cfg.OpenJitter; j > 0 {
+		f := float64(d) * (1 + j*(2*rand.Float64()-1))
+		if f >= math.MaxInt64 {
+			return time.Duration(math.MaxInt64 / 2)
+		}
+		d = time.Duration(f)
+	}
+	return d
+}
+
+// lookup returns the breaker of key, creating it when missing.
+func (r *BreakerRegistry) lookup(key string) *breaker {
+	if v, ok := r.m.Load(key); ok {
+		return v.(*breaker)
+	}
+	return r.create(key, false)
+}
+
+func (r *BreakerRegistry) create(key string, pin bool) *breaker {
+	nb := &breaker{key: key, reg: r}
+	nb.touched.Store(true)
+	if r.cfg.FailureRate > 0 {
+		nb.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
+	}
+	v, loaded := r.m.LoadOrStore(key, nb)
+	b := v.(*breaker)
+	if pin {
+		b.pinned.Store(true)
+	}
+	if !loaded {
+		n := r.size.Add(1)
+		switch {
+		case r.cfg.MaxBreakers > 0 && n > int64(r.cfg.MaxBreakers):
+			r.sweep(true)
+		case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
+			r.sweep(false)
+		}
+	}
+	return b
+}
+
+// Gate reports whether a call to key may start now, creating the key's breaker on first use.
+// When it may, report the call's outcome on the returned Permit exactly once; when it may
+// not, the error is a *CircuitOpenError. This is the pipeline's breaker for code that sends
+// through its own client:
+//
+//	p, err := reg.Gate(endpoint)
+//	if err != nil {
+//		return err // open: do not send
+//	}
+//	err = send(ctx, endpoint, msg)
+//	p.Done(ctx, err)
+func (r *BreakerRegistry) Gate(key string) (Permit, error) { return r.lookup(key).allow() }
+
+// OpenFor reports whether calls to key would be refused now and, if so, the time until a
+// probe may start (for a half-open breaker whose probe slots are taken: until the oldest
+// probe times out). An unknown key is closed.
+func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open bool) {
+	v, ok := r.m.Load(key)
+	if !ok {
+		return 0, false
+	}
+	b := v.(*breaker)
+	w := b.word.Load()
+	if stateOf(w) == StateClosed {
+		return 0, false
+	}
+	now := r.now()
+	var ev events
+	b.mu.Lock()
+	w = b.refreshLocked(now, &ev)
+	switch stateOf(w) {
+	case StateOpen:
+		remaining, open = time.Duration(b.openUntil.Load()-now), true
+	case StateHalfOpen:
+		earliest := int64(-1)
+		for _, s := range b.slots {
+			if s.ticket == 0 {
+				earliest = -1
+				break
+			}
+			if earliest < 0 || s.deadline < earliest {
+				earliest = s.deadline
+			}
+		}
+		if earliest >= 0 {
+			remaining, open = time.Duration(max(earliest-now, 0)), true
+		}
+	}
+	b.mu.Unlock()
+	r.emit(&ev)
+	return remaining, open
+}
+
+// Trip opens the breaker of key now, for the open duration, whatever its failure count.
+// It fails with ErrUnknownBreaker for a key the registry does not hold.
+func (r *BreakerRegistry) Trip(key string) error {
+	return r.force(key, func(b *breaker, now int64, ev *events) {
+		b.setLocked(StateOpen, now, ev)
+	})
+}
+
+// Reset closes the breaker of key and clears its failure count. It fails with
+// ErrUnknownBreaker for a key the registry does not hold.
+func (r *BreakerRegistry) Reset(key string) error {
+	return r.force(key, func(b *breaker, now int64, ev *events) {
+		if w := b.word.Load(); stateOf(w) == StateClosed {
+			// No state change, but a new generation: calls that began before the reset
+			// are not counted after it.
+			b.word.Store(w + 1<<stateBits)
+			b.failures.Store(0)
+			if b.window != nil {
+				b.window.reset()
+			}
+			return
+		}
+		b.setLocked(StateClosed, now, ev)
+	})
+}
+
+func (r *BreakerRegistry) force(key string, fn func(*breaker, int64, *events)) error {
+	v, ok := r.m.Load(key)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownBreaker, key)
+	}
+	b := v.(*breaker)
+	now := r.now()
+	var ev events
+	b.mu.Lock()
+	fn(b, now, &ev)
+	b.mu.Unlock()
+	r.emit(&ev)
+	return nil
+}
+
+// Apply adopts a state decided elsewhere (by another instance, through a BreakerStore): an
+// open s opens the breaker of s.Key for s.Remaining, a closed s closes it. Listeners are told;
+// the store is not (it already knows). The breaker is created if missing.
+func (r *BreakerRegistry) Apply(s BreakerSnapshot) {
+	b := r.lookup(s.Key)
+	now := r.now()
+	ev := events{applied: true}
+	b.mu.Lock()
+	switch cur := stateOf(b.word.Load()); {
+	case s.State == StateOpen:
+		if cur != StateOpen {
+			b.setLocked(StateOpen, now, &ev)
+		}
+		b.openUntil.Store(now + int64(max(s.Remaining, 0)))
+		b.failures.Store(int32(min(s.Failures, math.MaxInt32)))
+	case s.State == StateClosed && cur != StateClosed:
+		b.setLocked(StateClosed, now, &ev)
+	}
+	b.mu.Unlock()
+	r.emit(&ev)
+}
+
+// Get returns the snapshot of key's breaker, or an error matching ErrUnknownBreaker.
+func (r *BreakerRegistry) Get(key string) (BreakerSnapshot, error) {
+	v, ok := r.m.Load(key)
+	if !ok {
+		return BreakerSnapshot{}, fmt.Errorf("%w: %q", ErrUnknownBreaker, key)
+	}
+	return v.(*breaker).snapshot(r.now()), nil
+}
+
+// Snapshot lists every breaker the registry holds, sorted by key.
+func (r *BreakerRegistry) Snapshot() []BreakerSnapshot {
+	now := r.now()
+	var out []BreakerSnapshot
+	r.m.Range(func(_, v any) bool {
+		out = append(out, v.(*breaker).snapshot(now))
+		return true
+	})
+	slices.SortFunc(out, func(a, b BreakerSnapshot) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Len returns the number of breakers held.
+func (r *BreakerRegistry) Len() int { return int(r.size.Load()) }
+
+// Sweep evicts closed breakers not used since the previous sweep and returns how many it
+// evicted. The registry sweeps by itself when a new key arrives and the previous sweep is
+// older than IdleTTL; an application that adds no keys for long may call Sweep periodically.
+func (r *BreakerRegistry) Sweep() int { return r.sweep(false) }
+
+// sweep evicts idle closed breakers (second chance: a breaker used since the last sweep has
+// its mark cleared and survives). Under size pressure it goes on to evict closed breakers
+// until the registry is down to three quarters of MaxBreakers.
+func (r *BreakerRegistry) sweep(pressure bool) int {
+	if pressure {
+		r.sweepMu.Lock()
+	} else if !r.sweepMu.TryLock() {
+		return 0
+	}
+	defer r.sweepMu.Unlock()
+	r.lastSweep.Store(r.now())
+	target := int64(-1)
+	if pressure {
+		target = int64(r.cfg.MaxBreakers) * 3 / 4
+		if r.size.Load() <= int64(r.cfg.MaxBreakers) {
+			return 0 // another sweep made room meanwhile
+		}
+	}
+	evicted := 0
+	for pass := 0; pass < 2; pass++ {
+		r.m.Range(func(k, v any) bool {
+			if target >= 0 && r.size.Load() <= target {
+				return false
+			}
+			b := v.(*breaker)
+			if b.pinned.Load() || stateOf(b.word.Load()) != StateClosed {
+				return true
+			}
+			if b.touched.Load() {
+				b.touched.Store(false)
+				return true
+			}
+			if r.m.CompareAndDelete(k, v) {
+				r.size.Add(-1)
+				evicted++
+			}
+			return true
+		})
+		if target < 0 || r.size.Load() <= target {
+			break
+		}
+	}
+	return evicted
+}
+
+// AddListener adds fn to the functions called after every state change, outside locks.
+func (r *BreakerRegistry) AddListener(fn func(StateChange)) {
+	r.listenMu.Lock()
+	defer r.listenMu.Unlock()
+	var next []func(StateChange)
+	if cur := r.listeners.Load(); cur != nil {
+		next = slices.Clone(*cur)
+	}
+	next = append(next, fn)
+	r.listeners.Store(&next)
+}
+
+// events collects the state changes made under a breaker's lock, to be announced after it is
+// released. A call makes at most two (half-open → open on a hung probe, then none; open →
+// half-open, then admission).
+type events struct {
+	n       int
+	changes [2]StateChange
+	snaps   [2]BreakerSnapshot
+	applied bool
+}
+
+func (e *events) add(c StateChange, s BreakerSnapshot) {
+	if e.n < len(e.changes) {
+		e.changes[e.n], e.snaps[e.n] = c, s
+		e.n++
+	}
+}
+
+func (r *BreakerRegistry) emit(e *events) {
+	if e.n == 0 {
+		return
+	}
+	var ls []func(StateChange)
+	if p := r.listeners.Load(); p != nil {
+		ls = *p
+	}
+	for i := range e.n {
+		if r.cfg.Store != nil && !e.applied {
+			if err := r.cfg.Store.SaveBreaker(context.Background(), e.snaps[i]); err != nil && r.cfg.OnStoreError != nil {
+				r.cfg.OnStoreError(err)
+			}
+		}
+		if r.cfg.OnStateChange != nil {
+			r.cfg.OnStateChange(e.changes[i])
+		}
+		for _, l := range ls {
+			l(e.changes[i])
+		}
+	}
+}
