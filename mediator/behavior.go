@@ -120,6 +120,7 @@ type behaviorConfig struct {
 	orderSet  bool
 	filters   []func(RequestInfo) bool
 	predicate func(req any) bool
+	err       error // an option that cannot work; Build reports it
 }
 
 // InStage puts the behavior in stage s.
@@ -145,14 +146,25 @@ func ForRequest[Q any]() Option {
 	}
 }
 
-// ForInterface limits the behavior to request types that implement interface I.
+// ForInterface limits the behavior to request types that implement interface I. I must be an
+// interface type; Build fails otherwise.
 func ForInterface[I any]() Option {
 	t := reflect.TypeFor[I]()
 	return func(c *behaviorConfig) {
-		c.filters = append(c.filters, func(info RequestInfo) bool {
-			return t.Kind() == reflect.Interface && info.Request.Implements(t)
-		})
+		if t.Kind() != reflect.Interface {
+			c.err = fmt.Errorf("ForInterface[%s]: not an interface type; use ForRequest for one request type", t)
+			return
+		}
+		c.filters = append(c.filters, func(info RequestInfo) bool { return info.Request.Implements(t) })
 	}
+}
+
+// forRequestOrInterface is ForInterface for interface types and ForRequest otherwise.
+func forRequestOrInterface[Q any]() Option {
+	if reflect.TypeFor[Q]().Kind() == reflect.Interface {
+		return ForInterface[Q]()
+	}
+	return ForRequest[Q]()
 }
 
 // ForTypes limits the behavior to request types for which keep returns true. It is called once

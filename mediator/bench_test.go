@@ -83,6 +83,27 @@ func BenchmarkDirectCall(b *testing.B) {
 	}
 }
 
+// BenchmarkDirectCallRecover is the direct call guarded the way every dispatch is: a deferred
+// recover, so a handler panic cannot crash the process. It shows what that guard alone costs.
+func BenchmarkDirectCallRecover(b *testing.B) {
+	var h mediator.Handler[*benchReq, *benchResp] = &benchHandler{}
+	ctx := context.Background()
+	req := &benchReq{}
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkResp, _ = guardedCall(ctx, h, req)
+	}
+}
+
+func guardedCall(ctx context.Context, h mediator.Handler[*benchReq, *benchResp], req *benchReq) (resp *benchResp, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = mediator.NewPanicError(p)
+		}
+	}()
+	return h.Handle(ctx, req)
+}
+
 func BenchmarkSend(b *testing.B) {
 	for _, n := range []int{0, 3} {
 		m := newBenchMediator(b, n)

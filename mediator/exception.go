@@ -23,7 +23,8 @@ const (
 // returning handled = true. Unmatched or unhandled errors pass on unchanged. Caller
 // cancellation (context.Canceled, context.DeadlineExceeded from ctx) is never offered to fn.
 //
-// It is a behavior in StageDefault at ExceptionHandlerOrder; opts may move it.
+// It is a behavior in StageDefault at ExceptionHandlerOrder; opts may move it. Q may be an
+// interface that request types implement, to cover many of them.
 func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E) (resp R, handled bool), opts ...Option) error {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
@@ -40,15 +41,15 @@ func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx cont
 		return resp, err
 	})
 	name := fmt.Sprintf("exception-handler[%s]", reflect.TypeFor[E]())
-	return m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionHandlerOrder), ForRequest[Q]()}, opts...)...)
+	return m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionHandlerOrder), forRequestOrInterface[Q]()}, opts...)...)
 }
 
 // OnException registers an exception action for request type Q: when the pipeline inside it
 // fails with an error that errors.As matches to E, fn runs (for logging, alerting, cleanup) and
 // the error passes on unchanged. Caller cancellation is never offered to fn.
 //
-// It is a behavior in StageDefault at ExceptionActionOrder; opts may move it. Use Q = any-like
-// interfaces with ForInterface to act on many request types.
+// It is a behavior in StageDefault at ExceptionActionOrder; opts may move it. Q may be an
+// interface that request types implement, to cover many of them.
 func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E), opts ...Option) error {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
@@ -62,11 +63,7 @@ func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q
 		return resp, err
 	})
 	name := fmt.Sprintf("exception-action[%s]", reflect.TypeFor[E]())
-	filter := ForRequest[Q]()
-	if reflect.TypeFor[Q]().Kind() == reflect.Interface {
-		filter = ForInterface[Q]()
-	}
-	return m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionActionOrder), filter}, opts...)...)
+	return m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionActionOrder), forRequestOrInterface[Q]()}, opts...)...)
 }
 
 // callerCancelled reports whether err is the caller's own cancellation: ctx is done and err is

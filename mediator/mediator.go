@@ -443,6 +443,10 @@ func (m *Mediator) resolveOne(reg *requestReg, errs *[]error) (any, bool) {
 func (m *Mediator) checkBehaviors(regs []behaviorReg, errs *[]error) []behaviorReg {
 	out := make([]behaviorReg, 0, len(regs))
 	for _, r := range regs {
+		if r.config.err != nil {
+			*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Err: r.config.err})
+			continue
+		}
 		if r.config.stage < StagePre || r.config.stage > StagePost {
 			*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Err: fmt.Errorf("stage %d is not one of StagePre, StageDefault, StagePost", int(r.config.stage))})
 			continue
@@ -623,7 +627,16 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 	var v any
 	var err error
 	if m, ok := s.(*Mediator); ok {
-		v, err = m.SendAny(ctx, req) // a direct call the compiler can inline
+		// The lookup of SendAny, written out so no call frame sits between Send and the pipeline.
+		var call Next
+		found := false
+		if t := m.table.Load(); t != nil {
+			call, found = t.requests.get(typeKey(req))
+		}
+		if !found {
+			return *new(R), m.miss(req, "request")
+		}
+		v, err = call(ctx, req)
 	} else {
 		v, err = s.SendAny(ctx, req)
 	}
