@@ -310,7 +310,7 @@ func (m *Mediator) UseStream(b StreamBehavior, opts ...Option) error {
 }
 
 func (m *Mediator) use(list *[]behaviorReg, b any, opts []Option) error {
-	if b == nil || reflect.ValueOf(b).Kind() == reflect.Pointer && reflect.ValueOf(b).IsNil() {
+	if isNil(b) {
 		return m.register(func() {
 			m.problems = append(m.problems, &BehaviorError{Behavior: "<nil>", Err: errors.New("behavior is nil")})
 		})
@@ -335,6 +335,18 @@ func (m *Mediator) use(list *[]behaviorReg, b any, opts []Option) error {
 		m.seq++
 		*list = append(*list, behaviorReg{b: b, config: c, seq: m.seq})
 	})
+}
+
+// isNil reports whether v is nil or holds a nil pointer, function, map, slice or channel.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func requestInfo[Q Request[R], R any]() RequestInfo {

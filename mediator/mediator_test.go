@@ -272,13 +272,14 @@ func TestBehaviorConfigurationErrors(t *testing.T) {
 	require.NoError(t, m.Use(validatingBehavior{err: errors.New("max attempts must be >= 1")}))
 	require.NoError(t, m.Use(bindingBehavior{want: reflect.TypeFor[int]()}, mediator.WithName("fallback")))
 	require.NoError(t, m.Use(nil))
+	require.NoError(t, m.Use(mediator.BehaviorFunc(nil)))
 	require.NoError(t, m.Use(validatingBehavior{}, mediator.ForInterface[*Echo](), mediator.WithName("typo")))
 	err := m.Build()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "max attempts must be >= 1")
 	assert.Contains(t, err.Error(), `behavior "fallback" for request *mediator_test.Echo: result type int does not match response type *string`)
 	assert.NotContains(t, err.Error(), "Twice", "the binding fits *Twice")
-	assert.Contains(t, err.Error(), "behavior is nil")
+	assert.Equal(t, 2, strings.Count(err.Error(), "behavior is nil"))
 	assert.Contains(t, err.Error(), `behavior "typo": ForInterface[*mediator_test.Echo]: not an interface type`)
 }
 
