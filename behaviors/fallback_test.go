@@ -1,0 +1,76 @@
+package behaviors_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+type ListItems struct {
+	mediator.Returns[[]string]
+}
+
+func TestFallbackTyped(t *testing.T) {
+	var gotErr error
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, errBoom },
+		behaviors.NewFallbackFor(func(_ context.Context, q *Call, err error) (*Reply, error) {
+			gotErr = err
+			return &Reply{Text: "cached " + q.Endpoint}, nil
+		}))
+	r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "e"})
+	if err != nil || r.Text != "cached e" || gotErr != errBoom {
+		t.Fatal(r, err, gotErr)
+	}
+}
+
+// A generic fallback applies to every request type whose response accepts its result; Build
+// fails for one that does not.
+func TestFallbackGenericCheckedAtBuild(t *testing.T) {
+	empty := behaviors.NewFallback(func(context.Context, any, error) ([]string, error) { return []string{}, nil })
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
+	_ = mediator.HandleFunc(m, (&script{}).handle)
+	_ = m.Use(empty)
+	err := m.Build()
+	var be *mediator.BehaviorError
+	if !errors.As(err, &be) || be.Behavior != "fallback" || !strings.Contains(err.Error(), "fallback returns []string, but *behaviors_test.Call responds with *behaviors_test.Reply") {
+		t.Fatalf("Build: %v", err)
+	}
+
+	m = mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
+	_ = mediator.HandleFunc(m, (&script{}).handle)
+	_ = m.Use(empty, mediator.ForRequest[*ListItems]())
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	items, err := mediator.Send(context.Background(), m, &ListItems{})
+	if err != nil || items == nil || len(items) != 0 {
+		t.Fatal(items, err)
+	}
+}
+
+func TestFallbackNeverCatchesCallerCancellation(t *testing.T) {
+	called := false
+	m := build(t, func(ctx context.Context, _ *Call) (*Reply, error) { return nil, ctx.Err() },
+		behaviors.NewFallbackFor(func(context.Context, *Call, error) (*Reply, error) { called = true; return &Reply{}, nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := mediator.Send(ctx, m, &Call{})
+	if err != context.Canceled || called {
+		t.Fatal(err, called)
+	}
+}
+
+func TestFallbackCatching(t *testing.T) {
+	fb := behaviors.NewFallbackFor(func(context.Context, *Call, error) (*Reply, error) { return &Reply{Text: "fb"}, nil }).
+		Catching(func(err error) bool { return errors.Is(err, behaviors.ErrCircuitOpen) })
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, errBoom }, fb)
+	if _, err := mediator.Send(context.Background(), m, &Call{}); err != errBoom {
+		t.Fatal(err)
+	}
+}

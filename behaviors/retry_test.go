@@ -1,0 +1,316 @@
+package behaviors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// retrying builds a mediator with a Retry of policy p over a scripted handler that also
+// records the attempt numbers it sees.
+func retrying(t *testing.T, cfg behaviors.RetryConfig, results ...error) (*mediator.Mediator, *script, *[]int) {
+	t.Helper()
+	s := &script{results: results}
+	var attempts []int
+	m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+		attempts = append(attempts, behaviors.Attempt(ctx))
+		return s.handle(ctx, q)
+	}, behaviors.NewRetry(cfg))
+	return m, s, &attempts
+}
+
+func TestRetryDefaultIsOneAttempt(t *testing.T) {
+	m, s, _ := retrying(t, behaviors.RetryConfig{}, &statusErr{code: 503})
+	_, err := mediator.Send(context.Background(), m, &Call{})
+	var se *statusErr
+	if !errors.As(err, &se) || errors.Is(err, behaviors.ErrRetriesExhausted) || s.calls != 1 {
+		t.Fatalf("err %v after %d calls", err, s.calls)
+	}
+}
+
+func TestRetryUntilSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []behaviors.RetryEvent
+		m, s, attempts := retrying(t, behaviors.RetryConfig{
+			Policy:  behaviors.RetryPolicy{MaxAttempts: 4, Strategy: behaviors.StrategyExponential, BaseDelay: 100 * time.Millisecond},
+			OnRetry: func(_ context.Context, e behaviors.RetryEvent) { events = append(events, e) },
+		}, &statusErr{code: 503}, &transientErr{"flaky"}, &statusErr{code: 429})
+		start := time.Now()
+		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "e"})
+		if err != nil || r.Text != "ok e" || s.calls != 4 {
+			t.Fatalf("%v %v after %d calls", r, err, s.calls)
+		}
+		if got := time.Since(start); got != 700*time.Millisecond {
+			t.Fatalf("waited %s, want 100+200+400 ms", got)
+		}
+		if fmt.Sprint(*attempts) != "[1 2 3 4]" {
+			t.Fatalf("attempts seen %v", *attempts)
+		}
+		if len(events) != 3 || events[0].Attempt != 1 || events[2].Attempt != 3 ||
+			events[1].Delay != 200*time.Millisecond || events[2].Err.Error() != "status 429" {
+			t.Fatalf("events %+v", events)
+		}
+	})
+}
+
+func TestRetryExhaustedKeepsLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		last := &statusErr{code: 504}
+		m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3}},
+			&statusErr{code: 503}, &statusErr{code: 502}, last)
+		start := time.Now()
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var re *behaviors.RetryError
+		var se *statusErr
+		if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, behaviors.ErrRetriesExhausted) ||
+			!errors.As(err, &se) || se != last || s.calls != 3 {
+			t.Fatalf("err %v", err)
+		}
+		if err.Error() != "behaviors: failed after 3 attempts: status 504" {
+			t.Fatal(err)
+		}
+		if time.Since(start) != time.Second { // fixed 500 ms × 2
+			t.Fatal(time.Since(start))
+		}
+	})
+}
+
+func TestRetryNeverRetried(t *testing.T) {
+	for _, err := range []error{
+		errBoom,
+		&statusErr{code: 500},
+		&statusErr{code: 404},
+		&behaviors.ValidationError{Err: errBoom},
+		&mediator.NoHandlerError{Kind: "request"},
+		&behaviors.CircuitOpenError{Key: "k", Remaining: time.Second},
+		&behaviors.BulkheadFullError{Key: "k", Limit: 1},
+		&behaviors.TimeoutError{Duration: time.Second, Err: context.DeadlineExceeded},
+		context.Canceled,
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5}}, err)
+			_, got := mediator.Send(context.Background(), m, &Call{})
+			if s.calls != 1 || !errors.Is(got, err) || errors.Is(got, behaviors.ErrRetriesExhausted) {
+				t.Errorf("%v: %d calls, err %v", err, s.calls, got)
+			}
+		})
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errBoom, false},
+		{&transientErr{"x"}, true},
+		{fmt.Errorf("wrapped: %w", &statusErr{code: 503}), true},
+		{&statusErr{code: 429}, true},
+		{&statusErr{code: 502}, true},
+		{&statusErr{code: 504}, true},
+		{&statusErr{code: 500}, false},
+		{context.Canceled, false},
+		{context.DeadlineExceeded, false},
+		{&behaviors.ValidationError{Err: &transientErr{"x"}}, false},
+		{fmt.Errorf("%w", mediator.ErrNoHandler), false},
+		{&behaviors.CircuitOpenError{}, false},
+	} {
+		if got := behaviors.Retryable(tc.err); got != tc.want {
+			t.Errorf("Retryable(%v) = %v", tc.err, got)
+		}
+	}
+}
+
+func TestRetryOnTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		to := &behaviors.TimeoutError{Duration: time.Second, Err: context.DeadlineExceeded}
+		m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{
+			MaxAttempts: 3, BaseDelay: time.Millisecond, RetryOnTimeout: behaviors.On,
+		}}, to, to)
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.calls != 3 {
+			t.Fatalf("%v after %d", err, s.calls)
+		}
+	})
+}
+
+// The caller's cancellation is never retried: neither a cancelled attempt nor a cancelled
+// wait.
+func TestRetryCallerCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		calls := 0
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+			calls++
+			cancel()
+			return nil, ctx.Err()
+		}, behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, Classify: func(error) bool { return true }}}))
+		_, err := mediator.Send(ctx, m, &Call{})
+		if err != context.Canceled || calls != 1 {
+			t.Fatalf("%v after %d calls", err, calls)
+		}
+
+		ctx, cancel = context.WithCancel(context.Background())
+		m2, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Minute}}, &statusErr{code: 503})
+		go func() { time.Sleep(time.Second); cancel() }()
+		start := time.Now()
+		_, err = mediator.Send(ctx, m2, &Call{})
+		if err != context.Canceled || s.calls != 1 || time.Since(start) != time.Second {
+			t.Fatalf("%v after %d calls, %s", err, s.calls, time.Since(start))
+		}
+	})
+}
+
+// A retry that could not start before the context's deadline is not waited for.
+func TestRetryStopsBeforeDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, BaseDelay: 2 * time.Second}},
+			&statusErr{code: 503}, &statusErr{code: 503})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := mediator.Send(ctx, m, &Call{})
+		var re *behaviors.RetryError
+		if !errors.As(err, &re) || re.Attempts != 2 || s.calls != 2 || time.Since(start) != 2*time.Second {
+			t.Fatalf("%v after %d calls, %s", err, s.calls, time.Since(start))
+		}
+	})
+}
+
+func TestRetryAfterHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var delays []time.Duration
+		m, s, _ := retrying(t, behaviors.RetryConfig{
+			Policy:  behaviors.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 10 * time.Second},
+			OnRetry: func(_ context.Context, e behaviors.RetryEvent) { delays = append(delays, e.Delay) },
+		},
+			&statusErr{code: 429, after: 3 * time.Second},        // hint larger: wins
+			&statusErr{code: 503, after: 100 * time.Millisecond}, // smaller: backoff wins
+			&statusErr{code: 429, after: time.Minute},            // above MaxDelay: give up
+		)
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		if fmt.Sprint(delays) != "[3s 1s]" || s.calls != 3 || !errors.Is(err, behaviors.ErrRetriesExhausted) {
+			t.Fatalf("delays %v, %d calls, %v", delays, s.calls, err)
+		}
+	})
+}
+
+// WaitForBreaker waits out the breaker's remaining open time (capped at MaxDelay).
+func TestRetryWaitForBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 5 * time.Second})
+		calls := 0
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) { calls++; return &Reply{}, nil },
+			behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{
+				MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 3 * time.Second, WaitForBreaker: behaviors.On,
+			}}),
+			behaviors.NewCircuitBreaker(r, endpointKey))
+		fail(t, r, "w", 5)
+		start := time.Now()
+		if _, err := mediator.Send(context.Background(), m, &Call{Endpoint: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		// 3 s (capped), still open with 2 s left, 2 s, then the probe succeeds.
+		if calls != 1 || time.Since(start) != 5*time.Second {
+			t.Fatalf("%d calls after %s", calls, time.Since(start))
+		}
+	})
+}
+
+// Policies merge field by field: default → behavior → per key → per request; later wins.
+func TestRetryLayers(t *testing.T) {
+	rt := behaviors.NewRetry(behaviors.RetryConfig{
+		Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second},
+		Key:    endpointKey,
+		KeyPolicy: func(key string) (behaviors.RetryPolicy, bool) {
+			if key == "slow" {
+				return behaviors.RetryPolicy{Strategy: behaviors.StrategyExponential, MaxDelay: time.Minute, Jitter: behaviors.On}, true
+			}
+			return behaviors.RetryPolicy{}, false
+		},
+	})
+	ctx := behaviors.WithRetryOverride(context.Background(), behaviors.RetryPolicy{MaxAttempts: 2, Jitter: behaviors.Off})
+	p := rt.Policy(ctx, &Call{Endpoint: "slow"})
+	if p.MaxAttempts != 2 || p.BaseDelay != time.Second || p.Strategy != behaviors.StrategyExponential ||
+		p.MaxDelay != time.Minute || p.Jitter != behaviors.Off || p.Multiplier != 2 || len(p.RetryableStatusCodes) != 4 {
+		t.Fatalf("merged %+v", p)
+	}
+	p = rt.Policy(context.Background(), &Call{Endpoint: "fast"})
+	if p.MaxAttempts != 3 || p.Strategy != behaviors.StrategyFixed || p.MaxDelay != 30*time.Second {
+		t.Fatalf("merged %+v", p)
+	}
+	// Overrides on one context stack.
+	ctx = behaviors.WithRetryOverride(ctx, behaviors.RetryPolicy{BaseDelay: time.Millisecond})
+	if o, _ := behaviors.RetryOverride(ctx); o.MaxAttempts != 2 || o.BaseDelay != time.Millisecond {
+		t.Fatalf("override %+v", o)
+	}
+}
+
+// A scheduler that owns retrying sets MaxAttempts 1 per request: exactly one attempt.
+func TestRetryOverrideOneAttempt(t *testing.T) {
+	m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5}}, &statusErr{code: 503})
+	ctx := behaviors.WithRetryOverride(context.Background(), behaviors.RetryPolicy{MaxAttempts: 1})
+	_, err := mediator.Send(ctx, m, &Call{})
+	var se *statusErr
+	if s.calls != 1 || !errors.As(err, &se) || errors.Is(err, behaviors.ErrRetriesExhausted) {
+		t.Fatalf("%d calls, %v", s.calls, err)
+	}
+}
+
+func TestRetryCustomBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		made := 0
+		m, s, _ := retrying(t, behaviors.RetryConfig{
+			Policy: behaviors.RetryPolicy{MaxAttempts: 10},
+			BackOff: func(p behaviors.RetryPolicy) backoff.BackOff {
+				made++
+				return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Second), 2)
+			},
+		}, errs(5, &statusErr{code: 503})...)
+		start := time.Now()
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var re *behaviors.RetryError
+		if !errors.As(err, &re) || re.Attempts != 3 || s.calls != 3 || made != 1 || time.Since(start) != 2*time.Second {
+			t.Fatalf("%v, %d calls, %d backoffs, %s", err, s.calls, made, time.Since(start))
+		}
+		// Success makes no backoff.
+		made = 0
+		m2, _, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 10},
+			BackOff: func(behaviors.RetryPolicy) backoff.BackOff { made++; return &backoff.ZeroBackOff{} }})
+		if _, err := mediator.Send(context.Background(), m2, &Call{}); err != nil || made != 0 {
+			t.Fatal(err, made)
+		}
+	})
+}
+
+func TestRetryValidate(t *testing.T) {
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, (&script{}).handle)
+	_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: -1, Multiplier: 0.5}}))
+	err := m.Build()
+	if !errors.Is(err, mediator.ErrInvalidBehavior) {
+		t.Fatal(err)
+	}
+}
+
+func TestAttemptUnset(t *testing.T) {
+	if behaviors.Attempt(context.Background()) != 1 {
+		t.Fatal("Attempt without retry is not 1")
+	}
+}
+
+func errs(n int, err error) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
