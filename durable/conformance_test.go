@@ -1,0 +1,648 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+func TestEnqueueDispatchSucceeds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		var got sync.Map
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			d, ok := durable.FromContext(ctx)
+			if !ok {
+				return errors.New("no dispatch info on the context")
+			}
+			got.Store(w.N, d)
+			return nil
+		}})
+		var ids []durable.ItemID
+		for n := range 3 {
+			res := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: n}))
+			ids = append(ids, res.ID)
+		}
+		s := start(t, e.q, m, durable.SchedulerConfig{InstanceID: "a"})
+		for n, id := range ids {
+			it := waitState(t, e.store, id, durable.StateSucceeded)
+			if it.Attempts != 1 || it.LeaseOwner != "" {
+				t.Errorf("item %d: attempts %d, lease owner %q", id, it.Attempts, it.LeaseOwner)
+			}
+			as := attempts(t, e.store, id)
+			if len(as) != 1 || as[0].Outcome != durable.OutcomeSucceeded || as[0].Instance != s.InstanceID() || as[0].Number != 1 {
+				t.Errorf("item %d attempts: %+v", id, as)
+			}
+			d, _ := got.Load(n)
+			if d.(durable.Dispatch).ItemID != id || d.(durable.Dispatch).Attempt != 1 || d.(durable.Dispatch).Name != "test.work" {
+				t.Errorf("dispatch info %+v for item %d", d, id)
+			}
+		}
+	})
+}
+
+func TestRetryBackoffThenSuccess(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if d, _ := durable.FromContext(ctx); d.Attempt <= 2 {
+				return retryableErr{fmt.Sprintf("attempt %d failed", d.Attempt)}
+			}
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		t0 := e.clock.Now()
+		eventually(t, 20*time.Second, "first failure", func() bool {
+			return item(t, e.store, id).Attempts == 1 && item(t, e.store, id).State == durable.StatePending
+		})
+		if it := item(t, e.store, id); !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "attempt 1 failed" {
+			t.Fatalf("after attempt 1: next %v (want %v), last error %q", it.NextAt, t0.Add(time.Second), it.LastError)
+		}
+		e.clock.Advance(time.Second)
+		eventually(t, 20*time.Second, "second failure", func() bool {
+			return item(t, e.store, id).Attempts == 2 && item(t, e.store, id).State == durable.StatePending
+		})
+		if it := item(t, e.store, id); !it.NextAt.Equal(t0.Add(3 * time.Second)) {
+			t.Fatalf("after attempt 2: next %v, want %v", it.NextAt, t0.Add(3*time.Second))
+		}
+		e.clock.Advance(2 * time.Second)
+		it := waitState(t, e.store, id, durable.StateSucceeded)
+		as := attempts(t, e.store, id)
+		if it.Attempts != 3 || outcomes(as) != "1:failed 2:failed 3:succeeded" {
+			t.Fatalf("attempts %d, rows %s", it.Attempts, outcomes(as))
+		}
+		if as[0].Error != "attempt 1 failed" || as[2].Error != "" {
+			t.Errorf("attempt errors: %q, %q", as[0].Error, as[2].Error)
+		}
+	})
+}
+
+func TestMaxAttemptsDeadLetter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { return retryableErr{"down"} }})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		for n := 1; n < fastPolicy.MaxAttempts; n++ {
+			eventually(t, 20*time.Second, fmt.Sprintf("attempt %d", n), func() bool {
+				it := item(t, e.store, id)
+				return it.Attempts == n && it.State == durable.StatePending
+			})
+			e.clock.Advance(time.Hour)
+		}
+		it := waitState(t, e.store, id, durable.StateDead)
+		as := attempts(t, e.store, id)
+		if it.Attempts != 5 || len(as) != 5 || it.LastError != "down" || string(it.Payload) != `{"n":1}` {
+			t.Fatalf("dead item: %+v, %d attempt rows", it, len(as))
+		}
+	})
+}
+
+func TestNonRetryableDeadLetter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { return errPermanent }})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		it := waitState(t, e.store, id, durable.StateDead)
+		if as := attempts(t, e.store, id); it.Attempts != 1 || outcomes(as) != "1:failed" || as[0].Error != errPermanent.Error() {
+			t.Fatalf("item %+v attempts %s", it, outcomes(as))
+		}
+	})
+}
+
+func TestUnknownAndUndecodableDeadLetterSchedulerContinues(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		now := e.clock.Now()
+		unknown, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.renamed", Payload: []byte(`{}`), NextAt: now, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		broken, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.work", Payload: []byte(`{"n":"not a number"}`), NextAt: now, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1})
+		waitState(t, e.store, good, durable.StateSucceeded)
+		u := waitState(t, e.store, unknown, durable.StateDead)
+		if u.LastError != `durable: unknown request name "test.renamed"` || u.Attempts != 0 || len(attempts(t, e.store, unknown)) != 0 {
+			t.Errorf("unknown: %+v", u)
+		}
+		d := waitState(t, e.store, broken, durable.StateDead)
+		if d.Attempts != 0 || len(attempts(t, e.store, broken)) != 0 || d.LastError == "" {
+			t.Errorf("undecodable: %+v", d)
+		}
+		// The scheduler keeps going after both.
+		later := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2})).ID
+		waitState(t, e.store, later, durable.StateSucceeded)
+	})
+}
+
+// breakers is a BreakerView whose open keys are set by the test.
+type breakers struct {
+	mu   sync.Mutex
+	open map[string]time.Duration
+	asks atomic.Int64
+}
+
+func (b *breakers) OpenFor(key string) (time.Duration, bool) {
+	b.asks.Add(1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.open[key]
+	return d, ok
+}
+
+func (b *breakers) set(key string, d time.Duration, open bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if open {
+		b.open[key] = d
+	} else {
+		delete(b.open, key)
+	}
+}
+
+func TestOpenBreakerMakesNoAttempt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		var calls atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }})
+		br := &breakers{open: map[string]time.Duration{"endpoint-1": 10 * time.Second}}
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		t0 := e.clock.Now()
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: br, BreakerKey: func(req any) string {
+			return fmt.Sprintf("endpoint-%d", req.(*Work).N)
+		}})
+		eventually(t, 20*time.Second, "the breaker to be consulted", func() bool {
+			it := item(t, e.store, id)
+			return br.asks.Load() > 0 && it.State == durable.StatePending && it.NextAt.Equal(t0.Add(10*time.Second))
+		})
+		if it, as := item(t, e.store, id), attempts(t, e.store, id); it.Attempts != 0 || len(as) != 0 || calls.Load() != 0 {
+			t.Fatalf("open breaker: attempts %d, rows %d, handler calls %d", it.Attempts, len(as), calls.Load())
+		}
+		br.set("endpoint-1", 0, false)
+		e.clock.Advance(10 * time.Second)
+		it := waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); it.Attempts != 1 || outcomes(as) != "1:succeeded" {
+			t.Fatalf("after the breaker closed: attempts %d, rows %s", it.Attempts, outcomes(as))
+		}
+	})
+}
+
+// circuitOpenHandler makes the handler itself report an open circuit, as the breaker behavior
+// does when it opened between the scheduler's check and the call.
+func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		var calls atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if calls.Add(1) == 1 {
+				return &behaviors.CircuitOpenError{Key: "x", Remaining: 7 * time.Second}
+			}
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		t0 := e.clock.Now()
+		start(t, e.q, m, durable.SchedulerConfig{})
+		eventually(t, 20*time.Second, "the rejected call", func() bool { return calls.Load() == 1 && item(t, e.store, id).State == durable.StatePending })
+		if it := item(t, e.store, id); it.Attempts != 0 || !it.NextAt.Equal(t0.Add(7*time.Second)) || len(attempts(t, e.store, id)) != 0 {
+			t.Fatalf("after circuit open: %+v", it)
+		}
+		e.clock.Advance(7 * time.Second)
+		waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" {
+			t.Fatalf("rows %s", outcomes(as))
+		}
+	})
+}
+
+func TestDedupeKey(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		first := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
+		second := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
+		other := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "b"}))
+		viaOption := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 9}, durable.DedupeKey("unique:a")))
+		if first.Duplicate || !second.Duplicate || second.ID != first.ID || other.Duplicate || other.ID == first.ID || !viaOption.Duplicate || viaOption.ID != first.ID {
+			t.Fatalf("first %+v second %+v other %+v option %+v", first, second, other, viaOption)
+		}
+		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{})
+		waitState(t, e.store, first.ID, durable.StateSucceeded)
+		// Once the first is done, the key is free again.
+		third := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
+		if third.Duplicate || third.ID == first.ID {
+			t.Fatalf("after completion: %+v", third)
+		}
+		waitState(t, e.store, third.ID, durable.StateSucceeded)
+		if st := stats(t, e.q); st.Counts[durable.StateSucceeded] != 3 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+func TestOrderingKeyInOrderOneAtATime(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		var (
+			mu      sync.Mutex
+			seen    = map[string][]int{}
+			running = map[string]int{}
+			overlap atomic.Bool
+			failed  atomic.Bool
+		)
+		m := mediatorFor(t, handlers{keyed: func(ctx context.Context, k *Keyed) error {
+			mu.Lock()
+			running[k.Key]++
+			if running[k.Key] > 1 {
+				overlap.Store(true)
+			}
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				running[k.Key]--
+				mu.Unlock()
+			}()
+			// The head of key "a" fails once: everything behind it must wait for its retry.
+			if k.Key == "a" && k.Seq == 0 && failed.CompareAndSwap(false, true) {
+				return retryableErr{"first try of a/0"}
+			}
+			mu.Lock()
+			seen[k.Key] = append(seen[k.Key], k.Seq)
+			mu.Unlock()
+			return nil
+		}})
+		const perKey = 15
+		var last durable.ItemID
+		for i := range perKey {
+			for _, key := range []string{"a", "b", "c"} {
+				last = must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Keyed{Key: key, Seq: i})).ID
+			}
+		}
+		free := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{Workers: 8, BatchSize: 10})
+		waitState(t, e.store, free, durable.StateSucceeded)
+		eventually(t, 20*time.Second, "a/0 to fail once", func() bool { return failed.Load() })
+		mu.Lock()
+		if len(seen["a"]) != 0 {
+			t.Errorf("items behind a failed head ran: %v", seen["a"])
+		}
+		mu.Unlock()
+		e.clock.Advance(time.Second)
+		waitState(t, e.store, last, durable.StateSucceeded)
+		eventually(t, 20*time.Second, "every keyed item", func() bool { return stats(t, e.q).Counts[durable.StateSucceeded] == 3*perKey+1 })
+		mu.Lock()
+		defer mu.Unlock()
+		want := make([]int, perKey)
+		for i := range want {
+			want[i] = i
+		}
+		for _, key := range []string{"a", "b", "c"} {
+			if !slices.Equal(seen[key], want) {
+				t.Errorf("key %s order %v", key, seen[key])
+			}
+		}
+		if overlap.Load() {
+			t.Error("two items of one key ran at once")
+		}
+	})
+}
+
+func TestFenceRejectsLateCompletion(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		lease := 30 * time.Second
+		claimedA := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-a", e.clock.Now(), lease, 10))
+		if len(claimedA) != 1 || claimedA[0].Attempts != 1 || claimedA[0].LeaseOwner != "worker-a" {
+			t.Fatalf("claim: %+v", claimedA)
+		}
+		// Nothing else is due while it is leased.
+		if again := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10)); len(again) != 0 {
+			t.Fatalf("claimed twice: %+v", again)
+		}
+		// Before expiry the sweep leaves it alone.
+		e.clock.Advance(lease - time.Second)
+		if n := must[int](t)(e.store.Sweep(ctx, e.clock.Now())); n != 0 {
+			t.Fatalf("swept %d before expiry", n)
+		}
+		e.clock.Advance(2 * time.Second)
+		if n := must[int](t)(e.store.Sweep(ctx, e.clock.Now())); n != 1 {
+			t.Fatalf("swept %d, want 1", n)
+		}
+		claimedB := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10))
+		if len(claimedB) != 1 || claimedB[0].Attempts != 2 {
+			t.Fatalf("reclaim: %+v", claimedB)
+		}
+		now := e.clock.Now()
+		late := durable.Completion{Fence: claimedA[0].Fence(), State: durable.StateSucceeded, Outcome: durable.OutcomeSucceeded, StartedAt: now, EndedAt: now}
+		on := durable.Completion{Fence: claimedB[0].Fence(), State: durable.StateSucceeded, Outcome: durable.OutcomeSucceeded, StartedAt: now, EndedAt: now}
+		results := must[[]error](t)(e.store.Complete(ctx, []durable.Completion{late, on}))
+		var lost *durable.LeaseLostError
+		if !errors.Is(results[0], durable.ErrLeaseLost) || !errors.As(results[0], &lost) || lost.Fence.Owner != "worker-a" || results[1] != nil {
+			t.Fatalf("results %v", results)
+		}
+		it := item(t, e.store, id)
+		as := attempts(t, e.store, id)
+		if it.State != durable.StateSucceeded || it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "worker-a" || as[1].Instance != "worker-b" {
+			t.Fatalf("item %+v, rows %s", it, outcomes(as))
+		}
+		// A second completion of the same lease is rejected too.
+		results = must[[]error](t)(e.store.Complete(ctx, []durable.Completion{on}))
+		if !errors.Is(results[0], durable.ErrLeaseLost) {
+			t.Fatalf("double completion: %v", results)
+		}
+	})
+}
+
+func TestHeartbeatKeepsLongItemLeased(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		release := make(chan struct{})
+		started := make(chan struct{})
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			close(started)
+			<-release
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		lease := time.Minute
+		start(t, e.q, m, durable.SchedulerConfig{Lease: lease, HeartbeatInterval: 5 * time.Millisecond, SweepInterval: time.Hour})
+		<-started
+		first := item(t, e.store, id).LeaseUntil
+		e.clock.Advance(45 * time.Second)
+		eventually(t, 20*time.Second, "a heartbeat", func() bool { return item(t, e.store, id).LeaseUntil.After(first) })
+		e.clock.Advance(45 * time.Second) // past the first lease, within the extended one
+		if n := must[int](t)(e.store.Sweep(context.Background(), e.clock.Now())); n != 0 {
+			t.Fatalf("a heartbeated item was swept")
+		}
+		close(release)
+		waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" {
+			t.Fatalf("rows %s", outcomes(as))
+		}
+	})
+}
+
+func TestShutdownInterruptsAndReleases(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		started := make(chan struct{}, 1)
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}})
+		var ids []durable.ItemID
+		for n := range 5 {
+			ids = append(ids, must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: n})).ID)
+		}
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{Workers: 1, BatchSize: 5, PollInterval: 5 * time.Millisecond}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // no patience at all: the running item is interrupted at once
+		if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("shutdown: %v", err)
+		}
+		var interrupted, untouched int
+		for _, id := range ids {
+			it := item(t, e.store, id)
+			if it.State != durable.StatePending || it.LeaseOwner != "" {
+				t.Fatalf("item %d after shutdown: %+v", id, it)
+			}
+			switch as := attempts(t, e.store, id); outcomes(as) {
+			case "1:interrupted":
+				interrupted++
+			case "":
+				if it.Attempts != 0 {
+					t.Errorf("released item %d counts %d attempts", id, it.Attempts)
+				}
+				untouched++
+			default:
+				t.Errorf("item %d rows %s", id, outcomes(as))
+			}
+		}
+		if interrupted != 1 || untouched != 4 {
+			t.Fatalf("interrupted %d, released %d", interrupted, untouched)
+		}
+		if err := s.Start(); !errors.Is(err, durable.ErrStopped) {
+			t.Fatalf("restart: %v", err)
+		}
+	})
+}
+
+func TestShutdownWaitsForRunningItems(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		started := make(chan struct{})
+		release := make(chan struct{})
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			close(started)
+			<-release
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{PollInterval: 5 * time.Millisecond}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		done := make(chan error)
+		go func() { done <- s.Shutdown(context.Background()) }()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if it := item(t, e.store, id); it.State != durable.StateSucceeded {
+			t.Fatalf("item %+v", it)
+		}
+	})
+}
+
+func TestStats(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		st := stats(t, e.q)
+		if st.OldestDue != 0 || st.Counts[durable.StatePending] != 0 || len(st.Counts) != 4 {
+			t.Fatalf("empty stats %+v", st)
+		}
+		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1}))
+		e.clock.Advance(time.Minute)
+		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2}))
+		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}, durable.RunAfter(time.Hour)))
+		e.clock.Advance(30 * time.Second)
+		st = stats(t, e.q)
+		if st.Counts[durable.StatePending] != 3 || st.OldestDue != 90*time.Second {
+			t.Fatalf("stats %+v", st)
+		}
+		must[[]durable.Claimed](t)(e.store.Claim(ctx, "x", e.clock.Now(), time.Minute, 1))
+		st = stats(t, e.q)
+		if st.Counts[durable.StatePending] != 2 || st.Counts[durable.StateRunning] != 1 || st.OldestDue != 30*time.Second {
+			t.Fatalf("stats after a claim %+v", st)
+		}
+	})
+}
+
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		var wg sync.WaitGroup
+		stores := make([]*durable.Store, 4)
+		for i := range stores {
+			wg.Go(func() { stores[i] = b.open(t) })
+		}
+		wg.Wait()
+		var n int
+		if err := stores[0].DB().QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != durable.SchemaVersion() {
+			t.Fatalf("%d migration rows, want %d", n, durable.SchemaVersion())
+		}
+	})
+}
+
+func TestDeferral(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		var failWith atomic.Pointer[error]
+		failWith.Store(new(error))
+		var calls atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			calls.Add(1)
+			if err := *failWith.Load(); err != nil {
+				return err
+			}
+			return nil
+		}}, func(m *mediator.Mediator) { _ = m.Use(e.q.Deferral()) })
+
+		if _, err := mediator.Send(ctx, m, &Work{N: 1}); err != nil {
+			t.Fatalf("success: %v", err)
+		}
+		failWith.Store(ptr(error(errPermanent)))
+		if _, err := mediator.Send(ctx, m, &Work{N: 2}); !errors.Is(err, errPermanent) {
+			t.Fatalf("non-retryable: %v", err)
+		}
+		failWith.Store(ptr(error(retryableErr{"busy"})))
+		t0 := e.clock.Now()
+		_, err := mediator.Send(ctx, m, &Work{N: 3})
+		var deferred *durable.DeferredError
+		if !errors.Is(err, durable.ErrDeferred) || !errors.As(err, &deferred) || deferred.Duplicate || deferred.Cause.Error() != "busy" {
+			t.Fatalf("retryable: %v", err)
+		}
+		it := item(t, e.store, deferred.ItemID)
+		if it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "busy" || it.Attempts != 0 || string(it.Payload) != `{"n":3}` {
+			t.Fatalf("deferred item %+v", it)
+		}
+		failWith.Store(ptr(error(&behaviors.CircuitOpenError{Key: "k", Remaining: 42 * time.Second})))
+		_, err = mediator.Send(ctx, m, &Work{N: 4})
+		if !errors.As(err, &deferred) {
+			t.Fatalf("circuit open: %v", err)
+		}
+		if it := item(t, e.store, deferred.ItemID); !it.NextAt.Equal(t0.Add(42 * time.Second)) {
+			t.Fatalf("circuit-open item due %v", it.NextAt)
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		failWith.Store(ptr(error(context.Canceled)))
+		if _, err := mediator.Send(cancelled, m, &Work{N: 5}); !errors.Is(err, context.Canceled) || errors.Is(err, durable.ErrDeferred) {
+			t.Fatalf("caller cancellation: %v", err)
+		}
+		// The scheduler's dispatches are never deferred again: a retryable failure is an attempt.
+		failWith.Store(ptr(error(retryableErr{"still busy"})))
+		total := func() int64 {
+			var n int64
+			for _, c := range stats(t, e.q).Counts {
+				n += c
+			}
+			return n
+		}
+		before := total()
+		e.clock.Advance(time.Minute)
+		start(t, e.q, m, durable.SchedulerConfig{})
+		eventually(t, 20*time.Second, "scheduler attempts", func() bool { return item(t, e.store, deferred.ItemID).Attempts == 1 })
+		if after := total(); after != before {
+			t.Fatalf("items %d -> %d: a scheduled dispatch was deferred again", before, after)
+		}
+		failWith.Store(ptr(error(nil)))
+		e.clock.Advance(time.Hour)
+		waitState(t, e.store, deferred.ItemID, durable.StateSucceeded)
+	})
+}
+
+func TestDeferralDedupe(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		m := mediator.New(nil)
+		_ = mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) {
+			return mediator.Void{}, retryableErr{"later"}
+		})
+		_ = m.Use(e.q.Deferral())
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		var d1, d2 *durable.DeferredError
+		_, err1 := mediator.Send(context.Background(), m, &Unique{ID: "x"})
+		_, err2 := mediator.Send(context.Background(), m, &Unique{ID: "x"})
+		if !errors.As(err1, &d1) || !errors.As(err2, &d2) || d1.Duplicate || !d2.Duplicate || d1.ItemID != d2.ItemID {
+			t.Fatalf("%v / %v", err1, err2)
+		}
+		chain := must[mediator.Chain](t)(mediator.Explain[*Unique](m))
+		if chain[0].Name != "durable-deferral" || chain[0].Order != durable.DeferralOrder {
+			t.Fatalf("chain %s", chain)
+		}
+	})
+}
+
+func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		var calls atomic.Int64
+		var override atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			calls.Add(1)
+			if p, ok := behaviors.RetryOverride(ctx); ok {
+				override.Store(int64(p.MaxAttempts))
+			}
+			return retryableErr{"fails"}
+		}}, func(m *mediator.Mediator) {
+			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
+		})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		eventually(t, 20*time.Second, "the first attempt", func() bool {
+			return item(t, e.store, id).Attempts == 1 && item(t, e.store, id).State == durable.StatePending
+		})
+		if calls.Load() != 1 || override.Load() != 1 {
+			t.Fatalf("one scheduler dispatch made %d handler calls (override %d)", calls.Load(), override.Load())
+		}
+		// Outside the scheduler the same pipeline retries in process.
+		calls.Store(0)
+		_, _ = mediator.Send(context.Background(), m, &Work{N: 2})
+		if calls.Load() != 4 {
+			t.Fatalf("in-process retry made %d calls, want 4", calls.Load())
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,118 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// DeferralOrder is the default order of the Deferral behavior within mediator.StageDefault:
+// inside a fallback (30), outside retry (50) and the circuit breaker (60), so it sees the
+// final result of the in-process attempts.
+const DeferralOrder = 40
+
+// Deferral is a behavior that parks failing requests in the queue instead of failing them.
+// When the pipeline inside it ends in an error its classifier calls retryable, or in a
+// circuit-open error, it persists the request (due after the policy's first delay, or when the
+// breaker may let a probe through) and returns a *DeferredError carrying the item id. It
+// applies only to registered request types, and never defers a dispatch made by a Scheduler,
+// the caller's own cancellation, or a request whose persistence fails (it then returns the
+// original error joined with the store's).
+//
+// A deferred request runs again later through the whole pipeline, so handlers of deferrable
+// requests must be idempotent.
+type Deferral struct {
+	q        *Queue
+	classify func(error) bool
+}
+
+// DeferralOption configures a Deferral.
+type DeferralOption func(*Deferral)
+
+// DeferWhen sets the classifier deciding which errors are deferred. Default
+// behaviors.Retryable. Circuit-open errors are deferred whatever it says.
+func DeferWhen(retryable func(error) bool) DeferralOption {
+	return func(d *Deferral) { d.classify = retryable }
+}
+
+// Deferral returns the deferral behavior of q; register it with mediator.Use.
+func (q *Queue) Deferral(opts ...DeferralOption) *Deferral {
+	d := &Deferral{q: q, classify: behaviors.Retryable}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.classify == nil {
+		d.classify = behaviors.Retryable
+	}
+	return d
+}
+
+// Name implements mediator.NamedBehavior.
+func (d *Deferral) Name() string { return "durable-deferral" }
+
+// Stage implements mediator.StagedBehavior.
+func (d *Deferral) Stage() mediator.Stage { return mediator.StageDefault }
+
+// Order implements mediator.OrderedBehavior.
+func (d *Deferral) Order() int { return DeferralOrder }
+
+// AppliesTo implements mediator.SelectiveBehavior: only registered request types are
+// deferrable, so register them before Build.
+func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
+	return !info.Stream && d.q.reg.Has(info.Request)
+}
+
+// Handle implements mediator.Behavior.
+func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	resp, err := next(ctx, req)
+	if err == nil || mediator.IsCallerCancellation(ctx, err) {
+		return resp, err
+	}
+	if _, ok := FromContext(ctx); ok {
+		return resp, err
+	}
+	name, ok := d.q.reg.NameOf(req)
+	if !ok {
+		return resp, err
+	}
+	var delay time.Duration
+	if open, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
+		delay = open.Remaining
+	} else if !errors.Is(err, behaviors.ErrCircuitOpen) {
+		if !d.classify(err) {
+			return resp, err
+		}
+		delay = d.q.nextDelay(name, 1)
+	}
+	res, perr := d.q.Enqueue(ctx, req, RunAfter(delay), withLastError(err.Error()))
+	if perr != nil {
+		return resp, fmt.Errorf("%w (deferral failed: %w)", err, perr)
+	}
+	return nil, &DeferredError{ItemID: res.ID, Duplicate: res.Duplicate, Cause: err}
+}
+
+func withLastError(msg string) EnqueueOption {
+	return func(c *enqueueConfig) { c.lastError = msg }
+}
+
+// Dispatch describes the scheduler dispatch a context belongs to.
+type Dispatch struct {
+	// ItemID is the item being dispatched; use it (or a key in the request) to make the
+	// handler idempotent.
+	ItemID ItemID
+	// Name is the item's registered request name.
+	Name string
+	// Attempt is the durable attempt number, from 1.
+	Attempt int
+	// Instance is the id of the dispatching scheduler instance.
+	Instance string
+}
+
+var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
+
+// FromContext returns the dispatch when ctx belongs to a Scheduler's dispatch of an item.
+func FromContext(ctx context.Context) (Dispatch, bool) { return dispatchKey.Get(ctx) }

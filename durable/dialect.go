@@ -1,0 +1,244 @@
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed migrations
+var migrationFS embed.FS
+
+// dialect holds the statements that differ between SQLite and PostgreSQL. Statements are
+// written with ? placeholders; rebind turns them into $n for PostgreSQL.
+type dialect struct {
+	name string
+
+	insert        string
+	byDedupe      string
+	claim         string
+	completeOne   string
+	completeMany  string
+	insertAttempt string
+	extend        string
+	sweep         string
+	sweepOne      string
+}
+
+func (d *dialect) rebind(q string) string {
+	if d.name != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// The claim: due pending items, oldest first, skipping an item whose ordering key has an
+// earlier item pending or running. Placeholders: owner, lease until, claimed at, updated at,
+// now, limit.
+const claimSelect = `SELECT i.id FROM switchboard_items i
+	WHERE i.state = 'pending' AND i.next_at <= ?
+	  AND (i.ordering_key IS NULL OR NOT EXISTS (
+	        SELECT 1 FROM switchboard_items o
+	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+	ORDER BY i.next_at, i.id
+	LIMIT ?`
+
+const claimUpdate = `UPDATE switchboard_items
+	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1
+	WHERE id IN (%s)
+	RETURNING ` + itemColumns
+
+const completeOneSQL = `UPDATE switchboard_items
+	SET state = ?, next_at = ?, attempts = attempts - ?, last_error = COALESCE(NULLIF(?, ''), last_error),
+	    lease_owner = NULL, lease_until = NULL, updated_at = ?
+	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
+
+const insertAttemptSQL = `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+func newDialect(name string) *dialect {
+	d := &dialect{name: name}
+	d.insert = d.rebind(`INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING
+	RETURNING id`)
+	d.byDedupe = d.rebind(`SELECT id FROM switchboard_items WHERE dedupe_key = ? AND state IN ('pending', 'running')`)
+	d.completeOne = d.rebind(completeOneSQL)
+	d.insertAttempt = d.rebind(insertAttemptSQL)
+	d.sweepOne = d.rebind(`UPDATE switchboard_items
+	SET state = 'pending', next_at = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?,
+	    last_error = '` + leaseExpired + `'
+	WHERE id = ?`)
+	if name == "postgres" {
+		d.claim = d.rebind(fmt.Sprintf(claimUpdate, claimSelect+" FOR UPDATE SKIP LOCKED"))
+		d.completeMany = `WITH v AS (
+	SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
+	    AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome)
+), u AS (
+	UPDATE switchboard_items i
+	SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
+	    last_error = COALESCE(NULLIF(v.err, ''), i.last_error),
+	    lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
+	FROM v
+	WHERE i.id = v.id AND i.state = 'running' AND i.lease_owner = v.owner AND i.attempts = v.attempt
+	RETURNING i.id, v.owner, v.attempt
+), a AS (
+	INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+	SELECT v.id, v.attempt, v.owner, v.started_at, v.ended_at, v.outcome, NULLIF(v.err, '')
+	FROM v JOIN u ON u.id = v.id AND u.owner = v.owner AND u.attempt = v.attempt
+	WHERE v.outcome <> ''
+)
+SELECT id, owner, attempt FROM u`
+		d.extend = `UPDATE switchboard_items SET lease_until = $1 WHERE state = 'running' AND lease_owner = $2 AND id = ANY($3::bigint[])`
+		d.sweep = `WITH s AS (
+	SELECT id, lease_owner, claimed_at FROM switchboard_items
+	WHERE state = 'running' AND lease_until < $1
+	FOR UPDATE SKIP LOCKED
+), u AS (
+	UPDATE switchboard_items i
+	SET state = 'pending', next_at = $1, lease_owner = NULL, lease_until = NULL, updated_at = $1,
+	    last_error = '` + leaseExpired + `'
+	FROM s WHERE i.id = s.id
+	RETURNING i.id, i.attempts
+), a AS (
+	INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+	SELECT u.id, u.attempts, COALESCE(s.lease_owner, ''), COALESCE(s.claimed_at, 0), $1, 'abandoned', '` + leaseExpired + `'
+	FROM u JOIN s ON s.id = u.id
+)
+SELECT COUNT(*) FROM u`
+	} else {
+		d.claim = fmt.Sprintf(claimUpdate, claimSelect)
+	}
+	return d
+}
+
+var (
+	sqliteDialect   = newDialect("sqlite")
+	postgresDialect = newDialect("postgres")
+)
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func (d *dialect) migrations() ([]migration, error) {
+	dir := path.Join("migrations", d.name)
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		prefix, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a version number", name)
+		}
+		body, err := fs.ReadFile(migrationFS, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	return out, nil
+}
+
+// migrationLockKey is the PostgreSQL advisory lock taken while migrating.
+const migrationLockKey = 0x5357424451 // "SWBDQ"
+
+// SchemaVersion is the version of the newest migration embedded in this package.
+func SchemaVersion() int {
+	ms, err := sqliteDialect.migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// migrate applies the embedded migrations that are not applied yet, each in its own
+// transaction. On PostgreSQL a session advisory lock serialises concurrent opens; on SQLite the
+// immediate transaction does.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := s.d.migrations()
+	if err != nil {
+		return fmt.Errorf("durable: migrations: %w", err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("durable: migrate: %w", err)
+	}
+	defer conn.Close()
+	if s.d.name == "postgres" {
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
+			return fmt.Errorf("durable: migrate: lock: %w", err)
+		}
+		defer func() {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockKey))
+		}()
+	}
+	for _, m := range ms {
+		if err := s.applyMigration(ctx, conn, m); err != nil {
+			return fmt.Errorf("durable: migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS switchboard_schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_at BIGINT NOT NULL)`); err != nil {
+		return err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, s.d.rebind("SELECT COUNT(*) FROM switchboard_schema_migrations WHERE version = ?"), m.version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	for stmt := range strings.SplitSeq(m.sql, ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.d.rebind("INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+		m.version, m.name, time.Now().UnixMicro()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,29 @@
+// Package durable parks requests that keep failing in a database and retries them later,
+// by exactly one instance at a time, until they succeed or become dead letters.
+//
+// Items live in a Store: SQLite (OpenSQLite, a file created on first use; the zero-setup
+// default) or PostgreSQL (OpenPostgres, for several instances sharing the work). Both have the
+// same schema, applied from embedded, versioned migrations when the store is opened.
+//
+// A request type becomes durable when it is registered in a Registry under a stable name with
+// a Codec (JSON by default). A Queue ties a Store and a Registry together:
+//
+//   - Queue.Enqueue persists a request to run later (with optional dedupe and ordering keys);
+//   - Queue.Deferral is a mediator behavior, placed outside retry, that persists a request whose
+//     in-process attempts ended in a retryable error or an open circuit breaker, and returns a
+//     *DeferredError carrying the item id instead of the error;
+//   - a Scheduler, run in every instance, claims due items (FOR UPDATE SKIP LOCKED on
+//     PostgreSQL), holds a lease with heartbeats, dispatches each item through the mediator as
+//     exactly one attempt, and completes it under a fence (owner + attempt number) so a late
+//     completion from a worker whose lease expired is rejected with ErrLeaseLost.
+//
+// Every attempt is its own row (Store.Attempts). Failed attempts are retried with exponential
+// backoff (Policy); exhausted or non-retryable items, and items whose name is unknown or whose
+// payload no longer decodes, end in StateDead with their payload and last error kept. While a
+// circuit breaker for an item's key is open, the item is not attempted at all.
+//
+// Delivery is at least once: a handler may run again for an item whose previous attempt's
+// outcome was lost (the instance died after the handler's side effect), so handlers of durable
+// requests must be idempotent. FromContext gives a handler the item id and attempt number.
+// See docs/durable.md for the state machine, the tables and tuning.
+package durable

@@ -1,0 +1,96 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Each typed error below matches its sentinel with errors.Is.
+var (
+	// ErrDeferred reports a request that was not completed now but persisted for a later retry.
+	// It is returned by the Deferral behavior as a *DeferredError carrying the item id.
+	ErrDeferred = errors.New("durable: deferred for retry")
+	// ErrLeaseLost reports a completion whose lease is no longer held: the item's lease expired
+	// and it was swept or claimed by another worker. The completion was not applied.
+	ErrLeaseLost = errors.New("durable: lease lost")
+	// ErrUnknownRequest reports an item whose name is not registered, or a request type that is
+	// not registered.
+	ErrUnknownRequest = errors.New("durable: unknown request")
+	// ErrDecode reports an item whose payload does not decode into its registered type.
+	ErrDecode = errors.New("durable: payload does not decode")
+	// ErrStopped reports a scheduler that was started twice or used after Shutdown.
+	ErrStopped = errors.New("durable: scheduler stopped")
+)
+
+// DeferredError is the result of a request the Deferral behavior persisted for later. It
+// matches ErrDeferred. It deliberately does not unwrap to Cause: the caller's request did not
+// fail, it was accepted for later.
+type DeferredError struct {
+	// ItemID is the persisted item, or the item already pending under the same dedupe key.
+	ItemID ItemID
+	// Duplicate is true when an item with the same dedupe key was already pending or running,
+	// so nothing new was persisted.
+	Duplicate bool
+	// Cause is the error of the last in-process attempt.
+	Cause error
+}
+
+func (e *DeferredError) Error() string {
+	if e.Duplicate {
+		return fmt.Sprintf("durable: deferred: item %d already pending: %v", e.ItemID, e.Cause)
+	}
+	return fmt.Sprintf("durable: deferred as item %d: %v", e.ItemID, e.Cause)
+}
+
+// Is reports whether target is ErrDeferred.
+func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
+
+// LeaseLostError names the fence of a rejected completion. It matches ErrLeaseLost.
+type LeaseLostError struct {
+	// Fence is the lease the completion claimed to hold.
+	Fence Fence
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("durable: lease lost: item %d attempt %d is no longer held by %q", e.Fence.ItemID, e.Fence.Attempt, e.Fence.Owner)
+}
+
+// Is reports whether target is ErrLeaseLost.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// UnknownRequestError names an unregistered request name or type. It matches ErrUnknownRequest.
+type UnknownRequestError struct {
+	// Name is the item's request name; empty when Type is set.
+	Name string
+	// Type is the Go type of an unregistered request value; empty when Name is set.
+	Type string
+}
+
+func (e *UnknownRequestError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("durable: unknown request name %q", e.Name)
+	}
+	return fmt.Sprintf("durable: request type %s is not registered", e.Type)
+}
+
+// Is reports whether target is ErrUnknownRequest.
+func (e *UnknownRequestError) Is(target error) bool { return target == ErrUnknownRequest }
+
+// DecodeError reports a payload that does not decode. It matches ErrDecode and unwraps to the
+// codec's error.
+type DecodeError struct {
+	// Name is the item's request name.
+	Name string
+	// Err is the codec's error.
+	Err error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("durable: payload of %q does not decode: %v", e.Name, e.Err)
+}
+
+// Is reports whether target is ErrDecode.
+func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
+
+// Unwrap returns the codec's error.
+func (e *DecodeError) Unwrap() error { return e.Err }

@@ -1,0 +1,336 @@
+package durable_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// pgDSNEnv names the environment variable holding the PostgreSQL DSN of the conformance suite.
+const pgDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// backend opens fresh, empty stores of one kind. Every store opened by one backend value shares
+// one database (one SQLite file, one PostgreSQL schema), so several "instances" can be tested.
+type backend struct {
+	name string
+	// open returns a new Store (its own pool) on the backend's database.
+	open func(t testing.TB) *durable.Store
+	// env describes the database to a child process.
+	env []string
+}
+
+// pgDSN returns the PostgreSQL DSN, failing the test under CI when none is set.
+func pgDSN(t testing.TB) string {
+	dsn := os.Getenv(pgDSNEnv)
+	if dsn == "" && os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set under CI=true: the PostgreSQL suite must run (use scripts/with-postgres.sh)", pgDSNEnv)
+	}
+	return dsn
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func sqliteBackend(t testing.TB) backend {
+	path := filepath.Join(t.TempDir(), "db", "durable.db")
+	return backend{
+		name: "sqlite",
+		open: func(t testing.TB) *durable.Store {
+			t.Helper()
+			s, err := durable.OpenSQLite(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		env: []string{childBackendEnv + "=sqlite", childTargetEnv + "=" + path},
+	}
+}
+
+// postgresBackend creates a schema of its own on the test server and returns stores whose
+// search_path selects it; the schema is dropped at the end of the test.
+func postgresBackend(t testing.TB, dsn string) backend {
+	t.Helper()
+	schema := "sbtest_" + randomSuffix()
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		_ = admin.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		_ = admin.Close()
+	})
+	target := withSearchPath(t, dsn, schema)
+	return backend{
+		name: "postgres",
+		open: func(t testing.TB) *durable.Store {
+			t.Helper()
+			s, err := durable.OpenPostgres(context.Background(), target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		env: []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
+	}
+}
+
+func withSearchPath(t testing.TB, dsn, schema string) string {
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " search_path=" + schema
+}
+
+// eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
+func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteBackend(t)) })
+	dsn := pgDSN(t)
+	t.Run("postgres", func(t *testing.T) {
+		if dsn == "" {
+			t.Skipf("%s not set", pgDSNEnv)
+		}
+		fn(t, postgresBackend(t, dsn))
+	})
+}
+
+// fakeClock is a Clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// eventually polls cond until it holds or the bound passes. It synchronises with state that
+// lives in the database, where no channel can signal.
+func eventually(t testing.TB, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", bound, what)
+		}
+		<-tick.C
+	}
+}
+
+func must[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// Request types of the tests.
+
+type Work struct {
+	mediator.Command
+	N int `json:"n"`
+}
+
+type Keyed struct {
+	mediator.Command
+	Key string `json:"key"`
+	Seq int    `json:"seq"`
+}
+
+func (k *Keyed) OrderingKey() string { return k.Key }
+
+type Unique struct {
+	mediator.Command
+	ID string `json:"id"`
+}
+
+func (u *Unique) DedupeKey() string { return "unique:" + u.ID }
+
+// retryableErr is an error the default classifier retries.
+type retryableErr struct{ msg string }
+
+func (e retryableErr) Error() string   { return e.msg }
+func (e retryableErr) Retryable() bool { return true }
+
+var errPermanent = errors.New("permanent failure")
+
+func newRegistry(t testing.TB, opts ...durable.RegisterOption) *durable.Registry {
+	r := durable.NewRegistry()
+	for _, err := range []error{
+		durable.Register[*Work](r, "test.work", opts...),
+		durable.Register[*Keyed](r, "test.keyed", opts...),
+		durable.Register[*Unique](r, "test.unique", opts...),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// fastPolicy retries quickly and without jitter, so due times are exact.
+var fastPolicy = durable.Policy{MaxAttempts: 5, Initial: time.Second, Multiplier: 2, Max: time.Minute, Jitter: -1}
+
+// env bundles what most tests need.
+type env struct {
+	store *durable.Store
+	q     *durable.Queue
+	clock *fakeClock
+}
+
+func newEnv(t testing.TB, b backend) *env {
+	clock := newFakeClock()
+	store := b.open(t)
+	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{
+		Store: store, Registry: newRegistry(t), Policy: fastPolicy, Clock: clock,
+		Rand: func() float64 { return 0.5 },
+	}))
+	return &env{store: store, q: q, clock: clock}
+}
+
+// start runs a scheduler until the end of the test.
+func start(t testing.TB, q *durable.Queue, m mediator.Sender, cfg durable.SchedulerConfig) *durable.Scheduler {
+	t.Helper()
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 5 * time.Millisecond
+	}
+	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, cfg))
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func stats(t testing.TB, q *durable.Queue) durable.Stats {
+	t.Helper()
+	return must[durable.Stats](t)(q.Stats(context.Background()))
+}
+
+func item(t testing.TB, s *durable.Store, id durable.ItemID) durable.Item {
+	t.Helper()
+	return must[durable.Item](t)(s.Item(context.Background(), id))
+}
+
+func attempts(t testing.TB, s *durable.Store, id durable.ItemID) []durable.Attempt {
+	t.Helper()
+	return must[[]durable.Attempt](t)(s.Attempts(context.Background(), id))
+}
+
+func waitState(t testing.TB, s *durable.Store, id durable.ItemID, want durable.State) durable.Item {
+	t.Helper()
+	var it durable.Item
+	eventually(t, 20*time.Second, fmt.Sprintf("item %d to be %s", id, want), func() bool {
+		it = item(t, s, id)
+		return it.State == want
+	})
+	return it
+}
+
+func outcomes(as []durable.Attempt) string {
+	var parts []string
+	for _, a := range as {
+		parts = append(parts, fmt.Sprintf("%d:%s", a.Number, a.Outcome))
+	}
+	return strings.Join(parts, " ")
+}
+
+// handlers are the test handlers; nil ones succeed at once.
+type handlers struct {
+	work  func(ctx context.Context, w *Work) error
+	keyed func(ctx context.Context, k *Keyed) error
+}
+
+// mediatorFor builds a mediator with handlers for the test request types.
+func mediatorFor(t testing.TB, h handlers, opts ...func(m *mediator.Mediator)) *mediator.Mediator {
+	t.Helper()
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
+		if h.work == nil {
+			return mediator.Void{}, nil
+		}
+		return mediator.Void{}, h.work(ctx, w)
+	})
+	_ = mediator.HandleFunc(m, func(ctx context.Context, k *Keyed) (mediator.Void, error) {
+		if h.keyed == nil {
+			return mediator.Void{}, nil
+		}
+		return mediator.Void{}, h.keyed(ctx, k)
+	})
+	_ = mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) { return mediator.Void{}, nil })
+	for _, o := range opts {
+		o(m)
+	}
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

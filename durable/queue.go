@@ -1,0 +1,152 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// Config configures a Queue.
+type Config struct {
+	// Store keeps the items. Required.
+	Store *Store
+	// Registry maps request types to names and codecs. Required.
+	Registry *Registry
+	// Policy is the retry policy of items whose registration has none. Zero fields take the
+	// DefaultPolicy values.
+	Policy Policy
+	// Clock tells the time. Default SystemClock.
+	Clock Clock
+	// Rand returns uniform random numbers in [0, 1) for backoff jitter. Default math/rand/v2.
+	Rand func() float64
+}
+
+// Queue enqueues requests durably and is shared by the Deferral behavior and the Scheduler.
+type Queue struct {
+	store  *Store
+	reg    *Registry
+	policy Policy
+	clock  Clock
+	rand   func() float64
+}
+
+// NewQueue returns a Queue over cfg.Store and cfg.Registry.
+func NewQueue(cfg Config) (*Queue, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("durable: NewQueue: Store is required")
+	}
+	if cfg.Registry == nil {
+		return nil, errors.New("durable: NewQueue: Registry is required")
+	}
+	q := &Queue{store: cfg.Store, reg: cfg.Registry, policy: cfg.Policy, clock: cfg.Clock, rand: cfg.Rand}
+	if q.clock == nil {
+		q.clock = SystemClock
+	}
+	if q.rand == nil {
+		q.rand = rand.Float64
+	}
+	return q, nil
+}
+
+// Store returns the queue's store.
+func (q *Queue) Store() *Store { return q.store }
+
+// Registry returns the queue's registry.
+func (q *Queue) Registry() *Registry { return q.reg }
+
+// Clock returns the queue's clock.
+func (q *Queue) Clock() Clock { return q.clock }
+
+// PolicyFor returns the effective policy (defaults applied) of items named name.
+func (q *Queue) PolicyFor(name string) Policy {
+	return q.reg.policyFor(name, q.policy).withDefaults()
+}
+
+// Deduplicated is implemented by request types that carry their own dedupe key. The
+// DedupeKey option wins over it.
+type Deduplicated interface{ DedupeKey() string }
+
+// Ordered is implemented by request types that carry their own ordering key. The OrderingKey
+// option wins over it.
+type Ordered interface{ OrderingKey() string }
+
+// EnqueueOption configures one Enqueue.
+type EnqueueOption func(*enqueueConfig)
+
+type enqueueConfig struct {
+	at        time.Time
+	after     time.Duration
+	dedupe    *string
+	ordering  *string
+	lastError string
+}
+
+// RunAt makes the item due at t. Default: now.
+func RunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at = t } }
+
+// RunAfter makes the item due d from now.
+func RunAfter(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
+
+// DedupeKey sets the item's dedupe key: while an item with the same key is pending or running,
+// Enqueue inserts nothing and reports that item. An empty key disables deduplication.
+func DedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
+
+// OrderingKey sets the item's ordering key: items with the same key are dispatched one at a
+// time, in the order they were enqueued; an item waits while an earlier one is pending
+// (including backing off) or running.
+func OrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
+
+// Enqueued reports the result of Enqueue.
+type Enqueued struct {
+	// ID is the new item, or the item already pending under the dedupe key.
+	ID ItemID
+	// Duplicate is true when nothing was inserted because of the dedupe key.
+	Duplicate bool
+}
+
+// Enqueue persists req (a registered request pointer) to be dispatched by a Scheduler.
+func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
+	var c enqueueConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	name, payload, err := q.reg.Encode(req)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	now := q.clock.Now()
+	next := now
+	switch {
+	case !c.at.IsZero():
+		next = c.at
+	case c.after > 0:
+		next = now.Add(c.after)
+	}
+	it := NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError}
+	if c.dedupe != nil {
+		it.DedupeKey = *c.dedupe
+	} else if d, ok := req.(Deduplicated); ok {
+		it.DedupeKey = d.DedupeKey()
+	}
+	if c.ordering != nil {
+		it.OrderingKey = *c.ordering
+	} else if o, ok := req.(Ordered); ok {
+		it.OrderingKey = o.OrderingKey()
+	}
+	id, existed, err := q.store.Enqueue(ctx, it)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return Enqueued{ID: id, Duplicate: existed}, nil
+}
+
+// Stats counts the store's items by state and measures the oldest due item's wait.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	return q.store.Stats(ctx, q.clock.Now())
+}
+
+// nextDelay is the backoff after failed attempt n of an item named name.
+func (q *Queue) nextDelay(name string, n int) time.Duration {
+	return q.PolicyFor(name).Delay(n, q.rand())
+}

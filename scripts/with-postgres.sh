@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs a command with SWITCHBOARD_TEST_PG_DSN pointing at a PostgreSQL server.
+#
+#   scripts/with-postgres.sh go test ./durable/
+#
+# When SWITCHBOARD_TEST_PG_DSN is already set, the command runs as is. Otherwise a throwaway
+# server is created in a temporary directory (initdb, trust authentication, listening on
+# 127.0.0.1 at a free port and on a unix socket inside that directory), the command runs with
+# the DSN exported, and the server is stopped and its directory removed afterwards, whatever
+# the command's outcome. initdb and postgres refuse to run as root, so as root they run as the
+# postgres user.
+#
+# The throwaway server trades durability for speed (fsync off): it is for tests only.
+set -euo pipefail
+
+if [[ $# -eq 0 ]]; then
+	echo "usage: $0 command [args...]" >&2
+	exit 2
+fi
+
+if [[ -n "${SWITCHBOARD_TEST_PG_DSN:-}" ]]; then
+	exec "$@"
+fi
+
+find_bindir() {
+	local d
+	if [[ -n "${PG_BINDIR:-}" && -x "${PG_BINDIR}/initdb" ]]; then
+		echo "$PG_BINDIR"
+		return 0
+	fi
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [[ -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
+			echo "$d"
+			return 0
+		fi
+	done
+	if command -v pg_ctl >/dev/null 2>&1 && command -v initdb >/dev/null 2>&1; then
+		dirname "$(readlink -f "$(command -v pg_ctl)")"
+		return 0
+	fi
+	return 1
+}
+
+if ! bindir="$(find_bindir)"; then
+	echo "with-postgres: no PostgreSQL server binaries found (initdb, pg_ctl); set SWITCHBOARD_TEST_PG_DSN or install postgresql" >&2
+	if [[ "${CI:-}" == "true" ]]; then
+		exit 1
+	fi
+	echo "with-postgres: running without PostgreSQL; its tests will be skipped" >&2
+	exec "$@"
+fi
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()' 2>/dev/null && return 0
+	local p
+	for p in $(seq 25432 25532); do
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/switchboard-pg.XXXXXX")"
+chmod 755 "$tmp"
+data="$tmp/data"
+port="$(free_port)"
+
+as_owner=()
+if [[ "$(id -u)" -eq 0 ]]; then
+	chown postgres: "$tmp"
+	if command -v runuser >/dev/null 2>&1; then
+		as_owner=(runuser -u postgres --)
+	else
+		as_owner=(su postgres -s /bin/sh -c '"$0" "$@"')
+	fi
+fi
+
+cleanup() {
+	local rc=$?
+	"${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"${as_owner[@]}" "$bindir/initdb" -D "$data" -U postgres -A trust --auth-host=trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 || {
+	cat "$tmp/initdb.log" >&2
+	exit 1
+}
+cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$tmp'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 128MB
+CONF
+if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -t 60 start >/dev/null; then
+	cat "$tmp/server.log" >&2
+	exit 1
+fi
+
+export SWITCHBOARD_TEST_PG_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+echo "with-postgres: PostgreSQL $("$bindir/postgres" --version | awk '{print $NF}') on 127.0.0.1:$port" >&2
+set +e
+"$@"
+rc=$?
+set -e
+exit "$rc"
