@@ -1,0 +1,153 @@
+package behaviors_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// Seed 003's composition: fallback → retry → breaker → handler. Once the breaker opens, retry
+// stops at the first circuit-open error instead of burning its attempts and delays, and the
+// fallback serves the degraded response.
+func TestChainFallbackRetryBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		calls, retries := 0, 0
+		var lastErr error
+		m := build(t, func(context.Context, *Call) (*Reply, error) {
+			calls++
+			return nil, &statusErr{code: 503}
+		},
+			behaviors.NewCircuitBreaker(reg, endpointKey),
+			behaviors.NewRetry(behaviors.RetryConfig{
+				Policy:  behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second},
+				OnRetry: func(context.Context, behaviors.RetryEvent) { retries++ },
+			}),
+			behaviors.NewFallbackFor(func(_ context.Context, q *Call, err error) (*Reply, error) {
+				lastErr = err
+				return &Reply{Text: "degraded"}, nil
+			}),
+		)
+		send := func() (time.Duration, *Reply) {
+			start := time.Now()
+			r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "api"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return time.Since(start), r
+		}
+		// 3 attempts, 2 waits; degraded.
+		if d, r := send(); d != 2*time.Second || r.Text != "degraded" || calls != 3 || retries != 2 {
+			t.Fatalf("first: %s %v, %d calls, %d retries", d, r, calls, retries)
+		}
+		// Attempts 4 and 5 trip the breaker; the third attempt is refused and ends the retries.
+		if d, _ := send(); d != 2*time.Second || calls != 5 || retries != 4 {
+			t.Fatalf("second: %s, %d calls, %d retries", d, calls, retries)
+		}
+		var re *behaviors.RetryError
+		if !errors.As(lastErr, &re) || re.Attempts != 3 || !errors.Is(lastErr, behaviors.ErrCircuitOpen) {
+			t.Fatalf("second error %v", lastErr)
+		}
+		// Open: no handler call, no retry, no wait; the fallback still serves.
+		if d, r := send(); d != 0 || r.Text != "degraded" || calls != 5 || retries != 4 {
+			t.Fatalf("third: %s %v, %d calls, %d retries", d, r, calls, retries)
+		}
+		var co *behaviors.CircuitOpenError
+		if !errors.As(lastErr, &co) || co.Key != "api" || co.Remaining != 29*time.Second {
+			t.Fatalf("third error %v", lastErr)
+		}
+	})
+}
+
+// Registering the behaviors in any order gives the same chain.
+func TestChainOrder(t *testing.T) {
+	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+	bs := []mediator.Behavior{
+		behaviors.NewRecover(),
+		behaviors.NewValidation(),
+		behaviors.NewFallbackFor(func(context.Context, *CreateUser, error) (int, error) { return 0, nil }),
+		behaviors.NewRetry(behaviors.RetryConfig{}),
+		behaviors.NewCircuitBreaker(reg, nil),
+		behaviors.NewTimeout(time.Second),
+		behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 4}),
+	}
+	const want = `recover (pre, -1000)
+  validation (pre, 100)
+    fallback (default, 30)
+      retry (default, 50)
+        circuit-breaker (default, 60)
+          timeout (default, 70)
+            bulkhead (default, 80)
+              handler
+`
+	for range 20 {
+		rand.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
+		m := mediator.New(nil)
+		_ = mediator.HandleFunc(m, func(context.Context, *CreateUser) (int, error) { return 1, nil })
+		for _, b := range bs {
+			_ = m.Use(b)
+		}
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		chain, _ := mediator.Explain[*CreateUser](m)
+		if chain.String() != want {
+			t.Fatalf("chain\n%s\nwant\n%s", chain, want)
+		}
+	}
+}
+
+type Ping struct {
+	mediator.Returns[*Reply]
+}
+
+// The success path allocates nothing: the breaker alone (behavior, gate), and fallback +
+// retry + breaker through a built mediator with pointer requests and responses.
+func TestSuccessPathAllocatesNothing(t *testing.T) {
+	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+	reply := &Reply{Text: "pong"}
+	ctx := context.Background()
+
+	p, _ := reg.Gate("warm")
+	p.Done(ctx, nil)
+	if n := testing.AllocsPerRun(1000, func() {
+		p, err := reg.Gate("warm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Done(ctx, nil)
+	}); n != 0 {
+		t.Errorf("Gate+Done: %v allocs", n)
+	}
+
+	cb := behaviors.NewCircuitBreaker(reg, endpointKey)
+	req := &Call{Endpoint: "e"}
+	next := func(context.Context, any) (any, error) { return reply, nil }
+	if n := testing.AllocsPerRun(1000, func() { _, _ = cb.Handle(ctx, req, next) }); n != 0 {
+		t.Errorf("breaker behavior: %v allocs", n)
+	}
+
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(context.Context, *Ping) (*Reply, error) { return reply, nil })
+	_ = m.Use(behaviors.NewFallbackFor(func(context.Context, *Ping, error) (*Reply, error) { return reply, nil }))
+	_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3}}))
+	_ = m.Use(behaviors.NewCircuitBreaker(reg, nil))
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	ping := &Ping{}
+	if n := testing.AllocsPerRun(1000, func() {
+		r, err := mediator.Send(ctx, m, ping)
+		if err != nil || r != reply {
+			t.Fatal(r, err)
+		}
+	}); n != 0 {
+		t.Errorf("fallback+retry+breaker through the mediator: %v allocs", n)
+	}
+}
