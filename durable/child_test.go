@@ -1,9 +1,318 @@
 package durable_test
 
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// Child processes: TestMain re-executes the test binary with childEnv set, and the child runs
+// a scheduler against the database its parent describes, until it is killed.
 const (
 	childEnv        = "SWITCHBOARD_DURABLE_CHILD"
 	childBackendEnv = "SWITCHBOARD_DURABLE_CHILD_BACKEND"
 	childTargetEnv  = "SWITCHBOARD_DURABLE_CHILD_TARGET"
+	childLeaseEnv   = "SWITCHBOARD_DURABLE_CHILD_LEASE"
+	childLogEnv     = "SWITCHBOARD_DURABLE_CHILD_LOG"
 )
 
-func runChild(mode string) int { return 2 }
+// runChild runs a child process. Modes:
+//
+//	hold: prints "STARTED <item> <owner> <attempt>" when a Work item starts, then blocks it
+//	      forever (the parent kills the process mid-item);
+//	run:  processes items, simulating a little work per item and appending each succeeded
+//	      item id to the log file; stops gracefully on SIGTERM.
+func runChild(mode string) int {
+	ctx := context.Background()
+	var (
+		store *durable.Store
+		err   error
+	)
+	switch os.Getenv(childBackendEnv) {
+	case "sqlite":
+		store, err = durable.OpenSQLite(ctx, os.Getenv(childTargetEnv))
+	case "postgres":
+		store, err = durable.OpenPostgres(ctx, os.Getenv(childTargetEnv))
+	default:
+		err = errors.New("no backend")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	defer store.Close()
+	reg := durable.NewRegistry()
+	durable.MustRegister[*Work](reg, "test.work")
+	q, err := durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: fastPolicy})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
+	var logFile *os.File
+	if p := os.Getenv(childLogEnv); p != "" {
+		if logFile, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+		defer logFile.Close()
+	}
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
+		d, _ := durable.FromContext(ctx)
+		switch mode {
+		case "hold":
+			fmt.Printf("STARTED %d %s %d\n", d.ItemID, d.Instance, d.Attempt)
+			select {} // until SIGKILL
+		case "run":
+			// Simulated work, so the parent can kill the process while items are in flight.
+			time.Sleep(2 * time.Millisecond)
+			if logFile != nil {
+				if _, err := fmt.Fprintf(logFile, "%d\n", d.ItemID); err != nil {
+					return mediator.Void{}, err
+				}
+			}
+		}
+		return mediator.Void{}, nil
+	})
+	if err := m.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	s, err := durable.NewScheduler(q, m, durable.SchedulerConfig{
+		Workers: 2, BatchSize: 10, PollInterval: 5 * time.Millisecond, Lease: lease,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	if err := s.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	fmt.Println("READY", s.InstanceID())
+	<-sig
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child: shutdown:", err)
+		return 1
+	}
+	return 0
+}
+
+// child is a running child process.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func startChild(t *testing.T, b backend, mode string, extraEnv ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(append(os.Environ(), childEnv+"="+mode), b.env...), extraEnv...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 16)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return c
+}
+
+// line waits for the next line the child prints that starts with prefix.
+func (c *child) line(t *testing.T, prefix string) []string {
+	t.Helper()
+	timeout := time.NewTimer(60 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child exited before printing %q", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return strings.Fields(l)
+			}
+		case <-timeout.C:
+			t.Fatalf("child printed no %q line", prefix)
+		}
+	}
+}
+
+func (c *child) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+	for range c.lines {
+	}
+}
+
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("child did not stop cleanly: %v", err)
+	}
+	for range c.lines {
+	}
+}
+
+func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		store := b.open(t)
+		ctx := context.Background()
+		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+
+		lease := 30 * time.Second
+		c := startChild(t, b, "hold", childLeaseEnv+"="+lease.String())
+		f := c.line(t, "STARTED")
+		if f[1] != strconv.FormatInt(int64(id), 10) || f[3] != "1" {
+			t.Fatalf("child started %v", f)
+		}
+		deadOwner := f[2]
+		it := item(t, store, id)
+		if it.State != durable.StateRunning || it.LeaseOwner != deadOwner || it.Attempts != 1 {
+			t.Fatalf("held item %+v", it)
+		}
+		c.kill(t)
+
+		// Another instance, whose clock is past the dead worker's lease, sweeps and retries it.
+		clock := newFakeClock()
+		clock.Set(it.LeaseUntil.Add(time.Second))
+		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy, Clock: clock}))
+		s := start(t, q2, mediatorFor(t, handlers{}), durable.SchedulerConfig{InstanceID: "survivor"})
+		done := waitState(t, store, id, durable.StateSucceeded)
+		as := attempts(t, store, id)
+		if done.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != deadOwner || as[1].Instance != s.InstanceID() {
+			t.Fatalf("item %+v rows %s %+v", done, outcomes(as), as)
+		}
+		// The dead worker's completion, arriving late, is rejected by the fence.
+		now := clock.Now()
+		res := must[[]error](t)(store.Complete(ctx, []durable.Completion{{
+			Fence: durable.Fence{ItemID: id, Owner: deadOwner, Attempt: 1}, State: durable.StateSucceeded,
+			Outcome: durable.OutcomeSucceeded, StartedAt: now, EndedAt: now,
+		}}))
+		if !errors.Is(res[0], durable.ErrLeaseLost) {
+			t.Fatalf("late completion: %v", res[0])
+		}
+		if after := attempts(t, store, id); len(after) != 2 {
+			t.Fatalf("late completion wrote a row: %s", outcomes(after))
+		}
+	})
+}
+
+func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
+	b := sqliteBackend(t)
+	store := b.open(t)
+	ctx := context.Background()
+	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+	const n = 400
+	for i := range n {
+		must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i}))
+	}
+	logPath := t.TempDir() + "/succeeded.log"
+	lease := 500 * time.Millisecond
+	extra := []string{childLeaseEnv + "=" + lease.String(), childLogEnv + "=" + logPath}
+
+	first := startChild(t, b, "run", extra...)
+	first.line(t, "READY")
+	eventually(t, 60*time.Second, "the first process to make progress", func() bool {
+		return stats(t, q).Counts[durable.StateSucceeded] >= n/5
+	})
+	first.kill(t)
+	mid := stats(t, q)
+	if mid.Counts[durable.StateSucceeded] == n {
+		t.Fatalf("the first process finished before it was killed: %+v", mid.Counts)
+	}
+	t.Logf("killed with %+v", mid.Counts)
+
+	second := startChild(t, b, "run", extra...)
+	second.line(t, "READY")
+	eventually(t, 60*time.Second, "every item to succeed", func() bool {
+		return stats(t, q).Counts[durable.StateSucceeded] == n
+	})
+	second.stop(t)
+
+	final := stats(t, q)
+	if final.Counts[durable.StatePending]+final.Counts[durable.StateRunning]+final.Counts[durable.StateDead] != 0 {
+		t.Fatalf("final %+v", final.Counts)
+	}
+	logged, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Fields(string(logged)) {
+		seen[l] = true
+	}
+	items := must[[]durable.Item](t)(store.List(ctx, durable.ListOptions{Limit: n + 1}))
+	if len(items) != n {
+		t.Fatalf("%d items, want %d", len(items), n)
+	}
+	for _, it := range items {
+		if !seen[strconv.FormatInt(int64(it.ID), 10)] {
+			t.Errorf("item %d succeeded in the store but its handler never completed", it.ID)
+		}
+		checkAttemptRows(t, store, it, "abandoned")
+	}
+}
+
+// checkAttemptRows checks that a succeeded item's rows are numbered 1..Attempts, that the
+// last succeeded and that every earlier one has an outcome in allowed.
+func checkAttemptRows(t testing.TB, store *durable.Store, it durable.Item, allowed ...string) {
+	t.Helper()
+	as := attempts(t, store, it.ID)
+	if len(as) != it.Attempts || len(as) == 0 {
+		t.Errorf("item %d: %d attempts, rows %s", it.ID, it.Attempts, outcomes(as))
+		return
+	}
+	for i, a := range as {
+		last := i == len(as)-1
+		ok := a.Number == i+1 && a.ItemID == it.ID && !a.EndedAt.Before(a.StartedAt)
+		if last {
+			ok = ok && a.Outcome == durable.OutcomeSucceeded
+		} else {
+			ok = ok && strings.Contains(" "+strings.Join(allowed, " ")+" ", " "+string(a.Outcome)+" ")
+		}
+		if !ok {
+			t.Errorf("item %d: rows %s", it.ID, outcomes(as))
+			return
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -255,6 +256,9 @@ func start(t testing.TB, q *durable.Queue, m mediator.Sender, cfg durable.Schedu
 	t.Helper()
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 5 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, cfg))
 	if err := s.Start(); err != nil {

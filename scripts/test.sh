@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: the library with -race, then the peer benchmarks module's tests.
+# The library's tests run under scripts/with-postgres.sh, so the durable package's PostgreSQL
+# suite runs against SWITCHBOARD_TEST_PG_DSN when it is set, or else against a throwaway
+# server started for the run and removed afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
-go test -race -count=1 ./...
+./scripts/with-postgres.sh go test -race -count=1 -timeout 25m ./...
 (cd benchmarks && go test -count=1 ./...)

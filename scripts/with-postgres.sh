@@ -106,7 +106,7 @@ if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -t 60 
 fi
 
 export SWITCHBOARD_TEST_PG_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-echo "with-postgres: PostgreSQL $("$bindir/postgres" --version | awk '{print $NF}') on 127.0.0.1:$port" >&2
+echo "with-postgres: $("$bindir/postgres" --version) on 127.0.0.1:$port" >&2
 set +e
 "$@"
 rc=$?
