@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -76,3 +77,5 @@ func build(t testing.TB, h func(context.Context, *Call) (*Reply, error), bs ...m
 	}
 	return m
 }
+
+func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
