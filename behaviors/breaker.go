@@ -21,6 +21,7 @@ const (
 	StateHalfOpen
 )
 
+// String returns "closed", "open" or "half-open".
 func (s State) String() string {
 	switch s {
 	case StateClosed:

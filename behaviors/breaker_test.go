@@ -674,3 +674,75 @@ func TestBreakerValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Many goroutines mixing outcomes, trips and resets: no race, and a half-open breaker never
+// has more than K probes in flight.
+func TestBreakerConcurrentStress(t *testing.T) {
+	const k = 2
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+			FailureThreshold: 3, HalfOpenProbes: k, OpenDuration: 10 * time.Millisecond, ProbeTimeout: 5 * time.Millisecond,
+		})
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Go(func() {
+				for i := range 500 {
+					p, err := r.Gate("s")
+					if err != nil {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if i%7 == 0 {
+						time.Sleep(time.Duration(g%3) * time.Millisecond)
+					}
+					switch (g + i) % 5 {
+					case 0, 1:
+						p.Failure()
+					case 2:
+						p.Release()
+					default:
+						p.Success()
+					}
+					if g == 0 && i%100 == 0 {
+						_ = r.Trip("s")
+					}
+					if g == 1 && i%150 == 0 {
+						_ = r.Reset("s")
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for range 200 {
+				if s, _ := r.Get("s"); s.Probes > k {
+					t.Errorf("%d probes in flight", s.Probes)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+		wg.Wait()
+	})
+}
+
+// Reporting a probe's outcome twice does not free another probe's slot.
+func TestBreakerPermitReportedTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		fail(t, r, "d", 5)
+		time.Sleep(30 * time.Second)
+		first, _ := r.Gate("d")
+		first.Release()
+		second, err := r.Gate("d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first.Release() // again: must not free second's slot
+		if _, err := r.Gate("d"); !errors.Is(err, behaviors.ErrCircuitOpen) {
+			t.Fatalf("third probe admitted: %v", err)
+		}
+		second.Success()
+		wantState(t, r, "d", behaviors.StateClosed)
+		var zero behaviors.Permit
+		zero.Done(context.Background(), errBoom) // records nothing, does not panic
+	})
+}

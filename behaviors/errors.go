@@ -35,6 +35,7 @@ type CircuitOpenError struct {
 	Remaining time.Duration
 }
 
+// Error names the key and the remaining open time.
 func (e *CircuitOpenError) Error() string {
 	return fmt.Sprintf("behaviors: circuit open for %q (probe in %s)", e.Key, e.Remaining)
 }
@@ -55,6 +56,7 @@ type TimeoutError struct {
 	Err error
 }
 
+// Error names the timeout and the call's error.
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("behaviors: timeout after %s: %v", e.Duration, e.Err)
 }
@@ -77,6 +79,7 @@ type BulkheadFullError struct {
 	Limit int
 }
 
+// Error names the key and the limit.
 func (e *BulkheadFullError) Error() string {
 	return fmt.Sprintf("behaviors: bulkhead %q full (%d concurrent calls)", e.Key, e.Limit)
 }
@@ -94,6 +97,7 @@ type ValidationError struct {
 	Err error
 }
 
+// Error names the request type and the validator's error.
 func (e *ValidationError) Error() string {
 	if e.Request != nil {
 		return fmt.Sprintf("behaviors: invalid %s: %v", e.Request, e.Err)
@@ -117,6 +121,7 @@ type RetryError struct {
 	Err error
 }
 
+// Error says how many attempts were made and what the last one returned.
 func (e *RetryError) Error() string {
 	return fmt.Sprintf("behaviors: failed after %d attempts: %v", e.Attempts, e.Err)
 }

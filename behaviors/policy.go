@@ -20,6 +20,7 @@ const (
 	StrategyExponential
 )
 
+// String returns "fixed", "exponential" or "unset".
 func (s Strategy) String() string {
 	switch s {
 	case 0:
@@ -43,6 +44,7 @@ const (
 	Off
 )
 
+// String returns "on", "off" or "unset".
 func (s Switch) String() string {
 	switch s {
 	case 0:
@@ -220,6 +222,7 @@ func (p RetryPolicy) NewBackOff() backoff.BackOff {
 	return &policyBackOff{p: p.Resolved()}
 }
 
+// NextBackOff returns the delay before the next retry, or backoff.Stop.
 func (b *policyBackOff) NextBackOff() time.Duration {
 	if b.n+1 >= b.p.MaxAttempts {
 		return backoff.Stop
@@ -228,4 +231,5 @@ func (b *policyBackOff) NextBackOff() time.Duration {
 	return b.p.Delay(b.n)
 }
 
+// Reset starts over from the first retry.
 func (b *policyBackOff) Reset() { b.n = 0 }
