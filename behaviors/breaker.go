@@ -93,6 +93,13 @@ func (p Permit) Probe() bool { return p.slot != 0 }
 // registry's classifier counts err, and nothing otherwise (the caller's cancellation, a
 // validation error, ...), except that a probe's slot is freed.
 func (p Permit) Done(ctx context.Context, err error) {
+	if err == nil && p.slot == 0 && p.b != nil && p.b.window == nil && p.b.failures.Load() == 0 {
+		return // closed-path success: nothing to record
+	}
+	p.done(ctx, err)
+}
+
+func (p Permit) done(ctx context.Context, err error) {
 	switch {
 	case err == nil:
 		p.record(outcomeSuccess)

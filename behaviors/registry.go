@@ -192,7 +192,10 @@ func (r *BreakerRegistry) openDuration() time.Duration {
 	return d
 }
 
-// lookup returns the breaker of key, creating it when missing.
+// lookup returns the breaker of key, creating it when missing. A call that looked a breaker
+// up just before a sweep evicted it records its outcome on the evicted breaker; sweeps evict
+// only breakers that stayed unused since the previous sweep, so that is rare and costs at most
+// the outcomes of the calls in flight.
 func (r *BreakerRegistry) lookup(key string) *breaker {
 	if v, ok := r.m.Load(key); ok {
 		return v.(*breaker)
@@ -276,8 +279,9 @@ func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open boo
 	return remaining, open
 }
 
-// Trip opens the breaker of key now, for the open duration, whatever its failure count.
-// It fails with ErrUnknownBreaker for a key the registry does not hold.
+// Trip opens the breaker of key now, for the open duration, whatever its failure count; the
+// open duration of an open breaker starts over. It fails with ErrUnknownBreaker for a key the
+// registry does not hold.
 func (r *BreakerRegistry) Trip(key string) error {
 	return r.force(key, func(b *breaker, now int64, ev *events) {
 		b.setLocked(StateOpen, now, ev)
@@ -318,8 +322,9 @@ func (r *BreakerRegistry) force(key string, fn func(*breaker, int64, *events)) e
 }
 
 // Apply adopts a state decided elsewhere (by another instance, through a BreakerStore): an
-// open s opens the breaker of s.Key for s.Remaining, a closed s closes it. Listeners are told;
-// the store is not (it already knows). The breaker is created if missing.
+// open s opens the breaker of s.Key for s.Remaining, a closed s closes it; a half-open s is
+// ignored (half-open is decided locally, by time). Listeners are told; the store is not (it
+// already knows). The breaker is created if missing.
 func (r *BreakerRegistry) Apply(s BreakerSnapshot) {
 	b := r.lookup(s.Key)
 	now := r.now()

@@ -48,10 +48,10 @@ func (t *Timeout) Validate() error {
 // Handle calls next under the deadline.
 func (t *Timeout) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	tctx, cancel := context.WithTimeout(ctx, t.d)
+	defer cancel()
 	resp, err := next(tctx, req)
 	if err != nil && ctx.Err() == nil && tctx.Err() == context.DeadlineExceeded {
 		err = &TimeoutError{Duration: t.d, Err: err}
 	}
-	cancel()
 	return resp, err
 }
