@@ -54,7 +54,7 @@ func ExampleNewRetry() {
 		return &Quote{Price: 42}, nil
 	})
 	_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{
-		Policy: behaviors.RetryPolicy{MaxAttempts: 3, Strategy: behaviors.StrategyExponential, BaseDelay: time.Millisecond},
+		Policy: behaviors.RetryPolicy{MaxAttempts: 3, Strategy: behaviors.StrategyExponential, BaseDelay: time.Microsecond},
 		OnRetry: func(_ context.Context, e behaviors.RetryEvent) {
 			fmt.Printf("attempt %d failed (%v), next in %s\n", e.Attempt, e.Err, e.Delay)
 		},
@@ -64,9 +64,9 @@ func ExampleNewRetry() {
 	fmt.Println(q.Price, err)
 	// Output:
 	// attempt 1
-	// attempt 1 failed (HTTP 503), next in 1ms
+	// attempt 1 failed (HTTP 503), next in 1µs
 	// attempt 2
-	// attempt 2 failed (HTTP 503), next in 2ms
+	// attempt 2 failed (HTTP 503), next in 2µs
 	// attempt 3
 	// 42 <nil>
 }
