@@ -10,9 +10,10 @@ test:
 race:
 	$(GO) test -race -count=1 ./...
 
-## bench: the library's benchmarks; peers are compared in benchmarks/
+## bench: the library's benchmarks, then the side-by-side ones against peers in benchmarks/
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	cd benchmarks && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
 ## lint: gofmt and go vet
 lint:
