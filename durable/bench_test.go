@@ -1,0 +1,98 @@
+package durable_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+type benchBackend struct {
+	name string
+	open func(b *testing.B) backend
+}
+
+// benchBackends returns SQLite and, when a DSN is set, PostgreSQL. Each open makes a fresh
+// database.
+func benchBackends() []benchBackend {
+	out := []benchBackend{{"sqlite", func(b *testing.B) backend { return sqliteBackend(b) }}}
+	if dsn := os.Getenv(pgDSNEnv); dsn != "" {
+		out = append(out, benchBackend{"postgres", func(b *testing.B) backend { return postgresBackend(b, dsn) }})
+	}
+	return out
+}
+
+// BenchmarkScheduler measures items per second through the scheduler: claim, dispatch through
+// the mediator to a no-op handler, fenced completion with an attempt row. Each iteration is one
+// item; the clock runs from Start until Shutdown has written the last completion.
+func BenchmarkScheduler(b *testing.B) {
+	for _, bb := range benchBackends() {
+		for _, workers := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("%s/workers=%d", bb.name, workers), func(b *testing.B) {
+				benchScheduler(b, bb.open(b), workers)
+			})
+		}
+	}
+}
+
+func benchScheduler(b *testing.B, be backend, workers int) {
+	store := be.open(b)
+	q := must[*durable.Queue](b)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(b)}))
+	var count atomic.Int64
+	all := make(chan struct{})
+	target := int64(b.N)
+	m := mediatorFor(b, handlers{work: func(ctx context.Context, w *Work) error {
+		if count.Add(1) == target {
+			close(all)
+		}
+		return nil
+	}})
+	seed(b, store, b.N, time.Now())
+	s := must[*durable.Scheduler](b)(durable.NewScheduler(q, m, durable.SchedulerConfig{
+		Workers: workers, BatchSize: 500, PollInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}))
+	b.ResetTimer()
+	begin := time.Now()
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	<-all
+	if err := s.Shutdown(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(begin)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "items/s")
+	if st := must[durable.Stats](b)(store.Stats(context.Background(), time.Now())); st.Counts[durable.StateSucceeded] != int64(b.N) {
+		b.Fatalf("succeeded %d of %d", st.Counts[durable.StateSucceeded], b.N)
+	}
+}
+
+// BenchmarkClaim measures the latency of one claim round trip of a batch of due items.
+func BenchmarkClaim(b *testing.B) {
+	for _, bb := range benchBackends() {
+		for _, batch := range []int{1, 100} {
+			b.Run(fmt.Sprintf("%s/batch=%d", bb.name, batch), func(b *testing.B) {
+				store := bb.open(b).open(b)
+				now := time.Now()
+				seed(b, store, b.N*batch, now)
+				ctx := context.Background()
+				b.ResetTimer()
+				for range b.N {
+					got, err := store.Claim(ctx, "bench", now, time.Minute, batch)
+					if err != nil || len(got) != batch {
+						b.Fatalf("claimed %d: %v", len(got), err)
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "items/s")
+			})
+		}
+	}
+}
