@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -646,3 +647,36 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 30 * time.Second})
+		var calls atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }},
+			func(m *mediator.Mediator) { _ = m.Use(behaviors.NewCircuitBreaker(reg, nil)) })
+		key := behaviors.TypeKey(reflect.TypeFor[*Work]())
+		if err := reg.Trip(key); err != nil {
+			t.Fatal(err)
+		}
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		t0 := e.clock.Now()
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
+		eventually(t, 20*time.Second, "the item to be put off", func() bool { return item(t, e.store, id).NextAt.After(t0) })
+		it := item(t, e.store, id)
+		if it.State != durable.StatePending || it.Attempts != 0 || len(attempts(t, e.store, id)) != 0 || calls.Load() != 0 {
+			t.Fatalf("with the breaker open: %+v, handler calls %d", it, calls.Load())
+		}
+		if wait := it.NextAt.Sub(t0); wait <= 29*time.Second || wait > 30*time.Second {
+			t.Fatalf("put off by %s, want the breaker's remaining open time", wait)
+		}
+		if err := reg.Reset(key); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(30 * time.Second)
+		waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
+			t.Fatalf("rows %s, calls %d", outcomes(as), calls.Load())
+		}
+	})
+}

@@ -22,6 +22,8 @@ type BreakerView interface {
 	OpenFor(key string) (remaining time.Duration, open bool)
 }
 
+var _ BreakerView = (*behaviors.BreakerRegistry)(nil)
+
 // SchedulerConfig configures a Scheduler. The zero value of each field means its default.
 type SchedulerConfig struct {
 	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
@@ -49,7 +51,8 @@ type SchedulerConfig struct {
 	// due again when the breaker may let a probe through. Default: none.
 	Breakers BreakerView
 	// BreakerKey maps a decoded request to its breaker key; use the same function as the
-	// circuit breaker behavior. Default: the request's Go type, as fmt's %T prints it.
+	// circuit breaker behavior. Default: behaviors.TypeKey of the request's type, the circuit
+	// breaker behavior's own default.
 	BreakerKey func(req any) string
 	// Retryable decides whether a failed attempt is retried (until the policy's MaxAttempts)
 	// or dead-lettered at once. Default behaviors.Retryable.
@@ -85,7 +88,7 @@ func (c SchedulerConfig) withDefaults() SchedulerConfig {
 		c.SweepInterval = c.Lease / 2
 	}
 	if c.BreakerKey == nil {
-		c.BreakerKey = func(req any) string { return reflect.TypeOf(req).String() }
+		c.BreakerKey = func(req any) string { return behaviors.TypeKey(reflect.TypeOf(req)) }
 	}
 	if c.Retryable == nil {
 		c.Retryable = behaviors.Retryable

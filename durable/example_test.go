@@ -1,0 +1,139 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+type SendInvoice struct {
+	mediator.Command
+	Invoice string `json:"invoice"`
+}
+
+// unavailable is what a remote service says while it is down: retryable.
+type unavailable struct{}
+
+func (unavailable) Error() string   { return "invoice service unavailable" }
+func (unavailable) StatusCode() int { return 503 }
+
+// A request enqueued for later is dispatched by the scheduler through the mediator.
+func Example() {
+	dir, _ := os.MkdirTemp("", "durable-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	store, err := durable.OpenSQLite(ctx, filepath.Join(dir, "queue.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+	reg := durable.NewRegistry()
+	durable.MustRegister[*SendInvoice](reg, "billing.send-invoice")
+	q, _ := durable.NewQueue(durable.Config{Store: store, Registry: reg})
+
+	sent := make(chan string)
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
+		d, _ := durable.FromContext(ctx)
+		sent <- fmt.Sprintf("sent %s (item %d, attempt %d)", r.Invoice, d.ItemID, d.Attempt)
+		return mediator.Void{}, nil
+	})
+	if err := m.Build(); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	res, _ := q.Enqueue(ctx, &SendInvoice{Invoice: "INV-1"})
+	fmt.Println("enqueued item", res.ID)
+
+	s, _ := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
+	_ = s.Start()
+	fmt.Println(<-sent)
+	_ = s.Shutdown(ctx)
+
+	st, _ := q.Stats(ctx)
+	fmt.Println("succeeded:", st.Counts[durable.StateSucceeded])
+	// Output:
+	// enqueued item 1
+	// sent INV-1 (item 1, attempt 1)
+	// succeeded: 1
+}
+
+// The deferral behavior turns a retryable failure into a durable item and a *DeferredError;
+// the scheduler retries the item later.
+func ExampleQueue_Deferral() {
+	dir, _ := os.MkdirTemp("", "durable-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	store, _ := durable.OpenSQLite(ctx, filepath.Join(dir, "queue.db"))
+	defer store.Close()
+	reg := durable.NewRegistry()
+	durable.MustRegister[*SendInvoice](reg, "billing.send-invoice")
+	q, _ := durable.NewQueue(durable.Config{
+		Store: store, Registry: reg,
+		Policy: durable.Policy{Initial: 10 * time.Millisecond, Jitter: -1},
+	})
+
+	down := true
+	sent := make(chan string)
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
+		if down {
+			return mediator.Void{}, unavailable{}
+		}
+		sent <- "sent " + r.Invoice
+		return mediator.Void{}, nil
+	})
+	_ = m.Use(q.Deferral())
+	if err := m.Build(); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	_, err := mediator.Send(ctx, m, &SendInvoice{Invoice: "INV-2"})
+	var deferred *durable.DeferredError
+	if errors.As(err, &deferred) {
+		it, _ := store.Item(ctx, deferred.ItemID)
+		fmt.Println("deferred:", errors.Is(err, durable.ErrDeferred), it.State, it.LastError)
+	}
+
+	down = false // the service is back before the scheduler starts
+	s, _ := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
+	_ = s.Start()
+	fmt.Println(<-sent)
+	_ = s.Shutdown(ctx)
+	as, _ := store.Attempts(ctx, deferred.ItemID)
+	fmt.Println(len(as), "attempt:", as[0].Outcome)
+	// Output:
+	// deferred: true pending invoice service unavailable
+	// sent INV-2
+	// 1 attempt: succeeded
+}
+
+// Delay grows exponentially up to Max, and never overflows.
+func ExamplePolicy_Delay() {
+	p := durable.Policy{Initial: time.Second, Multiplier: 2, Max: time.Minute, Jitter: -1}
+	for _, n := range []int{1, 2, 3, 6, 7, 1_000_000} {
+		fmt.Println(n, p.Delay(n, 0.5))
+	}
+	// With the default ±10 % jitter, r spreads the delay.
+	j := durable.Policy{Initial: time.Second}
+	fmt.Println(j.Delay(1, 0), j.Delay(1, 0.5), j.Delay(1, 0.75))
+	// Output:
+	// 1 1s
+	// 2 2s
+	// 3 4s
+	// 6 32s
+	// 7 1m0s
+	// 1000000 1m0s
+	// 900ms 1s 1.05s
+}
