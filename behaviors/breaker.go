@@ -267,8 +267,8 @@ func (b *breaker) setLocked(to State, now int64, ev *events) uint64 {
 		b.openedAt = now
 		b.openUntil.Store(now + int64(b.reg.openDuration()))
 	case StateHalfOpen:
-		if len(b.slots) != b.reg.cfg.HalfOpenProbes {
-			b.slots = make([]probeSlot, b.reg.cfg.HalfOpenProbes)
+		if k := max(b.reg.cfg.HalfOpenProbes, 1); len(b.slots) != k {
+			b.slots = make([]probeSlot, k)
 		}
 	case StateClosed:
 		b.failures.Store(0)

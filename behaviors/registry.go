@@ -172,7 +172,9 @@ func (r *BreakerRegistry) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (r *BreakerRegistry) now() int64 { return int64(r.clock.Now().Sub(r.epoch)) }
+// now is the registry's time: nanoseconds since it was created (never negative, even with a
+// Clock that goes backwards).
+func (r *BreakerRegistry) now() int64 { return max(int64(r.clock.Now().Sub(r.epoch)), 0) }
 
 func (r *BreakerRegistry) timeAt(n int64) time.Time { return r.epoch.Add(time.Duration(n)) }
 
