@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -463,6 +465,7 @@ func TestShutdownWaitsForRunningItems(t *testing.T) {
 		}})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{PollInterval: 5 * time.Millisecond}))
+		before := goleak.IgnoreCurrent()
 		if err := s.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -473,6 +476,8 @@ func TestShutdownWaitsForRunningItems(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+		// Every goroutine the scheduler started has ended.
+		goleak.VerifyNone(t, before)
 		if it := item(t, e.store, id); it.State != durable.StateSucceeded {
 			t.Fatalf("item %+v", it)
 		}
@@ -679,4 +684,112 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 			t.Fatalf("rows %s, calls %d", outcomes(as), calls.Load())
 		}
 	})
+}
+
+func TestConcurrentDedupeInsertsOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		other := b.open(t)
+		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: other, Registry: newRegistry(t), Clock: e.clock}))
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			ids   = map[durable.ItemID]int{}
+			fresh atomic.Int64
+		)
+		for i := range 16 {
+			wg.Go(func() {
+				q := e.q
+				if i%2 == 1 {
+					q = q2
+				}
+				res, err := q.Enqueue(context.Background(), &Unique{ID: "same"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !res.Duplicate {
+					fresh.Add(1)
+				}
+				mu.Lock()
+				ids[res.ID]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if fresh.Load() != 1 || len(ids) != 1 {
+			t.Fatalf("%d inserts, ids %v", fresh.Load(), ids)
+		}
+	})
+}
+
+func TestPolicyDelay(t *testing.T) {
+	cases := []struct {
+		p    durable.Policy
+		n    int
+		r    float64
+		want time.Duration
+	}{
+		{durable.Policy{Jitter: -1}, 1, 0.5, time.Second},
+		{durable.Policy{Jitter: -1}, 0, 0.5, time.Second},
+		{durable.Policy{Jitter: -1}, 4, 0.5, 8 * time.Second},
+		{durable.Policy{Jitter: -1}, 13, 0.5, time.Hour},
+		{durable.Policy{Jitter: -1}, 1 << 62, 0.5, time.Hour},
+		{durable.Policy{Jitter: -1, Multiplier: 1e308}, 3, 0.5, time.Hour},
+		{durable.Policy{Jitter: -1, Multiplier: 0.5}, 5, 0.5, time.Second},
+		{durable.Policy{Jitter: -1, Initial: time.Minute, Max: time.Second}, 1, 0.5, time.Minute},
+		{durable.Policy{Jitter: -1, Max: time.Duration(1<<63 - 1)}, 1 << 40, 0.5, time.Duration(1<<63 - 1)},
+		{durable.Policy{Jitter: 1, Max: time.Duration(1<<63 - 1)}, 1 << 40, 0.999, time.Duration(1<<63 - 1)},
+		{durable.Policy{Jitter: 0.5}, 1, 0, 500 * time.Millisecond},
+		{durable.Policy{Jitter: 5}, 1, 0, 0},
+		{durable.Policy{}, 1, 2, time.Second}, // out-of-range r means no spread
+	}
+	for _, c := range cases {
+		if got := c.p.Delay(c.n, c.r); got != c.want {
+			t.Errorf("%+v.Delay(%d, %v) = %v, want %v", c.p, c.n, c.r, got, c.want)
+		}
+	}
+	// Jittered delays stay within ±Jitter of the base.
+	p := durable.Policy{Initial: 10 * time.Second, Jitter: 0.2}
+	for i := range 1000 {
+		r := float64(i) / 1000
+		if d := p.Delay(1, r); d < 8*time.Second || d > 12*time.Second {
+			t.Fatalf("Delay(1, %v) = %v", r, d)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := durable.NewRegistry()
+	if err := durable.Register[*Work](r, "w"); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"same name":   durable.Register[*Keyed](r, "w"),
+		"same type":   durable.Register[*Work](r, "w2"),
+		"not pointer": durable.Register[Work](r, "w3"),
+		"empty name":  durable.Register[*Unique](r, ""),
+	} {
+		if err == nil {
+			t.Errorf("%s: registered", name)
+		}
+	}
+	name, payload, err := r.Encode(&Work{N: 3})
+	if err != nil || name != "w" || string(payload) != `{"n":3}` {
+		t.Fatalf("encode: %q %s %v", name, payload, err)
+	}
+	v, err := r.Decode("w", payload)
+	if err != nil || v.(*Work).N != 3 {
+		t.Fatalf("decode: %v %v", v, err)
+	}
+	if _, _, err := r.Encode(&Keyed{}); !errors.Is(err, durable.ErrUnknownRequest) {
+		t.Fatalf("unregistered encode: %v", err)
+	}
+	if _, err := r.Decode("nope", nil); !errors.Is(err, durable.ErrUnknownRequest) {
+		t.Fatalf("unknown decode: %v", err)
+	}
+	var de *durable.DecodeError
+	if _, err := r.Decode("w", []byte(`{"n":1,"gone":true}`)); !errors.Is(err, durable.ErrDecode) || !errors.As(err, &de) || de.Name != "w" {
+		t.Fatalf("unknown field: %v", err)
+	}
 }
