@@ -569,7 +569,7 @@ func TestBreakerEvictionBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Done(ctx, nil)
-		if r.Len() > bound+10 {
+		if r.Len() > bound*5/4+10 {
 			t.Fatalf("after %d keys the registry holds %d breakers", i+1, r.Len())
 		}
 	}
@@ -745,4 +745,24 @@ func TestBreakerPermitReportedTwice(t *testing.T) {
 		var zero behaviors.Permit
 		zero.Done(context.Background(), errBoom) // records nothing, does not panic
 	})
+}
+
+// Open breakers are never evicted, even past MaxBreakers; closed ones still are.
+func TestBreakerEvictionKeepsOpen(t *testing.T) {
+	r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{MaxBreakers: 100, FailureThreshold: 1})
+	for i := range 200 {
+		fail(t, r, "open-"+strconv.Itoa(i), 1)
+	}
+	for i := range 1000 {
+		p, _ := r.Gate("closed-" + strconv.Itoa(i))
+		p.Success()
+		if r.Len() > 200+125+1 {
+			t.Fatalf("%d breakers after %d closed keys", r.Len(), i+1)
+		}
+	}
+	for i := range 200 {
+		if _, open := r.OpenFor("open-" + strconv.Itoa(i)); !open {
+			t.Fatalf("open-%d evicted or closed", i)
+		}
+	}
 }

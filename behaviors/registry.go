@@ -45,9 +45,10 @@ type BreakerConfig struct {
 	// but the caller's cancellation, validation errors, missing handlers, circuit-open errors,
 	// bulkhead rejections and 4xx status codes other than 408 and 429.
 	IsFailure func(ctx context.Context, err error) bool
-	// MaxBreakers bounds the number of breakers held: past it, idle closed breakers are
-	// evicted (open and half-open ones never are, nor breakers bound to a request type).
-	// Default 10,000; negative means no bound.
+	// MaxBreakers bounds the number of breakers held: past it, closed breakers unused since
+	// the previous sweep are evicted, so the registry holds at most 1.25 × MaxBreakers
+	// closed breakers. Open and half-open ones are never evicted, nor breakers bound to a
+	// request type. Default 10,000; negative means no bound.
 	MaxBreakers int
 	// IdleTTL evicts closed breakers not used for at least this long. It is checked when a
 	// new key arrives and by Sweep. Default 10 minutes; negative means never.
@@ -111,6 +112,7 @@ type BreakerRegistry struct {
 
 	sweepMu   sync.Mutex
 	lastSweep atomic.Int64
+	sweepAt   atomic.Int64 // size past which a new key triggers a sweep under pressure
 
 	listenMu  sync.Mutex
 	listeners atomic.Pointer[[]func(StateChange)]
@@ -147,6 +149,7 @@ func NewBreakerRegistry(cfg BreakerConfig) *BreakerRegistry {
 	}
 	r := &BreakerRegistry{cfg: cfg, clock: clockOr(cfg.Clock)}
 	r.epoch = r.clock.Now()
+	r.sweepAt.Store(int64(cfg.MaxBreakers))
 	return r
 }
 
@@ -219,7 +222,7 @@ func (r *BreakerRegistry) create(key string, pin bool) *breaker {
 	if !loaded {
 		n := r.size.Add(1)
 		switch {
-		case r.cfg.MaxBreakers > 0 && n > int64(r.cfg.MaxBreakers):
+		case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
 			r.sweep(true)
 		case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
 			r.sweep(false)
@@ -375,9 +378,13 @@ func (r *BreakerRegistry) Len() int { return int(r.size.Load()) }
 // older than IdleTTL; an application that adds no keys for long may call Sweep periodically.
 func (r *BreakerRegistry) Sweep() int { return r.sweep(false) }
 
-// sweep evicts idle closed breakers (second chance: a breaker used since the last sweep has
-// its mark cleared and survives). Under size pressure it goes on to evict closed breakers
-// until the registry is down to three quarters of MaxBreakers.
+// sweep evicts idle closed breakers with a second chance: a breaker used since the previous
+// sweep has its mark cleared and survives this one, so every evicted breaker went unused for
+// a whole sweep interval (and a breaker just created, or in use, is never evicted). Under
+// size pressure it stops once the registry is down to three quarters of MaxBreakers, and the
+// next pressure sweep waits until a quarter of MaxBreakers more keys have arrived: the
+// registry stays below 1.25 × MaxBreakers plus its open breakers, and sweeping costs O(1) per
+// new key, amortised.
 func (r *BreakerRegistry) sweep(pressure bool) int {
 	if pressure {
 		r.sweepMu.Lock()
@@ -385,37 +392,35 @@ func (r *BreakerRegistry) sweep(pressure bool) int {
 		return 0
 	}
 	defer r.sweepMu.Unlock()
-	r.lastSweep.Store(r.now())
 	target := int64(-1)
 	if pressure {
-		target = int64(r.cfg.MaxBreakers) * 3 / 4
-		if r.size.Load() <= int64(r.cfg.MaxBreakers) {
+		if r.size.Load() <= r.sweepAt.Load() {
 			return 0 // another sweep made room meanwhile
 		}
+		target = int64(r.cfg.MaxBreakers) * 3 / 4
 	}
+	r.lastSweep.Store(r.now())
 	evicted := 0
-	for pass := 0; pass < 2; pass++ {
-		r.m.Range(func(k, v any) bool {
-			if target >= 0 && r.size.Load() <= target {
-				return false
-			}
-			b := v.(*breaker)
-			if b.pinned.Load() || stateOf(b.word.Load()) != StateClosed {
-				return true
-			}
-			if b.touched.Load() {
-				b.touched.Store(false)
-				return true
-			}
-			if r.m.CompareAndDelete(k, v) {
-				r.size.Add(-1)
-				evicted++
-			}
-			return true
-		})
-		if target < 0 || r.size.Load() <= target {
-			break
+	r.m.Range(func(k, v any) bool {
+		if target >= 0 && r.size.Load() <= target {
+			return false
 		}
+		b := v.(*breaker)
+		if b.pinned.Load() || stateOf(b.word.Load()) != StateClosed {
+			return true
+		}
+		if b.touched.Load() {
+			b.touched.Store(false)
+			return true
+		}
+		if r.m.CompareAndDelete(k, v) {
+			r.size.Add(-1)
+			evicted++
+		}
+		return true
+	})
+	if pressure {
+		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
 	}
 	return evicted
 }
