@@ -1,0 +1,186 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+// These tests run the scheduler on SQLite inside a synctest bubble: SQLite is in-process, so
+// the bubble's virtual clock drives poll intervals, heartbeats, sweeps, leases and backoff, and
+// minutes of scheduler time pass in an instant, deterministically. (PostgreSQL's network I/O
+// cannot run in a bubble; the conformance suite covers it with an injected clock instead.)
+
+// bubbleQueue opens a store on a new SQLite file inside the current bubble.
+func bubbleQueue(t *testing.T, path string, policy durable.Policy) (*durable.Store, *durable.Queue) {
+	t.Helper()
+	store, err := durable.OpenSQLite(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	q, err := durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: policy, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, q
+}
+
+func bubbleScheduler(t *testing.T, q *durable.Queue, h handlers, cfg durable.SchedulerConfig) *durable.Scheduler {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	s, err := durable.NewScheduler(q, mediatorFor(t, h), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBubbleBackoffTiming(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		store, q := bubbleQueue(t, path, durable.Policy{MaxAttempts: 4, Initial: 10 * time.Second, Multiplier: 3, Jitter: -1})
+		var (
+			mu    sync.Mutex
+			calls []time.Duration
+		)
+		begin := time.Now()
+		done := make(chan struct{})
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, time.Since(begin))
+			if len(calls) < 3 {
+				return retryableErr{"not yet"}
+			}
+			close(done)
+			return nil
+		}}, durable.SchedulerConfig{PollInterval: time.Second})
+		id := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1})).ID
+		s.Wake()
+		<-done
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// Due at 0, 10 s and 10 + 30 s; each claimed at the first poll at or after that.
+		want := []time.Duration{0, 10 * time.Second, 40 * time.Second}
+		for i, c := range calls {
+			if c < want[i] || c > want[i]+time.Second {
+				t.Errorf("call %d at %v, want %v (+ at most one poll)", i+1, c, want[i])
+			}
+		}
+		if as := attempts(t, store, id); outcomes(as) != "1:failed 2:failed 3:succeeded" {
+			t.Fatalf("rows %s", outcomes(as))
+		}
+	})
+}
+
+func TestBubbleHeartbeatsOutliveLease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		store, q := bubbleQueue(t, path, fastPolicy)
+		_, q2 := bubbleQueue(t, path, fastPolicy)
+		done := make(chan struct{})
+		a := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			time.Sleep(5 * time.Minute) // ten leases long
+			close(done)
+			return nil
+		}}, durable.SchedulerConfig{InstanceID: "a", Lease: 30 * time.Second})
+		id := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1})).ID
+		a.Wake()
+		// A second instance sweeps every second and would take the item if its lease lapsed.
+		b := bubbleScheduler(t, q2, handlers{work: func(ctx context.Context, w *Work) error {
+			t.Error("the item was taken from a live instance")
+			return nil
+		}}, durable.SchedulerConfig{InstanceID: "b", Lease: 30 * time.Second, SweepInterval: time.Second})
+		<-done
+		for _, s := range []*durable.Scheduler{a, b} {
+			if err := s.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		as := attempts(t, store, id)
+		if outcomes(as) != "1:succeeded" || as[0].Instance != "a" || as[0].EndedAt.Sub(as[0].StartedAt) != 5*time.Minute {
+			t.Fatalf("rows %+v", as)
+		}
+	})
+}
+
+func TestBubbleDeadWorkerLeaseExpires(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store, q := bubbleQueue(t, path, fastPolicy)
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		// A worker claims the item and is never heard of again.
+		lease := 30 * time.Second
+		dead := must[[]durable.Claimed](t)(store.Claim(ctx, "dead", time.Now(), lease, 1))
+		claimedAt := time.Now()
+		ran := make(chan time.Duration, 1)
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			ran <- time.Since(claimedAt)
+			return nil
+		}}, durable.SchedulerConfig{InstanceID: "live", Lease: lease, SweepInterval: 5 * time.Second, PollInterval: time.Second})
+		after := <-ran
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Swept at the first sweep after the lease ran out, claimed at the next poll.
+		if after <= lease || after > lease+5*time.Second+time.Second {
+			t.Fatalf("reclaimed after %v, want just after the %v lease", after, lease)
+		}
+		res := must[[]error](t)(store.Complete(ctx, []durable.Completion{{
+			Fence: dead[0].Fence(), State: durable.StateSucceeded, Outcome: durable.OutcomeSucceeded,
+			StartedAt: claimedAt, EndedAt: time.Now(),
+		}}))
+		if !errors.Is(res[0], durable.ErrLeaseLost) {
+			t.Fatalf("late completion: %v", res[0])
+		}
+		if as := attempts(t, store, id); outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "dead" {
+			t.Fatalf("rows %s", outcomes(as))
+		}
+	})
+}
+
+func TestBubbleShutdownDeadline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store, q := bubbleQueue(t, path, fastPolicy)
+		started := make(chan struct{})
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			close(started)
+			select {
+			case <-ctx.Done(): // shutdown gave up waiting
+				return ctx.Err()
+			case <-time.After(time.Hour):
+				return nil
+			}
+		}}, durable.SchedulerConfig{PollInterval: time.Second})
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		<-started
+		begin := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("shutdown: %v", err)
+		}
+		if waited := time.Since(begin); waited != 10*time.Second {
+			t.Fatalf("shutdown waited %v, want the 10s deadline", waited)
+		}
+		it := item(t, store, id)
+		if it.State != durable.StatePending || outcomes(attempts(t, store, id)) != "1:interrupted" {
+			t.Fatalf("item %+v", it)
+		}
+	})
+}
