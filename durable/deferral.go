@@ -88,12 +88,19 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		}
 		delay = d.q.nextDelay(name, 1)
 	}
-	res, perr := d.q.Enqueue(ctx, req, RunAfter(delay), withLastError(err.Error()))
+	// Once the decision to defer is made, persist it even if the caller's deadline is about to
+	// pass: the request must be either deferred or failed, never silently dropped.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	res, perr := d.q.Enqueue(pctx, req, RunAfter(delay), withLastError(err.Error()))
 	if perr != nil {
 		return resp, fmt.Errorf("%w (deferral failed: %w)", err, perr)
 	}
 	return nil, &DeferredError{ItemID: res.ID, Duplicate: res.Duplicate, Cause: err}
 }
+
+// persistTimeout bounds the write of a deferred request.
+const persistTimeout = 10 * time.Second
 
 func withLastError(msg string) EnqueueOption {
 	return func(c *enqueueConfig) { c.lastError = msg }

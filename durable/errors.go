@@ -35,6 +35,7 @@ type DeferredError struct {
 	Cause error
 }
 
+// Error implements error.
 func (e *DeferredError) Error() string {
 	if e.Duplicate {
 		return fmt.Sprintf("durable: deferred: item %d already pending: %v", e.ItemID, e.Cause)
@@ -51,6 +52,7 @@ type LeaseLostError struct {
 	Fence Fence
 }
 
+// Error implements error.
 func (e *LeaseLostError) Error() string {
 	return fmt.Sprintf("durable: lease lost: item %d attempt %d is no longer held by %q", e.Fence.ItemID, e.Fence.Attempt, e.Fence.Owner)
 }
@@ -66,6 +68,7 @@ type UnknownRequestError struct {
 	Type string
 }
 
+// Error implements error.
 func (e *UnknownRequestError) Error() string {
 	if e.Name != "" {
 		return fmt.Sprintf("durable: unknown request name %q", e.Name)
@@ -85,6 +88,7 @@ type DecodeError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("durable: payload of %q does not decode: %v", e.Name, e.Err)
 }

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -476,7 +477,7 @@ func (s *Store) Claim(ctx context.Context, owner string, now time.Time, lease ti
 	if err != nil {
 		return nil, fmt.Errorf("durable: claim: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Claimed) int { return int(a.ID - b.ID) })
+	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
