@@ -28,4 +28,4 @@ cover:
 
 ## demo: the main job on the embedded default
 demo:
-	$(GO) run ./examples/quickstart
+	$(GO) run ./examples/demo

@@ -1,0 +1,293 @@
+// Command demo runs the main job on the embedded default: payments go through fallback, retry
+// and a per-endpoint circuit breaker; what still fails is parked in a SQLite retry queue, and
+// the scheduler retries it once the endpoint is back, or gives it up as a dead letter.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/samber/do/v2"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// Charge asks a payment endpoint to charge a card. It is idempotent by Ref, so it is safe to
+// retry and to defer.
+type Charge struct {
+	mediator.Command
+	Ref      string `json:"ref"`
+	Endpoint string `json:"endpoint"`
+	Cents    int    `json:"cents"`
+}
+
+// Rate is a read: the exchange rate an endpoint quotes. A stale rate is better than none.
+type Rate struct {
+	mediator.Returns[float64]
+	Endpoint string
+}
+
+// statusError is what the remote endpoint answers with; 503 is retryable, 402 is not.
+type statusError struct {
+	endpoint string
+	code     int
+}
+
+func (e *statusError) Error() string   { return fmt.Sprintf("%s answered %d", e.endpoint, e.code) }
+func (e *statusError) StatusCode() int { return e.code }
+
+// network simulates remote endpoints that can be taken down and brought back.
+type network struct {
+	mu    sync.Mutex
+	down  map[string]bool
+	calls map[string]int
+}
+
+func (n *network) call(endpoint string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.calls[endpoint]++
+	if n.down[endpoint] {
+		return &statusError{endpoint: endpoint, code: 503}
+	}
+	return nil
+}
+
+func (n *network) set(endpoint string, down bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down[endpoint] = down
+}
+
+func (n *network) count(endpoint string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.calls[endpoint]
+}
+
+type chargeHandler struct {
+	net  *network
+	done chan<- string
+}
+
+func (h *chargeHandler) Handle(ctx context.Context, c *Charge) (mediator.Void, error) {
+	if c.Cents <= 0 {
+		return mediator.Void{}, &statusError{endpoint: c.Endpoint, code: 402}
+	}
+	if err := h.net.call(c.Endpoint); err != nil {
+		return mediator.Void{}, err
+	}
+	if d, ok := durable.FromContext(ctx); ok {
+		h.done <- fmt.Sprintf("scheduler charged %s on %s (durable attempt %d)", c.Ref, c.Endpoint, d.Attempt)
+	}
+	return mediator.Void{}, nil
+}
+
+func endpointKey(req any) string {
+	switch r := req.(type) {
+	case *Charge:
+		return r.Endpoint
+	case *Rate:
+		return r.Endpoint
+	}
+	return behaviors.TypeKey(nil)
+}
+
+func run(out io.Writer, dbPath string) error {
+	ctx := context.Background()
+	var outMu sync.Mutex // the scheduler's workers print too
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+	}
+
+	store, err := durable.OpenSQLite(ctx, dbPath)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	reg := durable.NewRegistry()
+	if err := durable.Register[*Charge](reg, "payments.charge"); err != nil {
+		return err
+	}
+	queue, err := durable.NewQueue(durable.Config{
+		Store: store, Registry: reg,
+		Policy: durable.Policy{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: time.Second, Jitter: -1},
+	})
+	if err != nil {
+		return err
+	}
+
+	breakers := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+		FailureThreshold: 3,
+		OpenDuration:     300 * time.Millisecond,
+		OnStateChange: func(c behaviors.StateChange) {
+			say("  breaker %s: %s -> %s", c.Key, c.From, c.To)
+		},
+	})
+	net := &network{down: map[string]bool{}, calls: map[string]int{}}
+	done := make(chan string, 16)
+
+	i := do.New()
+	do.ProvideValue(i, net)
+	m := mediator.New(i)
+	if err := mediator.Handle[*Charge, mediator.Void](m, func(i do.Injector) (*chargeHandler, error) {
+		return &chargeHandler{net: do.MustInvoke[*network](i), done: done}, nil
+	}); err != nil {
+		return err
+	}
+	if err := mediator.HandleFunc(m, func(_ context.Context, r *Rate) (float64, error) {
+		if err := net.call(r.Endpoint); err != nil {
+			return 0, err
+		}
+		return 1.08, nil
+	}); err != nil {
+		return err
+	}
+	for _, b := range []mediator.Behavior{
+		behaviors.NewCircuitBreaker(breakers, endpointKey),
+		behaviors.NewRetry(behaviors.RetryConfig{
+			Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, Strategy: behaviors.StrategyExponential},
+			OnRetry: func(_ context.Context, e behaviors.RetryEvent) {
+				say("  retry after attempt %d: %v", e.Attempt, e.Err)
+			},
+		}),
+		behaviors.NewFallbackFor(func(_ context.Context, r *Rate, err error) (float64, error) {
+			say("  fallback for %s: %v", r.Endpoint, err)
+			return 1.05, nil // the last rate we saw
+		}),
+		behaviors.NewTimeout(time.Second),
+		queue.Deferral(),
+	} {
+		if err := m.Use(b); err != nil {
+			return err
+		}
+	}
+	if err := m.Build(); err != nil {
+		return err
+	}
+	defer m.Close()
+
+	chain, _ := mediator.Explain[*Charge](m)
+	say("pipeline of *Charge (registered in a scrambled order):\n%s", chain)
+
+	charge := func(c *Charge) {
+		_, err := mediator.Send(ctx, m, c)
+		var deferred *durable.DeferredError
+		switch {
+		case err == nil:
+			say("%s: charged", c.Ref)
+		case errors.As(err, &deferred):
+			say("%s: deferred as item %d (%v)", c.Ref, deferred.ItemID, deferred.Cause)
+		default:
+			say("%s: failed: %v", c.Ref, err)
+		}
+	}
+
+	say("1. endpoint pay-a is up")
+	charge(&Charge{Ref: "ch-1", Endpoint: "pay-a", Cents: 1200})
+
+	say("2. endpoint pay-b goes down: retries, then the breaker opens, then the charge is deferred")
+	net.set("pay-b", true)
+	charge(&Charge{Ref: "ch-2", Endpoint: "pay-b", Cents: 700})
+	calls := net.count("pay-b")
+	charge(&Charge{Ref: "ch-3", Endpoint: "pay-b", Cents: 300})
+	say("   calls to pay-b while its breaker was open: %d", net.count("pay-b")-calls)
+	say("   pay-a still flows:")
+	charge(&Charge{Ref: "ch-4", Endpoint: "pay-a", Cents: 50})
+
+	say("3. a read degrades to its fallback while pay-b is down")
+	rate, err := mediator.Send(ctx, m, &Rate{Endpoint: "pay-b"})
+	say("   rate %.2f, err %v", rate, err)
+
+	say("4. a declined card is not retried and not deferred")
+	charge(&Charge{Ref: "ch-5", Endpoint: "pay-a", Cents: 0})
+
+	say("5. a charge to pay-c, which never comes back, is enqueued for later")
+	net.set("pay-c", true)
+	enq, err := queue.Enqueue(ctx, &Charge{Ref: "ch-6", Endpoint: "pay-c", Cents: 99})
+	if err != nil {
+		return err
+	}
+	say("   enqueued item %d", enq.ID)
+
+	say("6. pay-b recovers; the scheduler retries the parked charges")
+	net.set("pay-b", false)
+	sched, err := durable.NewScheduler(queue, m, durable.SchedulerConfig{
+		InstanceID: "demo-1", PollInterval: 20 * time.Millisecond, Breakers: breakers, BreakerKey: endpointKey,
+	})
+	if err != nil {
+		return err
+	}
+	if err := sched.Start(); err != nil {
+		return err
+	}
+	for range 2 {
+		say("   %s", <-done)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := queue.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Counts[durable.StateDead] == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := sched.Shutdown(ctx); err != nil {
+		return err
+	}
+
+	say("7. the queue afterwards")
+	st, err := queue.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range []durable.State{durable.StatePending, durable.StateSucceeded, durable.StateDead} {
+		say("   %-9s %d", s, st.Counts[s])
+	}
+	attempts, err := store.Attempts(ctx, enq.ID)
+	if err != nil {
+		return err
+	}
+	say("   dead letter item %d, attempt timeline:", enq.ID)
+	for _, a := range attempts {
+		say("     #%d on %s: %s %s", a.Number, a.Instance, a.Outcome, a.Error)
+	}
+	say("   breakers:")
+	for _, b := range breakers.Snapshot() {
+		say("     %s %s", b.Key, b.State)
+	}
+	return nil
+}
+
+func main() {
+	keep := flag.String("db", "", "SQLite file to keep the queue in (default: a temporary file)")
+	flag.Parse()
+	path := *keep
+	if path == "" {
+		dir, err := os.MkdirTemp("", "switchboard-demo")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "queue.db")
+	}
+	if err := run(os.Stdout, path); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

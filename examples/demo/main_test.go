@@ -1,0 +1,38 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRun(t *testing.T) {
+	var out strings.Builder
+	if err := run(&out, filepath.Join(t.TempDir(), "queue.db")); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"durable-deferral (default, 40)\n  retry (default, 50)\n    circuit-breaker (default, 60)\n      timeout (default, 70)\n        handler\n",
+		"ch-1: charged",
+		"ch-2: deferred as item 1 (behaviors: failed after 3 attempts: pay-b answered 503)",
+		"ch-3: deferred as item 2 (behaviors: circuit open for \"pay-b\"",
+		"calls to pay-b while its breaker was open: 0",
+		"ch-4: charged",
+		"rate 1.05, err <nil>",
+		"ch-5: failed: pay-a answered 402",
+		"scheduler charged ch-2 on pay-b (durable attempt 1)",
+		"scheduler charged ch-3 on pay-b (durable attempt 1)",
+		"   pending   0\n   succeeded 2\n   dead      1\n",
+		"#3 on demo-1: failed pay-c answered 503",
+		"pay-b closed",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
