@@ -381,8 +381,12 @@ func TestHeartbeatKeepsLongItemLeased(t *testing.T) {
 		started := make(chan struct{})
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			close(started)
-			<-release
-			return nil
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done(): // the test failed and is shutting the scheduler down
+				return ctx.Err()
+			}
 		}})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		lease := time.Minute
@@ -460,8 +464,12 @@ func TestShutdownWaitsForRunningItems(t *testing.T) {
 		release := make(chan struct{})
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			close(started)
-			<-release
-			return nil
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done(): // the test failed and is shutting the scheduler down
+				return ctx.Err()
+			}
 		}})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{PollInterval: 5 * time.Millisecond}))

@@ -377,9 +377,9 @@ func (s *Scheduler) completer() {
 	}
 }
 
-// flush writes completions, retrying while the database fails. If it keeps failing until the
-// scheduler stops, the items' leases run out and another instance sweeps them: they are tried
-// again, never lost.
+// flush writes completions, retrying while the database fails, until Shutdown's deadline. If
+// it keeps failing until then, the items' leases run out and another instance sweeps them:
+// they are tried again, never lost.
 func (s *Scheduler) flush(batch []Completion) {
 	delay := 10 * time.Millisecond
 	for {
@@ -393,13 +393,15 @@ func (s *Scheduler) flush(batch []Completion) {
 			break
 		}
 		s.cfg.Logger.Error("durable: completing items failed", "instance", s.cfg.InstanceID, "items", len(batch), "error", err)
-		if s.dbCtx.Err() != nil {
+		if s.life.Err() != nil {
+			// Shutdown's deadline has passed: give up rather than hang. The leases of these
+			// items run out and another instance (or the next start) sweeps and retries them.
 			break
 		}
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
-		case <-s.dbCtx.Done():
+		case <-s.life.Done():
 			t.Stop()
 		}
 		delay = min(2*delay, 5*time.Second)
