@@ -766,3 +766,48 @@ func TestBreakerEvictionKeepsOpen(t *testing.T) {
 		}
 	}
 }
+
+// countingClock counts reads of the time.
+type countingClock struct{ reads atomic.Int64 }
+
+func (c *countingClock) Now() time.Time { c.reads.Add(1); return time.Now() }
+func (c *countingClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	return behaviors.SystemClock.After(d)
+}
+
+// The closed-path success reads no clock, through the behavior and through Gate/Done, once
+// the key's breaker exists.
+func TestBreakerClosedPathReadsNoClock(t *testing.T) {
+	c := &countingClock{}
+	r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{Clock: c})
+	cb := behaviors.NewCircuitBreaker(r, endpointKey)
+	req := &Call{Endpoint: "k"}
+	next := func(context.Context, any) (any, error) { return &Reply{}, nil }
+	_, _ = cb.Handle(context.Background(), req, next) // creates the breaker
+	before := c.reads.Load()
+	for range 1000 {
+		if _, err := cb.Handle(context.Background(), req, next); err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.Gate("k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Done(context.Background(), nil)
+	}
+	if n := c.reads.Load() - before; n != 0 {
+		t.Fatalf("%d clock reads on the closed success path", n)
+	}
+	// A failure ends the fast path until a success ends the streak (that success takes the
+	// lock once); then no clock again.
+	fail(t, r, "k", 1)
+	p, _ := r.Gate("k")
+	p.Success()
+	before = c.reads.Load()
+	for range 100 {
+		_, _ = cb.Handle(context.Background(), req, next)
+	}
+	if n := c.reads.Load() - before; n != 0 {
+		t.Fatalf("%d clock reads after the streak ended", n)
+	}
+}

@@ -314,3 +314,19 @@ func errs(n int, err error) []error {
 	}
 	return out
 }
+
+// The success path reads no clock and starts no timer.
+func TestRetrySuccessPathTouchesNoClock(t *testing.T) {
+	c := &countingClock{}
+	rt := behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5}, Clock: c})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for range 100 {
+		if _, err := rt.Handle(ctx, &Call{}, func(context.Context, any) (any, error) { return &Reply{}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.reads.Load() != 0 {
+		t.Fatalf("%d clock reads", c.reads.Load())
+	}
+}
