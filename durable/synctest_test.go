@@ -90,17 +90,22 @@ func TestBubbleHeartbeatsOutliveLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store, q := bubbleQueue(t, path, fastPolicy)
 		_, q2 := bubbleQueue(t, path, fastPolicy)
+		started := make(chan struct{})
 		done := make(chan struct{})
+		var finish sync.Once
 		a := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			close(started)
 			time.Sleep(5 * time.Minute) // ten leases long
-			close(done)
+			finish.Do(func() { close(done) })
 			return nil
 		}}, durable.SchedulerConfig{InstanceID: "a", Lease: 30 * time.Second})
 		id := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1})).ID
 		a.Wake()
+		<-started
 		// A second instance sweeps every second and would take the item if its lease lapsed.
 		b := bubbleScheduler(t, q2, handlers{work: func(ctx context.Context, w *Work) error {
 			t.Error("the item was taken from a live instance")
+			finish.Do(func() { close(done) })
 			return nil
 		}}, durable.SchedulerConfig{InstanceID: "b", Lease: 30 * time.Second, SweepInterval: time.Second})
 		<-done
