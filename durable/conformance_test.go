@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
@@ -800,4 +801,33 @@ func TestRegistry(t *testing.T) {
 	if _, err := r.Decode("w", []byte(`{"n":1,"gone":true}`)); !errors.Is(err, durable.ErrDecode) || !errors.As(err, &de) || de.Name != "w" {
 		t.Fatalf("unknown field: %v", err)
 	}
+}
+
+func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		tx, err := e.store.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rolledBack := must[durable.Enqueued](t)(e.q.EnqueueTx(ctx, tx, &Work{N: 1}))
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.Item(ctx, rolledBack.ID); !errors.Is(err, sql.ErrNoRows) {
+			t.Fatalf("rolled-back item: %v", err)
+		}
+		tx, err = e.store.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed := must[durable.Enqueued](t)(e.q.EnqueueTx(ctx, tx, &Work{N: 2}))
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if it := item(t, e.store, committed.ID); it.State != durable.StatePending || string(it.Payload) != `{"n":2}` {
+			t.Fatalf("committed item %+v", it)
+		}
+	})
 }

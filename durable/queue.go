@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
 	"time"
@@ -107,6 +108,20 @@ type Enqueued struct {
 
 // Enqueue persists req (a registered request pointer) to be dispatched by a Scheduler.
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
+	return q.enqueue(ctx, nil, req, opts)
+}
+
+// EnqueueTx is Enqueue inside tx, a transaction on the store's database: the item is
+// dispatched only if tx commits, together with the application's own writes. See
+// Store.EnqueueTx.
+func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
+	if tx == nil {
+		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")
+	}
+	return q.enqueue(ctx, tx, req, opts)
+}
+
+func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []EnqueueOption) (Enqueued, error) {
 	var c enqueueConfig
 	for _, o := range opts {
 		o(&c)
@@ -134,7 +149,15 @@ func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (En
 	} else if o, ok := req.(Ordered); ok {
 		it.OrderingKey = o.OrderingKey()
 	}
-	id, existed, err := q.store.Enqueue(ctx, it)
+	var (
+		id      ItemID
+		existed bool
+	)
+	if tx != nil {
+		id, existed, err = q.store.EnqueueTx(ctx, tx, it)
+	} else {
+		id, existed, err = q.store.Enqueue(ctx, it)
+	}
 	if err != nil {
 		return Enqueued{}, err
 	}

@@ -292,6 +292,21 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // Enqueue inserts an item. With a DedupeKey under which an item is already pending or running,
 // it inserts nothing and returns that item's id with existed = true.
 func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed bool, err error) {
+	return s.enqueue(ctx, s.db, it)
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction on this store's database, so the item
+// exists if and only if the transaction commits (a transactional outbox). On SQLite, tx must
+// come from DB(), which has a single connection: do not use the Store outside tx until it ends.
+func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id ItemID, existed bool, err error) {
+	return s.enqueue(ctx, tx, it)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID, existed bool, err error) {
 	if it.Name == "" {
 		return 0, false, errors.New("durable: Enqueue: empty name")
 	}
@@ -300,7 +315,7 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 	}
 	for range 5 {
 		var v int64
-		err = s.db.QueryRowContext(ctx, s.d.insert,
+		err = db.QueryRowContext(ctx, s.d.insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), micros(it.Now), micros(it.Now)).Scan(&v)
 		if err == nil {
@@ -311,7 +326,7 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 		}
 		// A conflict on the dedupe key: report the item holding it. It may finish in between;
 		// then the insert is tried again.
-		err = s.db.QueryRowContext(ctx, s.d.byDedupe, it.DedupeKey).Scan(&v)
+		err = db.QueryRowContext(ctx, s.d.byDedupe, it.DedupeKey).Scan(&v)
 		if err == nil {
 			return ItemID(v), true, nil
 		}
