@@ -34,6 +34,12 @@ type SchedulerConfig struct {
 	// BatchSize is the most items claimed, and completions written, per database round trip.
 	// Default 100.
 	BatchSize int
+	// MaxClaimed caps the items this instance holds at once: being dispatched, waiting for a
+	// worker, or waiting for their completion to be written. Claimed items waiting for a
+	// worker are leased to this instance, so with slow handlers a lower cap spreads the work
+	// across instances better; with fast handlers a higher one keeps the workers busy.
+	// Default Workers + BatchSize.
+	MaxClaimed int
 	// PollInterval is how long the scheduler waits before claiming again when no item was due.
 	// Default 1 s.
 	PollInterval time.Duration
@@ -74,6 +80,9 @@ func (c SchedulerConfig) withDefaults() SchedulerConfig {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 100
+	}
+	if c.MaxClaimed <= 0 {
+		c.MaxClaimed = c.Workers + c.BatchSize
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = time.Second
@@ -157,7 +166,7 @@ func (s *Scheduler) Start() error {
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.stop = make(chan struct{})
 	s.wake = make(chan struct{}, 1)
-	capacity := s.cfg.Workers + s.cfg.BatchSize
+	capacity := s.cfg.MaxClaimed
 	s.work = make(chan Claimed, capacity)
 	s.done = make(chan Completion, capacity)
 	s.maintEnd = make(chan struct{})

@@ -189,3 +189,31 @@ func TestBubbleShutdownDeadline(t *testing.T) {
 		}
 	})
 }
+
+func TestBubbleMaxClaimedCapsHeldItems(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, q := bubbleQueue(t, path, fastPolicy)
+		for n := range 6 {
+			must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n}))
+		}
+		release := make(chan struct{})
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			<-release
+			return nil
+		}}, durable.SchedulerConfig{Workers: 1, BatchSize: 10, MaxClaimed: 2, PollInterval: time.Second})
+		time.Sleep(10 * time.Second) // many poll intervals
+		synctest.Wait()
+		if st := stats(t, q); st.Counts[durable.StateRunning] != 2 || st.Counts[durable.StatePending] != 4 {
+			t.Fatalf("held %+v, want 2 running", st.Counts)
+		}
+		close(release)
+		for stats(t, q).Counts[durable.StateSucceeded] != 6 {
+			time.Sleep(time.Second)
+		}
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
