@@ -19,7 +19,8 @@ type Config struct {
 	Policy Policy
 	// Clock tells the time. Default SystemClock.
 	Clock Clock
-	// Rand returns uniform random numbers in [0, 1) for backoff jitter. Default math/rand/v2.
+	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
+	// several goroutines at once. Default math/rand/v2.
 	Rand func() float64
 }
 

@@ -325,7 +325,7 @@ func (s *Scheduler) process(c Claimed) Completion {
 	}
 	if s.cfg.Breakers != nil {
 		if remaining, open := s.cfg.Breakers.OpenFor(s.cfg.BreakerKey(req)); open {
-			comp.State, comp.NextAt = StatePending, now.Add(remaining)
+			comp.State, comp.NextAt = StatePending, now.Add(s.breakerWait(remaining))
 			return comp
 		}
 	}
@@ -345,7 +345,7 @@ func (s *Scheduler) process(c Claimed) Completion {
 		if open, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
 			remaining = open.Remaining
 		}
-		comp.State, comp.NextAt, comp.StartedAt = StatePending, comp.EndedAt.Add(remaining), time.Time{}
+		comp.State, comp.NextAt, comp.StartedAt = StatePending, comp.EndedAt.Add(s.breakerWait(remaining)), time.Time{}
 	case s.cfg.Retryable(err) && c.Attempts < pol.MaxAttempts:
 		comp.State, comp.Outcome, comp.Error = StatePending, OutcomeFailed, err.Error()
 		comp.NextAt = comp.EndedAt.Add(pol.Delay(c.Attempts, s.q.rand()))
@@ -353,6 +353,17 @@ func (s *Scheduler) process(c Claimed) Completion {
 		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
 	}
 	return comp
+}
+
+// breakerWait is how long an item put off by a breaker waits: until the breaker may let a
+// probe through. When it may already (every probe slot is taken), the item waits about one
+// poll interval, spread so that the items put off together do not all return together, and
+// never spins on claim and release.
+func (s *Scheduler) breakerWait(remaining time.Duration) time.Duration {
+	if remaining > 0 {
+		return remaining
+	}
+	return time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
 }
 
 func (s *Scheduler) dispatch(ctx context.Context, req any) (err error) {

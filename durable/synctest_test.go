@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable"
 )
 
@@ -214,6 +216,39 @@ func TestBubbleMaxClaimedCapsHeldItems(t *testing.T) {
 		}
 		if err := s.Shutdown(ctx); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A half-open breaker whose probe slot is taken refuses calls with no remaining open time; the
+// items it refuses come back about a poll interval later instead of spinning.
+func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store, q := bubbleQueue(t, path, fastPolicy)
+		var refusals atomic.Int64
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			if refusals.Add(1) <= 3 {
+				return &behaviors.CircuitOpenError{Key: "k"}
+			}
+			return nil
+		}}, durable.SchedulerConfig{PollInterval: time.Second})
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		begin := time.Now()
+		for item(t, store, id).State != durable.StateSucceeded {
+			time.Sleep(100 * time.Millisecond)
+		}
+		took := time.Since(begin)
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Three refusals, each waited out for 0.5 to 1.5 poll intervals (plus claim polling).
+		if refusals.Load() != 4 || took < 1500*time.Millisecond || took > 8*time.Second {
+			t.Fatalf("%d calls in %v", refusals.Load(), took)
+		}
+		if as := attempts(t, store, id); outcomes(as) != "1:succeeded" {
+			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
 }
