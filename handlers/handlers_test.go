@@ -86,7 +86,9 @@ func TestOtherwiseProviderThroughMediator(t *testing.T) {
 	bad := mediator.New(nil)
 	require.NoError(t, mediator.Handle[*GetQuote, *Quote](bad, handlers.OtherwiseProvider(
 		handlers.Value(fixed(1)),
-		func(do.Injector) (mediator.Handler[*GetQuote, *Quote], error) { return nil, errors.New("no cache configured") },
+		func(do.Injector) (mediator.Handler[*GetQuote, *Quote], error) {
+			return nil, errors.New("no cache configured")
+		},
 	)))
 	assert.ErrorContains(t, bad.Build(), "constructing handler 1 of the chain: no cache configured")
 }
