@@ -220,8 +220,11 @@ func (b *breaker) recordSlow(p Permit, o outcome) {
 	now := b.reg.now()
 	var ev events
 	b.mu.Lock()
-	if b.word.Load() != p.word { // began before a state change: stale
+	// Make the transitions time has caused first: a probe reporting after its timeout finds
+	// the breaker re-opened (a new generation) even when no call consulted it meanwhile.
+	if b.refreshLocked(now, &ev) != p.word { // began before a state change: stale
 		b.mu.Unlock()
+		b.reg.emit(&ev)
 		return
 	}
 	if p.slot == 0 {

@@ -3,6 +3,7 @@ package behaviors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
@@ -234,6 +235,30 @@ func TestBreakerHungProbeReopens(t *testing.T) {
 		}
 		p.Success()
 		wantState(t, r, "h", behaviors.StateClosed)
+	})
+}
+
+// A probe that reports after its timeout, when no other call consulted the breaker meanwhile,
+// is ignored too: the breaker re-opens instead of closing on the late success.
+func TestBreakerHungProbeLateResultAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var changes []string
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+			ProbeTimeout:  5 * time.Second,
+			OnStateChange: func(c behaviors.StateChange) { changes = append(changes, c.From.String()+"→"+c.To.String()) },
+		})
+		fail(t, r, "h", 5)
+		time.Sleep(30 * time.Second)
+		hung, err := r.Gate("h")
+		if err != nil || !hung.Probe() {
+			t.Fatal("no probe", err)
+		}
+		time.Sleep(time.Minute)
+		hung.Success() // too late, and nothing noticed the expiry before
+		wantState(t, r, "h", behaviors.StateOpen)
+		if got := fmt.Sprint(changes); got != "[closed→open open→half-open half-open→open]" {
+			t.Fatalf("changes %s", got)
+		}
 	})
 }
 
