@@ -41,8 +41,9 @@ func errSeq(err error) iter.Seq2[any, error] {
 	return func(yield func(any, error) bool) { yield(nil, err) }
 }
 
-// streamTerminal adapts a typed stream handler: it ends the stream when ctx is done, and turns a
-// panic of the handler (not of the consumer's loop body) into a *PanicError element.
+// streamTerminal adapts a typed stream handler: it ends the stream when ctx is done, with ctx's
+// error as the last element (also when the handler itself stopped because ctx was done), and
+// turns a panic of the handler (not of the consumer's loop body) into a *PanicError element.
 func streamTerminal[Q StreamRequest[T], T any](h StreamHandler[Q, T]) StreamNext {
 	return func(ctx context.Context, req any) iter.Seq2[any, error] {
 		return func(yield func(any, error) bool) {
@@ -75,6 +76,12 @@ func streamTerminal[Q StreamRequest[T], T any](h StreamHandler[Q, T]) StreamNext
 					stopped = true
 					return
 				}
+			}
+			// A handler that watches ctx may end its sequence quietly when ctx is done; the
+			// consumer must still learn that the stream was cut short, not completed.
+			if cerr := ctx.Err(); cerr != nil {
+				inBody = true
+				yield(nil, cerr)
 			}
 		}
 	}

@@ -146,3 +146,45 @@ func TestStreamErrors(t *testing.T) {
 	}
 	assert.Equal(t, 1, n)
 }
+
+type Quiet struct {
+	mediator.Yields[int]
+}
+
+// A handler that stops on its own when ctx is done, without yielding ctx's error, still ends
+// the stream with that error: the consumer can tell a cut-short stream from a complete one.
+func TestStreamQuietHandlerCancelledEndsWithError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := built(t, func(m *mediator.Mediator) {
+			require.NoError(t, mediator.HandleStreamFunc(m, func(ctx context.Context, _ *Quiet) iter.Seq2[int, error] {
+				return func(yield func(int, error) bool) {
+					for i := 1; ; i++ {
+						if ctx.Err() != nil {
+							return
+						}
+						if !yield(i, nil) {
+							return
+						}
+					}
+				}
+			}))
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var got []int
+		var errs []error
+		for v, err := range mediator.Stream(ctx, m, &Quiet{}) {
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			got = append(got, v)
+			if len(got) == 2 {
+				cancel()
+			}
+		}
+		assert.Equal(t, []int{1, 2}, got)
+		require.Len(t, errs, 1)
+		assert.Same(t, context.Canceled, errs[0])
+	})
+}
