@@ -3,6 +3,7 @@ package behaviors
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +167,15 @@ func (b *breaker) allowSlow(w uint64) (Permit, error) {
 	return p, err
 }
 
+// after returns registry time now + d, saturating instead of overflowing, so that a very long
+// open duration or probe timeout (math.MaxInt64 for "until reset") is not read as the past.
+func after(now int64, d time.Duration) int64 {
+	if d > 0 && now > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
 func (b *breaker) openError(remaining int64) error {
 	return &CircuitOpenError{Key: b.key, Remaining: time.Duration(max(remaining, 0))}
 }
@@ -187,7 +197,7 @@ func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
 			if b.ticket == 0 {
 				b.ticket = 1
 			}
-			*s = probeSlot{deadline: now + int64(b.reg.cfg.ProbeTimeout), ticket: b.ticket}
+			*s = probeSlot{deadline: after(now, b.reg.cfg.ProbeTimeout), ticket: b.ticket}
 			return Permit{b: b, word: w, slot: int32(i + 1), ticket: b.ticket}, nil
 		}
 		if earliest == 0 || s.deadline < earliest {
@@ -268,7 +278,7 @@ func (b *breaker) setLocked(to State, now int64, ev *events) uint64 {
 	switch to {
 	case StateOpen:
 		b.openedAt = now
-		b.openUntil.Store(now + int64(b.reg.openDuration()))
+		b.openUntil.Store(after(now, b.reg.openDuration()))
 	case StateHalfOpen:
 		if k := max(b.reg.cfg.HalfOpenProbes, 1); len(b.slots) != k {
 			b.slots = make([]probeSlot, k)

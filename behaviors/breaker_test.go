@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -259,6 +260,40 @@ func TestBreakerHungProbeLateResultAlone(t *testing.T) {
 		if got := fmt.Sprint(changes); got != "[closed→open open→half-open half-open→open]" {
 			t.Fatalf("changes %s", got)
 		}
+	})
+}
+
+// An open duration or probe timeout of math.MaxInt64 ("until reset") does not overflow the
+// breaker's clock arithmetic into the past.
+func TestBreakerLongDurationsDoNotOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const forever = time.Duration(math.MaxInt64)
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: forever, ProbeTimeout: forever})
+		time.Sleep(time.Hour)
+		fail(t, r, "f", 5)
+		time.Sleep(time.Hour)
+		wantState(t, r, "f", behaviors.StateOpen)
+		if _, err := r.Gate("f"); !errors.Is(err, behaviors.ErrCircuitOpen) {
+			t.Fatalf("open breaker admitted a call: %v", err)
+		}
+
+		r = behaviors.NewBreakerRegistry(behaviors.BreakerConfig{ProbeTimeout: forever})
+		time.Sleep(time.Hour)
+		fail(t, r, "p", 5)
+		time.Sleep(30 * time.Second)
+		probe, err := r.Gate("p")
+		if err != nil || !probe.Probe() {
+			t.Fatal("no probe", err)
+		}
+		time.Sleep(time.Hour)
+		wantState(t, r, "p", behaviors.StateHalfOpen) // the probe has not timed out
+		probe.Success()
+		wantState(t, r, "p", behaviors.StateClosed)
+
+		b := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		time.Sleep(time.Hour)
+		b.Apply(behaviors.BreakerSnapshot{Key: "a", State: behaviors.StateOpen, Remaining: forever})
+		wantState(t, b, "a", behaviors.StateOpen)
 	})
 }
 

@@ -340,7 +340,7 @@ func (r *BreakerRegistry) Apply(s BreakerSnapshot) {
 		if cur != StateOpen {
 			b.setLocked(StateOpen, now, &ev)
 		}
-		b.openUntil.Store(now + int64(max(s.Remaining, 0)))
+		b.openUntil.Store(after(now, max(s.Remaining, 0)))
 		b.failures.Store(int32(min(s.Failures, math.MaxInt32)))
 	case s.State == StateClosed && cur != StateClosed:
 		b.setLocked(StateClosed, now, &ev)
