@@ -54,6 +54,11 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 		if !errors.As(lastErr, &re) || re.Attempts != 3 || !errors.Is(lastErr, behaviors.ErrCircuitOpen) {
 			t.Fatalf("second error %v", lastErr)
 		}
+		// The refused last attempt does not hide what the dependency said before it.
+		var se *statusErr
+		if !errors.As(lastErr, &se) || se.code != 503 {
+			t.Fatalf("second error %v does not reach the handler's error", lastErr)
+		}
 		// Open: no handler call, no retry, no wait; the fallback still serves.
 		if d, r := send(); d != 0 || r.Text != "degraded" || calls != 5 || retries != 4 {
 			t.Fatalf("third: %s %v, %d calls, %d retries", d, r, calls, retries)

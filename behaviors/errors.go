@@ -113,24 +113,44 @@ func (e *ValidationError) Unwrap() error { return e.Err }
 
 // RetryError is the final error of a call that was attempted more than once. It matches
 // ErrRetriesExhausted and unwraps to the last attempt's error, so errors.Is and errors.As
-// reach the handler's error through it.
+// reach the handler's error through it. When the last attempt was refused before reaching
+// the handler (an open circuit breaker, a full bulkhead), the error of the last attempt that
+// did reach it stays reachable through errors.Is and errors.As too.
 type RetryError struct {
 	// Attempts is how many attempts were made, the first included.
 	Attempts int
 	// Err is the last attempt's error.
 	Err error
+
+	handlerErr error // the last error from an attempt that was not refused; nil when Err is one
 }
 
 // Error says how many attempts were made and what the last one returned.
 func (e *RetryError) Error() string {
+	if e.handlerErr != nil {
+		return fmt.Sprintf("behaviors: failed after %d attempts: %v (last handler error: %v)", e.Attempts, e.Err, e.handlerErr)
+	}
 	return fmt.Sprintf("behaviors: failed after %d attempts: %v", e.Attempts, e.Err)
 }
 
-// Is reports whether target is ErrRetriesExhausted.
-func (e *RetryError) Is(target error) bool { return target == ErrRetriesExhausted }
+// Is reports whether target is ErrRetriesExhausted, or matches the last handler error of a
+// call whose last attempt was refused.
+func (e *RetryError) Is(target error) bool {
+	return target == ErrRetriesExhausted || (e.handlerErr != nil && errors.Is(e.handlerErr, target))
+}
+
+// As finds target in the last handler error of a call whose last attempt was refused.
+func (e *RetryError) As(target any) bool {
+	return e.handlerErr != nil && errors.As(e.handlerErr, target)
+}
 
 // Unwrap returns the last attempt's error.
 func (e *RetryError) Unwrap() error { return e.Err }
+
+// refused reports whether err says an attempt was turned away before it reached the handler.
+func refused(err error) bool {
+	return errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrBulkheadFull)
+}
 
 // RetryableError is implemented by errors that say whether a retry may succeed. Retryable
 // honours it.

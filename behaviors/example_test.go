@@ -338,7 +338,7 @@ func Example_chain() {
 	//   => -1 <nil>
 	// send 2
 	//   handler, attempt 1
-	//   fallback after: behaviors: failed after 2 attempts: behaviors: circuit open for "https://prices.example" (probe in 30s)
+	//   fallback after: behaviors: failed after 2 attempts: behaviors: circuit open for "https://prices.example" (probe in 30s) (last handler error: HTTP 503)
 	//   => -1 <nil>
 	// send 3
 	//   fallback after: behaviors: circuit open for "https://prices.example" (probe in 30s)

@@ -156,6 +156,10 @@ func (r *Retry) retry(ctx context.Context, req any, next mediator.Next, resp any
 		return resp, err
 	}
 	var bo backoff.BackOff
+	var handlerErr error // the last error of an attempt that reached the handler
+	if !refused(err) {
+		handlerErr = err
+	}
 	attempt := 1
 	for attempt < p.MaxAttempts && shouldRetry(p, err) {
 		if bo == nil {
@@ -187,11 +191,18 @@ func (r *Retry) retry(ctx context.Context, req any, next mediator.Next, resp any
 		if mediator.IsCallerCancellation(ctx, err) {
 			return resp, err
 		}
+		if !refused(err) {
+			handlerErr = err
+		}
 	}
 	if attempt == 1 {
 		return resp, err
 	}
-	return resp, &RetryError{Attempts: attempt, Err: err}
+	re := &RetryError{Attempts: attempt, Err: err}
+	if refused(err) {
+		re.handlerErr = handlerErr
+	}
+	return resp, re
 }
 
 // shouldRetry applies the fixed rules, then RetryOnTimeout, then the classifier.

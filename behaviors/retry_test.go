@@ -330,3 +330,31 @@ func TestRetrySuccessPathTouchesNoClock(t *testing.T) {
 		t.Fatalf("%d clock reads", c.reads.Load())
 	}
 }
+
+// When the last attempt is refused by an open breaker, the final error still reaches the error
+// of the last attempt that reached the handler.
+func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errUpstream := errors.New("upstream down")
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 2})
+		calls := 0
+		m := build(t, func(context.Context, *Call) (*Reply, error) {
+			calls++
+			return nil, fmt.Errorf("call %d: %w", calls, errUpstream)
+		},
+			behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{
+				MaxAttempts: 3, BaseDelay: time.Second, Classify: func(error) bool { return true },
+			}}),
+			behaviors.NewCircuitBreaker(r, endpointKey))
+		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "u"})
+		var re *behaviors.RetryError
+		var co *behaviors.CircuitOpenError
+		if calls != 2 || !errors.As(err, &re) || re.Attempts != 3 || !errors.As(err, &co) ||
+			!errors.Is(err, behaviors.ErrRetriesExhausted) || !errors.Is(err, errUpstream) {
+			t.Fatalf("%d calls, err %v", calls, err)
+		}
+		if want := `behaviors: failed after 3 attempts: behaviors: circuit open for "u" (probe in 29s) (last handler error: call 2: upstream down)`; err.Error() != want {
+			t.Fatalf("message %q, want %q", err, want)
+		}
+	})
+}
