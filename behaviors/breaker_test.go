@@ -381,6 +381,42 @@ func TestBreakerCancellationNotCounted(t *testing.T) {
 	})
 }
 
+// rpcStatus is an RPC client's error for a cancelled call: like a gRPC status with code
+// Canceled, it does not wrap context.Canceled.
+type rpcStatus struct{ msg string }
+
+func (e *rpcStatus) Error() string { return "rpc error: code = Canceled desc = " + e.msg }
+
+// A caller that gives up is not counted even when its client reports the cancellation in its
+// own error type rather than as context.Canceled.
+func TestBreakerCancellationInClientErrorNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 1})
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+			<-ctx.Done()
+			return nil, &rpcStatus{"context canceled"}
+		}, behaviors.NewCircuitBreaker(r, endpointKey))
+		for range 3 {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(time.Millisecond, cancel)
+			_, err := mediator.Send(ctx, m, &Call{Endpoint: "g"})
+			cancel()
+			var rs *rpcStatus
+			if !errors.As(err, &rs) {
+				t.Fatal(err)
+			}
+		}
+		if s := wantState(t, r, "g", behaviors.StateClosed); s.Failures != 0 {
+			t.Fatalf("cancellation counted: %+v", s)
+		}
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		if behaviors.CountsAsFailure(done, &rpcStatus{"context canceled"}) {
+			t.Fatal("an error of a cancelled caller counted")
+		}
+	})
+}
+
 // Validation errors, missing handlers, bulkhead rejections and 4xx codes are not counted;
 // timeouts and 5xx are.
 func TestBreakerClassifier(t *testing.T) {

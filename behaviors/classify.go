@@ -66,12 +66,15 @@ func IsTimeout(err error) bool {
 }
 
 // CountsAsFailure is the default breaker classifier: it reports whether err says the
-// dependency behind a breaker is unhealthy. It reports false for nil, the caller's own
-// cancellation (ctx is done), validation errors, mediator.ErrNoHandler, circuit-open errors,
-// bulkhead rejections and errors carrying a 4xx status code other than 408 and 429 (the
-// caller's fault, not the dependency's). Every other error counts, timeouts included.
+// dependency behind a breaker is unhealthy. It reports false for nil, any error of a call whose
+// caller gave up (ctx is done: clients report that in their own ways, such as a gRPC Canceled
+// status or a driver's connection error, not always as context.Canceled), validation errors,
+// mediator.ErrNoHandler, circuit-open errors, bulkhead rejections and errors carrying a 4xx
+// status code other than 408 and 429 (the caller's fault, not the dependency's). Every other
+// error counts, timeouts included: a deadline set inside the breaker by the Timeout behavior is
+// not the caller's.
 func CountsAsFailure(ctx context.Context, err error) bool {
-	if err == nil || mediator.IsCallerCancellation(ctx, err) {
+	if err == nil || ctx.Err() != nil {
 		return false
 	}
 	if errors.Is(err, ErrValidation) || errors.Is(err, mediator.ErrNoHandler) ||
