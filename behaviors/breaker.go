@@ -60,6 +60,7 @@ type breaker struct {
 	failures  atomic.Int32
 	touched   atomic.Bool
 	pinned    atomic.Bool
+	evicted   atomic.Bool  // set under mu when a sweep removed it; outcomes then go to the key's live breaker
 	openUntil atomic.Int64 // registry time when a probe may start; meaningful while open
 
 	key string
@@ -230,6 +231,11 @@ func (b *breaker) recordSlow(p Permit, o outcome) {
 	now := b.reg.now()
 	var ev events
 	b.mu.Lock()
+	if b.evicted.Load() {
+		b.mu.Unlock()
+		b.reg.forward(b.key, o)
+		return
+	}
 	// Make the transitions time has caused first: a probe reporting after its timeout finds
 	// the breaker re-opened (a new generation) even when no call consulted it meanwhile.
 	if b.refreshLocked(now, &ev) != p.word { // began before a state change: stale

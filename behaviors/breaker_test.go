@@ -865,6 +865,31 @@ func TestBreakerEvictionKeepsOpen(t *testing.T) {
 	}
 }
 
+// Calls still in flight when a sweep evicts their breaker (they began before it went idle for
+// a sweep interval: slow calls to a dying dependency while many new keys arrive) still count:
+// their failures open the key's breaker instead of vanishing with the evicted one.
+func TestBreakerEvictionKeepsOutcomesOfCallsInFlight(t *testing.T) {
+	r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{MaxBreakers: 8, FailureThreshold: 2})
+	p1, _ := r.Gate("slow")
+	p2, _ := r.Gate("slow")
+	for i := 0; ; i++ {
+		if _, err := r.Get("slow"); errors.Is(err, behaviors.ErrUnknownBreaker) {
+			break
+		}
+		if i == 10_000 {
+			t.Fatal("the idle breaker was never evicted")
+		}
+		p, _ := r.Gate("other-" + strconv.Itoa(i))
+		p.Success()
+	}
+	p1.Done(context.Background(), errBoom)
+	p2.Done(context.Background(), errBoom)
+	wantState(t, r, "slow", behaviors.StateOpen)
+	if _, err := r.Gate("slow"); !errors.Is(err, behaviors.ErrCircuitOpen) {
+		t.Fatalf("the dying dependency is still called: %v", err)
+	}
+}
+
 // countingClock counts reads of the time.
 type countingClock struct{ reads atomic.Int64 }
 

@@ -30,8 +30,9 @@ var (
 type CircuitOpenError struct {
 	// Key is the breaker's key.
 	Key string
-	// Remaining is the time until the breaker lets a probe through; zero when a probe may
-	// start now but every probe slot is taken.
+	// Remaining is the time until the breaker may let a probe through: the rest of the open
+	// duration or, for a half-open breaker whose probe slots are all taken, the time until the
+	// earliest probe in flight times out (a probe that finishes sooner frees its slot sooner).
 	Remaining time.Duration
 }
 

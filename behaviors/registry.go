@@ -197,10 +197,9 @@ func (r *BreakerRegistry) openDuration() time.Duration {
 	return d
 }
 
-// lookup returns the breaker of key, creating it when missing. A call that looked a breaker
-// up just before a sweep evicted it records its outcome on the evicted breaker; sweeps evict
-// only breakers that stayed unused since the previous sweep, so that is rare and costs at most
-// the outcomes of the calls in flight.
+// lookup returns the breaker of key, creating it when missing. A call that holds a breaker a
+// sweep has since evicted (it began before the breaker went idle for a sweep interval) reports
+// its outcome to the key's live breaker instead: see forward.
 func (r *BreakerRegistry) lookup(key string) *breaker {
 	if v, ok := r.m.Load(key); ok {
 		return v.(*breaker)
@@ -229,6 +228,20 @@ func (r *BreakerRegistry) create(key string, pin bool) *breaker {
 		}
 	}
 	return b
+}
+
+// forward records the outcome of a call whose breaker was evicted while the call ran on the
+// key's live breaker (creating it if needed), as a call of its current generation. An evicted
+// breaker was closed, so only a closed live breaker takes the outcome: an open or half-open
+// one has already decided without it.
+func (r *BreakerRegistry) forward(key string, o outcome) {
+	if o == outcomeIgnored {
+		return
+	}
+	live := r.lookup(key)
+	if w := live.word.Load(); stateOf(w) == StateClosed {
+		live.recordSlow(Permit{b: live, word: w}, o)
+	}
 }
 
 // Gate reports whether a call to key may start now, creating the key's breaker on first use.
@@ -413,10 +426,15 @@ func (r *BreakerRegistry) sweep(pressure bool) int {
 			b.touched.Store(false)
 			return true
 		}
-		if r.m.CompareAndDelete(k, v) {
+		// Decide under the breaker's lock, so that no outcome trips it between the check and
+		// the removal, and every outcome after the removal is forwarded to the live breaker.
+		b.mu.Lock()
+		if stateOf(b.word.Load()) == StateClosed && !b.touched.Load() && r.m.CompareAndDelete(k, v) {
+			b.evicted.Store(true)
 			r.size.Add(-1)
 			evicted++
 		}
+		b.mu.Unlock()
 		return true
 	})
 	if pressure {
