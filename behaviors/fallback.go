@@ -10,7 +10,9 @@ import (
 
 // Fallback is a behavior that turns the final failure of a call into a degraded response
 // (cached data, an empty list, a placeholder). It catches every error, a *CircuitOpenError
-// included, except the caller's own cancellation, which passes on unchanged. It is in
+// included, except the caller's own cancellation, which passes on unchanged: any error of a
+// call whose context is done, since clients report cancellation in their own ways (a gRPC
+// Canceled status does not wrap context.Canceled). It is in
 // StageDefault at FallbackOrder, outside Retry and CircuitBreaker, so it sees only what
 // survives them.
 type Fallback struct {
@@ -76,7 +78,7 @@ func (f *Fallback) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 // Handle calls next and falls back on its error.
 func (f *Fallback) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	resp, err := next(ctx, req)
-	if err == nil || mediator.IsCallerCancellation(ctx, err) || (f.catch != nil && !f.catch(err)) {
+	if err == nil || ctx.Err() != nil || (f.catch != nil && !f.catch(err)) {
 		return resp, err
 	}
 	return f.fn(ctx, req, err)

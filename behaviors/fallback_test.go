@@ -74,3 +74,21 @@ func TestFallbackCatching(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A client that reports the caller's cancellation in its own error type (not wrapping
+// context.Canceled) does not get a degraded response either: the caller gave up, and the error
+// passes on unchanged.
+func TestFallbackNeverCatchesCancellationInClientError(t *testing.T) {
+	called := false
+	m := build(t, func(ctx context.Context, _ *Call) (*Reply, error) {
+		return nil, &rpcStatus{"context canceled"}
+	},
+		behaviors.NewFallbackFor(func(context.Context, *Call, error) (*Reply, error) { called = true; return &Reply{}, nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := mediator.Send(ctx, m, &Call{})
+	var rs *rpcStatus
+	if !errors.As(err, &rs) || called {
+		t.Fatal(err, called)
+	}
+}
