@@ -62,6 +62,23 @@ func TestOtherwiseStopsOnCallerCancellation(t *testing.T) {
 	assert.False(t, called)
 }
 
+// rpcCanceled is an RPC client's error for a cancelled call; like a gRPC status it does not
+// wrap context.Canceled.
+type rpcCanceled struct{}
+
+func (rpcCanceled) Error() string { return "rpc error: code = Canceled" }
+
+func TestOtherwiseStopsOnCancellationInClientError(t *testing.T) {
+	called := false
+	cancelled := handlers.Func(func(ctx context.Context, _ *GetQuote) (*Quote, error) { return nil, rpcCanceled{} })
+	spy := handlers.Func(func(context.Context, *GetQuote) (*Quote, error) { called = true; return &Quote{}, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := handlers.Otherwise(cancelled, spy).Handle(ctx, &GetQuote{})
+	assert.Equal(t, rpcCanceled{}, err)
+	assert.False(t, called)
+}
+
 var errPermanent = errors.New("symbol unknown")
 
 func TestOtherwiseIf(t *testing.T) {

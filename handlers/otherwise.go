@@ -34,7 +34,8 @@ func (e *ChainError) Unwrap() []error { return e.Errs }
 // Otherwise returns a handler that tries primary and then each fallback in order, returning the
 // first success. When every handler fails, the error is a *ChainError holding every error.
 // Caller cancellation stops the chain at once and is returned unchanged: a fallback is not a
-// way around the caller giving up.
+// way around the caller giving up. Once ctx is done, whatever error a handler returned is
+// treated so.
 func Otherwise[Q mediator.Request[R], R any](primary mediator.Handler[Q, R], fallbacks ...mediator.Handler[Q, R]) mediator.Handler[Q, R] {
 	return &chain[Q, R]{handlers: append([]mediator.Handler[Q, R]{primary}, fallbacks...)}
 }
@@ -75,7 +76,10 @@ func (c *chain[Q, R]) Handle(ctx context.Context, req Q) (R, error) {
 		if err == nil {
 			return resp, nil
 		}
-		if mediator.IsCallerCancellation(ctx, err) || (c.when != nil && !c.when(err)) {
+		// Once the caller's context is done, any error is returned as is: clients report a
+		// cancelled call in their own ways (a gRPC Canceled status does not wrap
+		// context.Canceled), and a fallback must not answer a caller that gave up.
+		if ctx.Err() != nil || (c.when != nil && !c.when(err)) {
 			return resp, err
 		}
 		errs = append(errs, err)
