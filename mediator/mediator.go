@@ -635,6 +635,9 @@ func noHandler(v any, kind string) error {
 // the request type:
 //
 //	user, err := mediator.Send(ctx, m, &GetUser{ID: 7})
+//
+// A behavior that answers with a value of another type fails the call with a *BehaviorError
+// rather than handing the caller a zero value and a nil error.
 func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 	var v any
 	var err error
@@ -652,8 +655,19 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 	} else {
 		v, err = s.SendAny(ctx, req)
 	}
-	r, _ := v.(R)
+	r, ok := v.(R)
+	if !ok && v != nil && err == nil {
+		err = wrongResponse[R](req, v)
+	}
 	return r, err
+}
+
+// wrongResponse reports a pipeline that answered with a value that is not of the request's
+// response type (a behavior's bug), which would otherwise reach the caller as a zero value
+// with a nil error.
+func wrongResponse[R any](req, v any) error {
+	return &BehaviorError{Behavior: "pipeline", Request: reflect.TypeOf(req),
+		Err: fmt.Errorf("response of type %T is not a %s", v, reflect.TypeFor[R]())}
 }
 
 // TypedSender sends one request type through its pre-resolved pipeline, skipping the
@@ -684,7 +698,10 @@ func SenderFor[Q Request[R], R any](m *Mediator) (*TypedSender[Q, R], error) {
 func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error) {
 	if s.handler == nil {
 		v, err := s.call(ctx, req)
-		r, _ := v.(R)
+		r, ok := v.(R)
+		if !ok && v != nil && err == nil {
+			err = wrongResponse[R](req, v)
+		}
 		return r, err
 	}
 	defer func() {

@@ -375,3 +375,33 @@ func TestSendAllocatesNothing(t *testing.T) {
 		assert.Zero(t, allocs, "Publish")
 	}
 }
+
+// A behavior that answers with a value of another type than the response type fails the call
+// instead of handing the caller a zero value with a nil error.
+func TestWrongResponseTypeIsAnError(t *testing.T) {
+	wrong := mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		return "cached", nil // a string where *string is due
+	})
+	m := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.HandleFunc(m, echoHandler))
+		require.NoError(t, m.Use(wrong))
+	})
+	got, err := mediator.Send(context.Background(), m, &Echo{Text: "hi"})
+	assert.Nil(t, got)
+	assert.ErrorIs(t, err, mediator.ErrInvalidBehavior)
+	assert.ErrorContains(t, err, "response of type string is not a *string")
+
+	s, err := mediator.SenderFor[*Echo](m)
+	require.NoError(t, err)
+	_, err = s.Send(context.Background(), &Echo{})
+	assert.ErrorIs(t, err, mediator.ErrInvalidBehavior)
+
+	// A nil response with a nil error stays the zero value, as before.
+	nilResp := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.HandleFunc(m, echoHandler))
+		require.NoError(t, m.Use(mediator.BehaviorFunc(func(context.Context, any, mediator.Next) (any, error) { return nil, nil })))
+	})
+	got, err = mediator.Send(context.Background(), nilResp, &Echo{})
+	assert.Nil(t, got)
+	assert.NoError(t, err)
+}

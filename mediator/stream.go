@@ -2,7 +2,9 @@ package mediator
 
 import (
 	"context"
+	"fmt"
 	"iter"
+	"reflect"
 )
 
 // Stream dispatches a stream request through its stream pipeline and returns the typed items.
@@ -16,7 +18,11 @@ func Stream[T any](ctx context.Context, s Streamer, req StreamRequest[T]) iter.S
 	seq := s.StreamAny(ctx, req)
 	return func(yield func(T, error) bool) {
 		for v, err := range seq {
-			t, _ := v.(T)
+			t, ok := v.(T)
+			if !ok && v != nil && err == nil {
+				err = &BehaviorError{Behavior: "stream pipeline", Request: reflect.TypeOf(req),
+					Err: fmt.Errorf("item of type %T is not a %s", v, reflect.TypeFor[T]())}
+			}
 			if !yield(t, err) {
 				return
 			}

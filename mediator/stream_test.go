@@ -188,3 +188,21 @@ func TestStreamQuietHandlerCancelledEndsWithError(t *testing.T) {
 		assert.Same(t, context.Canceled, errs[0])
 	})
 }
+
+// A stream behavior that yields items of another type than the item type yields an error
+// element instead of a silent zero value.
+func TestStreamWrongItemTypeIsAnError(t *testing.T) {
+	m := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.HandleStreamFunc(m, tickHandler))
+		require.NoError(t, m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
+			return func(yield func(any, error) bool) { yield("one", nil) }
+		})))
+	})
+	n := 0
+	for v, err := range mediator.Stream(context.Background(), m, &Ticks{}) {
+		n++
+		assert.Zero(t, v)
+		assert.ErrorIs(t, err, mediator.ErrInvalidBehavior)
+	}
+	assert.Equal(t, 1, n)
+}
