@@ -760,6 +760,7 @@ func TestBreakerStore(t *testing.T) {
 func TestBreakerValidate(t *testing.T) {
 	for _, c := range []behaviors.BreakerConfig{
 		{FailureThreshold: -1}, {OpenJitter: 1}, {FailureRate: 2}, {OpenDuration: -time.Second}, {HalfOpenProbes: -1},
+		{FailureRate: 0.5, RateMinCalls: -1},
 	} {
 		if behaviors.NewBreakerRegistry(c).Validate() == nil {
 			t.Errorf("%+v accepted", c)

@@ -172,6 +172,9 @@ func (r *BreakerRegistry) Validate() error {
 	if !(c.FailureRate >= 0 && c.FailureRate <= 1) {
 		errs = append(errs, fmt.Errorf("FailureRate %v is not in [0, 1]", c.FailureRate))
 	}
+	if c.RateMinCalls < 0 {
+		errs = append(errs, fmt.Errorf("RateMinCalls %d is negative", c.RateMinCalls))
+	}
 	return errors.Join(errs...)
 }
 

@@ -118,8 +118,15 @@ func (r *Retry) Stage() mediator.Stage { return mediator.StageDefault }
 // Order returns RetryOrder.
 func (r *Retry) Order() int { return RetryOrder }
 
-// Validate reports an invalid policy.
-func (r *Retry) Validate() error { return r.cfg.Policy.Validate() }
+// Validate reports an invalid policy, and a per-key layer that could never apply (KeyPolicy
+// without Key).
+func (r *Retry) Validate() error {
+	err := r.cfg.Policy.Validate()
+	if r.cfg.KeyPolicy != nil && r.cfg.Key == nil {
+		err = errors.Join(err, errors.New("KeyPolicy is set but Key is nil: the per-key layer would never apply"))
+	}
+	return err
+}
 
 // Policy returns the merged policy a call of req on ctx runs under: DefaultRetryPolicy, the
 // behavior's policy, the per-key layer and the per-request override, later winning field by

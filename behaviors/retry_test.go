@@ -299,6 +299,13 @@ func TestRetryValidate(t *testing.T) {
 	if !errors.Is(err, mediator.ErrInvalidBehavior) {
 		t.Fatal(err)
 	}
+	// A per-key layer without a key function would be silently ignored.
+	rt := behaviors.NewRetry(behaviors.RetryConfig{KeyPolicy: func(string) (behaviors.RetryPolicy, bool) {
+		return behaviors.RetryPolicy{MaxAttempts: 3}, true
+	}})
+	if rt.Validate() == nil {
+		t.Fatal("KeyPolicy without Key accepted")
+	}
 }
 
 func TestAttemptUnset(t *testing.T) {
