@@ -66,11 +66,13 @@ type breaker struct {
 	key string
 	reg *BreakerRegistry
 
-	mu       sync.Mutex
-	openedAt int64
-	slots    []probeSlot
-	ticket   uint32
-	window   *rateWindow
+	mu         sync.Mutex
+	openedAt   int64
+	slots      []probeSlot
+	ticket     uint32
+	window     *rateWindow
+	queue      []announcement // state changes not yet announced, oldest first
+	announcing bool           // a goroutine is announcing the queue
 }
 
 // probeSlot is one half-open probe in flight; ticket 0 marks a free slot.
@@ -164,7 +166,7 @@ func (b *breaker) allowSlow(w uint64) (Permit, error) {
 	b.mu.Lock()
 	p, err := b.admitLocked(now, &ev)
 	b.mu.Unlock()
-	b.reg.emit(&ev)
+	b.announce(&ev)
 	return p, err
 }
 
@@ -240,7 +242,7 @@ func (b *breaker) recordSlow(p Permit, o outcome) {
 	// the breaker re-opened (a new generation) even when no call consulted it meanwhile.
 	if b.refreshLocked(now, &ev) != p.word { // began before a state change: stale
 		b.mu.Unlock()
-		b.reg.emit(&ev)
+		b.announce(&ev)
 		return
 	}
 	if p.slot == 0 {
@@ -273,7 +275,7 @@ func (b *breaker) recordSlow(p Permit, o outcome) {
 		}
 	}
 	b.mu.Unlock()
-	b.reg.emit(&ev)
+	b.announce(&ev)
 }
 
 // setLocked moves the breaker to state to, starting a new generation, and queues the event.
@@ -297,7 +299,7 @@ func (b *breaker) setLocked(to State, now int64, ev *events) uint64 {
 		}
 	}
 	b.word.Store(w)
-	ev.add(StateChange{Key: b.key, From: stateOf(old), To: to, At: b.reg.timeAt(now)}, b.snapshotLocked(now))
+	b.queueLocked(ev, StateChange{Key: b.key, From: stateOf(old), To: to, At: b.reg.timeAt(now)}, b.snapshotLocked(now))
 	return w
 }
 
@@ -326,7 +328,7 @@ func (b *breaker) snapshot(now int64) BreakerSnapshot {
 	b.refreshLocked(now, &ev)
 	s := b.snapshotLocked(now)
 	b.mu.Unlock()
-	b.reg.emit(&ev)
+	b.announce(&ev)
 	return s
 }
 

@@ -539,6 +539,76 @@ func TestBreakerListenersMayCallRegistry(t *testing.T) {
 	})
 }
 
+// Listeners and the store hear one breaker's changes in the order they happened, even when
+// the goroutine that made a change is still announcing it while another goroutine makes the
+// next one: otherwise a metrics gauge or a shared store would end up showing "open" for a
+// breaker that was reset.
+func TestBreakerChangesAnnouncedInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		var heard []string
+		st := &memStore{}
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+			Store: st,
+			OnStateChange: func(c behaviors.StateChange) {
+				if c.To == behaviors.StateOpen && entered != nil {
+					close(entered)
+					entered = nil
+					<-release // the tripping goroutine is slow to announce
+				}
+				mu.Lock()
+				heard = append(heard, c.From.String()+"→"+c.To.String())
+				mu.Unlock()
+			},
+		})
+		p, _ := r.Gate("k")
+		p.Success()
+		wait := entered
+		var wg sync.WaitGroup
+		wg.Go(func() { fail(t, r, "k", 5) })
+		<-wait
+		if err := r.Reset("k"); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		wg.Wait()
+		wantState(t, r, "k", behaviors.StateClosed)
+		if got := fmt.Sprint(heard); got != "[closed→open open→closed]" {
+			t.Fatalf("listener heard %s", got)
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.saved) != 2 || st.saved[1].State != behaviors.StateClosed {
+			t.Fatalf("store holds %+v", st.saved)
+		}
+	})
+}
+
+// A listener that panics does not stop later changes from being announced.
+func TestBreakerPanickingListenerDoesNotSilenceLaterChanges(t *testing.T) {
+	var heard []behaviors.State
+	r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+		FailureThreshold: 1,
+		OnStateChange: func(c behaviors.StateChange) {
+			heard = append(heard, c.To)
+			if len(heard) == 1 {
+				panic("listener broke")
+			}
+		},
+	})
+	func() {
+		defer func() { _ = recover() }()
+		fail(t, r, "l", 1)
+	}()
+	if err := r.Reset("l"); err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) != 2 || heard[1] != behaviors.StateClosed {
+		t.Fatalf("heard %v", heard)
+	}
+}
+
 // Open-duration jitter spreads re-probes within ±OpenJitter.
 func TestBreakerOpenJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -54,7 +54,10 @@ type BreakerConfig struct {
 	// new key arrives and by Sweep. Default 10 minutes; negative means never.
 	IdleTTL time.Duration
 	// OnStateChange is called after every state change, outside the breaker's lock, so it may
-	// call the registry. nil: nothing is called. AddListener adds more.
+	// call the registry. The changes of one breaker are announced one at a time, in the order
+	// they happened: usually by the goroutine that made the change, but a change made while an
+	// earlier one is still being announced is announced after it, by the goroutine announcing.
+	// nil: nothing is called. AddListener adds more.
 	OnStateChange func(StateChange)
 	// Store receives every state change, to share trip decisions between instances; Apply
 	// feeds decisions made elsewhere back in. nil: the state stays in this process.
@@ -93,8 +96,9 @@ type BreakerSnapshot struct {
 }
 
 // BreakerStore shares breaker state between instances. The registry calls SaveBreaker after
-// every state change, outside locks; a store that sees another instance's decision feeds it
-// back with BreakerRegistry.Apply.
+// every state change, outside locks, in the order of each breaker's changes (as it calls
+// OnStateChange); a store that sees another instance's decision feeds it back with
+// BreakerRegistry.Apply.
 type BreakerStore interface {
 	SaveBreaker(ctx context.Context, s BreakerSnapshot) error
 }
@@ -296,7 +300,7 @@ func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open boo
 		}
 	}
 	b.mu.Unlock()
-	r.emit(&ev)
+	b.announce(&ev)
 	return remaining, open
 }
 
@@ -338,7 +342,7 @@ func (r *BreakerRegistry) force(key string, fn func(*breaker, int64, *events)) e
 	b.mu.Lock()
 	fn(b, now, &ev)
 	b.mu.Unlock()
-	r.emit(&ev)
+	b.announce(&ev)
 	return nil
 }
 
@@ -362,7 +366,7 @@ func (r *BreakerRegistry) Apply(s BreakerSnapshot) {
 		b.setLocked(StateClosed, now, &ev)
 	}
 	b.mu.Unlock()
-	r.emit(&ev)
+	b.announce(&ev)
 }
 
 // Get returns the snapshot of key's breaker, or an error matching ErrUnknownBreaker.
@@ -458,42 +462,78 @@ func (r *BreakerRegistry) AddListener(fn func(StateChange)) {
 	r.listeners.Store(&next)
 }
 
-// events collects the state changes made under a breaker's lock, to be announced after it is
-// released. A call makes at most two (half-open → open on a hung probe, then none; open →
-// half-open, then admission).
+// events notes whether a section under a breaker's lock made state changes, which it queued on
+// the breaker (see announcement) to be announced once the lock is released.
 type events struct {
 	n       int
-	changes [2]StateChange
-	snaps   [2]BreakerSnapshot
+	applied bool // the changes come from Apply: the store is not told
+}
+
+// announcement is one state change waiting to be announced.
+type announcement struct {
+	change  StateChange
+	snap    BreakerSnapshot
 	applied bool
 }
 
-func (e *events) add(c StateChange, s BreakerSnapshot) {
-	if e.n < len(e.changes) {
-		e.changes[e.n], e.snaps[e.n] = c, s
-		e.n++
-	}
+// queueLocked records a state change to announce. Called under b.mu, so the queue is in the
+// order of the transitions.
+func (b *breaker) queueLocked(ev *events, c StateChange, s BreakerSnapshot) {
+	b.queue = append(b.queue, announcement{change: c, snap: s, applied: ev.applied})
+	ev.n++
 }
 
-func (r *BreakerRegistry) emit(e *events) {
-	if e.n == 0 {
+// announce tells the store and the listeners about the changes queued on b, outside b's lock
+// and in the order they happened. One goroutine at a time announces a breaker's changes: a
+// goroutine that finds another one announcing leaves its changes to it, so a change made while
+// an earlier one is still being announced (or by a listener) is announced after it, never
+// before.
+func (b *breaker) announce(ev *events) {
+	if ev.n == 0 {
 		return
 	}
+	b.mu.Lock()
+	if b.announcing {
+		b.mu.Unlock()
+		return
+	}
+	b.announcing = true
+	finished := false
+	defer func() {
+		if !finished { // a listener panicked: let the next change be announced
+			b.mu.Lock()
+			b.announcing = false
+			b.mu.Unlock()
+		}
+	}()
+	for len(b.queue) > 0 {
+		batch := b.queue
+		b.queue = nil
+		b.mu.Unlock()
+		b.reg.deliver(batch)
+		b.mu.Lock()
+	}
+	b.announcing = false
+	finished = true
+	b.mu.Unlock()
+}
+
+func (r *BreakerRegistry) deliver(batch []announcement) {
 	var ls []func(StateChange)
 	if p := r.listeners.Load(); p != nil {
 		ls = *p
 	}
-	for i := range e.n {
-		if r.cfg.Store != nil && !e.applied {
-			if err := r.cfg.Store.SaveBreaker(context.Background(), e.snaps[i]); err != nil && r.cfg.OnStoreError != nil {
+	for _, a := range batch {
+		if r.cfg.Store != nil && !a.applied {
+			if err := r.cfg.Store.SaveBreaker(context.Background(), a.snap); err != nil && r.cfg.OnStoreError != nil {
 				r.cfg.OnStoreError(err)
 			}
 		}
 		if r.cfg.OnStateChange != nil {
-			r.cfg.OnStateChange(e.changes[i])
+			r.cfg.OnStateChange(a.change)
 		}
 		for _, l := range ls {
-			l(e.changes[i])
+			l(a.change)
 		}
 	}
 }
