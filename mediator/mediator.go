@@ -166,9 +166,14 @@ func (m *Mediator) register(fn func()) error {
 	return nil
 }
 
+// providedNames numbers the names under which handler constructors are provided to injectors.
+// It is shared by every Mediator, so that mediators sharing one injector (one per module of an
+// application, or several in a test) do not provide two services under one name, which the
+// injector refuses with a panic.
+var providedNames atomic.Uint64
+
 func (m *Mediator) nextName(kind string, t reflect.Type) string {
-	m.seq++
-	return fmt.Sprintf("switchboard.%s[%s]#%d", kind, t, m.seq)
+	return fmt.Sprintf("switchboard.%s[%s]#%d", kind, t, providedNames.Add(1))
 }
 
 func (m *Mediator) addRequest(regs map[reflect.Type]*requestReg, info RequestInfo, h func(do.Injector) (any, error)) {

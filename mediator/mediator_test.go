@@ -130,6 +130,35 @@ func TestHandlersResolvedOnceWithDependencies(t *testing.T) {
 	assert.ErrorIs(t, m.Build(), mediator.ErrRegistrationClosed)
 }
 
+// Two mediators may share one injector (one per module of an application, or several in a
+// test), each with its own handler for the same request type.
+func TestMediatorsShareAnInjector(t *testing.T) {
+	i := do.New()
+	do.ProvideValue(i, &greeter{greeting: "hello"})
+	ctor := func(greeting string) do.Provider[*greetHandler] {
+		return func(i do.Injector) (*greetHandler, error) {
+			return &greetHandler{g: &greeter{greeting: do.MustInvoke[*greeter](i).greeting + " from " + greeting}}, nil
+		}
+	}
+	a, b := mediator.New(i), mediator.New(i)
+	require.NoError(t, mediator.Handle[*Greet, string](a, ctor("a")))
+	require.NoError(t, mediator.Subscribe[*Greet](a, func(do.Injector) (mediator.NotificationHandlerFunc[*Greet], error) {
+		return func(context.Context, *Greet) error { return nil }, nil
+	}))
+	require.NoError(t, mediator.Handle[*Greet, string](b, ctor("b")))
+	require.NoError(t, mediator.Subscribe[*Greet](b, func(do.Injector) (mediator.NotificationHandlerFunc[*Greet], error) {
+		return func(context.Context, *Greet) error { return nil }, nil
+	}))
+	require.NoError(t, a.Build())
+	require.NoError(t, b.Build())
+	got, err := mediator.Send(context.Background(), a, &Greet{Name: "Ada"})
+	require.NoError(t, err)
+	assert.Equal(t, "hello from a, Ada", got)
+	got, err = mediator.Send(context.Background(), b, &Greet{Name: "Ada"})
+	require.NoError(t, err)
+	assert.Equal(t, "hello from b, Ada", got)
+}
+
 func TestSendErrors(t *testing.T) {
 	m := mediator.New(nil)
 	_, err := mediator.Send(context.Background(), m, &Echo{})
