@@ -69,10 +69,19 @@ func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q
 // callerCancelled reports whether err is the caller's own cancellation: ctx is done and err is
 // its cause.
 func callerCancelled(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	if ctx.Err() == nil || err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	cause := context.Cause(ctx)
+	return cause != nil && errors.Is(err, cause)
 }
 
 // IsCallerCancellation reports whether err is the cancellation of ctx itself (context.Canceled
-// or context.DeadlineExceeded while ctx is done), which behaviors must pass on unchanged:
-// never retry it, never count it as a dependency failure, never replace it with a fallback.
+// or context.DeadlineExceeded while ctx is done, or the cause given to context.WithCancelCause
+// and its kin, which is what context.Cause(ctx) returns), which behaviors must pass on
+// unchanged: never retry it, never count it as a dependency failure, never replace it with a
+// fallback.
 func IsCallerCancellation(ctx context.Context, err error) bool { return callerCancelled(ctx, err) }

@@ -196,6 +196,32 @@ func TestCallerCancellationPassesThroughUnchanged(t *testing.T) {
 	assert.Same(t, context.Canceled, err)
 }
 
+// A context cancelled with a cause (context.WithCancelCause) is the caller's cancellation
+// also when the handler reports the cause rather than context.Canceled: exception handlers are
+// not offered it.
+func TestCallerCancellationWithCause(t *testing.T) {
+	errShutdown := errors.New("shutting down")
+	offered := false
+	m := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+			<-ctx.Done()
+			return 0, fmt.Errorf("handler: %w", context.Cause(ctx))
+		}))
+		require.NoError(t, mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) {
+			offered = true
+			return 7, true
+		}))
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errShutdown)
+	_, err := mediator.Send(ctx, m, &Twice{})
+	assert.ErrorIs(t, err, errShutdown)
+	assert.False(t, offered)
+	assert.True(t, mediator.IsCallerCancellation(ctx, err))
+	assert.False(t, mediator.IsCallerCancellation(context.Background(), errShutdown))
+	assert.False(t, mediator.IsCallerCancellation(ctx, errors.New("unrelated")))
+}
+
 type Boom struct {
 	mediator.Returns[*string]
 	Value any
