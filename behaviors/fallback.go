@@ -35,7 +35,9 @@ func NewFallback[R any](fn func(ctx context.Context, req any, err error) (R, err
 	}
 }
 
-// NewFallbackFor returns a fallback for request type Q alone (R is inferred from fn).
+// NewFallbackFor returns a fallback for request type Q alone (R is inferred from fn). Q may
+// also be an interface that request types implement (embedding mediator.Request[R]); the
+// fallback then applies to each of them.
 func NewFallbackFor[Q mediator.Request[R], R any](fn func(ctx context.Context, req Q, err error) (R, error)) *Fallback {
 	return &Fallback{
 		result:  reflect.TypeFor[R](),
@@ -62,9 +64,18 @@ func (f *Fallback) Stage() mediator.Stage { return mediator.StageDefault }
 // Order returns FallbackOrder.
 func (f *Fallback) Order() int { return FallbackOrder }
 
-// AppliesTo limits a typed fallback to its request type.
+// AppliesTo limits a typed fallback to its request type, or to the request types that
+// implement it when it is an interface.
 func (f *Fallback) AppliesTo(info mediator.RequestInfo) bool {
-	return !info.Stream && (f.request == nil || info.Request == f.request)
+	switch {
+	case info.Stream:
+		return false
+	case f.request == nil:
+		return true
+	case f.request.Kind() == reflect.Interface:
+		return info.Request.Implements(f.request)
+	}
+	return info.Request == f.request
 }
 
 // Bind checks at Build that the fallback's result fits the request's response type.

@@ -92,3 +92,36 @@ func TestFallbackNeverCatchesCancellationInClientError(t *testing.T) {
 		t.Fatal(err, called)
 	}
 }
+
+// Quoted is implemented by the request types that share one fallback.
+type Quoted interface {
+	mediator.Request[*Reply]
+	Symbol() string
+}
+
+type QuoteA struct {
+	mediator.Returns[*Reply]
+}
+
+func (*QuoteA) Symbol() string { return "A" }
+
+// A typed fallback for an interface applies to every request type implementing it, instead of
+// silently to none.
+func TestFallbackForInterface(t *testing.T) {
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(context.Context, *QuoteA) (*Reply, error) { return nil, errBoom })
+	_ = mediator.HandleFunc(m, (&script{results: []error{errBoom}}).handle)
+	_ = m.Use(behaviors.NewFallbackFor(func(_ context.Context, q Quoted, err error) (*Reply, error) {
+		return &Reply{Text: "cached " + q.Symbol()}, nil
+	}))
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := mediator.Send(context.Background(), m, &QuoteA{})
+	if err != nil || r.Text != "cached A" {
+		t.Fatal(r, err)
+	}
+	if _, err := mediator.Send(context.Background(), m, &Call{}); err != errBoom { // *Call is not Quoted
+		t.Fatal(err)
+	}
+}
