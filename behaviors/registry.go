@@ -400,7 +400,8 @@ func (r *BreakerRegistry) Sweep() int { return r.sweep(false) }
 
 // sweep evicts idle closed breakers with a second chance: a breaker used since the previous
 // sweep has its mark cleared and survives this one, so every evicted breaker went unused for
-// a whole sweep interval (and a breaker just created, or in use, is never evicted). Under
+// a whole sweep interval (a breaker just created is never evicted; one whose last call is still
+// running when it is evicted has that call's outcome forwarded to the key's live breaker). Under
 // size pressure it stops once the registry is down to three quarters of MaxBreakers, and the
 // next pressure sweep waits until a quarter of MaxBreakers more keys have arrived: the
 // registry stays below 1.25 × MaxBreakers plus its open breakers, and sweeping costs O(1) per
