@@ -60,6 +60,7 @@ type Mediator struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	inflight sync.WaitGroup
+	running  atomic.Int64 // fire-and-forget handlers still running
 	life     context.Context
 	endLife  context.CancelFunc
 }

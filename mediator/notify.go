@@ -140,9 +140,11 @@ func (m *Mediator) publishDetached(ctx context.Context, calls []notifCall, n any
 	var left sync.WaitGroup
 	for _, c := range calls {
 		m.inflight.Add(1)
+		m.running.Add(1)
 		left.Add(1)
 		go func() {
 			defer m.inflight.Done()
+			defer m.running.Add(-1)
 			defer left.Done()
 			if err := c(dctx, n); err != nil {
 				m.config.sink(dctx, n, err)
@@ -165,7 +167,9 @@ func (m *Mediator) Close() error { return m.Shutdown(context.Background()) }
 
 // Shutdown is Close with a deadline: when ctx is done before the handlers finish, their
 // contexts are cancelled and Shutdown still waits for them to return, then reports ctx's
-// error. No goroutine started by the mediator outlives Shutdown. Calling it again is safe.
+// error. When no handler is running, it returns nil even if ctx is already done (such as the
+// signal context that started the shutdown). No goroutine started by the mediator outlives
+// Shutdown. Calling it again is safe.
 func (m *Mediator) Shutdown(ctx context.Context) error {
 	m.closeMu.Lock()
 	m.closed = true
@@ -180,6 +184,11 @@ func (m *Mediator) Shutdown(ctx context.Context) error {
 		m.endLife()
 		return nil
 	case <-ctx.Done():
+		if m.running.Load() == 0 { // nothing to cut short: only bookkeeping is left
+			<-done
+			m.endLife()
+			return nil
+		}
 		m.endLife()
 		<-done
 		return ctx.Err()

@@ -171,3 +171,20 @@ func TestShutdownDeadlineCancelsDetachedHandlers(t *testing.T) {
 		assert.NoError(t, m.Close(), "closing twice is safe")
 	})
 }
+
+// Shutdown with a context that is already done (the signal context that started the
+// shutdown) reports no error when no fire-and-forget handler is running, however quickly the
+// mediator's own bookkeeping winds down.
+func TestShutdownWithDoneContextAndNothingRunning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 200 {
+		m := mediator.New(nil)
+		require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { return nil }))
+		require.NoError(t, m.Build())
+		require.NoError(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget))
+		require.NoError(t, m.Close())
+		m = mediator.New(nil)
+		require.NoError(t, m.Shutdown(ctx))
+	}
+}
