@@ -21,14 +21,17 @@ const (
 // HandleException registers an exception handler for request type Q: when the pipeline inside
 // it fails with an error that errors.As matches to E, fn may turn it into a response by
 // returning handled = true. Unmatched or unhandled errors pass on unchanged. Caller
-// cancellation (context.Canceled, context.DeadlineExceeded from ctx) is never offered to fn.
+// cancellation (context.Canceled, context.DeadlineExceeded from ctx) is never offered to fn,
+// nor is any other error once ctx is done: clients report a cancelled call in their own ways (a
+// gRPC Canceled status does not wrap context.Canceled), and a caller that gave up must not
+// receive a response made up from its own cancellation.
 //
 // It is a behavior in StageDefault at ExceptionHandlerOrder; opts may move it. Q may be an
 // interface that request types implement, to cover many of them.
 func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E) (resp R, handled bool), opts ...Option) error {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
-		if err == nil || callerCancelled(ctx, err) {
+		if err == nil || ctx.Err() != nil {
 			return resp, err
 		}
 		var target E

@@ -222,6 +222,33 @@ func TestCallerCancellationWithCause(t *testing.T) {
 	assert.False(t, mediator.IsCallerCancellation(ctx, errors.New("unrelated")))
 }
 
+// rpcCanceled is an RPC client's error for a cancelled call; like a gRPC status it does not
+// wrap context.Canceled.
+type rpcCanceled struct{}
+
+func (rpcCanceled) Error() string { return "rpc error: code = Canceled" }
+
+// A catch-all exception handler does not turn the caller's cancellation into a response when
+// the client reports it in its own error type.
+func TestExceptionHandlerNotOfferedCancellationInClientError(t *testing.T) {
+	offered := false
+	m := built(t, func(m *mediator.Mediator) {
+		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+			<-ctx.Done()
+			return 0, rpcCanceled{}
+		}))
+		require.NoError(t, mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) {
+			offered = true
+			return 7, true
+		}))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := mediator.Send(ctx, m, &Twice{})
+	assert.Equal(t, rpcCanceled{}, err)
+	assert.False(t, offered)
+}
+
 type Boom struct {
 	mediator.Returns[*string]
 	Value any
