@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"sync"
@@ -828,6 +829,83 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 		}
 		if it := item(t, e.store, committed.ID); it.State != durable.StatePending || string(it.Payload) != `{"n":2}` {
 			t.Fatalf("committed item %+v", it)
+		}
+	})
+}
+
+// signalHandler is a slog.Handler that closes ch the first time a record with message msg is
+// logged.
+type signalHandler struct {
+	msg  string
+	once *sync.Once
+	ch   chan struct{}
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.ch) })
+	}
+	return nil
+}
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h signalHandler) WithGroup(string) slog.Handler      { return h }
+
+// A worker that stalled past its lease while the same instance took the item again: the stale
+// worker's rejected completion must not make the instance forget the new claim, whose lease
+// the heartbeats must keep extending.
+func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		var calls atomic.Int64
+		staleStarted, staleRelease := make(chan struct{}), make(chan struct{})
+		newStarted, newRelease := make(chan struct{}), make(chan struct{})
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			switch calls.Add(1) {
+			case 1:
+				close(staleStarted)
+				<-staleRelease // stalls, ignoring its context
+				return nil
+			case 2:
+				close(newStarted)
+				select {
+				case <-newRelease:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return errors.New("dispatched a third time")
+		}})
+		rejected := signalHandler{msg: "durable: completion rejected", once: new(sync.Once), ch: make(chan struct{})}
+		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		lease := time.Minute
+		start(t, e.q, m, durable.SchedulerConfig{InstanceID: "a", Workers: 2, Lease: lease,
+			HeartbeatInterval: 5 * time.Millisecond, SweepInterval: time.Hour, Logger: slog.New(rejected)})
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(newRelease) }) }
+		t.Cleanup(unblock) // before the scheduler's shutdown if the test fails
+		<-staleStarted
+		// The lease is found expired (as after heartbeats that could not reach the database),
+		// and the same instance claims the item again.
+		if n := must[int](t)(e.store.Sweep(ctx, e.clock.Now().Add(time.Hour))); n != 1 {
+			t.Fatalf("swept %d", n)
+		}
+		e.clock.Advance(time.Hour)
+		<-newStarted
+		close(staleRelease)
+		<-rejected.ch
+		// The new claim is still in flight: its lease keeps being extended.
+		e.clock.Advance(45 * time.Second)
+		want := e.clock.Now().Add(lease)
+		eventually(t, 10*time.Second, "a heartbeat of the new claim", func() bool {
+			return !item(t, e.store, id).LeaseUntil.Before(want)
+		})
+		unblock()
+		it := waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || calls.Load() != 2 {
+			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,10 +117,14 @@ type Scheduler struct {
 	sender mediator.Sender
 	cfg    SchedulerConfig
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	inflight map[ItemID]struct{}
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	// inflight holds the leases of the items this scheduler has claimed and not yet completed or
+	// released. It is keyed by fence, not item id: after a stalled worker lost its lease, the
+	// same scheduler may claim the item again while the stale dispatch still runs, and ending
+	// the stale one must not forget the new one.
+	inflight map[Fence]struct{}
 
 	// dbCtx is used for store calls; it outlives Shutdown's deadline so in-flight items can
 	// still be completed or released, and ends when the scheduler has stopped.
@@ -147,7 +152,7 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 		return nil, errors.New("durable: NewScheduler: queue and sender are required")
 	}
 	cfg = cfg.withDefaults()
-	return &Scheduler{q: q, sender: sender, cfg: cfg, inflight: map[ItemID]struct{}{}}, nil
+	return &Scheduler{q: q, sender: sender, cfg: cfg, inflight: map[Fence]struct{}{}}, nil
 }
 
 // InstanceID returns the id this scheduler writes into leases and attempt rows.
@@ -278,7 +283,7 @@ func (s *Scheduler) claimLoop(capacity int) {
 		if len(items) > 0 {
 			s.mu.Lock()
 			for _, it := range items {
-				s.inflight[it.ID] = struct{}{}
+				s.inflight[it.Fence()] = struct{}{}
 			}
 			s.mu.Unlock()
 			for _, it := range items {
@@ -428,7 +433,7 @@ func (s *Scheduler) flush(batch []Completion) {
 	}
 	s.mu.Lock()
 	for _, c := range batch {
-		delete(s.inflight, c.Fence.ItemID)
+		delete(s.inflight, c.Fence)
 	}
 	s.mu.Unlock()
 	select {
@@ -452,10 +457,12 @@ func (s *Scheduler) keeper() {
 		case <-hb.C:
 			s.mu.Lock()
 			ids := make([]ItemID, 0, len(s.inflight))
-			for id := range s.inflight {
-				ids = append(ids, id)
+			for f := range s.inflight {
+				ids = append(ids, f.ItemID)
 			}
 			s.mu.Unlock()
+			slices.Sort(ids)
+			ids = slices.Compact(ids)
 			if err := s.q.store.Extend(s.dbCtx, s.cfg.InstanceID, ids, s.q.clock.Now().Add(s.cfg.Lease)); err != nil {
 				s.cfg.Logger.Error("durable: extending leases failed", "instance", s.cfg.InstanceID, "error", err)
 			}
