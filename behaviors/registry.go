@@ -223,7 +223,14 @@ func (r *BreakerRegistry) create(key string, pin bool) *breaker {
 	v, loaded := r.m.LoadOrStore(key, nb)
 	b := v.(*breaker)
 	if pin {
+		b.mu.Lock()
 		b.pinned.Store(true)
+		evicted := b.evicted.Load()
+		b.mu.Unlock()
+		if evicted {
+			// A sweep took the loaded breaker before it was pinned: pin a live one.
+			return r.create(key, pin)
+		}
 	}
 	if !loaded {
 		n := r.size.Add(1)
@@ -332,18 +339,26 @@ func (r *BreakerRegistry) Reset(key string) error {
 }
 
 func (r *BreakerRegistry) force(key string, fn func(*breaker, int64, *events)) error {
-	v, ok := r.m.Load(key)
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownBreaker, key)
+	for {
+		v, ok := r.m.Load(key)
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownBreaker, key)
+		}
+		b := v.(*breaker)
+		now := r.now()
+		var ev events
+		b.mu.Lock()
+		if b.evicted.Load() {
+			// A sweep removed it between the lookup and the lock: act on what the map
+			// holds now, so the change is not made on a breaker nobody will see again.
+			b.mu.Unlock()
+			continue
+		}
+		fn(b, now, &ev)
+		b.mu.Unlock()
+		b.announce(&ev)
+		return nil
 	}
-	b := v.(*breaker)
-	now := r.now()
-	var ev events
-	b.mu.Lock()
-	fn(b, now, &ev)
-	b.mu.Unlock()
-	b.announce(&ev)
-	return nil
 }
 
 // Apply adopts a state decided elsewhere (by another instance, through a BreakerStore): an
@@ -352,9 +367,14 @@ func (r *BreakerRegistry) force(key string, fn func(*breaker, int64, *events)) e
 // already knows). The breaker is created if missing.
 func (r *BreakerRegistry) Apply(s BreakerSnapshot) {
 	b := r.lookup(s.Key)
+	b.mu.Lock()
+	for b.evicted.Load() { // swept between the lookup and the lock; see force
+		b.mu.Unlock()
+		b = r.lookup(s.Key)
+		b.mu.Lock()
+	}
 	now := r.now()
 	ev := events{applied: true}
-	b.mu.Lock()
 	switch cur := stateOf(b.word.Load()); {
 	case s.State == StateOpen:
 		if cur != StateOpen {
@@ -437,7 +457,7 @@ func (r *BreakerRegistry) sweep(pressure bool) int {
 		// Decide under the breaker's lock, so that no outcome trips it between the check and
 		// the removal, and every outcome after the removal is forwarded to the live breaker.
 		b.mu.Lock()
-		if stateOf(b.word.Load()) == StateClosed && !b.touched.Load() && r.m.CompareAndDelete(k, v) {
+		if !b.pinned.Load() && stateOf(b.word.Load()) == StateClosed && !b.touched.Load() && r.m.CompareAndDelete(k, v) {
 			b.evicted.Store(true)
 			r.size.Add(-1)
 			evicted++
