@@ -148,12 +148,18 @@ func (r *Registry) Encode(req any) (name string, payload []byte, err error) {
 }
 
 // Decode returns a new request value (a pointer of the registered type) decoded from payload.
-// An unknown name gets an *UnknownRequestError, a payload that does not decode a *DecodeError.
-func (r *Registry) Decode(name string, payload []byte) (any, error) {
+// An unknown name gets an *UnknownRequestError, a payload that does not decode a *DecodeError;
+// so does a codec that panics on the payload.
+func (r *Registry) Decode(name string, payload []byte) (req any, err error) {
 	reg := r.lookupName(name)
 	if reg == nil {
 		return nil, &UnknownRequestError{Name: name}
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			req, err = nil, &DecodeError{Name: name, Err: fmt.Errorf("codec panicked: %v", p)}
+		}
+	}()
 	v := reflect.New(reg.typ.Elem())
 	if err := reg.codec.Unmarshal(payload, v.Interface()); err != nil {
 		return nil, &DecodeError{Name: name, Err: err}

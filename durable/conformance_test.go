@@ -909,3 +909,53 @@ func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 		}
 	})
 }
+
+type Fragile struct {
+	mediator.Command
+	V string `json:"v"`
+}
+
+// panickyCodec is a codec whose decoder panics on a payload it does not expect, as some
+// generated or hand-written decoders do.
+type panickyCodec struct{}
+
+func (panickyCodec) Marshal(v any) ([]byte, error) { return durable.JSONCodec{}.Marshal(v) }
+func (panickyCodec) Unmarshal(data []byte, v any) error {
+	if string(data) == "corrupt" {
+		var m map[string]int
+		m["boom"]++ // nil map write
+	}
+	return durable.JSONCodec{}.Unmarshal(data, v)
+}
+
+// A codec that panics on a corrupt payload dead-letters that item like any undecodable one; the
+// scheduler keeps going.
+func TestPanickingCodecDeadLettersItem(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		reg := newRegistry(t)
+		if err := durable.Register[*Fragile](reg, "test.fragile", durable.WithCodec(panickyCodec{})); err != nil {
+			t.Fatal(err)
+		}
+		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: reg, Policy: fastPolicy, Clock: e.clock}))
+		now := e.clock.Now()
+		bad, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.fragile", Payload: []byte("corrupt"), NextAt: now, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := mediatorFor(t, handlers{}, func(m *mediator.Mediator) {
+			_ = mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) { return mediator.Void{}, nil })
+		})
+		start(t, q, m, durable.SchedulerConfig{Workers: 1, BatchSize: 1})
+		it := waitState(t, e.store, bad, durable.StateDead)
+		if it.Attempts != 0 || len(attempts(t, e.store, bad)) != 0 || it.LastError == "" {
+			t.Fatalf("item %+v", it)
+		}
+		if _, err := reg.Decode("test.fragile", []byte("corrupt")); !errors.Is(err, durable.ErrDecode) {
+			t.Fatalf("decode: %v", err)
+		}
+		good := must[durable.Enqueued](t)(q.Enqueue(ctx, &Fragile{V: "ok"})).ID
+		waitState(t, e.store, good, durable.StateSucceeded)
+	})
+}
