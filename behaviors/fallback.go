@@ -2,6 +2,7 @@ package behaviors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -89,8 +90,21 @@ func (f *Fallback) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 // Handle calls next and falls back on its error.
 func (f *Fallback) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	resp, err := next(ctx, req)
-	if err == nil || ctx.Err() != nil || (f.catch != nil && !f.catch(err)) {
+	if err == nil || ctx.Err() != nil || (f.catch != nil && !f.catch(err)) || isDeferred(err) {
 		return resp, err
 	}
 	return f.fn(ctx, req, err)
+}
+
+// Deferring is implemented by errors that mean the work was accepted for later rather than
+// failed, such as the durable package's *DeferredError. Fallback passes them on unchanged: the
+// caller learns that the work was taken (and its id) instead of getting a degraded answer in
+// its place.
+type Deferring interface {
+	Deferred() bool
+}
+
+func isDeferred(err error) bool {
+	var d Deferring
+	return errors.As(err, &d) && d.Deferred()
 }

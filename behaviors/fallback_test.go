@@ -125,3 +125,22 @@ func TestFallbackForInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// deferredErr stands for a request accepted for later (the durable package's *DeferredError).
+type deferredErr struct{ id int }
+
+func (e *deferredErr) Error() string  { return "deferred" }
+func (e *deferredErr) Deferred() bool { return true }
+
+// Work accepted for later is not a failure: the fallback passes it on, so the caller learns
+// the work was taken instead of getting a degraded answer.
+func TestFallbackPassesDeferredWorkOn(t *testing.T) {
+	called := false
+	deferred := &deferredErr{id: 7}
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, deferred },
+		behaviors.NewFallbackFor(func(context.Context, *Call, error) (*Reply, error) { called = true; return &Reply{}, nil }))
+	_, err := mediator.Send(context.Background(), m, &Call{})
+	if err != deferred || called {
+		t.Fatalf("err %v, fallback called %v", err, called)
+	}
+}

@@ -46,6 +46,10 @@ func (e *DeferredError) Error() string {
 // Is reports whether target is ErrDeferred.
 func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 
+// Deferred reports true: the request was accepted for later, not failed, so a fallback
+// behavior outside the deferral passes it on (see behaviors.Deferring).
+func (e *DeferredError) Deferred() bool { return true }
+
 // LeaseLostError names the fence of a rejected completion. It matches ErrLeaseLost.
 type LeaseLostError struct {
 	// Fence is the lease the completion claimed to hold.
