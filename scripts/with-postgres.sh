@@ -63,11 +63,34 @@ free_port() {
 }
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/switchboard-pg.XXXXXX")"
-chmod 755 "$tmp"
 data="$tmp/data"
-port="$(free_port)"
-
 as_owner=()
+
+# Installed before anything else can fail, so every exit removes the directory and stops the
+# server if it got that far.
+cleanup() {
+	local rc=$?
+	if [[ -f "$data/postmaster.pid" ]]; then
+		if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w -t 30 stop >/dev/null 2>&1; then
+			# pg_ctl could not stop it: do not leave a server running on a removed directory.
+			local pid
+			pid="$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)"
+			[[ "$pid" =~ ^[0-9]+$ ]] && kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	rm -rf "$tmp"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+chmod 755 "$tmp"
+if ! port="$(free_port)"; then
+	echo "with-postgres: no free port found" >&2
+	exit 1
+fi
+
 if [[ "$(id -u)" -eq 0 ]]; then
 	chown postgres: "$tmp"
 	if command -v runuser >/dev/null 2>&1; then
@@ -76,15 +99,6 @@ if [[ "$(id -u)" -eq 0 ]]; then
 		as_owner=(su postgres -s /bin/sh -c '"$0" "$@"')
 	fi
 fi
-
-cleanup() {
-	local rc=$?
-	"${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	rm -rf "$tmp"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 "${as_owner[@]}" "$bindir/initdb" -D "$data" -U postgres -A trust --auth-host=trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 || {
 	cat "$tmp/initdb.log" >&2
