@@ -959,3 +959,66 @@ func TestPanickingCodecDeadLettersItem(t *testing.T) {
 		waitState(t, e.store, good, durable.StateSucceeded)
 	})
 }
+
+// A store call that blocks (here the completion waits for a row or write lock another session
+// holds, as it would behind a stuck database) must not keep Shutdown from returning long after
+// its deadline: the completion is given up and the item's lease runs out instead.
+func TestShutdownDoesNotHangOnBlockedStore(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		started, finish := make(chan struct{}), make(chan struct{})
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			close(started)
+			<-finish
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{
+			PollInterval: 5 * time.Millisecond, ShutdownGrace: 50 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		// Another session locks the item (PostgreSQL) or the database (SQLite).
+		blocker := b.open(t)
+		tx, err := blocker.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlock := sync.OnceFunc(func() { _ = tx.Rollback() })
+		t.Cleanup(unlock)
+		q := "UPDATE switchboard_items SET updated_at = updated_at WHERE id = ?"
+		if b.name == "postgres" {
+			q = "SELECT id FROM switchboard_items WHERE id = $1 FOR UPDATE"
+		}
+		if _, err := tx.ExecContext(ctx, q, int64(id)); err != nil {
+			t.Fatal(err)
+		}
+		close(finish) // the handler returns; its completion now waits for the lock
+		sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- s.Shutdown(sctx) }()
+		timer := time.NewTimer(5 * time.Second)
+		defer timer.Stop()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("shutdown: %v", err)
+			}
+		case <-timer.C:
+			unlock()
+			<-done
+			t.Fatal("Shutdown was still waiting for a blocked store call 5s after its deadline")
+		}
+		unlock()
+		// The completion was abandoned: the item is still leased and will be swept, unless the
+		// cancelled statement got through just before its cancellation did.
+		if it := item(t, e.store, id); it.State != durable.StateRunning && it.State != durable.StateSucceeded {
+			t.Fatalf("item %+v", it)
+		}
+	})
+}

@@ -53,6 +53,12 @@ type SchedulerConfig struct {
 	HeartbeatInterval time.Duration
 	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
 	SweepInterval time.Duration
+	// ShutdownGrace is how long, once Shutdown's context has ended, the scheduler still waits
+	// for the database to take the outcomes of the items it held (the interrupted attempts,
+	// the released claims). After it, pending store calls are cancelled so that Shutdown
+	// returns even when the database does not answer; the items whose outcome was not
+	// written keep their leases until they run out and are swept. Default 5 s.
+	ShutdownGrace time.Duration
 	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
 	// key is open, the item is not attempted (no attempt row, attempt count unchanged) and is
 	// due again when the breaker may let a probe through. Default: none.
@@ -96,6 +102,9 @@ func (c SchedulerConfig) withDefaults() SchedulerConfig {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = c.Lease / 2
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 5 * time.Second
 	}
 	if c.BreakerKey == nil {
 		c.BreakerKey = func(req any) string { return behaviors.TypeKey(reflect.TypeOf(req)) }
@@ -210,7 +219,8 @@ func (s *Scheduler) Wake() {
 // Shutdown stops claiming, releases claimed items that have not started, and waits for the
 // items being dispatched to finish. If ctx ends first, it cancels their contexts, waits for
 // the handlers to return (handlers must honour cancellation), records those attempts as
-// interrupted and returns ctx's error. Either way every item the scheduler held is completed
+// interrupted and returns ctx's error; store calls still pending ShutdownGrace after that are
+// cancelled, and the items they were writing are swept once their leases run out. Either way every item the scheduler held is completed
 // or released, and no goroutine of the scheduler is left running when it returns.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -228,7 +238,18 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 		s.endLife()
-		<-s.finished
+		grace := time.NewTimer(s.cfg.ShutdownGrace)
+		select {
+		case <-s.finished:
+		case <-grace.C:
+			// The database has not taken the outcomes in time: stop waiting for it. The items
+			// not written keep their leases until they run out and are swept.
+			s.cfg.Logger.Warn("durable: shutdown gave up waiting for the database", "instance", s.cfg.InstanceID,
+				"grace", s.cfg.ShutdownGrace)
+			s.dbCancel()
+			<-s.finished
+		}
+		grace.Stop()
 	}
 	close(s.maintEnd)
 	s.maint.Wait()
