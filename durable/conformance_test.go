@@ -1022,3 +1022,49 @@ func TestShutdownDoesNotHangOnBlockedStore(t *testing.T) {
 		}
 	})
 }
+
+// An attempt interrupted by a shutdown is not a failure: it does not use up the item's
+// attempts, so an item interrupted on its last allowed attempt is tried again, not
+// dead-lettered unattempted.
+func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: newRegistry(t),
+			Policy: durable.Policy{MaxAttempts: 2, Jitter: -1}, Clock: e.clock}))
+		var calls atomic.Int64
+		started := make(chan struct{}, 1)
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			switch calls.Add(1) {
+			case 1:
+				return retryableErr{"first try failed"}
+			case 2:
+				started <- struct{}{}
+				<-ctx.Done() // the deploy's shutdown
+				return ctx.Err()
+			}
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 5 * time.Millisecond}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the first failure", func() bool {
+			it := item(t, e.store, id)
+			return it.Attempts == 1 && it.State == durable.StatePending
+		})
+		e.clock.Advance(time.Hour)
+		<-started
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := s.Shutdown(cancelled); !errors.Is(err, context.Canceled) {
+			t.Fatalf("shutdown: %v", err)
+		}
+		start(t, q, m, durable.SchedulerConfig{})
+		it := waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); it.Attempts != 3 || outcomes(as) != "1:failed 2:interrupted 3:succeeded" || calls.Load() != 3 {
+			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())
+		}
+	})
+}

@@ -67,7 +67,8 @@ const claimUpdate = `UPDATE switchboard_items
 	RETURNING ` + itemColumns
 
 const completeOneSQL = `UPDATE switchboard_items
-	SET state = ?, next_at = ?, attempts = attempts - ?, last_error = COALESCE(NULLIF(?, ''), last_error),
+	SET state = ?, next_at = ?, attempts = attempts - ?,
+	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END, last_error = COALESCE(NULLIF(?, ''), last_error),
 	    lease_owner = NULL, lease_until = NULL, updated_at = ?
 	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
 
@@ -95,6 +96,7 @@ func newDialect(name string) *dialect {
 ), u AS (
 	UPDATE switchboard_items i
 	SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
+	    interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
 	    last_error = COALESCE(NULLIF(v.err, ''), i.last_error),
 	    lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
 	FROM v

@@ -9,7 +9,8 @@ import (
 // field means its default.
 type Policy struct {
 	// MaxAttempts is the number of durable attempts (scheduler dispatches) after which a failed
-	// item becomes dead. In-process attempts made before the item was deferred do not count.
+	// item becomes dead. In-process attempts made before the item was deferred do not count,
+	// nor do attempts interrupted by a scheduler's shutdown (Item.Interruptions).
 	// Default 10.
 	MaxAttempts int
 	// Initial is the delay after the first failure (and before the first attempt of a deferred

@@ -339,7 +339,9 @@ func (s *Scheduler) process(c Claimed) Completion {
 	pol := s.q.PolicyFor(c.Name)
 	now := s.q.clock.Now()
 	comp := Completion{Fence: c.Fence(), EndedAt: now}
-	if c.Attempts > pol.MaxAttempts {
+	// Attempts interrupted by a shutdown do not count against the policy.
+	counted := c.Attempts - c.Interruptions
+	if counted > pol.MaxAttempts {
 		// Its last attempt was abandoned (the holder died) and used up the attempts.
 		comp.State, comp.Error = StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
 		return comp
@@ -372,9 +374,9 @@ func (s *Scheduler) process(c Claimed) Completion {
 			remaining = open.Remaining
 		}
 		comp.State, comp.NextAt, comp.StartedAt = StatePending, comp.EndedAt.Add(s.breakerWait(remaining)), time.Time{}
-	case s.cfg.Retryable(err) && c.Attempts < pol.MaxAttempts:
+	case s.cfg.Retryable(err) && counted < pol.MaxAttempts:
 		comp.State, comp.Outcome, comp.Error = StatePending, OutcomeFailed, err.Error()
-		comp.NextAt = comp.EndedAt.Add(pol.Delay(c.Attempts, s.q.rand()))
+		comp.NextAt = comp.EndedAt.Add(pol.Delay(counted, s.q.rand()))
 	default:
 		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
 	}

@@ -66,6 +66,9 @@ type Item struct {
 	State State
 	// Attempts counts the attempts made so far (the rows Store.Attempts lists).
 	Attempts int
+	// Interruptions counts the attempts that a scheduler's shutdown interrupted. They are
+	// attempts, but the retry policy's MaxAttempts counts Attempts - Interruptions.
+	Interruptions int
 	// DedupeKey is empty or the key under which at most one item is pending or running.
 	DedupeKey string
 	// OrderingKey is empty or the key whose items are dispatched one at a time, in id order.
@@ -337,7 +340,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 	return 0, false, errors.New("durable: enqueue: dedupe key kept changing hands")
 }
 
-const itemColumns = "id, name, payload, state, attempts, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at"
+const itemColumns = "id, name, payload, state, attempts, interruptions, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -349,7 +352,7 @@ func scanItem(r rowScanner) (Item, int64, error) {
 		state                               string
 		dedupe, ordering, owner, lastErrStr sql.NullString
 	)
-	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &dedupe, &ordering, &nextAt, &owner,
+	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &dedupe, &ordering, &nextAt, &owner,
 		&leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt)
 	if err != nil {
 		return Item{}, 0, err
@@ -578,7 +581,7 @@ func (s *Store) completeSQLite(ctx context.Context, tx *sql.Tx, cs []Completion,
 	defer ins.Close()
 	for _, c := range cs {
 		f := c.Fence
-		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), c.Error, micros(c.EndedAt),
+		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), string(c.Outcome), c.Error, micros(c.EndedAt),
 			int64(f.ItemID), f.Owner, f.Attempt)
 		if err != nil {
 			return err
