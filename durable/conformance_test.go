@@ -1068,3 +1068,22 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 		}
 	})
 }
+
+// A BreakerKey function that panics for some request (a type assertion written for one request
+// type) must not crash the scheduler: the item is dispatched without the breaker check.
+func TestPanickingBreakerKeyDoesNotStopScheduler(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		br := &breakers{open: map[string]time.Duration{}}
+		keyed := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Keyed{Key: "k"})).ID
+		work := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Breakers: br, BreakerKey: func(req any) string {
+			return fmt.Sprintf("endpoint-%d", req.(*Work).N) // panics for *Keyed
+		}})
+		waitState(t, e.store, work, durable.StateSucceeded)
+		if it := waitState(t, e.store, keyed, durable.StateSucceeded); it.Attempts != 1 {
+			t.Fatalf("item %+v", it)
+		}
+	})
+}

@@ -352,7 +352,7 @@ func (s *Scheduler) process(c Claimed) Completion {
 		return comp
 	}
 	if s.cfg.Breakers != nil {
-		if remaining, open := s.cfg.Breakers.OpenFor(s.cfg.BreakerKey(req)); open {
+		if remaining, open := s.breakerOpen(c, req); open {
 			comp.State, comp.NextAt = StatePending, now.Add(s.breakerWait(remaining))
 			return comp
 		}
@@ -381,6 +381,20 @@ func (s *Scheduler) process(c Claimed) Completion {
 		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
 	}
 	return comp
+}
+
+// breakerOpen asks the breaker view about req's key. A BreakerKey or BreakerView that panics
+// (a key function written for another request type) is logged and the item is dispatched as if
+// the breaker were closed, rather than crashing the worker.
+func (s *Scheduler) breakerOpen(c Claimed, req any) (remaining time.Duration, open bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", "instance", s.cfg.InstanceID,
+				"item", int64(c.ID), "name", c.Name, "panic", fmt.Sprint(p))
+			remaining, open = 0, false
+		}
+	}()
+	return s.cfg.Breakers.OpenFor(s.cfg.BreakerKey(req))
 }
 
 // breakerWait is how long an item put off by a breaker waits: until the breaker may let a
