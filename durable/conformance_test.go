@@ -1087,3 +1087,33 @@ func TestPanickingBreakerKeyDoesNotStopScheduler(t *testing.T) {
 		}
 	})
 }
+
+// A handler that, once its context is cancelled by a shutdown, returns an error of its own (not
+// wrapping the context's) was interrupted, not failed: the item must not be dead-lettered or
+// backed off because of a deploy.
+func TestShutdownInterruptionWithHandlersOwnError(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		started := make(chan struct{}, 1)
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return errors.New("upload aborted") // not retryable, does not wrap ctx.Err()
+		}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{PollInterval: 5 * time.Millisecond}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("shutdown: %v", err)
+		}
+		it := item(t, e.store, id)
+		if as := attempts(t, e.store, id); it.State != durable.StatePending || !it.NextAt.Equal(e.clock.Now()) || outcomes(as) != "1:interrupted" {
+			t.Fatalf("item %+v rows %s", it, outcomes(as))
+		}
+	})
+}

@@ -365,7 +365,10 @@ func (s *Scheduler) process(c Claimed) Completion {
 	switch {
 	case err == nil:
 		comp.State, comp.Outcome = StateSucceeded, OutcomeSucceeded
-	case s.life.Err() != nil && mediator.IsCallerCancellation(ctx, err):
+	case s.life.Err() != nil:
+		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
+		// not always wrapping the context's), the attempt was interrupted, not failed: no
+		// backoff, no dead letter, and it does not count against MaxAttempts.
 		comp.State, comp.Outcome, comp.NextAt, comp.Error = StatePending, OutcomeInterrupted, comp.EndedAt, err.Error()
 	case errors.Is(err, behaviors.ErrCircuitOpen):
 		// The breaker opened between the check and the call: not an attempt.
