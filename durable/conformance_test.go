@@ -1117,3 +1117,24 @@ func TestShutdownInterruptionWithHandlersOwnError(t *testing.T) {
 		}
 	})
 }
+
+// A caller that has gone away (its context cancelled) is not given a deferral, even when the
+// handler's last error is a retryable one of its own rather than the context's: the caller
+// abandoned the request, so nothing is persisted to run it later.
+func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx, cancel := context.WithCancel(context.Background())
+		m := mediatorFor(t, handlers{work: func(hctx context.Context, w *Work) error {
+			cancel() // the caller gives up while the call is in flight
+			return retryableErr{"upstream 503"}
+		}}, func(m *mediator.Mediator) { _ = m.Use(e.q.Deferral()) })
+		_, err := mediator.Send(ctx, m, &Work{N: 1})
+		if errors.Is(err, durable.ErrDeferred) || err == nil || err.Error() != "upstream 503" {
+			t.Fatalf("send: %v", err)
+		}
+		if st := stats(t, e.q); st.Counts[durable.StatePending] != 0 {
+			t.Fatalf("persisted for a caller that gave up: %+v", st.Counts)
+		}
+	})
+}

@@ -20,7 +20,8 @@ const DeferralOrder = 40
 // circuit-open error, it persists the request (due after the policy's first delay, or when the
 // breaker may let a probe through) and returns a *DeferredError carrying the item id. It
 // applies only to registered request types, and never defers a dispatch made by a Scheduler,
-// the caller's own cancellation, or a request whose persistence fails (it then returns the
+// a request whose caller's context is done by the time the pipeline returns (whatever the
+// error: the caller gave up), or a request whose persistence fails (it then returns the
 // original error joined with the store's).
 //
 // A deferred request runs again later through the whole pipeline, so handlers of deferrable
@@ -69,7 +70,10 @@ func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
 // Handle implements mediator.Behavior.
 func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	resp, err := next(ctx, req)
-	if err == nil || mediator.IsCallerCancellation(ctx, err) {
+	if err == nil || ctx.Err() != nil {
+		// Success, or the caller has gone: its own cancellation, or any error that came back
+		// after it gave up, is returned as is. A caller that abandoned a request does not get
+		// it run later in its name.
 		return resp, err
 	}
 	if _, ok := FromContext(ctx); ok {
