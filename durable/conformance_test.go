@@ -1138,3 +1138,22 @@ func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat interval that is not shorter than the lease lets every long item's lease run out
+// between heartbeats, so another instance runs it again while it still runs: refused up front.
+func TestNewSchedulerRejectsHeartbeatNotUnderLease(t *testing.T) {
+	e := newEnv(t, sqliteBackend(t))
+	m := mediatorFor(t, handlers{})
+	for _, cfg := range []durable.SchedulerConfig{
+		{Lease: time.Second, HeartbeatInterval: time.Second},
+		{Lease: time.Second, HeartbeatInterval: time.Minute},
+		{HeartbeatInterval: time.Minute}, // default lease 30 s
+	} {
+		if _, err := durable.NewScheduler(e.q, m, cfg); err == nil {
+			t.Errorf("lease %v, heartbeat %v: accepted", cfg.Lease, cfg.HeartbeatInterval)
+		}
+	}
+	if _, err := durable.NewScheduler(e.q, m, durable.SchedulerConfig{Lease: time.Second, HeartbeatInterval: 500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -48,7 +48,8 @@ type SchedulerConfig struct {
 	// flight; an item whose lease runs out (its holder died) is swept back to pending and its
 	// holder's late completion is rejected. Default 30 s.
 	Lease time.Duration
-	// HeartbeatInterval is how often the leases of in-flight items are extended. Default
+	// HeartbeatInterval is how often the leases of in-flight items are extended; it must be
+	// shorter than Lease (NewScheduler refuses it otherwise), and well under it. Default
 	// Lease/3.
 	HeartbeatInterval time.Duration
 	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
@@ -161,6 +162,10 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 		return nil, errors.New("durable: NewScheduler: queue and sender are required")
 	}
 	cfg = cfg.withDefaults()
+	if cfg.HeartbeatInterval >= cfg.Lease {
+		return nil, fmt.Errorf("durable: NewScheduler: HeartbeatInterval (%v) must be shorter than Lease (%v), or leases run out while items run",
+			cfg.HeartbeatInterval, cfg.Lease)
+	}
 	return &Scheduler{q: q, sender: sender, cfg: cfg, inflight: map[Fence]struct{}{}}, nil
 }
 
