@@ -225,8 +225,9 @@ func (s *Scheduler) Wake() {
 // items being dispatched to finish. If ctx ends first, it cancels their contexts, waits for
 // the handlers to return (handlers must honour cancellation), records those attempts as
 // interrupted and returns ctx's error; store calls still pending ShutdownGrace after that are
-// cancelled, and the items they were writing are swept once their leases run out. Either way every item the scheduler held is completed
-// or released, and no goroutine of the scheduler is left running when it returns.
+// cancelled, and the items they were writing are swept once their leases run out. Otherwise
+// every item the scheduler held is completed or released; either way no goroutine of the
+// scheduler is left running when it returns.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.started || s.stopped {
@@ -347,7 +348,7 @@ func (s *Scheduler) process(c Claimed) Completion {
 	// Attempts interrupted by a shutdown do not count against the policy.
 	counted := c.Attempts - c.Interruptions
 	if counted > pol.MaxAttempts {
-		// Its last attempt was abandoned (the holder died) and used up the attempts.
+		// Its last allowed attempt was abandoned (the holder died) and used up the attempts.
 		comp.State, comp.Error = StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
 		return comp
 	}
