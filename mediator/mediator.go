@@ -727,7 +727,11 @@ func (m *Mediator) Explain(requestType reflect.Type) (Chain, error) {
 	}
 	c, ok := t.byType[requestType]
 	if !ok {
-		return nil, &NoHandlerError{Type: requestType, Kind: "request"}
+		kind := "request"
+		if requestType != nil && requestType.Implements(reflect.TypeFor[streamMarker]()) {
+			kind = "stream request"
+		}
+		return nil, &NoHandlerError{Type: requestType, Kind: kind}
 	}
 	return slices.Clone(c), nil
 }

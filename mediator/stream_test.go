@@ -134,6 +134,8 @@ func TestStreamErrors(t *testing.T) {
 	for _, err := range mediator.Stream(context.Background(), m, &Other{}) {
 		assert.ErrorIs(t, err, mediator.ErrNoHandler)
 	}
+	_, err := mediator.Explain[*Other](m)
+	assert.EqualError(t, err, "mediator: no handler for stream request *mediator_test.Other")
 	for _, err := range mediator.Stream(context.Background(), mediator.New(nil), &Ticks{}) {
 		assert.ErrorIs(t, err, mediator.ErrNotBuilt)
 	}
