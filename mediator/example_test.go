@@ -190,12 +190,15 @@ func Example_fireAndForget() {
 	m := mediator.New(nil, mediator.WithErrorSink(func(_ context.Context, _ any, err error) {
 		fmt.Println("sink:", err)
 	}))
+	release := make(chan struct{}) // holds the handler until the publish has been printed
 	_ = mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
+		<-release
 		return fmt.Errorf("mailer down for order %d", n.ID)
 	})
 	_ = m.Build()
 	err := mediator.PublishWith(context.Background(), m, &OrderPlaced{ID: 2}, mediator.FireAndForget)
 	fmt.Println("published:", err)
+	close(release)
 	fmt.Println("closed:", m.Close())
 	// Output:
 	// published: <nil>
