@@ -221,7 +221,9 @@ func TestBreakerHungProbeReopens(t *testing.T) {
 			t.Fatal("no probe", err)
 		}
 		time.Sleep(4 * time.Second)
-		if rem, open := r.OpenFor("h"); !open || rem != time.Second {
+		// Refused while the probe runs, with no promise of when a slot frees: the probe may
+		// end any moment.
+		if rem, open := r.OpenFor("h"); !open || rem != 0 {
 			t.Fatalf("OpenFor during probe = %s %v", rem, open)
 		}
 		time.Sleep(time.Second)

@@ -272,8 +272,10 @@ func (r *BreakerRegistry) forward(key string, o outcome) {
 func (r *BreakerRegistry) Gate(key string) (Permit, error) { return r.lookup(key).allow() }
 
 // OpenFor reports whether calls to key would be refused now and, if so, the time until a
-// probe may start (for a half-open breaker whose probe slots are taken: until the oldest
-// probe times out). An unknown key is closed.
+// probe may start. For a half-open breaker whose probe slots are all taken, remaining is 0: a
+// slot frees the moment a probe ends, which is usually long before the probe timeout, so a
+// caller that waits should look again soon rather than wait out the timeout. An unknown key is
+// closed.
 func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open bool) {
 	v, ok := r.m.Load(key)
 	if !ok {
@@ -292,18 +294,12 @@ func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open boo
 	case StateOpen:
 		remaining, open = time.Duration(b.openUntil.Load()-now), true
 	case StateHalfOpen:
-		earliest := int64(-1)
+		open = true
 		for _, s := range b.slots {
 			if s.ticket == 0 {
-				earliest = -1
+				open = false // a probe may start now
 				break
 			}
-			if earliest < 0 || s.deadline < earliest {
-				earliest = s.deadline
-			}
-		}
-		if earliest >= 0 {
-			remaining, open = time.Duration(max(earliest-now, 0)), true
 		}
 	}
 	b.mu.Unlock()
