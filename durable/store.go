@@ -229,11 +229,39 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	// busy timeout and immediate transactions serialise writers across processes.
 	db.SetMaxOpenConns(1)
 	s := &Store{db: db, d: sqliteDialect, ownsDB: true}
-	if err := s.migrate(ctx); err != nil {
+	if err := migrateSQLite(ctx, s); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// migrateSQLite applies the migrations, trying again while another process holds the file in a
+// way the busy timeout does not cover: switching a new file to WAL, or recovering a WAL, answers
+// SQLITE_BUSY at once to every other opener.
+func migrateSQLite(ctx context.Context, s *Store) error {
+	wait := 10 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := s.migrate(ctx)
+		if err == nil || !sqliteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY (or one of its extended codes).
+func sqliteBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 5
 }
 
 // OpenPostgres connects to PostgreSQL with the pgx driver (dsn in any form pgx accepts; a
