@@ -509,25 +509,25 @@ func (r behaviorReg) step() Step {
 	return Step{Name: r.config.name, Stage: r.config.stage, Order: r.config.order, Conditional: r.config.predicate != nil}
 }
 
-func composeRequest(info RequestInfo, handler Next, regs []behaviorReg, errs *[]error) (Next, Chain) {
-	var bound []Behavior
-	var chain Chain
+// compose binds the behaviors that apply to info and wraps handler in them, outermost first.
+// bind specialises one behavior for the request type (ok false leaves it out); wrap puts one
+// bound behavior around the rest of the pipeline.
+func compose[B, N any](info RequestInfo, handler N, regs []behaviorReg, errs *[]error,
+	bind func(B, RequestInfo) (nb B, ok bool, err error), wrap func(B, func(any) bool, N) N) (N, Chain) {
+	var bound []B
 	var preds []func(any) bool
+	var chain Chain
 	for _, r := range regs {
 		if !r.applies(info) {
 			continue
 		}
-		b := r.b.(Behavior)
-		if binder, ok := b.(BindingBehavior); ok {
-			nb, err := binder.Bind(info)
-			if err != nil {
-				*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Request: info.Request, Err: err})
-				continue
-			}
-			if nb == nil {
-				continue
-			}
-			b = nb
+		b, ok, err := bind(r.b.(B), info)
+		if err != nil {
+			*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Request: info.Request, Err: err})
+			continue
+		}
+		if !ok {
+			continue
 		}
 		bound = append(bound, b)
 		preds = append(preds, r.config.predicate)
@@ -536,9 +536,20 @@ func composeRequest(info RequestInfo, handler Next, regs []behaviorReg, errs *[]
 	chain = append(chain, Step{Name: "handler"})
 	call := handler
 	for i := len(bound) - 1; i >= 0; i-- {
-		call = link(bound[i], preds[i], call)
+		call = wrap(bound[i], preds[i], call)
 	}
 	return call, chain
+}
+
+func composeRequest(info RequestInfo, handler Next, regs []behaviorReg, errs *[]error) (Next, Chain) {
+	return compose(info, handler, regs, errs, func(b Behavior, info RequestInfo) (Behavior, bool, error) {
+		binder, ok := b.(BindingBehavior)
+		if !ok {
+			return b, true, nil
+		}
+		nb, err := binder.Bind(info)
+		return nb, nb != nil, err
+	}, link)
 }
 
 func link(b Behavior, pred func(any) bool, next Next) Next {
@@ -557,41 +568,23 @@ func link(b Behavior, pred func(any) bool, next Next) Next {
 }
 
 func composeStream(info RequestInfo, handler StreamNext, regs []behaviorReg, errs *[]error) (StreamNext, Chain) {
-	var bound []StreamBehavior
-	var chain Chain
-	var preds []func(any) bool
-	for _, r := range regs {
-		if !r.applies(info) {
-			continue
+	return compose(info, handler, regs, errs, func(b StreamBehavior, info RequestInfo) (StreamBehavior, bool, error) {
+		binder, ok := b.(StreamBindingBehavior)
+		if !ok {
+			return b, true, nil
 		}
-		b := r.b.(StreamBehavior)
-		if binder, ok := b.(StreamBindingBehavior); ok {
-			nb, err := binder.BindStream(info)
-			if err != nil {
-				*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Request: info.Request, Err: err})
-				continue
-			}
-			if nb == nil {
-				continue
-			}
-			b = nb
+		nb, err := binder.BindStream(info)
+		return nb, nb != nil, err
+	}, linkStream)
+}
+
+func linkStream(b StreamBehavior, pred func(any) bool, next StreamNext) StreamNext {
+	return func(ctx context.Context, req any) iter.Seq2[any, error] {
+		if pred != nil && !pred(req) {
+			return next(ctx, req)
 		}
-		bound = append(bound, b)
-		preds = append(preds, r.config.predicate)
-		chain = append(chain, r.step())
+		return b.HandleStream(ctx, req, next)
 	}
-	chain = append(chain, Step{Name: "handler"})
-	call := handler
-	for i := len(bound) - 1; i >= 0; i-- {
-		b, pred, next := bound[i], preds[i], call
-		call = func(ctx context.Context, req any) iter.Seq2[any, error] {
-			if pred != nil && !pred(req) {
-				return next(ctx, req)
-			}
-			return b.HandleStream(ctx, req, next)
-		}
-	}
-	return call, chain
 }
 
 // terminal adapts a typed handler to the untyped pipeline. A panic in the handler becomes a
