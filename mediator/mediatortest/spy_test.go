@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/switchboard-go/switchboard/handlers"
 	"github.com/switchboard-go/switchboard/mediator"
 	"github.com/switchboard-go/switchboard/mediator/mediatortest"
 )
@@ -76,7 +77,7 @@ func TestSpyWithoutStub(t *testing.T) {
 func TestWrapPassesThroughToTheMediator(t *testing.T) {
 	stub := mediatortest.Returning[*Balance](42, nil)
 	m := mediator.New(nil)
-	require.NoError(t, mediator.Handle[*Balance, int](m, mediatortest.Provide(stub)))
+	require.NoError(t, mediator.Handle[*Balance, int](m, handlers.Value(stub)))
 	var delivered []int
 	require.NoError(t, mediator.SubscribeFunc(m, func(_ context.Context, p *Paid) error {
 		delivered = append(delivered, p.Amount)

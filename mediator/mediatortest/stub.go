@@ -4,13 +4,13 @@ import (
 	"context"
 	"sync"
 
-	"github.com/samber/do/v2"
-
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // StubHandler is a request handler that records the requests it gets and answers each with the
-// same response and error. Register it with Provide.
+// same response and error. Register it with handlers.Value:
+//
+//	mediator.Handle[*GetUser, *User](m, handlers.Value(stub))
 type StubHandler[Q mediator.Request[R], R any] struct {
 	mu    sync.Mutex
 	calls []Q
@@ -36,9 +36,4 @@ func (h *StubHandler[Q, R]) Calls() []Q {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]Q(nil), h.calls...)
-}
-
-// Provide returns a constructor yielding h, for mediator.Handle and mediator.Subscribe.
-func Provide[H any](h H) do.Provider[H] {
-	return func(do.Injector) (H, error) { return h, nil }
 }
