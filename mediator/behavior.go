@@ -75,6 +75,11 @@ type RequestInfo struct {
 	Response reflect.Type
 	// Stream is true for stream requests.
 	Stream bool
+	// Behaviors is set while Build binds behaviors (AppliesTo does not see it): the behaviors
+	// that apply to the request type, outermost first, as they were registered. A behavior's
+	// Bind may look among them for a peer it works with, as the durable deferral finds the
+	// retry behavior whose policy decides what is worth trying again.
+	Behaviors []Behavior
 }
 
 // The optional interfaces below let a behavior describe itself. Options given to Use win over

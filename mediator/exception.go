@@ -24,14 +24,16 @@ const (
 // cancellation (context.Canceled, context.DeadlineExceeded from ctx) is never offered to fn,
 // nor is any other error once ctx is done: clients report a cancelled call in their own ways (a
 // gRPC Canceled status does not wrap context.Canceled), and a caller that gave up must not
-// receive a response made up from its own cancellation.
+// receive a response made up from its own cancellation. Nor is anything offered for a dispatch
+// marked Unattended (see WithMarks): a scheduler running stored work records what the handler
+// did, not an answer made up on its behalf.
 //
 // It is a behavior in StageDefault at ExceptionHandlerOrder; opts may move it. Q may be an
 // interface that request types implement, to cover many of them.
 func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E) (resp R, handled bool), opts ...Option) error {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || MarksOf(ctx, req).Has(Unattended) {
 			return resp, err
 		}
 		var target E
@@ -49,14 +51,16 @@ func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx cont
 
 // OnException registers an exception action for request type Q: when the pipeline inside it
 // fails with an error that errors.As matches to E, fn runs (for logging, alerting, cleanup) and
-// the error passes on unchanged. Caller cancellation is never offered to fn.
+// the error passes on unchanged. No error is offered once ctx is done: clients report a
+// cancelled call in their own ways (a gRPC Canceled status does not wrap context.Canceled), and
+// an alert about the caller giving up would be noise.
 //
 // It is a behavior in StageDefault at ExceptionActionOrder; opts may move it. Q may be an
 // interface that request types implement, to cover many of them.
 func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E), opts ...Option) error {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
-		if err == nil || callerCancelled(ctx, err) {
+		if err == nil || ctx.Err() != nil {
 			return resp, err
 		}
 		var target E

@@ -1,6 +1,7 @@
 package mediator
 
 import (
+	"reflect"
 	"math/bits"
 	"unsafe"
 )
@@ -63,4 +64,18 @@ func (x *typeIndex[V]) get(k uintptr) (V, bool) {
 			return zero, false
 		}
 	}
+}
+
+// sameRequest reports whether a and b are the same interface value: the same dynamic type and
+// the same data word (for a pointer, the pointer itself). Unlike ==, it never panics on
+// incomparable dynamic types.
+func sameRequest(a, b any) bool {
+	return *(*eface)(unsafe.Pointer(&a)) == *(*eface)(unsafe.Pointer(&b))
+}
+
+// nilData reports whether v holds a nil pointer of some type. The data word of an interface
+// holding a nil pointer is nil; so is that of a pointer-shaped value (a struct of one nil
+// pointer field), which the kind check tells apart on that rare path.
+func nilData(v any) bool {
+	return (*eface)(unsafe.Pointer(&v)).data == nil && v != nil && reflect.TypeOf(v).Kind() == reflect.Pointer
 }

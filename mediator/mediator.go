@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -91,7 +92,9 @@ func RequireNotificationHandlers() MediatorOption {
 	return func(c *config) { c.requireNotifiable = true }
 }
 
-// New returns a Mediator that resolves handlers from i. A nil i gets a new injector.
+// New returns a Mediator that resolves handlers from i. A nil i gets a new injector. The
+// mediator provides itself to i as *Mediator, Sender, Publisher and Streamer (unless i already
+// holds them), so handler constructors can depend on it.
 func New(i do.Injector, opts ...MediatorOption) *Mediator {
 	if i == nil {
 		i = do.New()
@@ -112,7 +115,29 @@ func New(i do.Injector, opts ...MediatorOption) *Mediator {
 		o(&m.config)
 	}
 	m.life, m.endLife = context.WithCancel(context.Background())
+	provideSelf(i, m)
 	return m
+}
+
+// provideSelf makes m injectable into the handlers it resolves: as *Mediator, Sender, Publisher
+// and Streamer, so a handler that sends or publishes takes one of them in its constructor. A
+// service the injector (or a parent scope) already holds is left alone: when mediators share
+// an injector, the first one created is the one injected; give each its own scope
+// (injector.Scope(name)) for each to inject itself.
+func provideSelf(i do.Injector, m *Mediator) {
+	have := map[string]bool{}
+	for _, d := range i.ListProvidedServices() {
+		have[d.Service] = true
+	}
+	provide := func(name string, fn func()) {
+		if !have[name] {
+			fn()
+		}
+	}
+	provide(do.NameOf[*Mediator](), func() { do.ProvideValue(i, m) })
+	provide(do.NameOf[Sender](), func() { do.ProvideValue[Sender](i, m) })
+	provide(do.NameOf[Publisher](), func() { do.ProvideValue[Publisher](i, m) })
+	provide(do.NameOf[Streamer](), func() { do.ProvideValue[Streamer](i, m) })
 }
 
 // Injector returns the injector handlers are resolved from.
@@ -143,6 +168,8 @@ type table struct {
 	byType   map[reflect.Type]Chain
 	infos    []RequestInfo
 	direct   map[reflect.Type]any // Handler[Q, R] of request types without behaviors
+	// pipelines holds the behaviors bound into each request type's pipeline, outermost first.
+	pipelines map[reflect.Type][]Behavior
 }
 
 // resolvedHandler is a request handler resolved at Build: its pipeline terminal and the typed
@@ -377,7 +404,7 @@ func (m *Mediator) Build() error {
 	errs := slices.Clone(m.problems)
 	behaviors := m.checkBehaviors(m.behaviors, &errs)
 	streamBs := m.checkBehaviors(m.streamBs, &errs)
-	t := &table{byType: map[reflect.Type]Chain{}, direct: map[reflect.Type]any{}}
+	t := &table{byType: map[reflect.Type]Chain{}, direct: map[reflect.Type]any{}, pipelines: map[reflect.Type][]Behavior{}}
 	requests := map[uintptr]Next{}
 	streams := map[uintptr]StreamNext{}
 	notifs := map[uintptr][]notifCall{}
@@ -387,8 +414,9 @@ func (m *Mediator) Build() error {
 			continue
 		}
 		rh := h.(resolvedHandler)
-		call, chain := composeRequest(reg.info, rh.call, behaviors, &errs)
+		call, chain, bound := composeRequest(reg.info, rh.call, behaviors, &errs)
 		requests[keyOfType(reg.info.Request)] = call
+		t.pipelines[reg.info.Request] = bound
 		if len(chain) == 1 {
 			t.direct[reg.info.Request] = rh.typed
 		}
@@ -405,7 +433,8 @@ func (m *Mediator) Build() error {
 		t.byType[reg.info.Request] = chain
 		t.infos = append(t.infos, reg.info)
 	}
-	for typ, reg := range m.notifs {
+	for _, typ := range slices.SortedFunc(maps.Keys(m.notifs), func(a, b reflect.Type) int { return cmp.Compare(a.String(), b.String()) }) {
+		reg := m.notifs[typ]
 		calls := make([]notifCall, 0, len(reg.handlers))
 		for _, resolve := range reg.handlers {
 			c, err := resolve(m.injector)
@@ -513,14 +542,24 @@ func (r behaviorReg) step() Step {
 // bind specialises one behavior for the request type (ok false leaves it out); wrap puts one
 // bound behavior around the rest of the pipeline.
 func compose[B, N any](info RequestInfo, handler N, regs []behaviorReg, errs *[]error,
-	bind func(B, RequestInfo) (nb B, ok bool, err error), wrap func(B, func(any) bool, N) N) (N, Chain) {
+	bind func(B, RequestInfo) (nb B, ok bool, err error), wrap func(B, func(any) bool, N) N) (N, Chain, []B) {
+	var applying []behaviorReg
+	for _, r := range regs {
+		if r.applies(info) {
+			applying = append(applying, r)
+		}
+	}
+	if !info.Stream {
+		for _, r := range applying {
+			if b, ok := r.b.(Behavior); ok {
+				info.Behaviors = append(info.Behaviors, b)
+			}
+		}
+	}
 	var bound []B
 	var preds []func(any) bool
 	var chain Chain
-	for _, r := range regs {
-		if !r.applies(info) {
-			continue
-		}
+	for _, r := range applying {
 		b, ok, err := bind(r.b.(B), info)
 		if err != nil {
 			*errs = append(*errs, &BehaviorError{Behavior: r.config.name, Request: info.Request, Err: err})
@@ -538,10 +577,10 @@ func compose[B, N any](info RequestInfo, handler N, regs []behaviorReg, errs *[]
 	for i := len(bound) - 1; i >= 0; i-- {
 		call = wrap(bound[i], preds[i], call)
 	}
-	return call, chain
+	return call, chain, bound
 }
 
-func composeRequest(info RequestInfo, handler Next, regs []behaviorReg, errs *[]error) (Next, Chain) {
+func composeRequest(info RequestInfo, handler Next, regs []behaviorReg, errs *[]error) (Next, Chain, []Behavior) {
 	return compose(info, handler, regs, errs, func(b Behavior, info RequestInfo) (Behavior, bool, error) {
 		binder, ok := b.(BindingBehavior)
 		if !ok {
@@ -568,7 +607,7 @@ func link(b Behavior, pred func(any) bool, next Next) Next {
 }
 
 func composeStream(info RequestInfo, handler StreamNext, regs []behaviorReg, errs *[]error) (StreamNext, Chain) {
-	return compose(info, handler, regs, errs, func(b StreamBehavior, info RequestInfo) (StreamBehavior, bool, error) {
+	call, chain, _ := compose(info, handler, regs, errs, func(b StreamBehavior, info RequestInfo) (StreamBehavior, bool, error) {
 		binder, ok := b.(StreamBindingBehavior)
 		if !ok {
 			return b, true, nil
@@ -576,6 +615,7 @@ func composeStream(info RequestInfo, handler StreamNext, regs []behaviorReg, err
 		nb, err := binder.BindStream(info)
 		return nb, nb != nil, err
 	}, linkStream)
+	return call, chain
 }
 
 func linkStream(b StreamBehavior, pred func(any) bool, next StreamNext) StreamNext {
@@ -609,6 +649,12 @@ func keyOfType(t reflect.Type) uintptr {
 func (m *Mediator) SendAny(ctx context.Context, req any) (any, error) {
 	if t := m.table.Load(); t != nil {
 		if call, ok := t.requests.get(typeKey(req)); ok {
+			if nilData(req) {
+				return nil, nilRequest(req)
+			}
+			if ctx.Err() != nil {
+				return nil, doneErr(ctx)
+			}
 			return call(ctx, req)
 		}
 	}
@@ -623,6 +669,22 @@ func (m *Mediator) miss(req any, kind string) error {
 	return noHandler(req, kind)
 }
 
+// doneErr is the error of a dispatch whose caller's context was done before it began: ctx's
+// error, joined with the cause given to context.WithCancelCause (and its kin) when there is one,
+// so that errors.Is matches both.
+func doneErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// nilRequest reports a request that is a nil pointer of its type.
+func nilRequest(req any) error {
+	return fmt.Errorf("%w: %T", ErrNilRequest, req)
+}
+
 func noHandler(v any, kind string) error {
 	if v == nil {
 		return ErrNilRequest
@@ -635,6 +697,7 @@ func noHandler(v any, kind string) error {
 //
 //	user, err := mediator.Send(ctx, m, &GetUser{ID: 7})
 //
+// A caller whose ctx is already done gets ctx's error before any behavior or the handler runs.
 // A behavior that answers with a value of another type fails the call with a *BehaviorError
 // rather than handing the caller a zero value and a nil error.
 func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
@@ -649,6 +712,12 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 		}
 		if !found {
 			return *new(R), m.miss(req, "request")
+		}
+		if nilData(req) {
+			return *new(R), nilRequest(req)
+		}
+		if ctx.Err() != nil {
+			return *new(R), doneErr(ctx)
 		}
 		v, err = call(ctx, req)
 	} else {
@@ -695,6 +764,12 @@ func SenderFor[Q Request[R], R any](m *Mediator) (*TypedSender[Q, R], error) {
 // Send dispatches req through the pre-resolved pipeline. Like Send, it turns a handler panic
 // into a *PanicError.
 func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error) {
+	if nilData(req) {
+		return resp, nilRequest(req)
+	}
+	if ctx.Err() != nil {
+		return resp, doneErr(ctx)
+	}
 	if s.handler == nil {
 		v, err := s.call(ctx, req)
 		r, ok := v.(R)
@@ -731,6 +806,23 @@ func (m *Mediator) Explain(requestType reflect.Type) (Chain, error) {
 
 // Explain returns the resolved pipeline of request type Q, outermost first.
 func Explain[Q any](m *Mediator) (Chain, error) { return m.Explain(reflect.TypeFor[Q]()) }
+
+// Pipeline returns the behaviors of request type requestType's pipeline as Build bound them,
+// outermost first: the same steps Explain names, as values. Code that cooperates with a
+// behavior of the pipeline finds it here (a durable scheduler finds the retry behavior whose
+// policy decides what is worth trying again). It fails with ErrNotBuilt before Build and with
+// a NoHandlerError for a type without a handler.
+func (m *Mediator) Pipeline(requestType reflect.Type) ([]Behavior, error) {
+	t := m.table.Load()
+	if t == nil {
+		return nil, ErrNotBuilt
+	}
+	bs, ok := t.pipelines[requestType]
+	if !ok {
+		return nil, &NoHandlerError{Type: requestType, Kind: "request"}
+	}
+	return slices.Clone(bs), nil
+}
 
 // Requests lists every request and stream request type with a pipeline, sorted by name.
 func (m *Mediator) Requests() []RequestInfo {

@@ -202,8 +202,10 @@ func TestCallerCancellationPassesThroughUnchanged(t *testing.T) {
 func TestCallerCancellationWithCause(t *testing.T) {
 	errShutdown := errors.New("shutting down")
 	offered := false
+	ctx, cancel := context.WithCancelCause(context.Background())
 	m := built(t, func(m *mediator.Mediator) {
 		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+			cancel(errShutdown)
 			<-ctx.Done()
 			return 0, fmt.Errorf("handler: %w", context.Cause(ctx))
 		}))
@@ -212,8 +214,6 @@ func TestCallerCancellationWithCause(t *testing.T) {
 			return 7, true
 		}))
 	})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(errShutdown)
 	_, err := mediator.Send(ctx, m, &Twice{})
 	assert.ErrorIs(t, err, errShutdown)
 	assert.False(t, offered)
@@ -232,8 +232,10 @@ func (rpcCanceled) Error() string { return "rpc error: code = Canceled" }
 // the client reports it in its own error type.
 func TestExceptionHandlerNotOfferedCancellationInClientError(t *testing.T) {
 	offered := false
+	ctx, cancel := context.WithCancel(context.Background())
 	m := built(t, func(m *mediator.Mediator) {
 		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+			cancel()
 			<-ctx.Done()
 			return 0, rpcCanceled{}
 		}))
@@ -242,8 +244,6 @@ func TestExceptionHandlerNotOfferedCancellationInClientError(t *testing.T) {
 			return 7, true
 		}))
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	_, err := mediator.Send(ctx, m, &Twice{})
 	assert.Equal(t, rpcCanceled{}, err)
 	assert.False(t, offered)

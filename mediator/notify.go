@@ -74,6 +74,9 @@ func (m *Mediator) PublishAny(ctx context.Context, n any, s Strategy) error {
 	if n == nil {
 		return ErrNilRequest
 	}
+	if ctx.Err() != nil {
+		return doneErr(ctx)
+	}
 	calls, _ := t.notifs.get(typeKey(n))
 	if len(calls) == 0 {
 		if m.config.requireNotifiable {

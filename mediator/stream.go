@@ -40,6 +40,9 @@ func (m *Mediator) StreamAny(ctx context.Context, req any) iter.Seq2[any, error]
 	if !ok {
 		return errSeq(noHandler(req, "stream request"))
 	}
+	if ctx.Err() != nil {
+		return errSeq(doneErr(ctx))
+	}
 	return call(ctx, req)
 }
 
