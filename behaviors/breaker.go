@@ -17,8 +17,12 @@ const (
 	StateClosed State = iota
 	// StateOpen refuses every call with a *CircuitOpenError until the open duration ends.
 	StateOpen
-	// StateHalfOpen lets a limited number of probe calls through: a probe's success closes
-	// the breaker, its failure opens it again.
+	// StateHalfOpen lets at most HalfOpenProbes probe calls through, in total, to find out
+	// whether the dependency is back. It closes once that many probes have succeeded; a probe's
+	// counted failure, or a probe still running after ProbeTimeout, opens it again at once for
+	// a fresh open duration. A probe whose outcome is not counted (its error is not a failure,
+	// or it was released or panicked) frees its slot for another probe; a successful probe
+	// keeps its slot.
 	StateHalfOpen
 )
 
@@ -33,6 +37,74 @@ func (s State) String() string {
 		return "half-open"
 	}
 	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// ChangeReason says why a breaker changed state.
+type ChangeReason uint8
+
+// The reasons of StateChange.
+const (
+	// ReasonUnknown is the zero ChangeReason; the registry never reports it.
+	ReasonUnknown ChangeReason = iota
+	// ReasonFailureThreshold: FailureThreshold consecutive counted failures opened a closed
+	// breaker.
+	ReasonFailureThreshold
+	// ReasonFailureRate: the failure rate within RateWindow reached FailureRate and opened a
+	// closed breaker.
+	ReasonFailureRate
+	// ReasonProbeFailed: a probe's counted failure opened a half-open breaker again.
+	ReasonProbeFailed
+	// ReasonProbeTimedOut: a probe still running after ProbeTimeout opened a half-open breaker
+	// again.
+	ReasonProbeTimedOut
+	// ReasonProbesSucceeded: HalfOpenProbes probes succeeded and closed a half-open breaker.
+	ReasonProbesSucceeded
+	// ReasonOpenDurationElapsed: the open duration ended and the breaker became half-open.
+	ReasonOpenDurationElapsed
+	// ReasonManualTrip: BreakerRegistry.Trip opened the breaker.
+	ReasonManualTrip
+	// ReasonManualReset: BreakerRegistry.Reset closed the breaker.
+	ReasonManualReset
+	// ReasonApplied: BreakerRegistry.Apply adopted a state decided elsewhere (another instance,
+	// through a BreakerStore).
+	ReasonApplied
+)
+
+// String returns the reason's name: "failure-threshold", "failure-rate", "probe-failed",
+// "probe-timed-out", "probes-succeeded", "open-duration-elapsed", "manual-trip",
+// "manual-reset", "applied" or "unknown".
+func (r ChangeReason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("ChangeReason(%d)", uint8(r))
+}
+
+var reasonNames = [...]string{
+	ReasonUnknown:             "unknown",
+	ReasonFailureThreshold:    "failure-threshold",
+	ReasonFailureRate:         "failure-rate",
+	ReasonProbeFailed:         "probe-failed",
+	ReasonProbeTimedOut:       "probe-timed-out",
+	ReasonProbesSucceeded:     "probes-succeeded",
+	ReasonOpenDurationElapsed: "open-duration-elapsed",
+	ReasonManualTrip:          "manual-trip",
+	ReasonManualReset:         "manual-reset",
+	ReasonApplied:             "applied",
+}
+
+// MarshalText returns String, so that the reason reads as its name in JSON and logs.
+func (r ChangeReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText parses a name returned by String.
+func (r *ChangeReason) UnmarshalText(text []byte) error {
+	for i, n := range reasonNames {
+		if string(text) == n {
+			*r = ChangeReason(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("behaviors: unknown breaker change reason %q", text)
 }
 
 // The state word packs a generation counter above the state. Every transition increments the
@@ -50,8 +122,15 @@ type outcome uint8
 const (
 	outcomeSuccess outcome = iota
 	outcomeFailure
-	outcomeIgnored
+	outcomeIgnored  // the classifier does not count the call's error
+	outcomeReleased // the call says nothing: abandoned, panicked
 )
+
+// trip says whether recording an outcome opened the breaker, and for how long.
+type trip struct {
+	opened    bool
+	remaining time.Duration
+}
 
 // breaker is the state of one key. The closed path reads word, failures and touched and writes
 // nothing while they hold their usual values; everything else runs under mu.
@@ -68,80 +147,102 @@ type breaker struct {
 
 	mu         sync.Mutex
 	openedAt   int64
-	slots      []probeSlot
+	slots      []probeSlot // the half-open period's probes; see probeSlot
 	ticket     uint32
 	window     *rateWindow
 	queue      []announcement // state changes not yet announced, oldest first
 	announcing bool           // a goroutine is announcing the queue
 }
 
-// probeSlot is one half-open probe in flight; ticket 0 marks a free slot.
+// probeSlot is one of a half-open period's HalfOpenProbes probes: free (ticket 0), in flight
+// until deadline, or passed (the probe succeeded; the slot stays taken for the period).
 type probeSlot struct {
 	deadline int64
 	ticket   uint32
+	passed   bool
 }
 
 // Permit is a breaker's permission for one call to start. Report the call's outcome exactly
 // once, with Done, Success, Failure or Release. The zero Permit records nothing.
 type Permit struct {
-	b      *breaker
-	word   uint64
-	slot   int32 // probe slot + 1; 0 for a call let through by a closed breaker
-	ticket uint32
+	b    *breaker
+	word uint64
+	// probe is (probe slot + 1) << 32 | the probe's ticket; 0 for a call let through by a
+	// closed breaker. (One word, not two: a Permit of four words is returned and passed in
+	// registers, and Gate + Done stay as fast as a closed breaker allows.)
+	probe uint64
+	start int64 // registry time a probe started; 0 for other calls
 }
 
 // Probe reports whether the permit is a half-open probe.
-func (p Permit) Probe() bool { return p.slot != 0 }
+func (p Permit) Probe() bool { return p.probe != 0 }
+
+// slot returns the index of a probe's slot.
+func (p Permit) slot() int { return int(p.probe>>32) - 1 }
+
+// ticket returns a probe's ticket.
+func (p Permit) ticket() uint32 { return uint32(p.probe) }
 
 // Done records the outcome of the call: success when err is nil, a failure when the
 // registry's classifier counts err, and nothing otherwise (the caller's cancellation, a
 // validation error, ...), except that a probe's slot is freed.
 func (p Permit) Done(ctx context.Context, err error) {
-	if err == nil && p.slot == 0 && p.b != nil && p.b.window == nil && p.b.failures.Load() == 0 {
+	if err == nil && p.probe == 0 && p.b != nil && p.b.window == nil && p.b.failures.Load() == 0 {
 		return // closed-path success: nothing to record
 	}
 	p.done(ctx, err)
 }
 
-func (p Permit) done(ctx context.Context, err error) {
+// done records the outcome of a call that ended with err and reports whether it opened the
+// breaker.
+func (p Permit) done(ctx context.Context, err error) trip {
 	switch {
 	case err == nil:
-		p.record(outcomeSuccess)
+		return p.record(outcomeSuccess, nil)
 	case p.b != nil && p.b.reg.isFailure(ctx, err):
-		p.record(outcomeFailure)
+		return p.record(outcomeFailure, err)
 	default:
-		p.record(outcomeIgnored)
+		return p.record(outcomeIgnored, err)
 	}
 }
 
+// finish records the outcome of a call of the CircuitBreaker behavior and returns the error
+// the call returns: a *CircuitTrippedError when its failure opened the breaker, else err.
+func (p Permit) finish(ctx context.Context, err error) error {
+	if t := p.done(ctx, err); t.opened {
+		return &CircuitTrippedError{Key: p.b.key, Remaining: t.remaining, Err: err}
+	}
+	return err
+}
+
 // Success records a successful call.
-func (p Permit) Success() { p.record(outcomeSuccess) }
+func (p Permit) Success() { p.record(outcomeSuccess, nil) }
 
 // Failure records a failed call, bypassing the classifier.
-func (p Permit) Failure() { p.record(outcomeFailure) }
+func (p Permit) Failure() { p.record(outcomeFailure, nil) }
 
 // Release records that the call says nothing about the dependency (it was abandoned, it
 // panicked): a probe's slot is freed and nothing is counted.
-func (p Permit) Release() { p.record(outcomeIgnored) }
+func (p Permit) Release() { p.record(outcomeReleased, nil) }
 
-func (p Permit) record(o outcome) {
+func (p Permit) record(o outcome, err error) trip {
 	b := p.b
 	if b == nil {
-		return
+		return trip{}
 	}
-	if p.slot == 0 {
+	if p.probe == 0 {
 		switch o {
-		case outcomeIgnored:
-			return
+		case outcomeIgnored, outcomeReleased:
+			return trip{}
 		case outcomeSuccess:
 			// Closed-path success: no write, no lock, no clock unless a failure streak
 			// must be ended or a failure-rate window counts calls.
 			if b.window == nil && b.failures.Load() == 0 {
-				return
+				return trip{}
 			}
 		}
 	}
-	b.recordSlow(p, o)
+	return b.recordSlow(p, o, err)
 }
 
 func (b *breaker) allow() (Permit, error) {
@@ -156,6 +257,9 @@ func (b *breaker) allow() (Permit, error) {
 }
 
 func (b *breaker) allowSlow(w uint64) (Permit, error) {
+	if !b.touched.Load() {
+		b.touched.Store(true) // a refusal is a use too: see sweep
+	}
 	now := b.reg.now()
 	if stateOf(w) == StateOpen {
 		if until := b.openUntil.Load(); now < until {
@@ -164,6 +268,12 @@ func (b *breaker) allowSlow(w uint64) (Permit, error) {
 	}
 	var ev events
 	b.mu.Lock()
+	if b.evicted.Load() {
+		// A sweep removed it (open past its open time, or half-open without probes) after
+		// the caller found it: ask the key's live breaker.
+		b.mu.Unlock()
+		return b.reg.lookup(b.key).allow()
+	}
 	p, err := b.admitLocked(now, &ev)
 	b.mu.Unlock()
 	b.announce(&ev)
@@ -192,7 +302,6 @@ func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
 	case StateOpen:
 		return Permit{}, b.openError(b.openUntil.Load() - now)
 	}
-	earliest := int64(0)
 	for i := range b.slots {
 		s := &b.slots[i]
 		if s.ticket == 0 {
@@ -201,13 +310,12 @@ func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
 				b.ticket = 1
 			}
 			*s = probeSlot{deadline: after(now, b.reg.cfg.ProbeTimeout), ticket: b.ticket}
-			return Permit{b: b, word: w, slot: int32(i + 1), ticket: b.ticket}, nil
-		}
-		if earliest == 0 || s.deadline < earliest {
-			earliest = s.deadline
+			return Permit{b: b, word: w, probe: uint64(i+1)<<32 | uint64(b.ticket), start: now}, nil
 		}
 	}
-	return Permit{}, b.openError(earliest - now)
+	// Every slot is taken. A slot frees the moment a probe ends without a verdict, and the
+	// breaker decides the moment a probe fails: there is no time worth waiting for.
+	return Permit{}, b.openError(0)
 }
 
 // refreshLocked makes the transitions that time alone causes: open → half-open once the open
@@ -217,35 +325,58 @@ func (b *breaker) refreshLocked(now int64, ev *events) uint64 {
 	switch stateOf(w) {
 	case StateOpen:
 		if now >= b.openUntil.Load() {
-			w = b.setLocked(StateHalfOpen, now, ev)
+			w = b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, ev)
 		}
 	case StateHalfOpen:
 		for _, s := range b.slots {
-			if s.ticket != 0 && now >= s.deadline {
-				return b.setLocked(StateOpen, now, ev)
+			if s.ticket != 0 && !s.passed && now >= s.deadline {
+				b.failures.Add(1) // a hung probe counts as failed
+				return b.setLocked(StateOpen, ReasonProbeTimedOut, now, ev)
 			}
 		}
 	}
 	return w
 }
 
-func (b *breaker) recordSlow(p Permit, o outcome) {
+// probesInFlightLocked reports whether a half-open breaker has a probe running.
+func (b *breaker) probesInFlightLocked() bool {
+	for _, s := range b.slots {
+		if s.ticket != 0 && !s.passed {
+			return true
+		}
+	}
+	return false
+}
+
+// recordSlow records outcome o (of a call that ended with err, for OnLateProbe) and reports
+// whether it opened the breaker and for how long.
+func (b *breaker) recordSlow(p Permit, o outcome, err error) (t trip) {
 	now := b.reg.now()
 	var ev events
 	b.mu.Lock()
 	if b.evicted.Load() {
+		// Only a call of the generation the breaker was evicted in, while closed, still
+		// says something the key's live breaker has not decided without it.
+		fwd := p.probe == 0 && p.word == b.word.Load()
 		b.mu.Unlock()
-		b.reg.forward(b.key, o)
-		return
+		if fwd {
+			return b.reg.forward(b.key, o, err)
+		}
+		return trip{}
 	}
 	// Make the transitions time has caused first: a probe reporting after its timeout finds
 	// the breaker re-opened (a new generation) even when no call consulted it meanwhile.
 	if b.refreshLocked(now, &ev) != p.word { // began before a state change: stale
 		b.mu.Unlock()
 		b.announce(&ev)
-		return
+		if p.probe != 0 && o != outcomeReleased && b.reg.cfg.OnLateProbe != nil {
+			if took := now - p.start; took >= int64(b.reg.cfg.ProbeTimeout) {
+				b.reg.cfg.OnLateProbe(LateProbe{Key: b.key, Took: time.Duration(took), Timeout: b.reg.cfg.ProbeTimeout, Err: err})
+			}
+		}
+		return trip{}
 	}
-	if p.slot == 0 {
+	if p.probe == 0 {
 		switch o {
 		case outcomeSuccess:
 			b.failures.Store(0)
@@ -254,32 +385,57 @@ func (b *breaker) recordSlow(p Permit, o outcome) {
 			}
 		case outcomeFailure:
 			n := b.failures.Add(1)
-			trip := int(n) >= b.reg.cfg.FailureThreshold
+			reason := ReasonUnknown
+			if int(n) >= b.reg.cfg.FailureThreshold {
+				reason = ReasonFailureThreshold
+			}
 			if b.window != nil {
 				b.window.add(now, true)
-				trip = trip || b.window.trips(now)
+				if reason == ReasonUnknown && b.window.trips(now) {
+					reason = ReasonFailureRate
+				}
 			}
-			if trip {
-				b.setLocked(StateOpen, now, &ev)
+			if reason != ReasonUnknown {
+				t = b.openLocked(reason, now, &ev)
 			}
 		}
-	} else if s := &b.slots[p.slot-1]; s.ticket == p.ticket {
+	} else if s := &b.slots[p.slot()]; s.ticket == p.ticket() && !s.passed {
 		switch o {
 		case outcomeSuccess:
-			b.setLocked(StateClosed, now, &ev)
+			s.passed = true
+			if b.allPassedLocked() {
+				b.setLocked(StateClosed, ReasonProbesSucceeded, now, &ev)
+			}
 		case outcomeFailure:
 			b.failures.Add(1)
-			b.setLocked(StateOpen, now, &ev)
-		case outcomeIgnored:
+			t = b.openLocked(ReasonProbeFailed, now, &ev)
+		default:
 			*s = probeSlot{}
 		}
 	}
 	b.mu.Unlock()
 	b.announce(&ev)
+	return t
+}
+
+// allPassedLocked reports whether every probe of the half-open period succeeded.
+func (b *breaker) allPassedLocked() bool {
+	for _, s := range b.slots {
+		if !s.passed {
+			return false
+		}
+	}
+	return true
+}
+
+// openLocked opens the breaker because of a call's counted failure and returns the trip.
+func (b *breaker) openLocked(reason ChangeReason, now int64, ev *events) trip {
+	b.setLocked(StateOpen, reason, now, ev)
+	return trip{opened: true, remaining: time.Duration(max(b.openUntil.Load()-now, 0))}
 }
 
 // setLocked moves the breaker to state to, starting a new generation, and queues the event.
-func (b *breaker) setLocked(to State, now int64, ev *events) uint64 {
+func (b *breaker) setLocked(to State, reason ChangeReason, now int64, ev *events) uint64 {
 	old := b.word.Load()
 	w := (old&^stateMask + 1<<stateBits) | uint64(to)
 	clear(b.slots)
@@ -299,7 +455,7 @@ func (b *breaker) setLocked(to State, now int64, ev *events) uint64 {
 		}
 	}
 	b.word.Store(w)
-	b.queueLocked(ev, StateChange{Key: b.key, From: stateOf(old), To: to, At: b.reg.timeAt(now)}, b.snapshotLocked(now))
+	b.queueLocked(ev, StateChange{Key: b.key, From: stateOf(old), To: to, At: b.reg.timeAt(now), Reason: reason}, b.snapshotLocked(now))
 	return w
 }
 
@@ -314,7 +470,7 @@ func (b *breaker) snapshotLocked(now int64) BreakerSnapshot {
 		s.Remaining = time.Duration(max(b.openUntil.Load()-now, 0))
 	case StateHalfOpen:
 		for _, p := range b.slots {
-			if p.ticket != 0 {
+			if p.ticket != 0 && !p.passed {
 				s.Probes++
 			}
 		}

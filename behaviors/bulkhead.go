@@ -92,6 +92,9 @@ func (b *Bulkhead) Handle(ctx context.Context, req any, next mediator.Next) (any
 		defer b.releaseKey(s)
 	}
 	if err := b.enter(ctx, s); err != nil {
+		if bf, ok := err.(*BulkheadFullError); ok {
+			bf.req = req
+		}
 		return nil, err
 	}
 	defer func() { <-s.sem }()

@@ -46,25 +46,27 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 		if d, r := send(); d != 2*time.Second || r.Text != "degraded" || calls != 3 || retries != 2 {
 			t.Fatalf("first: %s %v, %d calls, %d retries", d, r, calls, retries)
 		}
-		// Attempts 4 and 5 trip the breaker; the third attempt is refused and ends the retries.
-		if d, _ := send(); d != 2*time.Second || calls != 5 || retries != 4 {
+		// Attempt 4 fails; attempt 5 trips the breaker and ends the retries at once: no wait for
+		// an attempt that would be refused.
+		if d, _ := send(); d != time.Second || calls != 5 || retries != 3 {
 			t.Fatalf("second: %s, %d calls, %d retries", d, calls, retries)
 		}
 		var re *behaviors.RetryError
-		if !errors.As(lastErr, &re) || re.Attempts != 3 || !errors.Is(lastErr, behaviors.ErrCircuitOpen) {
+		if !errors.As(lastErr, &re) || re.Attempts != 2 || !errors.Is(lastErr, behaviors.ErrCircuitTripped) ||
+			errors.Is(lastErr, behaviors.ErrCircuitOpen) {
 			t.Fatalf("second error %v", lastErr)
 		}
-		// The refused last attempt does not hide what the dependency said before it.
+		// The error says what the dependency said.
 		var se *statusErr
 		if !errors.As(lastErr, &se) || se.code != 503 {
 			t.Fatalf("second error %v does not reach the handler's error", lastErr)
 		}
 		// Open: no handler call, no retry, no wait; the fallback still serves.
-		if d, r := send(); d != 0 || r.Text != "degraded" || calls != 5 || retries != 4 {
+		if d, r := send(); d != 0 || r.Text != "degraded" || calls != 5 || retries != 3 {
 			t.Fatalf("third: %s %v, %d calls, %d retries", d, r, calls, retries)
 		}
 		var co *behaviors.CircuitOpenError
-		if !errors.As(lastErr, &co) || co.Key != "api" || co.Remaining != 29*time.Second {
+		if !errors.As(lastErr, &co) || co.Key != "api" || co.Remaining != 30*time.Second {
 			t.Fatalf("third error %v", lastErr)
 		}
 	})

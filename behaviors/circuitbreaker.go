@@ -10,9 +10,18 @@ import (
 
 // CircuitBreaker is a behavior that gates every call through the breaker of the request's
 // key in a BreakerRegistry: while the breaker is open it fails fast with a *CircuitOpenError
-// and does not call the rest of the pipeline. It is in StageDefault at BreakerOrder, inside
-// Retry, so each attempt is gated and counted. On the closed path it takes no lock, reads no
-// clock and allocates nothing.
+// and does not call the rest of the pipeline. A call whose own counted failure opens the
+// breaker returns a *CircuitTrippedError wrapping its error, so that an outer Retry stops at
+// once. It is in StageDefault at BreakerOrder, inside Retry, so each attempt is gated and
+// counted.
+//
+// While the registry's FailureRate is off, a successful call through a closed breaker takes
+// no lock, reads no clock and allocates nothing: it loads the state word before the call and
+// the failure count after it. (The first success after a counted failure takes the lock once,
+// to end the failure streak.) With FailureRate on, the rate window counts every call,
+// successes too, so each call takes the breaker's lock and reads the clock once, still
+// allocating nothing. A counted failure takes the lock and reads the clock; a call that finds
+// the breaker open or half-open reads the clock.
 type CircuitBreaker struct {
 	reg   *BreakerRegistry
 	key   KeyFunc
@@ -78,20 +87,21 @@ func (c *CircuitBreaker) Handle(ctx context.Context, req any, next mediator.Next
 	if err == nil && b.window == nil && b.failures.Load() == 0 {
 		return resp, nil
 	}
-	Permit{b: b, word: w}.Done(ctx, err)
-	return resp, err
+	return resp, Permit{b: b, word: w}.finish(ctx, err)
 }
 
 // gated runs a call that found the breaker not closed: refused, or let through as a probe.
 func gated(ctx context.Context, req any, next mediator.Next, b *breaker, w uint64) (any, error) {
 	p, err := b.allowSlow(w)
 	if err != nil {
+		if co, ok := err.(*CircuitOpenError); ok {
+			co.req = req // a fresh error per refusal: it names the request refused
+		}
 		return nil, err
 	}
-	if p.slot == 0 { // closed meanwhile
+	if p.probe == 0 { // closed meanwhile
 		resp, err := next(ctx, req)
-		p.Done(ctx, err)
-		return resp, err
+		return resp, p.finish(ctx, err)
 	}
 	return probe(ctx, req, next, p)
 }
@@ -106,6 +116,5 @@ func probe(ctx context.Context, req any, next mediator.Next, p Permit) (resp any
 	}()
 	resp, err = next(ctx, req)
 	finished = true
-	p.Done(ctx, err)
-	return resp, err
+	return resp, p.finish(ctx, err)
 }

@@ -3,7 +3,11 @@ package behaviors
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/url"
 	"slices"
+	"syscall"
 
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -50,6 +54,42 @@ func neverRetried(err error) bool {
 		errors.Is(err, mediator.ErrNoHandler) ||
 		errors.Is(err, ErrCircuitOpen) ||
 		errors.Is(err, ErrBulkheadFull)
+}
+
+// IsTransport reports whether err is a transport failure: the request most likely never
+// reached a working server. That is a refused, reset or aborted connection, a broken pipe, an
+// unreachable network or host, an unexpected EOF (a connection closed mid-response, or an HTTP
+// client's EOF on a reused connection), or a DNS lookup that failed temporarily (a name that
+// does not exist is not transient). Timeouts are IsTimeout's.
+func IsTransport(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, errno := range transportErrnos {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	if errors.Is(err, io.EOF) {
+		if _, ok := errors.AsType[*url.Error](err); ok {
+			return true
+		}
+		if _, ok := errors.AsType[*net.OpError](err); ok {
+			return true
+		}
+	}
+	if d, ok := errors.AsType[*net.DNSError](err); ok {
+		return d.IsTemporary || d.IsTimeout
+	}
+	return false
+}
+
+var transportErrnos = []error{
+	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+	syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN,
 }
 
 // IsTimeout reports whether err is a timeout: a *TimeoutError, context.DeadlineExceeded, or an

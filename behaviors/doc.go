@@ -11,14 +11,18 @@
 // bounds each attempt. Move the timeout outside retry (an order below 50) to bound the whole
 // call instead.
 //
-// The success path of fallback, retry and the breaker allocates nothing and takes no lock:
-// retry creates no backoff and no timer until a call fails, and the breaker reads one atomic
-// word and no clock while it is closed.
+// The success path of fallback, retry and the breaker allocates nothing: retry creates no
+// backoff and no timer until a call fails, and a successful call through a closed breaker
+// costs a few atomic loads (its state before the call, its failure count after) and no lock
+// and no clock reading. That holds while the registry's FailureRate is off: with it on, the
+// rate window counts every call, so each successful call takes the breaker's lock and reads
+// the clock once.
 //
-// Errors are values: sentinels (ErrCircuitOpen, ErrTimeout, ErrBulkheadFull, ErrValidation,
-// ErrRetriesExhausted, ErrUnknownBreaker) matched by typed errors (*CircuitOpenError, ...) with
-// errors.Is and errors.As. A caller's own cancellation is never retried, never counted by a
-// breaker and never replaced by a fallback.
+// Errors are values: sentinels (ErrCircuitOpen, ErrCircuitTripped, ErrTimeout,
+// ErrBulkheadFull, ErrValidation, ErrRetriesExhausted, ErrUnknownBreaker) matched by typed
+// errors (*CircuitOpenError, *CircuitTrippedError, ...) with errors.Is and errors.As. A
+// caller's own cancellation is never retried, never counted by a breaker and never replaced
+// by a fallback.
 //
 // docs/resilience.md explains the ordering rules and lists every default with its source.
 package behaviors

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,8 @@ type CircuitOpenError struct {
 	// duration or, for a half-open breaker whose probe slots are all taken, the time until the
 	// earliest probe in flight times out (a probe that finishes sooner frees its slot sooner).
 	Remaining time.Duration
+
+	req any // the request refused, when a behavior refused it; see Refused
 }
 
 // Error names the key and the remaining open time.
@@ -78,6 +81,8 @@ type BulkheadFullError struct {
 	Key string
 	// Limit is the bulkhead's concurrency limit.
 	Limit int
+
+	req any // the request refused; see Refused
 }
 
 // Error names the key and the limit.
@@ -112,27 +117,47 @@ func (e *ValidationError) Is(target error) bool { return target == ErrValidation
 // Unwrap returns the validator's error.
 func (e *ValidationError) Unwrap() error { return e.Err }
 
-// RetryError is the final error of a call that was attempted more than once. It matches
-// ErrRetriesExhausted and unwraps to the last attempt's error, so errors.Is and errors.As
-// reach the handler's error through it. When the last attempt was refused before reaching
-// the handler (an open circuit breaker, a full bulkhead), the error of the last attempt that
-// did reach it stays reachable through errors.Is and errors.As too.
+// RetryError is the final error of a call that was attempted more than once, or whose retries
+// a server's Retry-After hint cut short (Hint). It matches ErrRetriesExhausted and unwraps to
+// the last attempt's error, so errors.Is and errors.As reach the handler's error through it.
+// When the last attempt was refused before reaching the handler (an open circuit breaker, a
+// full bulkhead), the error of the last attempt that did reach it stays reachable through
+// errors.Is and errors.As too.
 type RetryError struct {
 	// Attempts is how many attempts were made, the first included.
 	Attempts int
 	// Err is the last attempt's error.
 	Err error
+	// Hint is the server's Retry-After hint that ended the retries although the policy allowed
+	// more attempts: it asked for a longer wait than MaxDelay allows. Zero otherwise.
+	Hint time.Duration
+	// MaxDelay is the policy's MaxDelay when Hint ended the retries.
+	MaxDelay time.Duration
 
 	handlerErr error // the last error from an attempt that was not refused; nil when Err is one
 }
 
-// Error says how many attempts were made and what the last one returned.
+// Error says how many attempts were made and what the last one returned, and why the retries
+// stopped early when a Retry-After hint stopped them.
 func (e *RetryError) Error() string {
-	if e.handlerErr != nil {
-		return fmt.Sprintf("behaviors: failed after %d attempts: %v (last handler error: %v)", e.Attempts, e.Err, e.handlerErr)
+	var b strings.Builder
+	fmt.Fprintf(&b, "behaviors: failed after %d attempt", e.Attempts)
+	if e.Attempts != 1 {
+		b.WriteByte('s')
 	}
-	return fmt.Sprintf("behaviors: failed after %d attempts: %v", e.Attempts, e.Err)
+	if e.Hint > 0 {
+		fmt.Fprintf(&b, " (retries stopped: the server asked to wait %s, more than MaxDelay %s)", e.Hint, e.MaxDelay)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	if e.handlerErr != nil {
+		fmt.Fprintf(&b, " (last handler error: %v)", e.handlerErr)
+	}
+	return b.String()
 }
+
+// RetryAfter returns Hint: when a server's hint ended the retries, a caller that tries again
+// later (a durable queue) should wait at least that long.
+func (e *RetryError) RetryAfter() time.Duration { return e.Hint }
 
 // Is reports whether target is ErrRetriesExhausted, or matches the last handler error of a
 // call whose last attempt was refused.
@@ -153,6 +178,24 @@ func refused(err error) bool {
 	return errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrBulkheadFull)
 }
 
+// Refused reports whether err says that the call of req was turned away before it reached its
+// handler: by the circuit breaker or the bulkhead of req's own pipeline. Such a call did not
+// happen, so a scheduler that counts attempts does not count it. A refusal of another request
+// (one that req's handler sent, whose error the handler returned) is not req's: req's handler
+// did run.
+func Refused(err error, req any) bool {
+	if req == nil || !reflect.TypeOf(req).Comparable() {
+		return false
+	}
+	if co, ok := errors.AsType[*CircuitOpenError](err); ok && co.req != nil && reflect.TypeOf(co.req) == reflect.TypeOf(req) && co.req == req {
+		return true
+	}
+	if bf, ok := errors.AsType[*BulkheadFullError](err); ok && bf.req != nil && reflect.TypeOf(bf.req) == reflect.TypeOf(req) && bf.req == req {
+		return true
+	}
+	return false
+}
+
 // RetryableError is implemented by errors that say whether a retry may succeed. Retryable
 // honours it.
 type RetryableError interface {
@@ -167,7 +210,9 @@ type StatusCoder interface {
 }
 
 // RetryAfterHinter is implemented by errors that carry a server's Retry-After hint. Retry waits
-// at least that long before the next attempt.
+// at least that long before the next attempt; a hint longer than the policy's MaxDelay ends the
+// retries with a *RetryError that says so. A durable queue schedules the next try no earlier
+// than the hint.
 type RetryAfterHinter interface {
 	RetryAfter() time.Duration
 }

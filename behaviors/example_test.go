@@ -86,14 +86,18 @@ func ExampleRetryError() {
 	// true 502
 }
 
-// A scheduler that does its own retrying makes each dispatch exactly one attempt.
+// A caller overrides the retry policy of one request; the requests its handler sends keep
+// their own.
 func ExampleWithRetryOverride() {
 	rt := behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Second}})
-	ctx := behaviors.WithRetryOverride(context.Background(), behaviors.RetryPolicy{MaxAttempts: 1})
-	p := rt.Policy(ctx, &GetQuote{})
+	req := &GetQuote{}
+	ctx := behaviors.WithRetryOverride(context.Background(), req, behaviors.RetryPolicy{MaxAttempts: 2})
+	p := rt.Policy(ctx, req)
 	fmt.Println(p.MaxAttempts, p.BaseDelay, p.Strategy, p.MaxDelay)
+	fmt.Println(rt.Policy(ctx, &GetQuote{}).MaxAttempts)
 	// Output:
-	// 1 1s fixed 30s
+	// 2 1s fixed 30s
+	// 5
 }
 
 // One breaker per endpoint: after three failures the endpoint's breaker opens and calls to it
@@ -127,7 +131,7 @@ func ExampleNewCircuitBreaker() {
 	// HTTP 503
 	// calling https://prices.example
 	// https://prices.example: closed → open
-	// HTTP 503
+	// HTTP 503 (circuit "https://prices.example" opened for 30s)
 	// behaviors: circuit open for "https://prices.example" (probe in 30s)
 	// https://prices.example open 3 30s
 }
@@ -338,7 +342,7 @@ func Example_chain() {
 	//   => -1 <nil>
 	// send 2
 	//   handler, attempt 1
-	//   fallback after: behaviors: failed after 2 attempts: behaviors: circuit open for "https://prices.example" (probe in 30s) (last handler error: HTTP 503)
+	//   fallback after: HTTP 503 (circuit "https://prices.example" opened for 30s)
 	//   => -1 <nil>
 	// send 3
 	//   fallback after: behaviors: circuit open for "https://prices.example" (probe in 30s)

@@ -13,9 +13,10 @@ import (
 // (cached data, an empty list, a placeholder). It catches every error, a *CircuitOpenError
 // included, except the caller's own cancellation, which passes on unchanged: any error of a
 // call whose context is done, since clients report cancellation in their own ways (a gRPC
-// Canceled status does not wrap context.Canceled). It is in
-// StageDefault at FallbackOrder, outside Retry and CircuitBreaker, so it sees only what
-// survives them.
+// Canceled status does not wrap context.Canceled). It steps aside for a dispatch marked
+// mediator.Unattended: nobody waits for a degraded answer there, and the caller (a scheduler
+// running stored work) must record what the handler did. It is in StageDefault at
+// FallbackOrder, outside Retry and CircuitBreaker, so it sees only what survives them.
 type Fallback struct {
 	result  reflect.Type // the fallback function's result type
 	request reflect.Type // non-nil for a typed fallback: the one request type it serves
@@ -90,7 +91,8 @@ func (f *Fallback) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 // Handle calls next and falls back on its error.
 func (f *Fallback) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	resp, err := next(ctx, req)
-	if err == nil || ctx.Err() != nil || (f.catch != nil && !f.catch(err)) || isDeferred(err) {
+	if err == nil || ctx.Err() != nil || (f.catch != nil && !f.catch(err)) || isDeferred(err) ||
+		mediator.MarksOf(ctx, req).Has(mediator.Unattended) {
 		return resp, err
 	}
 	return f.fn(ctx, req, err)

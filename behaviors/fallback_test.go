@@ -80,12 +80,12 @@ func TestFallbackCatching(t *testing.T) {
 // passes on unchanged.
 func TestFallbackNeverCatchesCancellationInClientError(t *testing.T) {
 	called := false
+	ctx, cancel := context.WithCancel(context.Background())
 	m := build(t, func(ctx context.Context, _ *Call) (*Reply, error) {
+		cancel() // the caller gives up while the call runs
 		return nil, &rpcStatus{"context canceled"}
 	},
 		behaviors.NewFallbackFor(func(context.Context, *Call, error) (*Reply, error) { called = true; return &Reply{}, nil }))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	_, err := mediator.Send(ctx, m, &Call{})
 	var rs *rpcStatus
 	if !errors.As(err, &rs) || called {

@@ -1,6 +1,7 @@
 package behaviors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // Strategy is how the delay between attempts grows. The zero Strategy is unset.
@@ -80,8 +83,16 @@ type RetryPolicy struct {
 	// (seed 001, jitter).
 	Jitter Switch
 	// RetryOnTimeout retries timeouts (see IsTimeout), never the caller's own deadline.
-	// Default Off (seed 001, retryOnTimeout).
+	// Default Off in process: a call that timed out may have taken effect, and a caller is
+	// waiting. (The durable queue turns it on for its own work, which exists for the
+	// dependency that is hung.)
 	RetryOnTimeout Switch
+	// RetryOnTransport retries transport errors (see IsTransport: connection refused or reset,
+	// unexpected EOF, temporary DNS failures). Default Off in process: a dependency that
+	// refuses connections is down, and retrying it within seconds rarely helps the waiting
+	// caller. (The durable queue turns it on for its own work, which exists for the dependency
+	// that is down.)
+	RetryOnTransport Switch
 	// WaitForBreaker retries a call refused by an open circuit breaker after waiting out the
 	// breaker's remaining open time, capped at MaxDelay. Default Off: an open breaker ends
 	// the retries at once (seed 003: retry must not burn its attempts against an open
@@ -94,8 +105,40 @@ type RetryPolicy struct {
 	// Classify decides which errors are retried. nil is unset. Default: Retryable with
 	// RetryableStatusCodes. Whatever it says, the caller's cancellation, validation errors,
 	// missing handlers, bulkhead rejections and (unless WaitForBreaker) circuit-open errors are
-	// never retried, and timeouts follow RetryOnTimeout.
+	// never retried, timeouts follow RetryOnTimeout and transport errors RetryOnTransport
+	// (when it is On; Off leaves them to Classify).
 	Classify func(err error) bool
+}
+
+// Retries reports whether p, resolved over DefaultRetryPolicy, classifies err as worth another
+// attempt: the fixed rules first (never the caller's cancellation, validation errors, missing
+// handlers, bulkhead rejections; circuit-open errors only with WaitForBreaker), then timeouts by
+// RetryOnTimeout, transport errors by RetryOnTransport when it is On, and the rest by Classify,
+// or Retryable with RetryableStatusCodes. It says nothing about attempts left. The Retry
+// behavior decides with it, and so do the durable queue's deferral and scheduler, each with the
+// request's own merged policy, so one classification holds everywhere.
+func (p RetryPolicy) Retries(err error) bool {
+	if err == nil {
+		return false
+	}
+	p = p.Resolved()
+	if errors.Is(err, ErrCircuitOpen) {
+		return p.WaitForBreaker == On
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrValidation) ||
+		errors.Is(err, mediator.ErrNoHandler) || errors.Is(err, ErrBulkheadFull) {
+		return false
+	}
+	if IsTimeout(err) {
+		return p.RetryOnTimeout == On
+	}
+	if p.RetryOnTransport == On && IsTransport(err) {
+		return true
+	}
+	if p.Classify != nil {
+		return p.Classify(err)
+	}
+	return retryableWith(err, p.RetryableStatusCodes)
 }
 
 // DefaultRetryPolicy is the built-in bottom layer of every policy (seed 001's built-in
@@ -108,6 +151,7 @@ var DefaultRetryPolicy = RetryPolicy{
 	MaxDelay:             30 * time.Second,
 	Jitter:               Off,
 	RetryOnTimeout:       Off,
+	RetryOnTransport:     Off,
 	WaitForBreaker:       Off,
 	RetryableStatusCodes: defaultRetryableStatusCodes,
 }
@@ -135,6 +179,9 @@ func (p RetryPolicy) Merge(over RetryPolicy) RetryPolicy {
 	}
 	if over.RetryOnTimeout != 0 {
 		p.RetryOnTimeout = over.RetryOnTimeout
+	}
+	if over.RetryOnTransport != 0 {
+		p.RetryOnTransport = over.RetryOnTransport
 	}
 	if over.WaitForBreaker != 0 {
 		p.WaitForBreaker = over.WaitForBreaker
@@ -172,7 +219,7 @@ func (p RetryPolicy) Validate() error {
 	for _, s := range []struct {
 		name string
 		v    Switch
-	}{{"Jitter", p.Jitter}, {"RetryOnTimeout", p.RetryOnTimeout}, {"WaitForBreaker", p.WaitForBreaker}} {
+	}{{"Jitter", p.Jitter}, {"RetryOnTimeout", p.RetryOnTimeout}, {"RetryOnTransport", p.RetryOnTransport}, {"WaitForBreaker", p.WaitForBreaker}} {
 		if s.v > Off {
 			errs = append(errs, fmt.Errorf("%s: unknown %s", s.name, s.v))
 		}

@@ -17,41 +17,65 @@ import (
 // default; the defaults are the ones docs/resilience.md lists with their sources.
 type BreakerConfig struct {
 	// FailureThreshold is the number of consecutive counted failures that opens a closed
-	// breaker. Default 5 (seeds 000, 001 and 003).
+	// breaker. Default 5: five failures in a row are rarely bad luck, and few enough that
+	// callers soon stop waiting on a dependency that is down.
 	FailureThreshold int
 	// OpenDuration is how long an open breaker refuses calls before it lets a probe through.
-	// Default 30 s (seeds 001 and 003; seed 000 uses one minute).
+	// Default 30 s: long enough for a restarting instance or a failover to complete, short
+	// enough that a recovered dependency is soon used again.
 	OpenDuration time.Duration
 	// OpenJitter spreads each open duration uniformly by ±OpenJitter × OpenDuration, so that
 	// a fleet tripped at once does not probe at once. A fraction in [0, 1). Default 0: none.
 	OpenJitter float64
-	// HalfOpenProbes is how many probe calls a half-open breaker lets run at once. Default 1
-	// (seed 000's half-open-max-attempts; seed 001 lets exactly the next dispatch through).
+	// HalfOpenProbes is K, the number of probe calls a half-open breaker lets through in
+	// total, and the number that must succeed to close it. Any counted failure of a probe opens
+	// the breaker again at once, with a fresh open duration; the other probes' outcomes are
+	// then ignored. A probe whose outcome is not counted (IsFailure says no, or it was released
+	// or panicked) frees its slot for another probe; a successful one keeps its slot, so at
+	// most K probes reach the dependency in one half-open period. Default 1: one call tells
+	// whether the dependency is back and puts the least load on one that is not. A larger K
+	// (resilience4j's permitted calls in half-open state) gives a surer verdict at the cost of
+	// more calls to a dependency that may still be down.
 	HalfOpenProbes int
-	// ProbeTimeout is how long a probe may run before the breaker gives up on it and opens
-	// again; the probe's own result, when it comes, is then ignored. Default 30 s.
+	// ProbeTimeout is how long a probe may run before the breaker gives up on it: a probe
+	// still running then counts as failed, and the breaker opens again for a fresh open
+	// duration; the probe's own result, when it comes, is ignored. Default 30 s, the default
+	// open duration: a probe slower than that is as good as failed for the callers waiting
+	// behind the breaker. It does not follow a configured OpenDuration.
+	//
+	// Set it above the dependency's slowest normal latency. A ProbeTimeout shorter than that
+	// keeps a breaker opening again after every probe, even once the dependency has
+	// recovered: each probe succeeds, too late. Such re-opens have StateChange.Reason
+	// ReasonProbeTimedOut, and OnLateProbe hears how long each late probe took.
 	ProbeTimeout time.Duration
 	// FailureRate opens a closed breaker when, within RateWindow, at least RateMinCalls calls
 	// were made and at least this fraction of them failed; in (0, 1]. It works alongside
 	// FailureThreshold. Default 0: off. When on, successful calls are counted too, which
 	// costs a lock and a clock read per success.
 	FailureRate float64
-	// RateWindow is the sliding window of FailureRate. Default 60 s.
+	// RateWindow is the sliding window of FailureRate. Default 60 s: long enough to smooth
+	// out a burst, short enough to forget an outage that is over.
 	RateWindow time.Duration
 	// RateMinCalls is the minimum number of calls in the window before FailureRate applies.
-	// Default 10.
+	// Default 10: fewer calls say too little to judge a rate by.
 	RateMinCalls int
 	// IsFailure decides which errors count as failures. Default CountsAsFailure: everything
 	// but the caller's cancellation, validation errors, missing handlers, circuit-open errors,
 	// bulkhead rejections and 4xx status codes other than 408 and 429.
 	IsFailure func(ctx context.Context, err error) bool
-	// MaxBreakers bounds the number of breakers held: past it, closed breakers unused since
-	// the previous sweep are evicted, so the registry holds at most 1.25 × MaxBreakers
-	// closed breakers. Open and half-open ones are never evicted, nor breakers bound to a
-	// request type. Default 10,000; negative means no bound.
+	// MaxBreakers bounds the number of breakers held. Past it, a sweep evicts the breakers
+	// unused since the previous sweep that have nothing left to decide: closed ones, open ones
+	// whose open time has passed and half-open ones with no probe in flight. So the registry
+	// holds at most 1.25 × MaxBreakers breakers plus those still inside their open duration or
+	// with a probe in flight; once its open time has passed, an open breaker goes like an idle
+	// closed one. Breakers bound to a request type are never evicted. A call after an eviction
+	// finds a new, closed breaker. Default 10,000: enough for the endpoints of a large fleet,
+	// and a few MiB at most. Negative means no bound.
 	MaxBreakers int
-	// IdleTTL evicts closed breakers not used for at least this long. It is checked when a
-	// new key arrives and by Sweep. Default 10 minutes; negative means never.
+	// IdleTTL evicts breakers unused for at least this long that have nothing left to decide,
+	// as MaxBreakers does. It is checked when a new key arrives and by Sweep. Default 10
+	// minutes: the failure streak of a breaker unused for that long says little about the
+	// dependency now. Negative means never.
 	IdleTTL time.Duration
 	// OnStateChange is called after every state change, outside the breaker's lock, so it may
 	// call the registry. The changes of one breaker are announced one at a time, in the order
@@ -64,6 +88,21 @@ type BreakerConfig struct {
 	Store BreakerStore
 	// OnStoreError receives errors of Store. nil: they are dropped.
 	OnStoreError func(error)
+	// OnLateProbe is called when a probe reports its outcome after ProbeTimeout. By then the
+	// breaker has given up on the probe and opened again (with ReasonProbeTimedOut, unless
+	// another probe's failure, Trip, Reset or Apply changed its state first), so the outcome
+	// is ignored. It is called outside the breaker's lock, by the goroutine reporting, so it
+	// may call the registry.
+	// Probes that keep arriving late mean ProbeTimeout is shorter than the dependency's
+	// latency, for example:
+	//
+	//	OnLateProbe: func(l behaviors.LateProbe) {
+	//		slog.Warn("breaker probe too slow", "key", l.Key, "took", l.Took, "ProbeTimeout", l.Timeout)
+	//	},
+	//
+	// A released probe (one that panicked, or was abandoned) is not reported. nil: nothing is
+	// called.
+	OnLateProbe func(LateProbe)
 	// Clock is the registry's time source. nil: SystemClock.
 	Clock Clock
 }
@@ -76,6 +115,25 @@ type StateChange struct {
 	From, To State
 	// At is when the change happened.
 	At time.Time
+	// Reason says why it happened: a breaker that keeps re-opening with ReasonProbeTimedOut,
+	// for example, has a ProbeTimeout shorter than its dependency's latency.
+	Reason ChangeReason
+}
+
+// LateProbe describes a probe whose outcome came after ProbeTimeout and was ignored; see
+// BreakerConfig.OnLateProbe.
+type LateProbe struct {
+	// Key is the breaker's key.
+	Key string
+	// Took is how long the probe ran, from the moment it was let through to the moment it
+	// reported.
+	Took time.Duration
+	// Timeout is the registry's ProbeTimeout.
+	Timeout time.Duration
+	// Err is the error the probe reported to Permit.Done or returned through the
+	// CircuitBreaker behavior; nil for a success, and for outcomes given with Success or
+	// Failure.
+	Err error
 }
 
 // BreakerSnapshot describes one breaker at one moment.
@@ -245,17 +303,19 @@ func (r *BreakerRegistry) create(key string, pin bool) *breaker {
 }
 
 // forward records the outcome of a call whose breaker was evicted while the call ran on the
-// key's live breaker (creating it if needed), as a call of its current generation. An evicted
-// breaker was closed, so only a closed live breaker takes the outcome: an open or half-open
-// one has already decided without it.
-func (r *BreakerRegistry) forward(key string, o outcome) {
-	if o == outcomeIgnored {
-		return
+// key's live breaker (creating it if needed), as a call of its current generation, and reports
+// whether it opened that breaker. Only calls let through by the evicted breaker while it was
+// closed, in the generation it was evicted in, are forwarded, and only a closed live breaker
+// takes the outcome: an open or half-open one has already decided without it.
+func (r *BreakerRegistry) forward(key string, o outcome, err error) trip {
+	if o == outcomeIgnored || o == outcomeReleased {
+		return trip{}
 	}
 	live := r.lookup(key)
 	if w := live.word.Load(); stateOf(w) == StateClosed {
-		live.recordSlow(Permit{b: live, word: w}, o)
+		return live.recordSlow(Permit{b: live, word: w}, o, err)
 	}
+	return trip{}
 }
 
 // Gate reports whether a call to key may start now, creating the key's breaker on first use.
@@ -272,10 +332,11 @@ func (r *BreakerRegistry) forward(key string, o outcome) {
 func (r *BreakerRegistry) Gate(key string) (Permit, error) { return r.lookup(key).allow() }
 
 // OpenFor reports whether calls to key would be refused now and, if so, the time until a
-// probe may start. For a half-open breaker whose probe slots are all taken, remaining is 0: a
-// slot frees the moment a probe ends, which is usually long before the probe timeout, so a
-// caller that waits should look again soon rather than wait out the timeout. An unknown key is
-// closed.
+// probe may start. For a half-open breaker whose probe slots are all taken, remaining is 0, as
+// in the *CircuitOpenError of a call refused then: a slot frees the moment a probe ends without
+// a verdict, and the breaker opens or closes the moment the probes decide, usually long before
+// the probe timeout, so a caller that waits should look again soon rather than wait out the
+// timeout. An unknown key is closed.
 func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open bool) {
 	v, ok := r.m.Load(key)
 	if !ok {
@@ -312,7 +373,7 @@ func (r *BreakerRegistry) OpenFor(key string) (remaining time.Duration, open boo
 // registry does not hold.
 func (r *BreakerRegistry) Trip(key string) error {
 	return r.force(key, func(b *breaker, now int64, ev *events) {
-		b.setLocked(StateOpen, now, ev)
+		b.setLocked(StateOpen, ReasonManualTrip, now, ev)
 	})
 }
 
@@ -330,7 +391,7 @@ func (r *BreakerRegistry) Reset(key string) error {
 			}
 			return
 		}
-		b.setLocked(StateClosed, now, ev)
+		b.setLocked(StateClosed, ReasonManualReset, now, ev)
 	})
 }
 
@@ -374,12 +435,12 @@ func (r *BreakerRegistry) Apply(s BreakerSnapshot) {
 	switch cur := stateOf(b.word.Load()); {
 	case s.State == StateOpen:
 		if cur != StateOpen {
-			b.setLocked(StateOpen, now, &ev)
+			b.setLocked(StateOpen, ReasonApplied, now, &ev)
 		}
 		b.openUntil.Store(after(now, max(s.Remaining, 0)))
 		b.failures.Store(int32(min(s.Failures, math.MaxInt32)))
 	case s.State == StateClosed && cur != StateClosed:
-		b.setLocked(StateClosed, now, &ev)
+		b.setLocked(StateClosed, ReasonApplied, now, &ev)
 	}
 	b.mu.Unlock()
 	b.announce(&ev)
@@ -409,19 +470,24 @@ func (r *BreakerRegistry) Snapshot() []BreakerSnapshot {
 // Len returns the number of breakers held.
 func (r *BreakerRegistry) Len() int { return int(r.size.Load()) }
 
-// Sweep evicts closed breakers not used since the previous sweep and returns how many it
-// evicted. The registry sweeps by itself when a new key arrives and the previous sweep is
-// older than IdleTTL; an application that adds no keys for long may call Sweep periodically.
+// Sweep evicts the breakers not used since the previous sweep that have nothing left to
+// decide, and returns how many it evicted: closed breakers, open ones whose open time has
+// passed, and half-open ones with no probe in flight. (A call that comes after the eviction
+// finds a new, closed breaker.) Open breakers inside their open duration, half-open ones with
+// a probe in flight and breakers bound to a request type stay. The registry sweeps by itself
+// when a new key arrives and the previous sweep is older than IdleTTL, or past MaxBreakers; an
+// application that adds no keys for long may call Sweep periodically.
 func (r *BreakerRegistry) Sweep() int { return r.sweep(false) }
 
-// sweep evicts idle closed breakers with a second chance: a breaker used since the previous
-// sweep has its mark cleared and survives this one, so every evicted breaker went unused for
-// a whole sweep interval (a breaker just created is never evicted; one whose last call is still
-// running when it is evicted has that call's outcome forwarded to the key's live breaker). Under
-// size pressure it stops once the registry is down to three quarters of MaxBreakers, and the
-// next pressure sweep waits until a quarter of MaxBreakers more keys have arrived: the
-// registry stays below 1.25 × MaxBreakers plus its open breakers, and sweeping costs O(1) per
-// new key, amortised.
+// sweep evicts idle breakers with a second chance: a breaker used (a call let through or
+// refused) since the previous sweep has its mark cleared and survives this one, so every
+// evicted breaker went unused for a whole sweep interval (a breaker just created is never
+// evicted; one whose last call is still running when it is evicted has that call's outcome
+// forwarded to the key's live breaker). Only breakers with nothing left to decide go: see
+// evictableLocked. Under size pressure it stops once the registry is down to three quarters
+// of MaxBreakers, and the next pressure sweep waits until a quarter of MaxBreakers more keys
+// have arrived: the registry stays below 1.25 × MaxBreakers plus the breakers still inside
+// their open duration or probing, and sweeping costs O(1) per new key, amortised.
 func (r *BreakerRegistry) sweep(pressure bool) int {
 	if pressure {
 		r.sweepMu.Lock()
@@ -436,24 +502,28 @@ func (r *BreakerRegistry) sweep(pressure bool) int {
 		}
 		target = int64(r.cfg.MaxBreakers) * 3 / 4
 	}
-	r.lastSweep.Store(r.now())
+	now := r.now()
+	r.lastSweep.Store(now)
 	evicted := 0
 	r.m.Range(func(k, v any) bool {
 		if target >= 0 && r.size.Load() <= target {
 			return false
 		}
 		b := v.(*breaker)
-		if b.pinned.Load() || stateOf(b.word.Load()) != StateClosed {
+		if b.pinned.Load() {
 			return true
 		}
 		if b.touched.Load() {
 			b.touched.Store(false)
 			return true
 		}
+		if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
+			return true // still refusing calls: the common case among open breakers, lock-free
+		}
 		// Decide under the breaker's lock, so that no outcome trips it between the check and
 		// the removal, and every outcome after the removal is forwarded to the live breaker.
 		b.mu.Lock()
-		if !b.pinned.Load() && stateOf(b.word.Load()) == StateClosed && !b.touched.Load() && r.m.CompareAndDelete(k, v) {
+		if !b.pinned.Load() && !b.touched.Load() && b.evictableLocked(now) && r.m.CompareAndDelete(k, v) {
 			b.evicted.Store(true)
 			r.size.Add(-1)
 			evicted++
@@ -465,6 +535,21 @@ func (r *BreakerRegistry) sweep(pressure bool) int {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
 	}
 	return evicted
+}
+
+// evictableLocked reports whether b has nothing left to decide, so that a sweep may evict it
+// once unused: it is closed, open past its open time, or half-open with no probe in flight.
+// Evicting such a breaker forgets no decision a call still waits for; a later call finds a new,
+// closed breaker.
+func (b *breaker) evictableLocked(now int64) bool {
+	switch stateOf(b.word.Load()) {
+	case StateClosed:
+		return true
+	case StateOpen:
+		return now >= b.openUntil.Load()
+	default:
+		return !b.probesInFlightLocked()
+	}
 }
 
 // AddListener adds fn to the functions called after every state change, outside locks.

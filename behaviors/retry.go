@@ -39,20 +39,23 @@ var (
 // the attempt of the enclosing call.
 func Attempt(ctx context.Context) int { return attemptKey.GetOr(ctx, 1) }
 
-// WithRetryOverride returns a copy of ctx whose requests are retried under p merged over
-// every other layer: the per-request override. Unset fields of p keep the lower layers'
-// values. A scheduler that does its own retrying sets MaxAttempts: 1 through it, so one
-// dispatch is exactly one attempt. A later override on the same context is merged over an
-// earlier one.
-func WithRetryOverride(ctx context.Context, p RetryPolicy) context.Context {
-	if prev, ok := overrideKey.Get(ctx); ok {
+// WithRetryOverride returns a copy of ctx on which the dispatch of req is retried under p
+// merged over every other layer: the per-request override. Unset fields of p keep the lower
+// layers' values. The override binds to req (see mediator.Key.WithFor): the requests req's
+// handler sends with the same context run under their own policies. A later override for the
+// same request is merged over an earlier one. (To make a dispatch exactly one attempt, mark it
+// mediator.SingleAttempt.)
+func WithRetryOverride(ctx context.Context, req any, p RetryPolicy) context.Context {
+	if prev, ok := overrideKey.GetFor(ctx, req); ok {
 		p = prev.Merge(p)
 	}
-	return overrideKey.With(ctx, p)
+	return overrideKey.WithFor(ctx, req, p)
 }
 
-// RetryOverride returns the per-request override set on ctx by WithRetryOverride.
-func RetryOverride(ctx context.Context) (RetryPolicy, bool) { return overrideKey.Get(ctx) }
+// RetryOverride returns the per-request override set on ctx for req by WithRetryOverride.
+func RetryOverride(ctx context.Context, req any) (RetryPolicy, bool) {
+	return overrideKey.GetFor(ctx, req)
+}
 
 // RetryEvent describes one retry about to happen.
 type RetryEvent struct {
@@ -138,14 +141,17 @@ func (r *Retry) Policy(ctx context.Context, req any) RetryPolicy {
 			p = p.Merge(kp)
 		}
 	}
-	if o, ok := overrideKey.Get(ctx); ok {
+	if o, ok := overrideKey.GetFor(ctx, req); ok {
 		p = p.Merge(o)
 	}
 	return p
 }
 
 // Handle calls next until it succeeds, fails with an error that is not retried, or the
-// attempts run out. The final error of a call attempted more than once is a *RetryError.
+// attempts run out. The final error of a call attempted more than once is a *RetryError. A
+// failure that opened the circuit breaker (*CircuitTrippedError) ends the retries at once,
+// without a wait, unless the policy waits for the breaker. A dispatch marked
+// mediator.SingleAttempt is attempted once.
 func (r *Retry) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	resp, err := next(ctx, req)
 	if err == nil {
@@ -155,7 +161,7 @@ func (r *Retry) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 }
 
 func (r *Retry) retry(ctx context.Context, req any, next mediator.Next, resp any, err error) (any, error) {
-	if mediator.IsCallerCancellation(ctx, err) {
+	if mediator.IsCallerCancellation(ctx, err) || mediator.MarksOf(ctx, req).Has(mediator.SingleAttempt) {
 		return resp, err
 	}
 	p := r.Policy(ctx, req)
@@ -180,8 +186,17 @@ func (r *Retry) retry(ctx context.Context, req any, next mediator.Next, resp any
 		if delay == backoff.Stop {
 			break
 		}
-		delay, ok := adjustDelay(p, err, delay)
-		if !ok || !fitsDeadline(ctx, r.clock, delay) {
+		delay, hint := adjustDelay(p, err, delay)
+		if hint > 0 {
+			// The server asked for a longer wait than the policy allows: retrying sooner is
+			// pointless, and the caller must learn why the retries stopped.
+			re := &RetryError{Attempts: attempt, Err: err, Hint: hint, MaxDelay: p.MaxDelay}
+			if refused(err) {
+				re.handlerErr = handlerErr
+			}
+			return resp, re
+		}
+		if !fitsDeadline(ctx, r.clock, delay) {
 			break
 		}
 		if r.cfg.OnRetry != nil {
@@ -212,40 +227,35 @@ func (r *Retry) retry(ctx context.Context, req any, next mediator.Next, resp any
 	return resp, re
 }
 
-// shouldRetry applies the fixed rules, then RetryOnTimeout, then the classifier.
+// shouldRetry is the policy's classification, except that a failure which opened the circuit
+// breaker ends the retries at once (the next attempt would be refused) unless the policy waits
+// for the breaker.
 func shouldRetry(p RetryPolicy, err error) bool {
-	if errors.Is(err, ErrCircuitOpen) {
+	if errors.Is(err, ErrCircuitTripped) {
 		return p.WaitForBreaker == On
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, ErrValidation) ||
-		errors.Is(err, mediator.ErrNoHandler) || errors.Is(err, ErrBulkheadFull) {
-		return false
-	}
-	if IsTimeout(err) {
-		return p.RetryOnTimeout == On
-	}
-	if p.Classify != nil {
-		return p.Classify(err)
-	}
-	return retryableWith(err, p.RetryableStatusCodes)
+	return p.Retries(err)
 }
 
 // adjustDelay applies a circuit breaker's remaining open time (capped at MaxDelay) and a
-// Retry-After hint (which wins when larger; a hint above MaxDelay ends the retries, since
-// the policy does not allow waiting that long and retrying sooner is pointless).
-func adjustDelay(p RetryPolicy, err error, delay time.Duration) (time.Duration, bool) {
+// Retry-After hint, which wins when larger. A hint above MaxDelay is returned as hint: the
+// policy does not allow waiting that long, and retrying sooner is pointless.
+func adjustDelay(p RetryPolicy, err error, delay time.Duration) (d, hint time.Duration) {
 	if co, ok := errors.AsType[*CircuitOpenError](err); ok {
-		return min(max(co.Remaining, delay), p.MaxDelay), true
+		return min(max(co.Remaining, delay), p.MaxDelay), 0
+	}
+	if ct, ok := errors.AsType[*CircuitTrippedError](err); ok {
+		return min(max(ct.Remaining, delay), p.MaxDelay), 0
 	}
 	if h, ok := errors.AsType[retryAfterError](err); ok {
 		if hint := h.RetryAfter(); hint > delay {
 			if hint > p.MaxDelay {
-				return 0, false
+				return 0, hint
 			}
 			delay = hint
 		}
 	}
-	return delay, true
+	return delay, 0
 }
 
 type retryAfterError interface {

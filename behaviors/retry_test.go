@@ -237,8 +237,9 @@ func TestRetryLayers(t *testing.T) {
 			return behaviors.RetryPolicy{}, false
 		},
 	})
-	ctx := behaviors.WithRetryOverride(context.Background(), behaviors.RetryPolicy{MaxAttempts: 2, Jitter: behaviors.Off})
-	p := rt.Policy(ctx, &Call{Endpoint: "slow"})
+	slow := &Call{Endpoint: "slow"}
+	ctx := behaviors.WithRetryOverride(context.Background(), slow, behaviors.RetryPolicy{MaxAttempts: 2, Jitter: behaviors.Off})
+	p := rt.Policy(ctx, slow)
 	if p.MaxAttempts != 2 || p.BaseDelay != time.Second || p.Strategy != behaviors.StrategyExponential ||
 		p.MaxDelay != time.Minute || p.Jitter != behaviors.Off || p.Multiplier != 2 || len(p.RetryableStatusCodes) != 4 {
 		t.Fatalf("merged %+v", p)
@@ -247,18 +248,27 @@ func TestRetryLayers(t *testing.T) {
 	if p.MaxAttempts != 3 || p.Strategy != behaviors.StrategyFixed || p.MaxDelay != 30*time.Second {
 		t.Fatalf("merged %+v", p)
 	}
-	// Overrides on one context stack.
-	ctx = behaviors.WithRetryOverride(ctx, behaviors.RetryPolicy{BaseDelay: time.Millisecond})
-	if o, _ := behaviors.RetryOverride(ctx); o.MaxAttempts != 2 || o.BaseDelay != time.Millisecond {
+	// Overrides for one request stack.
+	ctx = behaviors.WithRetryOverride(ctx, slow, behaviors.RetryPolicy{BaseDelay: time.Millisecond})
+	if o, _ := behaviors.RetryOverride(ctx, slow); o.MaxAttempts != 2 || o.BaseDelay != time.Millisecond {
 		t.Fatalf("override %+v", o)
+	}
+	// The override belongs to its request: another request on the same context runs under its
+	// own layers.
+	if _, ok := behaviors.RetryOverride(ctx, &Call{Endpoint: "slow"}); ok {
+		t.Fatal("override leaked to another request")
+	}
+	if p := rt.Policy(ctx, &Call{Endpoint: "slow"}); p.MaxAttempts != 3 {
+		t.Fatalf("another request's policy %+v", p)
 	}
 }
 
-// A scheduler that owns retrying sets MaxAttempts 1 per request: exactly one attempt.
-func TestRetryOverrideOneAttempt(t *testing.T) {
+// A scheduler that owns retrying marks its dispatch SingleAttempt: exactly one attempt.
+func TestRetrySingleAttemptMark(t *testing.T) {
 	m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5}}, &statusErr{code: 503})
-	ctx := behaviors.WithRetryOverride(context.Background(), behaviors.RetryPolicy{MaxAttempts: 1})
-	_, err := mediator.Send(ctx, m, &Call{})
+	req := &Call{}
+	ctx := mediator.WithMarks(context.Background(), req, mediator.SingleAttempt)
+	_, err := mediator.Send(ctx, m, req)
 	var se *statusErr
 	if s.calls != 1 || !errors.As(err, &se) || errors.Is(err, behaviors.ErrRetriesExhausted) {
 		t.Fatalf("%d calls, %v", s.calls, err)
@@ -343,24 +353,26 @@ func TestRetrySuccessPathTouchesNoClock(t *testing.T) {
 func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		errUpstream := errors.New("upstream down")
-		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 2})
+		r := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
 		calls := 0
 		m := build(t, func(context.Context, *Call) (*Reply, error) {
 			calls++
 			return nil, fmt.Errorf("call %d: %w", calls, errUpstream)
 		},
-			behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{
-				MaxAttempts: 3, BaseDelay: time.Second, Classify: func(error) bool { return true },
-			}}),
+			behaviors.NewRetry(behaviors.RetryConfig{
+				Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second, Classify: func(error) bool { return true }},
+				// An operator (or another instance) opens the breaker between the attempts.
+				OnRetry: func(context.Context, behaviors.RetryEvent) { _ = r.Trip("u") },
+			}),
 			behaviors.NewCircuitBreaker(r, endpointKey))
 		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "u"})
 		var re *behaviors.RetryError
 		var co *behaviors.CircuitOpenError
-		if calls != 2 || !errors.As(err, &re) || re.Attempts != 3 || !errors.As(err, &co) ||
+		if calls != 1 || !errors.As(err, &re) || re.Attempts != 2 || !errors.As(err, &co) ||
 			!errors.Is(err, behaviors.ErrRetriesExhausted) || !errors.Is(err, errUpstream) {
 			t.Fatalf("%d calls, err %v", calls, err)
 		}
-		if want := `behaviors: failed after 3 attempts: behaviors: circuit open for "u" (probe in 29s) (last handler error: call 2: upstream down)`; err.Error() != want {
+		if want := `behaviors: failed after 2 attempts: behaviors: circuit open for "u" (probe in 29s) (last handler error: call 1: upstream down)`; err.Error() != want {
 			t.Fatalf("message %q, want %q", err, want)
 		}
 	})

@@ -66,7 +66,7 @@ func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
 		seed(t, stores[0], n, time.Now())
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			calls.Add(1)
-			d, _ := durable.FromContext(ctx)
+			d, _ := durable.FromContext(ctx, w)
 			if d.Attempt <= 2 {
 				return retryableErr{fmt.Sprintf("failure %d", d.Attempt)}
 			}

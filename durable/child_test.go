@@ -71,7 +71,7 @@ func runChild(mode string) int {
 	}
 	m := mediator.New(nil)
 	_ = mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
-		d, _ := durable.FromContext(ctx)
+		d, _ := durable.FromContext(ctx, w)
 		switch mode {
 		case "hold":
 			fmt.Printf("STARTED %d %s %d\n", d.ItemID, d.Instance, d.Attempt)

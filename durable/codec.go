@@ -3,10 +3,12 @@ package durable
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
+
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // Codec turns requests into payload bytes and back.
@@ -17,23 +19,44 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSONCodec encodes with encoding/json; the default Codec. Unknown fields are rejected when
-// decoding, so a payload written for a changed type fails loudly instead of silently losing
-// data.
-type JSONCodec struct{}
+// JSONCodec encodes with encoding/json; the default Codec.
+//
+// By default it ignores fields of the payload that the request type does not have. Items
+// outlive the code that wrote them: during a rolling deploy an instance still running the
+// previous version claims items written by a newer one, and a field added to the request type
+// must not turn those items into dead letters. The price is that a field the type no longer
+// has is dropped silently; set Strict to fail such payloads instead.
+//
+// Either way, a payload that is not exactly one JSON value of the request's shape (malformed
+// JSON, a value of the wrong type, trailing data after the value) fails to decode, and its item
+// becomes a dead letter with the decode error.
+type JSONCodec struct {
+	// Strict rejects payloads with fields the request type does not have. Use it when every
+	// instance always runs the same version of the request types, or when losing a field that
+	// was renamed or removed is worse than dead-lettering the item: a payload written by another
+	// version of the type then fails loudly. Strict decoding reads the payload through a
+	// json.Decoder, which copies it into the decoder's buffer. Default false: unknown fields
+	// are ignored, so that versions that differ by an added field can share a queue.
+	Strict bool
+}
 
 // Marshal implements Codec.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Unmarshal implements Codec.
-func (JSONCodec) Unmarshal(data []byte, v any) error {
+// Unmarshal implements Codec. Whitespace may follow the value; anything else is an error.
+func (c JSONCodec) Unmarshal(data []byte, v any) error {
+	if !c.Strict {
+		// json.Unmarshal validates the whole input, trailing data included, and decodes
+		// straight from data without copying it.
+		return json.Unmarshal(data, v)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("trailing data after the JSON value at offset %d", len(data)-len(rest))
 	}
 	return nil
 }
@@ -46,6 +69,7 @@ type Registry struct {
 	mu     sync.RWMutex
 	byName map[string]*registration
 	byType map[reflect.Type]*registration
+	sealed atomic.Bool // a built mediator's deferral decided its request types (see seal)
 }
 
 type registration struct {
@@ -68,12 +92,14 @@ type RegisterOption func(*registration)
 func WithCodec(c Codec) RegisterOption { return func(r *registration) { r.codec = c } }
 
 // WithPolicy sets the retry policy of the registration's items. Default: the Queue's policy.
+// Register fails when p is invalid (see Policy.Validate).
 func WithPolicy(p Policy) RegisterOption {
 	return func(r *registration) { r.policy, r.hasPol = p, true }
 }
 
 // Register registers request type Q (a pointer type, as sent: *SendInvoice) under name. A name
-// or type can be registered once.
+// or type can be registered once. A policy given by WithPolicy must be valid: Register returns
+// its Policy.Validate error (matching ErrInvalidPolicy) and registers nothing.
 func Register[Q any](r *Registry, name string, opts ...RegisterOption) error {
 	t := reflect.TypeFor[Q]()
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() == reflect.Pointer {
@@ -89,8 +115,17 @@ func Register[Q any](r *Registry, name string, opts ...RegisterOption) error {
 	if reg.codec == nil {
 		reg.codec = JSONCodec{}
 	}
+	if reg.hasPol {
+		if err := reg.policy.Validate(); err != nil {
+			return fmt.Errorf("durable: Register %s: %w", t, err)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.sealed.Load() {
+		return fmt.Errorf("%w: Register %s: a mediator whose pipelines include this registry's deferral was built, and Build decided which request types it defers; register every request type before Build",
+			ErrRegistryInUse, t)
+	}
 	if old, ok := r.byName[name]; ok {
 		return fmt.Errorf("durable: Register %s: name %q is already used by %s", t, name, old.typ)
 	}
@@ -133,16 +168,30 @@ func (r *Registry) NameOf(req any) (string, bool) {
 	return reg.name, true
 }
 
-// Encode returns the registered name and encoded payload of req. An unregistered type gets an
-// *UnknownRequestError.
+// Encode returns the registered name and encoded payload of req. A nil req, or a nil pointer,
+// gets an error matching mediator.ErrNilRequest: it would be stored as an empty payload and
+// later dispatched as a zero request. An unregistered type gets an *UnknownRequestError. A
+// codec that fails or panics gets an *EncodeError.
 func (r *Registry) Encode(req any) (name string, payload []byte, err error) {
-	reg := r.lookupType(reflect.TypeOf(req))
-	if reg == nil {
-		return "", nil, &UnknownRequestError{Type: fmt.Sprintf("%T", req)}
+	if req == nil {
+		return "", nil, fmt.Errorf("durable: cannot encode a nil request: %w", mediator.ErrNilRequest)
 	}
+	t := reflect.TypeOf(req)
+	if t.Kind() == reflect.Pointer && reflect.ValueOf(req).IsNil() {
+		return "", nil, fmt.Errorf("durable: cannot encode a nil %s: %w", t, mediator.ErrNilRequest)
+	}
+	reg := r.lookupType(t)
+	if reg == nil {
+		return "", nil, &UnknownRequestError{Type: t.String()}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			name, payload, err = "", nil, &EncodeError{Name: reg.name, Err: fmt.Errorf("codec panicked: %v", p)}
+		}
+	}()
 	payload, err = reg.codec.Marshal(req)
 	if err != nil {
-		return "", nil, fmt.Errorf("durable: encoding %s: %w", reg.name, err)
+		return "", nil, &EncodeError{Name: reg.name, Err: err}
 	}
 	return reg.name, payload, nil
 }

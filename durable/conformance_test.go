@@ -25,7 +25,7 @@ func TestEnqueueDispatchSucceeds(t *testing.T) {
 		e := newEnv(t, b)
 		var got sync.Map
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
-			d, ok := durable.FromContext(ctx)
+			d, ok := durable.FromContext(ctx, w)
 			if !ok {
 				return errors.New("no dispatch info on the context")
 			}
@@ -59,7 +59,7 @@ func TestRetryBackoffThenSuccess(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
-			if d, _ := durable.FromContext(ctx); d.Attempt <= 2 {
+			if d, _ := durable.FromContext(ctx, w); d.Attempt <= 2 {
 				return retryableErr{fmt.Sprintf("attempt %d failed", d.Attempt)}
 			}
 			return nil
@@ -208,23 +208,32 @@ func TestOpenBreakerMakesNoAttempt(t *testing.T) {
 	})
 }
 
-// circuitOpenHandler makes the handler itself report an open circuit, as the breaker behavior
-// does when it opened between the scheduler's check and the call.
+// The breaker of the pipeline refuses the dispatch (it opened between the scheduler's check
+// and the call, or the scheduler has no breaker view): the handler did not run, so there is no
+// attempt, and the item waits on that breaker.
 func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		var calls atomic.Int64
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 7 * time.Second, Clock: e.clock})
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
-			if calls.Add(1) == 1 {
-				return &behaviors.CircuitOpenError{Key: "x", Remaining: 7 * time.Second}
-			}
+			calls.Add(1)
 			return nil
-		}})
+		}}, func(m *mediator.Mediator) {
+			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "x" }))
+		})
+		if _, err := reg.Gate("x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Trip("x"); err != nil {
+			t.Fatal(err)
+		}
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		t0 := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "the rejected call", func() bool { return calls.Load() == 1 && item(t, e.store, id).State == durable.StatePending })
-		if it := item(t, e.store, id); it.Attempts != 0 || !it.NextAt.Equal(t0.Add(7*time.Second)) || len(attempts(t, e.store, id)) != 0 {
+		eventually(t, 20*time.Second, "the refused dispatch", func() bool { return item(t, e.store, id).ParkedKey == "x" })
+		if it := item(t, e.store, id); it.Attempts != 0 || it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(7*time.Second)) ||
+			len(attempts(t, e.store, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("after circuit open: %+v", it)
 		}
 		e.clock.Advance(7 * time.Second)
@@ -351,8 +360,12 @@ func TestFenceRejectsLateCompletion(t *testing.T) {
 		if n := must[int](t)(e.store.Sweep(ctx, e.clock.Now())); n != 1 {
 			t.Fatalf("swept %d, want 1", n)
 		}
-		claimedB := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10))
-		if len(claimedB) != 1 || claimedB[0].Attempts != 2 {
+		// Its lease ran out while it ran: it is claimed alone from now on.
+		if again := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10)); len(again) != 0 {
+			t.Fatalf("an item whose lease ran out was claimed with others: %+v", again)
+		}
+		claimedB := must[[]durable.Claimed](t)(e.store.ClaimIsolated(ctx, "worker-b", e.clock.Now(), lease))
+		if len(claimedB) != 1 || claimedB[0].Attempts != 2 || !claimedB[0].Isolate {
 			t.Fatalf("reclaim: %+v", claimedB)
 		}
 		now := e.clock.Now()
@@ -634,12 +647,10 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		var calls atomic.Int64
-		var override atomic.Int64
+		var marked atomic.Bool
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			calls.Add(1)
-			if p, ok := behaviors.RetryOverride(ctx); ok {
-				override.Store(int64(p.MaxAttempts))
-			}
+			marked.Store(mediator.MarksOf(ctx, w).Has(mediator.SingleAttempt | mediator.Unattended | mediator.Stored))
 			return retryableErr{"fails"}
 		}}, func(m *mediator.Mediator) {
 			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
@@ -649,8 +660,8 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 		eventually(t, 20*time.Second, "the first attempt", func() bool {
 			return item(t, e.store, id).Attempts == 1 && item(t, e.store, id).State == durable.StatePending
 		})
-		if calls.Load() != 1 || override.Load() != 1 {
-			t.Fatalf("one scheduler dispatch made %d handler calls (override %d)", calls.Load(), override.Load())
+		if calls.Load() != 1 || !marked.Load() {
+			t.Fatalf("one scheduler dispatch made %d handler calls (marked %v)", calls.Load(), marked.Load())
 		}
 		// Outside the scheduler the same pipeline retries in process.
 		calls.Store(0)
@@ -747,7 +758,7 @@ func TestPolicyDelay(t *testing.T) {
 		{durable.Policy{Jitter: -1}, 1 << 62, 0.5, time.Hour},
 		{durable.Policy{Jitter: -1, Multiplier: 1e308}, 3, 0.5, time.Hour},
 		{durable.Policy{Jitter: -1, Multiplier: 0.5}, 5, 0.5, time.Second},
-		{durable.Policy{Jitter: -1, Initial: time.Minute, Max: time.Second}, 1, 0.5, time.Minute},
+		{durable.Policy{Jitter: -1, Initial: time.Minute, Max: time.Second}, 1, 0.5, time.Second}, // Max caps
 		{durable.Policy{Jitter: -1, Max: time.Duration(1<<63 - 1)}, 1 << 40, 0.5, time.Duration(1<<63 - 1)},
 		{durable.Policy{Jitter: 1, Max: time.Duration(1<<63 - 1)}, 1 << 40, 0.999, time.Duration(1<<63 - 1)},
 		{durable.Policy{Jitter: 0.5}, 1, 0, 500 * time.Millisecond},
@@ -798,9 +809,13 @@ func TestRegistry(t *testing.T) {
 	if _, err := r.Decode("nope", nil); !errors.Is(err, durable.ErrUnknownRequest) {
 		t.Fatalf("unknown decode: %v", err)
 	}
+	// A field this version does not know (written by a newer one) is ignored.
+	if v, err := r.Decode("w", []byte(`{"n":1,"gone":true}`)); err != nil || v.(*Work).N != 1 {
+		t.Fatalf("unknown field: %v %v", v, err)
+	}
 	var de *durable.DecodeError
-	if _, err := r.Decode("w", []byte(`{"n":1,"gone":true}`)); !errors.Is(err, durable.ErrDecode) || !errors.As(err, &de) || de.Name != "w" {
-		t.Fatalf("unknown field: %v", err)
+	if _, err := r.Decode("w", []byte(`{"n":"one"}`)); !errors.Is(err, durable.ErrDecode) || !errors.As(err, &de) || de.Name != "w" {
+		t.Fatalf("wrong type: %v", err)
 	}
 }
 
@@ -851,9 +866,9 @@ func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
 func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 
-// A worker that stalled past its lease while the same instance took the item again: the stale
-// worker's rejected completion must not make the instance forget the new claim, whose lease
-// the heartbeats must keep extending.
+// A worker that stalled past its lease, then the same instance took the item again (alone, as
+// an item whose lease ran out): the stale worker's rejected completion must not make the
+// instance forget the new claim, whose lease the heartbeats must keep extending.
 func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
@@ -893,9 +908,10 @@ func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 			t.Fatalf("swept %d", n)
 		}
 		e.clock.Advance(time.Hour)
-		<-newStarted
+		// The item runs alone next: the instance claims it once the stale dispatch is done.
 		close(staleRelease)
 		<-rejected.ch
+		<-newStarted
 		// The new claim is still in flight: its lease keeps being extended.
 		e.clock.Advance(45 * time.Second)
 		want := e.clock.Now().Add(lease)

@@ -16,38 +16,44 @@ import (
 const DeferralOrder = 40
 
 // Deferral is a behavior that parks failing requests in the queue instead of failing them.
-// When the pipeline inside it ends in an error its classifier calls retryable, or in a
-// circuit-open error, it persists the request (due after the policy's first delay, or when the
-// breaker may let a probe through) and returns a *DeferredError carrying the item id. It
-// applies only to registered request types, and never defers a dispatch made by a Scheduler,
-// a request whose caller's context is done by the time the pipeline returns (whatever the
-// error: the caller gave up), or a request whose persistence fails (it then returns the
-// original error joined with the store's).
+// When the pipeline inside it ends in an error worth another try, or in a circuit-open
+// refusal, it persists the request and returns a *DeferredError carrying the item id. "Worth
+// another try" is the request's own retry policy — the Retry behavior of its pipeline, found
+// at Build, so a policy that widens RetryableStatusCodes widens what is deferred too — with the
+// queue's Config.Retries layer over it (timeouts and transport errors included by default).
+// The item is due after the policy's first delay, later when the error carries a Retry-After
+// hint (a server's, or the open time of the breaker the failure tripped), or when an open
+// breaker may let a probe through.
+//
+// It applies only to request types registered before Build, and never defers a dispatch
+// marked mediator.Stored (a scheduler running the item: that would store it twice), a request
+// whose caller's context is done by the time the pipeline returns (whatever the error: the
+// caller gave up), or a request whose persistence fails (it then returns the original error
+// joined with the store's).
 //
 // A deferred request runs again later through the whole pipeline, so handlers of deferrable
 // requests must be idempotent.
 type Deferral struct {
 	q        *Queue
-	classify func(error) bool
+	classify func(error) bool  // DeferWhen; nil: the request's retry policy with the queue's layer
+	src      retryPolicySource // the retry behavior of the request type's pipeline, bound at Build
 }
 
 // DeferralOption configures a Deferral.
 type DeferralOption func(*Deferral)
 
-// DeferWhen sets the classifier deciding which errors are deferred. Default
-// behaviors.Retryable. Circuit-open errors are deferred whatever it says.
+// DeferWhen sets the classifier deciding which errors are deferred, in place of the request's
+// retry policy. Circuit-open refusals are deferred whatever it says.
 func DeferWhen(retryable func(error) bool) DeferralOption {
 	return func(d *Deferral) { d.classify = retryable }
 }
 
-// Deferral returns the deferral behavior of q; register it with mediator.Use.
+// Deferral returns the deferral behavior of q; register it with mediator.Use before Build, and
+// register the request types it is to defer before that Build too.
 func (q *Queue) Deferral(opts ...DeferralOption) *Deferral {
-	d := &Deferral{q: q, classify: behaviors.Retryable}
+	d := &Deferral{q: q}
 	for _, o := range opts {
 		o(d)
-	}
-	if d.classify == nil {
-		d.classify = behaviors.Retryable
 	}
 	return d
 }
@@ -62,9 +68,19 @@ func (d *Deferral) Stage() mediator.Stage { return mediator.StageDefault }
 func (d *Deferral) Order() int { return DeferralOrder }
 
 // AppliesTo implements mediator.SelectiveBehavior: only registered request types are
-// deferrable, so register them before Build.
+// deferrable. Once a Build has asked, the registry refuses new registrations (with
+// ErrRegistryInUse), since that Build's pipelines would never defer them.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
+	d.q.reg.seal()
 	return !info.Stream && d.q.reg.Has(info.Request)
+}
+
+// Bind implements mediator.BindingBehavior: it finds the retry behavior of the request type's
+// pipeline, whose policy decides what is deferred.
+func (d *Deferral) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
+	b := *d
+	b.src = findPolicySource(info.Behaviors)
+	return &b, nil
 }
 
 // Handle implements mediator.Behavior.
@@ -76,7 +92,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		// it run later in its name.
 		return resp, err
 	}
-	if _, ok := FromContext(ctx); ok {
+	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
 		return resp, err
 	}
 	name, ok := d.q.reg.NameOf(req)
@@ -87,10 +103,16 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if open, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
 		delay = open.Remaining
 	} else if !errors.Is(err, behaviors.ErrCircuitOpen) {
-		if !d.classify(err) {
+		retryable := false
+		if d.classify != nil {
+			retryable = d.classify(err)
+		} else {
+			retryable = d.q.retries(ctx, req, d.src, err)
+		}
+		if !retryable {
 			return resp, err
 		}
-		delay = d.q.nextDelay(name, 1)
+		delay = max(d.q.nextDelay(name, 1), hintOf(err))
 	}
 	// Once the decision to defer is made, persist it even if the caller's deadline is about to
 	// pass: the request must be either deferred or failed, never silently dropped.
@@ -125,5 +147,7 @@ type Dispatch struct {
 
 var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
 
-// FromContext returns the dispatch when ctx belongs to a Scheduler's dispatch of an item.
-func FromContext(ctx context.Context) (Dispatch, bool) { return dispatchKey.Get(ctx) }
+// FromContext returns the dispatch when ctx belongs to a Scheduler's dispatch of req, the
+// request the handler was given. The requests that handler sends are not that dispatch: for
+// them it reports false.
+func FromContext(ctx context.Context, req any) (Dispatch, bool) { return dispatchKey.GetFor(ctx, req) }

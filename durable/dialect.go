@@ -24,6 +24,9 @@ type dialect struct {
 	insert        string
 	byDedupe      string
 	claim         string
+	claimIsolated string
+	isolatedDue   string
+	unpark        string
 	completeOne   string
 	completeMany  string
 	insertAttempt string
@@ -51,10 +54,11 @@ func (d *dialect) rebind(q string) string {
 }
 
 // The claim: due pending items, oldest first, skipping an item whose ordering key has an
-// earlier item pending or running. Placeholders: owner, lease until, claimed at, updated at,
-// now, limit.
+// earlier item pending or running. The first %s is an index hint (SQLite), the second the
+// isolate flag of the items taken (0 for a normal claim, 1 for an isolated one). Placeholders:
+// owner, lease until, claimed at and updated at, alone, now, limit.
 const claimSelect = `SELECT i.id FROM switchboard_items i%s
-	WHERE i.state = 'pending' AND i.next_at <= ?
+	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = %d
 	  AND (i.ordering_key IS NULL OR NOT EXISTS (
 	        SELECT 1 FROM switchboard_items o
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
@@ -62,13 +66,20 @@ const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	LIMIT ?`
 
 const claimUpdate = `UPDATE switchboard_items
-	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1
+	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
+	    alone = ?, parked_key = NULL
 	WHERE id IN (%s)
 	RETURNING ` + itemColumns
 
+// completeOneSQL ends one lease. Placeholders: state, next_at, undo (1 when the claim is undone:
+// no attempt was made), outcome (twice), error, parked key, updated at, and the fence (id,
+// owner, attempt). A completion that records an attempt clears isolate: the item ran to an
+// outcome of its own, so it is no crasher.
 const completeOneSQL = `UPDATE switchboard_items
 	SET state = ?, next_at = ?, attempts = attempts - ?,
-	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END, last_error = COALESCE(NULLIF(?, ''), last_error),
+	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
+	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
+	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
 	    lease_owner = NULL, lease_until = NULL, updated_at = ?
 	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
 
@@ -86,18 +97,23 @@ func newDialect(name string) *dialect {
 	d.insertAttempt = d.rebind(insertAttemptSQL)
 	d.sweepOne = d.rebind(`UPDATE switchboard_items
 	SET state = 'pending', next_at = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?,
-	    last_error = '` + leaseExpired + `'
+	    last_error = '` + leaseExpired + `', isolate = 1, unattributed = unattributed + 1 - alone, alone = 0
 	WHERE id = ?`)
+	d.isolatedDue = d.rebind(`SELECT 1 FROM switchboard_items WHERE state = 'pending' AND isolate = 1 AND next_at <= ? LIMIT 1`)
+	d.unpark = d.rebind(`UPDATE switchboard_items SET next_at = CASE WHEN next_at > ? THEN ? ELSE next_at END, parked_key = NULL
+	WHERE state = 'pending' AND parked_key = ?`)
 	if name == "postgres" {
-		d.claim = d.rebind(fmt.Sprintf(claimUpdate, fmt.Sprintf(claimSelect, "")+" FOR UPDATE SKIP LOCKED"))
+		d.claim = d.rebind(fmt.Sprintf(claimUpdate, fmt.Sprintf(claimSelect, "", 0)+" FOR UPDATE SKIP LOCKED"))
+		d.claimIsolated = d.rebind(fmt.Sprintf(claimUpdate, fmt.Sprintf(claimSelect, "", 1)+" FOR UPDATE SKIP LOCKED"))
 		d.completeMany = `WITH v AS (
-	SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
-	    AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome)
+	SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+	    AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
 ), u AS (
 	UPDATE switchboard_items i
 	SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
 	    interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
-	    last_error = COALESCE(NULLIF(v.err, ''), i.last_error),
+	    isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
+	    last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
 	    lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
 	FROM v
 	WHERE i.id = v.id AND i.state = 'running' AND i.lease_owner = v.owner AND i.attempts = v.attempt
@@ -117,7 +133,7 @@ SELECT id, owner, attempt FROM u`
 ), u AS (
 	UPDATE switchboard_items i
 	SET state = 'pending', next_at = $1, lease_owner = NULL, lease_until = NULL, updated_at = $1,
-	    last_error = '` + leaseExpired + `'
+	    last_error = '` + leaseExpired + `', isolate = 1, unattributed = i.unattributed + 1 - i.alone, alone = 0
 	FROM s WHERE i.id = s.id
 	RETURNING i.id, i.attempts
 ), a AS (
@@ -129,7 +145,8 @@ SELECT COUNT(*) FROM u`
 	} else {
 		// Without statistics SQLite's planner prefers the state index and sorts every pending
 		// item; the partial due index gives the due items already in claim order.
-		d.claim = fmt.Sprintf(claimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due"))
+		d.claim = fmt.Sprintf(claimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due", 0))
+		d.claimIsolated = fmt.Sprintf(claimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_isolate", 1))
 	}
 	return d
 }

@@ -18,8 +18,14 @@ var (
 	ErrUnknownRequest = errors.New("durable: unknown request")
 	// ErrDecode reports an item whose payload does not decode into its registered type.
 	ErrDecode = errors.New("durable: payload does not decode")
-	// ErrStopped reports a scheduler that was started twice or used after Shutdown.
+	// ErrStopped reports a scheduler started after Shutdown: a scheduler runs once.
 	ErrStopped = errors.New("durable: scheduler stopped")
+	// ErrStarted reports a scheduler started while it runs.
+	ErrStarted = errors.New("durable: scheduler already started")
+	// ErrRegistryInUse reports a Register after a mediator whose pipelines include the
+	// registry's deferral was built: Build decided which request types the deferral applies to,
+	// so a type registered later would silently never be deferred.
+	ErrRegistryInUse = errors.New("durable: registry in use by a built mediator")
 )
 
 // DeferredError is the result of a request the Deferral behavior persisted for later. It
@@ -102,3 +108,27 @@ func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
 
 // Unwrap returns the codec's error.
 func (e *DecodeError) Unwrap() error { return e.Err }
+
+// ErrEncode reports a request whose codec failed or panicked while encoding it; nothing was
+// stored.
+var ErrEncode = errors.New("durable: request does not encode")
+
+// EncodeError reports a request that its codec could not encode. It matches ErrEncode and
+// unwraps to the codec's error.
+type EncodeError struct {
+	// Name is the request's registered name.
+	Name string
+	// Err is the codec's error, or one carrying the value a panicking codec panicked with.
+	Err error
+}
+
+// Error implements error.
+func (e *EncodeError) Error() string {
+	return fmt.Sprintf("durable: request %q does not encode: %v", e.Name, e.Err)
+}
+
+// Is reports whether target is ErrEncode.
+func (e *EncodeError) Is(target error) bool { return target == ErrEncode }
+
+// Unwrap returns the codec's error.
+func (e *EncodeError) Unwrap() error { return e.Err }

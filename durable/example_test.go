@@ -42,7 +42,7 @@ func Example() {
 	sent := make(chan string)
 	m := mediator.New(nil)
 	_ = mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
-		d, _ := durable.FromContext(ctx)
+		d, _ := durable.FromContext(ctx, r)
 		sent <- fmt.Sprintf("sent %s (item %d, attempt %d)", r.Invoice, d.ItemID, d.Attempt)
 		return mediator.Void{}, nil
 	})

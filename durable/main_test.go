@@ -150,6 +150,12 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// After lets the fake clock serve as a behaviors.Clock; its timers run in real time.
+func (c *fakeClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

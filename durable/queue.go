@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // Config configures a Queue.
@@ -15,14 +19,29 @@ type Config struct {
 	// Registry maps request types to names and codecs. Required.
 	Registry *Registry
 	// Policy is the retry policy of items whose registration has none. Zero fields take the
-	// DefaultPolicy values.
+	// DefaultPolicy values. NewQueue refuses a policy that Policy.Validate rejects.
 	Policy Policy
 	// Clock tells the time. Default SystemClock.
 	Clock Clock
 	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
 	// several goroutines at once. Default math/rand/v2.
 	Rand func() float64
+	// Retries is the layer merged over each request's own in-process retry policy (the Retry
+	// behavior of its pipeline, else behaviors.DefaultRetryPolicy) to decide which failures of
+	// durable work are worth another try: the deferral defers them, the scheduler tries them
+	// again. Only its classification fields count (RetryOnTimeout, RetryOnTransport,
+	// WaitForBreaker, RetryableStatusCodes, Classify). Zero fields keep DefaultRetries' values,
+	// which turn on timeouts, transport errors and circuit-open errors: durable work exists for
+	// the dependency that is down or hung, while in process those stay off because a caller
+	// is waiting.
+	Retries behaviors.RetryPolicy
 }
+
+// DefaultRetries is the classification layer of durable work: on top of what the request's
+// retry policy retries, timeouts, transport errors and the circuit-open errors the handler met
+// (a request it sent was refused) are tried again, later. Durable work exists for the
+// dependency that is down or hung; in process they stay off because a caller is waiting.
+var DefaultRetries = behaviors.RetryPolicy{RetryOnTimeout: behaviors.On, RetryOnTransport: behaviors.On, WaitForBreaker: behaviors.On}
 
 // Queue enqueues requests durably and is shared by the Deferral behavior and the Scheduler.
 type Queue struct {
@@ -31,6 +50,7 @@ type Queue struct {
 	policy Policy
 	clock  Clock
 	rand   func() float64
+	layer  behaviors.RetryPolicy // the classification layer of durable work
 }
 
 // NewQueue returns a Queue over cfg.Store and cfg.Registry.
@@ -41,7 +61,14 @@ func NewQueue(cfg Config) (*Queue, error) {
 	if cfg.Registry == nil {
 		return nil, errors.New("durable: NewQueue: Registry is required")
 	}
-	q := &Queue{store: cfg.Store, reg: cfg.Registry, policy: cfg.Policy, clock: cfg.Clock, rand: cfg.Rand}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("durable: NewQueue: Policy: %w", err)
+	}
+	if err := cfg.Retries.Validate(); err != nil {
+		return nil, fmt.Errorf("durable: NewQueue: Retries: %w", err)
+	}
+	q := &Queue{store: cfg.Store, reg: cfg.Registry, policy: cfg.Policy, clock: cfg.Clock, rand: cfg.Rand,
+		layer: DefaultRetries.Merge(cfg.Retries)}
 	if q.clock == nil {
 		q.clock = SystemClock
 	}
@@ -168,6 +195,34 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 // Stats counts the store's items by state and measures the oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return q.store.Stats(ctx, q.clock.Now())
+}
+
+// retryPolicySource is implemented by the retry behavior (*behaviors.Retry): the merged policy
+// a call of req runs under in process.
+type retryPolicySource interface {
+	Policy(ctx context.Context, req any) behaviors.RetryPolicy
+}
+
+// findPolicySource returns the first behavior of a pipeline that knows the request's retry
+// policy, or nil.
+func findPolicySource(bs []mediator.Behavior) retryPolicySource {
+	for _, b := range bs {
+		if src, ok := b.(retryPolicySource); ok {
+			return src
+		}
+	}
+	return nil
+}
+
+// retries classifies a failure of durable work: the request's own retry policy (from src, the
+// retry behavior of its pipeline; the default policy without one) with the queue's Retries
+// layer over it.
+func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err error) bool {
+	p := behaviors.DefaultRetryPolicy
+	if src != nil {
+		p = src.Policy(ctx, req)
+	}
+	return p.Merge(q.layer).Retries(err)
 }
 
 // nextDelay is the backoff after failed attempt n of an item named name.

@@ -23,24 +23,29 @@ type BreakerView interface {
 	OpenFor(key string) (remaining time.Duration, open bool)
 }
 
-var _ BreakerView = (*behaviors.BreakerRegistry)(nil)
+// breakerListener is implemented by breaker views that announce state changes
+// (*behaviors.BreakerRegistry does): the scheduler frees the items parked on a breaker the
+// moment it closes.
+type breakerListener interface {
+	AddListener(fn func(behaviors.StateChange))
+}
 
-// SchedulerConfig configures a Scheduler. The zero value of each field means its default.
+var _ BreakerView = (*behaviors.BreakerRegistry)(nil)
+var _ breakerListener = (*behaviors.BreakerRegistry)(nil)
+
+// SchedulerConfig configures a Scheduler. The zero value of each field means its default; a
+// negative duration or count is an error.
 type SchedulerConfig struct {
 	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
 	// Default: host name, process id and a random suffix.
 	InstanceID string
-	// Workers is the number of items dispatched concurrently. Default 4.
+	// Workers is the number of items dispatched concurrently. The scheduler claims items only
+	// for workers that are free, so every item it holds is running: a crash of the process
+	// charges only those. Default 4.
 	Workers int
-	// BatchSize is the most items claimed, and completions written, per database round trip.
+	// BatchSize caps the items claimed, and the outcomes written, per database round trip.
 	// Default 100.
 	BatchSize int
-	// MaxClaimed caps the items this instance holds at once: being dispatched, waiting for a
-	// worker, or waiting for their completion to be written. Claimed items waiting for a
-	// worker are leased to this instance, so with slow handlers a lower cap spreads the work
-	// across instances better; with fast handlers a higher one keeps the workers busy.
-	// Default Workers + BatchSize.
-	MaxClaimed int
 	// PollInterval is how long the scheduler waits before claiming again when no item was due.
 	// Default 1 s.
 	PollInterval time.Duration
@@ -54,214 +59,316 @@ type SchedulerConfig struct {
 	HeartbeatInterval time.Duration
 	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
 	SweepInterval time.Duration
-	// ShutdownGrace is how long, once Shutdown's context has ended, the scheduler still waits
-	// for the database to take the outcomes of the items it held (the interrupted attempts,
-	// the released claims). After it, pending store calls are cancelled so that Shutdown
-	// returns even when the database does not answer; the items whose outcome was not
-	// written keep their leases until they run out and are swept. Default 5 s.
+	// StoreTimeout bounds every database call of the scheduler (claims, outcome writes,
+	// heartbeats, sweeps), so a database that hangs is noticed, logged and retried instead of
+	// stalling the scheduler. It must be shorter than Lease. Default Lease/3, which leaves a
+	// heartbeat that timed out time for another before the lease runs out.
+	StoreTimeout time.Duration
+	// ShutdownGrace is how long Shutdown still waits once its context has ended (or, when it
+	// has not, once every handler has returned): for the cancelled handlers to return and for
+	// the database to take the outcomes. At its end the store call in flight is cancelled and
+	// Shutdown returns whatever is left; the items whose outcome was not written keep their
+	// leases until they run out and are swept, and run again. Default 5 s.
 	ShutdownGrace time.Duration
 	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
 	// key is open, the item is not attempted (no attempt row, attempt count unchanged) and is
-	// due again when the breaker may let a probe through. Default: none.
+	// due again when the breaker may let a probe through, or when it closes (a
+	// *behaviors.BreakerRegistry announces that; Reset frees the item at once). Default: none.
 	Breakers BreakerView
 	// BreakerKey maps a decoded request to its breaker key; use the same function as the
 	// circuit breaker behavior. Default: behaviors.TypeKey of the request's type, the circuit
 	// breaker behavior's own default.
 	BreakerKey func(req any) string
+	// BreakerRecheck bounds how long an item put off by an open breaker waits before it is
+	// looked at again, however long the breaker says it stays open: a breaker tripped by hand
+	// for a day, then reset in another instance, does not hold the item for a day. Default 1
+	// minute.
+	BreakerRecheck time.Duration
 	// Retryable decides whether a failed attempt is retried (until the policy's MaxAttempts)
-	// or dead-lettered at once. Default behaviors.Retryable.
+	// or dead-lettered at once. Default: the classification of the request's own retry policy
+	// (the Retry behavior in its pipeline, else behaviors.DefaultRetryPolicy) with the queue's
+	// Config.Retries layer over it, which retries timeouts and transport errors.
 	Retryable func(error) bool
-	// Logger receives operational errors (database failures, rejected completions). Default
-	// slog.Default().
+	// Logger receives operational errors (database failures, rejected completions). A
+	// database that keeps failing is logged once, then at most every 30 seconds, then once
+	// more when it recovers. Default slog.Default().
 	Logger *slog.Logger
 }
 
-func (c SchedulerConfig) withDefaults() SchedulerConfig {
+// logRepeat is how often a database failure that persists is logged again.
+const logRepeat = 30 * time.Second
+
+func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"PollInterval", c.PollInterval}, {"Lease", c.Lease}, {"HeartbeatInterval", c.HeartbeatInterval},
+		{"SweepInterval", c.SweepInterval}, {"StoreTimeout", c.StoreTimeout}, {"ShutdownGrace", c.ShutdownGrace},
+		{"BreakerRecheck", c.BreakerRecheck}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
+		}
+	}
+	if c.Workers < 0 {
+		errs = append(errs, fmt.Errorf("Workers %d is negative", c.Workers))
+	}
+	if c.BatchSize < 0 {
+		errs = append(errs, fmt.Errorf("BatchSize %d is negative", c.BatchSize))
+	}
 	if c.InstanceID == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		c.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	if c.Workers <= 0 {
+	if c.Workers == 0 {
 		c.Workers = 4
 	}
-	if c.BatchSize <= 0 {
+	if c.BatchSize == 0 {
 		c.BatchSize = 100
 	}
-	if c.MaxClaimed <= 0 {
-		c.MaxClaimed = c.Workers + c.BatchSize
-	}
-	if c.PollInterval <= 0 {
+	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
 	}
-	if c.Lease <= 0 {
+	if c.Lease == 0 {
 		c.Lease = 30 * time.Second
 	}
-	if c.HeartbeatInterval <= 0 {
+	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.Lease / 3
 	}
-	if c.SweepInterval <= 0 {
+	if c.SweepInterval == 0 {
 		c.SweepInterval = c.Lease / 2
 	}
-	if c.ShutdownGrace <= 0 {
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = c.Lease / 3
+	}
+	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.BreakerRecheck == 0 {
+		c.BreakerRecheck = time.Minute
 	}
 	if c.BreakerKey == nil {
 		c.BreakerKey = func(req any) string { return behaviors.TypeKey(reflect.TypeOf(req)) }
 	}
-	if c.Retryable == nil {
-		c.Retryable = behaviors.Retryable
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return c
+	if len(errs) == 0 {
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"HeartbeatInterval", c.HeartbeatInterval}, {"SweepInterval", c.SweepInterval}, {"StoreTimeout", c.StoreTimeout}} {
+			if d.v <= 0 {
+				errs = append(errs, fmt.Errorf("Lease %v is too short: %s would be %v", c.Lease, d.name, d.v))
+			}
+		}
+		if c.HeartbeatInterval >= c.Lease {
+			errs = append(errs, fmt.Errorf("HeartbeatInterval (%v) must be shorter than Lease (%v), or leases run out while items run",
+				c.HeartbeatInterval, c.Lease))
+		}
+		if c.StoreTimeout >= c.Lease {
+			errs = append(errs, fmt.Errorf("StoreTimeout (%v) must be shorter than Lease (%v), or a slow heartbeat outlives the lease it extends",
+				c.StoreTimeout, c.Lease))
+		}
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("durable: NewScheduler: %w", errors.Join(errs...))
+	}
+	return c, nil
 }
 
 // Scheduler claims due items, dispatches each through the mediator as exactly one attempt, and
 // records the outcome. Run one in every instance: instances sharing a PostgreSQL store divide
 // the work between them, each item going to one instance at a time.
+//
+// A scheduler claims items only for free workers, so every item it holds is running. An item
+// whose lease ran out while it ran (its process died) runs alone next time, so an item that
+// crashes its process again is the only one charged for it: a poison item ends as a dead
+// letter, its neighbours do not.
 type Scheduler struct {
 	q      *Queue
 	sender mediator.Sender
 	cfg    SchedulerConfig
+	health dbHealth
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
+	mu    sync.Mutex
+	state schedState
 	// inflight holds the leases of the items this scheduler has claimed and not yet completed or
 	// released. It is keyed by fence, not item id: after a stalled worker lost its lease, the
 	// same scheduler may claim the item again while the stale dispatch still runs, and ending
 	// the stale one must not forget the new one.
-	inflight map[Fence]struct{}
+	inflight    map[Fence]struct{}
+	parked      map[string]bool // breaker keys that closed: their parked items are to be freed
+	result      error           // Shutdown's outcome, set before finished is closed
+	cause       error           // why the dispatches were cancelled, once they were
+	interrupted int             // attempts recorded as interrupted
 
-	// dbCtx is used for store calls; it outlives Shutdown's deadline so in-flight items can
-	// still be completed or released, and ends when the scheduler has stopped.
-	dbCtx    context.Context
-	dbCancel context.CancelFunc
+	// base is the parent of store calls; it ends when the scheduler has stopped.
+	base    context.Context
+	endBase context.CancelFunc
 	// life is the parent of every dispatch context; Shutdown cancels it at its deadline.
 	life    context.Context
 	endLife context.CancelFunc
 
-	stop     chan struct{} // closed by Shutdown: claim no more
-	wake     chan struct{} // claim now
-	work     chan Claimed
-	done     chan Completion
-	workers  sync.WaitGroup
-	loops    sync.WaitGroup // claim loop, completer
-	maintEnd chan struct{}
-	maint    sync.WaitGroup
-	finished chan struct{}
+	stop      chan struct{} // closed by Shutdown: claim no more
+	interrupt chan struct{} // closed when Shutdown's context ended: the grace starts
+	wake      chan struct{} // claim now
+	unpark    chan struct{} // a breaker closed
+	work      chan Claimed
+	done      chan Completion
+	keeperEnd chan struct{}
+	finished  chan struct{}
+
+	graceOnce  sync.Once
+	graceTimer *time.Timer
+	graceEnd   chan struct{} // closed when ShutdownGrace has passed
+
+	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
 }
 
+type schedState uint8
+
+const (
+	stateNew schedState = iota
+	stateRunning
+	stateStopping
+)
+
 // NewScheduler returns a scheduler that dispatches q's items through sender (usually the
-// *mediator.Mediator). Start it with Start and stop it with Shutdown.
+// *mediator.Mediator). Start it with Start and stop it with Shutdown. It refuses a
+// configuration with negative values or durations that would derive to zero.
 func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Scheduler, error) {
 	if q == nil || sender == nil {
 		return nil, errors.New("durable: NewScheduler: queue and sender are required")
 	}
-	cfg = cfg.withDefaults()
-	if cfg.HeartbeatInterval >= cfg.Lease {
-		return nil, fmt.Errorf("durable: NewScheduler: HeartbeatInterval (%v) must be shorter than Lease (%v), or leases run out while items run",
-			cfg.HeartbeatInterval, cfg.Lease)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	return &Scheduler{q: q, sender: sender, cfg: cfg, inflight: map[Fence]struct{}{}}, nil
+	s := &Scheduler{
+		q: q, sender: sender, cfg: cfg,
+		inflight:  map[Fence]struct{}{},
+		parked:    map[string]bool{},
+		stop:      make(chan struct{}),
+		interrupt: make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		unpark:    make(chan struct{}, 1),
+		work:      make(chan Claimed),
+		done:      make(chan Completion, cfg.Workers),
+		keeperEnd: make(chan struct{}),
+		finished:  make(chan struct{}),
+		graceEnd:  make(chan struct{}),
+	}
+	s.health = dbHealth{log: cfg.Logger, instance: cfg.InstanceID}
+	s.base, s.endBase = context.WithCancel(context.Background())
+	s.life, s.endLife = context.WithCancel(context.Background())
+	return s, nil
 }
 
 // InstanceID returns the id this scheduler writes into leases and attempt rows.
 func (s *Scheduler) InstanceID() string { return s.cfg.InstanceID }
 
-// Start starts the claim loop, the workers, the completer and the lease keeper. It returns
-// ErrStopped if the scheduler was already started.
+// Start starts the claim loop, the workers and the lease keeper. It fails with ErrStarted if
+// the scheduler is running and with ErrStopped once Shutdown was called (a scheduler runs
+// once; make a new one to run again).
 func (s *Scheduler) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started {
+	switch s.state {
+	case stateRunning:
+		return ErrStarted
+	case stateStopping:
 		return ErrStopped
 	}
-	s.started = true
-	s.dbCtx, s.dbCancel = context.WithCancel(context.Background())
-	s.life, s.endLife = context.WithCancel(context.Background())
-	s.stop = make(chan struct{})
-	s.wake = make(chan struct{}, 1)
-	capacity := s.cfg.MaxClaimed
-	s.work = make(chan Claimed, capacity)
-	s.done = make(chan Completion, capacity)
-	s.maintEnd = make(chan struct{})
-	s.finished = make(chan struct{})
-
-	s.loops.Add(2)
-	go s.claimLoop(capacity)
-	go s.completer()
-	s.workers.Add(s.cfg.Workers)
-	for range s.cfg.Workers {
-		go s.worker()
+	s.state = stateRunning
+	if l, ok := s.cfg.Breakers.(breakerListener); ok {
+		l.AddListener(s.breakerChanged)
 	}
-	s.maint.Add(1)
-	go s.keeper()
+	var workers sync.WaitGroup
+	for range s.cfg.Workers {
+		workers.Go(s.worker)
+	}
+	keeper := make(chan struct{})
 	go func() {
-		s.workers.Wait()
-		close(s.done)
-		s.loops.Wait()
+		defer close(keeper)
+		s.keeper()
+	}()
+	go func() {
+		idle := s.run()
+		close(s.work) // workers exit once their current item is done
+		close(s.keeperEnd)
+		<-keeper
+		if idle {
+			workers.Wait()
+		}
+		s.mu.Lock()
+		if s.graceTimer != nil {
+			s.graceTimer.Stop()
+		}
+		s.mu.Unlock()
+		s.endLife()
+		s.endBase()
 		close(s.finished)
 	}()
 	return nil
 }
 
 // Wake makes the scheduler claim now instead of at the end of its poll interval.
-func (s *Scheduler) Wake() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started && !s.stopped {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+func (s *Scheduler) Wake() { signal(s.wake) }
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
-// Shutdown stops claiming, releases claimed items that have not started, and waits for the
-// items being dispatched to finish. If ctx ends first, it cancels their contexts, waits for
-// the handlers to return (handlers must honour cancellation), records those attempts as
-// interrupted and returns ctx's error; store calls still pending ShutdownGrace after that are
-// cancelled, and the items they were writing are swept once their leases run out. Otherwise
-// every item the scheduler held is completed or released; either way no goroutine of the
-// scheduler is left running when it returns.
+// Shutdown stops the scheduler and waits for it to stop: it claims nothing more, releases
+// claimed items that have not started, waits for the items being dispatched and writes their
+// outcomes. If ctx ends first, it cancels the dispatches' contexts; the handlers then have
+// ShutdownGrace to return (they must honour cancellation), and their attempts are recorded as
+// interrupted. Outcomes are written as each handler returns; once every handler has returned
+// (or ShutdownGrace after ctx ended has passed), the database has what is left of the grace to
+// take the rest, and the store call still in flight when the grace ends is cancelled. So
+// Shutdown returns within ctx's deadline plus ShutdownGrace, even when a handler ignores
+// cancellation or the database is gone; what it could not finish keeps its lease until the
+// lease runs out and is then swept and run again, never lost.
+//
+// Every call, concurrent ones included, waits for the same stop and returns its outcome: nil
+// when every item was completed or released, otherwise an error saying what was left (items
+// interrupted, handlers that had not returned, outcomes the database did not take) and why.
+// Shutdown before Start stops the scheduler without running it. A handler that ignores
+// cancellation is the only goroutine that may outlive Shutdown.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.started || s.stopped {
-		s.mu.Unlock()
-		return nil
+	switch s.state {
+	case stateNew:
+		s.state = stateStopping
+		close(s.stop)
+		s.endLife()
+		s.endBase()
+		close(s.finished)
+	case stateRunning:
+		s.state = stateStopping
+		close(s.stop)
 	}
-	s.stopped = true
-	close(s.stop)
 	s.mu.Unlock()
-
-	var err error
 	select {
 	case <-s.finished:
 	case <-ctx.Done():
-		err = ctx.Err()
-		s.endLife()
-		grace := time.NewTimer(s.cfg.ShutdownGrace)
-		select {
-		case <-s.finished:
-		case <-grace.C:
-			// The database has not taken the outcomes in time: stop waiting for it. The items
-			// not written keep their leases until they run out and are swept.
-			s.cfg.Logger.Warn("durable: shutdown gave up waiting for the database", "instance", s.cfg.InstanceID,
-				"grace", s.cfg.ShutdownGrace)
-			s.dbCancel()
-			<-s.finished
+		s.mu.Lock()
+		if s.cause == nil {
+			s.cause = ctx.Err()
+			close(s.interrupt)
+			s.endLife()
 		}
-		grace.Stop()
+		s.mu.Unlock()
+		s.startGrace()
+		<-s.finished
 	}
-	close(s.maintEnd)
-	s.maint.Wait()
-	s.endLife()
-	s.dbCancel()
-	return err
+	return s.result
 }
 
 func (s *Scheduler) stopping() bool {
@@ -273,60 +380,246 @@ func (s *Scheduler) stopping() bool {
 	}
 }
 
-func (s *Scheduler) inflightCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.inflight)
+// storeCtx bounds one store call.
+func (s *Scheduler) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.base, s.cfg.StoreTimeout)
 }
 
-func (s *Scheduler) claimLoop(capacity int) {
-	defer s.loops.Done()
-	defer close(s.work)
-	timer := time.NewTimer(s.cfg.PollInterval)
+// run is the claim loop. It claims items only for free workers, after writing the outcomes of
+// the items that finished, so an item never starts before the outcome of one that finished
+// earlier is stored (an item that then crashes the process is not charged to them). It returns
+// when the scheduler has stopped, reporting whether every worker is idle.
+func (s *Scheduler) run() (idle bool) {
+	var (
+		running   int          // items handed to workers whose completion has not come back
+		pending   []Completion // completions not yet written
+		isolating bool         // an item claimed alone is running
+		drain     bool         // an item to run alone is due: claim nothing until idle
+		lastCheck time.Time    // last look for a due item to run alone
+		writeWait = 10 * time.Millisecond
+		graceEnd  <-chan struct{}
+		lastErr   error
+	)
+	timer := time.NewTimer(0)
 	defer timer.Stop()
-	wait := func() bool {
-		timer.Reset(s.cfg.PollInterval)
-		select {
-		case <-s.stop:
-			return false
-		case <-s.wake:
-		case <-timer.C:
-		}
-		return true
+	retry := time.NewTimer(0)
+	<-retry.C
+	defer retry.Stop()
+	startGrace := func() {
+		s.startGrace()
+		graceEnd = s.graceEnd
 	}
-	for !s.stopping() {
-		free := capacity - s.inflightCount()
-		if free <= 0 {
-			if !wait() {
-				return
-			}
-			continue
-		}
-		n := min(free, s.cfg.BatchSize)
-		items, err := s.q.store.Claim(s.dbCtx, s.cfg.InstanceID, s.q.clock.Now(), s.cfg.Lease, n)
-		if err != nil {
-			s.cfg.Logger.Error("durable: claim failed", "instance", s.cfg.InstanceID, "error", err)
-		}
-		if len(items) > 0 {
-			s.mu.Lock()
-			for _, it := range items {
-				s.inflight[it.Fence()] = struct{}{}
-			}
-			s.mu.Unlock()
-			for _, it := range items {
-				s.work <- it // never blocks: at most capacity items are in flight
+	stopC, interruptC := s.stop, s.interrupt // set to nil once seen closed, so a select does not spin on them
+	collect := func(c Completion) {
+		running--
+		pending = append(pending, c)
+	}
+	for {
+		// Take every completion that has arrived.
+	drain:
+		for {
+			select {
+			case c := <-s.done:
+				collect(c)
+			default:
+				break drain
 			}
 		}
-		if len(items) < n || err != nil {
-			if !wait() {
-				return
+		if isolating && running == 0 {
+			isolating = false
+		}
+		stopping := s.stopping()
+		if stopping {
+			stopC = nil
+		}
+		writeFailed := false
+		for len(pending) > 0 {
+			n := min(len(pending), s.cfg.BatchSize)
+			if err := s.write(pending[:n]); err != nil {
+				writeFailed, lastErr = true, err
+				break
+			}
+			pending = slices.Delete(pending, 0, n)
+			writeWait = 10 * time.Millisecond
+		}
+		if stopping {
+			if running == 0 {
+				if len(pending) == 0 {
+					s.finish(0, 0, nil)
+					return true
+				}
+				startGrace() // every handler has returned: the database gets the grace
+			}
+			select {
+			case <-s.interrupt:
+				startGrace()
+				interruptC = nil
+			default:
+			}
+		} else if !writeFailed {
+			s.unparkClosed()
+			free := s.cfg.Workers - running
+			now := s.q.clock.Now()
+			if !drain && running > 0 && !isolating && time.Since(lastCheck) >= s.cfg.PollInterval {
+				lastCheck = time.Now()
+				ctx, cancel := s.storeCtx()
+				due, err := s.q.store.IsolatedDue(ctx, now)
+				cancel()
+				s.noteStore("look for items to run alone", err)
+				drain = due
+			}
+			short := false
+			switch {
+			case isolating || free == 0:
+			case running == 0:
+				items := s.claim(true, 1, now)
+				if len(items) > 0 {
+					isolating, drain = true, false
+					s.handOut(items)
+					running += len(items)
+					break
+				}
+				drain = false
+				fallthrough
+			case !drain:
+				n := min(free, s.cfg.BatchSize)
+				items := s.claim(false, n, now)
+				s.handOut(items)
+				running += len(items)
+				short = len(items) < n
+			}
+			if !short && !isolating && !drain && s.cfg.Workers-running > 0 {
+				continue // a full batch, capped by BatchSize, and workers still free: claim again
 			}
 		}
+		// Wait for something to do.
+		if writeFailed {
+			retry.Reset(writeWait)
+			writeWait = min(2*writeWait, time.Second)
+		} else if !stopping {
+			timer.Reset(s.cfg.PollInterval)
+		}
+		select {
+		case c := <-s.done:
+			collect(c)
+		case <-s.wake:
+		case <-s.unpark:
+		case <-timer.C:
+		case <-retry.C:
+		case <-stopC:
+		case <-interruptC:
+		case <-graceEnd:
+			// Give up: the items left keep their leases until they run out and are swept.
+			s.finish(running, len(pending), lastErr)
+			return running == 0
+		}
+	}
+}
+
+// startGrace starts ShutdownGrace once: when Shutdown's context ends, or when every handler
+// has returned after Shutdown began. At its end the store call in flight (a database that does
+// not answer) is cancelled and the loop gives up.
+func (s *Scheduler) startGrace() {
+	s.graceOnce.Do(func() {
+		t := time.AfterFunc(s.cfg.ShutdownGrace, func() {
+			s.endBase()
+			close(s.graceEnd)
+		})
+		s.mu.Lock()
+		s.graceTimer = t
+		s.mu.Unlock()
+	})
+}
+
+// finish records Shutdown's outcome.
+func (s *Scheduler) finish(running, unwritten int, dbErr error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if s.cause != nil && (running > 0 || s.interrupted > 0 || unwritten > 0) {
+		errs = append(errs, fmt.Errorf("durable: shutdown's context ended before a clean stop (%w); %d running items were interrupted",
+			s.cause, s.interrupted))
+	}
+	if running > 0 {
+		errs = append(errs, fmt.Errorf("durable: shutdown gave up on %d handlers that did not return within ShutdownGrace (%v) of their cancellation; their items run again once their leases run out",
+			running, s.cfg.ShutdownGrace))
+		s.cfg.Logger.Warn("durable: shutdown gave up on handlers that ignore cancellation", "instance", s.cfg.InstanceID,
+			"handlers", running, "grace", s.cfg.ShutdownGrace)
+	}
+	if unwritten > 0 {
+		errs = append(errs, fmt.Errorf("durable: shutdown could not record the outcomes of %d items within ShutdownGrace (%v): %w; those items run again once their leases run out",
+			unwritten, s.cfg.ShutdownGrace, dbErr))
+		s.cfg.Logger.Warn("durable: shutdown gave up waiting for the database", "instance", s.cfg.InstanceID,
+			"outcomes", unwritten, "grace", s.cfg.ShutdownGrace, "error", dbErr)
+	}
+	s.result = errors.Join(errs...)
+}
+
+func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
+	ctx, cancel := s.storeCtx()
+	defer cancel()
+	var (
+		items []Claimed
+		err   error
+	)
+	if alone {
+		items, err = s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
+	} else {
+		items, err = s.q.store.Claim(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
+	}
+	s.noteStore("claim", err)
+	if len(items) > 0 {
+		s.mu.Lock()
+		for _, it := range items {
+			s.inflight[it.Fence()] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
+	return items
+}
+
+// handOut gives claimed items to free workers; each starts at once.
+func (s *Scheduler) handOut(items []Claimed) {
+	for _, it := range items {
+		s.work <- it
+	}
+}
+
+// write stores completions in one round trip.
+func (s *Scheduler) write(batch []Completion) error {
+	ctx, cancel := s.storeCtx()
+	results, err := s.q.store.Complete(ctx, batch)
+	cancel()
+	s.noteStore("record outcomes", err)
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		if r != nil {
+			s.cfg.Logger.Warn("durable: completion rejected", "instance", s.cfg.InstanceID, "item", int64(batch[i].Fence.ItemID), "error", r)
+		}
+	}
+	s.mu.Lock()
+	for _, c := range batch {
+		delete(s.inflight, c.Fence)
+		if c.Outcome == OutcomeInterrupted {
+			s.interrupted++
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// noteStore logs a failed store call (rate-limited) or a recovery.
+func (s *Scheduler) noteStore(op string, err error) {
+	if err != nil {
+		s.health.failed(op, err)
+	} else {
+		s.health.ok()
 	}
 }
 
 func (s *Scheduler) worker() {
-	defer s.workers.Done()
 	for c := range s.work {
 		if s.stopping() {
 			s.done <- s.release(c)
@@ -338,72 +631,137 @@ func (s *Scheduler) worker() {
 
 // release undoes a claim that was not attempted.
 func (s *Scheduler) release(c Claimed) Completion {
-	return Completion{Fence: c.Fence(), State: StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now()}
+	return Completion{Fence: c.Fence(), State: StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
 }
 
 func (s *Scheduler) process(c Claimed) Completion {
 	pol := s.q.PolicyFor(c.Name)
 	now := s.q.clock.Now()
 	comp := Completion{Fence: c.Fence(), EndedAt: now}
-	// Attempts interrupted by a shutdown do not count against the policy.
-	counted := c.Attempts - c.Interruptions
+	counted := c.Counted()
 	if counted > pol.MaxAttempts {
-		// Its last allowed attempt was abandoned (the holder died) and used up the attempts.
+		// Its last allowed attempt was abandoned (its process died running it, alone) and used
+		// up the attempts.
 		comp.State, comp.Error = StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
 		return comp
 	}
 	req, err := s.q.reg.Decode(c.Name, c.Payload)
+	c.Payload = nil // the decoded request is all that is needed from here on
 	if err != nil {
 		comp.State, comp.Error = StateDead, err.Error()
 		return comp
 	}
+	var key string
 	if s.cfg.Breakers != nil {
-		if remaining, open := s.breakerOpen(c, req); open {
-			comp.State, comp.NextAt = StatePending, now.Add(s.breakerWait(remaining))
-			return comp
+		var remaining time.Duration
+		var open bool
+		key, remaining, open = s.breakerOpen(c, req)
+		if open {
+			return s.park(comp, key, remaining)
 		}
 	}
-	ctx := dispatchKey.With(s.life, Dispatch{ItemID: c.ID, Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
-	ctx = behaviors.WithRetryOverride(ctx, behaviors.RetryPolicy{MaxAttempts: 1})
+	if s.life.Err() != nil {
+		return s.release(c) // shutting down: not started
+	}
+	ctx := mediator.WithMarks(s.life, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
+	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: c.ID, Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()
 	switch {
 	case err == nil:
 		comp.State, comp.Outcome = StateSucceeded, OutcomeSucceeded
+	case behaviors.Refused(err, req):
+		// A behavior of the pipeline turned it away before the handler ran (an open breaker
+		// that opened since the check, a full bulkhead): no attempt.
+		comp.StartedAt = time.Time{}
+		var remaining time.Duration
+		if errors.Is(err, behaviors.ErrCircuitOpen) {
+			if co, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
+				remaining = co.Remaining
+				if key == "" {
+					key = co.Key
+				}
+			}
+			return s.park(comp, key, remaining)
+		}
+		return s.park(comp, "", 0)
 	case s.life.Err() != nil:
 		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
 		// backoff, no dead letter, and it does not count against MaxAttempts.
 		comp.State, comp.Outcome, comp.NextAt, comp.Error = StatePending, OutcomeInterrupted, comp.EndedAt, err.Error()
-	case errors.Is(err, behaviors.ErrCircuitOpen):
-		// The breaker opened between the check and the call: not an attempt.
-		var remaining time.Duration
-		if open, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
-			remaining = open.Remaining
-		}
-		comp.State, comp.NextAt, comp.StartedAt = StatePending, comp.EndedAt.Add(s.breakerWait(remaining)), time.Time{}
-	case s.cfg.Retryable(err) && counted < pol.MaxAttempts:
+	case s.retries(ctx, req, err) && counted < pol.MaxAttempts:
 		comp.State, comp.Outcome, comp.Error = StatePending, OutcomeFailed, err.Error()
-		comp.NextAt = comp.EndedAt.Add(pol.Delay(counted, s.q.rand()))
+		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), hintOf(err)))
 	default:
 		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
 	}
 	return comp
 }
 
+// park undoes the claim of an item a breaker (key, when known) or a bulkhead refused: it is due
+// again when the refusal may clear, and at most BreakerRecheck from now.
+func (s *Scheduler) park(comp Completion, key string, remaining time.Duration) Completion {
+	comp.State, comp.Outcome, comp.ParkedKey = StatePending, "", key
+	comp.NextAt = comp.EndedAt.Add(min(s.breakerWait(remaining), s.cfg.BreakerRecheck))
+	return comp
+}
+
+// retries is the scheduler's classification of a failed attempt.
+func (s *Scheduler) retries(ctx context.Context, req any, err error) bool {
+	if s.cfg.Retryable != nil {
+		return s.cfg.Retryable(err)
+	}
+	return s.q.retries(ctx, req, s.policySource(req), err)
+}
+
+// policySource finds the retry behavior of req's pipeline, when the sender can list it.
+func (s *Scheduler) policySource(req any) retryPolicySource {
+	t := reflect.TypeOf(req)
+	if v, ok := s.sources.Load(t); ok {
+		src, _ := v.(retryPolicySource)
+		return src
+	}
+	var src retryPolicySource
+	if p, ok := s.sender.(pipelineLister); ok {
+		if bs, err := p.Pipeline(t); err == nil {
+			src = findPolicySource(bs)
+		}
+	}
+	s.sources.Store(t, src)
+	return src
+}
+
+// pipelineLister is implemented by *mediator.Mediator.
+type pipelineLister interface {
+	Pipeline(requestType reflect.Type) ([]mediator.Behavior, error)
+}
+
+// hintOf returns the Retry-After hint carried by err (a server's, a breaker's remaining open
+// time), or 0.
+func hintOf(err error) time.Duration {
+	var h behaviors.RetryAfterHinter
+	if errors.As(err, &h) {
+		return max(h.RetryAfter(), 0)
+	}
+	return 0
+}
+
 // breakerOpen asks the breaker view about req's key. A BreakerKey or BreakerView that panics
 // (a key function written for another request type) is logged and the item is dispatched as if
 // the breaker were closed, rather than crashing the worker.
-func (s *Scheduler) breakerOpen(c Claimed, req any) (remaining time.Duration, open bool) {
+func (s *Scheduler) breakerOpen(c Claimed, req any) (key string, remaining time.Duration, open bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", "instance", s.cfg.InstanceID,
 				"item", int64(c.ID), "name", c.Name, "panic", fmt.Sprint(p))
-			remaining, open = 0, false
+			key, remaining, open = "", 0, false
 		}
 	}()
-	return s.cfg.Breakers.OpenFor(s.cfg.BreakerKey(req))
+	key = s.cfg.BreakerKey(req)
+	remaining, open = s.cfg.Breakers.OpenFor(key)
+	return key, remaining, open
 }
 
 // breakerWait is how long an item put off by a breaker waits: until the breaker may let a
@@ -417,6 +775,47 @@ func (s *Scheduler) breakerWait(remaining time.Duration) time.Duration {
 	return time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
 }
 
+// breakerChanged frees the items parked on a breaker that closed (or may probe again).
+func (s *Scheduler) breakerChanged(c behaviors.StateChange) {
+	if c.To == behaviors.StateOpen {
+		return
+	}
+	s.mu.Lock()
+	if s.state != stateRunning {
+		s.mu.Unlock()
+		return
+	}
+	s.parked[c.Key] = true
+	s.mu.Unlock()
+	signal(s.unpark)
+}
+
+// unparkClosed makes the items parked on breakers that closed due now.
+func (s *Scheduler) unparkClosed() {
+	s.mu.Lock()
+	if len(s.parked) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	keys := make([]string, 0, len(s.parked))
+	for k := range s.parked {
+		keys = append(keys, k)
+	}
+	clear(s.parked)
+	s.mu.Unlock()
+	ctx, cancel := s.storeCtx()
+	_, err := s.q.store.Unpark(ctx, keys, s.q.clock.Now())
+	cancel()
+	s.noteStore("free items parked on a closed breaker", err)
+	if err != nil {
+		s.mu.Lock()
+		for _, k := range keys {
+			s.parked[k] = true
+		}
+		s.mu.Unlock()
+	}
+}
+
 func (s *Scheduler) dispatch(ctx context.Context, req any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -427,70 +826,8 @@ func (s *Scheduler) dispatch(ctx context.Context, req any) (err error) {
 	return err
 }
 
-func (s *Scheduler) completer() {
-	defer s.loops.Done()
-	batch := make([]Completion, 0, s.cfg.BatchSize)
-	for c := range s.done {
-		batch = append(batch[:0], c)
-	drain:
-		for len(batch) < s.cfg.BatchSize {
-			select {
-			case c, ok := <-s.done:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		s.flush(batch)
-	}
-}
-
-// flush writes completions, retrying while the database fails, until Shutdown's deadline. If
-// it keeps failing until then, the items' leases run out and another instance sweeps them:
-// they are tried again, never lost.
-func (s *Scheduler) flush(batch []Completion) {
-	delay := 10 * time.Millisecond
-	for {
-		results, err := s.q.store.Complete(s.dbCtx, batch)
-		if err == nil {
-			for i, r := range results {
-				if r != nil {
-					s.cfg.Logger.Warn("durable: completion rejected", "instance", s.cfg.InstanceID, "item", int64(batch[i].Fence.ItemID), "error", r)
-				}
-			}
-			break
-		}
-		s.cfg.Logger.Error("durable: completing items failed", "instance", s.cfg.InstanceID, "items", len(batch), "error", err)
-		if s.life.Err() != nil {
-			// Shutdown's deadline has passed: give up rather than hang. The leases of these
-			// items run out and another instance (or the next start) sweeps and retries them.
-			break
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-s.life.Done():
-			t.Stop()
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-	s.mu.Lock()
-	for _, c := range batch {
-		delete(s.inflight, c.Fence)
-	}
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // keeper extends the leases of in-flight items and sweeps expired leases.
 func (s *Scheduler) keeper() {
-	defer s.maint.Done()
 	hb := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer hb.Stop()
 	sweep := time.NewTicker(s.cfg.SweepInterval)
@@ -498,7 +835,7 @@ func (s *Scheduler) keeper() {
 	s.sweepOnce()
 	for {
 		select {
-		case <-s.maintEnd:
+		case <-s.keeperEnd:
 			return
 		case <-hb.C:
 			s.mu.Lock()
@@ -509,9 +846,10 @@ func (s *Scheduler) keeper() {
 			s.mu.Unlock()
 			slices.Sort(ids)
 			ids = slices.Compact(ids)
-			if err := s.q.store.Extend(s.dbCtx, s.cfg.InstanceID, ids, s.q.clock.Now().Add(s.cfg.Lease)); err != nil {
-				s.cfg.Logger.Error("durable: extending leases failed", "instance", s.cfg.InstanceID, "error", err)
-			}
+			ctx, cancel := s.storeCtx()
+			err := s.q.store.Extend(ctx, s.cfg.InstanceID, ids, s.q.clock.Now().Add(s.cfg.Lease))
+			cancel()
+			s.noteStore("extend leases", err)
 		case <-sweep.C:
 			s.sweepOnce()
 		}
@@ -519,21 +857,60 @@ func (s *Scheduler) keeper() {
 }
 
 func (s *Scheduler) sweepOnce() {
-	n, err := s.q.store.Sweep(s.dbCtx, s.q.clock.Now())
+	ctx, cancel := s.storeCtx()
+	n, err := s.q.store.Sweep(ctx, s.q.clock.Now())
+	cancel()
+	s.noteStore("sweep expired leases", err)
 	if err != nil {
-		s.cfg.Logger.Error("durable: sweeping expired leases failed", "instance", s.cfg.InstanceID, "error", err)
 		return
 	}
 	if n > 0 {
 		s.cfg.Logger.Info("durable: swept expired leases", "instance", s.cfg.InstanceID, "items", n)
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.Wake()
 	}
 }
 
 // Sweep sweeps expired leases now, as the scheduler does every SweepInterval.
 func (s *Scheduler) Sweep(ctx context.Context) (int, error) {
 	return s.q.store.Sweep(ctx, s.q.clock.Now())
+}
+
+// dbHealth logs database failures without flooding: the first failure at once, then at most
+// every logRepeat while they go on, and one line when a call succeeds again.
+type dbHealth struct {
+	log      *slog.Logger
+	instance string
+
+	mu       sync.Mutex
+	failing  bool
+	since    time.Time
+	failures int
+	lastLog  time.Time
+}
+
+func (h *dbHealth) failed(op string, err error) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failures++
+	switch {
+	case !h.failing:
+		h.failing, h.since, h.lastLog, h.failures = true, now, now, 1
+		h.log.Error("durable: database call failed", "instance", h.instance, "op", op, "error", err)
+	case now.Sub(h.lastLog) >= logRepeat:
+		h.lastLog = now
+		h.log.Error("durable: database calls still failing", "instance", h.instance, "op", op, "error", err,
+			"failures", h.failures, "since", h.since)
+	}
+}
+
+func (h *dbHealth) ok() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.failing {
+		return
+	}
+	h.failing = false
+	h.log.Info("durable: database calls recovered", "instance", h.instance, "failures", h.failures,
+		"after", time.Since(h.since))
 }

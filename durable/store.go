@@ -67,8 +67,19 @@ type Item struct {
 	// Attempts counts the attempts made so far (the rows Store.Attempts lists).
 	Attempts int
 	// Interruptions counts the attempts that a scheduler's shutdown interrupted. They are
-	// attempts, but the retry policy's MaxAttempts counts Attempts - Interruptions.
+	// attempts, but they do not count against the retry policy's MaxAttempts (see Counted).
 	Interruptions int
+	// Unattributed counts the abandoned attempts this item made while other items ran beside
+	// it in the same instance: when that instance died, nothing says which item killed it, so
+	// they do not count against MaxAttempts either (see Counted). The item runs alone next
+	// time (Isolate), and a crash then is its own.
+	Unattributed int
+	// Isolate is true when the item's last lease ran out while it ran: its next claim runs it
+	// alone in its instance.
+	Isolate bool
+	// ParkedKey is the circuit-breaker key a pending item waits on: it was put off because
+	// that breaker was open, and the breaker closing makes it due at once.
+	ParkedKey string
 	// DedupeKey is empty or the key under which at most one item is pending or running.
 	DedupeKey string
 	// OrderingKey is empty or the key whose items are dispatched one at a time, in id order.
@@ -86,6 +97,10 @@ type Item struct {
 	// UpdatedAt is when the item last changed.
 	UpdatedAt time.Time
 }
+
+// Counted is the number of attempts that count against the retry policy's MaxAttempts: every
+// attempt but those a shutdown interrupted and those abandoned beside other items.
+func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
 
 // Attempt is one real try of an item, recorded as its own row.
 type Attempt struct {
@@ -170,6 +185,9 @@ type Completion struct {
 	// Error is the attempt's error or the reason for the new state; kept as the item's last
 	// error when not empty.
 	Error string
+	// ParkedKey, for a pending item put off by an open circuit breaker, is that breaker's key:
+	// Unpark with the key makes the item due at once.
+	ParkedKey string
 }
 
 // Stats summarises a store for dashboards and metrics.
@@ -368,24 +386,25 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 	return 0, false, errors.New("durable: enqueue: dedupe key kept changing hands")
 }
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanItem(r rowScanner) (Item, int64, error) {
 	var (
-		it                                  Item
-		id, nextAt, createdAt, updatedAt    int64
-		leaseUntil, claimedAt               sql.NullInt64
-		state                               string
-		dedupe, ordering, owner, lastErrStr sql.NullString
+		it                                          Item
+		id, nextAt, createdAt, updatedAt, isolate   int64
+		leaseUntil, claimedAt                       sql.NullInt64
+		state                                       string
+		dedupe, ordering, owner, lastErrStr, parked sql.NullString
 	)
-	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &dedupe, &ordering, &nextAt, &owner,
-		&leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt)
+	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &it.Unattributed, &isolate, &parked,
+		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt)
 	if err != nil {
 		return Item{}, 0, err
 	}
 	it.ID = ItemID(id)
+	it.Isolate, it.ParkedKey = isolate != 0, parked.String
 	it.State = State(state)
 	it.DedupeKey, it.OrderingKey, it.LeaseOwner, it.LastError = dedupe.String, ordering.String, owner.String, lastErrStr.String
 	it.NextAt, it.LeaseUntil = fromMicros(nextAt), fromMicros(leaseUntil.Int64)
@@ -502,8 +521,51 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 // Claim leases up to limit due pending items to owner until now+lease and returns them in id
 // order. An item with an ordering key is claimed only when no earlier item with that key is
 // pending or running. Each claim adds one to the item's attempt count; the new count is the
-// attempt number of the claim's Fence.
+// attempt number of the claim's Fence. Items to be isolated are left out: ClaimIsolated takes
+// them one at a time.
 func (s *Store) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]Claimed, error) {
+	return s.claim(ctx, s.d.claim, owner, now, lease, limit, false)
+}
+
+// ClaimIsolated leases the oldest due item marked Isolate (its last lease ran out while it ran),
+// if there is one, to run alone: the claimer runs nothing else while it holds it, so that an
+// item whose handler kills its process is the only one charged for the crash.
+func (s *Store) ClaimIsolated(ctx context.Context, owner string, now time.Time, lease time.Duration) ([]Claimed, error) {
+	return s.claim(ctx, s.d.claimIsolated, owner, now, lease, 1, true)
+}
+
+// IsolatedDue reports whether an item to be run alone is due at now.
+func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, s.d.isolatedDue, micros(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("durable: isolated due: %w", err)
+	}
+	return true, nil
+}
+
+// Unpark makes the pending items waiting on the circuit breakers of keys due at now (unless
+// they are due sooner) and returns how many it freed. Call it when those breakers close.
+func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, error) {
+	total := 0
+	for _, k := range keys {
+		res, err := s.db.ExecContext(ctx, s.d.unpark, micros(now), micros(now), k)
+		if err != nil {
+			return total, fmt.Errorf("durable: unpark: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("durable: unpark: %w", err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, lease time.Duration, limit int, alone bool) ([]Claimed, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -511,14 +573,18 @@ func (s *Store) Claim(ctx context.Context, owner string, now time.Time, lease ti
 		out []Claimed
 		err error
 	)
-	args := []any{owner, micros(now.Add(lease)), micros(now), micros(now), micros(now), limit}
+	a := 0
+	if alone {
+		a = 1
+	}
+	args := []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
 	if s.d.name == "sqlite" {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			out, err = scanClaims(tx.QueryContext(ctx, s.d.claim, args...))
+			out, err = scanClaims(tx.QueryContext(ctx, stmt, args...))
 			return err
 		})
 	} else {
-		out, err = scanClaims(s.db.QueryContext(ctx, s.d.claim, args...))
+		out, err = scanClaims(s.db.QueryContext(ctx, stmt, args...))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("durable: claim: %w", err)
@@ -609,8 +675,8 @@ func (s *Store) completeSQLite(ctx context.Context, tx *sql.Tx, cs []Completion,
 	defer ins.Close()
 	for _, c := range cs {
 		f := c.Fence
-		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), string(c.Outcome), c.Error, micros(c.EndedAt),
-			int64(f.ItemID), f.Owner, f.Attempt)
+		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), string(c.Outcome), string(c.Outcome), c.Error,
+			nullString(c.ParkedKey), micros(c.EndedAt), int64(f.ItemID), f.Owner, f.Attempt)
 		if err != nil {
 			return err
 		}
@@ -645,13 +711,14 @@ func (s *Store) completePostgres(ctx context.Context, cs []Completion, accepted 
 		starts   = make([]int64, n)
 		ends     = make([]int64, n)
 		outcomes = make([]string, n)
+		parked   = make([]string, n)
 	)
 	for i, c := range cs {
 		ids[i], attempts[i], owners[i] = int64(c.Fence.ItemID), int32(c.Fence.Attempt), c.Fence.Owner
 		states[i], nexts[i], undo[i], errs[i] = string(c.State), micros(c.NextAt), int32(completionUndo(c)), c.Error
-		starts[i], ends[i], outcomes[i] = micros(c.StartedAt), micros(c.EndedAt), string(c.Outcome)
+		starts[i], ends[i], outcomes[i], parked[i] = micros(c.StartedAt), micros(c.EndedAt), string(c.Outcome), c.ParkedKey
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.completeMany, ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes)
+	rows, err := s.db.QueryContext(ctx, s.d.completeMany, ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked)
 	if err != nil {
 		return err
 	}
@@ -708,7 +775,9 @@ func (s *Store) Extend(ctx context.Context, owner string, ids []ItemID, until ti
 }
 
 // Sweep returns running items whose lease expired before now to pending, due at now, and
-// records each lost attempt as an OutcomeAbandoned row. It returns how many it swept.
+// records each lost attempt as an OutcomeAbandoned row. A swept item is marked Isolate, so its
+// next claim runs it alone; an attempt abandoned while it ran beside other items counts as
+// Unattributed. It returns how many it swept.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	if s.d.name == "postgres" {
 		var n int
@@ -719,7 +788,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	}
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT id, attempts, lease_owner, claimed_at FROM switchboard_items WHERE state = 'running' AND lease_until < ?", micros(now))
+		rows, err := tx.QueryContext(ctx, "SELECT id, attempts, lease_owner, claimed_at FROM switchboard_items INDEXED BY switchboard_items_lease WHERE state = 'running' AND lease_until < ?", micros(now))
 		if err != nil {
 			return err
 		}

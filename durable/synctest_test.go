@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // These tests run the scheduler on SQLite inside a synctest bubble: SQLite is in-process, so
@@ -192,7 +193,9 @@ func TestBubbleShutdownDeadline(t *testing.T) {
 	})
 }
 
-func TestBubbleMaxClaimedCapsHeldItems(t *testing.T) {
+// A scheduler claims items only for free workers: every item it holds is running, so a crash
+// of its process charges no item that had not started.
+func TestBubbleClaimsOnlyForFreeWorkers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -204,7 +207,7 @@ func TestBubbleMaxClaimedCapsHeldItems(t *testing.T) {
 		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
 			<-release
 			return nil
-		}}, durable.SchedulerConfig{Workers: 1, BatchSize: 10, MaxClaimed: 2, PollInterval: time.Second})
+		}}, durable.SchedulerConfig{Workers: 2, BatchSize: 10, PollInterval: time.Second})
 		time.Sleep(10 * time.Second) // many poll intervals
 		synctest.Wait()
 		if st := stats(t, q); st.Counts[durable.StateRunning] != 2 || st.Counts[durable.StatePending] != 4 {
@@ -221,34 +224,63 @@ func TestBubbleMaxClaimedCapsHeldItems(t *testing.T) {
 }
 
 // A half-open breaker whose probe slot is taken refuses calls with no remaining open time; the
-// items it refuses come back about a poll interval later instead of spinning.
+// items it refuses come back about a poll interval later instead of spinning, and make no
+// attempt row.
 func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, q := bubbleQueue(t, path, fastPolicy)
-		var refusals atomic.Int64
-		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
-			if refusals.Add(1) <= 3 {
-				return &behaviors.CircuitOpenError{Key: "k"}
+		store, q := bubbleQueue(t, path, durable.Policy{MaxAttempts: 5, Initial: time.Second, Jitter: -1})
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, ProbeTimeout: time.Hour})
+		release := make(chan struct{})
+		var probeCalls, refusedTries atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if w.N == 0 {
+				if probeCalls.Add(1) == 1 {
+					return retryableErr{"down"} // trips the breaker
+				}
+				<-release // the probe hangs
 			}
 			return nil
-		}}, durable.SchedulerConfig{PollInterval: time.Second})
-		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
-		begin := time.Now()
-		for item(t, store, id).State != durable.StateSucceeded {
+		}}, func(m *mediator.Mediator) {
+			_ = m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+				if w, ok := req.(*Work); ok && w.N == 1 {
+					refusedTries.Add(1)
+				}
+				return next(ctx, req)
+			}), mediator.WithOrder(behaviors.BreakerOrder-1))
+			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "k" }))
+		})
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 2, PollInterval: time.Second,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}))
+		probe := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 0})).ID
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for probeCalls.Load() < 2 { // tripped, then half-open a second later: the probe runs
 			time.Sleep(100 * time.Millisecond)
 		}
-		took := time.Since(begin)
+		refused := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		s.Wake()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		tries := refusedTries.Load()
+		close(release)
+		for item(t, store, refused).State != durable.StateSucceeded || item(t, store, probe).State != durable.StateSucceeded {
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err := s.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		// Three refusals, each waited out for 0.5 to 1.5 poll intervals (plus claim polling).
-		if refusals.Load() != 4 || took < 1500*time.Millisecond || took > 8*time.Second {
-			t.Fatalf("%d calls in %v", refusals.Load(), took)
+		// Refused about once per poll interval (0.5 to 1.5 of it) for ten seconds.
+		if tries < 5 || tries > 25 {
+			t.Fatalf("the refused item was tried %d times in 10s", tries)
 		}
-		if as := attempts(t, store, id); outcomes(as) != "1:succeeded" {
-			t.Fatalf("rows %s", outcomes(as))
+		if as := attempts(t, store, refused); outcomes(as) != "1:succeeded" {
+			t.Fatalf("refused item rows %s", outcomes(as))
+		}
+		if as := attempts(t, store, probe); outcomes(as) != "1:failed 2:succeeded" {
+			t.Fatalf("probe item rows %s", outcomes(as))
 		}
 	})
 }

@@ -1,8 +1,8 @@
 package mediator
 
 import (
-	"reflect"
 	"math/bits"
+	"reflect"
 	"unsafe"
 )
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"time"
 
@@ -83,7 +84,7 @@ func (h *chargeHandler) Handle(ctx context.Context, c *Charge) (mediator.Void, e
 	if err := h.net.call(c.Endpoint); err != nil {
 		return mediator.Void{}, err
 	}
-	if d, ok := durable.FromContext(ctx); ok {
+	if d, ok := durable.FromContext(ctx, c); ok {
 		h.done <- fmt.Sprintf("scheduler charged %s on %s (durable attempt %d)", c.Ref, c.Endpoint, d.Attempt)
 	}
 	return mediator.Void{}, nil
@@ -96,7 +97,7 @@ func endpointKey(req any) string {
 	case *Rate:
 		return r.Endpoint
 	}
-	return behaviors.TypeKey(nil)
+	return behaviors.TypeKey(reflect.TypeOf(req))
 }
 
 func run(out io.Writer, dbPath string) error {

@@ -19,7 +19,7 @@ func TestRun(t *testing.T) {
 	for _, want := range []string{
 		"durable-deferral (default, 40)\n  retry (default, 50)\n    circuit-breaker (default, 60)\n      timeout (default, 70)\n        handler\n",
 		"ch-1: charged",
-		"ch-2: deferred as item 1 (behaviors: failed after 3 attempts: pay-b answered 503)",
+		"ch-2: deferred as item 1 (behaviors: failed after 3 attempts: pay-b answered 503 (circuit \"pay-b\" opened for 300ms))",
 		"ch-3: deferred as item 2 (behaviors: circuit open for \"pay-b\"",
 		"calls to pay-b while its breaker was open: 0",
 		"ch-4: charged",

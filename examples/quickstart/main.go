@@ -68,8 +68,7 @@ func (s step) Handle(ctx context.Context, req any, next mediator.Next) (any, err
 func run(out io.Writer) error {
 	i := do.New()
 	do.ProvideValue(i, &orders{})
-	m := mediator.New(i)
-	do.ProvideValue[mediator.Publisher](i, m)
+	m := mediator.New(i) // also provides itself to i as Sender, Publisher and Streamer
 
 	if err := mediator.Handle[*PlaceOrder, *Order](m, func(i do.Injector) (*placeOrderHandler, error) {
 		return &placeOrderHandler{orders: do.MustInvoke[*orders](i), pub: do.MustInvoke[mediator.Publisher](i)}, nil
