@@ -580,8 +580,9 @@ func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
 
 // handOut gives claimed items to free workers; each starts at once.
 func (s *Scheduler) handOut(items []Claimed) {
-	for _, it := range items {
-		s.work <- it
+	for i := range items {
+		s.work <- items[i]
+		items[i] = Claimed{} // the worker holds the only copy of the payload now
 	}
 }
 
@@ -625,7 +626,7 @@ func (s *Scheduler) worker() {
 			s.done <- s.release(c)
 			continue
 		}
-		s.done <- s.process(c)
+		s.done <- s.process(&c)
 	}
 }
 
@@ -634,7 +635,9 @@ func (s *Scheduler) release(c Claimed) Completion {
 	return Completion{Fence: c.Fence(), State: StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
 }
 
-func (s *Scheduler) process(c Claimed) Completion {
+// process dispatches c as one attempt and returns its outcome. It drops c's payload once it is
+// decoded, so a large payload is not held twice while the handler runs.
+func (s *Scheduler) process(c *Claimed) Completion {
 	pol := s.q.PolicyFor(c.Name)
 	now := s.q.clock.Now()
 	comp := Completion{Fence: c.Fence(), EndedAt: now}
@@ -661,7 +664,7 @@ func (s *Scheduler) process(c Claimed) Completion {
 		}
 	}
 	if s.life.Err() != nil {
-		return s.release(c) // shutting down: not started
+		return s.release(*c) // shutting down: not started
 	}
 	ctx := mediator.WithMarks(s.life, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
 	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: c.ID, Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
@@ -751,7 +754,7 @@ func hintOf(err error) time.Duration {
 // breakerOpen asks the breaker view about req's key. A BreakerKey or BreakerView that panics
 // (a key function written for another request type) is logged and the item is dispatched as if
 // the breaker were closed, rather than crashing the worker.
-func (s *Scheduler) breakerOpen(c Claimed, req any) (key string, remaining time.Duration, open bool) {
+func (s *Scheduler) breakerOpen(c *Claimed, req any) (key string, remaining time.Duration, open bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", "instance", s.cfg.InstanceID,

@@ -36,3 +36,12 @@ func TestRun(t *testing.T) {
 		}
 	}
 }
+
+// The demo's key function names request types it does not know by their type: it used to call
+// behaviors.TypeKey with a nil type and panic as soon as a third request type reached it.
+func TestEndpointKeyOfAnotherRequestType(t *testing.T) {
+	type Refund struct{ Ref string }
+	if got := endpointKey(&Refund{}); got != "*main.Refund" {
+		t.Fatalf("endpointKey = %q", got)
+	}
+}
