@@ -13,7 +13,7 @@ import (
 )
 
 // defaultRetryableStatusCodes are the status codes Retryable retries: too many requests, bad
-// gateway, service unavailable, gateway timeout (seed 001's retryableStatusCodes).
+// gateway, service unavailable, gateway timeout, the common gateway-retry set.
 var defaultRetryableStatusCodes = []int{429, 502, 503, 504}
 
 // Retryable is the default retry classifier. It reports true for errors that declare

@@ -24,5 +24,10 @@
 // caller's own cancellation is never retried, never counted by a breaker and never replaced
 // by a fallback.
 //
-// docs/resilience.md explains the ordering rules and lists every default with its source.
+// A dispatch marked mediator.Unattended (a scheduler running stored work) is never answered by
+// a fallback, and one marked mediator.SingleAttempt is attempted once; marks bind to one
+// request, so the requests its handler sends run under their own policies.
+//
+// docs/resilience.md explains the ordering rules and lists every default with the reason for
+// it.
 package behaviors

@@ -27,13 +27,14 @@ var (
 )
 
 // CircuitOpenError is returned instead of calling the handler while the breaker for Key is
-// open. It matches ErrCircuitOpen.
+// open. It matches ErrCircuitOpen. Refused tells whether it refused a given request.
 type CircuitOpenError struct {
 	// Key is the breaker's key.
 	Key string
 	// Remaining is the time until the breaker may let a probe through: the rest of the open
-	// duration or, for a half-open breaker whose probe slots are all taken, the time until the
-	// earliest probe in flight times out (a probe that finishes sooner frees its slot sooner).
+	// duration. For a half-open breaker whose probe slots are all taken it is 0, as OpenFor
+	// reports: the probes may decide at any moment, usually long before the probe timeout, so
+	// a caller that waits should look again soon rather than wait out the timeout.
 	Remaining time.Duration
 
 	req any // the request refused, when a behavior refused it; see Refused

@@ -302,7 +302,7 @@ func ExampleNewRecover() {
 	// mediator: panic: bug in a behavior true
 }
 
-// The composed chain of seed 003: fallback outermost, then retry, then the breaker. Once the
+// The composed resilience chain: fallback outermost, then retry, then the breaker. Once the
 // breaker opens, retry stops at once instead of burning its attempts against it, and the
 // fallback serves the degraded response.
 func Example_chain() {

@@ -64,23 +64,28 @@ func (s Switch) String() string {
 // Merge takes it from the layer below, and DefaultRetryPolicy fills in what no layer sets.
 // Policies come in layers, later wins, field by field: DefaultRetryPolicy → the Retry
 // behavior's policy → the policy of the request's key (a source, an endpoint) → the per-request
-// override of WithRetryOverride.
+// override of WithRetryOverride. The same merged policy classifies failures for the durable
+// queue (see Retries).
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts in total, the first included; 1 means no retry.
-	// Default 1: retries are opt-in (seed 001, maxAttempts).
+	// Default 1: retries are opt-in, because a retried command that took effect before it
+	// failed takes effect twice; turn them on for the requests that are safe to repeat.
 	MaxAttempts int
-	// Strategy is fixed or exponential. Default StrategyFixed (seed 001, backoffStrategy).
+	// Strategy is fixed or exponential. Default StrategyFixed: with few in-process attempts a
+	// caller is waiting on, a steady delay is the predictable choice.
 	Strategy Strategy
-	// BaseDelay is the delay before the first retry. Default 500 ms (seed 001, baseDelayMs).
+	// BaseDelay is the delay before the first retry. Default 500 ms: long enough for a gateway
+	// or load balancer to route around a failed instance, short enough for a waiting caller.
 	BaseDelay time.Duration
-	// Multiplier is the growth factor of StrategyExponential; at least 1. Default 2
-	// (seed 001: exponential is baseDelay × 2^(attempt-1); seed 003 backoffFactor 2.0).
+	// Multiplier is the growth factor of StrategyExponential; at least 1. Default 2, the usual
+	// doubling of exponential backoff.
 	Multiplier float64
-	// MaxDelay caps every computed delay, and the wait for a breaker. Default 30 s (seed 001,
-	// maxDelayMs).
+	// MaxDelay caps every computed delay, and the wait for a breaker. Default 30 s: a caller
+	// rarely waits longer, and a dependency down for longer is the durable queue's business.
 	MaxDelay time.Duration
-	// Jitter adds ±10 % uniform jitter to each delay (still capped at MaxDelay). Default Off
-	// (seed 001, jitter).
+	// Jitter adds ±10 % uniform jitter to each delay (still capped at MaxDelay), so callers
+	// that failed together do not retry together. Default Off, so delays are exact and
+	// predictable; turn it on for busy dependencies.
 	Jitter Switch
 	// RetryOnTimeout retries timeouts (see IsTimeout), never the caller's own deadline.
 	// Default Off in process: a call that timed out may have taken effect, and a caller is
@@ -95,12 +100,13 @@ type RetryPolicy struct {
 	RetryOnTransport Switch
 	// WaitForBreaker retries a call refused by an open circuit breaker after waiting out the
 	// breaker's remaining open time, capped at MaxDelay. Default Off: an open breaker ends
-	// the retries at once (seed 003: retry must not burn its attempts against an open
-	// circuit).
+	// the retries at once, since attempts spent against an open circuit fail without trying
+	// and only delay the caller.
 	WaitForBreaker Switch
 	// RetryableStatusCodes are the status codes (see StatusCoder) the default classifier
 	// retries. nil is unset; an empty non-nil slice retries no status code. Default 429, 502,
-	// 503, 504 (seed 001, retryableStatusCodes).
+	// 503, 504: the common gateway-retry set, the codes that say the request was most likely
+	// not processed.
 	RetryableStatusCodes []int
 	// Classify decides which errors are retried. nil is unset. Default: Retryable with
 	// RetryableStatusCodes. Whatever it says, the caller's cancellation, validation errors,
@@ -141,8 +147,8 @@ func (p RetryPolicy) Retries(err error) bool {
 	return retryableWith(err, p.RetryableStatusCodes)
 }
 
-// DefaultRetryPolicy is the built-in bottom layer of every policy (seed 001's built-in
-// default).
+// DefaultRetryPolicy is the built-in bottom layer of every policy; each field's comment on
+// RetryPolicy gives the reason for its value.
 var DefaultRetryPolicy = RetryPolicy{
 	MaxAttempts:          1,
 	Strategy:             StrategyFixed,
@@ -227,7 +233,8 @@ func (p RetryPolicy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// jitterFraction is the ±fraction applied when Jitter is On (seed 001: ±10 %).
+// jitterFraction is the ±fraction applied when Jitter is On: enough to spread callers apart,
+// small enough to keep delays predictable.
 const jitterFraction = 0.1
 
 // Delay returns the delay before the retry that follows failed attempt n (n ≥ 1), computed

@@ -18,6 +18,11 @@
 // Behaviors have a Stage (Pre, Default, Post) and an Order. Stage always beats order; within a
 // stage lower order is outer; ties keep registration order. Explain shows the resolved chain.
 //
+// A caller says something about one dispatch with WithMarks (Unattended, SingleAttempt, Stored)
+// or Key.WithFor: such values bind to the request they are set for, so the requests its handler
+// sends with the same context do not inherit them. A caller whose context is already done gets
+// its context's error before anything runs.
+//
 // Errors are values: sentinels (ErrNoHandler, ErrPanic, ...) matched by typed errors
 // (*NoHandlerError, *PanicError, ...) with errors.Is and errors.As. A caller's context
 // cancellation passes through the mediator unchanged.
