@@ -460,7 +460,9 @@ func (s *Scheduler) run() (idle bool) {
 			s.unparkClosed()
 			free := s.cfg.Workers - running
 			now := s.q.clock.Now()
-			if !drain && running > 0 && !isolating && time.Since(lastCheck) >= s.cfg.PollInterval {
+			// Look for a due item to run alone at most once per poll interval: a cheap indexed
+			// lookup, where claiming one on every idle turn would cost a statement per item.
+			if !drain && !isolating && time.Since(lastCheck) >= s.cfg.PollInterval {
 				lastCheck = time.Now()
 				ctx, cancel := s.storeCtx()
 				due, err := s.q.store.IsolatedDue(ctx, now)
@@ -471,7 +473,7 @@ func (s *Scheduler) run() (idle bool) {
 			short := false
 			switch {
 			case isolating || free == 0:
-			case running == 0:
+			case running == 0 && drain:
 				items := s.claim(true, 1, now)
 				if len(items) > 0 {
 					isolating, drain = true, false
