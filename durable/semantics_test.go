@@ -680,3 +680,46 @@ func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 		}
 	})
 }
+
+// A handler that returns the refusal its own outbound request met did run: that is an attempt,
+// tried again once the inner breaker may let a probe through. Only a refusal of the item's own
+// request undoes the claim.
+func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 40 * time.Second, Clock: e.clock})
+		var m *mediator.Mediator
+		m = mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			_, err := mediator.Send(ctx, m, &InnerRetried{N: w.N})
+			return err
+		}}, func(m *mediator.Mediator) {
+			_ = mediator.HandleFunc(m, func(context.Context, *InnerRetried) (mediator.Void, error) { return void, nil })
+			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(req any) string {
+				if _, ok := req.(*InnerRetried); ok {
+					return "inner"
+				}
+				return "outer"
+			}))
+		})
+		if _, err := reg.Gate("inner"); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Trip("inner"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := e.clock.Now()
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.store, id)) == 1 })
+		it := item(t, e.store, id)
+		if as := attempts(t, e.store, id); outcomes(as) != "1:failed" || !strings.Contains(as[0].Error, `circuit open for "inner"`) ||
+			it.State != durable.StatePending || it.ParkedKey != "" || !it.NextAt.Equal(t0.Add(40*time.Second)) {
+			t.Fatalf("item %+v rows %s", it, outcomes(as))
+		}
+		e.clock.Advance(40 * time.Second)
+		waitState(t, e.store, id, durable.StateSucceeded)
+		if as := attempts(t, e.store, id); outcomes(as) != "1:failed 2:succeeded" {
+			t.Fatalf("rows %s", outcomes(as))
+		}
+	})
+}
