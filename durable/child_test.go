@@ -26,6 +26,10 @@ const (
 	childTargetEnv  = "SWITCHBOARD_DURABLE_CHILD_TARGET"
 	childLeaseEnv   = "SWITCHBOARD_DURABLE_CHILD_LEASE"
 	childLogEnv     = "SWITCHBOARD_DURABLE_CHILD_LOG"
+	// Mode poison only.
+	childPoisonEnv      = "SWITCHBOARD_DURABLE_CHILD_POISON"       // Work.N of the item that crashes the process
+	childWorkersEnv     = "SWITCHBOARD_DURABLE_CHILD_WORKERS"      // SchedulerConfig.Workers
+	childMaxAttemptsEnv = "SWITCHBOARD_DURABLE_CHILD_MAX_ATTEMPTS" // the policy's MaxAttempts
 )
 
 // runChild runs a child process. Modes:
@@ -34,6 +38,12 @@ const (
 //	      forever (the parent kills the process mid-item);
 //	run:  processes items, simulating a little work per item and appending each succeeded
 //	      item id to the log file; stops gracefully on SIGTERM.
+//	poison: like run, but the handler of the Work item whose N is childPoisonEnv prints
+//	      "POISON <item> <owner> <attempt>" and kills its own process with SIGKILL (a real
+//	      crash: no deferred function, no shutdown, no outcome written). Every other item
+//	      sleeps a millisecond and appends "<item> <attempt>" to the log file. Workers
+//	      (childWorkersEnv), Lease and the policy's MaxAttempts (childMaxAttemptsEnv) come
+//	      from the environment; BatchSize is the default.
 func runChild(mode string) int {
 	ctx := context.Background()
 	var (
@@ -55,12 +65,26 @@ func runChild(mode string) int {
 	defer store.Close()
 	reg := durable.NewRegistry()
 	durable.MustRegister[*Work](reg, "test.work")
-	q, err := durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: fastPolicy})
+	policy := fastPolicy
+	cfg := durable.SchedulerConfig{Workers: 2, BatchSize: 10, PollInterval: 5 * time.Millisecond}
+	poison := -1
+	if mode == "poison" {
+		var errs [3]error
+		poison, errs[0] = strconv.Atoi(os.Getenv(childPoisonEnv))
+		cfg.Workers, errs[1] = strconv.Atoi(os.Getenv(childWorkersEnv))
+		policy.MaxAttempts, errs[2] = strconv.Atoi(os.Getenv(childMaxAttemptsEnv))
+		cfg.BatchSize = 0
+		if err := errors.Join(errs[:]...); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+	}
+	q, err := durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: policy})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
+	cfg.Lease, _ = time.ParseDuration(os.Getenv(childLeaseEnv))
 	var logFile *os.File
 	if p := os.Getenv(childLogEnv); p != "" {
 		if logFile, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
@@ -84,6 +108,18 @@ func runChild(mode string) int {
 					return mediator.Void{}, err
 				}
 			}
+		case "poison":
+			if w.N == poison {
+				fmt.Printf("POISON %d %s %d\n", d.ItemID, d.Instance, d.Attempt)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+			time.Sleep(time.Millisecond)
+			if logFile != nil {
+				if _, err := fmt.Fprintf(logFile, "%d %d\n", d.ItemID, d.Attempt); err != nil {
+					return mediator.Void{}, err
+				}
+			}
 		}
 		return mediator.Void{}, nil
 	})
@@ -91,9 +127,7 @@ func runChild(mode string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	s, err := durable.NewScheduler(q, m, durable.SchedulerConfig{
-		Workers: 2, BatchSize: 10, PollInterval: 5 * time.Millisecond, Lease: lease,
-	})
+	s, err := durable.NewScheduler(q, m, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2

@@ -98,6 +98,12 @@ type SchedulerConfig struct {
 // logRepeat is how often a database failure that persists is logged again.
 const logRepeat = 30 * time.Second
 
+// isolationCheck is the shortest interval between two looks for a due item to run alone: with
+// a short PollInterval, looking on every poll would double the statements of an idle scheduler
+// (and the load on a database that is recovering), while an item waiting a second longer to run
+// alone costs nothing.
+const isolationCheck = time.Second
+
 func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	var errs []error
 	for _, d := range []struct {
@@ -435,12 +441,12 @@ func (s *Scheduler) run() (idle bool) {
 		writeFailed := false
 		for len(pending) > 0 {
 			n := min(len(pending), s.cfg.BatchSize)
-			if err := s.write(pending[:n]); err != nil {
+			if err := s.write(pending[:n], lastErr != nil); err != nil {
 				writeFailed, lastErr = true, err
 				break
 			}
 			pending = slices.Delete(pending, 0, n)
-			writeWait = 10 * time.Millisecond
+			writeWait, lastErr = 10*time.Millisecond, nil
 		}
 		if stopping {
 			if running == 0 {
@@ -462,7 +468,7 @@ func (s *Scheduler) run() (idle bool) {
 			now := s.q.clock.Now()
 			// Look for a due item to run alone at most once per poll interval: a cheap indexed
 			// lookup, where claiming one on every idle turn would cost a statement per item.
-			if !drain && !isolating && time.Since(lastCheck) >= s.cfg.PollInterval {
+			if !drain && !isolating && time.Since(lastCheck) >= max(s.cfg.PollInterval, isolationCheck) {
 				lastCheck = time.Now()
 				ctx, cancel := s.storeCtx()
 				due, err := s.q.store.IsolatedDue(ctx, now)
@@ -567,7 +573,8 @@ func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
 	if alone {
 		items, err = s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
 	} else {
-		items, err = s.q.store.Claim(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
+		// With one worker every claim runs alone: a crash while it runs is its own.
+		items, err = s.q.store.claim(ctx, s.q.store.d.claim, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
 	}
 	s.noteStore("claim", err)
 	if len(items) > 0 {
@@ -588,8 +595,10 @@ func (s *Scheduler) handOut(items []Claimed) {
 	}
 }
 
-// write stores completions in one round trip.
-func (s *Scheduler) write(batch []Completion) error {
+// write stores completions in one round trip. retried says an earlier write of the batch
+// failed: the database may have applied it all the same (its answer was lost), and a
+// rejection then only says so.
+func (s *Scheduler) write(batch []Completion, retried bool) error {
 	ctx, cancel := s.storeCtx()
 	results, err := s.q.store.Complete(ctx, batch)
 	cancel()
@@ -598,9 +607,13 @@ func (s *Scheduler) write(batch []Completion) error {
 		return err
 	}
 	for i, r := range results {
-		if r != nil {
-			s.cfg.Logger.Warn("durable: completion rejected", "instance", s.cfg.InstanceID, "item", int64(batch[i].Fence.ItemID), "error", r)
+		if r == nil {
+			continue
 		}
+		if retried && s.alreadyRecorded(batch[i]) {
+			continue
+		}
+		s.cfg.Logger.Warn("durable: completion rejected", "instance", s.cfg.InstanceID, "item", int64(batch[i].Fence.ItemID), "error", r)
 	}
 	s.mu.Lock()
 	for _, c := range batch {
@@ -611,6 +624,26 @@ func (s *Scheduler) write(batch []Completion) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// alreadyRecorded reports whether c's attempt row exists, written by this instance: an earlier
+// write of c that timed out was applied after all.
+func (s *Scheduler) alreadyRecorded(c Completion) bool {
+	if c.Outcome == "" {
+		return false
+	}
+	ctx, cancel := s.storeCtx()
+	defer cancel()
+	as, err := s.q.store.Attempts(ctx, c.Fence.ItemID)
+	if err != nil {
+		return false
+	}
+	for _, a := range as {
+		if a.Number == c.Fence.Attempt && a.Instance == c.Fence.Owner && a.Outcome == c.Outcome {
+			return true
+		}
+	}
+	return false
 }
 
 // noteStore logs a failed store call (rate-limited) or a recovery.
@@ -849,6 +882,9 @@ func (s *Scheduler) keeper() {
 				ids = append(ids, f.ItemID)
 			}
 			s.mu.Unlock()
+			if len(ids) == 0 {
+				continue // nothing to extend: no call, so nothing to say about the database
+			}
 			slices.Sort(ids)
 			ids = slices.Compact(ids)
 			ctx, cancel := s.storeCtx()
