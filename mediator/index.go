@@ -77,5 +77,8 @@ func sameRequest(a, b any) bool {
 // holding a nil pointer is nil; so is that of a pointer-shaped value (a struct of one nil
 // pointer field), which the kind check tells apart on that rare path.
 func nilData(v any) bool {
-	return (*eface)(unsafe.Pointer(&v)).data == nil && v != nil && reflect.TypeOf(v).Kind() == reflect.Pointer
+	return (*eface)(unsafe.Pointer(&v)).data == nil && isNilPointer(v)
 }
+
+// isNilPointer is nilData's rare path, kept out of line so that nilData inlines into Send.
+func isNilPointer(v any) bool { return v != nil && reflect.TypeOf(v).Kind() == reflect.Pointer }
