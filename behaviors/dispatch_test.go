@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -218,5 +219,28 @@ func TestRefusedNamesTheRequestRefused(t *testing.T) {
 	<-done
 	if !errors.Is(err, behaviors.ErrBulkheadFull) || !behaviors.Refused(err, second) {
 		t.Fatalf("bulkhead refusal %v", err)
+	}
+}
+
+// The hint a RetryError or a CircuitTrippedError reports is the longest one it knows: a
+// server's Retry-After behind them is not hidden by their own zero hint or shorter open time.
+func TestWrappedHintsAreKept(t *testing.T) {
+	inner := &statusErr{code: 503, after: 3 * time.Second}
+	if got := (&behaviors.RetryError{Attempts: 2, Err: inner}).RetryAfter(); got != 3*time.Second {
+		t.Errorf("RetryError over a 3s hint: %v", got)
+	}
+	tripped := &behaviors.CircuitTrippedError{Key: "k", Remaining: 30 * time.Second, Err: &statusErr{code: 503, after: time.Minute}}
+	if got := tripped.RetryAfter(); got != time.Minute {
+		t.Errorf("tripped 30s over a 1m hint: %v", got)
+	}
+	if got := (&behaviors.RetryError{Attempts: 2, Err: tripped}).RetryAfter(); got != time.Minute {
+		t.Errorf("RetryError over a tripped breaker: %v", got)
+	}
+}
+
+func TestRetryPolicyRejectsImpossibleStatusCodes(t *testing.T) {
+	err := behaviors.RetryPolicy{RetryableStatusCodes: []int{503, 0, 999}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "0 is not an HTTP-like status code") || !strings.Contains(err.Error(), "999") {
+		t.Fatalf("Validate: %v", err)
 	}
 }

@@ -156,9 +156,24 @@ func (e *RetryError) Error() string {
 	return b.String()
 }
 
-// RetryAfter returns Hint: when a server's hint ended the retries, a caller that tries again
-// later (a durable queue) should wait at least that long.
-func (e *RetryError) RetryAfter() time.Duration { return e.Hint }
+// RetryAfter returns how long a caller that tries again later (a durable queue) should wait at
+// least: Hint when a server's hint ended the retries, else the hint the last attempt's error
+// carries (a server's Retry-After, the open time of a breaker it tripped or met), else 0.
+func (e *RetryError) RetryAfter() time.Duration {
+	return max(e.Hint, hintOf(e.Err), hintOf(e.handlerErr))
+}
+
+// hintOf returns the Retry-After hint err carries, or 0.
+func hintOf(err error) time.Duration {
+	if err == nil {
+		return 0
+	}
+	var h RetryAfterHinter
+	if errors.As(err, &h) {
+		return max(h.RetryAfter(), 0)
+	}
+	return 0
+}
 
 // Is reports whether target is ErrRetriesExhausted, or matches the last handler error of a
 // call whose last attempt was refused.

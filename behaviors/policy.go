@@ -222,6 +222,11 @@ func (p RetryPolicy) Validate() error {
 	if p.Multiplier != 0 && (p.Multiplier < 1 || math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0)) {
 		errs = append(errs, fmt.Errorf("Multiplier %v is not a finite number of at least 1", p.Multiplier))
 	}
+	for _, c := range p.RetryableStatusCodes {
+		if c < 100 || c > 599 {
+			errs = append(errs, fmt.Errorf("RetryableStatusCodes: %d is not an HTTP-like status code (100 to 599)", c))
+		}
+	}
 	for _, s := range []struct {
 		name string
 		v    Switch

@@ -177,7 +177,7 @@ type BreakerRegistry struct {
 	sweepAt   atomic.Int64 // size past which a new key triggers a sweep under pressure
 
 	listenMu  sync.Mutex
-	listeners atomic.Pointer[[]func(StateChange)]
+	listeners atomic.Pointer[[]*listener]
 }
 
 // NewBreakerRegistry returns a registry whose breakers follow cfg.
@@ -552,17 +552,33 @@ func (b *breaker) evictableLocked(now int64) bool {
 	}
 }
 
-// AddListener adds fn to the functions called after every state change, outside locks.
-func (r *BreakerRegistry) AddListener(fn func(StateChange)) {
+// AddListener adds fn to the functions called after every state change, outside locks, and
+// returns a function that removes it (a component that stops, such as a durable scheduler,
+// removes its listener so the registry does not keep it alive).
+func (r *BreakerRegistry) AddListener(fn func(StateChange)) (remove func()) {
 	r.listenMu.Lock()
 	defer r.listenMu.Unlock()
-	var next []func(StateChange)
+	l := &listener{fn: fn}
+	var next []*listener
 	if cur := r.listeners.Load(); cur != nil {
 		next = slices.Clone(*cur)
 	}
-	next = append(next, fn)
+	next = append(next, l)
 	r.listeners.Store(&next)
+	return func() {
+		r.listenMu.Lock()
+		defer r.listenMu.Unlock()
+		cur := r.listeners.Load()
+		if cur == nil {
+			return
+		}
+		next := slices.DeleteFunc(slices.Clone(*cur), func(x *listener) bool { return x == l })
+		r.listeners.Store(&next)
+	}
 }
+
+// listener is one function added with AddListener; its pointer identifies it for removal.
+type listener struct{ fn func(StateChange) }
 
 // events notes whether a section under a breaker's lock made state changes, which it queued on
 // the breaker (see announcement) to be announced once the lock is released.
@@ -621,7 +637,7 @@ func (b *breaker) announce(ev *events) {
 }
 
 func (r *BreakerRegistry) deliver(batch []announcement) {
-	var ls []func(StateChange)
+	var ls []*listener
 	if p := r.listeners.Load(); p != nil {
 		ls = *p
 	}
@@ -635,7 +651,7 @@ func (r *BreakerRegistry) deliver(batch []announcement) {
 			r.cfg.OnStateChange(a.change)
 		}
 		for _, l := range ls {
-			l(a.change)
+			l.fn(a.change)
 		}
 	}
 }

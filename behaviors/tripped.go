@@ -42,6 +42,8 @@ func (e *CircuitTrippedError) Is(target error) bool { return target == ErrCircui
 // Unwrap returns the handler's error.
 func (e *CircuitTrippedError) Unwrap() error { return e.Err }
 
-// RetryAfter returns Remaining: no call gets through before then, so a caller that waits is
-// best served waiting that long.
-func (e *CircuitTrippedError) RetryAfter() time.Duration { return e.Remaining }
+// RetryAfter returns Remaining, or the handler's own Retry-After hint when that is longer: no
+// call gets through before then, so a caller that waits is best served waiting that long.
+func (e *CircuitTrippedError) RetryAfter() time.Duration {
+	return max(e.Remaining, hintOf(e.Err))
+}

@@ -126,9 +126,13 @@ func TestNonRetryableDeadLetter(t *testing.T) {
 	})
 }
 
-func TestUnknownAndUndecodableDeadLetterSchedulerContinues(t *testing.T) {
+// An undecodable payload is a dead letter without an attempt; an item of a name this instance
+// does not know waits (no attempt) for an instance that knows it, as during a rolling deploy:
+// it used to be dead-lettered at once. The scheduler carries on with the other items.
+func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
+		var lines logLines
 		ctx := context.Background()
 		now := e.clock.Now()
 		unknown, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.renamed", Payload: []byte(`{}`), NextAt: now, Now: now})
@@ -140,12 +144,27 @@ func TestUnknownAndUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1})
+		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(&lines)})
 		waitState(t, e.store, good, durable.StateSucceeded)
-		u := waitState(t, e.store, unknown, durable.StateDead)
-		if u.LastError != `durable: unknown request name "test.renamed"` || u.Attempts != 0 || len(attempts(t, e.store, unknown)) != 0 {
+		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.store, unknown).LastError != "" })
+		u := item(t, e.store, unknown)
+		if u.State != durable.StatePending || u.LastError != `durable: unknown request name "test.renamed"` || u.Attempts != 0 ||
+			len(attempts(t, e.store, unknown)) != 0 || !u.NextAt.Equal(now.Add(time.Minute)) {
 			t.Errorf("unknown: %+v", u)
 		}
+		if !lines.has("durable: request name not registered in this instance; its items wait for an instance that knows it") {
+			t.Errorf("no warning about the unknown name: %v", lines.all())
+		}
+		// An instance that knows the name runs it.
+		reg := newRegistry(t)
+		durable.MustRegister[*Outer](reg, "test.renamed")
+		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: reg, Policy: fastPolicy, Clock: e.clock}))
+		m2 := mediatorFor(t, handlers{}, func(m *mediator.Mediator) {
+			_ = mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, nil })
+		})
+		e.clock.Advance(time.Minute)
+		start(t, q2, m2, durable.SchedulerConfig{Workers: 1})
+		waitState(t, e.store, unknown, durable.StateSucceeded)
 		d := waitState(t, e.store, broken, durable.StateDead)
 		if d.Attempts != 0 || len(attempts(t, e.store, broken)) != 0 || d.LastError == "" {
 			t.Errorf("undecodable: %+v", d)

@@ -29,7 +29,9 @@ const DeferralOrder = 40
 // marked mediator.Stored (a scheduler running the item: that would store it twice), a request
 // whose caller's context is done by the time the pipeline returns (whatever the error: the
 // caller gave up), or a request whose persistence fails (it then returns the original error
-// joined with the store's).
+// joined with the store's). Once it decided to defer, it waits for the write up to 10 seconds,
+// past the caller's deadline: the request is either stored or failed, never dropped between
+// the two.
 //
 // A deferred request runs again later through the whole pipeline, so handlers of deferrable
 // requests must be idempotent.
@@ -68,12 +70,15 @@ func (d *Deferral) Stage() mediator.Stage { return mediator.StageDefault }
 func (d *Deferral) Order() int { return DeferralOrder }
 
 // AppliesTo implements mediator.SelectiveBehavior: only registered request types are
-// deferrable. Once a Build has asked, the registry refuses new registrations (with
-// ErrRegistryInUse), since that Build's pipelines would never defer them.
+// deferrable.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
-	d.q.reg.seal()
 	return !info.Stream && d.q.reg.Has(info.Request)
 }
+
+// Built implements mediator.BuiltBehavior: once a Build that includes the deferral succeeded,
+// the registry refuses new registrations (with ErrRegistryInUse), since that Build's
+// pipelines would never defer them. A failed Build leaves it open.
+func (d *Deferral) Built() { d.q.reg.seal() }
 
 // Bind implements mediator.BindingBehavior: it finds the retry behavior of the request type's
 // pipeline, whose policy decides what is deferred.
@@ -100,8 +105,11 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		return resp, err
 	}
 	var delay time.Duration
+	var parked string
 	if open, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
-		delay = open.Remaining
+		// Parked on the breaker: due when it may let a probe through, at most Recheck from
+		// now, and at once when it closes.
+		delay, parked = min(open.Remaining, d.q.recheck), open.Key
 	} else if !errors.Is(err, behaviors.ErrCircuitOpen) {
 		retryable := false
 		if d.classify != nil {
@@ -115,10 +123,11 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		delay = max(d.q.nextDelay(name, 1), hintOf(err))
 	}
 	// Once the decision to defer is made, persist it even if the caller's deadline is about to
-	// pass: the request must be either deferred or failed, never silently dropped.
+	// pass: the request must be either deferred or failed, never silently dropped. The write
+	// may take up to persistTimeout (a database that hangs), past the caller's deadline.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
-	res, perr := d.q.Enqueue(pctx, req, RunAfter(delay), withLastError(err.Error()))
+	res, perr := d.q.Enqueue(pctx, req, RunAfter(delay), withLastError(err.Error()), parkedOn(parked))
 	if perr != nil {
 		return resp, fmt.Errorf("%w (deferral failed: %w)", err, perr)
 	}
@@ -130,6 +139,10 @@ const persistTimeout = 10 * time.Second
 
 func withLastError(msg string) EnqueueOption {
 	return func(c *enqueueConfig) { c.lastError = msg }
+}
+
+func parkedOn(key string) EnqueueOption {
+	return func(c *enqueueConfig) { c.parkedKey = key }
 }
 
 // Dispatch describes the scheduler dispatch a context belongs to.

@@ -88,8 +88,8 @@ const insertAttemptSQL = `INSERT INTO switchboard_attempts (item_id, attempt, in
 
 func newDialect(name string) *dialect {
 	d := &dialect{name: name}
-	d.insert = d.rebind(`INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	d.insert = d.rebind(`INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING
 	RETURNING id`)
 	d.byDedupe = d.rebind(`SELECT id FROM switchboard_items WHERE dedupe_key = ? AND state IN ('pending', 'running')`)

@@ -26,6 +26,13 @@ type Config struct {
 	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
 	// several goroutines at once. Default math/rand/v2.
 	Rand func() float64
+	// Recheck is the longest an item the scheduler could not start waits before it is looked
+	// at again: one refused by an open circuit breaker (however long the breaker says it stays
+	// open: a breaker tripped by hand for a day, then reset in another instance, must not hold
+	// it for a day), or one whose request name this instance does not know (during a rolling
+	// deploy an instance on the newer version does). Items put off by a breaker are also freed
+	// at once when it closes. Default 1 minute.
+	Recheck time.Duration
 	// Retries is the layer merged over each request's own in-process retry policy (the Retry
 	// behavior of its pipeline, else behaviors.DefaultRetryPolicy) to decide which failures of
 	// durable work are worth another try: the deferral defers them, the scheduler tries them
@@ -45,12 +52,13 @@ var DefaultRetries = behaviors.RetryPolicy{RetryOnTimeout: behaviors.On, RetryOn
 
 // Queue enqueues requests durably and is shared by the Deferral behavior and the Scheduler.
 type Queue struct {
-	store  *Store
-	reg    *Registry
-	policy Policy
-	clock  Clock
-	rand   func() float64
-	layer  behaviors.RetryPolicy // the classification layer of durable work
+	store   *Store
+	reg     *Registry
+	policy  Policy
+	clock   Clock
+	rand    func() float64
+	layer   behaviors.RetryPolicy // the classification layer of durable work
+	recheck time.Duration
 }
 
 // NewQueue returns a Queue over cfg.Store and cfg.Registry.
@@ -67,8 +75,14 @@ func NewQueue(cfg Config) (*Queue, error) {
 	if err := cfg.Retries.Validate(); err != nil {
 		return nil, fmt.Errorf("durable: NewQueue: Retries: %w", err)
 	}
+	if cfg.Recheck < 0 {
+		return nil, fmt.Errorf("durable: NewQueue: Recheck %v is negative", cfg.Recheck)
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = time.Minute
+	}
 	q := &Queue{store: cfg.Store, reg: cfg.Registry, policy: cfg.Policy, clock: cfg.Clock, rand: cfg.Rand,
-		layer: DefaultRetries.Merge(cfg.Retries)}
+		layer: DefaultRetries.Merge(cfg.Retries), recheck: cfg.Recheck}
 	if q.clock == nil {
 		q.clock = SystemClock
 	}
@@ -109,6 +123,7 @@ type enqueueConfig struct {
 	dedupe    *string
 	ordering  *string
 	lastError string
+	parkedKey string
 }
 
 // RunAt makes the item due at t. Default: now.
@@ -166,7 +181,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	case c.after > 0:
 		next = now.Add(c.after)
 	}
-	it := NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError}
+	it := NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
 	} else if d, ok := req.(Deduplicated); ok {
@@ -218,6 +233,12 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 // retry behavior of its pipeline; the default policy without one) with the queue's Retries
 // layer over it.
 func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err error) bool {
+	// The handler met back-pressure (a request it sent was refused by its bulkhead), or its own
+	// inner work was deferred: the item's work can succeed later. (A breaker's refusal met by
+	// the handler is the Retries layer's WaitForBreaker.)
+	if errors.Is(err, ErrDeferred) || errors.Is(err, behaviors.ErrBulkheadFull) {
+		return true
+	}
 	p := behaviors.DefaultRetryPolicy
 	if src != nil {
 		p = src.Policy(ctx, req)

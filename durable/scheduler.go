@@ -27,7 +27,7 @@ type BreakerView interface {
 // (*behaviors.BreakerRegistry does): the scheduler frees the items parked on a breaker the
 // moment it closes.
 type breakerListener interface {
-	AddListener(fn func(behaviors.StateChange))
+	AddListener(fn func(behaviors.StateChange)) (remove func())
 }
 
 var _ BreakerView = (*behaviors.BreakerRegistry)(nil)
@@ -72,18 +72,14 @@ type SchedulerConfig struct {
 	ShutdownGrace time.Duration
 	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
 	// key is open, the item is not attempted (no attempt row, attempt count unchanged) and is
-	// due again when the breaker may let a probe through, or when it closes (a
-	// *behaviors.BreakerRegistry announces that; Reset frees the item at once). Default: none.
+	// due again when the breaker may let a probe through (at most the queue's Config.Recheck
+	// later), or when it closes (a *behaviors.BreakerRegistry announces that; Reset frees the
+	// item at once). Default: none.
 	Breakers BreakerView
 	// BreakerKey maps a decoded request to its breaker key; use the same function as the
 	// circuit breaker behavior. Default: behaviors.TypeKey of the request's type, the circuit
 	// breaker behavior's own default.
 	BreakerKey func(req any) string
-	// BreakerRecheck bounds how long an item put off by an open breaker waits before it is
-	// looked at again, however long the breaker says it stays open: a breaker tripped by hand
-	// for a day, then reset in another instance, does not hold the item for a day. Default 1
-	// minute.
-	BreakerRecheck time.Duration
 	// Retryable decides whether a failed attempt is retried (until the policy's MaxAttempts)
 	// or dead-lettered at once. Default: the classification of the request's own retry policy
 	// (the Retry behavior in its pipeline, else behaviors.DefaultRetryPolicy) with the queue's
@@ -110,8 +106,7 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		name string
 		v    time.Duration
 	}{{"PollInterval", c.PollInterval}, {"Lease", c.Lease}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"SweepInterval", c.SweepInterval}, {"StoreTimeout", c.StoreTimeout}, {"ShutdownGrace", c.ShutdownGrace},
-		{"BreakerRecheck", c.BreakerRecheck}} {
+		{"SweepInterval", c.SweepInterval}, {"StoreTimeout", c.StoreTimeout}, {"ShutdownGrace", c.ShutdownGrace}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
 		}
@@ -152,8 +147,12 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 5 * time.Second
 	}
-	if c.BreakerRecheck == 0 {
-		c.BreakerRecheck = time.Minute
+	if c.Breakers != nil && isNilPointer(c.Breakers) {
+		errs = append(errs, errors.New("Breakers holds a nil value: leave it nil for no breaker check"))
+		c.Breakers = nil
+	}
+	if c.BreakerKey != nil && c.Breakers == nil {
+		errs = append(errs, errors.New("BreakerKey is set but Breakers is nil: the breaker check it is for would never run"))
 	}
 	if c.BreakerKey == nil {
 		c.BreakerKey = func(req any) string { return behaviors.TypeKey(reflect.TypeOf(req)) }
@@ -207,6 +206,7 @@ type Scheduler struct {
 	// the stale one must not forget the new one.
 	inflight    map[Fence]struct{}
 	parked      map[string]bool // breaker keys that closed: their parked items are to be freed
+	unknown     map[string]bool // request names found and not registered, already warned about
 	result      error           // Shutdown's outcome, set before finished is closed
 	cause       error           // why the dispatches were cancelled, once they were
 	interrupted int             // attempts recorded as interrupted
@@ -226,6 +226,8 @@ type Scheduler struct {
 	done      chan Completion
 	keeperEnd chan struct{}
 	finished  chan struct{}
+
+	removeListener func() // removes breakerChanged from the breaker view
 
 	graceOnce  sync.Once
 	graceTimer *time.Timer
@@ -257,6 +259,7 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 		q: q, sender: sender, cfg: cfg,
 		inflight:  map[Fence]struct{}{},
 		parked:    map[string]bool{},
+		unknown:   map[string]bool{},
 		stop:      make(chan struct{}),
 		interrupt: make(chan struct{}),
 		wake:      make(chan struct{}, 1),
@@ -290,7 +293,7 @@ func (s *Scheduler) Start() error {
 	}
 	s.state = stateRunning
 	if l, ok := s.cfg.Breakers.(breakerListener); ok {
-		l.AddListener(s.breakerChanged)
+		s.removeListener = l.AddListener(s.breakerChanged)
 	}
 	var workers sync.WaitGroup
 	for range s.cfg.Workers {
@@ -314,6 +317,9 @@ func (s *Scheduler) Start() error {
 			s.graceTimer.Stop()
 		}
 		s.mu.Unlock()
+		if s.removeListener != nil {
+			s.removeListener()
+		}
 		s.endLife()
 		s.endBase()
 		close(s.finished)
@@ -545,8 +551,12 @@ func (s *Scheduler) finish(running, unwritten int, dbErr error) {
 	defer s.mu.Unlock()
 	var errs []error
 	if s.cause != nil && (running > 0 || s.interrupted > 0 || unwritten > 0) {
-		errs = append(errs, fmt.Errorf("durable: shutdown's context ended before a clean stop (%w); %d running items were interrupted",
-			s.cause, s.interrupted))
+		if s.interrupted > 0 {
+			errs = append(errs, fmt.Errorf("durable: shutdown's context ended before a clean stop (%w); %d running items were interrupted",
+				s.cause, s.interrupted))
+		} else {
+			errs = append(errs, fmt.Errorf("durable: shutdown's context ended before a clean stop (%w)", s.cause))
+		}
 	}
 	if running > 0 {
 		errs = append(errs, fmt.Errorf("durable: shutdown gave up on %d handlers that did not return within ShutdownGrace (%v) of their cancellation; their items run again once their leases run out",
@@ -685,6 +695,13 @@ func (s *Scheduler) process(c *Claimed) Completion {
 	}
 	req, err := s.q.reg.Decode(c.Name, c.Payload)
 	c.Payload = nil // the decoded request is all that is needed from here on
+	if errors.Is(err, ErrUnknownRequest) {
+		// An instance on another version (a rolling deploy) may know the name: not attempted,
+		// looked at again later, by whichever instance claims it.
+		s.warnUnknown(c.Name)
+		comp.State, comp.NextAt, comp.Error = StatePending, now.Add(s.q.recheck), err.Error()
+		return comp
+	}
 	if err != nil {
 		comp.State, comp.Error = StateDead, err.Error()
 		return comp
@@ -739,11 +756,23 @@ func (s *Scheduler) process(c *Claimed) Completion {
 }
 
 // park undoes the claim of an item a breaker (key, when known) or a bulkhead refused: it is due
-// again when the refusal may clear, and at most BreakerRecheck from now.
+// again when the refusal may clear, and at most the queue's Recheck from now.
 func (s *Scheduler) park(comp Completion, key string, remaining time.Duration) Completion {
 	comp.State, comp.Outcome, comp.ParkedKey = StatePending, "", key
-	comp.NextAt = comp.EndedAt.Add(min(s.breakerWait(remaining), s.cfg.BreakerRecheck))
+	comp.NextAt = comp.EndedAt.Add(min(s.breakerWait(remaining), s.q.recheck))
 	return comp
+}
+
+// warnUnknown logs, once per name, that this instance does not know a request name it found.
+func (s *Scheduler) warnUnknown(name string) {
+	s.mu.Lock()
+	seen := s.unknown[name]
+	s.unknown[name] = true
+	s.mu.Unlock()
+	if !seen {
+		s.cfg.Logger.Warn("durable: request name not registered in this instance; its items wait for an instance that knows it",
+			"instance", s.cfg.InstanceID, "name", name, "recheck", s.q.recheck)
+	}
 }
 
 // retries is the scheduler's classification of a failed attempt.
@@ -954,4 +983,14 @@ func (h *dbHealth) ok() {
 	h.failing = false
 	h.log.Info("durable: database calls recovered", "instance", h.instance, "failures", h.failures,
 		"after", time.Since(h.since))
+}
+
+// isNilPointer reports whether v is a nil pointer (or nil map, slice, function, channel)
+// wrapped in a non-nil interface.
+func isNilPointer(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -567,7 +567,7 @@ func (l *logLines) all() []string {
 }
 
 // An item put off by a breaker that opened for a very long time (a manual trip) is looked at
-// again within BreakerRecheck, and the breaker's Reset frees it at once. It used to be put off
+// again within the queue's Recheck, and the breaker's Reset frees it at once. It used to be put off
 // to when the open time ended (a century later) and stay there after Reset.
 func TestBreakerResetFreesParkedItem(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
@@ -586,7 +586,7 @@ func TestBreakerResetFreesParkedItem(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg, BreakerKey: func(any) string { return "k" }})
 		eventually(t, 20*time.Second, "the item to be parked", func() bool { return item(t, e.store, id).ParkedKey == "k" })
 		if it := item(t, e.store, id); !it.NextAt.Equal(t0.Add(time.Minute)) || it.Attempts != 0 {
-			t.Fatalf("parked item %+v, want due within BreakerRecheck (1m)", it)
+			t.Fatalf("parked item %+v, want due within Recheck (1m)", it)
 		}
 		if err := reg.Reset("k"); err != nil {
 			t.Fatal(err)
@@ -722,4 +722,224 @@ func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
+}
+
+// The deferral keeps a Retry-After hint (and a tripped breaker's open time) that the retry
+// behavior's RetryError wraps: it used to see the RetryError's own zero hint and schedule the
+// item after the first backoff, straight into the refusal or the server's "not yet".
+func TestDeferralKeepsHintBehindRetryError(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 2, OpenDuration: 20 * time.Second, Clock: e.clock})
+		var workCalls atomic.Int64
+		m := mediatorFor(t, handlers{
+			work: func(ctx context.Context, w *Work) error {
+				if workCalls.Add(1) == 1 {
+					return statusError{code: 503}
+				}
+				return statusError{code: 503, after: 3 * time.Second} // the last attempt's answer
+			},
+			keyed: func(ctx context.Context, k *Keyed) error { return statusError{code: 503} },
+		}, func(m *mediator.Mediator) {
+			_ = m.Use(e.q.Deferral())
+			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond,
+				MaxDelay: 10 * time.Second}, Clock: behaviors.SystemClock}))
+			_ = m.Use(behaviors.NewCircuitBreaker(reg, nil), mediator.ForRequest[*Keyed]())
+		})
+		t0 := e.clock.Now()
+		for _, c := range []struct {
+			req  any
+			want time.Duration
+		}{{&Work{N: 1}, 3 * time.Second}, {&Keyed{Key: "k"}, 20 * time.Second}} {
+			_, err := m.SendAny(context.Background(), c.req)
+			var d *durable.DeferredError
+			var re *behaviors.RetryError
+			if !errors.As(err, &d) || !errors.As(d.Cause, &re) || re.Attempts != 2 || re.Hint != 0 {
+				t.Fatalf("%T: %v", c.req, err)
+			}
+			if it := item(t, e.store, d.ItemID); !it.NextAt.Equal(t0.Add(c.want)) {
+				t.Errorf("%T deferred, due %v after, want %v", c.req, it.NextAt.Sub(t0), c.want)
+			}
+		}
+	})
+}
+
+// A request deferred because its breaker was open waits on that breaker: due within Recheck,
+// and freed when the breaker closes. It used to wait out the whole open time whatever
+// happened to the breaker.
+func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: time.Hour, Clock: e.clock})
+		var calls atomic.Int64
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }},
+			func(m *mediator.Mediator) {
+				_ = m.Use(e.q.Deferral())
+				_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "pay" }))
+			})
+		if _, err := reg.Gate("pay"); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Trip("pay"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := e.clock.Now()
+		_, err := mediator.Send(context.Background(), m, &Work{N: 1})
+		var d *durable.DeferredError
+		if !errors.As(err, &d) {
+			t.Fatal(err)
+		}
+		if it := item(t, e.store, d.ItemID); it.ParkedKey != "pay" || !it.NextAt.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("deferred item %+v: want parked on pay, due within Recheck (1m)", it)
+		}
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg, BreakerKey: func(any) string { return "pay" }})
+		if err := reg.Reset("pay"); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, e.store, d.ItemID, durable.StateSucceeded) // the clock does not move
+		if calls.Load() != 1 {
+			t.Fatalf("%d calls", calls.Load())
+		}
+	})
+}
+
+// A failed Build leaves the registry open: only a Build that succeeded decided which types the
+// deferral applies to. Register used to be refused after a failed Build, and the second Build
+// then never deferred the type.
+func TestRegisterAfterFailedBuild(t *testing.T) {
+	e := newEnv(t, sqliteBackend(t))
+	m := mediator.New(nil)
+	_ = m.Use(e.q.Deferral())
+	_ = mediator.Declare[*Outer](m) // no handler yet: Build fails
+	if err := m.Build(); err == nil {
+		t.Fatal("Build succeeded without a handler")
+	}
+	if err := durable.Register[*Outer](e.q.Registry(), "test.outer"); err != nil {
+		t.Fatalf("Register after a failed Build: %v", err)
+	}
+	_ = mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, statusError{code: 503} })
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mediator.Send(context.Background(), m, &Outer{N: 1}); !errors.Is(err, durable.ErrDeferred) {
+		t.Fatalf("not deferred: %v", err)
+	}
+	if err := durable.Register[*InnerRetried](e.q.Registry(), "test.inner"); !errors.Is(err, durable.ErrRegistryInUse) {
+		t.Fatalf("Register after a successful Build: %v", err)
+	}
+}
+
+// NewScheduler refuses a Breakers holding a typed nil (Start used to panic and leave a
+// Shutdown that never returned) and a BreakerKey without Breakers (silently ignored).
+func TestSchedulerRefusesNilBreakers(t *testing.T) {
+	e := newEnv(t, sqliteBackend(t))
+	m := mediatorFor(t, handlers{})
+	var reg *behaviors.BreakerRegistry
+	if s, err := durable.NewScheduler(e.q, m, durable.SchedulerConfig{Breakers: reg}); s != nil || err == nil ||
+		!strings.Contains(err.Error(), "Breakers holds a nil value") {
+		t.Fatalf("typed nil Breakers: %v, %v", s, err)
+	}
+	if s, err := durable.NewScheduler(e.q, m, durable.SchedulerConfig{BreakerKey: func(any) string { return "" }}); s != nil || err == nil ||
+		!strings.Contains(err.Error(), "BreakerKey is set but Breakers is nil") {
+		t.Fatalf("BreakerKey without Breakers: %v, %v", s, err)
+	}
+}
+
+type Limited struct {
+	mediator.Command
+	N int `json:"n"`
+}
+
+// Back-pressure a handler meets (a request it sends is refused by a full bulkhead) and inner
+// work it had deferred are tried again later, not dead-lettered: the item's work can succeed
+// then. Both used to make the item dead after one attempt.
+func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		store := b.open(t)
+		clock := newFakeClock()
+		reg := durable.NewRegistry()
+		durable.MustRegister[*Outer](reg, "test.outer")
+		durable.MustRegister[*InnerDeferred](reg, "test.inner-deferred")
+		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: fastPolicy, Clock: clock,
+			Rand: func() float64 { return 0.5 }}))
+		hold, held := make(chan struct{}), make(chan struct{})
+		var holdOnce sync.Once
+		var innerUp atomic.Bool
+		m := mediator.New(nil)
+		_ = mediator.HandleFunc(m, func(ctx context.Context, o *Outer) (mediator.Void, error) {
+			if o.N == 1 {
+				_, err := mediator.Send(ctx, m, &Limited{N: 1})
+				return void, err
+			}
+			_, err := mediator.Send(ctx, m, &InnerDeferred{N: 2})
+			return void, err
+		})
+		_ = mediator.HandleFunc(m, func(ctx context.Context, l *Limited) (mediator.Void, error) {
+			if l.N == 99 {
+				holdOnce.Do(func() { close(held) })
+				<-hold
+			}
+			return void, nil
+		})
+		_ = mediator.HandleFunc(m, func(ctx context.Context, r *InnerDeferred) (mediator.Void, error) {
+			if !innerUp.Load() {
+				return void, statusError{code: 503}
+			}
+			return void, nil
+		})
+		_ = m.Use(q.Deferral())
+		_ = m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}), mediator.ForRequest[*Limited]())
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = mediator.Send(context.Background(), m, &Limited{N: 99}) }()
+		<-held
+		bulk := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 1})).ID
+		deferred := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 2})).ID
+		start(t, q, m, durable.SchedulerConfig{})
+		for _, id := range []durable.ItemID{bulk, deferred} {
+			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, store, id)) == 1 })
+			if it := item(t, store, id); it.State != durable.StatePending {
+				t.Fatalf("item %d after meeting back-pressure: %+v rows %s", id, it, outcomes(attempts(t, store, id)))
+			}
+		}
+		close(hold)
+		innerUp.Store(true)
+		clock.Advance(time.Minute)
+		for _, id := range []durable.ItemID{bulk, deferred} {
+			waitState(t, store, id, durable.StateSucceeded)
+			if as := attempts(t, store, id); outcomes(as) != "1:failed 2:succeeded" {
+				t.Fatalf("item %d rows %s", id, outcomes(as))
+			}
+		}
+	})
+}
+
+// A scheduler that stopped removes its listener from the breaker registry, so a long-lived
+// registry does not keep every stopped scheduler alive.
+func TestStoppedSchedulerIsCollected(t *testing.T) {
+	e := newEnv(t, sqliteBackend(t))
+	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+	m := mediatorFor(t, handlers{})
+	collected := make(chan struct{})
+	func() {
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{Breakers: reg, PollInterval: time.Millisecond}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, collected)
+	}()
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-collected:
+			runtime.KeepAlive(reg)
+			return
+		default:
+		}
+	}
+	t.Fatal("a stopped scheduler is still reachable (from its breaker registry's listeners)")
 }

@@ -138,6 +138,9 @@ type NewItem struct {
 	OrderingKey string
 	// LastError records why the item was deferred, if it was.
 	LastError string
+	// ParkedKey is the circuit-breaker key the item waits on, when an open breaker is why it
+	// was deferred: the breaker closing makes it due at once (see Store.Unpark).
+	ParkedKey string
 	// Now is the insert time.
 	Now time.Time
 }
@@ -366,7 +369,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 		var v int64
 		err = db.QueryRowContext(ctx, s.d.insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
-			micros(it.NextAt), nullString(it.LastError), micros(it.Now), micros(it.Now)).Scan(&v)
+			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now)).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}

@@ -109,6 +109,12 @@ type BindingBehavior interface {
 	Bind(info RequestInfo) (Behavior, error)
 }
 
+// BuiltBehavior is implemented by behaviors that must learn that a Build including them
+// succeeded: Built is called once per registration, after the pipelines are in place. (The
+// durable deferral closes its registry to new request types then, since Build decided which
+// types it applies to.) A failed Build calls nothing.
+type BuiltBehavior interface{ Built() }
+
 // StreamBindingBehavior is BindingBehavior for stream behaviors.
 type StreamBindingBehavior interface {
 	BindStream(info RequestInfo) (StreamBehavior, error)

@@ -452,6 +452,11 @@ func (m *Mediator) Build() error {
 	t.requests, t.streams, t.notifs = newTypeIndex(requests), newTypeIndex(streams), newTypeIndex(notifs)
 	m.built = true
 	m.table.Store(t)
+	for _, r := range slices.Concat(m.behaviors, m.streamBs) {
+		if b, ok := r.b.(BuiltBehavior); ok {
+			b.Built()
+		}
+	}
 	return nil
 }
 
