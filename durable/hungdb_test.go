@@ -742,9 +742,11 @@ func runHungScenario(t *testing.T, store *durable.Store, fault hungFault) hungFi
 		}
 	}
 	fig.rejected = log.count(0, -1, hungMsgRejected)
-	if fig.sweptWhileFrozen > 0 && fig.twice+fig.ghostClaims != fig.sweptWhileFrozen {
+	if fig.sweptWhileFrozen > 0 && fig.twice != fig.sweptWhileFrozen {
 		// Every item swept while frozen had been claimed before the freeze, so its handler ran
-		// (or was running) then: it runs again after the thaw.
+		// (or was running) then: it runs again after the thaw, and no other item runs twice. (A
+		// claim sent into the frozen database and applied at the thaw, whose answer was lost,
+		// holds its items until their leases run out and are swept: they run once, later.)
 		t.Errorf("%d items swept while frozen, but %d ran twice (and %d claims lost their answer)", fig.sweptWhileFrozen, fig.twice, fig.ghostClaims)
 	}
 	t.Logf("runs before freeze %d; first %q %v after the freeze (StoreTimeout %v); %d failure line(s) and %d other line(s) in %v frozen; "+

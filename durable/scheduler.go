@@ -444,8 +444,33 @@ func (s *Scheduler) run() (idle bool) {
 		if stopping {
 			stopC = nil
 		}
-		writeFailed := false
-		for len(pending) > 0 {
+		now := s.q.clock.Now()
+		// Look for a due item to run alone at most once per isolation check: a cheap indexed
+		// lookup, where claiming one on every idle turn would cost a statement per item.
+		if !stopping && !drain && !isolating && time.Since(lastCheck) >= max(s.cfg.PollInterval, isolationCheck) {
+			lastCheck = time.Now()
+			ctx, cancel := s.storeCtx()
+			due, err := s.q.store.IsolatedDue(ctx, now)
+			cancel()
+			s.noteStore("look for items to run alone", err)
+			drain = due
+		}
+		writeFailed, claimed, short := false, false, false
+		if !stopping && len(pending) > 0 && len(pending) <= s.cfg.BatchSize && !isolating && !drain && s.cfg.Workers > running {
+			// The usual turn: the outcomes of the items that finished and the claim of as many
+			// items as there are free workers, in one round trip.
+			n := min(s.cfg.Workers-running, s.cfg.BatchSize)
+			items, err := s.writeAndClaim(pending, n, now, lastErr != nil)
+			if err != nil {
+				writeFailed, lastErr = true, err
+			} else {
+				pending, claimed, short = pending[:0], true, len(items) < n
+				writeWait, lastErr = 10*time.Millisecond, nil
+				s.handOut(items)
+				running += len(items)
+			}
+		}
+		for !writeFailed && len(pending) > 0 {
 			n := min(len(pending), s.cfg.BatchSize)
 			if err := s.write(pending[:n], lastErr != nil); err != nil {
 				writeFailed, lastErr = true, err
@@ -471,20 +496,8 @@ func (s *Scheduler) run() (idle bool) {
 		} else if !writeFailed {
 			s.unparkClosed()
 			free := s.cfg.Workers - running
-			now := s.q.clock.Now()
-			// Look for a due item to run alone at most once per poll interval: a cheap indexed
-			// lookup, where claiming one on every idle turn would cost a statement per item.
-			if !drain && !isolating && time.Since(lastCheck) >= max(s.cfg.PollInterval, isolationCheck) {
-				lastCheck = time.Now()
-				ctx, cancel := s.storeCtx()
-				due, err := s.q.store.IsolatedDue(ctx, now)
-				cancel()
-				s.noteStore("look for items to run alone", err)
-				drain = due
-			}
-			short := false
 			switch {
-			case isolating || free == 0:
+			case claimed || isolating || free == 0:
 			case running == 0 && drain:
 				items := s.claim(true, 1, now)
 				if len(items) > 0 {
@@ -616,6 +629,12 @@ func (s *Scheduler) write(batch []Completion, retried bool) error {
 	if err != nil {
 		return err
 	}
+	s.settle(batch, results, retried)
+	return nil
+}
+
+// settle logs the rejected completions of a written batch and forgets its leases.
+func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
 	for i, r := range results {
 		if r == nil {
 			continue
@@ -633,7 +652,6 @@ func (s *Scheduler) write(batch []Completion, retried bool) error {
 		}
 	}
 	s.mu.Unlock()
-	return nil
 }
 
 // alreadyRecorded reports whether c's attempt row exists, written by this instance: an earlier
@@ -654,6 +672,27 @@ func (s *Scheduler) alreadyRecorded(c Completion) bool {
 		}
 	}
 	return false
+}
+
+// writeAndClaim stores completions and claims up to n items in one round trip (see write and
+// claim).
+func (s *Scheduler) writeAndClaim(batch []Completion, n int, now time.Time, retried bool) ([]Claimed, error) {
+	ctx, cancel := s.storeCtx()
+	results, items, err := s.q.store.completeAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
+	cancel()
+	s.noteStore("record outcomes and claim", err)
+	if err != nil {
+		return nil, err
+	}
+	s.settle(batch, results, retried)
+	if len(items) > 0 {
+		s.mu.Lock()
+		for _, it := range items {
+			s.inflight[it.Fence()] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
+	return items, nil
 }
 
 // noteStore logs a failed store call (rate-limited) or a recovery.

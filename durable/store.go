@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	// Registers the "pgx" database/sql driver.
-	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/pgx/v5/stdlib"
 	// Registers the "sqlite" database/sql driver.
 	_ "modernc.org/sqlite"
 )
@@ -511,7 +512,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	err = s.db.QueryRowContext(ctx, s.d.rebind("SELECT MIN(next_at) FROM switchboard_items WHERE state = 'pending' AND next_at <= ?"), micros(now)).Scan(&oldest)
+	err = s.db.QueryRowContext(ctx, s.d.oldestDue, micros(now), micros(now)).Scan(&oldest)
 	if err != nil {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
@@ -555,7 +556,7 @@ func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
 func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, error) {
 	total := 0
 	for _, k := range keys {
-		res, err := s.db.ExecContext(ctx, s.d.unpark, micros(now), micros(now), k)
+		res, err := s.db.ExecContext(ctx, s.d.unpark, micros(now), k)
 		if err != nil {
 			return total, fmt.Errorf("durable: unpark: %w", err)
 		}
@@ -658,6 +659,136 @@ func (s *Store) Complete(ctx context.Context, cs []Completion) ([]error, error) 
 	return out, nil
 }
 
+// completeAndClaim writes completions and claims up to limit items in one round trip and one
+// transaction: the outcomes of the items that finished are stored before, and together with,
+// the claim of the items that start next. The claim leaves out items to be isolated, and runs
+// its items alone when alone is set.
+func (s *Store) completeAndClaim(ctx context.Context, cs []Completion, owner string, now time.Time, lease time.Duration,
+	limit int, alone bool) ([]error, []Claimed, error) {
+	for _, c := range cs {
+		switch c.State {
+		case StatePending, StateSucceeded, StateDead:
+		default:
+			return nil, nil, fmt.Errorf("durable: complete: item %d: invalid next state %q", c.Fence.ItemID, c.State)
+		}
+	}
+	a := 0
+	if alone {
+		a = 1
+	}
+	claimArgs := []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
+	accepted := make(map[Fence]bool, len(cs))
+	var (
+		claimed []Claimed
+		err     error
+	)
+	if s.d.name == "sqlite" {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			if err := s.completeSQLite(ctx, tx, cs, accepted); err != nil {
+				return err
+			}
+			claimed, err = scanClaims(tx.QueryContext(ctx, s.d.claim, claimArgs...))
+			return err
+		})
+	} else {
+		claimed, err = s.completeAndClaimPostgres(ctx, cs, claimArgs, accepted)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("durable: complete and claim: %w", err)
+	}
+	out := make([]error, len(cs))
+	for i, c := range cs {
+		if !accepted[c.Fence] {
+			out[i] = &LeaseLostError{Fence: c.Fence}
+		}
+	}
+	slices.SortFunc(claimed, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
+	return out, claimed, nil
+}
+
+// completeAndClaimPostgres sends the completion and the claim as one pgx batch: one round trip,
+// and (before the batch's single Sync) one implicit transaction.
+func (s *Store) completeAndClaimPostgres(ctx context.Context, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var claimed []Claimed
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("the database/sql driver is %T, not pgx", dc)
+		}
+		b := &pgx.Batch{}
+		b.Queue(s.d.completeMany, completionArrays(cs)...)
+		b.Queue(s.d.claim, claimArgs...)
+		br := pc.Conn().SendBatch(ctx, b)
+		defer br.Close()
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				id      int64
+				owner   string
+				attempt int
+			)
+			if err := rows.Scan(&id, &owner, &attempt); err != nil {
+				rows.Close()
+				return err
+			}
+			accepted[Fence{ItemID: ItemID(id), Owner: owner, Attempt: attempt}] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			it, claimedAt, err := scanItem(rows)
+			if err != nil {
+				return err
+			}
+			claimed = append(claimed, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt)})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	return claimed, err
+}
+
+// completionArrays are the arguments of the PostgreSQL completion: one array per column.
+func completionArrays(cs []Completion) []any {
+	n := len(cs)
+	var (
+		ids      = make([]int64, n)
+		attempts = make([]int32, n)
+		owners   = make([]string, n)
+		states   = make([]string, n)
+		nexts    = make([]int64, n)
+		undo     = make([]int32, n)
+		errs     = make([]string, n)
+		starts   = make([]int64, n)
+		ends     = make([]int64, n)
+		outcomes = make([]string, n)
+		parked   = make([]string, n)
+	)
+	for i, c := range cs {
+		ids[i], attempts[i], owners[i] = int64(c.Fence.ItemID), int32(c.Fence.Attempt), c.Fence.Owner
+		states[i], nexts[i], undo[i], errs[i] = string(c.State), micros(c.NextAt), int32(completionUndo(c)), c.Error
+		starts[i], ends[i], outcomes[i], parked[i] = micros(c.StartedAt), micros(c.EndedAt), string(c.Outcome), c.ParkedKey
+	}
+	return []any{ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked}
+}
+
 func completionUndo(c Completion) int {
 	if c.Outcome == "" {
 		return 1
@@ -702,26 +833,7 @@ func (s *Store) completeSQLite(ctx context.Context, tx *sql.Tx, cs []Completion,
 }
 
 func (s *Store) completePostgres(ctx context.Context, cs []Completion, accepted map[Fence]bool) error {
-	n := len(cs)
-	var (
-		ids      = make([]int64, n)
-		attempts = make([]int32, n)
-		owners   = make([]string, n)
-		states   = make([]string, n)
-		nexts    = make([]int64, n)
-		undo     = make([]int32, n)
-		errs     = make([]string, n)
-		starts   = make([]int64, n)
-		ends     = make([]int64, n)
-		outcomes = make([]string, n)
-		parked   = make([]string, n)
-	)
-	for i, c := range cs {
-		ids[i], attempts[i], owners[i] = int64(c.Fence.ItemID), int32(c.Fence.Attempt), c.Fence.Owner
-		states[i], nexts[i], undo[i], errs[i] = string(c.State), micros(c.NextAt), int32(completionUndo(c)), c.Error
-		starts[i], ends[i], outcomes[i], parked[i] = micros(c.StartedAt), micros(c.EndedAt), string(c.Outcome), c.ParkedKey
-	}
-	rows, err := s.db.QueryContext(ctx, s.d.completeMany, ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked)
+	rows, err := s.db.QueryContext(ctx, s.d.completeMany, completionArrays(cs)...)
 	if err != nil {
 		return err
 	}

@@ -9,5 +9,9 @@ ALTER TABLE switchboard_items ADD COLUMN isolate INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE switchboard_items ADD COLUMN alone INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE switchboard_items ADD COLUMN unattributed INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE switchboard_items ADD COLUMN parked_key TEXT;
-CREATE INDEX switchboard_items_isolate ON switchboard_items (next_at, id) WHERE state = 'pending' AND isolate = 1;
-CREATE INDEX switchboard_items_parked ON switchboard_items (parked_key) WHERE state = 'pending' AND parked_key IS NOT NULL;
+-- The due index leads with isolate: a claim's "isolate = n AND next_at <= now ORDER BY next_at,
+-- id" is one index range for either value (in a generic plan too), and the normal claim never
+-- walks past items waiting to run alone.
+DROP INDEX switchboard_items_due;
+CREATE INDEX switchboard_items_due ON switchboard_items (isolate, next_at, id) WHERE state = 'pending';
+CREATE INDEX switchboard_items_parked ON switchboard_items (parked_key) WHERE parked_key IS NOT NULL;

@@ -1,0 +1,321 @@
+// The plan checks: the scheduler's PostgreSQL statements must probe indexes in their generic
+// plans, whatever the tables hold.
+
+package durable_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+// planCase is one statement whose generic plan is checked: its text with $n placeholders and
+// sample arguments of the right types (the generic plan does not depend on their values).
+type planCase struct {
+	name  string
+	query string
+	args  []any
+}
+
+// planNode is the part of an EXPLAIN (FORMAT JSON) node the checks read.
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Filter    string     `json:"Filter"`
+	Parent    string     `json:"Parent Relationship"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// planGuarded are the tables that grow without bound: no statement may read them whole.
+var planGuarded = map[string]bool{"switchboard_items": true, "switchboard_attempts": true}
+
+// assertIndexPlans checks the plan PostgreSQL uses for each statement once it has switched the
+// prepared statement to its generic plan (which the pgx driver's statement cache lets happen
+// after five executions on a connection). On one connection with plan_cache_mode =
+// force_generic_plan it PREPAREs the statement and reads EXPLAIN (FORMAT JSON) EXECUTE with the
+// sample arguments. It fails the test when a node
+//   - is a Seq Scan on switchboard_items or switchboard_attempts;
+//   - is an Index Scan or Index Only Scan on one of them without an Index Cond (it reads the
+//     whole index: the completion's old generic plan read every running item through the lease
+//     index this way);
+//   - is a Nested Loop whose inner side is not an index scan (it re-reads that side for every
+//     outer row: the same plan joined each running item to every completion that way);
+//   - scans one of them with a Filter that tests an array (= ANY): the array is searched for
+//     every row the scan reads, where probing the primary key with it would read only its
+//     elements (the old extend read every running item this way);
+//   - scans one of them through an index whose only condition is on state: it reads every item
+//     in that state (every pending item, sorted, for a claim of 500).
+//
+// The statistics of the tables decide the plans: call it on tables that hold the data (and the
+// statistics) of interest.
+func assertIndexPlans(t *testing.T, db *sql.DB, stmts []planCase) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec("SET plan_cache_mode = force_generic_plan")
+	defer exec("RESET plan_cache_mode")
+	for i, sc := range stmts {
+		name := fmt.Sprintf("plancheck_%d", i)
+		exec("PREPARE " + name + " AS " + sc.query)
+		call := "EXECUTE " + name
+		if len(sc.args) > 0 {
+			lits := make([]string, len(sc.args))
+			for j, a := range sc.args {
+				lits[j] = sqlLiteral(t, a)
+			}
+			call += "(" + strings.Join(lits, ", ") + ")"
+		}
+		var raw string
+		if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+call).Scan(&raw); err != nil {
+			t.Fatalf("%s: explain: %v", sc.name, err)
+		}
+		var doc []struct {
+			Plan planNode `json:"Plan"`
+		}
+		if err := json.Unmarshal([]byte(raw), &doc); err != nil || len(doc) != 1 {
+			t.Fatalf("%s: explain output: %v", sc.name, err)
+		}
+		if problems := planProblems(doc[0].Plan); len(problems) > 0 {
+			var text []string
+			rows, err := conn.QueryContext(ctx, "EXPLAIN "+call)
+			if err == nil {
+				for rows.Next() {
+					var line string
+					_ = rows.Scan(&line)
+					text = append(text, line)
+				}
+				rows.Close()
+			}
+			t.Errorf("%s: generic plan %s\n%s", sc.name, strings.Join(problems, "; "), strings.Join(text, "\n"))
+		}
+		exec("DEALLOCATE " + name)
+	}
+}
+
+func planProblems(n planNode) []string {
+	var out []string
+	switch n.NodeType {
+	case "Seq Scan":
+		if planGuarded[n.Relation] {
+			out = append(out, "has a Seq Scan on "+n.Relation)
+		}
+	case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+		if planGuarded[n.Relation] && n.IndexCond == "" {
+			out = append(out, fmt.Sprintf("reads all of index %s on %s (%s without Index Cond)", n.Index, n.Relation, n.NodeType))
+		}
+		if stateOnlyCond.MatchString(n.IndexCond) {
+			out = append(out, fmt.Sprintf("reads every item in a state through %s (Index Cond: %s)", n.Index, n.IndexCond))
+		}
+	case "Nested Loop":
+		for _, c := range n.Plans {
+			if c.Parent != "Inner" {
+				continue
+			}
+			switch c.NodeType {
+			case "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
+			default:
+				what := c.NodeType
+				if c.Relation != "" {
+					what += " on " + c.Relation
+				}
+				out = append(out, "has a Nested Loop that re-reads its inner "+what+" for every outer row")
+			}
+		}
+	}
+	if planGuarded[n.Relation] && strings.Contains(n.Filter, "= ANY (") {
+		out = append(out, fmt.Sprintf("filters the rows of a %s on %s by an array (%s)", n.NodeType, n.Relation, n.Filter))
+	}
+	for _, c := range n.Plans {
+		out = append(out, planProblems(c)...)
+	}
+	return out
+}
+
+// sqlLiteral renders a sample argument as an SQL literal for EXECUTE, which takes no bind
+// parameters.
+func sqlLiteral(t *testing.T, v any) string {
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	elem := func(s string) string { return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"` }
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case int:
+		return strconv.Itoa(x)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case string:
+		return quote(x)
+	case []byte:
+		return fmt.Sprintf(`'\x%x'::bytea`, x)
+	case []int64:
+		s := make([]string, len(x))
+		for i, e := range x {
+			s[i] = strconv.FormatInt(e, 10)
+		}
+		return quote("{" + strings.Join(s, ",") + "}")
+	case []int32:
+		s := make([]string, len(x))
+		for i, e := range x {
+			s[i] = strconv.FormatInt(int64(e), 10)
+		}
+		return quote("{" + strings.Join(s, ",") + "}")
+	case []string:
+		s := make([]string, len(x))
+		for i, e := range x {
+			s[i] = elem(e)
+		}
+		return quote("{" + strings.Join(s, ",") + "}")
+	}
+	t.Fatalf("sqlLiteral: unsupported %T", v)
+	return ""
+}
+
+var (
+	placeholderRE = regexp.MustCompile(`\$(\d+)`)
+	stateOnlyCond = regexp.MustCompile(`^\(state = '[a-z]+'::text\)$`)
+)
+
+// maxPlaceholder returns the highest $n in q.
+func maxPlaceholder(q string) int {
+	n := 0
+	for _, m := range placeholderRE.FindAllStringSubmatch(q, -1) {
+		v, _ := strconv.Atoi(m[1])
+		n = max(n, v)
+	}
+	return n
+}
+
+// statementCases pairs the store's PostgreSQL statements with sample arguments. Argument lists
+// are cut to the statement's number of placeholders, so older forms of a statement (fewer
+// columns) take the same lists.
+func statementCases(stmts map[string]string) []planCase {
+	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	lease := now + 30_000_000
+	ids := []int64{1000001, 1000002, 1000003}
+	samples := map[string][]any{
+		// owner, lease until, claimed at, updated at, alone, now, limit
+		"claim":          {"plancheck", lease, now, now, 0, now, 500},
+		"claim_isolated": {"plancheck", lease, now, now, 1, now, 1},
+		// id, attempt, owner, state, next_at, undo, error, started_at, ended_at, outcome, parked_key
+		"complete": {ids, []int32{1, 1, 1}, []string{"plancheck", "plancheck", "plancheck"},
+			[]string{"succeeded", "pending", "dead"}, []int64{0, now + 1e6, 0}, []int32{0, 0, 1},
+			[]string{"", "boom", "gone"}, []int64{now, now, 0}, []int64{now, now, now},
+			[]string{"succeeded", "failed", ""}, []string{"", "", ""}},
+		"extend":       {lease, "plancheck", ids},
+		"sweep":        {now},
+		"isolated_due": {now},
+		"unpark":       {now, "breaker:a"},
+		"oldest_due":   {now, now},
+		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated
+		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now},
+		"dedupe":  {"plancheck-dedupe"},
+	}
+	names := make([]string, 0, len(stmts))
+	for name := range stmts {
+		names = append(names, name)
+	}
+	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "oldest_due", "enqueue", "dedupe"}
+	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
+	var out []planCase
+	for _, name := range names {
+		q := stmts[name]
+		args := samples[name]
+		if n := maxPlaceholder(q); n < len(args) {
+			args = args[:n]
+		}
+		out = append(out, planCase{name: name, query: q, args: args})
+	}
+	return out
+}
+
+// planFixture fills a fresh store's tables for plan checks: 1,000,000 succeeded items with an
+// attempt row each, 20,000 due pending items (one in ten with an ordering key), 1,000 running
+// items. stats decides what ANALYZE saw:
+//   - "drained": it ran when only the finished items existed (the queue filled afterwards);
+//   - "current": it ran after everything was inserted;
+//   - "backlog": it ran while 300,000 further items were pending, which have finished since.
+//
+// Autovacuum is off on the tables, so the statistics stay as described.
+func planFixture(t testing.TB, db *sql.DB, stats string) {
+	t.Helper()
+	const t0 = int64(1700000000000000)
+	run := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	analyze := func() {
+		run("ANALYZE switchboard_items")
+		run("ANALYZE switchboard_attempts")
+	}
+	run("ALTER TABLE switchboard_items SET (autovacuum_enabled = false)")
+	run("ALTER TABLE switchboard_attempts SET (autovacuum_enabled = false)")
+	run(`INSERT INTO switchboard_items (name, payload, state, attempts, next_at, claimed_at, created_at, updated_at)
+		SELECT 'test.work', '\x7b7d', 'succeeded', 1, $1::bigint + g, $1::bigint + g + 1000, $1::bigint + g, $1::bigint + g + 2000
+		FROM generate_series(1, 1000000) g`, t0)
+	run(`INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
+		SELECT id, 1, 'seed', claimed_at, updated_at, 'succeeded' FROM switchboard_items`)
+	switch stats {
+	case "drained":
+		analyze()
+	case "backlog":
+		run(`INSERT INTO switchboard_items (name, payload, state, next_at, created_at, updated_at)
+			SELECT 'test.work', '\x7b7d', 'pending', $1::bigint + g, $1::bigint + g, $1::bigint + g FROM generate_series(1, 300000) g`, t0+1_500_000)
+		analyze()
+		run(`UPDATE switchboard_items SET state = 'succeeded', attempts = 1 WHERE state = 'pending'`)
+	}
+	run(`INSERT INTO switchboard_items (name, payload, state, ordering_key, next_at, created_at, updated_at)
+		SELECT 'test.work', '\x7b7d', 'pending', CASE WHEN g % 10 = 0 THEN 'k' || (g % 200) END, $1::bigint + g, $1::bigint + g, $1::bigint + g
+		FROM generate_series(1, 21000) g`, t0+2_000_000)
+	run(`UPDATE switchboard_items SET state = 'running', attempts = 1, claimed_at = $1, lease_owner = 'w1', lease_until = $2
+		WHERE id IN (SELECT id FROM switchboard_items WHERE state = 'pending' ORDER BY next_at, id LIMIT 1000)`, t0+3_000_000, t0+100_000_000_000)
+	if stats == "current" {
+		analyze()
+	}
+	run("VACUUM switchboard_items")
+}
+
+// TestIndexPlans checks the generic plans of the store's PostgreSQL statements with 1,000,000
+// finished items present, under three states of the planner statistics.
+func TestIndexPlans(t *testing.T) {
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	if testing.Short() {
+		t.Skip("seeds 1,000,000 rows per case")
+	}
+	cases := statementCases(durable.PostgresStatements())
+	for _, stats := range []string{"current", "drained", "backlog"} {
+		t.Run("stats="+stats, func(t *testing.T) {
+			store := postgresBackend(t, dsn).open(t)
+			planFixture(t, store.DB(), stats)
+			assertIndexPlans(t, store.DB(), cases)
+		})
+	}
+}
