@@ -144,7 +144,7 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(&lines)})
+		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(&lines)})
 		waitState(t, e.store, good, durable.StateSucceeded)
 		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.store, unknown).LastError != "" })
 		u := item(t, e.store, unknown)
@@ -155,7 +155,10 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 		if !lines.has("durable: request name not registered in this instance; its items wait for an instance that knows it") {
 			t.Errorf("no warning about the unknown name: %v", lines.all())
 		}
-		// An instance that knows the name runs it.
+		// An instance that knows the name runs it (this one stops, so it does not take it first).
+		if err := first.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
 		reg := newRegistry(t)
 		durable.MustRegister[*Outer](reg, "test.renamed")
 		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: reg, Policy: fastPolicy, Clock: e.clock}))
