@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -243,4 +245,48 @@ func TestRetryPolicyRejectsImpossibleStatusCodes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "0 is not an HTTP-like status code") || !strings.Contains(err.Error(), "999") {
 		t.Fatalf("Validate: %v", err)
 	}
+}
+
+// Boundaries of the validation and classification rules.
+func TestPolicyAndClassifierBoundaries(t *testing.T) {
+	if err := (behaviors.RetryPolicy{RetryableStatusCodes: []int{100, 599}, Jitter: behaviors.Off, RetryOnTimeout: behaviors.On}).Validate(); err != nil {
+		t.Errorf("valid policy refused: %v", err)
+	}
+	for _, c := range []int{99, 600} {
+		if err := (behaviors.RetryPolicy{RetryableStatusCodes: []int{c}}).Validate(); err == nil {
+			t.Errorf("status code %d accepted", c)
+		}
+	}
+	for code, want := range map[int]bool{399: true, 400: false, 408: true, 429: true, 499: false, 500: true} {
+		if got := behaviors.CountsAsFailure(context.Background(), &statusErr{code: code}); got != want {
+			t.Errorf("CountsAsFailure(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
+
+// A Retry-After hint equal to MaxDelay is waited for: only a longer one ends the retries.
+func TestRetryAfterAtMaxDelayIsWaited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, s, _ := retrying(t, behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 2, MaxDelay: 30 * time.Second}},
+			&statusErr{code: 503, after: 30 * time.Second})
+		start := time.Now()
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.calls != 2 || time.Since(start) != 30*time.Second {
+			t.Fatalf("%v after %d calls and %s", err, s.calls, time.Since(start))
+		}
+	})
+}
+
+// MaxAttempts caps the attempts whatever a custom BackOff says.
+func TestRetryMaxAttemptsCapsACustomBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, s, _ := retrying(t, behaviors.RetryConfig{
+			Policy:  behaviors.RetryPolicy{MaxAttempts: 3},
+			BackOff: func(behaviors.RetryPolicy) backoff.BackOff { return backoff.NewConstantBackOff(time.Second) },
+		}, &statusErr{code: 503}, &statusErr{code: 503}, &statusErr{code: 503}, &statusErr{code: 503})
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var re *behaviors.RetryError
+		if s.calls != 3 || !errors.As(err, &re) || re.Attempts != 3 {
+			t.Fatalf("%d calls: %v", s.calls, err)
+		}
+	})
 }
