@@ -160,11 +160,13 @@ func (e *RetryError) Error() string {
 // least: Hint when a server's hint ended the retries, else the hint the last attempt's error
 // carries (a server's Retry-After, the open time of a breaker it tripped or met), else 0.
 func (e *RetryError) RetryAfter() time.Duration {
-	return max(e.Hint, hintOf(e.Err), hintOf(e.handlerErr))
+	return max(e.Hint, RetryAfter(e.Err), RetryAfter(e.handlerErr))
 }
 
-// hintOf returns the Retry-After hint err carries, or 0.
-func hintOf(err error) time.Duration {
+// RetryAfter returns the Retry-After hint err carries (a RetryAfterHinter anywhere in its
+// chain: a server's hint, the open time of a breaker the call tripped or met), or 0. Retry,
+// the durable deferral and the durable scheduler all read hints through it.
+func RetryAfter(err error) time.Duration {
 	if err == nil {
 		return 0
 	}

@@ -247,20 +247,13 @@ func adjustDelay(p RetryPolicy, err error, delay time.Duration) (d, hint time.Du
 	if ct, ok := errors.AsType[*CircuitTrippedError](err); ok {
 		return min(max(ct.Remaining, delay), p.MaxDelay), 0
 	}
-	if h, ok := errors.AsType[retryAfterError](err); ok {
-		if hint := h.RetryAfter(); hint > delay {
-			if hint > p.MaxDelay {
-				return 0, hint
-			}
-			delay = hint
+	if hint := RetryAfter(err); hint > delay {
+		if hint > p.MaxDelay {
+			return 0, hint
 		}
+		delay = hint
 	}
 	return delay, 0
-}
-
-type retryAfterError interface {
-	error
-	RetryAfter() time.Duration
 }
 
 // fitsDeadline reports whether an attempt after delay can still start before ctx's deadline.

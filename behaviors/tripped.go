@@ -45,5 +45,5 @@ func (e *CircuitTrippedError) Unwrap() error { return e.Err }
 // RetryAfter returns Remaining, or the handler's own Retry-After hint when that is longer: no
 // call gets through before then, so a caller that waits is best served waiting that long.
 func (e *CircuitTrippedError) RetryAfter() time.Duration {
-	return max(e.Remaining, hintOf(e.Err))
+	return max(e.Remaining, RetryAfter(e.Err))
 }

@@ -120,7 +120,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		if !retryable {
 			return resp, err
 		}
-		delay = max(d.q.nextDelay(name, 1), hintOf(err))
+		delay = max(d.q.nextDelay(name, 1), behaviors.RetryAfter(err))
 	}
 	// Once the decision to defer is made, persist it even if the caller's deadline is about to
 	// pass: the request must be either deferred or failed, never silently dropped. The write

@@ -787,7 +787,7 @@ func (s *Scheduler) process(c *Claimed) Completion {
 		comp.State, comp.Outcome, comp.NextAt, comp.Error = StatePending, OutcomeInterrupted, comp.EndedAt, err.Error()
 	case s.retries(ctx, req, err) && counted < pol.MaxAttempts:
 		comp.State, comp.Outcome, comp.Error = StatePending, OutcomeFailed, err.Error()
-		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), hintOf(err)))
+		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err)))
 	default:
 		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
 	}
@@ -842,16 +842,6 @@ func (s *Scheduler) policySource(req any) retryPolicySource {
 // pipelineLister is implemented by *mediator.Mediator.
 type pipelineLister interface {
 	Pipeline(requestType reflect.Type) ([]mediator.Behavior, error)
-}
-
-// hintOf returns the Retry-After hint carried by err (a server's, a breaker's remaining open
-// time), or 0.
-func hintOf(err error) time.Duration {
-	var h behaviors.RetryAfterHinter
-	if errors.As(err, &h) {
-		return max(h.RetryAfter(), 0)
-	}
-	return 0
 }
 
 // breakerOpen asks the breaker view about req's key. A BreakerKey or BreakerView that panics
