@@ -577,11 +577,7 @@ func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, le
 		out []Claimed
 		err error
 	)
-	a := 0
-	if alone {
-		a = 1
-	}
-	args := []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
+	args := claimArgs(owner, now, lease, limit, alone)
 	if s.d.name == "sqlite" {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
 			out, err = scanClaims(tx.QueryContext(ctx, stmt, args...))
@@ -597,11 +593,33 @@ func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, le
 	return out, nil
 }
 
+// claimArgs are the arguments of the claim statements: owner, lease until, claimed at, updated
+// at, alone, now, limit.
+func claimArgs(owner string, now time.Time, lease time.Duration, limit int, alone bool) []any {
+	a := 0
+	if alone {
+		a = 1
+	}
+	return []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
+}
+
+// rowReader is what reading a result needs, from database/sql and from pgx alike.
+type rowReader interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
 func scanClaims(rows *sql.Rows, err error) ([]Claimed, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	return readClaims(rows)
+}
+
+// readClaims reads the rows a claim returned.
+func readClaims(rows rowReader) ([]Claimed, error) {
 	var out []Claimed
 	for rows.Next() {
 		it, claimedAt, err := scanItem(rows)
@@ -611,6 +629,45 @@ func scanClaims(rows *sql.Rows, err error) ([]Claimed, error) {
 		out = append(out, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt)})
 	}
 	return out, rows.Err()
+}
+
+// readFences reads the fences a PostgreSQL completion accepted.
+func readFences(rows rowReader, accepted map[Fence]bool) error {
+	for rows.Next() {
+		var (
+			id      int64
+			owner   string
+			attempt int
+		)
+		if err := rows.Scan(&id, &owner, &attempt); err != nil {
+			return err
+		}
+		accepted[Fence{ItemID: ItemID(id), Owner: owner, Attempt: attempt}] = true
+	}
+	return rows.Err()
+}
+
+// checkCompletions refuses a completion whose next state is not one a lease can end in.
+func checkCompletions(cs []Completion) error {
+	for _, c := range cs {
+		switch c.State {
+		case StatePending, StateSucceeded, StateDead:
+		default:
+			return fmt.Errorf("durable: complete: item %d: invalid next state %q", c.Fence.ItemID, c.State)
+		}
+	}
+	return nil
+}
+
+// leaseResults has one entry per completion: nil when accepted, a *LeaseLostError otherwise.
+func leaseResults(cs []Completion, accepted map[Fence]bool) []error {
+	out := make([]error, len(cs))
+	for i, c := range cs {
+		if !accepted[c.Fence] {
+			out[i] = &LeaseLostError{Fence: c.Fence}
+		}
+	}
+	return out
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -633,12 +690,8 @@ func (s *Store) Complete(ctx context.Context, cs []Completion) ([]error, error) 
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	for _, c := range cs {
-		switch c.State {
-		case StatePending, StateSucceeded, StateDead:
-		default:
-			return nil, fmt.Errorf("durable: complete: item %d: invalid next state %q", c.Fence.ItemID, c.State)
-		}
+	if err := checkCompletions(cs); err != nil {
+		return nil, err
 	}
 	accepted := make(map[Fence]bool, len(cs))
 	var err error
@@ -650,13 +703,7 @@ func (s *Store) Complete(ctx context.Context, cs []Completion) ([]error, error) 
 	if err != nil {
 		return nil, fmt.Errorf("durable: complete: %w", err)
 	}
-	out := make([]error, len(cs))
-	for i, c := range cs {
-		if !accepted[c.Fence] {
-			out[i] = &LeaseLostError{Fence: c.Fence}
-		}
-	}
-	return out, nil
+	return leaseResults(cs, accepted), nil
 }
 
 // completeAndClaim writes completions and claims up to limit items in one round trip and one
@@ -665,18 +712,10 @@ func (s *Store) Complete(ctx context.Context, cs []Completion) ([]error, error) 
 // its items alone when alone is set.
 func (s *Store) completeAndClaim(ctx context.Context, cs []Completion, owner string, now time.Time, lease time.Duration,
 	limit int, alone bool) ([]error, []Claimed, error) {
-	for _, c := range cs {
-		switch c.State {
-		case StatePending, StateSucceeded, StateDead:
-		default:
-			return nil, nil, fmt.Errorf("durable: complete: item %d: invalid next state %q", c.Fence.ItemID, c.State)
-		}
+	if err := checkCompletions(cs); err != nil {
+		return nil, nil, err
 	}
-	a := 0
-	if alone {
-		a = 1
-	}
-	claimArgs := []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
+	args := claimArgs(owner, now, lease, limit, alone)
 	accepted := make(map[Fence]bool, len(cs))
 	var (
 		claimed []Claimed
@@ -687,23 +726,17 @@ func (s *Store) completeAndClaim(ctx context.Context, cs []Completion, owner str
 			if err := s.completeSQLite(ctx, tx, cs, accepted); err != nil {
 				return err
 			}
-			claimed, err = scanClaims(tx.QueryContext(ctx, s.d.claim, claimArgs...))
+			claimed, err = scanClaims(tx.QueryContext(ctx, s.d.claim, args...))
 			return err
 		})
 	} else {
-		claimed, err = s.completeAndClaimPostgres(ctx, cs, claimArgs, accepted)
+		claimed, err = s.completeAndClaimPostgres(ctx, cs, args, accepted)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("durable: complete and claim: %w", err)
 	}
-	out := make([]error, len(cs))
-	for i, c := range cs {
-		if !accepted[c.Fence] {
-			out[i] = &LeaseLostError{Fence: c.Fence}
-		}
-	}
 	slices.SortFunc(claimed, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
-	return out, claimed, nil
+	return leaseResults(cs, accepted), claimed, nil
 }
 
 // completeAndClaimPostgres sends the completion and the claim as one pgx batch: one round trip,
@@ -729,35 +762,17 @@ func (s *Store) completeAndClaimPostgres(ctx context.Context, cs []Completion, c
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var (
-				id      int64
-				owner   string
-				attempt int
-			)
-			if err := rows.Scan(&id, &owner, &attempt); err != nil {
-				rows.Close()
-				return err
-			}
-			accepted[Fence{ItemID: ItemID(id), Owner: owner, Attempt: attempt}] = true
-		}
+		err = readFences(rows, accepted)
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows, err = br.Query()
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			it, claimedAt, err := scanItem(rows)
-			if err != nil {
-				return err
-			}
-			claimed = append(claimed, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt)})
+		if rows, err = br.Query(); err != nil {
+			return err
 		}
-		if err := rows.Err(); err != nil {
+		claimed, err = readClaims(rows)
+		rows.Close()
+		if err != nil {
 			return err
 		}
 		return br.Close()
@@ -838,18 +853,7 @@ func (s *Store) completePostgres(ctx context.Context, cs []Completion, accepted 
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			id      int64
-			owner   string
-			attempt int
-		)
-		if err := rows.Scan(&id, &owner, &attempt); err != nil {
-			return err
-		}
-		accepted[Fence{ItemID: ItemID(id), Owner: owner, Attempt: attempt}] = true
-	}
-	return rows.Err()
+	return readFences(rows, accepted)
 }
 
 // Extend moves the lease of owner's running items ids to until. Items no longer running under
