@@ -219,7 +219,6 @@ type Scheduler struct {
 	endLife context.CancelFunc
 
 	stop      chan struct{} // closed by Shutdown: claim no more
-	interrupt chan struct{} // closed when Shutdown's context ended: the grace starts
 	wake      chan struct{} // claim now
 	unpark    chan struct{} // a breaker closed
 	work      chan Claimed
@@ -261,7 +260,6 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 		parked:    map[string]bool{},
 		unknown:   map[string]bool{},
 		stop:      make(chan struct{}),
-		interrupt: make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		unpark:    make(chan struct{}, 1),
 		work:      make(chan Claimed),
@@ -373,7 +371,6 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 		s.mu.Lock()
 		if s.cause == nil {
 			s.cause = ctx.Err()
-			close(s.interrupt)
 			s.endLife()
 		}
 		s.mu.Unlock()
@@ -409,19 +406,13 @@ func (s *Scheduler) run() (idle bool) {
 		drain     bool         // an item to run alone is due: claim nothing until idle
 		lastCheck time.Time    // last look for a due item to run alone
 		writeWait = 10 * time.Millisecond
-		graceEnd  <-chan struct{}
 		lastErr   error
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	retry := time.NewTimer(0)
-	<-retry.C
-	defer retry.Stop()
-	startGrace := func() {
-		s.startGrace()
-		graceEnd = s.graceEnd
-	}
-	stopC, interruptC := s.stop, s.interrupt // set to nil once seen closed, so a select does not spin on them
+	retry := time.NewTimer(writeWait)
+	retry.Stop()    // armed only when a write fails
+	stopC := s.stop // nil once seen closed, so the select does not spin on it
 	collect := func(c Completion) {
 		running--
 		pending = append(pending, c)
@@ -466,8 +457,7 @@ func (s *Scheduler) run() (idle bool) {
 			} else {
 				pending, claimed, short = pending[:0], true, len(items) < n
 				writeWait, lastErr = 10*time.Millisecond, nil
-				s.handOut(items)
-				running += len(items)
+				running += s.handOut(items)
 			}
 		}
 		for !writeFailed && len(pending) > 0 {
@@ -485,13 +475,7 @@ func (s *Scheduler) run() (idle bool) {
 					s.finish(0, 0, nil)
 					return true
 				}
-				startGrace() // every handler has returned: the database gets the grace
-			}
-			select {
-			case <-s.interrupt:
-				startGrace()
-				interruptC = nil
-			default:
+				s.startGrace() // every handler has returned: the database gets the grace
 			}
 		} else if !writeFailed {
 			s.unparkClosed()
@@ -499,21 +483,17 @@ func (s *Scheduler) run() (idle bool) {
 			switch {
 			case claimed || isolating || free == 0:
 			case running == 0 && drain:
-				items := s.claim(true, 1, now)
-				if len(items) > 0 {
-					isolating, drain = true, false
-					s.handOut(items)
-					running += len(items)
+				if n := s.handOut(s.claim(true, 1, now)); n > 0 {
+					isolating, drain, running = true, false, running+n
 					break
 				}
 				drain = false
 				fallthrough
 			case !drain:
 				n := min(free, s.cfg.BatchSize)
-				items := s.claim(false, n, now)
-				s.handOut(items)
-				running += len(items)
-				short = len(items) < n
+				got := s.handOut(s.claim(false, n, now))
+				running += got
+				short = got < n
 			}
 			if !short && !isolating && !drain && s.cfg.Workers-running > 0 {
 				continue // a full batch, capped by BatchSize, and workers still free: claim again
@@ -534,8 +514,7 @@ func (s *Scheduler) run() (idle bool) {
 		case <-timer.C:
 		case <-retry.C:
 		case <-stopC:
-		case <-interruptC:
-		case <-graceEnd:
+		case <-s.graceEnd:
 			// Give up: the items left keep their leases until they run out and are swept.
 			s.finish(running, len(pending), lastErr)
 			return running == 0
@@ -600,21 +579,29 @@ func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
 		items, err = s.q.store.claim(ctx, s.q.store.d.claim, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
 	}
 	s.noteStore("claim", err)
-	if len(items) > 0 {
-		s.mu.Lock()
-		for _, it := range items {
-			s.inflight[it.Fence()] = struct{}{}
-		}
-		s.mu.Unlock()
-	}
+	s.hold(items)
 	return items
 }
 
-// handOut gives claimed items to free workers; each starts at once.
-func (s *Scheduler) handOut(items []Claimed) {
+// handOut gives claimed items to free workers, each of which starts at once, and returns how
+// many.
+func (s *Scheduler) handOut(items []Claimed) int {
 	for i := range items {
 		s.work <- items[i]
 		items[i] = Claimed{} // the worker holds the only copy of the payload now
+	}
+	return len(items)
+}
+
+// hold records the leases of claimed items, for the heartbeats.
+func (s *Scheduler) hold(items []Claimed) {
+	if len(items) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range items {
+		s.inflight[it.Fence()] = struct{}{}
 	}
 }
 
@@ -685,13 +672,7 @@ func (s *Scheduler) writeAndClaim(batch []Completion, n int, now time.Time, retr
 		return nil, err
 	}
 	s.settle(batch, results, retried)
-	if len(items) > 0 {
-		s.mu.Lock()
-		for _, it := range items {
-			s.inflight[it.Fence()] = struct{}{}
-		}
-		s.mu.Unlock()
-	}
+	s.hold(items)
 	return items, nil
 }
 
