@@ -43,22 +43,33 @@ func BenchmarkScheduler(b *testing.B) {
 
 func benchScheduler(b *testing.B, be backend, workers int) {
 	store := be.open(b)
+	seed(b, store, b.N, time.Now())
+	b.ResetTimer()
+	elapsed := runDrain(b, store, b.N, workers)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "items/s")
+	if st := must[durable.Stats](b)(store.Stats(context.Background(), time.Now())); st.Counts[durable.StateSucceeded] != int64(b.N) {
+		b.Fatalf("succeeded %d of %d", st.Counts[durable.StateSucceeded], b.N)
+	}
+}
+
+// runDrain runs a scheduler with workers workers and a no-op handler on store until n items
+// have been handled, and returns the time from Start until Shutdown returned.
+func runDrain(b *testing.B, store *durable.Store, n, workers int) time.Duration {
+	b.Helper()
 	q := must[*durable.Queue](b)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(b)}))
 	var count atomic.Int64
 	all := make(chan struct{})
-	target := int64(b.N)
 	m := mediatorFor(b, handlers{work: func(ctx context.Context, w *Work) error {
-		if count.Add(1) == target {
+		if count.Add(1) == int64(n) {
 			close(all)
 		}
 		return nil
 	}})
-	seed(b, store, b.N, time.Now())
 	s := must[*durable.Scheduler](b)(durable.NewScheduler(q, m, durable.SchedulerConfig{
 		Workers: workers, BatchSize: 500, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}))
-	b.ResetTimer()
 	begin := time.Now()
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
@@ -67,12 +78,7 @@ func benchScheduler(b *testing.B, be backend, workers int) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	elapsed := time.Since(begin)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "items/s")
-	if st := must[durable.Stats](b)(store.Stats(context.Background(), time.Now())); st.Counts[durable.StateSucceeded] != int64(b.N) {
-		b.Fatalf("succeeded %d of %d", st.Counts[durable.StateSucceeded], b.N)
-	}
+	return time.Since(begin)
 }
 
 // BenchmarkClaim measures the latency of one claim round trip of a batch of due items.

@@ -132,7 +132,7 @@ func TestNonRetryableDeadLetter(t *testing.T) {
 func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		var lines logLines
+		lines := &logRecorder{}
 		ctx := context.Background()
 		now := e.clock.Now()
 		unknown, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.renamed", Payload: []byte(`{}`), NextAt: now, Now: now})
@@ -144,7 +144,7 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(&lines)})
+		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(lines)})
 		waitState(t, e.store, good, durable.StateSucceeded)
 		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.store, unknown).LastError != "" })
 		u := item(t, e.store, unknown)
@@ -153,7 +153,7 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 			t.Errorf("unknown: %+v", u)
 		}
 		if !lines.has("durable: request name not registered in this instance; its items wait for an instance that knows it") {
-			t.Errorf("no warning about the unknown name: %v", lines.all())
+			t.Errorf("no warning about the unknown name:\n%s", lines.dump(0, now))
 		}
 		// An instance that knows the name runs it (this one stops, so it does not take it first).
 		if err := first.Shutdown(ctx); err != nil {

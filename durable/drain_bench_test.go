@@ -3,10 +3,7 @@ package durable_test
 import (
 	"context"
 	"database/sql"
-	"io"
-	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,29 +105,8 @@ func drain(b *testing.B, store *durable.Store, analyze bool) time.Duration {
 			}
 		}
 	}
-	q := must[*durable.Queue](b)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(b)}))
-	var count atomic.Int64
-	all := make(chan struct{})
-	m := mediatorFor(b, handlers{work: func(ctx context.Context, w *Work) error {
-		if count.Add(1) == drainItems {
-			close(all)
-		}
-		return nil
-	}})
-	s := must[*durable.Scheduler](b)(durable.NewScheduler(q, m, durable.SchedulerConfig{
-		Workers: drainWorkers, BatchSize: 500, PollInterval: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}))
 	b.StartTimer()
-	begin := time.Now()
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	<-all
-	if err := s.Shutdown(ctx); err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(begin)
+	elapsed := runDrain(b, store, drainItems, drainWorkers)
 	b.StopTimer()
 	after := must[durable.Stats](b)(store.Stats(ctx, time.Now())).Counts[durable.StateSucceeded]
 	if after-before != drainItems {

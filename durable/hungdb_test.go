@@ -53,131 +53,6 @@ func hungLeakCheck(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A slog handler that records every message and signals the ones a test waits for.
-
-type hungRecord struct {
-	at    time.Time
-	level slog.Level
-	msg   string
-	attrs map[string]string
-}
-
-type hungWaiter struct {
-	msg  string
-	from int
-	ch   chan struct{}
-}
-
-// hungLog records log records (safe for concurrent use). next(msg, from) returns a channel
-// closed when a record with message msg at index from or later has been logged.
-type hungLog struct {
-	mu      sync.Mutex
-	recs    []hungRecord
-	waiters []hungWaiter
-}
-
-func (l *hungLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *hungLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *hungLog) WithGroup(string) slog.Handler            { return l }
-
-func (l *hungLog) Handle(_ context.Context, r slog.Record) error {
-	rec := hungRecord{at: r.Time, level: r.Level, msg: r.Message, attrs: map[string]string{}}
-	if rec.at.IsZero() {
-		rec.at = time.Now()
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	idx := len(l.recs)
-	l.recs = append(l.recs, rec)
-	keep := l.waiters[:0]
-	for _, w := range l.waiters {
-		if w.msg == rec.msg && idx >= w.from {
-			close(w.ch)
-			continue
-		}
-		keep = append(keep, w)
-	}
-	l.waiters = keep
-	return nil
-}
-
-// mark returns the index the next record will have.
-func (l *hungLog) mark() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recs)
-}
-
-func (l *hungLog) next(msg string, from int) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ch := make(chan struct{})
-	for _, r := range l.recs[min(from, len(l.recs)):] {
-		if r.msg == msg {
-			close(ch)
-			return ch
-		}
-	}
-	l.waiters = append(l.waiters, hungWaiter{msg: msg, from: from, ch: ch})
-	return ch
-}
-
-// first returns the first record with message msg at index from or later.
-func (l *hungLog) first(msg string, from int) (hungRecord, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.recs[min(from, len(l.recs)):] {
-		if r.msg == msg {
-			return r, true
-		}
-	}
-	return hungRecord{}, false
-}
-
-// count counts the records in [from, to) (to < 0: to the end) with one of msgs.
-func (l *hungLog) count(from, to int, msgs ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if to < 0 || to > len(l.recs) {
-		to = len(l.recs)
-	}
-	n := 0
-	for _, r := range l.recs[min(from, to):to] {
-		if slices.Contains(msgs, r.msg) {
-			n++
-		}
-	}
-	return n
-}
-
-// dump renders the records from index from, with times relative to since.
-func (l *hungLog) dump(from int, since time.Time) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	for i, r := range l.recs[min(from, len(l.recs)):] {
-		keys := make([]string, 0, len(r.attrs))
-		for k := range r.attrs {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		fmt.Fprintf(&b, "  #%d %+8.3fs %s %q", from+i, r.at.Sub(since).Seconds(), r.level, r.msg)
-		for _, k := range keys {
-			if k == "instance" {
-				continue
-			}
-			fmt.Fprintf(&b, " %s=%s", k, r.attrs[k])
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// ---------------------------------------------------------------------------------------------
 // A TCP proxy that can stop forwarding (holding the bytes, keeping the connections open), as a
 // hung server or a partition would, and resume.
 
@@ -477,6 +352,15 @@ type hungPG struct {
 
 // hungProxiedPostgres creates a schema of its own on the test server (dropped at the end, as
 // postgresBackend does) and a proxy in front of the server.
+// hungSetup checks the test for leaked goroutines (first, so its check runs after every other
+// cleanup), puts a proxy between the test and the server of dsn, and opens a store through it.
+func hungSetup(t *testing.T, dsn string) (*hungPG, *durable.Store) {
+	t.Helper()
+	hungLeakCheck(t)
+	pg := hungProxiedPostgres(t, dsn)
+	return pg, pg.open(t)
+}
+
 func hungProxiedPostgres(t *testing.T, dsn string) *hungPG {
 	t.Helper()
 	cfg, err := pgconn.ParseConfig(dsn)
@@ -485,19 +369,7 @@ func hungProxiedPostgres(t *testing.T, dsn string) *hungPG {
 	}
 	network, upstream := pgconn.NetworkAddress(cfg.Host, cfg.Port)
 	proxy := newHungProxy(t, network, upstream)
-	schema := "sbtest_" + randomSuffix()
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		_ = admin.Close()
-	})
+	schema := testSchema(t, dsn)
 	return &hungPG{
 		proxy:  proxy,
 		target: withSearchPath(t, hungWithAddr(t, dsn, proxy.Addr()), schema),
@@ -601,7 +473,7 @@ func runHungScenario(t *testing.T, store *durable.Store, fault hungFault) hungFi
 		}
 		return hungWork(ctx, 10*time.Millisecond)
 	}})
-	log := &hungLog{}
+	log := &logRecorder{}
 	began := time.Now()
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{
 		InstanceID: "hung-" + randomSuffix(), Workers: workers, PollInterval: 5 * time.Millisecond,
@@ -780,9 +652,7 @@ func TestHungDatabaseBehindProxy(t *testing.T) {
 			name = "swept-by-other"
 		}
 		t.Run(name, func(t *testing.T) {
-			hungLeakCheck(t)
-			pg := hungProxiedPostgres(t, dsn)
-			store := pg.open(t)
+			pg, store := hungSetup(t, dsn)
 			fault := hungFault{
 				freeze: func(*testing.T) { pg.proxy.Freeze() },
 				thaw:   func(*testing.T) { pg.proxy.Thaw() },
@@ -1088,9 +958,7 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 		{"request-lost", []int{hungToServer, hungToClient}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hungLeakCheck(t)
-			pg := hungProxiedPostgres(t, dsn)
-			store := pg.open(t)
+			pg, store := hungSetup(t, dsn)
 			direct, err := sql.Open("pgx", pg.direct)
 			if err != nil {
 				t.Fatal(err)
@@ -1199,13 +1067,11 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 // connections (nothing listens) for a second while it polls every 20 ms: one failure line,
 // not one per poll; then the port accepts again and the recovery is logged and the items run.
 func TestRefusedConnectionLogsOnceAndRecovers(t *testing.T) {
-	hungLeakCheck(t)
 	dsn := pgDSN(t)
 	if dsn == "" {
 		t.Skipf("%s not set", pgDSNEnv)
 	}
-	pg := hungProxiedPostgres(t, dsn)
-	store := pg.open(t) // migrates while the port still accepts
+	pg, store := hungSetup(t, dsn) // migrates while the port still accepts
 	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
 	const items = 5
 	for i := range items {
@@ -1220,7 +1086,7 @@ func TestRefusedConnectionLogsOnceAndRecovers(t *testing.T) {
 		t.Fatalf("dialing %s: %v; want connection refused", pg.proxy.Addr(), err)
 	}
 
-	log := &hungLog{}
+	log := &logRecorder{}
 	m := mediatorFor(t, handlers{})
 	// Lease stays at its default (30 s): no heartbeat falls in this test's window (see
 	// TestIdleSchedulerHeartbeatDuringOutage for what one does).
@@ -1295,16 +1161,14 @@ func TestRefusedConnectionLogsOnceAndRecovers(t *testing.T) {
 // failure on every heartbeat.
 func TestIdleSchedulerHeartbeatDuringOutage(t *testing.T) {
 
-	hungLeakCheck(t)
 	dsn := pgDSN(t)
 	if dsn == "" {
 		t.Skipf("%s not set", pgDSNEnv)
 	}
-	pg := hungProxiedPostgres(t, dsn)
-	store := pg.open(t)
+	pg, store := hungSetup(t, dsn)
 	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
 	pg.proxy.StopListening()
-	log := &hungLog{}
+	log := &logRecorder{}
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, mediatorFor(t, handlers{}), durable.SchedulerConfig{
 		InstanceID: "idle-" + randomSuffix(), PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second, Logger: slog.New(log),
 	}))

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,19 +79,7 @@ func sqliteBackend(t testing.TB) backend {
 // search_path selects it; the schema is dropped at the end of the test.
 func postgresBackend(t testing.TB, dsn string) backend {
 	t.Helper()
-	schema := "sbtest_" + randomSuffix()
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		_ = admin.Close()
-	})
+	schema := testSchema(t, dsn)
 	target := withSearchPath(t, dsn, schema)
 	return backend{
 		name: "postgres",
@@ -105,6 +94,26 @@ func postgresBackend(t testing.TB, dsn string) backend {
 		},
 		env: []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
 	}
+}
+
+// testSchema creates a schema of its own on the server of dsn and drops it at the end of the
+// test.
+func testSchema(t testing.TB, dsn string) string {
+	t.Helper()
+	schema := "sbtest_" + randomSuffix()
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		_ = admin.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		_ = admin.Close()
+	})
+	return schema
 }
 
 func withSearchPath(t testing.TB, dsn, schema string) string {
@@ -247,11 +256,14 @@ type env struct {
 	clock *fakeClock
 }
 
-func newEnv(t testing.TB, b backend) *env {
+func newEnv(t testing.TB, b backend) *env { return newEnvWith(t, b, newRegistry(t)) }
+
+// newEnvWith is newEnv with the request types of reg.
+func newEnvWith(t testing.TB, b backend, reg *durable.Registry) *env {
 	clock := newFakeClock()
 	store := b.open(t)
 	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{
-		Store: store, Registry: newRegistry(t), Policy: fastPolicy, Clock: clock,
+		Store: store, Registry: reg, Policy: fastPolicy, Clock: clock,
 		Rand: func() float64 { return 0.5 },
 	}))
 	return &env{store: store, q: q, clock: clock}
@@ -343,4 +355,133 @@ func mediatorFor(t testing.TB, h handlers, opts ...func(m *mediator.Mediator)) *
 		t.Fatal(err)
 	}
 	return m
+}
+
+// ---------------------------------------------------------------------------------------------
+// A slog handler that records every message and signals the ones a test waits for: tests
+// assert on what the scheduler logs.
+
+type logRecord struct {
+	at    time.Time
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+type logWaiter struct {
+	msg  string
+	from int
+	ch   chan struct{}
+}
+
+// logRecorder records log records (safe for concurrent use). next(msg, from) returns a channel
+// closed when a record with message msg at index from or later has been logged.
+type logRecorder struct {
+	mu      sync.Mutex
+	recs    []logRecord
+	waiters []logWaiter
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{at: r.Time, level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	if rec.at.IsZero() {
+		rec.at = time.Now()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	idx := len(l.recs)
+	l.recs = append(l.recs, rec)
+	keep := l.waiters[:0]
+	for _, w := range l.waiters {
+		if w.msg == rec.msg && idx >= w.from {
+			close(w.ch)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	l.waiters = keep
+	return nil
+}
+
+// has reports whether a record with message msg was logged.
+func (l *logRecorder) has(msg string) bool { return l.count(0, -1, msg) > 0 }
+
+// mark returns the index the next record will have.
+func (l *logRecorder) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recs)
+}
+
+func (l *logRecorder) next(msg string, from int) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch := make(chan struct{})
+	for _, r := range l.recs[min(from, len(l.recs)):] {
+		if r.msg == msg {
+			close(ch)
+			return ch
+		}
+	}
+	l.waiters = append(l.waiters, logWaiter{msg: msg, from: from, ch: ch})
+	return ch
+}
+
+// first returns the first record with message msg at index from or later.
+func (l *logRecorder) first(msg string, from int) (logRecord, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs[min(from, len(l.recs)):] {
+		if r.msg == msg {
+			return r, true
+		}
+	}
+	return logRecord{}, false
+}
+
+// count counts the records in [from, to) (to < 0: to the end) with one of msgs.
+func (l *logRecorder) count(from, to int, msgs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if to < 0 || to > len(l.recs) {
+		to = len(l.recs)
+	}
+	n := 0
+	for _, r := range l.recs[min(from, to):to] {
+		if slices.Contains(msgs, r.msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// dump renders the records from index from, with times relative to since.
+func (l *logRecorder) dump(from int, since time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for i, r := range l.recs[min(from, len(l.recs)):] {
+		keys := make([]string, 0, len(r.attrs))
+		for k := range r.attrs {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		fmt.Fprintf(&b, "  #%d %+8.3fs %s %q", from+i, r.at.Sub(since).Seconds(), r.level, r.msg)
+		for _, k := range keys {
+			if k == "instance" {
+				continue
+			}
+			fmt.Fprintf(&b, " %s=%s", k, r.attrs[k])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

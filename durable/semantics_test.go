@@ -60,6 +60,14 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 	})
 }
 
+// nestedEnv is an env whose registry holds the outer and the deferred inner request types.
+func nestedEnv(t *testing.T, b backend) *env {
+	reg := durable.NewRegistry()
+	durable.MustRegister[*Outer](reg, "test.outer")
+	durable.MustRegister[*InnerDeferred](reg, "test.inner-deferred")
+	return newEnvWith(t, b, reg)
+}
+
 type Outer struct {
 	mediator.Command
 	N int `json:"n"`
@@ -81,13 +89,8 @@ type InnerDeferred struct {
 // inner request meant to be deferred was never deferred.
 func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		store := b.open(t)
-		clock := newFakeClock()
-		reg := durable.NewRegistry()
-		durable.MustRegister[*Outer](reg, "test.outer")
-		durable.MustRegister[*InnerDeferred](reg, "test.inner-deferred")
-		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: fastPolicy, Clock: clock,
-			Rand: func() float64 { return 0.5 }}))
+		e := nestedEnv(t, b)
+		store, clock, q := e.store, e.clock, e.q
 		var retriedCalls, deferredCalls atomic.Int64
 		var innerErr atomic.Value
 		deferredUp := atomic.Bool{}
@@ -486,7 +489,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store, q := bubbleQueue(t, path, fastPolicy)
-		var lines logLines
+		lines := &logRecorder{}
 		var running atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			running.Add(1)
@@ -494,7 +497,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 			return nil
 		}})
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 4, PollInterval: time.Second,
-			ShutdownGrace: 2 * time.Second, Logger: slog.New(&lines)}))
+			ShutdownGrace: 2 * time.Second, Logger: slog.New(lines)}))
 		var ids []durable.ItemID
 		for n := range 20 {
 			ids = append(ids, must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n})).ID)
@@ -517,7 +520,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 		if lines.has("durable: shutdown gave up waiting for the database") || !lines.has("durable: shutdown gave up on handlers that ignore cancellation") {
-			t.Fatalf("log: %v", lines.all())
+			t.Fatalf("log:\n%s", lines.dump(0, begin))
 		}
 		st := stats(t, q)
 		if st.Counts[durable.StateRunning] != 4 || st.Counts[durable.StatePending] != 16 {
@@ -531,39 +534,6 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 		time.Sleep(5 * time.Second) // the abandoned handlers end inside the bubble
 		synctest.Wait()
 	})
-}
-
-// logLines is a slog.Handler that keeps messages.
-type logLines struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, r.Message)
-	return nil
-}
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-func (l *logLines) has(msg string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, m := range l.msgs {
-		if m == msg {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *logLines) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.msgs...)
 }
 
 // An item put off by a breaker that opened for a very long time (a manual trip) is looked at
@@ -855,13 +825,8 @@ type Limited struct {
 // then. Both used to make the item dead after one attempt.
 func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		store := b.open(t)
-		clock := newFakeClock()
-		reg := durable.NewRegistry()
-		durable.MustRegister[*Outer](reg, "test.outer")
-		durable.MustRegister[*InnerDeferred](reg, "test.inner-deferred")
-		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: fastPolicy, Clock: clock,
-			Rand: func() float64 { return 0.5 }}))
+		e := nestedEnv(t, b)
+		store, clock, q := e.store, e.clock, e.q
 		hold, held := make(chan struct{}), make(chan struct{})
 		var holdOnce sync.Once
 		var innerUp atomic.Bool

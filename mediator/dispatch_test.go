@@ -214,10 +214,6 @@ func TestMediatorIsInItsInjector(t *testing.T) {
 	assert.Same(t, m, do.MustInvoke[mediator.Sender](m2.Injector()))
 }
 
-type failingCtor struct{}
-
-func (failingCtor) Handle(context.Context, *Note) error { return nil }
-
 // Build reports notification handler errors in a stable order (sorted by type), so its message
 // is the same from run to run.
 func TestBuildReportsNotificationErrorsInOrder(t *testing.T) {
