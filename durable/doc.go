@@ -12,18 +12,23 @@
 //   - Queue.Deferral is a mediator behavior, placed outside retry, that persists a request whose
 //     in-process attempts ended in a retryable error or an open circuit breaker, and returns a
 //     *DeferredError carrying the item id instead of the error;
-//   - a Scheduler, run in every instance, claims due items (FOR UPDATE SKIP LOCKED on
-//     PostgreSQL), holds a lease with heartbeats, dispatches each item through the mediator as
-//     exactly one attempt, and completes it under a fence (owner + attempt number) so a late
-//     completion from a worker whose lease expired is rejected with ErrLeaseLost.
+//   - a Scheduler, run in every instance, claims due items for its free workers (FOR UPDATE
+//     SKIP LOCKED on PostgreSQL), holds a lease with heartbeats, dispatches each item through
+//     the mediator as exactly one attempt (marked mediator.Unattended, SingleAttempt and
+//     Stored, for that request alone), and completes it under a fence (owner + attempt
+//     number) so a late completion from a worker whose lease expired is rejected with
+//     ErrLeaseLost.
 //
-// Every attempt is its own row (Store.Attempts). Failed attempts are retried with exponential
-// backoff (Policy); exhausted or non-retryable items, and items whose name is unknown or whose
-// payload no longer decodes, end in StateDead with their payload and last error kept. While a
-// circuit breaker for an item's key is open, the item is not attempted at all.
+// Every attempt is its own row (Store.Attempts), and only what the handler did is one: a
+// refusal (an open circuit breaker, a full bulkhead) undoes the claim, and the item waits for
+// the refusal to clear. What is worth another try is decided by the request's own retry
+// policy with Config.Retries over it. Failed attempts are retried with exponential backoff
+// (Policy); exhausted or non-retryable items, and items whose payload no longer decodes, end in
+// StateDead with their payload and last error kept. An item whose lease ran out while it ran
+// runs alone next time, so an item that crashes its process is the only one charged for it.
 //
 // Delivery is at least once: a handler may run again for an item whose previous attempt's
 // outcome was lost (the instance died after the handler's side effect), so handlers of durable
 // requests must be idempotent. FromContext gives a handler the item id and attempt number.
-// See docs/durable.md for the state machine, the tables and tuning.
+// See docs/durable.md for the state machine, the failure modes, the tables and tuning.
 package durable
