@@ -81,32 +81,32 @@ func TestOtherwiseStopsOnCancellationInClientError(t *testing.T) {
 
 var errPermanent = errors.New("symbol unknown")
 
-func TestOtherwiseIf(t *testing.T) {
+func TestOtherwiseWhen(t *testing.T) {
 	permanent := handlers.Func(func(context.Context, *GetQuote) (*Quote, error) { return nil, errPermanent })
-	h := handlers.OtherwiseIf(func(err error) bool { return !errors.Is(err, errPermanent) }, permanent, fixed(1))
+	h := handlers.OtherwiseWhen(func(err error) bool { return !errors.Is(err, errPermanent) }, permanent, fixed(1))
 	_, err := h.Handle(context.Background(), &GetQuote{})
 	assert.Same(t, errPermanent, err)
 }
 
 func TestOtherwiseProviderThroughMediator(t *testing.T) {
 	i := do.New()
-	m := mediator.New(i)
-	require.NoError(t, mediator.Handle[*GetQuote, *Quote](m, handlers.OtherwiseProvider(
+	m := mediator.New(i, mediator.Config{})
+	mediator.Handle[*GetQuote, *Quote](m, handlers.OtherwiseProvider(
 		handlers.Value(failing("live feed down")),
 		handlers.Value(fixed(3)),
-	)))
+	))
 	require.NoError(t, m.Build())
 	q, err := mediator.Send(context.Background(), m, &GetQuote{})
 	require.NoError(t, err)
 	assert.Equal(t, 3, q.Price)
 
-	bad := mediator.New(nil)
-	require.NoError(t, mediator.Handle[*GetQuote, *Quote](bad, handlers.OtherwiseProvider(
+	bad := mediator.New(nil, mediator.Config{})
+	mediator.Handle[*GetQuote, *Quote](bad, handlers.OtherwiseProvider(
 		handlers.Value(fixed(1)),
 		func(do.Injector) (mediator.Handler[*GetQuote, *Quote], error) {
 			return nil, errors.New("no cache configured")
 		},
-	)))
+	))
 	assert.ErrorContains(t, bad.Build(), "constructing handler 1 of the chain: no cache configured")
 }
 
@@ -116,16 +116,16 @@ type Archive struct {
 }
 
 func TestCommandAndNotificationAdapters(t *testing.T) {
-	m := mediator.New(nil)
+	m := mediator.New(nil, mediator.Config{})
 	var archived, notified []int
-	require.NoError(t, mediator.Handle[*Archive, mediator.Void](m, handlers.Value(handlers.Command(func(_ context.Context, c *Archive) error {
+	mediator.Handle[*Archive, mediator.Void](m, handlers.Value(handlers.Command(func(_ context.Context, c *Archive) error {
 		archived = append(archived, c.ID)
 		return nil
-	}))))
-	require.NoError(t, mediator.Subscribe[*Archive](m, handlers.Value(handlers.Notification(func(_ context.Context, c *Archive) error {
+	})))
+	mediator.Subscribe[*Archive](m, handlers.Value(handlers.Notification(func(_ context.Context, c *Archive) error {
 		notified = append(notified, c.ID)
 		return nil
-	}))))
+	})))
 	require.NoError(t, m.Build())
 	_, err := mediator.Send(context.Background(), m, &Archive{ID: 4})
 	require.NoError(t, err)
@@ -140,8 +140,8 @@ func ExampleOtherwise() {
 		return nil, fmt.Errorf("live feed for %s: timeout", q.Symbol)
 	})
 	cached := handlers.Func(func(context.Context, *GetQuote) (*Quote, error) { return &Quote{Price: 101}, nil })
-	m := mediator.New(nil)
-	_ = mediator.Handle[*GetQuote, *Quote](m, handlers.Value(handlers.Otherwise(live, cached)))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.Handle[*GetQuote, *Quote](m, handlers.Value(handlers.Otherwise(live, cached)))
 	_ = m.Build()
 	q, err := mediator.Send(context.Background(), m, &GetQuote{Symbol: "ACME"})
 	fmt.Println(q.Price, err)

@@ -40,9 +40,9 @@ func Otherwise[Q mediator.Request[R], R any](primary mediator.Handler[Q, R], fal
 	return &chain[Q, R]{handlers: append([]mediator.Handler[Q, R]{primary}, fallbacks...)}
 }
 
-// OtherwiseIf is Otherwise, but moves on to the next handler only for errors where shouldFallBack
+// OtherwiseWhen is Otherwise, but moves on to the next handler only for errors where shouldFallBack
 // returns true; any other error is returned at once, unchanged.
-func OtherwiseIf[Q mediator.Request[R], R any](shouldFallBack func(error) bool, primary mediator.Handler[Q, R], fallbacks ...mediator.Handler[Q, R]) mediator.Handler[Q, R] {
+func OtherwiseWhen[Q mediator.Request[R], R any](shouldFallBack func(error) bool, primary mediator.Handler[Q, R], fallbacks ...mediator.Handler[Q, R]) mediator.Handler[Q, R] {
 	return &chain[Q, R]{handlers: append([]mediator.Handler[Q, R]{primary}, fallbacks...), when: shouldFallBack}
 }
 

@@ -82,17 +82,22 @@ type RequestInfo struct {
 	Behaviors []Behavior
 }
 
-// The optional interfaces below let a behavior describe itself. Options given to Use win over
-// them.
+// Placement says where a behavior sits in the pipelines: the name Explain shows, its stage and
+// its order within the stage (lower is outer). Zero fields mean the defaults: the behavior's
+// type name, StageDefault, order 0. Options given to Use win over it.
+type Placement struct {
+	// Name is what Explain shows. Default: the behavior's type name.
+	Name string
+	// Stage is the stage the behavior belongs to. Default StageDefault.
+	Stage Stage
+	// Order is the behavior's order within its stage; lower is outer. Default 0.
+	Order int
+}
 
-// StagedBehavior reports the stage a behavior belongs to.
-type StagedBehavior interface{ Stage() Stage }
+// The optional interfaces below let a behavior describe itself.
 
-// OrderedBehavior reports the order of a behavior within its stage; lower is outer.
-type OrderedBehavior interface{ Order() int }
-
-// NamedBehavior reports the name Explain shows for a behavior.
-type NamedBehavior interface{ Name() string }
+// PlacedBehavior describes where a behavior belongs, so that Use needs no options for it.
+type PlacedBehavior interface{ Placement() Placement }
 
 // ValidatingBehavior reports invalid configuration; Build fails with every such error.
 type ValidatingBehavior interface{ Validate() error }
@@ -126,25 +131,23 @@ type Option func(*behaviorConfig)
 type behaviorConfig struct {
 	name      string
 	stage     Stage
-	stageSet  bool
 	order     int
-	orderSet  bool
 	filters   []func(RequestInfo) bool
 	predicate func(req any) bool
 	err       error // an option that cannot work; Build reports it
 }
 
-// InStage puts the behavior in stage s.
-func InStage(s Stage) Option {
-	return func(c *behaviorConfig) { c.stage, c.stageSet = s, true }
+// WithStage puts the behavior in stage s.
+func WithStage(s Stage) Option {
+	return func(c *behaviorConfig) { c.stage = s }
 }
 
 // WithOrder sets the behavior's order within its stage; lower is outer. Default 0.
 func WithOrder(order int) Option {
-	return func(c *behaviorConfig) { c.order, c.orderSet = order, true }
+	return func(c *behaviorConfig) { c.order = order }
 }
 
-// WithName sets the name Explain shows. Default: the behavior's Name method, else its type.
+// WithName sets the name Explain shows. Default: the behavior's Placement, else its type name.
 func WithName(name string) Option {
 	return func(c *behaviorConfig) { c.name = name }
 }
@@ -224,9 +227,6 @@ func (c Chain) String() string {
 }
 
 func behaviorName(b any) string {
-	if n, ok := b.(NamedBehavior); ok {
-		return n.Name()
-	}
 	t := reflect.TypeOf(b)
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()

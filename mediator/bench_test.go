@@ -50,20 +50,16 @@ func benchStreamSeq(context.Context, *benchStream) iter.Seq2[*benchResp, error] 
 // newBenchMediator builds a mediator with the bench handlers and n pass-through behaviors.
 func newBenchMediator(tb testing.TB, behaviors int) *mediator.Mediator {
 	tb.Helper()
-	m := mediator.New(nil)
+	m := mediator.New(nil, mediator.Config{})
 	h := &benchHandler{}
-	if err := mediator.Handle[*benchReq, *benchResp](m, func(do.Injector) (*benchHandler, error) { return h, nil }); err != nil {
-		tb.Fatal(err)
-	}
+	mediator.Handle[*benchReq, *benchResp](m, func(do.Injector) (*benchHandler, error) { return h, nil })
 	for range behaviors {
-		if err := m.Use(passThrough{}); err != nil {
-			tb.Fatal(err)
-		}
+		m.Use(passThrough{})
 	}
 	for range 3 {
-		_ = mediator.SubscribeFunc(m, func(context.Context, *benchEvent) error { return nil })
+		mediator.SubscribeFunc(m, func(context.Context, *benchEvent) error { return nil })
 	}
-	_ = mediator.HandleStreamFunc(m, benchStreamSeq)
+	mediator.HandleStreamFunc(m, benchStreamSeq)
 	if err := m.Build(); err != nil {
 		tb.Fatal(err)
 	}

@@ -33,14 +33,14 @@ func TestMarksBindToOneRequest(t *testing.T) {
 	var outerMarks, innerMarks mediator.Mark
 	var m *mediator.Mediator
 	m = built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, q *Outer) (int, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, q *Outer) (int, error) {
 			outerMarks = mediator.MarksOf(ctx, q)
 			return mediator.Send(ctx, m, &Inner{N: q.N})
-		}))
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, q *Inner) (int, error) {
+		})
+		mediator.HandleFunc(m, func(ctx context.Context, q *Inner) (int, error) {
 			innerMarks = mediator.MarksOf(ctx, q)
 			return q.N, nil
-		}))
+		})
 	})
 	req := &Outer{N: 3}
 	ctx := mediator.WithMarks(context.Background(), req, mediator.Unattended)
@@ -93,22 +93,22 @@ func TestKeyWithForIsInvisibleToOtherRequests(t *testing.T) {
 func TestDoneContextRunsNothing(t *testing.T) {
 	ran := []string{}
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
+		mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
 			ran = append(ran, "handler")
 			return 1, nil
-		}))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		})
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			ran = append(ran, "behavior")
 			return next(ctx, req)
-		})))
-		require.NoError(t, mediator.HandleStreamFunc(m, func(context.Context, *Numbers) iter.Seq2[int, error] {
+		}))
+		mediator.HandleStreamFunc(m, func(context.Context, *Numbers) iter.Seq2[int, error] {
 			ran = append(ran, "stream")
 			return func(func(int, error) bool) {}
-		}))
-		require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Note) error {
+		})
+		mediator.SubscribeFunc(m, func(context.Context, *Note) error {
 			ran = append(ran, "notification")
 			return nil
-		}))
+		})
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -145,10 +145,10 @@ type Note struct{ Text string }
 func TestTypedNilRequestIsRefused(t *testing.T) {
 	ran := false
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
+		mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
 			ran = true
 			return 1, nil
-		}))
+		})
 	})
 	_, err := mediator.Send(context.Background(), m, (*Twice)(nil))
 	assert.ErrorIs(t, err, mediator.ErrNilRequest)
@@ -170,7 +170,7 @@ func TestPointerShapedValueRequestIsNotNil(t *testing.T) {
 		Hint *string
 	}
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, Lookup) (int, error) { return 5, nil }))
+		mediator.HandleFunc(m, func(context.Context, Lookup) (int, error) { return 5, nil })
 	})
 	got, err := mediator.Send(context.Background(), m, Lookup{})
 	require.NoError(t, err)
@@ -188,14 +188,14 @@ func (h *publishingHandler) Handle(ctx context.Context, q *Twice) (int, error) {
 func TestMediatorIsInItsInjector(t *testing.T) {
 	var notes []string
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.Handle[*Twice, int](m, func(i do.Injector) (*publishingHandler, error) {
+		mediator.Handle[*Twice, int](m, func(i do.Injector) (*publishingHandler, error) {
 			p, err := do.Invoke[mediator.Publisher](i)
 			return &publishingHandler{p: p}, err
-		}))
-		require.NoError(t, mediator.SubscribeFunc(m, func(_ context.Context, n *Note) error {
+		})
+		mediator.SubscribeFunc(m, func(_ context.Context, n *Note) error {
 			notes = append(notes, n.Text)
 			return nil
-		}))
+		})
 	})
 	got, err := mediator.Send(context.Background(), m, &Twice{})
 	require.NoError(t, err)
@@ -210,7 +210,7 @@ func TestMediatorIsInItsInjector(t *testing.T) {
 	}
 
 	// A second mediator on the same injector does not collide with the first.
-	m2 := mediator.New(m.Injector())
+	m2 := mediator.New(m.Injector(), mediator.Config{})
 	assert.Same(t, m, do.MustInvoke[mediator.Sender](m2.Injector()))
 }
 
@@ -222,21 +222,21 @@ func TestBuildReportsNotificationErrorsInOrder(t *testing.T) {
 	type C struct{ X int }
 	var first string
 	for run := range 20 {
-		m := mediator.New(nil)
+		m := mediator.New(nil, mediator.Config{})
 		for _, typ := range []string{"C", "A", "B"} {
 			switch typ {
 			case "A":
-				require.NoError(t, mediator.Subscribe[A](m, func(do.Injector) (mediator.NotificationHandlerFunc[A], error) {
+				mediator.Subscribe[A](m, func(do.Injector) (mediator.NotificationHandlerFunc[A], error) {
 					return nil, errors.New("A broken")
-				}))
+				})
 			case "B":
-				require.NoError(t, mediator.Subscribe[B](m, func(do.Injector) (mediator.NotificationHandlerFunc[B], error) {
+				mediator.Subscribe[B](m, func(do.Injector) (mediator.NotificationHandlerFunc[B], error) {
 					return nil, errors.New("B broken")
-				}))
+				})
 			case "C":
-				require.NoError(t, mediator.Subscribe[C](m, func(do.Injector) (mediator.NotificationHandlerFunc[C], error) {
+				mediator.Subscribe[C](m, func(do.Injector) (mediator.NotificationHandlerFunc[C], error) {
 					return nil, errors.New("C broken")
-				}))
+				})
 			}
 		}
 		err := m.Build()
@@ -263,11 +263,11 @@ func TestExceptionActionNotOfferedErrorsAfterCancellation(t *testing.T) {
 	offered := 0
 	ctx, cancel := context.WithCancel(context.Background())
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
 			cancel()
 			return 0, rpcCancelled{}
-		}))
-		require.NoError(t, mediator.OnException(m, func(context.Context, *Twice, error) { offered++ }))
+		})
+		mediator.OnException(m, func(context.Context, *Twice, error) { offered++ })
 	})
 	_, err := mediator.Send(ctx, m, &Twice{})
 	assert.Equal(t, rpcCancelled{}, err)
@@ -280,9 +280,9 @@ func TestExceptionHandlerStepsAsideWhenUnattended(t *testing.T) {
 	errDown := errors.New("down")
 	actions := 0
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 0, errDown }))
-		require.NoError(t, mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) { return 7, true }))
-		require.NoError(t, mediator.OnException(m, func(context.Context, *Twice, error) { actions++ }))
+		mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 0, errDown })
+		mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) { return 7, true })
+		mediator.OnException(m, func(context.Context, *Twice, error) { actions++ })
 	})
 	got, err := mediator.Send(context.Background(), m, &Twice{})
 	require.NoError(t, err)
@@ -303,7 +303,7 @@ func (p *peerBehavior) Handle(ctx context.Context, req any, next mediator.Next) 
 	return next(ctx, req)
 }
 
-func (p *peerBehavior) Name() string { return p.name }
+func (p *peerBehavior) Placement() mediator.Placement { return mediator.Placement{Name: p.name} }
 
 func (p *peerBehavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	for _, b := range info.Behaviors {
@@ -320,11 +320,11 @@ func TestBindSeesPeersAndPipelineListsThem(t *testing.T) {
 	inner := &peerBehavior{name: "inner", peers: &peers}
 	other := &peerBehavior{name: "other", peers: &peers}
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 1, nil }))
-		require.NoError(t, mediator.HandleFunc(m, echoHandler))
-		require.NoError(t, m.Use(inner, mediator.WithOrder(2)))
-		require.NoError(t, m.Use(outer, mediator.WithOrder(1)))
-		require.NoError(t, m.Use(other, mediator.ForRequest[*Echo]()))
+		mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 1, nil })
+		mediator.HandleFunc(m, echoHandler)
+		m.Use(inner, mediator.WithOrder(2))
+		m.Use(outer, mediator.WithOrder(1))
+		m.Use(other, mediator.ForRequest[*Echo]())
 	})
 	assert.Equal(t, []string{
 		// *Echo: every behavior applies, "other" (order 0) outermost.
@@ -339,6 +339,6 @@ func TestBindSeesPeersAndPipelineListsThem(t *testing.T) {
 	assert.Equal(t, []mediator.Behavior{outer, inner}, bs)
 	_, err = m.Pipeline(reflect.TypeFor[*Orphan]())
 	assert.ErrorIs(t, err, mediator.ErrNoHandler)
-	_, err = mediator.New(nil).Pipeline(reflect.TypeFor[*Twice]())
+	_, err = mediator.New(nil, mediator.Config{}).Pipeline(reflect.TypeFor[*Twice]())
 	assert.ErrorIs(t, err, mediator.ErrNotBuilt)
 }

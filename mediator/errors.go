@@ -17,7 +17,8 @@ var (
 	ErrPanic = errors.New("mediator: panic")
 	// ErrNotBuilt reports a dispatch before Build ran successfully.
 	ErrNotBuilt = errors.New("mediator: Build has not run")
-	// ErrRegistrationClosed reports a registration after Build.
+	// ErrRegistrationClosed reports a second Build. Registering after Build panics with a
+	// message that carries it.
 	ErrRegistrationClosed = errors.New("mediator: registration closed: Build already ran")
 	// ErrClosed reports a publish after Close.
 	ErrClosed = errors.New("mediator: closed")

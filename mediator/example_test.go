@@ -41,8 +41,8 @@ func newGetUserHandler(i do.Injector) (*getUserHandler, error) {
 func Example_send() {
 	i := do.New()
 	do.ProvideValue(i, &userStore{names: map[int]string{7: "Ada"}})
-	m := mediator.New(i)
-	_ = mediator.Handle[*GetUser, *User](m, newGetUserHandler)
+	m := mediator.New(i, mediator.Config{})
+	mediator.Handle[*GetUser, *User](m, newGetUserHandler)
 	if err := m.Build(); err != nil {
 		fmt.Println(err)
 		return
@@ -63,7 +63,7 @@ type Ping struct {
 // trace is a behavior that prints when a request enters and leaves it.
 type trace string
 
-func (t trace) Name() string { return string(t) }
+func (t trace) Placement() mediator.Placement { return mediator.Placement{Name: string(t)} }
 
 func (t trace) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	fmt.Println("enter", t)
@@ -75,16 +75,16 @@ func (t trace) Handle(ctx context.Context, req any, next mediator.Next) (any, er
 // Stage always beats order; within a stage lower order is outer. Registration order does not
 // matter.
 func Example_stages() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *Ping) (string, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Ping) (string, error) {
 		fmt.Println("handler")
 		return "pong", nil
 	})
-	_ = m.Use(trace("post metrics"), mediator.InStage(mediator.StagePost))
-	_ = m.Use(trace("breaker"), mediator.WithOrder(60))
-	_ = m.Use(trace("fallback"), mediator.WithOrder(30))
-	_ = m.Use(trace("auth"), mediator.InStage(mediator.StagePre), mediator.WithOrder(90))
-	_ = m.Use(trace("retry"), mediator.WithOrder(50))
+	m.Use(trace("post metrics"), mediator.WithStage(mediator.StagePost))
+	m.Use(trace("breaker"), mediator.WithOrder(60))
+	m.Use(trace("fallback"), mediator.WithOrder(30))
+	m.Use(trace("auth"), mediator.WithStage(mediator.StagePre), mediator.WithOrder(90))
+	m.Use(trace("retry"), mediator.WithOrder(50))
 	if err := m.Build(); err != nil {
 		fmt.Println(err)
 		return
@@ -132,10 +132,10 @@ type SetPrice struct {
 
 // A behavior can be limited, at Build, to request types implementing an interface.
 func Example_forInterface() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *GetPrice) (int, error) { return 250, nil })
-	_ = mediator.HandleFunc(m, func(context.Context, *SetPrice) (mediator.Void, error) { return mediator.Void{}, nil })
-	_ = m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetPrice) (int, error) { return 250, nil })
+	mediator.HandleFunc(m, func(context.Context, *SetPrice) (mediator.Void, error) { return mediator.Void{}, nil })
+	m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 		fmt.Printf("cache lookup for %T\n", req)
 		return next(ctx, req)
 	}), mediator.WithName("cache"), mediator.ForInterface[Query]())
@@ -153,14 +153,14 @@ func Example_forInterface() {
 
 type OrderPlaced struct{ ID int }
 
-func publishDemo(strategy mediator.Strategy) {
-	m := mediator.New(nil, mediator.WithErrorSink(func(_ context.Context, _ any, err error) {
+func publishDemo(strategy mediator.PublishStrategy) {
+	m := mediator.New(nil, mediator.Config{ErrorSink: func(_ context.Context, _ any, err error) {
 		fmt.Println("sink:", err)
-	}))
-	_ = mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
+	}})
+	mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
 		return fmt.Errorf("mailer down for order %d", n.ID)
 	})
-	_ = mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
+	mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
 		return fmt.Errorf("ledger down for order %d", n.ID)
 	})
 	if err := m.Build(); err != nil {
@@ -187,11 +187,11 @@ func Example_publishStrategies() {
 
 // Fire-and-forget returns at once; errors go to the sink and Close waits for the handlers.
 func Example_fireAndForget() {
-	m := mediator.New(nil, mediator.WithErrorSink(func(_ context.Context, _ any, err error) {
+	m := mediator.New(nil, mediator.Config{ErrorSink: func(_ context.Context, _ any, err error) {
 		fmt.Println("sink:", err)
-	}))
+	}})
 	release := make(chan struct{}) // holds the handler until the publish has been printed
-	_ = mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
+	mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
 		<-release
 		return fmt.Errorf("mailer down for order %d", n.ID)
 	})
@@ -213,8 +213,8 @@ type Countdown struct {
 
 // A stream request yields an iter.Seq2; breaking out of the loop stops the producer.
 func Example_stream() {
-	m := mediator.New(nil)
-	_ = mediator.HandleStreamFunc(m, func(_ context.Context, q *Countdown) iter.Seq2[int, error] {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleStreamFunc(m, func(_ context.Context, q *Countdown) iter.Seq2[int, error] {
 		return func(yield func(int, error) bool) {
 			for n := q.From; n > 0; n-- {
 				if !yield(n, nil) {

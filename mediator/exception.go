@@ -30,7 +30,7 @@ const (
 //
 // It is a behavior in StageDefault at ExceptionHandlerOrder; opts may move it. Q may be an
 // interface that request types implement, to cover many of them.
-func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E) (resp R, handled bool), opts ...Option) error {
+func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E) (resp R, handled bool), opts ...Option) {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
 		if err == nil || ctx.Err() != nil || MarksOf(ctx, req).Has(Unattended) {
@@ -46,7 +46,7 @@ func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx cont
 		return resp, err
 	})
 	name := fmt.Sprintf("exception-handler[%s]", reflect.TypeFor[E]())
-	return m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionHandlerOrder), forRequestOrInterface[Q]()}, opts...)...)
+	m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionHandlerOrder), forRequestOrInterface[Q]()}, opts...)...)
 }
 
 // OnException registers an exception action for request type Q: when the pipeline inside it
@@ -57,7 +57,7 @@ func HandleException[Q Request[R], R any, E error](m *Mediator, fn func(ctx cont
 //
 // It is a behavior in StageDefault at ExceptionActionOrder; opts may move it. Q may be an
 // interface that request types implement, to cover many of them.
-func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E), opts ...Option) error {
+func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q, err E), opts ...Option) {
 	b := BehaviorFunc(func(ctx context.Context, req any, next Next) (any, error) {
 		resp, err := next(ctx, req)
 		if err == nil || ctx.Err() != nil {
@@ -70,7 +70,7 @@ func OnException[Q any, E error](m *Mediator, fn func(ctx context.Context, req Q
 		return resp, err
 	})
 	name := fmt.Sprintf("exception-action[%s]", reflect.TypeFor[E]())
-	return m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionActionOrder), forRequestOrInterface[Q]()}, opts...)...)
+	m.Use(b, append([]Option{WithName(name), WithOrder(ExceptionActionOrder), forRequestOrInterface[Q]()}, opts...)...)
 }
 
 // callerCancelled reports whether err is the caller's own cancellation: ctx is done and err is

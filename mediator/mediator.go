@@ -25,9 +25,9 @@ type Sender interface {
 
 // Publisher publishes notifications. Application code that only publishes depends on Publisher.
 type Publisher interface {
-	// PublishAny delivers n to every handler of its type using strategy s; the zero Strategy
+	// PublishAny delivers n to every handler of its type using strategy s; the zero PublishStrategy
 	// means the publisher's default. Prefer the typed Publish function.
-	PublishAny(ctx context.Context, n any, s Strategy) error
+	PublishAny(ctx context.Context, n any, s PublishStrategy) error
 }
 
 // Streamer opens streams. Application code that only streams depends on Streamer.
@@ -43,7 +43,7 @@ type Streamer interface {
 // and Streamer.
 type Mediator struct {
 	injector do.Injector
-	config   config
+	config   Config
 
 	mu        sync.Mutex
 	built     bool
@@ -66,53 +66,43 @@ type Mediator struct {
 	endLife  context.CancelFunc
 }
 
-type config struct {
-	strategy          Strategy
-	sink              func(ctx context.Context, n any, err error)
-	requireNotifiable bool
-}
-
-// MediatorOption configures a Mediator.
-type MediatorOption func(*config)
-
-// WithPublishStrategy sets the default strategy of Publish. Default: StopOnFirstError.
-func WithPublishStrategy(s Strategy) MediatorOption {
-	return func(c *config) { c.strategy = s }
-}
-
-// WithErrorSink sets where errors of fire-and-forget handlers go. Default: slog.Default at
-// error level.
-func WithErrorSink(sink func(ctx context.Context, n any, err error)) MediatorOption {
-	return func(c *config) { c.sink = sink }
-}
-
-// RequireNotificationHandlers makes Publish of a notification type with no handler fail with a
-// NoHandlerError. Default: such a publish does nothing and returns nil.
-func RequireNotificationHandlers() MediatorOption {
-	return func(c *config) { c.requireNotifiable = true }
+// Config configures a Mediator. The zero value of each field means its documented default, so
+// mediator.Config{} is a complete configuration.
+type Config struct {
+	// PublishStrategy is how Publish delivers a notification when the call does not choose
+	// (PublishWith). Default StopOnFirstError: like a plain loop of calls, the first failure
+	// is the caller's answer and no later handler runs on top of a broken step.
+	PublishStrategy PublishStrategy
+	// ErrorSink receives the errors of fire-and-forget handlers, which have no caller to
+	// return them to. Default: slog.Default at error level.
+	ErrorSink func(ctx context.Context, n any, err error)
+	// RequireNotificationHandlers makes Publish of a notification type with no handler fail
+	// with a NoHandlerError. Default false: a notification nobody listens to is not an error,
+	// as with an event bus.
+	RequireNotificationHandlers bool
 }
 
 // New returns a Mediator that resolves handlers from i. A nil i gets a new injector. The
 // mediator provides itself to i as *Mediator, Sender, Publisher and Streamer (unless i already
 // holds them), so handler constructors can depend on it.
-func New(i do.Injector, opts ...MediatorOption) *Mediator {
+func New(i do.Injector, cfg Config) *Mediator {
 	if i == nil {
 		i = do.New()
 	}
+	if cfg.PublishStrategy == (PublishStrategy{}) {
+		cfg.PublishStrategy = StopOnFirstError
+	}
+	if cfg.ErrorSink == nil {
+		cfg.ErrorSink = func(ctx context.Context, n any, err error) {
+			slog.ErrorContext(ctx, "notification handler failed", "notification", fmt.Sprintf("%T", n), "error", err)
+		}
+	}
 	m := &Mediator{
 		injector: i,
-		config: config{
-			strategy: StopOnFirstError,
-			sink: func(ctx context.Context, n any, err error) {
-				slog.ErrorContext(ctx, "notification handler failed", "notification", fmt.Sprintf("%T", n), "error", err)
-			},
-		},
+		config:   cfg,
 		requests: map[reflect.Type]*requestReg{},
 		streams:  map[reflect.Type]*requestReg{},
 		notifs:   map[reflect.Type]*notifReg{},
-	}
-	for _, o := range opts {
-		o(&m.config)
 	}
 	m.life, m.endLife = context.WithCancel(context.Background())
 	provideSelf(i, m)
@@ -183,15 +173,16 @@ func resolved[Q Request[R], R any](h Handler[Q, R]) resolvedHandler {
 	return resolvedHandler{call: terminal[Q, R](h), typed: h}
 }
 
-// register runs fn under the registration lock, or reports ErrRegistrationClosed.
-func (m *Mediator) register(fn func()) error {
+// register runs fn under the registration lock. Registering after Build is a programming
+// error (the pipelines are composed and dispatch may be under way), so it panics, naming the
+// call, as net/http's ServeMux does for a bad pattern.
+func (m *Mediator) register(what string, fn func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.built {
-		return ErrRegistrationClosed
+		panic(fmt.Sprintf("mediator: %s after Build: register every handler and behavior before Build (%v)", what, ErrRegistrationClosed))
 	}
 	fn()
-	return nil
 }
 
 // providedNames numbers the names under which handler constructors are provided to injectors.
@@ -221,11 +212,11 @@ func (m *Mediator) addRequest(regs map[reflect.Type]*requestReg, info RequestInf
 //
 //	mediator.Handle[*GetUser, *User](m, NewGetUserHandler)
 //
-// Before Build the error is always nil: problems are reported by Build. After Build it is
-// ErrRegistrationClosed.
-func Handle[Q Request[R], R any, H Handler[Q, R]](m *Mediator, ctor do.Provider[H]) error {
+// Problems (a second handler, a failing constructor) are reported by Build. Registering after
+// Build panics.
+func Handle[Q Request[R], R any, H Handler[Q, R]](m *Mediator, ctor do.Provider[H]) {
 	info := requestInfo[Q, R]()
-	return m.register(func() {
+	m.register("Handle["+info.Request.String()+"]", func() {
 		name := m.nextName("handler", info.Request)
 		do.ProvideNamed(m.injector, name, ctor)
 		m.addRequest(m.requests, info, func(i do.Injector) (any, error) {
@@ -239,9 +230,9 @@ func Handle[Q Request[R], R any, H Handler[Q, R]](m *Mediator, ctor do.Provider[
 }
 
 // HandleFunc registers a function as the handler of request type Q. Q and R are inferred.
-func HandleFunc[Q Request[R], R any](m *Mediator, fn func(ctx context.Context, req Q) (R, error)) error {
+func HandleFunc[Q Request[R], R any](m *Mediator, fn func(ctx context.Context, req Q) (R, error)) {
 	info := requestInfo[Q, R]()
-	return m.register(func() {
+	m.register("HandleFunc["+info.Request.String()+"]", func() {
 		m.addRequest(m.requests, info, func(do.Injector) (any, error) {
 			return resolved[Q, R](HandlerFunc[Q, R](fn)), nil
 		})
@@ -249,9 +240,9 @@ func HandleFunc[Q Request[R], R any](m *Mediator, fn func(ctx context.Context, r
 }
 
 // HandleStream registers the handler constructor of stream request type Q.
-func HandleStream[Q StreamRequest[T], T any, H StreamHandler[Q, T]](m *Mediator, ctor do.Provider[H]) error {
+func HandleStream[Q StreamRequest[T], T any, H StreamHandler[Q, T]](m *Mediator, ctor do.Provider[H]) {
 	info := streamInfo[Q, T]()
-	return m.register(func() {
+	m.register("HandleStream["+info.Request.String()+"]", func() {
 		name := m.nextName("stream", info.Request)
 		do.ProvideNamed(m.injector, name, ctor)
 		m.addRequest(m.streams, info, func(i do.Injector) (any, error) {
@@ -265,9 +256,9 @@ func HandleStream[Q StreamRequest[T], T any, H StreamHandler[Q, T]](m *Mediator,
 }
 
 // HandleStreamFunc registers a function as the handler of stream request type Q.
-func HandleStreamFunc[Q StreamRequest[T], T any](m *Mediator, fn func(ctx context.Context, req Q) iter.Seq2[T, error]) error {
+func HandleStreamFunc[Q StreamRequest[T], T any](m *Mediator, fn func(ctx context.Context, req Q) iter.Seq2[T, error]) {
 	info := streamInfo[Q, T]()
-	return m.register(func() {
+	m.register("HandleStreamFunc["+info.Request.String()+"]", func() {
 		m.addRequest(m.streams, info, func(do.Injector) (any, error) {
 			return streamTerminal[Q, T](StreamHandlerFunc[Q, T](fn)), nil
 		})
@@ -276,9 +267,9 @@ func HandleStreamFunc[Q StreamRequest[T], T any](m *Mediator, fn func(ctx contex
 
 // Subscribe registers a handler constructor for notification type N. A notification type may
 // have any number of handlers; Publish calls them in registration order.
-func Subscribe[N any, H NotificationHandler[N]](m *Mediator, ctor do.Provider[H]) error {
+func Subscribe[N any, H NotificationHandler[N]](m *Mediator, ctor do.Provider[H]) {
 	t := reflect.TypeFor[N]()
-	return m.register(func() {
+	m.register("Subscribe["+t.String()+"]", func() {
 		name := m.nextName("notification", t)
 		do.ProvideNamed(m.injector, name, ctor)
 		m.addNotif(t, func(i do.Injector) (notifCall, error) {
@@ -292,9 +283,9 @@ func Subscribe[N any, H NotificationHandler[N]](m *Mediator, ctor do.Provider[H]
 }
 
 // SubscribeFunc registers a function as a handler of notification type N.
-func SubscribeFunc[N any](m *Mediator, fn func(ctx context.Context, n N) error) error {
+func SubscribeFunc[N any](m *Mediator, fn func(ctx context.Context, n N) error) {
 	t := reflect.TypeFor[N]()
-	return m.register(func() {
+	m.register("SubscribeFunc["+t.String()+"]", func() {
 		m.addNotif(t, func(do.Injector) (notifCall, error) {
 			return notifTerminal[N](NotificationHandlerFunc[N](fn)), nil
 		})
@@ -313,7 +304,7 @@ func (m *Mediator) addNotif(t reflect.Type, h func(do.Injector) (notifCall, erro
 // Declare records that request or stream request type Q must have a handler: Build fails with a
 // NoHandlerError if none was registered. Packages that send a request can declare it so a
 // missing registration is found at startup rather than at the first dispatch.
-func Declare[Q any](m *Mediator) error {
+func Declare[Q any](m *Mediator) {
 	t := reflect.TypeFor[Q]()
 	var sample any = *new(Q)
 	if t.Kind() == reflect.Pointer {
@@ -322,38 +313,41 @@ func Declare[Q any](m *Mediator) error {
 	switch v := sample.(type) {
 	case requestMarker:
 		info := RequestInfo{Request: t, Response: v.responseType()}
-		return m.register(func() { m.addRequest(m.requests, info, nil) })
+		m.register("Declare["+t.String()+"]", func() { m.addRequest(m.requests, info, nil) })
+		return
 	case streamMarker:
 		info := RequestInfo{Request: t, Response: v.itemType(), Stream: true}
-		return m.register(func() { m.addRequest(m.streams, info, nil) })
+		m.register("Declare["+t.String()+"]", func() { m.addRequest(m.streams, info, nil) })
+		return
 	}
 	err := fmt.Errorf("mediator: Declare: %s is neither a request (embeds Returns) nor a stream request (embeds Yields)", t)
-	return m.register(func() { m.problems = append(m.problems, err) })
+	m.register("Declare["+t.String()+"]", func() { m.problems = append(m.problems, err) })
 }
 
 // Use adds a behavior to the pipelines of request types. Where options and the behavior's own
-// methods (Stage, Order, Name, AppliesTo) disagree, the options win.
-func (m *Mediator) Use(b Behavior, opts ...Option) error {
-	return m.use(&m.behaviors, b, opts)
+// description (its Placement and AppliesTo methods) disagree, the options win. A nil behavior
+// is reported by Build; Use after Build panics.
+func (m *Mediator) Use(b Behavior, opts ...Option) {
+	m.use("Use", &m.behaviors, b, opts)
 }
 
-// UseStream adds a stream behavior to the pipelines of stream request types.
-func (m *Mediator) UseStream(b StreamBehavior, opts ...Option) error {
-	return m.use(&m.streamBs, b, opts)
+// UseStream adds a stream behavior to the pipelines of stream request types. It follows the
+// rules of Use.
+func (m *Mediator) UseStream(b StreamBehavior, opts ...Option) {
+	m.use("UseStream", &m.streamBs, b, opts)
 }
 
-func (m *Mediator) use(list *[]behaviorReg, b any, opts []Option) error {
+func (m *Mediator) use(what string, list *[]behaviorReg, b any, opts []Option) {
 	if isNil(b) {
-		return m.register(func() {
+		m.register(what, func() {
 			m.problems = append(m.problems, &BehaviorError{Behavior: "<nil>", Err: errors.New("behavior is nil")})
 		})
+		return
 	}
-	c := behaviorConfig{stage: StageDefault}
-	if s, ok := b.(StagedBehavior); ok {
-		c.stage = s.Stage()
-	}
-	if o, ok := b.(OrderedBehavior); ok {
-		c.order = o.Order()
+	var c behaviorConfig
+	if p, ok := b.(PlacedBehavior); ok {
+		pl := p.Placement()
+		c.name, c.stage, c.order = pl.Name, pl.Stage, pl.Order
 	}
 	for _, o := range opts {
 		o(&c)
@@ -364,7 +358,7 @@ func (m *Mediator) use(list *[]behaviorReg, b any, opts []Option) error {
 	if c.name == "" {
 		c.name = behaviorName(b)
 	}
-	return m.register(func() {
+	m.register(what+"("+c.name+")", func() {
 		m.seq++
 		*list = append(*list, behaviorReg{b: b, config: c, seq: m.seq})
 	})

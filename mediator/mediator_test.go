@@ -32,7 +32,7 @@ func echoHandler(_ context.Context, q *Echo) (*string, error) { s := q.Text; ret
 
 func built(t *testing.T, setup func(m *mediator.Mediator)) *mediator.Mediator {
 	t.Helper()
-	m := mediator.New(nil)
+	m := mediator.New(nil, mediator.Config{})
 	setup(m)
 	require.NoError(t, m.Build())
 	t.Cleanup(func() { _ = m.Close() })
@@ -42,19 +42,19 @@ func built(t *testing.T, setup func(m *mediator.Mediator)) *mediator.Mediator {
 func TestNextCalledTwice(t *testing.T) {
 	calls := 0
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
+		mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
 			calls++
 			if calls == 1 {
 				return 0, errors.New("first call fails")
 			}
 			return calls, nil
-		}))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		})
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			if _, err := next(ctx, req); err == nil {
 				t.Error("first call should fail")
 			}
 			return next(ctx, req)
-		})))
+		}))
 	})
 	got, err := mediator.Send(context.Background(), m, &Twice{})
 	require.NoError(t, err)
@@ -63,15 +63,15 @@ func TestNextCalledTwice(t *testing.T) {
 }
 
 func TestBuildReportsEveryProblem(t *testing.T) {
-	m := mediator.New(nil)
-	require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 1, nil }))
-	require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 2, nil }))
-	require.NoError(t, mediator.Declare[*Orphan](m))
-	require.NoError(t, mediator.Handle[*Echo, *string](m, func(do.Injector) (mediator.Handler[*Echo, *string], error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 1, nil })
+	mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 2, nil })
+	mediator.Declare[*Orphan](m)
+	mediator.Handle[*Echo, *string](m, func(do.Injector) (mediator.Handler[*Echo, *string], error) {
 		return nil, errors.New("database unreachable")
-	}))
-	require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) { return next(ctx, req) }),
-		mediator.InStage(mediator.Stage(9)), mediator.WithName("misplaced")))
+	})
+	m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) { return next(ctx, req) }),
+		mediator.WithStage(mediator.Stage(9)), mediator.WithName("misplaced"))
 
 	err := m.Build()
 	require.Error(t, err)
@@ -113,11 +113,11 @@ func TestHandlersResolvedOnceWithDependencies(t *testing.T) {
 	i := do.New()
 	do.ProvideValue(i, &greeter{greeting: "hello"})
 	constructed := 0
-	m := mediator.New(i)
-	require.NoError(t, mediator.Handle[*Greet, string](m, func(i do.Injector) (*greetHandler, error) {
+	m := mediator.New(i, mediator.Config{})
+	mediator.Handle[*Greet, string](m, func(i do.Injector) (*greetHandler, error) {
 		constructed++
 		return &greetHandler{g: do.MustInvoke[*greeter](i)}, nil
-	}))
+	})
 	require.NoError(t, m.Build())
 	for range 3 {
 		got, err := mediator.Send(context.Background(), m, &Greet{Name: "Ada"})
@@ -125,9 +125,43 @@ func TestHandlersResolvedOnceWithDependencies(t *testing.T) {
 		assert.Equal(t, "hello, Ada", got)
 	}
 	assert.Equal(t, 1, constructed)
-	assert.ErrorIs(t, mediator.HandleFunc(m, echoHandler), mediator.ErrRegistrationClosed)
-	assert.ErrorIs(t, m.Use(mediator.BehaviorFunc(nil)), mediator.ErrRegistrationClosed)
 	assert.ErrorIs(t, m.Build(), mediator.ErrRegistrationClosed)
+}
+
+// Registering after Build is a programming error: it panics with a message naming the call,
+// for every registration function, and leaves the built pipelines as they were.
+func TestRegistrationAfterBuildPanics(t *testing.T) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, echoHandler)
+	require.NoError(t, m.Build())
+	for name, register := range map[string]func(){
+		"HandleFunc[*mediator_test.Echo]": func() { mediator.HandleFunc(m, echoHandler) },
+		"Handle[*mediator_test.Greet]": func() {
+			mediator.Handle[*Greet, string](m, func(do.Injector) (*greetHandler, error) { return nil, nil })
+		},
+		"SubscribeFunc[*mediator_test.Ping]": func() {
+			mediator.SubscribeFunc(m, func(context.Context, *Ping) error { return nil })
+		},
+		"Declare[*mediator_test.Greet]": func() { mediator.Declare[*Greet](m) },
+		"Use(": func() { m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) { return next(ctx, req) })) },
+		"Use(exception-handler[error])": func() {
+			mediator.HandleException(m, func(context.Context, *Echo, error) (*string, bool) { return nil, false })
+		},
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				require.NotNil(t, r, name)
+				msg := fmt.Sprint(r)
+				assert.Contains(t, msg, name)
+				assert.Contains(t, msg, "after Build")
+			}()
+			register()
+		}()
+	}
+	got, err := mediator.Send(context.Background(), m, &Echo{Text: "still"})
+	require.NoError(t, err)
+	assert.Equal(t, "still", *got)
 }
 
 // Two mediators may share one injector (one per module of an application, or several in a
@@ -140,15 +174,15 @@ func TestMediatorsShareAnInjector(t *testing.T) {
 			return &greetHandler{g: &greeter{greeting: do.MustInvoke[*greeter](i).greeting + " from " + greeting}}, nil
 		}
 	}
-	a, b := mediator.New(i), mediator.New(i)
-	require.NoError(t, mediator.Handle[*Greet, string](a, ctor("a")))
-	require.NoError(t, mediator.Subscribe[*Greet](a, func(do.Injector) (mediator.NotificationHandlerFunc[*Greet], error) {
+	a, b := mediator.New(i, mediator.Config{}), mediator.New(i, mediator.Config{})
+	mediator.Handle[*Greet, string](a, ctor("a"))
+	mediator.Subscribe[*Greet](a, func(do.Injector) (mediator.NotificationHandlerFunc[*Greet], error) {
 		return func(context.Context, *Greet) error { return nil }, nil
-	}))
-	require.NoError(t, mediator.Handle[*Greet, string](b, ctor("b")))
-	require.NoError(t, mediator.Subscribe[*Greet](b, func(do.Injector) (mediator.NotificationHandlerFunc[*Greet], error) {
+	})
+	mediator.Handle[*Greet, string](b, ctor("b"))
+	mediator.Subscribe[*Greet](b, func(do.Injector) (mediator.NotificationHandlerFunc[*Greet], error) {
 		return func(context.Context, *Greet) error { return nil }, nil
-	}))
+	})
 	require.NoError(t, a.Build())
 	require.NoError(t, b.Build())
 	got, err := mediator.Send(context.Background(), a, &Greet{Name: "Ada"})
@@ -160,10 +194,10 @@ func TestMediatorsShareAnInjector(t *testing.T) {
 }
 
 func TestSendErrors(t *testing.T) {
-	m := mediator.New(nil)
+	m := mediator.New(nil, mediator.Config{})
 	_, err := mediator.Send(context.Background(), m, &Echo{})
 	assert.ErrorIs(t, err, mediator.ErrNotBuilt)
-	require.NoError(t, mediator.HandleFunc(m, echoHandler))
+	mediator.HandleFunc(m, echoHandler)
 	require.NoError(t, m.Build())
 
 	_, err = mediator.Send(context.Background(), m, &Twice{})
@@ -182,13 +216,13 @@ func TestSendErrors(t *testing.T) {
 
 func TestCallerCancellationPassesThroughUnchanged(t *testing.T) {
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
 			<-ctx.Done()
 			return 0, ctx.Err()
-		}))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		})
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			return next(ctx, req)
-		})))
+		}))
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -204,15 +238,15 @@ func TestCallerCancellationWithCause(t *testing.T) {
 	offered := false
 	ctx, cancel := context.WithCancelCause(context.Background())
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
 			cancel(errShutdown)
 			<-ctx.Done()
 			return 0, fmt.Errorf("handler: %w", context.Cause(ctx))
-		}))
-		require.NoError(t, mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) {
+		})
+		mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) {
 			offered = true
 			return 7, true
-		}))
+		})
 	})
 	_, err := mediator.Send(ctx, m, &Twice{})
 	assert.ErrorIs(t, err, errShutdown)
@@ -234,15 +268,15 @@ func TestExceptionHandlerNotOfferedCancellationInClientError(t *testing.T) {
 	offered := false
 	ctx, cancel := context.WithCancel(context.Background())
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, _ *Twice) (int, error) {
 			cancel()
 			<-ctx.Done()
 			return 0, rpcCanceled{}
-		}))
-		require.NoError(t, mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) {
+		})
+		mediator.HandleException(m, func(context.Context, *Twice, error) (int, bool) {
 			offered = true
 			return 7, true
-		}))
+		})
 	})
 	_, err := mediator.Send(ctx, m, &Twice{})
 	assert.Equal(t, rpcCanceled{}, err)
@@ -257,14 +291,14 @@ type Boom struct {
 func TestHandlerPanicBecomesTypedError(t *testing.T) {
 	var seen error
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(_ context.Context, q *Boom) (*string, error) {
+		mediator.HandleFunc(m, func(_ context.Context, q *Boom) (*string, error) {
 			panic(q.Value)
-		}))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		})
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			resp, err := next(ctx, req)
 			seen = err
 			return resp, err
-		})))
+		}))
 	})
 	resp, err := mediator.Send(context.Background(), m, &Boom{Value: "kaboom"})
 	assert.Nil(t, resp)
@@ -287,8 +321,8 @@ func TestHandlerPanicBecomesTypedError(t *testing.T) {
 
 func TestTypedSenderWithoutBehaviors(t *testing.T) {
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, echoHandler))
-		require.NoError(t, mediator.HandleFunc(m, func(_ context.Context, q *Boom) (*string, error) { panic(q.Value) }))
+		mediator.HandleFunc(m, echoHandler)
+		mediator.HandleFunc(m, func(_ context.Context, q *Boom) (*string, error) { panic(q.Value) })
 	})
 	s, err := mediator.SenderFor[*Echo, *string](m)
 	require.NoError(t, err)
@@ -301,7 +335,7 @@ func TestTypedSenderWithoutBehaviors(t *testing.T) {
 	assert.ErrorIs(t, err, mediator.ErrPanic)
 	_, err = mediator.SenderFor[*Twice, int](m)
 	assert.ErrorIs(t, err, mediator.ErrNoHandler)
-	_, err = mediator.SenderFor[*Twice, int](mediator.New(nil))
+	_, err = mediator.SenderFor[*Twice, int](mediator.New(nil, mediator.Config{}))
 	assert.ErrorIs(t, err, mediator.ErrNotBuilt)
 }
 
@@ -309,16 +343,16 @@ var tenantKey = mediator.NewKey[string]("tenant")
 
 func TestRequestContextCarriesTypedValues(t *testing.T) {
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, q *Greet) (string, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, q *Greet) (string, error) {
 			tenant, ok := tenantKey.Get(ctx)
 			if !ok {
 				return "", errors.New("no tenant")
 			}
 			return tenant + "/" + q.Name, nil
-		}))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		})
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			return next(tenantKey.With(ctx, "acme"), req)
-		}), mediator.InStage(mediator.StagePre)))
+		}), mediator.WithStage(mediator.StagePre))
 	})
 	got, err := mediator.Send(context.Background(), m, &Greet{Name: "ada"})
 	require.NoError(t, err)
@@ -348,14 +382,14 @@ func (b bindingBehavior) Bind(info mediator.RequestInfo) (mediator.Behavior, err
 }
 
 func TestBehaviorConfigurationErrors(t *testing.T) {
-	m := mediator.New(nil)
-	require.NoError(t, mediator.HandleFunc(m, echoHandler))
-	require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 0, nil }))
-	require.NoError(t, m.Use(validatingBehavior{err: errors.New("max attempts must be >= 1")}))
-	require.NoError(t, m.Use(bindingBehavior{want: reflect.TypeFor[int]()}, mediator.WithName("fallback")))
-	require.NoError(t, m.Use(nil))
-	require.NoError(t, m.Use(mediator.BehaviorFunc(nil)))
-	require.NoError(t, m.Use(validatingBehavior{}, mediator.ForInterface[*Echo](), mediator.WithName("typo")))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, echoHandler)
+	mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) { return 0, nil })
+	m.Use(validatingBehavior{err: errors.New("max attempts must be >= 1")})
+	m.Use(bindingBehavior{want: reflect.TypeFor[int]()}, mediator.WithName("fallback"))
+	m.Use(nil)
+	m.Use(mediator.BehaviorFunc(nil))
+	m.Use(validatingBehavior{}, mediator.ForInterface[*Echo](), mediator.WithName("typo"))
 	err := m.Build()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "max attempts must be >= 1")
@@ -368,14 +402,14 @@ func TestBehaviorConfigurationErrors(t *testing.T) {
 func TestPredicateAndExplain(t *testing.T) {
 	var hits []string
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(context.Context, *Greet) (string, error) { return "", nil }))
-		require.NoError(t, mediator.HandleFunc(m, echoHandler))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		mediator.HandleFunc(m, func(context.Context, *Greet) (string, error) { return "", nil })
+		mediator.HandleFunc(m, echoHandler)
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			hits = append(hits, req.(*Greet).Name)
 			return next(ctx, req)
 		}), mediator.WithName("vip-only"), mediator.ForRequest[*Greet](), mediator.When(func(req any) bool {
 			return req.(*Greet).Name == "vip"
-		}), mediator.WithOrder(5)))
+		}), mediator.WithOrder(5))
 	})
 	for _, n := range []string{"a", "vip", "b"} {
 		_, err := mediator.Send(context.Background(), m, &Greet{Name: n})
@@ -404,7 +438,7 @@ func (e *NotFound) Error() string { return fmt.Sprintf("%d not found", e.ID) }
 func TestExceptionHandlersAndActions(t *testing.T) {
 	var actions []string
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, func(ctx context.Context, q *Greet) (string, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, q *Greet) (string, error) {
 			switch q.Name {
 			case "missing":
 				return "", fmt.Errorf("lookup: %w", &NotFound{ID: 3})
@@ -412,13 +446,13 @@ func TestExceptionHandlersAndActions(t *testing.T) {
 				return "", ctx.Err()
 			}
 			return "", errors.New("other")
-		}))
-		require.NoError(t, mediator.HandleException(m, func(_ context.Context, q *Greet, nf *NotFound) (string, bool) {
+		})
+		mediator.HandleException(m, func(_ context.Context, q *Greet, nf *NotFound) (string, bool) {
 			return fmt.Sprintf("guest (%d missing)", nf.ID), true
-		}))
-		require.NoError(t, mediator.OnException(m, func(_ context.Context, q *Greet, err error) {
+		})
+		mediator.OnException(m, func(_ context.Context, q *Greet, err error) {
 			actions = append(actions, q.Name+": "+err.Error())
-		}))
+		})
 	})
 	got, err := mediator.Send(context.Background(), m, &Greet{Name: "missing"})
 	require.NoError(t, err)
@@ -435,8 +469,8 @@ func TestExceptionHandlersAndActions(t *testing.T) {
 }
 
 func TestDeclareRejectsNonRequests(t *testing.T) {
-	m := mediator.New(nil)
-	require.NoError(t, mediator.Declare[*NotFound](m))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.Declare[*NotFound](m)
 	err := m.Build()
 	assert.ErrorContains(t, err, "*mediator_test.NotFound is neither a request")
 }
@@ -465,8 +499,8 @@ func TestWrongResponseTypeIsAnError(t *testing.T) {
 		return "cached", nil // a string where *string is due
 	})
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, echoHandler))
-		require.NoError(t, m.Use(wrong))
+		mediator.HandleFunc(m, echoHandler)
+		m.Use(wrong)
 	})
 	got, err := mediator.Send(context.Background(), m, &Echo{Text: "hi"})
 	assert.Nil(t, got)
@@ -480,8 +514,8 @@ func TestWrongResponseTypeIsAnError(t *testing.T) {
 
 	// A nil response with a nil error stays the zero value, as before.
 	nilResp := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleFunc(m, echoHandler))
-		require.NoError(t, m.Use(mediator.BehaviorFunc(func(context.Context, any, mediator.Next) (any, error) { return nil, nil })))
+		mediator.HandleFunc(m, echoHandler)
+		m.Use(mediator.BehaviorFunc(func(context.Context, any, mediator.Next) (any, error) { return nil, nil }))
 	})
 	got, err = mediator.Send(context.Background(), nilResp, &Echo{})
 	assert.Nil(t, got)

@@ -6,9 +6,9 @@ import (
 	"sync"
 )
 
-// Strategy is how Publish delivers a notification to its handlers. The zero Strategy means the
-// mediator's default (see WithPublishStrategy).
-type Strategy struct {
+// PublishStrategy is how Publish delivers a notification to its handlers. The zero PublishStrategy means the
+// mediator's default (see Config.PublishStrategy).
+type PublishStrategy struct {
 	kind  strategyKind
 	limit int
 }
@@ -26,21 +26,21 @@ const (
 var (
 	// StopOnFirstError calls handlers one after another in registration order and returns the
 	// first error; later handlers are not called.
-	StopOnFirstError = Strategy{kind: strategyStop}
+	StopOnFirstError = PublishStrategy{kind: strategyStop}
 	// ContinueOnError calls every handler one after another and returns their errors joined
 	// with errors.Join. It stops early only when ctx is done.
-	ContinueOnError = Strategy{kind: strategyJoin}
+	ContinueOnError = PublishStrategy{kind: strategyJoin}
 	// FireAndForget starts every handler on its own goroutine and returns at once. Handlers get
 	// a context detached from the caller's cancellation (its values stay) that Close cancels if
 	// its deadline passes; their errors go to the error sink. Close waits for them.
-	FireAndForget = Strategy{kind: strategyDetached}
+	FireAndForget = PublishStrategy{kind: strategyDetached}
 )
 
 // Parallel calls the handlers concurrently, at most limit at a time (limit <= 0: all at once),
 // waits for all of them and returns their errors joined.
-func Parallel(limit int) Strategy { return Strategy{kind: strategyParallel, limit: limit} }
+func Parallel(limit int) PublishStrategy { return PublishStrategy{kind: strategyParallel, limit: limit} }
 
-func (s Strategy) String() string {
+func (s PublishStrategy) String() string {
 	switch s.kind {
 	case strategyStop:
 		return "stop-on-first-error"
@@ -57,16 +57,16 @@ func (s Strategy) String() string {
 // Publish delivers n to every handler of notification type N using the publisher's default
 // strategy.
 func Publish[N any](ctx context.Context, p Publisher, n N) error {
-	return p.PublishAny(ctx, n, Strategy{})
+	return p.PublishAny(ctx, n, PublishStrategy{})
 }
 
 // PublishWith delivers n using strategy s for this call only.
-func PublishWith[N any](ctx context.Context, p Publisher, n N, s Strategy) error {
+func PublishWith[N any](ctx context.Context, p Publisher, n N, s PublishStrategy) error {
 	return p.PublishAny(ctx, n, s)
 }
 
 // PublishAny implements Publisher.
-func (m *Mediator) PublishAny(ctx context.Context, n any, s Strategy) error {
+func (m *Mediator) PublishAny(ctx context.Context, n any, s PublishStrategy) error {
 	t := m.table.Load()
 	if t == nil {
 		return ErrNotBuilt
@@ -79,13 +79,13 @@ func (m *Mediator) PublishAny(ctx context.Context, n any, s Strategy) error {
 	}
 	calls, _ := t.notifs.get(typeKey(n))
 	if len(calls) == 0 {
-		if m.config.requireNotifiable {
+		if m.config.RequireNotificationHandlers {
 			return noHandler(n, "notification")
 		}
 		return nil
 	}
 	if s.kind == strategyDefault {
-		s = m.config.strategy
+		s = m.config.PublishStrategy
 	}
 	switch s.kind {
 	case strategyJoin:
@@ -150,7 +150,7 @@ func (m *Mediator) publishDetached(ctx context.Context, calls []notifCall, n any
 			defer m.running.Add(-1)
 			defer left.Done()
 			if err := c(dctx, n); err != nil {
-				m.config.sink(dctx, n, err)
+				m.config.ErrorSink(dctx, n, err)
 			}
 		}()
 	}

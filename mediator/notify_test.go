@@ -30,9 +30,9 @@ func TestPublishStrategies(t *testing.T) {
 		}
 	}
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.SubscribeFunc(m, record("a", errA)))
-		require.NoError(t, mediator.SubscribeFunc(m, record("b", errB)))
-		require.NoError(t, mediator.SubscribeFunc(m, record("c", nil)))
+		mediator.SubscribeFunc(m, record("a", errA))
+		mediator.SubscribeFunc(m, record("b", errB))
+		mediator.SubscribeFunc(m, record("c", nil))
 	})
 	ctx := context.Background()
 
@@ -56,9 +56,9 @@ func TestPublishStrategies(t *testing.T) {
 func TestPublishDefaultStrategyPerMediator(t *testing.T) {
 	boom := errors.New("boom")
 	ran := 0
-	m := mediator.New(nil, mediator.WithPublishStrategy(mediator.ContinueOnError))
-	require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { ran++; return boom }))
-	require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { ran++; return nil }))
+	m := mediator.New(nil, mediator.Config{PublishStrategy: mediator.ContinueOnError})
+	mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { ran++; return boom })
+	mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { ran++; return nil })
 	require.NoError(t, m.Build())
 	assert.ErrorIs(t, mediator.Publish(context.Background(), m, &Shipped{}), boom)
 	assert.Equal(t, 2, ran)
@@ -69,9 +69,9 @@ func TestParallelIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var running, peak atomic.Int32
 		release := make(chan struct{})
-		m := mediator.New(nil)
+		m := mediator.New(nil, mediator.Config{})
 		for range 5 {
-			require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error {
+			mediator.SubscribeFunc(m, func(context.Context, *Shipped) error {
 				n := running.Add(1)
 				for {
 					p := peak.Load()
@@ -82,7 +82,7 @@ func TestParallelIsBounded(t *testing.T) {
 				<-release
 				running.Add(-1)
 				return nil
-			}))
+			})
 		}
 		require.NoError(t, m.Build())
 		done := make(chan error)
@@ -98,19 +98,19 @@ func TestParallelIsBounded(t *testing.T) {
 func TestMissingNotificationHandler(t *testing.T) {
 	m := built(t, func(*mediator.Mediator) {})
 	assert.NoError(t, mediator.Publish(context.Background(), m, &Shipped{}), "ignored by default")
-	assert.ErrorIs(t, m.PublishAny(context.Background(), nil, mediator.Strategy{}), mediator.ErrNilRequest)
+	assert.ErrorIs(t, m.PublishAny(context.Background(), nil, mediator.PublishStrategy{}), mediator.ErrNilRequest)
 
-	strict := mediator.New(nil, mediator.RequireNotificationHandlers())
+	strict := mediator.New(nil, mediator.Config{RequireNotificationHandlers: true})
 	require.NoError(t, strict.Build())
 	err := mediator.Publish(context.Background(), strict, &Shipped{})
 	assert.ErrorIs(t, err, mediator.ErrNoHandler)
 	assert.EqualError(t, err, "mediator: no handler for notification *mediator_test.Shipped")
-	assert.ErrorIs(t, mediator.Publish(context.Background(), mediator.New(nil), &Shipped{}), mediator.ErrNotBuilt)
+	assert.ErrorIs(t, mediator.Publish(context.Background(), mediator.New(nil, mediator.Config{}), &Shipped{}), mediator.ErrNotBuilt)
 }
 
 func TestNotificationHandlerPanicIsAnError(t *testing.T) {
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { panic("bad handler") }))
+		mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { panic("bad handler") })
 	})
 	err := mediator.Publish(context.Background(), m, &Shipped{})
 	assert.ErrorIs(t, err, mediator.ErrPanic)
@@ -122,15 +122,15 @@ func TestFireAndForget(t *testing.T) {
 		var sunk []error
 		var mu sync.Mutex
 		boom := errors.New("mailer down")
-		m := mediator.New(nil, mediator.WithErrorSink(func(_ context.Context, n any, err error) {
+		m := mediator.New(nil, mediator.Config{ErrorSink: func(_ context.Context, n any, err error) {
 			mu.Lock()
 			sunk = append(sunk, err)
 			mu.Unlock()
-		}))
-		require.NoError(t, mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
+		}})
+		mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
 			<-release
 			return boom
-		}))
+		})
 		require.NoError(t, m.Build())
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -154,13 +154,13 @@ func TestFireAndForget(t *testing.T) {
 
 func TestShutdownDeadlineCancelsDetachedHandlers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := mediator.New(nil)
+		m := mediator.New(nil, mediator.Config{})
 		var handlerErr atomic.Value
-		require.NoError(t, mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
+		mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
 			<-ctx.Done()
 			handlerErr.Store(ctx.Err())
 			return nil
-		}))
+		})
 		require.NoError(t, m.Build())
 		require.NoError(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -179,12 +179,12 @@ func TestShutdownWithDoneContextAndNothingRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 200 {
-		m := mediator.New(nil)
-		require.NoError(t, mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { return nil }))
+		m := mediator.New(nil, mediator.Config{})
+		mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { return nil })
 		require.NoError(t, m.Build())
 		require.NoError(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget))
 		require.NoError(t, m.Close())
-		m = mediator.New(nil)
+		m = mediator.New(nil, mediator.Config{})
 		require.NoError(t, m.Shutdown(ctx))
 	}
 }

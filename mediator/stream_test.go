@@ -48,8 +48,8 @@ func tickHandler(ctx context.Context, q *Ticks) iter.Seq2[int, error] {
 
 func streamMediator(t *testing.T) *mediator.Mediator {
 	return built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleStreamFunc(m, tickHandler))
-		require.NoError(t, m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
+		mediator.HandleStreamFunc(m, tickHandler)
+		m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
 			return func(yield func(any, error) bool) {
 				for v, err := range next(ctx, req) {
 					if err == nil {
@@ -60,7 +60,7 @@ func streamMediator(t *testing.T) *mediator.Mediator {
 					}
 				}
 			}
-		}), mediator.WithName("times-ten")))
+		}), mediator.WithName("times-ten"))
 	})
 }
 
@@ -136,7 +136,7 @@ func TestStreamErrors(t *testing.T) {
 	}
 	_, err := mediator.Explain[*Other](m)
 	assert.EqualError(t, err, "mediator: no handler for stream request *mediator_test.Other")
-	for _, err := range mediator.Stream(context.Background(), mediator.New(nil), &Ticks{}) {
+	for _, err := range mediator.Stream(context.Background(), mediator.New(nil, mediator.Config{}), &Ticks{}) {
 		assert.ErrorIs(t, err, mediator.ErrNotBuilt)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,7 +158,7 @@ type Quiet struct {
 func TestStreamQuietHandlerCancelledEndsWithError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := built(t, func(m *mediator.Mediator) {
-			require.NoError(t, mediator.HandleStreamFunc(m, func(ctx context.Context, _ *Quiet) iter.Seq2[int, error] {
+			mediator.HandleStreamFunc(m, func(ctx context.Context, _ *Quiet) iter.Seq2[int, error] {
 				return func(yield func(int, error) bool) {
 					for i := 1; ; i++ {
 						if ctx.Err() != nil {
@@ -169,7 +169,7 @@ func TestStreamQuietHandlerCancelledEndsWithError(t *testing.T) {
 						}
 					}
 				}
-			}))
+			})
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -195,10 +195,10 @@ func TestStreamQuietHandlerCancelledEndsWithError(t *testing.T) {
 // element instead of a silent zero value.
 func TestStreamWrongItemTypeIsAnError(t *testing.T) {
 	m := built(t, func(m *mediator.Mediator) {
-		require.NoError(t, mediator.HandleStreamFunc(m, tickHandler))
-		require.NoError(t, m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
+		mediator.HandleStreamFunc(m, tickHandler)
+		m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
 			return func(yield func(any, error) bool) { yield("one", nil) }
-		})))
+		}))
 	})
 	n := 0
 	for v, err := range mediator.Stream(context.Background(), m, &Ticks{}) {

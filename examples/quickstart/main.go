@@ -56,7 +56,7 @@ type step struct {
 	name string
 }
 
-func (s step) Name() string { return s.name }
+func (s step) Placement() mediator.Placement { return mediator.Placement{Name: s.name} }
 
 func (s step) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	fmt.Fprintf(s.out, "  -> %s\n", s.name)
@@ -68,40 +68,33 @@ func (s step) Handle(ctx context.Context, req any, next mediator.Next) (any, err
 func run(out io.Writer) error {
 	i := do.New()
 	do.ProvideValue(i, &orders{})
-	m := mediator.New(i) // also provides itself to i as Sender, Publisher and Streamer
+	m := mediator.New(i, mediator.Config{}) // also provides itself to i as Sender, Publisher and Streamer
 
-	if err := mediator.Handle[*PlaceOrder, *Order](m, func(i do.Injector) (*placeOrderHandler, error) {
+	mediator.Handle[*PlaceOrder, *Order](m, func(i do.Injector) (*placeOrderHandler, error) {
 		return &placeOrderHandler{orders: do.MustInvoke[*orders](i), pub: do.MustInvoke[mediator.Publisher](i)}, nil
-	}); err != nil {
-		return err
-	}
+	})
 	for _, name := range []string{"email", "ledger", "analytics"} {
-		err := mediator.SubscribeFunc(m, func(ctx context.Context, n *OrderPlaced) error {
+		mediator.SubscribeFunc(m, func(ctx context.Context, n *OrderPlaced) error {
 			fmt.Fprintf(out, "  [%s] order %d (trace %s)\n", name, n.Order.ID, traceID.GetOr(ctx, "-"))
 			return nil
 		})
-		if err != nil {
-			return err
-		}
 	}
 	// Registered in a scrambled order on purpose: stage and order decide the chain.
 	uses := []struct {
 		b    mediator.Behavior
 		opts []mediator.Option
 	}{
-		{step{out, "metrics"}, []mediator.Option{mediator.InStage(mediator.StagePost)}},
+		{step{out, "metrics"}, []mediator.Option{mediator.WithStage(mediator.StagePost)}},
 		{step{out, "breaker"}, []mediator.Option{mediator.WithOrder(60)}},
 		{mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 			fmt.Fprintln(out, "  -> trace (sets trace-id t-1)")
 			return next(traceID.With(ctx, "t-1"), req)
-		}), []mediator.Option{mediator.InStage(mediator.StagePre), mediator.WithName("trace")}},
+		}), []mediator.Option{mediator.WithStage(mediator.StagePre), mediator.WithName("trace")}},
 		{step{out, "fallback"}, []mediator.Option{mediator.WithOrder(30)}},
 		{step{out, "retry"}, []mediator.Option{mediator.WithOrder(50)}},
 	}
 	for _, u := range uses {
-		if err := m.Use(u.b, u.opts...); err != nil {
-			return err
-		}
+		m.Use(u.b, u.opts...)
 	}
 	if err := m.Build(); err != nil {
 		return err

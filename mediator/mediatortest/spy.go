@@ -21,7 +21,9 @@ type Spy struct {
 	sends     map[reflect.Type]func(context.Context, any) (any, error)
 	streams   map[reflect.Type]func(context.Context, any) iter.Seq2[any, error]
 	pubs      map[reflect.Type]func(context.Context, any) error
-	next      *mediator.Mediator
+	sender    mediator.Sender
+	publisher mediator.Publisher
+	streamer  mediator.Streamer
 }
 
 // NewSpy returns a Spy with no stubs, wrapping nothing.
@@ -33,10 +35,15 @@ func NewSpy() *Spy {
 	}
 }
 
-// Wrap returns a Spy that records and then passes to m whatever has no stub.
-func Wrap(m *mediator.Mediator) *Spy {
+// Wrap returns a Spy that records and then passes on whatever has no stub: requests to next,
+// and notifications and stream requests too when next is also a mediator.Publisher or a
+// mediator.Streamer (a *mediator.Mediator, or another Spy, is all three). What next cannot
+// take is answered as by a Spy that wraps nothing.
+func Wrap(next mediator.Sender) *Spy {
 	s := NewSpy()
-	s.next = m
+	s.sender = next
+	s.publisher, _ = next.(mediator.Publisher)
+	s.streamer, _ = next.(mediator.Streamer)
 	return s
 }
 
@@ -84,14 +91,14 @@ func (s *Spy) SendAny(ctx context.Context, req any) (any, error) {
 	switch {
 	case stub != nil:
 		return stub(ctx, req)
-	case s.next != nil:
-		return s.next.SendAny(ctx, req)
+	case s.sender != nil:
+		return s.sender.SendAny(ctx, req)
 	}
 	return nil, noHandler(req, "request")
 }
 
 // PublishAny implements mediator.Publisher.
-func (s *Spy) PublishAny(ctx context.Context, n any, strategy mediator.Strategy) error {
+func (s *Spy) PublishAny(ctx context.Context, n any, strategy mediator.PublishStrategy) error {
 	s.mu.Lock()
 	s.published = append(s.published, n)
 	stub := s.pubs[reflect.TypeOf(n)]
@@ -99,8 +106,8 @@ func (s *Spy) PublishAny(ctx context.Context, n any, strategy mediator.Strategy)
 	switch {
 	case stub != nil:
 		return stub(ctx, n)
-	case s.next != nil:
-		return s.next.PublishAny(ctx, n, strategy)
+	case s.publisher != nil:
+		return s.publisher.PublishAny(ctx, n, strategy)
 	}
 	return nil
 }
@@ -114,8 +121,8 @@ func (s *Spy) StreamAny(ctx context.Context, req any) iter.Seq2[any, error] {
 	switch {
 	case stub != nil:
 		return stub(ctx, req)
-	case s.next != nil:
-		return s.next.StreamAny(ctx, req)
+	case s.streamer != nil:
+		return s.streamer.StreamAny(ctx, req)
 	}
 	return func(yield func(any, error) bool) { yield(nil, noHandler(req, "stream request")) }
 }
