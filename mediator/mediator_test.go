@@ -143,7 +143,9 @@ func TestRegistrationAfterBuildPanics(t *testing.T) {
 			mediator.SubscribeFunc(m, func(context.Context, *Ping) error { return nil })
 		},
 		"Declare[*mediator_test.Greet]": func() { mediator.Declare[*Greet](m) },
-		"Use(": func() { m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) { return next(ctx, req) })) },
+		"Use(": func() {
+			m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) { return next(ctx, req) }))
+		},
 		"Use(exception-handler[error])": func() {
 			mediator.HandleException(m, func(context.Context, *Echo, error) (*string, bool) { return nil, false })
 		},

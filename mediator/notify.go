@@ -38,7 +38,9 @@ var (
 
 // Parallel calls the handlers concurrently, at most limit at a time (limit <= 0: all at once),
 // waits for all of them and returns their errors joined.
-func Parallel(limit int) PublishStrategy { return PublishStrategy{kind: strategyParallel, limit: limit} }
+func Parallel(limit int) PublishStrategy {
+	return PublishStrategy{kind: strategyParallel, limit: limit}
+}
 
 func (s PublishStrategy) String() string {
 	switch s.kind {

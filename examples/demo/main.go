@@ -138,20 +138,16 @@ func run(out io.Writer, dbPath string) error {
 
 	i := do.New()
 	do.ProvideValue(i, net)
-	m := mediator.New(i)
-	if err := mediator.Handle[*Charge, mediator.Void](m, func(i do.Injector) (*chargeHandler, error) {
+	m := mediator.New(i, mediator.Config{})
+	mediator.Handle[*Charge, mediator.Void](m, func(i do.Injector) (*chargeHandler, error) {
 		return &chargeHandler{net: do.MustInvoke[*network](i), done: done}, nil
-	}); err != nil {
-		return err
-	}
-	if err := mediator.HandleFunc(m, func(_ context.Context, r *Rate) (float64, error) {
+	})
+	mediator.HandleFunc(m, func(_ context.Context, r *Rate) (float64, error) {
 		if err := net.call(r.Endpoint); err != nil {
 			return 0, err
 		}
 		return 1.08, nil
-	}); err != nil {
-		return err
-	}
+	})
 	for _, b := range []mediator.Behavior{
 		behaviors.NewCircuitBreaker(breakers, endpointKey),
 		behaviors.NewRetry(behaviors.RetryConfig{
@@ -167,9 +163,7 @@ func run(out io.Writer, dbPath string) error {
 		behaviors.NewTimeout(time.Second),
 		queue.Deferral(),
 	} {
-		if err := m.Use(b); err != nil {
-			return err
-		}
+		m.Use(b)
 	}
 	if err := m.Build(); err != nil {
 		return err
