@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test race bench lint cover demo fmt
+.PHONY: test race bench lint cover demo fmt api
 
 ## test: every test of the module and of benchmarks/ (with -race); see scripts/test.sh
 test:
@@ -15,16 +15,21 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd benchmarks && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet and the module's naming rules (scripts/apicount)
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
+	$(GO) run ./scripts/apicount -check
 	cd benchmarks && $(GO) vet ./...
 
 ## cover: coverage profile of the library into cover.out
 cover:
 	$(GO) test -count=1 -coverprofile=cover.out ./...
 	$(GO) tool cover -func=cover.out | tail -1
+
+## api: exported-identifier count of each package
+api:
+	$(GO) run ./scripts/apicount
 
 ## demo: the main job on the embedded default
 demo:

@@ -6,5 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
+go run ./scripts/apicount -check
 ./scripts/with-postgres.sh go test -race -count=1 -timeout 25m ./...
 (cd benchmarks && go test -count=1 ./...)
