@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -22,6 +25,12 @@ var (
 	directHandler mediator.Handler[*Ping, *Reply] = &benchHandler{}
 )
 
+// benchNext is the rest of a pipeline that is only the handler.
+func benchNext() mediator.Next {
+	h := directHandler
+	return func(ctx context.Context, req any) (any, error) { return h.Handle(ctx, req.(*Ping)) }
+}
+
 // BenchmarkDirectCall is the baseline: the handler called through its interface.
 func BenchmarkDirectCall(b *testing.B) {
 	h := directHandler
@@ -30,72 +39,6 @@ func BenchmarkDirectCall(b *testing.B) {
 	for b.Loop() {
 		sinkReply, _ = h.Handle(ctx, req)
 	}
-}
-
-// benchNext is the rest of a pipeline that is only the handler.
-func benchNext() mediator.Next {
-	h := directHandler
-	return func(ctx context.Context, req any) (any, error) { return h.Handle(ctx, req.(*Ping)) }
-}
-
-// boundBreaker returns the breaker behavior as Build binds it for *Ping.
-func boundBreaker(b *testing.B) mediator.Behavior {
-	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
-	cb, err := behaviors.NewCircuitBreaker(reg, nil).Bind(mediator.RequestInfo{
-		Request: typeOf[*Ping](), Response: typeOf[*Reply](),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return cb
-}
-
-// BenchmarkBreaker is the closed-path success of the breaker behavior around the handler:
-// bound to the request type, keyed by a key function, and the registry's Gate/Done.
-func BenchmarkBreaker(b *testing.B) {
-	ctx, req, next := context.Background(), &Ping{}, benchNext()
-	b.Run("type", func(b *testing.B) {
-		cb := boundBreaker(b)
-		b.ReportAllocs()
-		for b.Loop() {
-			sinkAny, _ = cb.Handle(ctx, req, next)
-		}
-	})
-	b.Run("keyed", func(b *testing.B) {
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
-		cb := behaviors.NewCircuitBreaker(reg, func(any) string { return "https://prices.example" })
-		b.ReportAllocs()
-		for b.Loop() {
-			sinkAny, _ = cb.Handle(ctx, req, next)
-		}
-	})
-	b.Run("gate", func(b *testing.B) {
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
-		h := &benchHandler{}
-		b.ReportAllocs()
-		for b.Loop() {
-			p, err := reg.Gate("https://prices.example")
-			if err == nil {
-				sinkReply, err = h.Handle(ctx, req)
-				p.Done(ctx, err)
-			}
-		}
-	})
-}
-
-// BenchmarkBreakerParallel is BenchmarkBreaker/type from every P at once: one breaker shared
-// by all goroutines. Run with -cpu 1,2 to see it scale.
-func BenchmarkBreakerParallel(b *testing.B) {
-	ctx, req, next := context.Background(), &Ping{}, benchNext()
-	cb := boundBreaker(b)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		var r any
-		for pb.Next() {
-			r, _ = cb.Handle(ctx, req, next)
-		}
-		_ = r
-	})
 }
 
 // BenchmarkDirectCallParallel is the parallel baseline.
@@ -110,16 +53,6 @@ func BenchmarkDirectCallParallel(b *testing.B) {
 		}
 		_ = r
 	})
-}
-
-// BenchmarkRetry is the success path of the retry behavior around the handler.
-func BenchmarkRetry(b *testing.B) {
-	ctx, req, next := context.Background(), &Ping{}, benchNext()
-	rt := behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, Strategy: behaviors.StrategyExponential}})
-	b.ReportAllocs()
-	for b.Loop() {
-		sinkAny, _ = rt.Handle(ctx, req, next)
-	}
 }
 
 func benchMediator(b *testing.B, bs ...mediator.Behavior) *mediator.TypedSender[*Ping, *Reply] {
@@ -143,14 +76,14 @@ func benchMediator(b *testing.B, bs ...mediator.Behavior) *mediator.TypedSender[
 // fallback+retry+breaker stack, and that stack with a per-attempt timeout.
 func BenchmarkSend(b *testing.B) {
 	ctx, req := context.Background(), &Ping{}
-	stack := func(timeout bool) []mediator.Behavior {
+	stack := func(withTimeout bool) []mediator.Behavior {
 		bs := []mediator.Behavior{
-			behaviors.NewFallbackFor(func(context.Context, *Ping, error) (*Reply, error) { return &Reply{}, nil }),
-			behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3}}),
-			behaviors.NewCircuitBreaker(behaviors.NewBreakerRegistry(behaviors.BreakerConfig{}), nil),
+			fallback.NewFor(func(context.Context, *Ping, error) (*Reply, error) { return &Reply{}, nil }, fallback.Config{}),
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}}),
+			breaker.New(breaker.NewRegistry(breaker.Config{})),
 		}
-		if timeout {
-			bs = append(bs, behaviors.NewTimeout(time.Second))
+		if withTimeout {
+			bs = append(bs, timeout.New(timeout.Config{Duration: time.Second}))
 		}
 		return bs
 	}
@@ -169,26 +102,5 @@ func BenchmarkSend(b *testing.B) {
 				sinkReply, _ = s.Send(ctx, req)
 			}
 		})
-	}
-}
-
-// BenchmarkTimeout is the timeout behavior around the handler; BenchmarkContextWithTimeout
-// is its baseline, a bare context.WithTimeout and cancel around the same call.
-func BenchmarkTimeout(b *testing.B) {
-	ctx, req, next := context.Background(), &Ping{}, benchNext()
-	t := behaviors.NewTimeout(time.Second)
-	b.ReportAllocs()
-	for b.Loop() {
-		sinkAny, _ = t.Handle(ctx, req, next)
-	}
-}
-
-func BenchmarkContextWithTimeout(b *testing.B) {
-	ctx, req, next := context.Background(), &Ping{}, benchNext()
-	b.ReportAllocs()
-	for b.Loop() {
-		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		sinkAny, _ = next(tctx, req)
-		cancel()
 	}
 }

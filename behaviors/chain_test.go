@@ -8,7 +8,13 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/recovery"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
+	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -17,22 +23,22 @@ import (
 // fallback serves the degraded response.
 func TestChainFallbackRetryBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		reg := breaker.NewRegistry(breaker.Config{Key: endpointKey})
 		calls, retries := 0, 0
 		var lastErr error
 		m := build(t, func(context.Context, *Call) (*Reply, error) {
 			calls++
 			return nil, &statusErr{code: 503}
 		},
-			behaviors.NewCircuitBreaker(reg, endpointKey),
-			behaviors.NewRetry(behaviors.RetryConfig{
-				Policy:  behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second},
-				OnRetry: func(context.Context, behaviors.RetryEvent) { retries++ },
+			breaker.New(reg),
+			retry.New(retry.Config{
+				Policy:  retry.Policy{MaxAttempts: 3, BaseDelay: time.Second},
+				OnRetry: func(context.Context, retry.Event) { retries++ },
 			}),
-			behaviors.NewFallbackFor(func(_ context.Context, q *Call, err error) (*Reply, error) {
+			fallback.NewFor(func(_ context.Context, q *Call, err error) (*Reply, error) {
 				lastErr = err
 				return &Reply{Text: "degraded"}, nil
-			}),
+			}, fallback.Config{}),
 		)
 		send := func() (time.Duration, *Reply) {
 			start := time.Now()
@@ -51,9 +57,9 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 		if d, _ := send(); d != time.Second || calls != 5 || retries != 3 {
 			t.Fatalf("second: %s, %d calls, %d retries", d, calls, retries)
 		}
-		var re *behaviors.RetryError
-		if !errors.As(lastErr, &re) || re.Attempts != 2 || !errors.Is(lastErr, behaviors.ErrCircuitTripped) ||
-			errors.Is(lastErr, behaviors.ErrCircuitOpen) {
+		var re *retry.ExhaustedError
+		if !errors.As(lastErr, &re) || re.Attempts != 2 || !errors.Is(lastErr, breaker.ErrTripped) ||
+			errors.Is(lastErr, breaker.ErrOpen) {
 			t.Fatalf("second error %v", lastErr)
 		}
 		// The error says what the dependency said.
@@ -65,7 +71,7 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 		if d, r := send(); d != 0 || r.Text != "degraded" || calls != 5 || retries != 3 {
 			t.Fatalf("third: %s %v, %d calls, %d retries", d, r, calls, retries)
 		}
-		var co *behaviors.CircuitOpenError
+		var co *breaker.OpenError
 		if !errors.As(lastErr, &co) || co.Key != "api" || co.Remaining != 30*time.Second {
 			t.Fatalf("third error %v", lastErr)
 		}
@@ -74,15 +80,15 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 
 // Registering the behaviors in any order gives the same chain.
 func TestChainOrder(t *testing.T) {
-	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+	reg := breaker.NewRegistry(breaker.Config{})
 	bs := []mediator.Behavior{
-		behaviors.NewRecover(),
-		behaviors.NewValidation(),
-		behaviors.NewFallbackFor(func(context.Context, *CreateUser, error) (int, error) { return 0, nil }),
-		behaviors.NewRetry(behaviors.RetryConfig{}),
-		behaviors.NewCircuitBreaker(reg, nil),
-		behaviors.NewTimeout(time.Second),
-		behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 4}),
+		recovery.New(),
+		validation.New(),
+		fallback.NewFor(func(context.Context, *CreateUser, error) (int, error) { return 0, nil }, fallback.Config{}),
+		retry.New(retry.Config{}),
+		breaker.New(reg),
+		timeout.New(timeout.Config{Duration: time.Second}),
+		bulkhead.New(bulkhead.Config{Limit: 4}),
 	}
 	const want = `recover (pre, -1000)
   validation (pre, 100)
@@ -117,7 +123,7 @@ type Ping struct {
 // The success path allocates nothing: the breaker alone (behavior, gate), and fallback +
 // retry + breaker through a built mediator with pointer requests and responses.
 func TestSuccessPathAllocatesNothing(t *testing.T) {
-	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+	reg := breaker.NewRegistry(breaker.Config{Key: endpointKey})
 	reply := &Reply{Text: "pong"}
 	ctx := context.Background()
 
@@ -133,7 +139,7 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 		t.Errorf("Gate+Done: %v allocs", n)
 	}
 
-	cb := behaviors.NewCircuitBreaker(reg, endpointKey)
+	cb := breaker.New(reg)
 	req := &Call{Endpoint: "e"}
 	next := func(context.Context, any) (any, error) { return reply, nil }
 	if n := testing.AllocsPerRun(1000, func() { _, _ = cb.Handle(ctx, req, next) }); n != 0 {
@@ -142,9 +148,9 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 
 	m := mediator.New(nil)
 	_ = mediator.HandleFunc(m, func(context.Context, *Ping) (*Reply, error) { return reply, nil })
-	_ = m.Use(behaviors.NewFallbackFor(func(context.Context, *Ping, error) (*Reply, error) { return reply, nil }))
-	_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3}}))
-	_ = m.Use(behaviors.NewCircuitBreaker(reg, nil))
+	_ = m.Use(fallback.NewFor(func(context.Context, *Ping, error) (*Reply, error) { return reply, nil }, fallback.Config{}))
+	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}}))
+	_ = m.Use(breaker.New(breaker.NewRegistry(breaker.Config{})))
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,4 +163,17 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("fallback+retry+breaker through the mediator: %v allocs", n)
 	}
+}
+
+// CreateUser is a request that validates itself.
+type CreateUser struct {
+	mediator.Returns[int]
+	Name string
+}
+
+func (c *CreateUser) Validate() error {
+	if c.Name == "" {
+		return errors.New("name is required")
+	}
+	return nil
 }

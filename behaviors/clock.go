@@ -1,13 +1,10 @@
 package behaviors
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
-// Clock is the time source of the behaviors that wait or measure time. The zero value of every
-// Clock field in this package means SystemClock, which uses the time package; inside a
-// testing/synctest bubble its time is the bubble's fake time.
+// Clock is the one time source of the module's behaviors: those that wait or measure time take
+// one. The zero value of every Clock field means SystemClock, which uses the time package;
+// inside a testing/synctest bubble its time is the bubble's fake time.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
@@ -26,26 +23,4 @@ func (systemClock) Now() time.Time { return time.Now() }
 func (systemClock) After(d time.Duration) (<-chan time.Time, func() bool) {
 	t := time.NewTimer(d)
 	return t.C, t.Stop
-}
-
-func clockOr(c Clock) Clock {
-	if c == nil {
-		return SystemClock
-	}
-	return c
-}
-
-// sleep waits for d on c, or until ctx is done; it returns ctx.Err() in that case.
-func sleep(ctx context.Context, c Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	ch, stop := c.After(d)
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		stop()
-		return ctx.Err()
-	}
 }

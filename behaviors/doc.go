@@ -1,32 +1,38 @@
-// Package behaviors holds the built-in resilience behaviors of switchboard: retry, a per-key
-// circuit breaker with its registry, fallback, timeout, bulkhead, validation and recover.
+// Package behaviors is the root of switchboard's built-in resilience behaviors; each policy
+// lives in its own package beneath it:
 //
-// Each behavior reports its own stage and order, so registering them in any order yields
+//	recovery    panics of behaviors become errors
+//	validation  requests check themselves before the pipeline runs
+//	fallback    a degraded answer for the final failure
+//	retry       more attempts, with backoff, under layered policies
+//	breaker     a circuit breaker per key, in a registry
+//	timeout     a deadline per attempt or for the whole call
+//	bulkhead    a bound on concurrent calls per key
 //
-//	recover (pre)  →  validation (pre)  →  fallback (30)  →  retry (50)  →  circuit breaker (60)
+// This package holds what they all share: key functions (KeyFunc, TypeKey), error
+// classification (Classifier, Retryable, IsTimeout, IsTransport, RetryAfter, Refused and the
+// interfaces errors implement to be classified: StatusCoder, RetryableError, RetryAfterHinter,
+// Deferring), the Switch of layered policies, the Clock, and the default orders of every
+// built-in behavior in one table (see RecoverOrder). Registering the behaviors in any order
+// yields
+//
+//	recovery (pre)  →  validation (pre)  →  fallback (30)  →  retry (50)  →  breaker (60)
 //	  →  timeout (70)  →  bulkhead (80)  →  handler
 //
 // Fallback is outermost so it sees the final failure (an open circuit included); the breaker
 // is inside retry so every attempt is gated and counted; the timeout is inside retry, so it
-// bounds each attempt. Move the timeout outside retry (an order below 50) to bound the whole
-// call instead.
+// bounds each attempt (timeout.Config.Total moves it outside, to bound the whole call).
 //
 // The success path of fallback, retry and the breaker allocates nothing: retry creates no
 // backoff and no timer until a call fails, and a successful call through a closed breaker
-// costs a few atomic loads (its state before the call, its failure count after) and no lock
-// and no clock reading. That holds while the registry's FailureRate is off: with it on, the
-// rate window counts every call, so each successful call takes the breaker's lock and reads
-// the clock once.
+// costs a few atomic loads and no lock and no clock reading (while the breaker's FailureRate
+// is off).
 //
-// Errors are values: sentinels (ErrCircuitOpen, ErrCircuitTripped, ErrTimeout,
-// ErrBulkheadFull, ErrValidation, ErrRetriesExhausted, ErrUnknownBreaker) matched by typed
-// errors (*CircuitOpenError, *CircuitTrippedError, ...) with errors.Is and errors.As. A
-// caller's own cancellation is never retried, never counted by a breaker and never replaced
-// by a fallback.
-//
-// A dispatch marked mediator.Unattended (a scheduler running stored work) is never answered by
-// a fallback, and one marked mediator.SingleAttempt is attempted once; marks bind to one
-// request, so the requests its handler sends run under their own policies.
+// Errors are values: each package pairs a sentinel with a typed error that matches it with
+// errors.Is (breaker.ErrOpen and *breaker.OpenError, timeout.ErrExceeded and
+// *timeout.ExceededError, ...). A caller's own cancellation is never retried, never counted by
+// a breaker and never replaced by a fallback. A dispatch marked mediator.Unattended is never
+// answered by a fallback, and one marked mediator.SingleAttempt is attempted once.
 //
 // docs/resilience.md explains the ordering rules and lists every default with the reason for
 // it.

@@ -13,7 +13,9 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/goleak"
 
-	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	sbfallback "github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -70,7 +72,7 @@ func BenchmarkBreaker(b *testing.B) {
 	ctx := context.Background()
 	q := &req{}
 	b.Run("switchboard", func(b *testing.B) {
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		reg := breaker.NewRegistry(breaker.Config{})
 		b.ReportAllocs()
 		for b.Loop() {
 			p, err := reg.Gate("api")
@@ -93,7 +95,7 @@ func BenchmarkBreaker(b *testing.B) {
 func BenchmarkBreakerParallel(b *testing.B) {
 	h := &handler{}
 	b.Run("switchboard", func(b *testing.B) {
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+		reg := breaker.NewRegistry(breaker.Config{})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
@@ -133,9 +135,9 @@ func BenchmarkFallbackRetryBreaker(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, bh := range []mediator.Behavior{
-			behaviors.NewFallback(func(context.Context, any, error) (*resp, error) { return &resp{}, nil }),
-			behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond}}),
-			behaviors.NewCircuitBreaker(behaviors.NewBreakerRegistry(behaviors.BreakerConfig{}), nil),
+			sbfallback.New(func(context.Context, any, error) (*resp, error) { return &resp{}, nil }, sbfallback.Config{}),
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}}),
+			breaker.New(breaker.NewRegistry(breaker.Config{})),
 		} {
 			if err := m.Use(bh); err != nil {
 				b.Fatal(err)
@@ -165,7 +167,7 @@ func BenchmarkFallbackRetryBreaker(b *testing.B) {
 // Correctness, not speed: a caller's cancellation is not a failure of the dependency, so it
 // must not open the breaker. switchboard ignores it by default; gobreaker, by default, trips.
 func TestCancellationDoesNotTripTheBreaker(t *testing.T) {
-	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 1})
+	reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p, err := reg.Gate("api")

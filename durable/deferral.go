@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -106,11 +107,11 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	}
 	var delay time.Duration
 	var parked string
-	if open, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
+	if open, ok := errors.AsType[*breaker.OpenError](err); ok {
 		// Parked on the breaker: due when it may let a probe through, at most Recheck from
 		// now, and at once when it closes.
 		delay, parked = min(open.Remaining, d.q.recheck), open.Key
-	} else if !errors.Is(err, behaviors.ErrCircuitOpen) {
+	} else if !errors.Is(err, breaker.ErrOpen) {
 		retryable := false
 		if d.classify != nil {
 			retryable = d.classify(err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -34,21 +36,21 @@ type Config struct {
 	// at once when it closes. Default 1 minute.
 	Recheck time.Duration
 	// Retries is the layer merged over each request's own in-process retry policy (the Retry
-	// behavior of its pipeline, else behaviors.DefaultRetryPolicy) to decide which failures of
+	// behavior of its pipeline, else retry.DefaultPolicy) to decide which failures of
 	// durable work are worth another try: the deferral defers them, the scheduler tries them
 	// again. Only its classification fields count (RetryOnTimeout, RetryOnTransport,
-	// WaitForBreaker, RetryableStatusCodes, Classify). Zero fields keep DefaultRetries' values,
+	// WaitForBreaker, RetryableStatusCodes, Classifier). Zero fields keep DefaultRetries' values,
 	// which turn on timeouts, transport errors and circuit-open errors: durable work exists for
 	// the dependency that is down or hung, while in process those stay off because a caller
 	// is waiting.
-	Retries behaviors.RetryPolicy
+	Retries retry.Policy
 }
 
 // DefaultRetries is the classification layer of durable work: on top of what the request's
 // retry policy retries, timeouts, transport errors and the circuit-open errors the handler met
 // (a request it sent was refused) are tried again, later. Durable work exists for the
 // dependency that is down or hung; in process they stay off because a caller is waiting.
-var DefaultRetries = behaviors.RetryPolicy{RetryOnTimeout: behaviors.On, RetryOnTransport: behaviors.On, WaitForBreaker: behaviors.On}
+var DefaultRetries = retry.Policy{RetryOnTimeout: behaviors.On, RetryOnTransport: behaviors.On, WaitForBreaker: behaviors.On}
 
 // Queue enqueues requests durably and is shared by the Deferral behavior and the Scheduler.
 type Queue struct {
@@ -57,7 +59,7 @@ type Queue struct {
 	policy  Policy
 	clock   Clock
 	rand    func() float64
-	layer   behaviors.RetryPolicy // the classification layer of durable work
+	layer   retry.Policy // the classification layer of durable work
 	recheck time.Duration
 }
 
@@ -212,10 +214,10 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return q.store.Stats(ctx, q.clock.Now())
 }
 
-// retryPolicySource is implemented by the retry behavior (*behaviors.Retry): the merged policy
+// retryPolicySource is implemented by the retry behavior (*retry.Behavior): the merged policy
 // a call of req runs under in process.
 type retryPolicySource interface {
-	Policy(ctx context.Context, req any) behaviors.RetryPolicy
+	Policy(ctx context.Context, req any) retry.Policy
 }
 
 // findPolicySource returns the first behavior of a pipeline that knows the request's retry
@@ -236,10 +238,10 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err
 	// The handler met back-pressure (a request it sent was refused by its bulkhead), or its own
 	// inner work was deferred: the item's work can succeed later. (A breaker's refusal met by
 	// the handler is the Retries layer's WaitForBreaker.)
-	if errors.Is(err, ErrDeferred) || errors.Is(err, behaviors.ErrBulkheadFull) {
+	if errors.Is(err, ErrDeferred) || errors.Is(err, bulkhead.ErrFull) {
 		return true
 	}
-	p := behaviors.DefaultRetryPolicy
+	p := retry.DefaultPolicy
 	if src != nil {
 		p = src.Policy(ctx, req)
 	}

@@ -14,24 +14,25 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // BreakerView tells whether the circuit breaker for a key is open and how long until it lets
-// a probe through. *behaviors.BreakerRegistry implements it.
+// a probe through. *breaker.Registry implements it.
 type BreakerView interface {
 	OpenFor(key string) (remaining time.Duration, open bool)
 }
 
 // breakerListener is implemented by breaker views that announce state changes
-// (*behaviors.BreakerRegistry does): the scheduler frees the items parked on a breaker the
+// (*breaker.Registry does): the scheduler frees the items parked on a breaker the
 // moment it closes.
 type breakerListener interface {
-	AddListener(fn func(behaviors.StateChange)) (remove func())
+	AddListener(fn func(breaker.StateChange)) (remove func())
 }
 
-var _ BreakerView = (*behaviors.BreakerRegistry)(nil)
-var _ breakerListener = (*behaviors.BreakerRegistry)(nil)
+var _ BreakerView = (*breaker.Registry)(nil)
+var _ breakerListener = (*breaker.Registry)(nil)
 
 // SchedulerConfig configures a Scheduler. The zero value of each field means its default; a
 // negative duration or count is an error.
@@ -73,7 +74,7 @@ type SchedulerConfig struct {
 	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
 	// key is open, the item is not attempted (no attempt row, attempt count unchanged) and is
 	// due again when the breaker may let a probe through (at most the queue's Config.Recheck
-	// later), or when it closes (a *behaviors.BreakerRegistry announces that; Reset frees the
+	// later), or when it closes (a *breaker.Registry announces that; Reset frees the
 	// item at once). Default: none.
 	Breakers BreakerView
 	// BreakerKey maps a decoded request to its breaker key; use the same function as the
@@ -82,7 +83,7 @@ type SchedulerConfig struct {
 	BreakerKey func(req any) string
 	// Retryable decides whether a failed attempt is retried (until the policy's MaxAttempts)
 	// or dead-lettered at once. Default: the classification of the request's own retry policy
-	// (the Retry behavior in its pipeline, else behaviors.DefaultRetryPolicy) with the queue's
+	// (the Retry behavior in its pipeline, else retry.DefaultPolicy) with the queue's
 	// Config.Retries layer over it, which retries timeouts and transport errors.
 	Retryable func(error) bool
 	// Logger receives operational errors (database failures, rejected completions). A
@@ -751,8 +752,8 @@ func (s *Scheduler) process(c *Claimed) Completion {
 		// that opened since the check, a full bulkhead): no attempt.
 		comp.StartedAt = time.Time{}
 		var remaining time.Duration
-		if errors.Is(err, behaviors.ErrCircuitOpen) {
-			if co, ok := errors.AsType[*behaviors.CircuitOpenError](err); ok {
+		if errors.Is(err, breaker.ErrOpen) {
+			if co, ok := errors.AsType[*breaker.OpenError](err); ok {
 				remaining = co.Remaining
 				if key == "" {
 					key = co.Key
@@ -853,8 +854,8 @@ func (s *Scheduler) breakerWait(remaining time.Duration) time.Duration {
 }
 
 // breakerChanged frees the items parked on a breaker that closed (or may probe again).
-func (s *Scheduler) breakerChanged(c behaviors.StateChange) {
-	if c.To == behaviors.StateOpen {
+func (s *Scheduler) breakerChanged(c breaker.StateChange) {
+	if c.To == breaker.StateOpen {
 		return
 	}
 	s.mu.Lock()

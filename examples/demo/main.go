@@ -15,6 +15,10 @@ import (
 	"github.com/samber/do/v2"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -126,10 +130,11 @@ func run(out io.Writer, dbPath string) error {
 		return err
 	}
 
-	breakers := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
+	breakers := breaker.NewRegistry(breaker.Config{
+		Key:              endpointKey,
 		FailureThreshold: 3,
 		OpenDuration:     300 * time.Millisecond,
-		OnStateChange: func(c behaviors.StateChange) {
+		OnStateChange: func(c breaker.StateChange) {
 			say("  breaker %s: %s -> %s", c.Key, c.From, c.To)
 		},
 	})
@@ -149,18 +154,18 @@ func run(out io.Writer, dbPath string) error {
 		return 1.08, nil
 	})
 	for _, b := range []mediator.Behavior{
-		behaviors.NewCircuitBreaker(breakers, endpointKey),
-		behaviors.NewRetry(behaviors.RetryConfig{
-			Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, Strategy: behaviors.StrategyExponential},
-			OnRetry: func(_ context.Context, e behaviors.RetryEvent) {
+		breaker.New(breakers),
+		retry.New(retry.Config{
+			Policy: retry.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, Strategy: retry.Exponential},
+			OnRetry: func(_ context.Context, e retry.Event) {
 				say("  retry after attempt %d: %v", e.Attempt, e.Err)
 			},
 		}),
-		behaviors.NewFallbackFor(func(_ context.Context, r *Rate, err error) (float64, error) {
+		fallback.NewFor(func(_ context.Context, r *Rate, err error) (float64, error) {
 			say("  fallback for %s: %v", r.Endpoint, err)
 			return 1.05, nil // the last rate we saw
-		}),
-		behaviors.NewTimeout(time.Second),
+		}, fallback.Config{}),
+		timeout.New(timeout.Config{Duration: time.Second}),
 		queue.Deferral(),
 	} {
 		m.Use(b)
@@ -216,7 +221,7 @@ func run(out io.Writer, dbPath string) error {
 	say("6. pay-b recovers; the scheduler retries the parked charges")
 	net.set("pay-b", false)
 	sched, err := durable.NewScheduler(queue, m, durable.SchedulerConfig{
-		InstanceID: "demo-1", PollInterval: 20 * time.Millisecond, Breakers: breakers, BreakerKey: endpointKey,
+		InstanceID: "demo-1", PollInterval: 20 * time.Millisecond, Breakers: breakers, BreakerKey: breakers.KeyOf,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,39 @@
+package breaker
+
+import (
+	"errors"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/validation"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+type statusError interface {
+	error
+	behaviors.StatusCoder
+}
+
+// CountsAsFailure is the default Classifier of a Registry: it reports whether err says the
+// dependency behind a breaker is unhealthy. It reports false for nil, validation errors,
+// mediator.ErrNoHandler, circuit-open errors, bulkhead rejections and errors carrying a 4xx
+// status code other than 408 and 429 (the caller's fault, not the dependency's). Every other
+// error counts, timeouts included: a deadline set inside the breaker by the timeout behavior
+// is not the caller's. (The registry itself never counts the error of a call whose context is
+// done, whatever its Classifier says.)
+func CountsAsFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, validation.ErrInvalid) || errors.Is(err, mediator.ErrNoHandler) ||
+		errors.Is(err, ErrOpen) || errors.Is(err, bulkhead.ErrFull) {
+		return false
+	}
+	if s, ok := errors.AsType[statusError](err); ok {
+		c := s.StatusCode()
+		if c >= 400 && c < 500 && c != 408 && c != 429 {
+			return false
+		}
+	}
+	return true
+}

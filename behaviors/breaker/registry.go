@@ -1,0 +1,683 @@
+package breaker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+)
+
+// Config configures the breakers of a Registry. Every zero field means its default, and each
+// field's comment gives the reason for it.
+type Config struct {
+	// Key maps a request to its breaker's key, for example the remote endpoint it calls, so
+	// that one failing endpoint does not stop the calls to the others. nil: one breaker per
+	// request type, keyed by behaviors.TypeKey and bound once at Build, because a request
+	// type usually names one dependency. KeyOf applies it.
+	Key behaviors.KeyFunc
+	// FailureThreshold is the number of consecutive counted failures that opens a closed
+	// breaker. Default 5: five failures in a row are rarely bad luck, and few enough that
+	// callers soon stop waiting on a dependency that is down.
+	FailureThreshold int
+	// OpenDuration is how long an open breaker refuses calls before it lets a probe through.
+	// Default 30 s: long enough for a restarting instance or a failover to complete, short
+	// enough that a recovered dependency is soon used again.
+	OpenDuration time.Duration
+	// OpenJitter spreads each open duration uniformly by ±OpenJitter × OpenDuration, so that
+	// a fleet tripped at once does not probe at once. A fraction in [0, 1). Default 0: none.
+	OpenJitter float64
+	// HalfOpenProbes is K, the number of probe calls a half-open breaker lets through in
+	// total, and the number that must succeed to close it. Any counted failure of a probe opens
+	// the breaker again at once, with a fresh open duration; the other probes' outcomes are
+	// then ignored. A probe whose outcome is not counted (the Classifier says no, or it was released
+	// or panicked) frees its slot for another probe; a successful one keeps its slot, so at
+	// most K probes reach the dependency in one half-open period. Default 1: one call tells
+	// whether the dependency is back and puts the least load on one that is not. A larger K
+	// (resilience4j's permitted calls in half-open state) gives a surer verdict at the cost of
+	// more calls to a dependency that may still be down.
+	HalfOpenProbes int
+	// ProbeTimeout is how long a probe may run before the breaker gives up on it: a probe
+	// still running then counts as failed, and the breaker opens again for a fresh open
+	// duration; the probe's own result, when it comes, is ignored. Default 30 s, the default
+	// open duration: a probe slower than that is as good as failed for the callers waiting
+	// behind the breaker. It does not follow a configured OpenDuration.
+	//
+	// Set it above the dependency's slowest normal latency. A ProbeTimeout shorter than that
+	// keeps a breaker opening again after every probe, even once the dependency has
+	// recovered: each probe succeeds, too late. Such re-opens have StateChange.Reason
+	// ReasonProbeTimedOut, and OnLateProbe hears how long each late probe took.
+	ProbeTimeout time.Duration
+	// FailureRate opens a closed breaker when, within RateWindow, at least RateMinCalls calls
+	// were made and at least this fraction of them failed; in (0, 1]. It works alongside
+	// FailureThreshold. Default 0: off. When on, successful calls are counted too, which
+	// costs a lock and a clock read per success.
+	FailureRate float64
+	// RateWindow is the sliding window of FailureRate. Default 60 s: long enough to smooth
+	// out a burst, short enough to forget an outage that is over.
+	RateWindow time.Duration
+	// RateMinCalls is the minimum number of calls in the window before FailureRate applies.
+	// Default 10: fewer calls say too little to judge a rate by.
+	RateMinCalls int
+	// Classifier decides which errors count as failures. Default CountsAsFailure: everything
+	// but validation errors, missing handlers, circuit-open errors, bulkhead rejections and 4xx
+	// status codes other than 408 and 429, which say nothing about the dependency's health.
+	// Whatever it says, the error of a call whose context is done is never counted: the
+	// caller gave up, and clients report that in their own ways (a gRPC Canceled status, a
+	// driver's connection error), not always as context.Canceled.
+	Classifier behaviors.Classifier
+	// MaxBreakers bounds the number of breakers held. Past it, a sweep evicts the breakers
+	// unused since the previous sweep that have nothing left to decide: closed ones, open ones
+	// whose open time has passed and half-open ones with no probe in flight. So the registry
+	// holds at most 1.25 × MaxBreakers breakers plus those still inside their open duration or
+	// with a probe in flight; once its open time has passed, an open breaker goes like an idle
+	// closed one. Breakers bound to a request type are never evicted. A call after an eviction
+	// finds a new, closed breaker. Default 10,000: enough for the endpoints of a large fleet,
+	// and a few MiB at most. Negative means no bound.
+	MaxBreakers int
+	// IdleTTL evicts breakers unused for at least this long that have nothing left to decide,
+	// as MaxBreakers does. It is checked when a new key arrives and by Sweep. Default 10
+	// minutes: the failure streak of a breaker unused for that long says little about the
+	// dependency now. Negative means never.
+	IdleTTL time.Duration
+	// OnStateChange is called after every state change, outside the breaker's lock, so it may
+	// call the registry. The changes of one breaker are announced one at a time, in the order
+	// they happened: usually by the goroutine that made the change, but a change made while an
+	// earlier one is still being announced is announced after it, by the goroutine announcing.
+	// nil: nothing is called. AddListener adds more.
+	OnStateChange func(StateChange)
+	// Store receives every state change, to share trip decisions between instances; Apply
+	// feeds decisions made elsewhere back in. nil: the state stays in this process.
+	Store Store
+	// OnStoreError receives errors of Store. nil: they are dropped.
+	OnStoreError func(error)
+	// OnLateProbe is called when a probe reports its outcome after ProbeTimeout. By then the
+	// breaker has given up on the probe and opened again (with ReasonProbeTimedOut, unless
+	// another probe's failure, Trip, Reset or Apply changed its state first), so the outcome
+	// is ignored. It is called outside the breaker's lock, by the goroutine reporting, so it
+	// may call the registry.
+	// Probes that keep arriving late mean ProbeTimeout is shorter than the dependency's
+	// latency, for example:
+	//
+	//	OnLateProbe: func(l breaker.LateProbe) {
+	//		slog.Warn("breaker probe too slow", "key", l.Key, "took", l.Took, "ProbeTimeout", l.Timeout)
+	//	},
+	//
+	// A released probe (one that panicked, or was abandoned) is not reported. nil: nothing is
+	// called.
+	OnLateProbe func(LateProbe)
+	// Clock is the registry's time source. nil: behaviors.SystemClock.
+	Clock behaviors.Clock
+}
+
+// StateChange describes one transition of one breaker.
+type StateChange struct {
+	// Key is the breaker's key.
+	Key string
+	// From and To are the states before and after.
+	From, To State
+	// At is when the change happened.
+	At time.Time
+	// Reason says why it happened: a breaker that keeps re-opening with ReasonProbeTimedOut,
+	// for example, has a ProbeTimeout shorter than its dependency's latency.
+	Reason ChangeReason
+}
+
+// LateProbe describes a probe whose outcome came after ProbeTimeout and was ignored; see
+// Config.OnLateProbe.
+type LateProbe struct {
+	// Key is the breaker's key.
+	Key string
+	// Took is how long the probe ran, from the moment it was let through to the moment it
+	// reported.
+	Took time.Duration
+	// Timeout is the registry's ProbeTimeout.
+	Timeout time.Duration
+	// Err is the error the probe reported to Permit.Done or returned through the
+	// breaker Behavior; nil for a success, and for outcomes given with Success or
+	// Failure.
+	Err error
+}
+
+// Snapshot describes one breaker at one moment.
+type Snapshot struct {
+	// Key is the breaker's key.
+	Key string
+	// State is the breaker's state.
+	State State
+	// Failures is the number of consecutive counted failures: the streak that opened an open
+	// breaker, the current streak of a closed one.
+	Failures int
+	// OpenedAt is when the breaker last opened; zero while closed.
+	OpenedAt time.Time
+	// Remaining is the time until an open breaker lets a probe through; zero otherwise.
+	Remaining time.Duration
+	// Probes is the number of probes in flight of a half-open breaker.
+	Probes int
+}
+
+// Store shares breaker state between instances. The registry calls SaveBreaker after
+// every state change, outside locks, in the order of each breaker's changes (as it calls
+// OnStateChange); a store that sees another instance's decision feeds it back with
+// Registry.Apply.
+type Store interface {
+	SaveBreaker(ctx context.Context, s Snapshot) error
+}
+
+// Registry holds one circuit breaker per key. Breakers are created on first use. It
+// serves the breaker Behavior and, through Gate and OpenFor, code that calls a
+// dependency through its own client. All methods are safe for concurrent use.
+type Registry struct {
+	cfg   Config
+	clock behaviors.Clock
+	epoch time.Time
+
+	m    sync.Map // string → *breaker
+	size atomic.Int64
+
+	sweepMu   sync.Mutex
+	lastSweep atomic.Int64
+	sweepAt   atomic.Int64 // size past which a new key triggers a sweep under pressure
+
+	listenMu  sync.Mutex
+	listeners atomic.Pointer[[]*listener]
+}
+
+// NewRegistry returns a registry whose breakers follow cfg.
+func NewRegistry(cfg Config) *Registry {
+	if cfg.FailureThreshold == 0 {
+		cfg.FailureThreshold = 5
+	}
+	if cfg.OpenDuration == 0 {
+		cfg.OpenDuration = 30 * time.Second
+	}
+	if cfg.HalfOpenProbes == 0 {
+		cfg.HalfOpenProbes = 1
+	}
+	if cfg.ProbeTimeout == 0 {
+		cfg.ProbeTimeout = 30 * time.Second
+	}
+	if cfg.RateWindow == 0 {
+		cfg.RateWindow = time.Minute
+	}
+	if cfg.RateMinCalls == 0 {
+		cfg.RateMinCalls = 10
+	}
+	if cfg.Classifier == nil {
+		cfg.Classifier = CountsAsFailure
+	}
+	if cfg.MaxBreakers == 0 {
+		cfg.MaxBreakers = 10_000
+	}
+	if cfg.IdleTTL == 0 {
+		cfg.IdleTTL = 10 * time.Minute
+	}
+	r := &Registry{cfg: cfg, clock: cfg.Clock}
+	if r.clock == nil {
+		r.clock = behaviors.SystemClock
+	}
+	r.epoch = r.clock.Now()
+	r.sweepAt.Store(int64(cfg.MaxBreakers))
+	return r
+}
+
+// Validate reports what Config.Validate reports of the registry's configuration.
+func (r *Registry) Validate() error { return r.cfg.Validate() }
+
+// KeyOf returns the key of req's breaker: Config.Key applied to req, or behaviors.TypeKey of
+// req's type when the registry has no key function. Code that gates or looks up the breaker
+// of a request (a durable scheduler) uses it, so that the key function lives in one place.
+func (r *Registry) KeyOf(req any) string {
+	if r.cfg.Key != nil {
+		return r.cfg.Key(req)
+	}
+	return behaviors.TypeKey(reflect.TypeOf(req))
+}
+
+// Validate reports fields set to invalid values, each naming its field; zero fields are valid.
+func (c Config) Validate() error {
+	var errs []error
+	if c.FailureThreshold < 0 {
+		errs = append(errs, fmt.Errorf("FailureThreshold %d is negative", c.FailureThreshold))
+	}
+	if c.OpenDuration < 0 || c.ProbeTimeout < 0 || c.RateWindow < 0 {
+		errs = append(errs, errors.New("OpenDuration, ProbeTimeout and RateWindow must not be negative"))
+	}
+	if !(c.OpenJitter >= 0 && c.OpenJitter < 1) {
+		errs = append(errs, fmt.Errorf("OpenJitter %v is not in [0, 1)", c.OpenJitter))
+	}
+	if c.HalfOpenProbes < 0 {
+		errs = append(errs, fmt.Errorf("HalfOpenProbes %d is negative", c.HalfOpenProbes))
+	}
+	if !(c.FailureRate >= 0 && c.FailureRate <= 1) {
+		errs = append(errs, fmt.Errorf("FailureRate %v is not in [0, 1]", c.FailureRate))
+	}
+	if c.RateMinCalls < 0 {
+		errs = append(errs, fmt.Errorf("RateMinCalls %d is negative", c.RateMinCalls))
+	}
+	return errors.Join(errs...)
+}
+
+// now is the registry's time: nanoseconds since it was created (never negative, even with a
+// Clock that goes backwards).
+func (r *Registry) now() int64 { return max(int64(r.clock.Now().Sub(r.epoch)), 0) }
+
+func (r *Registry) timeAt(n int64) time.Time { return r.epoch.Add(time.Duration(n)) }
+
+func (r *Registry) isFailure(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && r.cfg.Classifier(err)
+}
+
+func (r *Registry) openDuration() time.Duration {
+	d := r.cfg.OpenDuration
+	if j := r.cfg.OpenJitter; j > 0 {
+		f := float64(d) * (1 + j*(2*rand.Float64()-1))
+		if f >= math.MaxInt64 {
+			return time.Duration(math.MaxInt64 / 2)
+		}
+		d = time.Duration(f)
+	}
+	return d
+}
+
+// lookup returns the breaker of key, creating it when missing. A call that holds a breaker a
+// sweep has since evicted (it began before the breaker went idle for a sweep interval) reports
+// its outcome to the key's live breaker instead: see forward.
+func (r *Registry) lookup(key string) *breaker {
+	if v, ok := r.m.Load(key); ok {
+		return v.(*breaker)
+	}
+	return r.create(key, false)
+}
+
+func (r *Registry) create(key string, pin bool) *breaker {
+	nb := &breaker{key: key, reg: r}
+	nb.touched.Store(true)
+	if r.cfg.FailureRate > 0 {
+		nb.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
+	}
+	v, loaded := r.m.LoadOrStore(key, nb)
+	b := v.(*breaker)
+	if pin {
+		b.mu.Lock()
+		b.pinned.Store(true)
+		evicted := b.evicted.Load()
+		b.mu.Unlock()
+		if evicted {
+			// A sweep took the loaded breaker before it was pinned: pin a live one.
+			return r.create(key, pin)
+		}
+	}
+	if !loaded {
+		n := r.size.Add(1)
+		switch {
+		case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
+			r.sweep(true)
+		case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
+			r.sweep(false)
+		}
+	}
+	return b
+}
+
+// forward records the outcome of a call whose breaker was evicted while the call ran on the
+// key's live breaker (creating it if needed), as a call of its current generation, and reports
+// whether it opened that breaker. Only calls let through by the evicted breaker while it was
+// closed, in the generation it was evicted in, are forwarded, and only a closed live breaker
+// takes the outcome: an open or half-open one has already decided without it.
+func (r *Registry) forward(key string, o outcome, err error) trip {
+	if o == outcomeIgnored || o == outcomeReleased {
+		return trip{}
+	}
+	live := r.lookup(key)
+	if w := live.word.Load(); stateOf(w) == StateClosed {
+		return live.recordSlow(Permit{b: live, word: w}, o, err)
+	}
+	return trip{}
+}
+
+// Gate reports whether a call to key may start now, creating the key's breaker on first use.
+// When it may, report the call's outcome on the returned Permit exactly once; when it may
+// not, the error is a *OpenError. This is the pipeline's breaker for code that sends
+// through its own client:
+//
+//	p, err := reg.Gate(endpoint)
+//	if err != nil {
+//		return err // open: do not send
+//	}
+//	err = send(ctx, endpoint, msg)
+//	p.Done(ctx, err)
+func (r *Registry) Gate(key string) (Permit, error) { return r.lookup(key).allow() }
+
+// OpenFor reports whether calls to key would be refused now and, if so, the time until a
+// probe may start. For a half-open breaker whose probe slots are all taken, remaining is 0, as
+// in the *OpenError of a call refused then: a slot frees the moment a probe ends without
+// a verdict, and the breaker opens or closes the moment the probes decide, usually long before
+// the probe timeout, so a caller that waits should look again soon rather than wait out the
+// timeout. An unknown key is closed.
+func (r *Registry) OpenFor(key string) (remaining time.Duration, open bool) {
+	v, ok := r.m.Load(key)
+	if !ok {
+		return 0, false
+	}
+	b := v.(*breaker)
+	w := b.word.Load()
+	if stateOf(w) == StateClosed {
+		return 0, false
+	}
+	now := r.now()
+	var ev events
+	b.mu.Lock()
+	w = b.refreshLocked(now, &ev)
+	switch stateOf(w) {
+	case StateOpen:
+		remaining, open = time.Duration(b.openUntil.Load()-now), true
+	case StateHalfOpen:
+		open = true
+		for _, s := range b.slots {
+			if s.ticket == 0 {
+				open = false // a probe may start now
+				break
+			}
+		}
+	}
+	b.mu.Unlock()
+	b.announce(&ev)
+	return remaining, open
+}
+
+// Trip opens the breaker of key now, for the open duration, whatever its failure count; the
+// open duration of an open breaker starts over. It fails with ErrUnknown for a key the
+// registry does not hold.
+func (r *Registry) Trip(key string) error {
+	return r.force(key, func(b *breaker, now int64, ev *events) {
+		b.setLocked(StateOpen, ReasonManualTrip, now, ev)
+	})
+}
+
+// Reset closes the breaker of key and clears its failure count. It fails with
+// ErrUnknown for a key the registry does not hold.
+func (r *Registry) Reset(key string) error {
+	return r.force(key, func(b *breaker, now int64, ev *events) {
+		if w := b.word.Load(); stateOf(w) == StateClosed {
+			// No state change, but a new generation: calls that began before the reset
+			// are not counted after it.
+			b.word.Store(w + 1<<stateBits)
+			b.failures.Store(0)
+			if b.window != nil {
+				b.window.reset()
+			}
+			return
+		}
+		b.setLocked(StateClosed, ReasonManualReset, now, ev)
+	})
+}
+
+func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
+	for {
+		v, ok := r.m.Load(key)
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrUnknown, key)
+		}
+		b := v.(*breaker)
+		now := r.now()
+		var ev events
+		b.mu.Lock()
+		if b.evicted.Load() {
+			// A sweep removed it between the lookup and the lock: act on what the map
+			// holds now, so the change is not made on a breaker nobody will see again.
+			b.mu.Unlock()
+			continue
+		}
+		fn(b, now, &ev)
+		b.mu.Unlock()
+		b.announce(&ev)
+		return nil
+	}
+}
+
+// Apply adopts a state decided elsewhere (by another instance, through a Store): an
+// open s opens the breaker of s.Key for s.Remaining, a closed s closes it; a half-open s is
+// ignored (half-open is decided locally, by time). Listeners are told; the store is not (it
+// already knows). The breaker is created if missing.
+func (r *Registry) Apply(s Snapshot) {
+	b := r.lookup(s.Key)
+	b.mu.Lock()
+	for b.evicted.Load() { // swept between the lookup and the lock; see force
+		b.mu.Unlock()
+		b = r.lookup(s.Key)
+		b.mu.Lock()
+	}
+	now := r.now()
+	ev := events{applied: true}
+	switch cur := stateOf(b.word.Load()); {
+	case s.State == StateOpen:
+		if cur != StateOpen {
+			b.setLocked(StateOpen, ReasonApplied, now, &ev)
+		}
+		b.openUntil.Store(after(now, max(s.Remaining, 0)))
+		b.failures.Store(int32(min(s.Failures, math.MaxInt32)))
+	case s.State == StateClosed && cur != StateClosed:
+		b.setLocked(StateClosed, ReasonApplied, now, &ev)
+	}
+	b.mu.Unlock()
+	b.announce(&ev)
+}
+
+// Get returns the snapshot of key's breaker, or an error matching ErrUnknown.
+func (r *Registry) Get(key string) (Snapshot, error) {
+	v, ok := r.m.Load(key)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("%w: %q", ErrUnknown, key)
+	}
+	return v.(*breaker).snapshot(r.now()), nil
+}
+
+// Snapshot lists every breaker the registry holds, sorted by key.
+func (r *Registry) Snapshot() []Snapshot {
+	now := r.now()
+	var out []Snapshot
+	r.m.Range(func(_, v any) bool {
+		out = append(out, v.(*breaker).snapshot(now))
+		return true
+	})
+	slices.SortFunc(out, func(a, b Snapshot) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Len returns the number of breakers held.
+func (r *Registry) Len() int { return int(r.size.Load()) }
+
+// Sweep evicts the breakers not used since the previous sweep that have nothing left to
+// decide, and returns how many it evicted: closed breakers, open ones whose open time has
+// passed, and half-open ones with no probe in flight. (A call that comes after the eviction
+// finds a new, closed breaker.) Open breakers inside their open duration, half-open ones with
+// a probe in flight and breakers bound to a request type stay. The registry sweeps by itself
+// when a new key arrives and the previous sweep is older than IdleTTL, or past MaxBreakers; an
+// application that adds no keys for long may call Sweep periodically.
+func (r *Registry) Sweep() int { return r.sweep(false) }
+
+// sweep evicts idle breakers with a second chance: a breaker used (a call let through or
+// refused) since the previous sweep has its mark cleared and survives this one, so every
+// evicted breaker went unused for a whole sweep interval (a breaker just created is never
+// evicted; one whose last call is still running when it is evicted has that call's outcome
+// forwarded to the key's live breaker). Only breakers with nothing left to decide go: see
+// evictableLocked. Under size pressure it stops once the registry is down to three quarters
+// of MaxBreakers, and the next pressure sweep waits until a quarter of MaxBreakers more keys
+// have arrived: the registry stays below 1.25 × MaxBreakers plus the breakers still inside
+// their open duration or probing, and sweeping costs O(1) per new key, amortised.
+func (r *Registry) sweep(pressure bool) int {
+	if pressure {
+		r.sweepMu.Lock()
+	} else if !r.sweepMu.TryLock() {
+		return 0
+	}
+	defer r.sweepMu.Unlock()
+	target := int64(-1)
+	if pressure {
+		if r.size.Load() <= r.sweepAt.Load() {
+			return 0 // another sweep made room meanwhile
+		}
+		target = int64(r.cfg.MaxBreakers) * 3 / 4
+	}
+	now := r.now()
+	r.lastSweep.Store(now)
+	evicted := 0
+	r.m.Range(func(k, v any) bool {
+		if target >= 0 && r.size.Load() <= target {
+			return false
+		}
+		b := v.(*breaker)
+		if b.pinned.Load() {
+			return true
+		}
+		if b.touched.Load() {
+			b.touched.Store(false)
+			return true
+		}
+		if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
+			return true // still refusing calls: the common case among open breakers, lock-free
+		}
+		// Decide under the breaker's lock, so that no outcome trips it between the check and
+		// the removal, and every outcome after the removal is forwarded to the live breaker.
+		b.mu.Lock()
+		if !b.pinned.Load() && !b.touched.Load() && b.evictableLocked(now) && r.m.CompareAndDelete(k, v) {
+			b.evicted.Store(true)
+			r.size.Add(-1)
+			evicted++
+		}
+		b.mu.Unlock()
+		return true
+	})
+	if pressure {
+		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
+	}
+	return evicted
+}
+
+// evictableLocked reports whether b has nothing left to decide, so that a sweep may evict it
+// once unused: it is closed, open past its open time, or half-open with no probe in flight.
+// Evicting such a breaker forgets no decision a call still waits for; a later call finds a new,
+// closed breaker.
+func (b *breaker) evictableLocked(now int64) bool {
+	switch stateOf(b.word.Load()) {
+	case StateClosed:
+		return true
+	case StateOpen:
+		return now >= b.openUntil.Load()
+	default:
+		return !b.probesInFlightLocked()
+	}
+}
+
+// AddListener adds fn to the functions called after every state change, outside locks, and
+// returns a function that removes it (a component that stops, such as a durable scheduler,
+// removes its listener so the registry does not keep it alive).
+func (r *Registry) AddListener(fn func(StateChange)) (remove func()) {
+	r.listenMu.Lock()
+	defer r.listenMu.Unlock()
+	l := &listener{fn: fn}
+	var next []*listener
+	if cur := r.listeners.Load(); cur != nil {
+		next = slices.Clone(*cur)
+	}
+	next = append(next, l)
+	r.listeners.Store(&next)
+	return func() {
+		r.listenMu.Lock()
+		defer r.listenMu.Unlock()
+		cur := r.listeners.Load()
+		if cur == nil {
+			return
+		}
+		next := slices.DeleteFunc(slices.Clone(*cur), func(x *listener) bool { return x == l })
+		r.listeners.Store(&next)
+	}
+}
+
+// listener is one function added with AddListener; its pointer identifies it for removal.
+type listener struct{ fn func(StateChange) }
+
+// events notes whether a section under a breaker's lock made state changes, which it queued on
+// the breaker (see announcement) to be announced once the lock is released.
+type events struct {
+	n       int
+	applied bool // the changes come from Apply: the store is not told
+}
+
+// announcement is one state change waiting to be announced.
+type announcement struct {
+	change  StateChange
+	snap    Snapshot
+	applied bool
+}
+
+// queueLocked records a state change to announce. Called under b.mu, so the queue is in the
+// order of the transitions.
+func (b *breaker) queueLocked(ev *events, c StateChange, s Snapshot) {
+	b.queue = append(b.queue, announcement{change: c, snap: s, applied: ev.applied})
+	ev.n++
+}
+
+// announce tells the store and the listeners about the changes queued on b, outside b's lock
+// and in the order they happened. One goroutine at a time announces a breaker's changes: a
+// goroutine that finds another one announcing leaves its changes to it, so a change made while
+// an earlier one is still being announced (or by a listener) is announced after it, never
+// before.
+func (b *breaker) announce(ev *events) {
+	if ev.n == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.announcing {
+		b.mu.Unlock()
+		return
+	}
+	b.announcing = true
+	finished := false
+	defer func() {
+		if !finished { // a listener panicked: let the next change be announced
+			b.mu.Lock()
+			b.announcing = false
+			b.mu.Unlock()
+		}
+	}()
+	for len(b.queue) > 0 {
+		batch := b.queue
+		b.queue = nil
+		b.mu.Unlock()
+		b.reg.deliver(batch)
+		b.mu.Lock()
+	}
+	b.announcing = false
+	finished = true
+	b.mu.Unlock()
+}
+
+func (r *Registry) deliver(batch []announcement) {
+	var ls []*listener
+	if p := r.listeners.Load(); p != nil {
+		ls = *p
+	}
+	for _, a := range batch {
+		if r.cfg.Store != nil && !a.applied {
+			if err := r.cfg.Store.SaveBreaker(context.Background(), a.snap); err != nil && r.cfg.OnStoreError != nil {
+				r.cfg.OnStoreError(err)
+			}
+		}
+		if r.cfg.OnStateChange != nil {
+			r.cfg.OnStateChange(a.change)
+		}
+		for _, l := range ls {
+			l.fn(a.change)
+		}
+	}
+}

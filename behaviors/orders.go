@@ -1,0 +1,56 @@
+package behaviors
+
+// The default orders of the built-in behaviors and of the mediator's exception behaviors. Stage
+// always beats order; within a stage a lower order is outer. Registering them in any order
+// gives this one pipeline:
+//
+//	stage    order  behavior                               defined as
+//	pre      -1000  recovery                               RecoverOrder
+//	pre        100  validation                             ValidationOrder
+//	default     10  exception handlers                     mediator.ExceptionHandlerOrder
+//	default     20  exception actions                      mediator.ExceptionActionOrder
+//	default     30  fallback                               FallbackOrder
+//	default     40  durable deferral                       DeferralOrder
+//	default     49  total timeout (timeout.Config.Total)   RetryOrder - 1
+//	default     50  retry                                  RetryOrder
+//	default     60  circuit breaker                        BreakerOrder
+//	default     70  timeout, per attempt                   TimeoutOrder
+//	default     80  bulkhead                               BulkheadOrder
+//	                handler
+//
+// Exception handlers and actions see the final error, after resilience has done what it can.
+// Fallback is inside them and outside everything else, so it sees the final failure (an open
+// circuit included). The durable deferral is inside fallback, so work it takes for later is
+// not answered by a fallback, and outside retry, so it defers only what retry gave up on. The
+// breaker is inside retry, so every attempt is gated and counted; the timeout is inside the
+// breaker, so a timed-out attempt is counted; the bulkhead is innermost, so a slot is held only
+// while the handler runs.
+const (
+	// RecoverOrder is the order of the recovery behavior within mediator.StagePre: below every
+	// other built-in order, so recovery is the outermost behavior of a pipeline and no panic of
+	// the pipeline escapes Send.
+	RecoverOrder = -1000
+	// ValidationOrder is the order of the validation behavior within mediator.StagePre: after
+	// the context-population behaviors at lower orders (authentication, locale), so validators
+	// may use what they set.
+	ValidationOrder = 100
+	// FallbackOrder is the order of the fallback behavior within mediator.StageDefault:
+	// outside retry, the breaker and the durable deferral, so it sees only the final failure.
+	FallbackOrder = 30
+	// DeferralOrder is the order of the durable package's deferral behavior within
+	// mediator.StageDefault: inside fallback and outside retry, so it defers the work that
+	// retry gave up on and no fallback answers for the work it deferred.
+	DeferralOrder = 40
+	// RetryOrder is the order of the retry behavior within mediator.StageDefault.
+	RetryOrder = 50
+	// BreakerOrder is the order of the circuit breaker behavior within mediator.StageDefault:
+	// inside retry, so every attempt is gated and counted.
+	BreakerOrder = 60
+	// TimeoutOrder is the order of a per-attempt timeout within mediator.StageDefault: inside
+	// retry and the breaker, so it bounds each attempt and the breaker counts a timed-out one.
+	// A total timeout sits at RetryOrder - 1 instead, just outside retry.
+	TimeoutOrder = 70
+	// BulkheadOrder is the order of the bulkhead behavior within mediator.StageDefault:
+	// innermost, so a slot is held only while the handler runs.
+	BulkheadOrder = 80
+)

@@ -1,0 +1,73 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+)
+
+// ErrExhausted reports a call that failed after more than one attempt, or whose retries a
+// server's Retry-After hint cut short.
+var ErrExhausted = errors.New("behaviors: retries exhausted")
+
+// ExhaustedError is the final error of a call that was attempted more than once, or whose
+// retries a server's Retry-After hint cut short (Hint). It matches ErrExhausted and unwraps to
+// the last attempt's error, so errors.Is and errors.As reach the handler's error through it.
+// When the last attempt was refused before reaching the handler (an open circuit breaker, a
+// full bulkhead), the error of the last attempt that did reach it stays reachable through
+// errors.Is and errors.As too.
+type ExhaustedError struct {
+	// Attempts is how many attempts were made, the first included.
+	Attempts int
+	// Err is the last attempt's error.
+	Err error
+	// Hint is the server's Retry-After hint that ended the retries although the policy allowed
+	// more attempts: it asked for a longer wait than MaxDelay allows. Zero otherwise.
+	Hint time.Duration
+	// MaxDelay is the policy's MaxDelay when Hint ended the retries.
+	MaxDelay time.Duration
+
+	handlerErr error // the last error from an attempt that was not refused; nil when Err is one
+}
+
+// Error says how many attempts were made and what the last one returned, and why the retries
+// stopped early when a Retry-After hint stopped them.
+func (e *ExhaustedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "behaviors: failed after %d attempt", e.Attempts)
+	if e.Attempts != 1 {
+		b.WriteByte('s')
+	}
+	if e.Hint > 0 {
+		fmt.Fprintf(&b, " (retries stopped: the server asked to wait %s, more than MaxDelay %s)", e.Hint, e.MaxDelay)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	if e.handlerErr != nil {
+		fmt.Fprintf(&b, " (last handler error: %v)", e.handlerErr)
+	}
+	return b.String()
+}
+
+// RetryAfter returns how long a caller that tries again later (a durable queue) should wait at
+// least: Hint when a server's hint ended the retries, else the hint the last attempt's error
+// carries (a server's Retry-After, the open time of a breaker it tripped or met), else 0.
+func (e *ExhaustedError) RetryAfter() time.Duration {
+	return max(e.Hint, behaviors.RetryAfter(e.Err), behaviors.RetryAfter(e.handlerErr))
+}
+
+// Is reports whether target is ErrExhausted, or matches the last handler error of a call whose
+// last attempt was refused.
+func (e *ExhaustedError) Is(target error) bool {
+	return target == ErrExhausted || (e.handlerErr != nil && errors.Is(e.handlerErr, target))
+}
+
+// As finds target in the last handler error of a call whose last attempt was refused.
+func (e *ExhaustedError) As(target any) bool {
+	return e.handlerErr != nil && errors.As(e.handlerErr, target)
+}
+
+// Unwrap returns the last attempt's error.
+func (e *ExhaustedError) Unwrap() error { return e.Err }

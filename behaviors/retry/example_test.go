@@ -1,0 +1,101 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// GetQuote asks a remote pricing endpoint for a quote.
+type GetQuote struct {
+	mediator.Returns[*Quote]
+	Endpoint string
+}
+
+// Quote is the response of GetQuote.
+type Quote struct{ Price int }
+
+// httpError is what a client returns for a non-2xx response.
+type httpError struct{ code int }
+
+func (e *httpError) Error() string   { return fmt.Sprintf("HTTP %d", e.code) }
+func (e *httpError) StatusCode() int { return e.code }
+
+// fixedClock is a Clock that stands still, so examples print exact durations.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+func (c fixedClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	return behaviors.SystemClock.After(d)
+}
+
+func quoteEndpoint(req any) string { return req.(*GetQuote).Endpoint }
+
+func mustBuild(m *mediator.Mediator) *mediator.Mediator {
+	if err := m.Build(); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Retry retries 503s up to three attempts in total; the attempt number is in the context.
+func ExampleNew() {
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
+		fmt.Println("attempt", retry.Attempt(ctx))
+		if retry.Attempt(ctx) < 3 {
+			return nil, &httpError{503}
+		}
+		return &Quote{Price: 42}, nil
+	})
+	_ = m.Use(retry.New(retry.Config{
+		Policy: retry.Policy{MaxAttempts: 3, Strategy: retry.Exponential, BaseDelay: time.Microsecond},
+		OnRetry: func(_ context.Context, e retry.Event) {
+			fmt.Printf("attempt %d failed (%v), next in %s\n", e.Attempt, e.Err, e.Delay)
+		},
+	}))
+	mustBuild(m)
+	q, err := mediator.Send(context.Background(), m, &GetQuote{})
+	fmt.Println(q.Price, err)
+	// Output:
+	// attempt 1
+	// attempt 1 failed (HTTP 503), next in 1µs
+	// attempt 2
+	// attempt 2 failed (HTTP 503), next in 2µs
+	// attempt 3
+	// 42 <nil>
+}
+
+// The final error says how many attempts were made and keeps the handler's error reachable.
+func ExampleExhaustedError() {
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{502} })
+	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
+	mustBuild(m)
+	_, err := mediator.Send(context.Background(), m, &GetQuote{})
+	var he *httpError
+	fmt.Println(err)
+	fmt.Println(errors.As(err, &he), he.code)
+	// Output:
+	// behaviors: failed after 2 attempts: HTTP 502
+	// true 502
+}
+
+// A caller overrides the retry policy of one request; the requests its handler sends keep
+// their own.
+func ExampleWithOverride() {
+	rt := retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Second}})
+	req := &GetQuote{}
+	ctx := retry.WithOverride(context.Background(), req, retry.Policy{MaxAttempts: 2})
+	p := rt.Policy(ctx, req)
+	fmt.Println(p.MaxAttempts, p.BaseDelay, p.Strategy, p.MaxDelay)
+	fmt.Println(rt.Policy(ctx, &GetQuote{}).MaxAttempts)
+	// Output:
+	// 2 1s fixed 30s
+	// 5
+}

@@ -1,0 +1,275 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+var (
+	attemptKey  = mediator.NewKey[int]("retry.attempt")
+	overrideKey = mediator.NewKey[Policy]("retry.override")
+)
+
+// Attempt returns the number of the current attempt of the innermost retrying call on ctx:
+// 1 for the first attempt, and when no retry behavior is involved. The first attempt sets
+// nothing on the context, so a request sent from inside a handler on its first attempt sees
+// the attempt of the enclosing call.
+func Attempt(ctx context.Context) int { return attemptKey.GetOr(ctx, 1) }
+
+// WithOverride returns a copy of ctx on which the dispatch of req is retried under p
+// merged over every other layer: the per-request override. Unset fields of p keep the lower
+// layers' values. The override binds to req (see mediator.Key.WithFor): the requests req's
+// handler sends with the same context run under their own policies. A later override for the
+// same request is merged over an earlier one. (To make a dispatch exactly one attempt, mark it
+// mediator.SingleAttempt.)
+func WithOverride(ctx context.Context, req any, p Policy) context.Context {
+	if prev, ok := overrideKey.GetFor(ctx, req); ok {
+		p = prev.Merge(p)
+	}
+	return overrideKey.WithFor(ctx, req, p)
+}
+
+// Override returns the per-request override set on ctx for req by WithOverride.
+func Override(ctx context.Context, req any) (Policy, bool) {
+	return overrideKey.GetFor(ctx, req)
+}
+
+// Event describes one retry about to happen.
+type Event struct {
+	// Request is the request being retried.
+	Request any
+	// Attempt is the number of the attempt that failed (1 for the first).
+	Attempt int
+	// Delay is how long the behavior waits before the next attempt.
+	Delay time.Duration
+	// Err is the failed attempt's error.
+	Err error
+}
+
+// Config configures New. The zero Config retries nothing until a layer sets
+// MaxAttempts above 1.
+type Config struct {
+	// Policy is the behavior's layer, merged over DefaultPolicy. Zero: the defaults.
+	Policy Policy
+	// Key maps a request to the key of its per-key layer (a source, an endpoint). nil: no
+	// per-key layer.
+	Key behaviors.KeyFunc
+	// KeyPolicy returns the per-key layer of key; ok false means none. nil: no per-key layer.
+	KeyPolicy func(key string) (p Policy, ok bool)
+	// OnRetry is called before each wait, with the failed attempt, the delay and the error.
+	// nil: nothing is called.
+	OnRetry func(ctx context.Context, e Event)
+	// BackOff builds the delays of one call from its merged policy. It is called once per
+	// call, on the first failure that is retried; never on success. nil: the policy's own
+	// NewBackOff. Return backoff.Stop from NextBackOff to end the retries early.
+	BackOff func(p Policy) backoff.BackOff
+	// Clock is the time source of the waits. nil: behaviors.SystemClock.
+	Clock behaviors.Clock
+	// Rand returns the jitter draws of the policy's delays: uniform numbers in [0, 1), see
+	// Policy.Delay. It is called only when Jitter is On, and only when BackOff is nil. nil:
+	// math/rand/v2's Float64; set it to make jittered delays predictable in tests.
+	Rand func() float64
+}
+
+// Behavior is the retry behavior: it calls the rest of the pipeline again when it fails with an
+// error its merged policy retries, waiting between attempts as the policy says. On success it
+// allocates nothing: no policy merge, no backoff, no timer. It is in mediator.StageDefault at
+// behaviors.RetryOrder.
+//
+// Retries require idempotent handlers: a retried command that failed after its effect took
+// place repeats the effect.
+type Behavior struct {
+	cfg   Config
+	base  Policy
+	clock behaviors.Clock
+	rand  func() float64
+}
+
+// New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
+// mediator's Build calls it, so that Build reports every invalid behavior at once.
+func New(cfg Config) *Behavior {
+	b := &Behavior{cfg: cfg, base: DefaultPolicy.Merge(cfg.Policy), clock: cfg.Clock, rand: cfg.Rand}
+	if b.clock == nil {
+		b.clock = behaviors.SystemClock
+	}
+	if b.rand == nil {
+		b.rand = rand.Float64
+	}
+	return b
+}
+
+// Name returns "retry".
+func (r *Behavior) Name() string { return "retry" }
+
+// Stage returns mediator.StageDefault.
+func (r *Behavior) Stage() mediator.Stage { return mediator.StageDefault }
+
+// Order returns behaviors.RetryOrder.
+func (r *Behavior) Order() int { return behaviors.RetryOrder }
+
+// Validate reports what Config.Validate reports.
+func (r *Behavior) Validate() error { return r.cfg.Validate() }
+
+// Validate reports an invalid policy, and a per-key layer that could never apply (KeyPolicy
+// without Key).
+func (c Config) Validate() error {
+	err := c.Policy.Validate()
+	if c.KeyPolicy != nil && c.Key == nil {
+		err = errors.Join(err, errors.New("KeyPolicy is set but Key is nil: the per-key layer would never apply"))
+	}
+	return err
+}
+
+// Policy returns the merged policy a call of req on ctx runs under: DefaultPolicy, the
+// behavior's policy, the per-key layer and the per-request override, later winning field by
+// field. Every field of the result is set.
+func (r *Behavior) Policy(ctx context.Context, req any) Policy {
+	p := r.base
+	if r.cfg.Key != nil && r.cfg.KeyPolicy != nil {
+		if kp, ok := r.cfg.KeyPolicy(r.cfg.Key(req)); ok {
+			p = p.Merge(kp)
+		}
+	}
+	if o, ok := overrideKey.GetFor(ctx, req); ok {
+		p = p.Merge(o)
+	}
+	return p
+}
+
+// Handle calls next until it succeeds, fails with an error that is not retried, or the
+// attempts run out. The final error of a call attempted more than once is a *ExhaustedError. A
+// failure that opened the circuit breaker (*breaker.TrippedError) ends the retries at once,
+// without a wait, unless the policy waits for the breaker. A dispatch marked
+// mediator.SingleAttempt is attempted once.
+func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	resp, err := next(ctx, req)
+	if err == nil {
+		return resp, nil
+	}
+	return r.retry(ctx, req, next, resp, err)
+}
+
+func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error) (any, error) {
+	if mediator.IsCallerCancellation(ctx, err) || mediator.MarksOf(ctx, req).Has(mediator.SingleAttempt) {
+		return resp, err
+	}
+	p := r.Policy(ctx, req)
+	if p.MaxAttempts <= 1 {
+		return resp, err
+	}
+	var bo backoff.BackOff
+	var handlerErr error // the last error of an attempt that reached the handler
+	if !refused(err) {
+		handlerErr = err
+	}
+	attempt := 1
+	for attempt < p.MaxAttempts && shouldRetry(p, err) {
+		if bo == nil {
+			if r.cfg.BackOff != nil {
+				bo = r.cfg.BackOff(p)
+			} else {
+				bo = p.newBackOff(r.rand)
+			}
+		}
+		delay := bo.NextBackOff()
+		if delay == backoff.Stop {
+			break
+		}
+		delay, hint := adjustDelay(p, err, delay)
+		if hint > 0 {
+			// The server asked for a longer wait than the policy allows: retrying sooner is
+			// pointless, and the caller must learn why the retries stopped.
+			re := &ExhaustedError{Attempts: attempt, Err: err, Hint: hint, MaxDelay: p.MaxDelay}
+			if refused(err) {
+				re.handlerErr = handlerErr
+			}
+			return resp, re
+		}
+		if !fitsDeadline(ctx, r.clock, delay) {
+			break
+		}
+		if r.cfg.OnRetry != nil {
+			r.cfg.OnRetry(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
+		}
+		if werr := sleep(ctx, r.clock, delay); werr != nil {
+			return nil, werr
+		}
+		attempt++
+		resp, err = next(attemptKey.With(ctx, attempt), req)
+		if err == nil {
+			return resp, nil
+		}
+		if mediator.IsCallerCancellation(ctx, err) {
+			return resp, err
+		}
+		if !refused(err) {
+			handlerErr = err
+		}
+	}
+	if attempt == 1 {
+		return resp, err
+	}
+	re := &ExhaustedError{Attempts: attempt, Err: err}
+	if refused(err) {
+		re.handlerErr = handlerErr
+	}
+	return resp, re
+}
+
+// shouldRetry is the policy's classification, except that a failure which opened the circuit
+// breaker ends the retries at once (the next attempt would be refused) unless the policy waits
+// for the breaker.
+func shouldRetry(p Policy, err error) bool {
+	if errors.Is(err, breaker.ErrTripped) {
+		return p.WaitForBreaker == behaviors.On
+	}
+	return p.Retries(err)
+}
+
+// adjustDelay applies a circuit breaker's remaining open time (capped at MaxDelay) and a
+// Retry-After hint, which wins when larger. A hint above MaxDelay is returned as hint: the
+// policy does not allow waiting that long, and retrying sooner is pointless.
+func adjustDelay(p Policy, err error, delay time.Duration) (d, hint time.Duration) {
+	if co, ok := errors.AsType[*breaker.OpenError](err); ok {
+		return min(max(co.Remaining, delay), p.MaxDelay), 0
+	}
+	if ct, ok := errors.AsType[*breaker.TrippedError](err); ok {
+		return min(max(ct.Remaining, delay), p.MaxDelay), 0
+	}
+	if hint := behaviors.RetryAfter(err); hint > delay {
+		if hint > p.MaxDelay {
+			return 0, hint
+		}
+		delay = hint
+	}
+	return delay, 0
+}
+
+// fitsDeadline reports whether an attempt after delay can still start before ctx's deadline.
+func fitsDeadline(ctx context.Context, c behaviors.Clock, delay time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || c.Now().Add(delay).Before(dl)
+}
+
+// sleep waits for d on c, or until ctx is done; it returns ctx.Err() in that case.
+func sleep(ctx context.Context, c behaviors.Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	ch, stop := c.After(d)
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		stop()
+		return ctx.Err()
+	}
+}

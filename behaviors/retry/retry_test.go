@@ -1,0 +1,381 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
+	"github.com/switchboard-go/switchboard/behaviors/validation"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// retrying builds a mediator with a Retry of policy p over a scripted handler that also
+// records the attempt numbers it sees.
+func retrying(t *testing.T, cfg retry.Config, results ...error) (*mediator.Mediator, *script, *[]int) {
+	t.Helper()
+	s := &script{results: results}
+	var attempts []int
+	m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+		attempts = append(attempts, retry.Attempt(ctx))
+		return s.handle(ctx, q)
+	}, retry.New(cfg))
+	return m, s, &attempts
+}
+
+func TestRetryDefaultIsOneAttempt(t *testing.T) {
+	m, s, _ := retrying(t, retry.Config{}, &statusErr{code: 503})
+	_, err := mediator.Send(context.Background(), m, &Call{})
+	var se *statusErr
+	if !errors.As(err, &se) || errors.Is(err, retry.ErrExhausted) || s.calls != 1 {
+		t.Fatalf("err %v after %d calls", err, s.calls)
+	}
+}
+
+func TestRetryUntilSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []retry.Event
+		m, s, attempts := retrying(t, retry.Config{
+			Policy:  retry.Policy{MaxAttempts: 4, Strategy: retry.Exponential, BaseDelay: 100 * time.Millisecond},
+			OnRetry: func(_ context.Context, e retry.Event) { events = append(events, e) },
+		}, &statusErr{code: 503}, &transientErr{"flaky"}, &statusErr{code: 429})
+		start := time.Now()
+		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "e"})
+		if err != nil || r.Text != "ok e" || s.calls != 4 {
+			t.Fatalf("%v %v after %d calls", r, err, s.calls)
+		}
+		if got := time.Since(start); got != 700*time.Millisecond {
+			t.Fatalf("waited %s, want 100+200+400 ms", got)
+		}
+		if fmt.Sprint(*attempts) != "[1 2 3 4]" {
+			t.Fatalf("attempts seen %v", *attempts)
+		}
+		if len(events) != 3 || events[0].Attempt != 1 || events[2].Attempt != 3 ||
+			events[1].Delay != 200*time.Millisecond || events[2].Err.Error() != "status 429" {
+			t.Fatalf("events %+v", events)
+		}
+	})
+}
+
+func TestRetryExhaustedKeepsLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		last := &statusErr{code: 504}
+		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 3}},
+			&statusErr{code: 503}, &statusErr{code: 502}, last)
+		start := time.Now()
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var re *retry.ExhaustedError
+		var se *statusErr
+		if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, retry.ErrExhausted) ||
+			!errors.As(err, &se) || se != last || s.calls != 3 {
+			t.Fatalf("err %v", err)
+		}
+		if err.Error() != "behaviors: failed after 3 attempts: status 504" {
+			t.Fatal(err)
+		}
+		if time.Since(start) != time.Second { // fixed 500 ms × 2
+			t.Fatal(time.Since(start))
+		}
+	})
+}
+
+func TestRetryNeverRetried(t *testing.T) {
+	for _, err := range []error{
+		errBoom,
+		&statusErr{code: 500},
+		&statusErr{code: 404},
+		&validation.Error{Err: errBoom},
+		&mediator.NoHandlerError{Kind: "request"},
+		&breaker.OpenError{Key: "k", Remaining: time.Second},
+		&bulkhead.FullError{Key: "k", Limit: 1},
+		&timeout.ExceededError{Duration: time.Second, Err: context.DeadlineExceeded},
+		context.Canceled,
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5}}, err)
+			_, got := mediator.Send(context.Background(), m, &Call{})
+			if s.calls != 1 || !errors.Is(got, err) || errors.Is(got, retry.ErrExhausted) {
+				t.Errorf("%v: %d calls, err %v", err, s.calls, got)
+			}
+		})
+	}
+}
+
+func TestRetryOnTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		to := &timeout.ExceededError{Duration: time.Second, Err: context.DeadlineExceeded}
+		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{
+			MaxAttempts: 3, BaseDelay: time.Millisecond, RetryOnTimeout: behaviors.On,
+		}}, to, to)
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.calls != 3 {
+			t.Fatalf("%v after %d", err, s.calls)
+		}
+	})
+}
+
+// The caller's cancellation is never retried: neither a cancelled attempt nor a cancelled
+// wait.
+func TestRetryCallerCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		calls := 0
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
+			calls++
+			cancel()
+			return nil, ctx.Err()
+		}, retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 5, Classifier: func(error) bool { return true }}}))
+		_, err := mediator.Send(ctx, m, &Call{})
+		if err != context.Canceled || calls != 1 {
+			t.Fatalf("%v after %d calls", err, calls)
+		}
+
+		ctx, cancel = context.WithCancel(context.Background())
+		m2, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Minute}}, &statusErr{code: 503})
+		go func() { time.Sleep(time.Second); cancel() }()
+		start := time.Now()
+		_, err = mediator.Send(ctx, m2, &Call{})
+		if err != context.Canceled || s.calls != 1 || time.Since(start) != time.Second {
+			t.Fatalf("%v after %d calls, %s", err, s.calls, time.Since(start))
+		}
+	})
+}
+
+// A retry that could not start before the context's deadline is not waited for.
+func TestRetryStopsBeforeDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: 2 * time.Second}},
+			&statusErr{code: 503}, &statusErr{code: 503})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := mediator.Send(ctx, m, &Call{})
+		var re *retry.ExhaustedError
+		if !errors.As(err, &re) || re.Attempts != 2 || s.calls != 2 || time.Since(start) != 2*time.Second {
+			t.Fatalf("%v after %d calls, %s", err, s.calls, time.Since(start))
+		}
+	})
+}
+
+func TestRetryAfterHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var delays []time.Duration
+		m, s, _ := retrying(t, retry.Config{
+			Policy:  retry.Policy{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 10 * time.Second},
+			OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) },
+		},
+			&statusErr{code: 429, after: 3 * time.Second},        // hint larger: wins
+			&statusErr{code: 503, after: 100 * time.Millisecond}, // smaller: backoff wins
+			&statusErr{code: 429, after: time.Minute},            // above MaxDelay: give up
+		)
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		if fmt.Sprint(delays) != "[3s 1s]" || s.calls != 3 || !errors.Is(err, retry.ErrExhausted) {
+			t.Fatalf("delays %v, %d calls, %v", delays, s.calls, err)
+		}
+	})
+}
+
+// WaitForBreaker waits out the breaker's remaining open time (capped at MaxDelay).
+func TestRetryWaitForBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := breaker.NewRegistry(breaker.Config{Key: endpointKey, OpenDuration: 5 * time.Second})
+		calls := 0
+		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) { calls++; return &Reply{}, nil },
+			retry.New(retry.Config{Policy: retry.Policy{
+				MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 3 * time.Second, WaitForBreaker: behaviors.On,
+			}}),
+			breaker.New(r))
+		fail(t, r, "w", 5)
+		start := time.Now()
+		if _, err := mediator.Send(context.Background(), m, &Call{Endpoint: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		// 3 s (capped), still open with 2 s left, 2 s, then the probe succeeds.
+		if calls != 1 || time.Since(start) != 5*time.Second {
+			t.Fatalf("%d calls after %s", calls, time.Since(start))
+		}
+	})
+}
+
+// Policies merge field by field: default → behavior → per key → per request; later wins.
+func TestRetryLayers(t *testing.T) {
+	rt := retry.New(retry.Config{
+		Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second},
+		Key:    endpointKey,
+		KeyPolicy: func(key string) (retry.Policy, bool) {
+			if key == "slow" {
+				return retry.Policy{Strategy: retry.Exponential, MaxDelay: time.Minute, Jitter: behaviors.On}, true
+			}
+			return retry.Policy{}, false
+		},
+	})
+	slow := &Call{Endpoint: "slow"}
+	ctx := retry.WithOverride(context.Background(), slow, retry.Policy{MaxAttempts: 2, Jitter: behaviors.Off})
+	p := rt.Policy(ctx, slow)
+	if p.MaxAttempts != 2 || p.BaseDelay != time.Second || p.Strategy != retry.Exponential ||
+		p.MaxDelay != time.Minute || p.Jitter != behaviors.Off || p.Multiplier != 2 || len(p.RetryableStatusCodes) != 4 {
+		t.Fatalf("merged %+v", p)
+	}
+	p = rt.Policy(context.Background(), &Call{Endpoint: "fast"})
+	if p.MaxAttempts != 3 || p.Strategy != retry.Fixed || p.MaxDelay != 30*time.Second {
+		t.Fatalf("merged %+v", p)
+	}
+	// Overrides for one request stack.
+	ctx = retry.WithOverride(ctx, slow, retry.Policy{BaseDelay: time.Millisecond})
+	if o, _ := retry.Override(ctx, slow); o.MaxAttempts != 2 || o.BaseDelay != time.Millisecond {
+		t.Fatalf("override %+v", o)
+	}
+	// The override belongs to its request: another request on the same context runs under its
+	// own layers.
+	if _, ok := retry.Override(ctx, &Call{Endpoint: "slow"}); ok {
+		t.Fatal("override leaked to another request")
+	}
+	if p := rt.Policy(ctx, &Call{Endpoint: "slow"}); p.MaxAttempts != 3 {
+		t.Fatalf("another request's policy %+v", p)
+	}
+}
+
+// A scheduler that owns retrying marks its dispatch SingleAttempt: exactly one attempt.
+func TestRetrySingleAttemptMark(t *testing.T) {
+	m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5}}, &statusErr{code: 503})
+	req := &Call{}
+	ctx := mediator.WithMarks(context.Background(), req, mediator.SingleAttempt)
+	_, err := mediator.Send(ctx, m, req)
+	var se *statusErr
+	if s.calls != 1 || !errors.As(err, &se) || errors.Is(err, retry.ErrExhausted) {
+		t.Fatalf("%d calls, %v", s.calls, err)
+	}
+}
+
+func TestRetryCustomBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		made := 0
+		m, s, _ := retrying(t, retry.Config{
+			Policy: retry.Policy{MaxAttempts: 10},
+			BackOff: func(p retry.Policy) backoff.BackOff {
+				made++
+				return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Second), 2)
+			},
+		}, errs(5, &statusErr{code: 503})...)
+		start := time.Now()
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var re *retry.ExhaustedError
+		if !errors.As(err, &re) || re.Attempts != 3 || s.calls != 3 || made != 1 || time.Since(start) != 2*time.Second {
+			t.Fatalf("%v, %d calls, %d backoffs, %s", err, s.calls, made, time.Since(start))
+		}
+		// Success makes no backoff.
+		made = 0
+		m2, _, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 10},
+			BackOff: func(retry.Policy) backoff.BackOff { made++; return &backoff.ZeroBackOff{} }})
+		if _, err := mediator.Send(context.Background(), m2, &Call{}); err != nil || made != 0 {
+			t.Fatal(err, made)
+		}
+	})
+}
+
+func TestRetryValidate(t *testing.T) {
+	m := mediator.New(nil)
+	_ = mediator.HandleFunc(m, (&script{}).handle)
+	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: -1, Multiplier: 0.5}}))
+	err := m.Build()
+	if !errors.Is(err, mediator.ErrInvalidBehavior) {
+		t.Fatal(err)
+	}
+	// A per-key layer without a key function would be silently ignored.
+	rt := retry.New(retry.Config{KeyPolicy: func(string) (retry.Policy, bool) {
+		return retry.Policy{MaxAttempts: 3}, true
+	}})
+	if rt.Validate() == nil {
+		t.Fatal("KeyPolicy without Key accepted")
+	}
+}
+
+func TestAttemptUnset(t *testing.T) {
+	if retry.Attempt(context.Background()) != 1 {
+		t.Fatal("Attempt without retry is not 1")
+	}
+}
+
+func errs(n int, err error) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// The success path reads no clock and starts no timer.
+func TestRetrySuccessPathTouchesNoClock(t *testing.T) {
+	c := &countingClock{}
+	rt := retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 5}, Clock: c})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for range 100 {
+		if _, err := rt.Handle(ctx, &Call{}, func(context.Context, any) (any, error) { return &Reply{}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.reads.Load() != 0 {
+		t.Fatalf("%d clock reads", c.reads.Load())
+	}
+}
+
+// When the last attempt is refused by an open breaker, the final error still reaches the error
+// of the last attempt that reached the handler.
+func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errUpstream := errors.New("upstream down")
+		r := breaker.NewRegistry(breaker.Config{Key: endpointKey})
+		calls := 0
+		m := build(t, func(context.Context, *Call) (*Reply, error) {
+			calls++
+			return nil, fmt.Errorf("call %d: %w", calls, errUpstream)
+		},
+			retry.New(retry.Config{
+				Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second, Classifier: func(error) bool { return true }},
+				// An operator (or another instance) opens the breaker between the attempts.
+				OnRetry: func(context.Context, retry.Event) { _ = r.Trip("u") },
+			}),
+			breaker.New(r))
+		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "u"})
+		var re *retry.ExhaustedError
+		var co *breaker.OpenError
+		if calls != 1 || !errors.As(err, &re) || re.Attempts != 2 || !errors.As(err, &co) ||
+			!errors.Is(err, retry.ErrExhausted) || !errors.Is(err, errUpstream) {
+			t.Fatalf("%d calls, err %v", calls, err)
+		}
+		if want := `behaviors: failed after 2 attempts: behaviors: circuit open for "u" (probe in 29s) (last handler error: call 1: upstream down)`; err.Error() != want {
+			t.Fatalf("message %q, want %q", err, want)
+		}
+	})
+}
+
+// fail records n counted failures for key.
+func fail(t *testing.T, r *breaker.Registry, key string, n int) {
+	t.Helper()
+	for range n {
+		p, err := r.Gate(key)
+		if err != nil {
+			t.Fatalf("gate %s: %v", key, err)
+		}
+		p.Done(context.Background(), errBoom)
+	}
+}
+
+// countingClock counts reads of the time.
+type countingClock struct{ reads atomic.Int64 }
+
+func (c *countingClock) Now() time.Time { c.reads.Add(1); return time.Now() }
+func (c *countingClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	c.reads.Add(1)
+	return behaviors.SystemClock.After(d)
+}
