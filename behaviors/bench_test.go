@@ -56,11 +56,11 @@ func BenchmarkDirectCallParallel(b *testing.B) {
 }
 
 func benchMediator(b *testing.B, bs ...mediator.Behavior) *mediator.TypedSender[*Ping, *Reply] {
-	m := mediator.New(nil)
+	m := mediator.New(nil, mediator.Config{})
 	h := &benchHandler{}
-	_ = mediator.HandleFunc(m, h.Handle)
+	mediator.HandleFunc(m, h.Handle)
 	for _, x := range bs {
-		_ = m.Use(x)
+		m.Use(x)
 	}
 	if err := m.Build(); err != nil {
 		b.Fatal(err)

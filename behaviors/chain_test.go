@@ -90,7 +90,7 @@ func TestChainOrder(t *testing.T) {
 		timeout.New(timeout.Config{Duration: time.Second}),
 		bulkhead.New(bulkhead.Config{Limit: 4}),
 	}
-	const want = `recover (pre, -1000)
+	const want = `recovery (pre, -1000)
   validation (pre, 100)
     fallback (default, 30)
       retry (default, 50)
@@ -101,10 +101,10 @@ func TestChainOrder(t *testing.T) {
 `
 	for range 20 {
 		rand.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
-		m := mediator.New(nil)
-		_ = mediator.HandleFunc(m, func(context.Context, *CreateUser) (int, error) { return 1, nil })
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(context.Context, *CreateUser) (int, error) { return 1, nil })
 		for _, b := range bs {
-			_ = m.Use(b)
+			m.Use(b)
 		}
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
@@ -146,11 +146,11 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 		t.Errorf("breaker behavior: %v allocs", n)
 	}
 
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *Ping) (*Reply, error) { return reply, nil })
-	_ = m.Use(fallback.NewFor(func(context.Context, *Ping, error) (*Reply, error) { return reply, nil }, fallback.Config{}))
-	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}}))
-	_ = m.Use(breaker.New(breaker.NewRegistry(breaker.Config{})))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Ping) (*Reply, error) { return reply, nil })
+	m.Use(fallback.NewFor(func(context.Context, *Ping, error) (*Reply, error) { return reply, nil }, fallback.Config{}))
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}}))
+	m.Use(breaker.New(breaker.NewRegistry(breaker.Config{})))
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}

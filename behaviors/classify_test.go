@@ -70,19 +70,15 @@ func TestRefusedNamesTheRequestRefused(t *testing.T) {
 	reg := breaker.NewRegistry(breaker.Config{Key: endpointKey})
 	var innerErr error
 	var m *mediator.Mediator
-	m = mediator.New(nil)
-	if err := mediator.HandleFunc(m, func(ctx context.Context, q *Call) (*Reply, error) {
+	m = mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, q *Call) (*Reply, error) {
 		if q.Endpoint == "outer" {
 			_, innerErr = mediator.Send(ctx, m, &Call{Endpoint: "inner"})
 			return nil, innerErr
 		}
 		return &Reply{}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Use(breaker.New(reg)); err != nil {
-		t.Fatal(err)
-	}
+	})
+	m.Use(breaker.New(reg))
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,18 +53,18 @@ func Example_chain() {
 		FailureThreshold: 3,
 		Clock:            fixedClock{time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)},
 	})
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
 		fmt.Println("  handler, attempt", retry.Attempt(ctx))
 		return nil, &httpError{503}
 	})
 	// Registration order does not matter: each behavior knows its place.
-	_ = m.Use(breaker.New(reg))
-	_ = m.Use(fallback.NewFor(func(_ context.Context, q *GetQuote, err error) (*Quote, error) {
+	m.Use(breaker.New(reg))
+	m.Use(fallback.NewFor(func(_ context.Context, q *GetQuote, err error) (*Quote, error) {
 		fmt.Println("  fallback after:", err)
 		return &Quote{Price: -1}, nil
 	}, fallback.Config{}))
-	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
 	mustBuild(m)
 	chain, _ := mediator.Explain[*GetQuote](m)
 	fmt.Print(chain)

@@ -58,12 +58,12 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			}
 			return nil
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
-			_ = m.Use(e.q.Deferral())
-			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond}}))
-			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "dep" }))
-			_ = m.Use(behaviors.NewTimeout(50 * time.Millisecond))
-			_ = m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}))
+			m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
+			m.Use(e.q.Deferral())
+			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond}}))
+			m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "dep" }))
+			m.Use(behaviors.NewTimeout(50 * time.Millisecond))
+			m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}))
 		})
 		chain := must[mediator.Chain](t)(mediator.Explain[*Work](m))
 		want := "fallback (default, 30)\n  durable-deferral (default, 40)\n    retry (default, 50)\n      circuit-breaker (default, 60)\n" +

@@ -93,8 +93,8 @@ func runChild(mode string) int {
 		}
 		defer logFile.Close()
 	}
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
 		d, _ := durable.FromContext(ctx, w)
 		switch mode {
 		case "hold":

@@ -163,7 +163,7 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 		durable.MustRegister[*Outer](reg, "test.renamed")
 		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: reg, Policy: fastPolicy, Clock: e.clock}))
 		m2 := mediatorFor(t, handlers{}, func(m *mediator.Mediator) {
-			_ = mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, nil })
+			mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, nil })
 		})
 		e.clock.Advance(time.Minute)
 		start(t, q2, m2, durable.SchedulerConfig{Workers: 1})
@@ -242,7 +242,7 @@ func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
 			calls.Add(1)
 			return nil
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "x" }))
+			m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "x" }))
 		})
 		if _, err := reg.Gate("x"); err != nil {
 			t.Fatal(err)
@@ -585,7 +585,7 @@ func TestDeferral(t *testing.T) {
 				return err
 			}
 			return nil
-		}}, func(m *mediator.Mediator) { _ = m.Use(e.q.Deferral()) })
+		}}, func(m *mediator.Mediator) { m.Use(e.q.Deferral()) })
 
 		if _, err := mediator.Send(ctx, m, &Work{N: 1}); err != nil {
 			t.Fatalf("success: %v", err)
@@ -644,11 +644,11 @@ func TestDeferral(t *testing.T) {
 func TestDeferralDedupe(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		m := mediator.New(nil)
-		_ = mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) {
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) {
 			return mediator.Void{}, retryableErr{"later"}
 		})
-		_ = m.Use(e.q.Deferral())
+		m.Use(e.q.Deferral())
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
 		}
@@ -675,7 +675,7 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 			marked.Store(mediator.MarksOf(ctx, w).Has(mediator.SingleAttempt | mediator.Unattended | mediator.Stored))
 			return retryableErr{"fails"}
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
+			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
 		})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
@@ -702,7 +702,7 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 30 * time.Second})
 		var calls atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }},
-			func(m *mediator.Mediator) { _ = m.Use(behaviors.NewCircuitBreaker(reg, nil)) })
+			func(m *mediator.Mediator) { m.Use(behaviors.NewCircuitBreaker(reg, nil)) })
 		key := behaviors.TypeKey(reflect.TypeFor[*Work]())
 		if err := reg.Trip(key); err != nil {
 			t.Fatal(err)
@@ -983,7 +983,7 @@ func TestPanickingCodecDeadLettersItem(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := mediatorFor(t, handlers{}, func(m *mediator.Mediator) {
-			_ = mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) { return mediator.Void{}, nil })
+			mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) { return mediator.Void{}, nil })
 		})
 		start(t, q, m, durable.SchedulerConfig{Workers: 1, BatchSize: 1})
 		it := waitState(t, e.store, bad, durable.StateDead)
@@ -1166,7 +1166,7 @@ func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(hctx context.Context, w *Work) error {
 			cancel() // the caller gives up while the call is in flight
 			return retryableErr{"upstream 503"}
-		}}, func(m *mediator.Mediator) { _ = m.Use(e.q.Deferral()) })
+		}}, func(m *mediator.Mediator) { m.Use(e.q.Deferral()) })
 		_, err := mediator.Send(ctx, m, &Work{N: 1})
 		if errors.Is(err, durable.ErrDeferred) || err == nil || err.Error() != "upstream 503" {
 			t.Fatalf("send: %v", err)

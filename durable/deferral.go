@@ -61,14 +61,11 @@ func (q *Queue) Deferral(opts ...DeferralOption) *Deferral {
 	return d
 }
 
-// Name implements mediator.NamedBehavior.
-func (d *Deferral) Name() string { return "durable-deferral" }
-
-// Stage implements mediator.StagedBehavior.
-func (d *Deferral) Stage() mediator.Stage { return mediator.StageDefault }
-
-// Order implements mediator.OrderedBehavior.
-func (d *Deferral) Order() int { return DeferralOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "durable-deferral", in
+// mediator.StageDefault, at DeferralOrder (see the table of orders in package behaviors).
+func (d *Deferral) Placement() mediator.Placement {
+	return mediator.Placement{Name: "durable-deferral", Stage: mediator.StageDefault, Order: DeferralOrder}
+}
 
 // AppliesTo implements mediator.SelectiveBehavior: only registered request types are
 // deferrable.

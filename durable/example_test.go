@@ -40,8 +40,8 @@ func Example() {
 	q, _ := durable.NewQueue(durable.Config{Store: store, Registry: reg})
 
 	sent := make(chan string)
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
 		d, _ := durable.FromContext(ctx, r)
 		sent <- fmt.Sprintf("sent %s (item %d, attempt %d)", r.Invoice, d.ItemID, d.Attempt)
 		return mediator.Void{}, nil
@@ -85,15 +85,15 @@ func ExampleQueue_Deferral() {
 
 	down := true
 	sent := make(chan string)
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
 		if down {
 			return mediator.Void{}, unavailable{}
 		}
 		sent <- "sent " + r.Invoice
 		return mediator.Void{}, nil
 	})
-	_ = m.Use(q.Deferral())
+	m.Use(q.Deferral())
 	if err := m.Build(); err != nil {
 		fmt.Println(err)
 		return

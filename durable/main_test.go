@@ -334,20 +334,20 @@ type handlers struct {
 // mediatorFor builds a mediator with handlers for the test request types.
 func mediatorFor(t testing.TB, h handlers, opts ...func(m *mediator.Mediator)) *mediator.Mediator {
 	t.Helper()
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
 		if h.work == nil {
 			return mediator.Void{}, nil
 		}
 		return mediator.Void{}, h.work(ctx, w)
 	})
-	_ = mediator.HandleFunc(m, func(ctx context.Context, k *Keyed) (mediator.Void, error) {
+	mediator.HandleFunc(m, func(ctx context.Context, k *Keyed) (mediator.Void, error) {
 		if h.keyed == nil {
 			return mediator.Void{}, nil
 		}
 		return mediator.Void{}, h.keyed(ctx, k)
 	})
-	_ = mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) { return mediator.Void{}, nil })
+	mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) { return mediator.Void{}, nil })
 	for _, o := range opts {
 		o(m)
 	}

@@ -188,11 +188,11 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 		checkErr("Queue.Enqueue", err)
 	})
 
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) {
 		return mediator.Void{}, retryableErr{"downstream unavailable"}
 	})
-	_ = m.Use(q.Deferral())
+	m.Use(q.Deferral())
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}

@@ -43,8 +43,8 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			return statusError{code: 503}
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
-			_ = mediator.HandleException(m, func(context.Context, *Work, error) (mediator.Void, bool) { return void, true })
+			m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
+			mediator.HandleException(m, func(context.Context, *Work, error) (mediator.Void, bool) { return void, true })
 		})
 		// A caller that waits gets the degraded answer.
 		if _, err := mediator.Send(context.Background(), m, &Work{N: 0}); err != nil {
@@ -94,8 +94,8 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 		var retriedCalls, deferredCalls atomic.Int64
 		var innerErr atomic.Value
 		deferredUp := atomic.Bool{}
-		m := mediator.New(nil)
-		_ = mediator.HandleFunc(m, func(ctx context.Context, o *Outer) (mediator.Void, error) {
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(ctx context.Context, o *Outer) (mediator.Void, error) {
 			if _, err := mediator.Send(ctx, m, &InnerRetried{N: o.N}); err != nil {
 				return void, fmt.Errorf("inner retried: %w", err)
 			}
@@ -106,21 +106,21 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 			}
 			return void, nil // deferred is accepted: the inner work happens later
 		})
-		_ = mediator.HandleFunc(m, func(ctx context.Context, r *InnerRetried) (mediator.Void, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, r *InnerRetried) (mediator.Void, error) {
 			if retriedCalls.Add(1) < 3 {
 				return void, statusError{code: 503}
 			}
 			return void, nil
 		})
-		_ = mediator.HandleFunc(m, func(ctx context.Context, r *InnerDeferred) (mediator.Void, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, r *InnerDeferred) (mediator.Void, error) {
 			deferredCalls.Add(1)
 			if !deferredUp.Load() {
 				return void, statusError{code: 503}
 			}
 			return void, nil
 		})
-		_ = m.Use(q.Deferral())
-		_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Millisecond}}))
+		m.Use(q.Deferral())
+		m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Millisecond}}))
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
 		}
@@ -164,14 +164,14 @@ func TestFullBulkheadIsNoAttempt(t *testing.T) {
 			}
 			return nil
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+			m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 				resp, err := next(ctx, req)
 				if errors.Is(err, behaviors.ErrBulkheadFull) {
 					refused.Add(1)
 				}
 				return resp, err
 			}), mediator.WithOrder(behaviors.BulkheadOrder-1))
-			_ = m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}))
+			m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}))
 		})
 		done := make(chan struct{})
 		go func() {
@@ -223,8 +223,8 @@ func TestDurableWorkRetriesTimeoutsAndTransportErrors(t *testing.T) {
 			}
 			return fmt.Errorf("post: %w", errRefused)
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(e.q.Deferral())
-			_ = m.Use(behaviors.NewTimeout(50 * time.Millisecond))
+			m.Use(e.q.Deferral())
+			m.Use(behaviors.NewTimeout(50 * time.Millisecond))
 		})
 		// In process, the deferral takes them for later.
 		for _, n := range []int{100, 101} {
@@ -270,10 +270,10 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 			},
 			keyed: func(ctx context.Context, k *Keyed) error { return statusError{code: 503} },
 		}, func(m *mediator.Mediator) {
-			_ = m.Use(e.q.Deferral())
-			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{RetryableStatusCodes: []int{500}}}),
+			m.Use(e.q.Deferral())
+			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{RetryableStatusCodes: []int{500}}}),
 				mediator.ForRequest[*Work]())
-			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{RetryableStatusCodes: []int{}}}),
+			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{RetryableStatusCodes: []int{}}}),
 				mediator.ForRequest[*Keyed]())
 		})
 		if _, err := mediator.Send(context.Background(), m, &Work{N: 1}); !errors.Is(err, durable.ErrDeferred) {
@@ -303,7 +303,7 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 // which types the deferral applies to, and the type used to be silently never deferred.
 func TestRegisterAfterBuildIsRefused(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
-	mediatorFor(t, handlers{}, func(m *mediator.Mediator) { _ = m.Use(e.q.Deferral()) })
+	mediatorFor(t, handlers{}, func(m *mediator.Mediator) { m.Use(e.q.Deferral()) })
 	err := durable.Register[*Outer](e.q.Registry(), "test.late")
 	if !errors.Is(err, durable.ErrRegistryInUse) || !strings.Contains(err.Error(), "before Build") {
 		t.Fatalf("late Register: %v", err)
@@ -331,8 +331,8 @@ func TestRetryAfterHintSchedulesTheItem(t *testing.T) {
 			}
 			return nil
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(e.q.Deferral())
-			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, MaxDelay: 30 * time.Second}}))
+			m.Use(e.q.Deferral())
+			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, MaxDelay: 30 * time.Second}}))
 		})
 		t0 := e.clock.Now()
 		_, err := mediator.Send(context.Background(), m, &Work{N: 1})
@@ -616,8 +616,8 @@ func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 		runtime.ReadMemStats(&base)
 		var peak atomic.Uint64
 		var seen atomic.Int64
-		m := mediator.New(nil)
-		_ = mediator.HandleFunc(m, func(ctx context.Context, b *Blob) (mediator.Void, error) {
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(ctx context.Context, b *Blob) (mediator.Void, error) {
 			// Twice: buffers a driver returned to a sync.Pool survive one collection.
 			runtime.GC()
 			runtime.GC()
@@ -663,8 +663,8 @@ func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 			_, err := mediator.Send(ctx, m, &InnerRetried{N: w.N})
 			return err
 		}}, func(m *mediator.Mediator) {
-			_ = mediator.HandleFunc(m, func(context.Context, *InnerRetried) (mediator.Void, error) { return void, nil })
-			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(req any) string {
+			mediator.HandleFunc(m, func(context.Context, *InnerRetried) (mediator.Void, error) { return void, nil })
+			m.Use(behaviors.NewCircuitBreaker(reg, func(req any) string {
 				if _, ok := req.(*InnerRetried); ok {
 					return "inner"
 				}
@@ -711,10 +711,10 @@ func TestDeferralKeepsHintBehindRetryError(t *testing.T) {
 			},
 			keyed: func(ctx context.Context, k *Keyed) error { return statusError{code: 503} },
 		}, func(m *mediator.Mediator) {
-			_ = m.Use(e.q.Deferral())
-			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond,
+			m.Use(e.q.Deferral())
+			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond,
 				MaxDelay: 10 * time.Second}, Clock: behaviors.SystemClock}))
-			_ = m.Use(behaviors.NewCircuitBreaker(reg, nil), mediator.ForRequest[*Keyed]())
+			m.Use(behaviors.NewCircuitBreaker(reg, nil), mediator.ForRequest[*Keyed]())
 		})
 		t0 := e.clock.Now()
 		for _, c := range []struct {
@@ -744,8 +744,8 @@ func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 		var calls atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }},
 			func(m *mediator.Mediator) {
-				_ = m.Use(e.q.Deferral())
-				_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "pay" }))
+				m.Use(e.q.Deferral())
+				m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "pay" }))
 			})
 		if _, err := reg.Gate("pay"); err != nil {
 			t.Fatal(err)
@@ -778,16 +778,16 @@ func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 // then never deferred the type.
 func TestRegisterAfterFailedBuild(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
-	m := mediator.New(nil)
-	_ = m.Use(e.q.Deferral())
-	_ = mediator.Declare[*Outer](m) // no handler yet: Build fails
+	m := mediator.New(nil, mediator.Config{})
+	m.Use(e.q.Deferral())
+	mediator.Declare[*Outer](m) // no handler yet: Build fails
 	if err := m.Build(); err == nil {
 		t.Fatal("Build succeeded without a handler")
 	}
 	if err := durable.Register[*Outer](e.q.Registry(), "test.outer"); err != nil {
 		t.Fatalf("Register after a failed Build: %v", err)
 	}
-	_ = mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, statusError{code: 503} })
+	mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, statusError{code: 503} })
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -830,8 +830,8 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 		hold, held := make(chan struct{}), make(chan struct{})
 		var holdOnce sync.Once
 		var innerUp atomic.Bool
-		m := mediator.New(nil)
-		_ = mediator.HandleFunc(m, func(ctx context.Context, o *Outer) (mediator.Void, error) {
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(ctx context.Context, o *Outer) (mediator.Void, error) {
 			if o.N == 1 {
 				_, err := mediator.Send(ctx, m, &Limited{N: 1})
 				return void, err
@@ -839,21 +839,21 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 			_, err := mediator.Send(ctx, m, &InnerDeferred{N: 2})
 			return void, err
 		})
-		_ = mediator.HandleFunc(m, func(ctx context.Context, l *Limited) (mediator.Void, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, l *Limited) (mediator.Void, error) {
 			if l.N == 99 {
 				holdOnce.Do(func() { close(held) })
 				<-hold
 			}
 			return void, nil
 		})
-		_ = mediator.HandleFunc(m, func(ctx context.Context, r *InnerDeferred) (mediator.Void, error) {
+		mediator.HandleFunc(m, func(ctx context.Context, r *InnerDeferred) (mediator.Void, error) {
 			if !innerUp.Load() {
 				return void, statusError{code: 503}
 			}
 			return void, nil
 		})
-		_ = m.Use(q.Deferral())
-		_ = m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}), mediator.ForRequest[*Limited]())
+		m.Use(q.Deferral())
+		m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}), mediator.ForRequest[*Limited]())
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
 		}

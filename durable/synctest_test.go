@@ -243,13 +243,13 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 			}
 			return nil
 		}}, func(m *mediator.Mediator) {
-			_ = m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+			m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 				if w, ok := req.(*Work); ok && w.N == 1 {
 					refusedTries.Add(1)
 				}
 				return next(ctx, req)
 			}), mediator.WithOrder(behaviors.BreakerOrder-1))
-			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "k" }))
+			m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "k" }))
 		})
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 2, PollInterval: time.Second,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}))

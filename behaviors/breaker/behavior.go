@@ -32,14 +32,11 @@ type Behavior struct {
 // behaviors.TypeKey and resolved once at Build.
 func New(reg *Registry) *Behavior { return &Behavior{reg: reg} }
 
-// Name returns "circuit-breaker".
-func (c *Behavior) Name() string { return "circuit-breaker" }
-
-// Stage returns mediator.StageDefault.
-func (c *Behavior) Stage() mediator.Stage { return mediator.StageDefault }
-
-// Order returns behaviors.BreakerOrder.
-func (c *Behavior) Order() int { return behaviors.BreakerOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "circuit-breaker", in
+// mediator.StageDefault, at behaviors.BreakerOrder (see the table of orders in package behaviors).
+func (c *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "circuit-breaker", Stage: mediator.StageDefault, Order: behaviors.BreakerOrder}
+}
 
 // Validate reports a missing or misconfigured registry.
 func (c *Behavior) Validate() error {

@@ -864,9 +864,9 @@ func TestBreakerValidate(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(breaker.New(nil))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(breaker.New(nil))
 	if err := m.Build(); !errors.Is(err, mediator.ErrInvalidBehavior) {
 		t.Fatal(err)
 	}

@@ -53,12 +53,12 @@ func ExampleNew() {
 			fmt.Printf("%s: %s → %s\n", c.Key, c.From, c.To)
 		},
 	})
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(_ context.Context, q *GetQuote) (*Quote, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(_ context.Context, q *GetQuote) (*Quote, error) {
 		fmt.Println("calling", q.Endpoint)
 		return nil, &httpError{503}
 	})
-	_ = m.Use(breaker.New(reg))
+	m.Use(breaker.New(reg))
 	mustBuild(m)
 	for range 4 {
 		_, err := mediator.Send(context.Background(), m, &GetQuote{Endpoint: "https://prices.example"})

@@ -98,14 +98,11 @@ func New(cfg Config) *Behavior {
 	return b
 }
 
-// Name returns "bulkhead".
-func (b *Behavior) Name() string { return "bulkhead" }
-
-// Stage returns mediator.StageDefault.
-func (b *Behavior) Stage() mediator.Stage { return mediator.StageDefault }
-
-// Order returns behaviors.BulkheadOrder.
-func (b *Behavior) Order() int { return behaviors.BulkheadOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "bulkhead", in
+// mediator.StageDefault, at behaviors.BulkheadOrder (see the table of orders in package behaviors).
+func (b *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "bulkhead", Stage: mediator.StageDefault, Order: behaviors.BulkheadOrder}
+}
 
 // Validate reports what Config.Validate reports.
 func (b *Behavior) Validate() error { return b.cfg.Validate() }

@@ -92,9 +92,9 @@ func TestBulkheadWait(t *testing.T) {
 }
 
 func TestBulkheadValidate(t *testing.T) {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(bulkhead.New(bulkhead.Config{}))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(bulkhead.New(bulkhead.Config{}))
 	if err := m.Build(); !errors.Is(err, mediator.ErrInvalidBehavior) {
 		t.Fatal(err)
 	}

@@ -46,13 +46,13 @@ func mustBuild(m *mediator.Mediator) *mediator.Mediator {
 // At most one call per endpoint at once; the next is rejected without waiting.
 func ExampleNew() {
 	release, started := make(chan struct{}), make(chan struct{})
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) {
 		close(started)
 		<-release
 		return &Quote{Price: 1}, nil
 	})
-	_ = m.Use(bulkhead.New(bulkhead.Config{Limit: 1, Key: quoteEndpoint}))
+	m.Use(bulkhead.New(bulkhead.Config{Limit: 1, Key: quoteEndpoint}))
 	mustBuild(m)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = mediator.Send(context.Background(), m, &GetQuote{Endpoint: "a"}) })

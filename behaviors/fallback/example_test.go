@@ -50,11 +50,11 @@ type ListRecommendations struct {
 // A generic fallback for every request type that responds with a list: an empty list. Its
 // result type is checked against each request type at Build.
 func ExampleNew() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *ListRecommendations) ([]string, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *ListRecommendations) ([]string, error) {
 		return nil, errors.New("recommendations service down")
 	})
-	_ = m.Use(fallback.New(func(_ context.Context, req any, err error) ([]string, error) {
+	m.Use(fallback.New(func(_ context.Context, req any, err error) ([]string, error) {
 		fmt.Printf("%T degraded: %v\n", req, err)
 		return []string{}, nil
 	}, fallback.Config{}))
@@ -68,9 +68,9 @@ func ExampleNew() {
 
 // A typed fallback for one request type.
 func ExampleNewFor() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{503} })
-	_ = m.Use(fallback.NewFor(func(_ context.Context, q *GetQuote, err error) (*Quote, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{503} })
+	m.Use(fallback.NewFor(func(_ context.Context, q *GetQuote, err error) (*Quote, error) {
 		return &Quote{Price: 40}, nil // last known price
 	}, fallback.Config{}))
 	mustBuild(m)

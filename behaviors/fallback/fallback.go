@@ -62,14 +62,11 @@ func NewFor[Q mediator.Request[R], R any](fn func(ctx context.Context, req Q, er
 	}
 }
 
-// Name returns "fallback".
-func (f *Behavior) Name() string { return "fallback" }
-
-// Stage returns mediator.StageDefault.
-func (f *Behavior) Stage() mediator.Stage { return mediator.StageDefault }
-
-// Order returns behaviors.FallbackOrder.
-func (f *Behavior) Order() int { return behaviors.FallbackOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "fallback", in
+// mediator.StageDefault, at behaviors.FallbackOrder (see the table of orders in package behaviors).
+func (f *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "fallback", Stage: mediator.StageDefault, Order: behaviors.FallbackOrder}
+}
 
 // AppliesTo limits a typed fallback to its request type, or to the request types that
 // implement it when it is an interface.

@@ -32,20 +32,20 @@ func TestFallbackTyped(t *testing.T) {
 // fails for one that does not.
 func TestFallbackGenericCheckedAtBuild(t *testing.T) {
 	empty := fallback.New(func(context.Context, any, error) ([]string, error) { return []string{}, nil }, fallback.Config{})
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(empty)
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(empty)
 	err := m.Build()
 	var be *mediator.BehaviorError
 	if !errors.As(err, &be) || be.Behavior != "fallback" || !strings.Contains(err.Error(), "fallback returns []string, but *fallback_test.Call responds with *fallback_test.Reply") {
 		t.Fatalf("Build: %v", err)
 	}
 
-	m = mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(empty, mediator.ForRequest[*ListItems]())
+	m = mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(empty, mediator.ForRequest[*ListItems]())
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +109,10 @@ func (*QuoteA) Symbol() string { return "A" }
 // A typed fallback for an interface applies to every request type implementing it, instead of
 // silently to none.
 func TestFallbackForInterface(t *testing.T) {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *QuoteA) (*Reply, error) { return nil, errBoom })
-	_ = mediator.HandleFunc(m, (&script{results: []error{errBoom}}).handle)
-	_ = m.Use(fallback.NewFor(func(_ context.Context, q Quoted, err error) (*Reply, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *QuoteA) (*Reply, error) { return nil, errBoom })
+	mediator.HandleFunc(m, (&script{results: []error{errBoom}}).handle)
+	m.Use(fallback.NewFor(func(_ context.Context, q Quoted, err error) (*Reply, error) {
 		return &Reply{Text: "cached " + q.Symbol()}, nil
 	}, fallback.Config{}))
 	if err := m.Build(); err != nil {

@@ -27,10 +27,10 @@ func mustBuild(m *mediator.Mediator) *mediator.Mediator {
 
 // A panic in a behavior becomes a *mediator.PanicError.
 func ExampleNew() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return &Quote{}, nil })
-	_ = m.Use(mediator.BehaviorFunc(func(context.Context, any, mediator.Next) (any, error) { panic("bug in a behavior") }))
-	_ = m.Use(recovery.New())
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return &Quote{}, nil })
+	m.Use(mediator.BehaviorFunc(func(context.Context, any, mediator.Next) (any, error) { panic("bug in a behavior") }))
+	m.Use(recovery.New())
 	mustBuild(m)
 	_, err := mediator.Send(context.Background(), m, &GetQuote{})
 	fmt.Println(err, errors.Is(err, mediator.ErrPanic))

@@ -63,14 +63,10 @@ func (s *script) handle(ctx context.Context, q *Call) (*Reply, error) {
 // build registers h for *Call and the behaviors, and builds.
 func build(t testing.TB, h func(context.Context, *Call) (*Reply, error), bs ...mediator.Behavior) *mediator.Mediator {
 	t.Helper()
-	m := mediator.New(nil)
-	if err := mediator.HandleFunc(m, h); err != nil {
-		t.Fatal(err)
-	}
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, h)
 	for _, b := range bs {
-		if err := m.Use(b); err != nil {
-			t.Fatal(err)
-		}
+		m.Use(b)
 	}
 	if err := m.Build(); err != nil {
 		t.Fatal(err)

@@ -17,14 +17,11 @@ type Behavior struct{}
 // New returns a recovery behavior.
 func New() *Behavior { return &Behavior{} }
 
-// Name returns "recover".
-func (*Behavior) Name() string { return "recover" }
-
-// Stage returns mediator.StagePre.
-func (*Behavior) Stage() mediator.Stage { return mediator.StagePre }
-
-// Order returns behaviors.RecoverOrder.
-func (*Behavior) Order() int { return behaviors.RecoverOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "recovery", in
+// mediator.StagePre, at behaviors.RecoverOrder (see the table of orders in package behaviors).
+func (*Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "recovery", Stage: mediator.StagePre, Order: behaviors.RecoverOrder}
+}
 
 // Handle calls next and recovers its panic.
 func (*Behavior) Handle(ctx context.Context, req any, next mediator.Next) (resp any, err error) {

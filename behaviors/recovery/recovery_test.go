@@ -13,10 +13,10 @@ func TestRecover(t *testing.T) {
 	boom := mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 		panic(errBoom)
 	})
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(boom, mediator.WithName("boom"))
-	_ = m.Use(recovery.New())
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(boom, mediator.WithName("boom"))
+	m.Use(recovery.New())
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	chain, _ := mediator.Explain[*Call](m)
-	if chain.String() != "recover (pre, -1000)\n  boom (default, 0)\n    handler\n" {
+	if chain.String() != "recovery (pre, -1000)\n  boom (default, 0)\n    handler\n" {
 		t.Fatal(chain)
 	}
 }

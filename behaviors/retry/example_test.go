@@ -45,15 +45,15 @@ func mustBuild(m *mediator.Mediator) *mediator.Mediator {
 
 // Retry retries 503s up to three attempts in total; the attempt number is in the context.
 func ExampleNew() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
 		fmt.Println("attempt", retry.Attempt(ctx))
 		if retry.Attempt(ctx) < 3 {
 			return nil, &httpError{503}
 		}
 		return &Quote{Price: 42}, nil
 	})
-	_ = m.Use(retry.New(retry.Config{
+	m.Use(retry.New(retry.Config{
 		Policy: retry.Policy{MaxAttempts: 3, Strategy: retry.Exponential, BaseDelay: time.Microsecond},
 		OnRetry: func(_ context.Context, e retry.Event) {
 			fmt.Printf("attempt %d failed (%v), next in %s\n", e.Attempt, e.Err, e.Delay)
@@ -73,9 +73,9 @@ func ExampleNew() {
 
 // The final error says how many attempts were made and keeps the handler's error reachable.
 func ExampleExhaustedError() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{502} })
-	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{502} })
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
 	mustBuild(m)
 	_, err := mediator.Send(context.Background(), m, &GetQuote{})
 	var he *httpError

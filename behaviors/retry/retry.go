@@ -106,14 +106,11 @@ func New(cfg Config) *Behavior {
 	return b
 }
 
-// Name returns "retry".
-func (r *Behavior) Name() string { return "retry" }
-
-// Stage returns mediator.StageDefault.
-func (r *Behavior) Stage() mediator.Stage { return mediator.StageDefault }
-
-// Order returns behaviors.RetryOrder.
-func (r *Behavior) Order() int { return behaviors.RetryOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "retry", in
+// mediator.StageDefault, at behaviors.RetryOrder (see the table of orders in package behaviors).
+func (r *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "retry", Stage: mediator.StageDefault, Order: behaviors.RetryOrder}
+}
 
 // Validate reports what Config.Validate reports.
 func (r *Behavior) Validate() error { return r.cfg.Validate() }

@@ -283,9 +283,9 @@ func TestRetryCustomBackOff(t *testing.T) {
 }
 
 func TestRetryValidate(t *testing.T) {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: -1, Multiplier: 0.5}}))
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: -1, Multiplier: 0.5}}))
 	err := m.Build()
 	if !errors.Is(err, mediator.ErrInvalidBehavior) {
 		t.Fatal(err)

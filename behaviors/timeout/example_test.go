@@ -46,12 +46,12 @@ func mustBuild(m *mediator.Mediator) *mediator.Mediator {
 
 // A handler that honours its context stops at the deadline; the error is typed.
 func ExampleNew() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(ctx context.Context, _ *GetQuote) (*Quote, error) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, _ *GetQuote) (*Quote, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	_ = m.Use(timeout.New(timeout.Config{Duration: time.Millisecond}))
+	m.Use(timeout.New(timeout.Config{Duration: time.Millisecond}))
 	mustBuild(m)
 	_, err := mediator.Send(context.Background(), m, &GetQuote{})
 	fmt.Println(err)
@@ -64,10 +64,10 @@ func ExampleNew() {
 // Inside retry a timeout bounds each attempt; outside it, the whole call.
 func ExampleNew_total() {
 	for _, timeout := range []*timeout.Behavior{timeout.New(timeout.Config{Duration: time.Second}), timeout.New(timeout.Config{Duration: 5 * time.Second, Total: true})} {
-		m := mediator.New(nil)
-		_ = mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return &Quote{}, nil })
-		_ = m.Use(retry.New(retry.Config{}))
-		_ = m.Use(timeout)
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return &Quote{}, nil })
+		m.Use(retry.New(retry.Config{}))
+		m.Use(timeout)
 		mustBuild(m)
 		chain, _ := mediator.Explain[*GetQuote](m)
 		fmt.Print(chain)

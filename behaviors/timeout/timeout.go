@@ -88,14 +88,13 @@ func New(cfg Config) *Behavior {
 	return &Behavior{cfg: cfg, order: order}
 }
 
-// Name returns "timeout".
-func (t *Behavior) Name() string { return "timeout" }
-
-// Stage returns mediator.StageDefault.
-func (t *Behavior) Stage() mediator.Stage { return mediator.StageDefault }
-
-// Order returns the behavior's order.
-func (t *Behavior) Order() int { return t.order }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "timeout", in
+// mediator.StageDefault, at behaviors.TimeoutOrder (inside retry: each attempt has the
+// duration), or just outside retry when Config.Total is set (the whole call has it); see the
+// table of orders in package behaviors.
+func (t *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "timeout", Stage: mediator.StageDefault, Order: t.order}
+}
 
 // Validate reports what Config.Validate reports.
 func (t *Behavior) Validate() error { return t.cfg.Validate() }

@@ -24,9 +24,9 @@ func (s *Signup) Validate() error {
 
 // Requests that implement Validator are checked before the pipeline runs.
 func ExampleNew() {
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *Signup) (int, error) { return 1, nil })
-	_ = m.Use(validation.New())
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Signup) (int, error) { return 1, nil })
+	m.Use(validation.New())
 	mustBuild(m)
 	_, err := mediator.Send(context.Background(), m, &Signup{})
 	fmt.Println(err)

@@ -66,14 +66,11 @@ type Behavior struct{}
 // New returns a validation behavior.
 func New() *Behavior { return &Behavior{} }
 
-// Name returns "validation".
-func (*Behavior) Name() string { return "validation" }
-
-// Stage returns mediator.StagePre.
-func (*Behavior) Stage() mediator.Stage { return mediator.StagePre }
-
-// Order returns behaviors.ValidationOrder.
-func (*Behavior) Order() int { return behaviors.ValidationOrder }
+// Placement implements mediator.PlacedBehavior: Explain shows it as "validation", in
+// mediator.StagePre, at behaviors.ValidationOrder (see the table of orders in package behaviors).
+func (*Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "validation", Stage: mediator.StagePre, Order: behaviors.ValidationOrder}
+}
 
 // AppliesTo selects the request types that implement Validator or ContextValidator.
 func (*Behavior) AppliesTo(info mediator.RequestInfo) bool {

@@ -38,12 +38,12 @@ func (t *Transfer) Validate(ctx context.Context) error {
 
 func TestValidation(t *testing.T) {
 	calls := 0
-	m := mediator.New(nil)
-	_ = mediator.HandleFunc(m, func(context.Context, *CreateUser) (int, error) { calls++; return 7, nil })
-	_ = mediator.HandleFunc(m, func(context.Context, *Transfer) (mediator.Void, error) { calls++; return mediator.Void{}, nil })
-	_ = mediator.HandleFunc(m, (&script{}).handle)
-	_ = m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, Classifier: func(error) bool { return true }}}))
-	_ = m.Use(validation.New())
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *CreateUser) (int, error) { calls++; return 7, nil })
+	mediator.HandleFunc(m, func(context.Context, *Transfer) (mediator.Void, error) { calls++; return mediator.Void{}, nil })
+	mediator.HandleFunc(m, (&script{}).handle)
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, Classifier: func(error) bool { return true }}}))
+	m.Use(validation.New())
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
