@@ -81,13 +81,13 @@ func Example_chain() {
 	// send 1
 	//   handler, attempt 1
 	//   handler, attempt 2
-	//   fallback after: behaviors: failed after 2 attempts: HTTP 503
+	//   fallback after: retry: failed after 2 attempts: HTTP 503
 	//   => -1 <nil>
 	// send 2
 	//   handler, attempt 1
 	//   fallback after: HTTP 503 (circuit "https://prices.example" opened for 30s)
 	//   => -1 <nil>
 	// send 3
-	//   fallback after: behaviors: circuit open for "https://prices.example" (probe in 30s)
+	//   fallback after: breaker: circuit open for "https://prices.example" (probe in 30s)
 	//   => -1 <nil>
 }

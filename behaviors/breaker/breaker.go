@@ -104,7 +104,7 @@ func (r *ChangeReason) UnmarshalText(text []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("behaviors: unknown breaker change reason %q", text)
+	return fmt.Errorf("breaker: unknown breaker change reason %q", text)
 }
 
 // The state word packs a generation counter above the state. Every transition increments the

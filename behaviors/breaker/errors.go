@@ -11,9 +11,9 @@ import (
 var (
 	// ErrOpen reports a call refused by an open (or fully probed half-open) circuit breaker.
 	// The handler was not called.
-	ErrOpen = errors.New("behaviors: circuit open")
+	ErrOpen = errors.New("breaker: circuit open")
 	// ErrUnknown reports a breaker key the registry does not hold.
-	ErrUnknown = errors.New("behaviors: unknown breaker")
+	ErrUnknown = errors.New("breaker: unknown breaker")
 )
 
 // OpenError is returned instead of calling the handler while the breaker for Key is open. It
@@ -32,7 +32,7 @@ type OpenError struct {
 
 // Error names the key and the remaining open time.
 func (e *OpenError) Error() string {
-	return fmt.Sprintf("behaviors: circuit open for %q (probe in %s)", e.Key, e.Remaining)
+	return fmt.Sprintf("breaker: circuit open for %q (probe in %s)", e.Key, e.Remaining)
 }
 
 // Is reports whether target is ErrOpen.
@@ -55,7 +55,7 @@ func (e *OpenError) Request() any { return e.req }
 // the breaker lets a probe through, so retrying at once is pointless. It is matched by
 // *TrippedError, never by a refusal: a tripped call is a failure, not a refusal, and
 // does not match ErrOpen.
-var ErrTripped = errors.New("behaviors: circuit tripped")
+var ErrTripped = errors.New("breaker: circuit tripped")
 
 // TrippedError is returned by the breaker Behavior, in place of the handler's
 // error, for a call whose own counted failure opened the breaker. It matches ErrTripped

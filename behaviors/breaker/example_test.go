@@ -75,7 +75,7 @@ func ExampleNew() {
 	// calling https://prices.example
 	// https://prices.example: closed → open
 	// HTTP 503 (circuit "https://prices.example" opened for 30s)
-	// behaviors: circuit open for "https://prices.example" (probe in 30s)
+	// breaker: circuit open for "https://prices.example" (probe in 30s)
 	// https://prices.example open 3 30s
 }
 
@@ -104,8 +104,8 @@ func ExampleRegistry_Gate() {
 	fmt.Println(reg.Trip("https://unknown.example"))
 	// Output:
 	// sent: HTTP 504
-	// not sent: behaviors: circuit open for "https://ap.example/as4" (probe in 30s)
+	// not sent: breaker: circuit open for "https://ap.example/as4" (probe in 30s)
 	// true 30s
 	// 0s false
-	// behaviors: unknown breaker: "https://unknown.example"
+	// breaker: unknown breaker: "https://unknown.example"
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrFull reports a call rejected because its bulkhead had no free slot.
-var ErrFull = errors.New("behaviors: bulkhead full")
+var ErrFull = errors.New("bulkhead: full")
 
 // FullError reports a call rejected by a bulkhead. It matches ErrFull. A breaker does not
 // count it: it says nothing about the dependency's health.
@@ -28,7 +28,7 @@ type FullError struct {
 
 // Error names the key and the limit.
 func (e *FullError) Error() string {
-	return fmt.Sprintf("behaviors: bulkhead %q full (%d concurrent calls)", e.Key, e.Limit)
+	return fmt.Sprintf("bulkhead: %q full (%d concurrent calls)", e.Key, e.Limit)
 }
 
 // Is reports whether target is ErrFull.

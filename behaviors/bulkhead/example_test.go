@@ -62,5 +62,5 @@ func ExampleNew() {
 	close(release)
 	wg.Wait()
 	// Output:
-	// behaviors: bulkhead "a" full (1 concurrent calls)
+	// bulkhead: "a" full (1 concurrent calls)
 }

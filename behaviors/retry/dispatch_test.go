@@ -72,7 +72,7 @@ func TestRetryAfterAboveMaxDelaySaysSo(t *testing.T) {
 			re.RetryAfter() != 2*time.Minute || !errors.Is(err, hinted) {
 			t.Fatalf("%d calls: %v", s.calls, err)
 		}
-		want := "behaviors: failed after 1 attempt (retries stopped: the server asked to wait 2m0s, more than MaxDelay 30s): status 503"
+		want := "retry: failed after 1 attempt (retries stopped: the server asked to wait 2m0s, more than MaxDelay 30s): status 503"
 		if err.Error() != want {
 			t.Fatalf("message %q", err.Error())
 		}

@@ -11,7 +11,7 @@ import (
 
 // ErrExhausted reports a call that failed after more than one attempt, or whose retries a
 // server's Retry-After hint cut short.
-var ErrExhausted = errors.New("behaviors: retries exhausted")
+var ErrExhausted = errors.New("retry: retries exhausted")
 
 // ExhaustedError is the final error of a call that was attempted more than once, or whose
 // retries a server's Retry-After hint cut short (Hint). It matches ErrExhausted and unwraps to
@@ -37,7 +37,7 @@ type ExhaustedError struct {
 // stopped early when a Retry-After hint stopped them.
 func (e *ExhaustedError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "behaviors: failed after %d attempt", e.Attempts)
+	fmt.Fprintf(&b, "retry: failed after %d attempt", e.Attempts)
 	if e.Attempts != 1 {
 		b.WriteByte('s')
 	}

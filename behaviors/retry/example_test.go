@@ -82,7 +82,7 @@ func ExampleExhaustedError() {
 	fmt.Println(err)
 	fmt.Println(errors.As(err, &he), he.code)
 	// Output:
-	// behaviors: failed after 2 attempts: HTTP 502
+	// retry: failed after 2 attempts: HTTP 502
 	// true 502
 }
 

@@ -186,7 +186,7 @@ func (p Policy) Resolved() Policy { return DefaultPolicy.Merge(p) }
 
 // ErrInvalidPolicy reports a Policy field set to a value outside its range. Policy.Validate
 // returns one *InvalidPolicyError per invalid field, joined.
-var ErrInvalidPolicy = errors.New("behaviors: invalid retry policy")
+var ErrInvalidPolicy = errors.New("retry: invalid retry policy")
 
 // InvalidPolicyError names one invalid field of a Policy, its value and what is wrong with it.
 // It matches ErrInvalidPolicy.
@@ -201,7 +201,7 @@ type InvalidPolicyError struct {
 
 // Error names the field, its value and the problem.
 func (e *InvalidPolicyError) Error() string {
-	return fmt.Sprintf("behaviors: invalid retry policy: %s %v %s", e.Field, e.Value, e.Problem)
+	return fmt.Sprintf("retry: invalid retry policy: %s %v %s", e.Field, e.Value, e.Problem)
 }
 
 // Is reports whether target is ErrInvalidPolicy.

@@ -80,7 +80,7 @@ func TestRetryExhaustedKeepsLastError(t *testing.T) {
 			!errors.As(err, &se) || se != last || s.calls != 3 {
 			t.Fatalf("err %v", err)
 		}
-		if err.Error() != "behaviors: failed after 3 attempts: status 504" {
+		if err.Error() != "retry: failed after 3 attempts: status 504" {
 			t.Fatal(err)
 		}
 		if time.Since(start) != time.Second { // fixed 500 ms × 2
@@ -353,7 +353,7 @@ func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 			!errors.Is(err, retry.ErrExhausted) || !errors.Is(err, errUpstream) {
 			t.Fatalf("%d calls, err %v", calls, err)
 		}
-		if want := `behaviors: failed after 2 attempts: behaviors: circuit open for "u" (probe in 29s) (last handler error: call 1: upstream down)`; err.Error() != want {
+		if want := `retry: failed after 2 attempts: breaker: circuit open for "u" (probe in 29s) (last handler error: call 1: upstream down)`; err.Error() != want {
 			t.Fatalf("message %q, want %q", err, want)
 		}
 	})

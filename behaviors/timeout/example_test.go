@@ -57,7 +57,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, timeout.ErrExceeded), behaviors.IsTimeout(err))
 	// Output:
-	// behaviors: timeout after 1ms: context deadline exceeded
+	// timeout: exceeded after 1ms: context deadline exceeded
 	// true true
 }
 

@@ -17,7 +17,7 @@ var ErrExceeded error = exceeded{}
 
 type exceeded struct{}
 
-func (exceeded) Error() string { return "behaviors: timeout" }
+func (exceeded) Error() string { return "timeout: exceeded" }
 func (exceeded) Timeout() bool { return true }
 
 // ExceededError reports a call that ran past the timeout behavior's duration. It matches
@@ -32,7 +32,7 @@ type ExceededError struct {
 
 // Error names the timeout and the call's error.
 func (e *ExceededError) Error() string {
-	return fmt.Sprintf("behaviors: timeout after %s: %v", e.Duration, e.Err)
+	return fmt.Sprintf("timeout: exceeded after %s: %v", e.Duration, e.Err)
 }
 
 // Is reports whether target is ErrExceeded.

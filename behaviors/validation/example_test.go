@@ -32,7 +32,7 @@ func ExampleNew() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, validation.ErrInvalid), behaviors.Retryable(err))
 	// Output:
-	// behaviors: invalid *validation_test.Signup: email is required
+	// validation: invalid *validation_test.Signup: email is required
 	// true false
 }
 

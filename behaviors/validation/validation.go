@@ -12,7 +12,7 @@ import (
 
 // ErrInvalid reports a request that failed validation. It is never retried and never counted
 // by a breaker.
-var ErrInvalid = errors.New("behaviors: validation failed")
+var ErrInvalid = errors.New("validation: validation failed")
 
 // Error reports a request that failed validation. It matches ErrInvalid and unwraps to the
 // validator's error. Handlers may return one too, so that retry and the breaker treat their
@@ -27,9 +27,9 @@ type Error struct {
 // Error names the request type and the validator's error.
 func (e *Error) Error() string {
 	if e.Request != nil {
-		return fmt.Sprintf("behaviors: invalid %s: %v", e.Request, e.Err)
+		return fmt.Sprintf("validation: invalid %s: %v", e.Request, e.Err)
 	}
-	return fmt.Sprintf("behaviors: invalid request: %v", e.Err)
+	return fmt.Sprintf("validation: invalid request: %v", e.Err)
 }
 
 // Is reports whether target is ErrInvalid.

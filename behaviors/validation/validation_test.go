@@ -50,7 +50,7 @@ func TestValidation(t *testing.T) {
 	_, err := mediator.Send(context.Background(), m, &CreateUser{})
 	var ve *validation.Error
 	if !errors.As(err, &ve) || !errors.Is(err, validation.ErrInvalid) || calls != 0 ||
-		err.Error() != "behaviors: invalid *validation_test.CreateUser: name is required" {
+		err.Error() != "validation: invalid *validation_test.CreateUser: name is required" {
 		t.Fatal(err, calls)
 	}
 	if id, err := mediator.Send(context.Background(), m, &CreateUser{Name: "ada"}); err != nil || id != 7 {

@@ -19,8 +19,8 @@ func TestRun(t *testing.T) {
 	for _, want := range []string{
 		"durable-deferral (default, 40)\n  retry (default, 50)\n    circuit-breaker (default, 60)\n      timeout (default, 70)\n        handler\n",
 		"ch-1: charged",
-		"ch-2: deferred as item 1 (behaviors: failed after 3 attempts: pay-b answered 503 (circuit \"pay-b\" opened for 300ms))",
-		"ch-3: deferred as item 2 (behaviors: circuit open for \"pay-b\"",
+		"ch-2: deferred as item 1 (retry: failed after 3 attempts: pay-b answered 503 (circuit \"pay-b\" opened for 300ms))",
+		"ch-3: deferred as item 2 (breaker: circuit open for \"pay-b\"",
 		"calls to pay-b while its breaker was open: 0",
 		"ch-4: charged",
 		"rate 1.05, err <nil>",
