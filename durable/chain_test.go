@@ -59,7 +59,7 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			return nil
 		}}, func(m *mediator.Mediator) {
 			_ = m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
-			_ = m.Use(e.q.Deferral())
+			_ = m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
 			_ = m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond}}))
 			_ = m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "dep" }))
 			_ = m.Use(behaviors.NewTimeout(50 * time.Millisecond))
@@ -87,8 +87,8 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			t.Helper()
 			var as []durable.Attempt
 			eventually(t, 20*time.Second, "attempt rows", func() bool {
-				as = attempts(t, e.store, id)
-				return len(as) >= n && item(t, e.store, id).State != durable.StateRunning
+				as = attempts(t, e.q, id)
+				return len(as) >= n && item(t, e.q, id).State != durable.StateRunning
 			})
 			return as
 		}
@@ -96,8 +96,8 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		e.clock.Advance(time.Second)
 		rows(a, 2)
 		e.clock.Advance(2 * time.Second)
-		waitState(t, e.store, a, durable.StateSucceeded)
-		as := attempts(t, e.store, a)
+		waitState(t, e.q, a, durable.StateSucceeded)
+		as := attempts(t, e.q, a)
 		if outcomes(as) != "1:failed 2:failed 3:succeeded" || as[0].Error != "status 503" || !strings.Contains(as[1].Error, "timeout after 50ms") {
 			t.Fatalf("A rows %s %+v", outcomes(as), as)
 		}
@@ -107,16 +107,16 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		<-held
 		e.clock.Set(t0.Add(time.Hour))
 		eventually(t, 20*time.Second, "B's refusal", func() bool {
-			it := item(t, e.store, bID)
+			it := item(t, e.q, bID)
 			return it.State == durable.StatePending && it.NextAt.After(t0.Add(time.Hour))
 		})
-		if it := item(t, e.store, bID); it.Attempts != 0 || len(attempts(t, e.store, bID)) != 0 {
+		if it := item(t, e.q, bID); it.Attempts != 0 || len(attempts(t, e.q, bID)) != 0 {
 			t.Fatalf("B after the bulkhead refusal: %+v", it)
 		}
 		close(hold)
 		e.clock.Advance(time.Minute)
-		it := waitState(t, e.store, bID, durable.StateDead)
-		if as := attempts(t, e.store, bID); outcomes(as) != "1:failed" || as[0].Error != "status 400" || it.Attempts != 1 {
+		it := waitState(t, e.q, bID, durable.StateDead)
+		if as := attempts(t, e.q, bID); outcomes(as) != "1:failed" || as[0].Error != "status 400" || it.Attempts != 1 {
 			t.Fatalf("B: %+v rows %s", it, outcomes(as))
 		}
 
@@ -126,13 +126,13 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Advance(time.Second)
-		eventually(t, 20*time.Second, "C's refusal", func() bool { return item(t, e.store, c).ParkedKey == "dep" })
-		if it := item(t, e.store, c); it.Attempts != 0 || len(attempts(t, e.store, c)) != 0 || !it.NextAt.Equal(t0.Add(2*time.Hour+29*time.Second)) {
+		eventually(t, 20*time.Second, "C's refusal", func() bool { return item(t, e.q, c).ParkedKey == "dep" })
+		if it := item(t, e.q, c); it.Attempts != 0 || len(attempts(t, e.q, c)) != 0 || !it.NextAt.Equal(t0.Add(2*time.Hour+29*time.Second)) {
 			t.Fatalf("C after the breaker refusal: %+v", it)
 		}
 		e.clock.Advance(29 * time.Second)
-		waitState(t, e.store, c, durable.StateSucceeded)
-		if as := attempts(t, e.store, c); outcomes(as) != "1:succeeded" {
+		waitState(t, e.q, c, durable.StateSucceeded)
+		if as := attempts(t, e.q, c); outcomes(as) != "1:succeeded" {
 			t.Fatalf("C rows %s", outcomes(as))
 		}
 		mu.Lock()

@@ -37,27 +37,26 @@ const DeferralOrder = 40
 // requests must be idempotent.
 type Deferral struct {
 	q        *Queue
-	classify func(error) bool  // DeferWhen; nil: the request's retry policy with the queue's layer
+	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
 	src      retryPolicySource // the retry behavior of the request type's pipeline, bound at Build
 }
 
-// DeferralOption configures a Deferral.
-type DeferralOption func(*Deferral)
-
-// DeferWhen sets the classifier deciding which errors are deferred, in place of the request's
-// retry policy. Circuit-open refusals are deferred whatever it says.
-func DeferWhen(retryable func(error) bool) DeferralOption {
-	return func(d *Deferral) { d.classify = retryable }
+// DeferralConfig configures a Deferral.
+type DeferralConfig struct {
+	// Classifier decides which errors are deferred, in place of the request's retry policy.
+	// Circuit-open refusals are deferred whatever it says. Default nil: the request's own retry
+	// policy (the Retry behavior of its pipeline) with the queue's Config.Retries layer over
+	// it, so that what is retried in process and what is deferred are configured once.
+	Classifier func(error) bool
 }
 
-// Deferral returns the deferral behavior of q; register it with mediator.Use before Build, and
-// register the request types it is to defer before that Build too.
-func (q *Queue) Deferral(opts ...DeferralOption) *Deferral {
-	d := &Deferral{q: q}
-	for _, o := range opts {
-		o(d)
+// NewDeferral returns the deferral behavior of q; register it with mediator.Use before Build,
+// and register the request types it is to defer (Register) before that Build too.
+func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
+	if q == nil {
+		panic("durable: NewDeferral: nil queue")
 	}
-	return d
+	return &Deferral{q: q, classify: cfg.Classifier}
 }
 
 // Name implements mediator.NamedBehavior.
@@ -72,12 +71,12 @@ func (d *Deferral) Order() int { return DeferralOrder }
 // AppliesTo implements mediator.SelectiveBehavior: only registered request types are
 // deferrable.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
-	return !info.Stream && d.q.reg.Has(info.Request)
+	return !info.Stream && d.q.reg.has(info.Request)
 }
 
 // Built implements mediator.BuiltBehavior: once a Build that includes the deferral succeeded,
-// the registry refuses new registrations (with ErrRegistryInUse), since that Build's
-// pipelines would never defer them. A failed Build leaves it open.
+// the queue refuses new registrations (Register panics), since that Build's pipelines would never
+// defer them. A failed Build leaves it open.
 func (d *Deferral) Built() { d.q.reg.seal() }
 
 // Bind implements mediator.BindingBehavior: it finds the retry behavior of the request type's
@@ -100,7 +99,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
 		return resp, err
 	}
-	name, ok := d.q.reg.NameOf(req)
+	name, ok := d.q.reg.nameOf(req)
 	if !ok {
 		return resp, err
 	}

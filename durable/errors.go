@@ -10,9 +10,6 @@ var (
 	// ErrDeferred reports a request that was not completed now but persisted for a later retry.
 	// It is returned by the Deferral behavior as a *DeferredError carrying the item id.
 	ErrDeferred = errors.New("durable: deferred for retry")
-	// ErrLeaseLost reports a completion whose lease is no longer held: the item's lease expired
-	// and it was swept or claimed by another worker. The completion was not applied.
-	ErrLeaseLost = errors.New("durable: lease lost")
 	// ErrUnknownRequest reports an item whose name is not registered, or a request type that is
 	// not registered.
 	ErrUnknownRequest = errors.New("durable: unknown request")
@@ -22,10 +19,6 @@ var (
 	ErrStopped = errors.New("durable: scheduler stopped")
 	// ErrStarted reports a scheduler started while it runs.
 	ErrStarted = errors.New("durable: scheduler already started")
-	// ErrRegistryInUse reports a Register after a mediator whose pipelines include the
-	// registry's deferral was built: Build decided which request types the deferral applies to,
-	// so a type registered later would silently never be deferred.
-	ErrRegistryInUse = errors.New("durable: registry in use by a built mediator")
 )
 
 // DeferredError is the result of a request the Deferral behavior persisted for later. It
@@ -55,20 +48,6 @@ func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 // Deferred reports true: the request was accepted for later, not failed, so a fallback
 // behavior outside the deferral passes it on (see behaviors.Deferring).
 func (e *DeferredError) Deferred() bool { return true }
-
-// LeaseLostError names the fence of a rejected completion. It matches ErrLeaseLost.
-type LeaseLostError struct {
-	// Fence is the lease the completion claimed to hold.
-	Fence Fence
-}
-
-// Error implements error.
-func (e *LeaseLostError) Error() string {
-	return fmt.Sprintf("durable: lease lost: item %d attempt %d is no longer held by %q", e.Fence.ItemID, e.Fence.Attempt, e.Fence.Owner)
-}
-
-// Is reports whether target is ErrLeaseLost.
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
 // UnknownRequestError names an unregistered request name or type. It matches ErrUnknownRequest.
 type UnknownRequestError struct {

@@ -29,15 +29,15 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	store, err := durable.OpenSQLite(ctx, filepath.Join(dir, "queue.db"))
+	// 1. Open the queue: an embedded SQLite file, created and migrated on first use.
+	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db")})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer store.Close()
-	reg := durable.NewRegistry()
-	durable.MustRegister[*SendInvoice](reg, "billing.send-invoice")
-	q, _ := durable.NewQueue(durable.Config{Store: store, Registry: reg})
+	defer q.Close()
+	// 2. Register the request types the queue stores, under stable names.
+	durable.Register[*SendInvoice](q, "billing.send-invoice")
 
 	sent := make(chan string)
 	m := mediator.New(nil)
@@ -54,7 +54,12 @@ func Example() {
 	res, _ := q.Enqueue(ctx, &SendInvoice{Invoice: "INV-1"})
 	fmt.Println("enqueued item", res.ID)
 
-	s, _ := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
+	// 3. Run a scheduler in every instance: it dispatches the due items through the mediator.
+	s, err := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = s.Start()
 	fmt.Println(<-sent)
 	_ = s.Shutdown(ctx)
@@ -69,19 +74,17 @@ func Example() {
 
 // The deferral behavior turns a retryable failure into a durable item and a *DeferredError;
 // the scheduler retries the item later.
-func ExampleQueue_Deferral() {
+func ExampleNewDeferral() {
 	dir, _ := os.MkdirTemp("", "durable-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	store, _ := durable.OpenSQLite(ctx, filepath.Join(dir, "queue.db"))
-	defer store.Close()
-	reg := durable.NewRegistry()
-	durable.MustRegister[*SendInvoice](reg, "billing.send-invoice")
-	q, _ := durable.NewQueue(durable.Config{
-		Store: store, Registry: reg,
-		Policy: durable.Policy{Initial: 10 * time.Millisecond, Jitter: -1},
+	q, _ := durable.Open(ctx, durable.Config{
+		SQLitePath: filepath.Join(dir, "queue.db"),
+		Policy:     durable.Policy{Initial: 10 * time.Millisecond, Jitter: -1},
 	})
+	defer q.Close()
+	durable.Register[*SendInvoice](q, "billing.send-invoice")
 
 	down := true
 	sent := make(chan string)
@@ -93,7 +96,7 @@ func ExampleQueue_Deferral() {
 		sent <- "sent " + r.Invoice
 		return mediator.Void{}, nil
 	})
-	_ = m.Use(q.Deferral())
+	_ = m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {
 		fmt.Println(err)
 		return
@@ -102,16 +105,20 @@ func ExampleQueue_Deferral() {
 	_, err := mediator.Send(ctx, m, &SendInvoice{Invoice: "INV-2"})
 	var deferred *durable.DeferredError
 	if errors.As(err, &deferred) {
-		it, _ := store.Item(ctx, deferred.ItemID)
+		it, _ := q.Item(ctx, deferred.ItemID)
 		fmt.Println("deferred:", errors.Is(err, durable.ErrDeferred), it.State, it.LastError)
 	}
 
 	down = false // the service is back before the scheduler starts
-	s, _ := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
+	s, err := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = s.Start()
 	fmt.Println(<-sent)
 	_ = s.Shutdown(ctx)
-	as, _ := store.Attempts(ctx, deferred.ItemID)
+	as, _ := q.Attempts(ctx, deferred.ItemID)
 	fmt.Println(len(as), "attempt:", as[0].Outcome)
 	// Output:
 	// deferred: true pending invoice service unavailable

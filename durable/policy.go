@@ -8,7 +8,7 @@ import (
 )
 
 // Policy decides when a failed item is tried again and when it gives up. The zero value of each
-// field means its default. Validate reports fields set to values outside their range; NewQueue
+// field means its default. Validate reports fields set to values outside their range; Open
 // (Config.Policy) and Register (WithPolicy) refuse such a policy.
 type Policy struct {
 	// MaxAttempts is the number of durable attempts (scheduler dispatches) after which a failed

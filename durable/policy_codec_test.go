@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -30,8 +32,8 @@ func noPanic(t *testing.T, what string, fn func()) {
 // A payload written by a newer version of the request type (one more field) decodes on an
 // instance that does not know the field yet: the default codec ignores it.
 func TestJSONCodecToleratesUnknownFields(t *testing.T) {
-	r := newRegistry(t)
-	v, err := r.Decode("test.work", []byte(`{"n":7,"added":{"deep":[1,2]}}`))
+	r := typesQueue(t)
+	v, err := durable.DecodeFor(r, "test.work", []byte(`{"n":7,"added":{"deep":[1,2]}}`))
 	if err != nil {
 		t.Fatalf("decode with an added field: %v", err)
 	}
@@ -50,7 +52,7 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	ctx := context.Background()
 	now := e.clock.Now()
-	id, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.work", Payload: []byte(`{"n":5,"priority":"high"}`), NextAt: now, Now: now})
+	id, _, err := e.store.Enqueue(ctx, istore.NewItem{Name: "test.work", Payload: []byte(`{"n":5,"priority":"high"}`), NextAt: now, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 	start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
 	var it durable.Item
 	eventually(t, 20*time.Second, "the item to succeed or die", func() bool {
-		it = item(t, e.store, id)
+		it = item(t, e.q, durable.ItemID(id))
 		return it.State == durable.StateSucceeded || it.State == durable.StateDead
 	})
 	if it.State != durable.StateSucceeded {
@@ -76,7 +78,7 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 // Whatever the codec's tolerance, a payload that is not exactly one JSON value, or does not fit
 // the type, is a *DecodeError.
 func TestJSONCodecRejectsBadPayloads(t *testing.T) {
-	r := newRegistry(t)
+	r := typesQueue(t)
 	for _, payload := range []string{
 		`{"n":1} {"n":2}`,
 		`{"n":1}}`,
@@ -87,14 +89,14 @@ func TestJSONCodecRejectsBadPayloads(t *testing.T) {
 		``,
 		`[]`,
 	} {
-		v, err := r.Decode("test.work", []byte(payload))
+		v, err := durable.DecodeFor(r, "test.work", []byte(payload))
 		var de *durable.DecodeError
 		if !errors.As(err, &de) || !errors.Is(err, durable.ErrDecode) || de.Name != "test.work" {
 			t.Errorf("Decode(%q) = %#v, %v; want a *DecodeError", payload, v, err)
 		}
 	}
 	// Whitespace after the value is not trailing data.
-	if _, err := r.Decode("test.work", []byte("{\"n\":1}\n\t ")); err != nil {
+	if _, err := durable.DecodeFor(r, "test.work", []byte("{\"n\":1}\n\t ")); err != nil {
 		t.Errorf("trailing whitespace: %v", err)
 	}
 }
@@ -125,10 +127,13 @@ func TestPolicyDelayHonoursMax(t *testing.T) {
 	}
 }
 
-// Registering a request type with an invalid policy fails, and leaves the type unregistered.
+// Registering a request type with an invalid policy panics with an error naming the fields, and
+// leaves the type unregistered.
 func TestRegisterRefusesInvalidPolicy(t *testing.T) {
-	r := durable.NewRegistry()
-	err := durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{MaxAttempts: -1, Multiplier: 0.5}))
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	err := registerErr(func() {
+		durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{MaxAttempts: -1, Multiplier: 0.5}))
+	})
 	if err == nil {
 		t.Fatal("registered with MaxAttempts -1 and Multiplier 0.5")
 	}
@@ -140,11 +145,13 @@ func TestRegisterRefusesInvalidPolicy(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if r.Has(reflect.TypeFor[*Work]()) {
+	if durable.Registered(r, reflect.TypeFor[*Work]()) {
 		t.Error("the type was registered despite the error")
 	}
 	// A valid policy registers.
-	if err := durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{MaxAttempts: 3, Jitter: -1})); err != nil {
+	if err := registerErr(func() {
+		durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{MaxAttempts: 3, Jitter: -1}))
+	}); err != nil {
 		t.Fatalf("valid policy: %v", err)
 	}
 }
@@ -158,12 +165,10 @@ func (explodingCodec) Unmarshal(data []byte, v any) error {
 }
 
 // A codec that panics while encoding gives an error naming the request and the panic, on
-// every path that encodes: Registry.Encode, Enqueue, and the deferral inside mediator.Send.
+// every path that encodes: the registry's encode, Enqueue, and the deferral inside mediator.Send.
 func TestEncodeRecoversCodecPanic(t *testing.T) {
-	r := durable.NewRegistry()
-	if err := durable.Register[*Fragile](r, "test.fragile", durable.WithCodec(explodingCodec{})); err != nil {
-		t.Fatal(err)
-	}
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	durable.Register[*Fragile](r, "test.fragile", durable.WithCodec(explodingCodec{}))
 	checkErr := func(what string, err error) {
 		t.Helper()
 		if err == nil {
@@ -175,13 +180,12 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 			}
 		}
 	}
-	noPanic(t, "Registry.Encode", func() {
-		_, _, err := r.Encode(&Fragile{V: "x"})
-		checkErr("Registry.Encode", err)
+	noPanic(t, "the registry's encode", func() {
+		_, _, err := durable.EncodeFor(r, &Fragile{V: "x"})
+		checkErr("the registry's encode", err)
 	})
 
-	store := sqliteBackend(t).open(t)
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: r, Policy: fastPolicy}))
+	q := r
 	ctx := context.Background()
 	noPanic(t, "Queue.Enqueue", func() {
 		_, err := q.Enqueue(ctx, &Fragile{V: "x"})
@@ -192,7 +196,7 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 	_ = mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) {
 		return mediator.Void{}, retryableErr{"downstream unavailable"}
 	})
-	_ = m.Use(q.Deferral())
+	_ = m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +219,7 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 // A nil request, or a nil pointer of a registered type, is refused instead of being stored as
 // "null" and later dispatched as an empty request.
 func TestEncodeRefusesNilRequest(t *testing.T) {
-	r := newRegistry(t)
+	r := typesQueue(t)
 	for _, c := range []struct {
 		req      any
 		typeName string
@@ -225,7 +229,7 @@ func TestEncodeRefusesNilRequest(t *testing.T) {
 		{(*Keyed)(nil), "*durable_test.Keyed"},
 		{(*Fragile)(nil), "*durable_test.Fragile"}, // not registered: nil still wins
 	} {
-		name, payload, err := r.Encode(c.req)
+		name, payload, err := durable.EncodeFor(r, c.req)
 		if !errors.Is(err, mediator.ErrNilRequest) {
 			t.Errorf("Encode(%T) = %q, %q, %v; want an error matching mediator.ErrNilRequest", c.req, name, payload, err)
 			continue
@@ -253,11 +257,11 @@ func TestEncodeRefusesNilRequest(t *testing.T) {
 
 // A strict codec keeps rejecting unknown fields, and trailing data, as *DecodeError.
 func TestJSONCodecStrict(t *testing.T) {
-	r := durable.NewRegistry()
-	if err := durable.Register[*Work](r, "test.work", durable.WithCodec(durable.JSONCodec{Strict: true})); err != nil {
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	if err := registerErr(func() { durable.Register[*Work](r, "test.work", durable.WithCodec(durable.JSONCodec{Strict: true})) }); err != nil {
 		t.Fatal(err)
 	}
-	v, err := r.Decode("test.work", []byte(`{"n":2}`))
+	v, err := durable.DecodeFor(r, "test.work", []byte(`{"n":2}`))
 	if err != nil || v.(*Work).N != 2 {
 		t.Fatalf("known fields only: %#v, %v", v, err)
 	}
@@ -267,7 +271,7 @@ func TestJSONCodecStrict(t *testing.T) {
 		{`{"n":1}}`, "trailing"},
 		{`{"n":1} {"n":2}`, "trailing"},
 	} {
-		_, err := r.Decode("test.work", []byte(c.payload))
+		_, err := durable.DecodeFor(r, "test.work", []byte(c.payload))
 		var de *durable.DecodeError
 		if !errors.As(err, &de) || de.Name != "test.work" || !strings.Contains(err.Error(), c.mention) {
 			t.Errorf("strict Decode(%q) = %v; want a *DecodeError mentioning %s", c.payload, err, c.mention)
@@ -343,8 +347,10 @@ func TestPolicyValidate(t *testing.T) {
 
 // Register's error for an invalid policy is the validation error.
 func TestRegisterInvalidPolicyMatchesSentinel(t *testing.T) {
-	r := durable.NewRegistry()
-	err := durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{Jitter: math.NaN()}))
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	err := registerErr(func() {
+		durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{Jitter: math.NaN()}))
+	})
 	var ipe *durable.InvalidPolicyError
 	if !errors.Is(err, durable.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "Jitter" {
 		t.Fatalf("Register: %v", err)
@@ -376,11 +382,10 @@ func ExamplePolicy_Validate() {
 	// durable: invalid policy: Multiplier 0.5 is not a finite number of at least 1
 }
 
-func TestNewQueueRefusesInvalidPolicy(t *testing.T) {
-	store := sqliteBackend(t).open(t)
-	q, err := durable.NewQueue(durable.Config{Store: store, Registry: durable.NewRegistry(), Policy: durable.Policy{Initial: -time.Second}})
+func TestOpenRefusesInvalidPolicy(t *testing.T) {
+	q, err := durable.Open(context.Background(), durable.Config{SQLitePath: filepath.Join(t.TempDir(), "q.db"), Policy: durable.Policy{Initial: -time.Second}})
 	var ipe *durable.InvalidPolicyError
 	if q != nil || !errors.Is(err, durable.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "Initial" {
-		t.Fatalf("NewQueue = %v, %v", q, err)
+		t.Fatalf("Open = %v, %v", q, err)
 	}
 }

@@ -4,45 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
-
-// Config configures a Queue.
-type Config struct {
-	// Store keeps the items. Required.
-	Store *Store
-	// Registry maps request types to names and codecs. Required.
-	Registry *Registry
-	// Policy is the retry policy of items whose registration has none. Zero fields take the
-	// DefaultPolicy values. NewQueue refuses a policy that Policy.Validate rejects.
-	Policy Policy
-	// Clock tells the time. Default SystemClock.
-	Clock Clock
-	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
-	// several goroutines at once. Default math/rand/v2.
-	Rand func() float64
-	// Recheck is the longest an item the scheduler could not start waits before it is looked
-	// at again: one refused by an open circuit breaker (however long the breaker says it stays
-	// open: a breaker tripped by hand for a day, then reset in another instance, must not hold
-	// it for a day), or one whose request name this instance does not know (during a rolling
-	// deploy an instance on the newer version does). Items put off by a breaker are also freed
-	// at once when it closes. Default 1 minute.
-	Recheck time.Duration
-	// Retries is the layer merged over each request's own in-process retry policy (the Retry
-	// behavior of its pipeline, else behaviors.DefaultRetryPolicy) to decide which failures of
-	// durable work are worth another try: the deferral defers them, the scheduler tries them
-	// again. Only its classification fields count (RetryOnTimeout, RetryOnTransport,
-	// WaitForBreaker, RetryableStatusCodes, Classify). Zero fields keep DefaultRetries' values,
-	// which turn on timeouts, transport errors and circuit-open errors: durable work exists for
-	// the dependency that is down or hung, while in process those stay off because a caller
-	// is waiting.
-	Retries behaviors.RetryPolicy
-}
 
 // DefaultRetries is the classification layer of durable work: on top of what the request's
 // retry policy retries, timeouts, transport errors and the circuit-open errors the handler met
@@ -50,10 +17,12 @@ type Config struct {
 // dependency that is down or hung; in process they stay off because a caller is waiting.
 var DefaultRetries = behaviors.RetryPolicy{RetryOnTimeout: behaviors.On, RetryOnTransport: behaviors.On, WaitForBreaker: behaviors.On}
 
-// Queue enqueues requests durably and is shared by the Deferral behavior and the Scheduler.
+// Queue keeps durable requests in a database: Enqueue stores them, a Deferral (NewDeferral)
+// stores the requests whose in-process attempts failed, a Scheduler (NewScheduler) runs them.
+// Request types are registered on it with Register. Open returns one; Close it when done.
 type Queue struct {
-	store   *Store
-	reg     *Registry
+	store   *store.Store
+	reg     *registry
 	policy  Policy
 	clock   Clock
 	rand    func() float64
@@ -61,48 +30,12 @@ type Queue struct {
 	recheck time.Duration
 }
 
-// NewQueue returns a Queue over cfg.Store and cfg.Registry.
-func NewQueue(cfg Config) (*Queue, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("durable: NewQueue: Store is required")
-	}
-	if cfg.Registry == nil {
-		return nil, errors.New("durable: NewQueue: Registry is required")
-	}
-	if err := cfg.Policy.Validate(); err != nil {
-		return nil, fmt.Errorf("durable: NewQueue: Policy: %w", err)
-	}
-	if err := cfg.Retries.Validate(); err != nil {
-		return nil, fmt.Errorf("durable: NewQueue: Retries: %w", err)
-	}
-	if cfg.Recheck < 0 {
-		return nil, fmt.Errorf("durable: NewQueue: Recheck %v is negative", cfg.Recheck)
-	}
-	if cfg.Recheck == 0 {
-		cfg.Recheck = time.Minute
-	}
-	q := &Queue{store: cfg.Store, reg: cfg.Registry, policy: cfg.Policy, clock: cfg.Clock, rand: cfg.Rand,
-		layer: DefaultRetries.Merge(cfg.Retries), recheck: cfg.Recheck}
-	if q.clock == nil {
-		q.clock = SystemClock
-	}
-	if q.rand == nil {
-		q.rand = rand.Float64
-	}
-	return q, nil
-}
+// Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
+// pool given as Config.DB is left open. Shut the queue's schedulers down first.
+func (q *Queue) Close() error { return q.store.Close() }
 
-// Store returns the queue's store.
-func (q *Queue) Store() *Store { return q.store }
-
-// Registry returns the queue's registry.
-func (q *Queue) Registry() *Registry { return q.reg }
-
-// Clock returns the queue's clock.
-func (q *Queue) Clock() Clock { return q.clock }
-
-// PolicyFor returns the effective policy (defaults applied) of items named name.
-func (q *Queue) PolicyFor(name string) Policy {
+// policyFor returns the effective policy (defaults applied) of items named name.
+func (q *Queue) policyFor(name string) Policy {
 	return q.reg.policyFor(name, q.policy).withDefaults()
 }
 
@@ -154,9 +87,10 @@ func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (En
 	return q.enqueue(ctx, nil, req, opts)
 }
 
-// EnqueueTx is Enqueue inside tx, a transaction on the store's database: the item is
-// dispatched only if tx commits, together with the application's own writes. See
-// Store.EnqueueTx.
+// EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item is
+// dispatched only if tx commits, together with the application's own writes (a transactional
+// outbox). On SQLite, whose pool has a single connection, do not use the queue outside tx
+// until tx ends.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")
@@ -169,7 +103,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	for _, o := range opts {
 		o(&c)
 	}
-	name, payload, err := q.reg.Encode(req)
+	name, payload, err := q.reg.encode(req)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -181,7 +115,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	case c.after > 0:
 		next = now.Add(c.after)
 	}
-	it := NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey}
+	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
 	} else if d, ok := req.(Deduplicated); ok {
@@ -193,7 +127,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		it.OrderingKey = o.OrderingKey()
 	}
 	var (
-		id      ItemID
+		id      store.ItemID
 		existed bool
 	)
 	if tx != nil {
@@ -204,12 +138,52 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return Enqueued{ID: id, Duplicate: existed}, nil
+	return Enqueued{ID: ItemID(id), Duplicate: existed}, nil
 }
 
-// Stats counts the store's items by state and measures the oldest due item's wait.
+// Item returns one item; an error wrapping sql.ErrNoRows if there is none.
+func (q *Queue) Item(ctx context.Context, id ItemID) (Item, error) {
+	it, err := q.store.Item(ctx, store.ItemID(id))
+	if err != nil {
+		return Item{}, err
+	}
+	return itemOf(it), nil
+}
+
+// List returns the items f selects, in id order.
+func (q *Queue) List(ctx context.Context, f Filter) ([]Item, error) {
+	items, err := q.store.List(ctx, store.Filter{State: store.State(f.State), Name: f.Name, AfterID: store.ItemID(f.AfterID), Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Item, len(items))
+	for i, it := range items {
+		out[i] = itemOf(it)
+	}
+	return out, nil
+}
+
+// Attempts lists the attempts of an item in order.
+func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
+	as, err := q.store.Attempts(ctx, store.ItemID(id))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = attemptOf(a)
+	}
+	return out, nil
+}
+
+// Stats counts the queue's items by state and measures the oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	return q.store.Stats(ctx, q.clock.Now())
+	st, err := q.store.Stats(ctx, q.clock.Now())
+	out := Stats{Counts: make(map[ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
+	for k, v := range st.Counts {
+		out.Counts[ItemState(k)] = v
+	}
+	return out, err
 }
 
 // retryPolicySource is implemented by the retry behavior (*behaviors.Retry): the merged policy
@@ -248,5 +222,5 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err
 
 // nextDelay is the backoff after failed attempt n of an item named name.
 func (q *Queue) nextDelay(name string, n int) time.Duration {
-	return q.PolicyFor(name).Delay(n, q.rand())
+	return q.policyFor(name).Delay(n, q.rand())
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -204,7 +205,7 @@ type Scheduler struct {
 	// released. It is keyed by fence, not item id: after a stalled worker lost its lease, the
 	// same scheduler may claim the item again while the stale dispatch still runs, and ending
 	// the stale one must not forget the new one.
-	inflight    map[Fence]struct{}
+	inflight    map[store.Fence]struct{}
 	parked      map[string]bool // breaker keys that closed: their parked items are to be freed
 	unknown     map[string]bool // request names found and not registered, already warned about
 	result      error           // Shutdown's outcome, set before finished is closed
@@ -221,8 +222,8 @@ type Scheduler struct {
 	stop      chan struct{} // closed by Shutdown: claim no more
 	wake      chan struct{} // claim now
 	unpark    chan struct{} // a breaker closed
-	work      chan Claimed
-	done      chan Completion
+	work      chan store.Claimed
+	done      chan store.Completion
 	keeperEnd chan struct{}
 	finished  chan struct{}
 
@@ -256,14 +257,14 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 	}
 	s := &Scheduler{
 		q: q, sender: sender, cfg: cfg,
-		inflight:  map[Fence]struct{}{},
+		inflight:  map[store.Fence]struct{}{},
 		parked:    map[string]bool{},
 		unknown:   map[string]bool{},
 		stop:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		unpark:    make(chan struct{}, 1),
-		work:      make(chan Claimed),
-		done:      make(chan Completion, cfg.Workers),
+		work:      make(chan store.Claimed),
+		done:      make(chan store.Completion, cfg.Workers),
 		keeperEnd: make(chan struct{}),
 		finished:  make(chan struct{}),
 		graceEnd:  make(chan struct{}),
@@ -400,11 +401,11 @@ func (s *Scheduler) storeCtx() (context.Context, context.CancelFunc) {
 // when the scheduler has stopped, reporting whether every worker is idle.
 func (s *Scheduler) run() (idle bool) {
 	var (
-		running   int          // items handed to workers whose completion has not come back
-		pending   []Completion // completions not yet written
-		isolating bool         // an item claimed alone is running
-		drain     bool         // an item to run alone is due: claim nothing until idle
-		lastCheck time.Time    // last look for a due item to run alone
+		running   int                // items handed to workers whose completion has not come back
+		pending   []store.Completion // completions not yet written
+		isolating bool               // an item claimed alone is running
+		drain     bool               // an item to run alone is due: claim nothing until idle
+		lastCheck time.Time          // last look for a due item to run alone
 		writeWait = 10 * time.Millisecond
 		lastErr   error
 	)
@@ -413,7 +414,7 @@ func (s *Scheduler) run() (idle bool) {
 	retry := time.NewTimer(writeWait)
 	retry.Stop()    // armed only when a write fails
 	stopC := s.stop // nil once seen closed, so the select does not spin on it
-	collect := func(c Completion) {
+	collect := func(c store.Completion) {
 		running--
 		pending = append(pending, c)
 	}
@@ -565,18 +566,20 @@ func (s *Scheduler) finish(running, unwritten int, dbErr error) {
 	s.result = errors.Join(errs...)
 }
 
-func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
+func (s *Scheduler) claim(alone bool, n int, now time.Time) []store.Claimed {
 	ctx, cancel := s.storeCtx()
 	defer cancel()
 	var (
-		items []Claimed
+		items []store.Claimed
 		err   error
 	)
 	if alone {
 		items, err = s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
-	} else {
+	} else if s.cfg.Workers == 1 {
 		// With one worker every claim runs alone: a crash while it runs is its own.
-		items, err = s.q.store.claim(ctx, s.q.store.d.claim, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
+		items, err = s.q.store.ClaimAlone(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
+	} else {
+		items, err = s.q.store.Claim(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
 	}
 	s.noteStore("claim", err)
 	s.hold(items)
@@ -585,16 +588,16 @@ func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
 
 // handOut gives claimed items to free workers, each of which starts at once, and returns how
 // many.
-func (s *Scheduler) handOut(items []Claimed) int {
+func (s *Scheduler) handOut(items []store.Claimed) int {
 	for i := range items {
 		s.work <- items[i]
-		items[i] = Claimed{} // the worker holds the only copy of the payload now
+		items[i] = store.Claimed{} // the worker holds the only copy of the payload now
 	}
 	return len(items)
 }
 
 // hold records the leases of claimed items, for the heartbeats.
-func (s *Scheduler) hold(items []Claimed) {
+func (s *Scheduler) hold(items []store.Claimed) {
 	if len(items) == 0 {
 		return
 	}
@@ -608,7 +611,7 @@ func (s *Scheduler) hold(items []Claimed) {
 // write stores completions in one round trip. retried says an earlier write of the batch
 // failed: the database may have applied it all the same (its answer was lost), and a
 // rejection then only says so.
-func (s *Scheduler) write(batch []Completion, retried bool) error {
+func (s *Scheduler) write(batch []store.Completion, retried bool) error {
 	ctx, cancel := s.storeCtx()
 	results, err := s.q.store.Complete(ctx, batch)
 	cancel()
@@ -621,7 +624,7 @@ func (s *Scheduler) write(batch []Completion, retried bool) error {
 }
 
 // settle logs the rejected completions of a written batch and forgets its leases.
-func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
+func (s *Scheduler) settle(batch []store.Completion, results []error, retried bool) {
 	for i, r := range results {
 		if r == nil {
 			continue
@@ -634,7 +637,7 @@ func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)
-		if c.Outcome == OutcomeInterrupted {
+		if c.Outcome == store.OutcomeInterrupted {
 			s.interrupted++
 		}
 	}
@@ -643,7 +646,7 @@ func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
 
 // alreadyRecorded reports whether c's attempt row exists, written by this instance: an earlier
 // write of c that timed out was applied after all.
-func (s *Scheduler) alreadyRecorded(c Completion) bool {
+func (s *Scheduler) alreadyRecorded(c store.Completion) bool {
 	if c.Outcome == "" {
 		return false
 	}
@@ -663,9 +666,9 @@ func (s *Scheduler) alreadyRecorded(c Completion) bool {
 
 // writeAndClaim stores completions and claims up to n items in one round trip (see write and
 // claim).
-func (s *Scheduler) writeAndClaim(batch []Completion, n int, now time.Time, retried bool) ([]Claimed, error) {
+func (s *Scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time, retried bool) ([]store.Claimed, error) {
 	ctx, cancel := s.storeCtx()
-	results, items, err := s.q.store.completeAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
+	results, items, err := s.q.store.CompleteAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
 	cancel()
 	s.noteStore("record outcomes and claim", err)
 	if err != nil {
@@ -696,34 +699,34 @@ func (s *Scheduler) worker() {
 }
 
 // release undoes a claim that was not attempted.
-func (s *Scheduler) release(c Claimed) Completion {
-	return Completion{Fence: c.Fence(), State: StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
+func (s *Scheduler) release(c store.Claimed) store.Completion {
+	return store.Completion{Fence: c.Fence(), State: store.StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
 }
 
 // process dispatches c as one attempt and returns its outcome. It drops c's payload once it is
 // decoded, so a large payload is not held twice while the handler runs.
-func (s *Scheduler) process(c *Claimed) Completion {
-	pol := s.q.PolicyFor(c.Name)
+func (s *Scheduler) process(c *store.Claimed) store.Completion {
+	pol := s.q.policyFor(c.Name)
 	now := s.q.clock.Now()
-	comp := Completion{Fence: c.Fence(), EndedAt: now}
+	comp := store.Completion{Fence: c.Fence(), EndedAt: now}
 	counted := c.Counted()
 	if counted > pol.MaxAttempts {
 		// Its last allowed attempt was abandoned (its process died running it, alone) and used
 		// up the attempts.
-		comp.State, comp.Error = StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
+		comp.State, comp.Error = store.StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
 		return comp
 	}
-	req, err := s.q.reg.Decode(c.Name, c.Payload)
+	req, err := s.q.reg.decode(c.Name, c.Payload)
 	c.Payload = nil // the decoded request is all that is needed from here on
 	if errors.Is(err, ErrUnknownRequest) {
 		// An instance on another version (a rolling deploy) may know the name: not attempted,
 		// looked at again later, by whichever instance claims it.
 		s.warnUnknown(c.Name)
-		comp.State, comp.NextAt, comp.Error = StatePending, now.Add(s.q.recheck), err.Error()
+		comp.State, comp.NextAt, comp.Error = store.StatePending, now.Add(s.q.recheck), err.Error()
 		return comp
 	}
 	if err != nil {
-		comp.State, comp.Error = StateDead, err.Error()
+		comp.State, comp.Error = store.StateDead, err.Error()
 		return comp
 	}
 	var key string
@@ -739,13 +742,13 @@ func (s *Scheduler) process(c *Claimed) Completion {
 		return s.release(*c) // shutting down: not started
 	}
 	ctx := mediator.WithMarks(s.life, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
-	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: c.ID, Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
+	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()
 	switch {
 	case err == nil:
-		comp.State, comp.Outcome = StateSucceeded, OutcomeSucceeded
+		comp.State, comp.Outcome = store.StateSucceeded, store.OutcomeSucceeded
 	case behaviors.Refused(err, req):
 		// A behavior of the pipeline turned it away before the handler ran (an open breaker
 		// that opened since the check, a full bulkhead): no attempt.
@@ -765,20 +768,20 @@ func (s *Scheduler) process(c *Claimed) Completion {
 		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
 		// backoff, no dead letter, and it does not count against MaxAttempts.
-		comp.State, comp.Outcome, comp.NextAt, comp.Error = StatePending, OutcomeInterrupted, comp.EndedAt, err.Error()
+		comp.State, comp.Outcome, comp.NextAt, comp.Error = store.StatePending, store.OutcomeInterrupted, comp.EndedAt, err.Error()
 	case s.retries(ctx, req, err) && counted < pol.MaxAttempts:
-		comp.State, comp.Outcome, comp.Error = StatePending, OutcomeFailed, err.Error()
+		comp.State, comp.Outcome, comp.Error = store.StatePending, store.OutcomeFailed, err.Error()
 		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err)))
 	default:
-		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
+		comp.State, comp.Outcome, comp.Error = store.StateDead, store.OutcomeFailed, err.Error()
 	}
 	return comp
 }
 
 // park undoes the claim of an item a breaker (key, when known) or a bulkhead refused: it is due
 // again when the refusal may clear, and at most the queue's Recheck from now.
-func (s *Scheduler) park(comp Completion, key string, remaining time.Duration) Completion {
-	comp.State, comp.Outcome, comp.ParkedKey = StatePending, "", key
+func (s *Scheduler) park(comp store.Completion, key string, remaining time.Duration) store.Completion {
+	comp.State, comp.Outcome, comp.ParkedKey = store.StatePending, "", key
 	comp.NextAt = comp.EndedAt.Add(min(s.breakerWait(remaining), s.q.recheck))
 	return comp
 }
@@ -828,7 +831,7 @@ type pipelineLister interface {
 // breakerOpen asks the breaker view about req's key. A BreakerKey or BreakerView that panics
 // (a key function written for another request type) is logged and the item is dispatched as if
 // the breaker were closed, rather than crashing the worker.
-func (s *Scheduler) breakerOpen(c *Claimed, req any) (key string, remaining time.Duration, open bool) {
+func (s *Scheduler) breakerOpen(c *store.Claimed, req any) (key string, remaining time.Duration, open bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", "instance", s.cfg.InstanceID,
@@ -916,7 +919,7 @@ func (s *Scheduler) keeper() {
 			return
 		case <-hb.C:
 			s.mu.Lock()
-			ids := make([]ItemID, 0, len(s.inflight))
+			ids := make([]store.ItemID, 0, len(s.inflight))
 			for f := range s.inflight {
 				ids = append(ids, f.ItemID)
 			}

@@ -109,22 +109,15 @@ func run(out io.Writer, dbPath string) error {
 		fmt.Fprintf(out, format+"\n", args...)
 	}
 
-	store, err := durable.OpenSQLite(ctx, dbPath)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	reg := durable.NewRegistry()
-	if err := durable.Register[*Charge](reg, "payments.charge"); err != nil {
-		return err
-	}
-	queue, err := durable.NewQueue(durable.Config{
-		Store: store, Registry: reg,
-		Policy: durable.Policy{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: time.Second, Jitter: -1},
+	queue, err := durable.Open(ctx, durable.Config{
+		SQLitePath: dbPath,
+		Policy:     durable.Policy{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: time.Second, Jitter: -1},
 	})
 	if err != nil {
 		return err
 	}
+	defer queue.Close()
+	durable.Register[*Charge](queue, "payments.charge")
 
 	breakers := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{
 		FailureThreshold: 3,
@@ -165,7 +158,7 @@ func run(out io.Writer, dbPath string) error {
 			return 1.05, nil // the last rate we saw
 		}),
 		behaviors.NewTimeout(time.Second),
-		queue.Deferral(),
+		durable.NewDeferral(queue, durable.DeferralConfig{}),
 	} {
 		if err := m.Use(b); err != nil {
 			return err
@@ -253,10 +246,10 @@ func run(out io.Writer, dbPath string) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range []durable.State{durable.StatePending, durable.StateSucceeded, durable.StateDead} {
+	for _, s := range []durable.ItemState{durable.StatePending, durable.StateSucceeded, durable.StateDead} {
 		say("   %-9s %d", s, st.Counts[s])
 	}
-	attempts, err := store.Attempts(ctx, enq.ID)
+	attempts, err := queue.Attempts(ctx, enq.ID)
 	if err != nil {
 		return err
 	}
