@@ -112,7 +112,9 @@ func (p Policy) withDefaults() Policy {
 	case p.Jitter == 0:
 		p.Jitter = DefaultPolicy.Jitter
 	case p.Jitter < 0 || math.IsNaN(p.Jitter):
-		p.Jitter = 0
+		// No jitter. It stays negative, so that applying the defaults again (Delay does, on
+		// the policy the queue resolved for an item) does not turn it into the default.
+		p.Jitter = -1
 	case p.Jitter > 1:
 		p.Jitter = 1
 	}
