@@ -198,7 +198,7 @@ func (cfg Config) database() (*sql.DB, Dialect, bool, error) {
 func checkVersion(ctx context.Context, db *sql.DB, e store.Engine) error {
 	have, err := store.Version(ctx, db, e)
 	if err != nil {
-		return fmt.Errorf("durable: Open: %w", err)
+		return err
 	}
 	if need := store.SchemaVersion(); have < need {
 		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d: run durable.Migrate (or apply durable.MigrationSQL with your migration tool) first", have, need)
