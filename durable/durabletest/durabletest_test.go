@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -137,7 +136,6 @@ func TestWorkHonoursAnOpenBreaker(t *testing.T) {
 	if got := durabletest.Work(ctx, t, f.q, f.m); got != (durabletest.Result{Succeeded: 1}) {
 		t.Fatalf("after the breaker closed: %v", got)
 	}
-	var _ durable.BreakerView = (*behaviors.BreakerRegistry)(nil)
 }
 
 func TestRequireEnqueued(t *testing.T) {
