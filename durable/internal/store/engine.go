@@ -35,6 +35,8 @@ type Engine interface {
 	// appliedAt is the SQL expression of the current time in microseconds since the epoch,
 	// for the version rows of MigrationSQL.
 	appliedAt() string
+	// syntax is the lexical rules Split follows for the engine's scripts.
+	syntax() Syntax
 	// versionTableExists is a query answering 1 when the version table exists, else 0.
 	versionTableExists() string
 }

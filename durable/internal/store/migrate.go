@@ -63,13 +63,6 @@ func SchemaVersion() int {
 	return ms[len(ms)-1].Version
 }
 
-func syntaxOf(e Engine) Syntax {
-	if e == Postgres {
-		return PostgresSyntax
-	}
-	return SQLiteSyntax
-}
-
 const versionTable = `CREATE TABLE IF NOT EXISTS switchboard_schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
@@ -129,7 +122,7 @@ func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
 }
 
 func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) error {
-	stmts, err := Split(m.SQL, syntaxOf(e))
+	stmts, err := Split(m.SQL, e.syntax())
 	if err != nil {
 		return err
 	}
@@ -201,7 +194,7 @@ func Script(e Engine, ms []Migration) (string, error) {
 	b.WriteString("-- Apply once to an empty database, or from the first migration the database lacks.\n\n")
 	b.WriteString(versionTable + ";\n")
 	for _, m := range ms {
-		stmts, err := Split(m.SQL, syntaxOf(e))
+		stmts, err := Split(m.SQL, e.syntax())
 		if err != nil {
 			return "", fmt.Errorf("durable: migration %d (%s): %w", m.Version, m.Name, err)
 		}

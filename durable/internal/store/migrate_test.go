@@ -146,7 +146,7 @@ func TestScriptMatchesMigrate(t *testing.T) {
 		}
 		if !applied {
 			t.Logf("no %v client: applying the script statement by statement", b.engine)
-			stmts := must[[]string](t)(Split(script, syntaxOf(b.engine)))
+			stmts := must[[]string](t)(Split(script, b.engine.syntax()))
 			for _, s := range stmts {
 				if _, err := db.Exec(s); err != nil {
 					t.Fatalf("%s: %v", s, err)

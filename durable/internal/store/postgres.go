@@ -286,3 +286,5 @@ func (e *postgresEngine) sweep(ctx context.Context, db *sql.DB, now time.Time) (
 func (*postgresEngine) versionTableExists() string {
 	return "SELECT CASE WHEN to_regclass('switchboard_schema_migrations') IS NULL THEN 0 ELSE 1 END"
 }
+
+func (*postgresEngine) syntax() Syntax { return PostgresSyntax }

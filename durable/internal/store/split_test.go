@@ -92,7 +92,7 @@ func TestSplitMigrations(t *testing.T) {
 			t.Fatalf("%v: migrations %+v, schema version %d", e, ms, SchemaVersion())
 		}
 		for _, m := range ms {
-			stmts, err := Split(m.SQL, syntaxOf(e))
+			stmts, err := Split(m.SQL, e.syntax())
 			if err != nil || len(stmts) == 0 {
 				t.Fatalf("%v %s: %d statements, %v", e, m.Name, len(stmts), err)
 			}

@@ -244,3 +244,5 @@ func (e *sqliteEngine) sweep(ctx context.Context, db *sql.DB, now time.Time) (in
 func (*sqliteEngine) versionTableExists() string {
 	return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'switchboard_schema_migrations'"
 }
+
+func (*sqliteEngine) syntax() Syntax { return SQLiteSyntax }
