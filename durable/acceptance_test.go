@@ -10,14 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
 // seed inserts n Work items due now with multi-row inserts, much faster than n Enqueue calls.
-func seed(t testing.TB, store *durable.Store, n int, now time.Time) {
+func seed(t testing.TB, store *istore.Store, n int, now time.Time) {
 	t.Helper()
 	ph := func(i int) string {
-		if store.Dialect() == "postgres" {
+		if store.Engine() == istore.Postgres {
 			return fmt.Sprintf("$%d", i)
 		}
 		return "?"
@@ -52,16 +54,16 @@ func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
 			// it is busy: the same check, with fewer items.
 			n = 300
 		}
-		policy := durable.Policy{MaxAttempts: 5, Initial: time.Millisecond, Multiplier: 2, Max: 10 * time.Millisecond}
+		policy := retry.Policy{MaxAttempts: 5, BaseDelay: time.Millisecond, Multiplier: 2, MaxDelay: 10 * time.Millisecond}
 		var (
 			successes sync.Map // item id → *atomic.Int32
 			calls     atomic.Int64
 		)
-		stores := make([]*durable.Store, 3)
+		stores := make([]*istore.Store, 3)
 		queues := make([]*durable.Queue, 3)
 		for i := range stores {
-			stores[i] = b.open(t)
-			queues[i] = must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: stores[i], Registry: newRegistry(t), Policy: policy}))
+			queues[i] = b.queue(t, durable.Config{Policy: policy})
+			stores[i] = durable.StoreOf(queues[i])
 		}
 		seed(t, stores[0], n, time.Now())
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
@@ -110,7 +112,7 @@ func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
 
 // checkAllAttemptRows reads every attempt row at once and checks each item has exactly
 // 1:failed 2:failed 3:succeeded, made by known instances, and an attempt count of 3.
-func checkAllAttemptRows(t *testing.T, store *durable.Store, n int, instances map[string]bool) {
+func checkAllAttemptRows(t *testing.T, store *istore.Store, n int, instances map[string]bool) {
 	t.Helper()
 	rows, err := store.DB().Query(`SELECT i.id, i.attempts, a.attempt, a.outcome, a.instance, a.error
 		FROM switchboard_items i JOIN switchboard_attempts a ON a.item_id = i.id ORDER BY i.id, a.attempt`)

@@ -42,22 +42,21 @@ func BenchmarkScheduler(b *testing.B) {
 }
 
 func benchScheduler(b *testing.B, be backend, workers int) {
-	store := be.open(b)
-	seed(b, store, b.N, time.Now())
+	q := be.queue(b, durable.Config{})
+	seed(b, durable.StoreOf(q), b.N, time.Now())
 	b.ResetTimer()
-	elapsed := runDrain(b, store, b.N, workers)
+	elapsed := runDrain(b, q, b.N, workers)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "items/s")
-	if st := must[durable.Stats](b)(store.Stats(context.Background(), time.Now())); st.Counts[durable.StateSucceeded] != int64(b.N) {
+	if st := must[durable.Stats](b)(q.Stats(context.Background())); st.Counts[durable.StateSucceeded] != int64(b.N) {
 		b.Fatalf("succeeded %d of %d", st.Counts[durable.StateSucceeded], b.N)
 	}
 }
 
 // runDrain runs a scheduler with workers workers and a no-op handler on store until n items
 // have been handled, and returns the time from Start until Shutdown returned.
-func runDrain(b *testing.B, store *durable.Store, n, workers int) time.Duration {
+func runDrain(b *testing.B, q *durable.Queue, n, workers int) time.Duration {
 	b.Helper()
-	q := must[*durable.Queue](b)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(b)}))
 	var count atomic.Int64
 	all := make(chan struct{})
 	m := mediatorFor(b, handlers{work: func(ctx context.Context, w *Work) error {

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -21,7 +25,7 @@ func TestChainUnderTheScheduler(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 3, OpenDuration: 30 * time.Second, Clock: e.clock})
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "dep" }, FailureThreshold: 3, OpenDuration: 30 * time.Second, Clock: e.clock})
 
 		var mu sync.Mutex
 		scripts := map[int][]string{
@@ -58,12 +62,12 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			}
 			return nil
 		}}, func(m *mediator.Mediator) {
-			m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
-			m.Use(e.q.Deferral())
-			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond}}))
-			m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "dep" }))
-			m.Use(behaviors.NewTimeout(50 * time.Millisecond))
-			m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}))
+			m.Use(fallback.NewFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }, fallback.Config{}))
+			m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}}))
+			m.Use(breaker.New(reg))
+			m.Use(timeout.New(timeout.Config{Duration: 50 * time.Millisecond}))
+			m.Use(bulkhead.New(bulkhead.Config{Limit: 1}))
 		})
 		chain := must[mediator.Chain](t)(mediator.Explain[*Work](m))
 		want := "fallback (default, 30)\n  durable-deferral (default, 40)\n    retry (default, 50)\n      circuit-breaker (default, 60)\n" +
@@ -78,8 +82,8 @@ func TestChainUnderTheScheduler(t *testing.T) {
 
 		t0 := e.clock.Now()
 		a := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		bID := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2}, durable.RunAt(t0.Add(time.Hour)))).ID
-		c := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}, durable.RunAt(t0.Add(2*time.Hour)))).ID
+		bID := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2}, durable.WithRunAt(t0.Add(time.Hour)))).ID
+		c := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}, durable.WithRunAt(t0.Add(2*time.Hour)))).ID
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
 
 		// A: fails (503), hangs (timeout), succeeds; one scheduler dispatch per attempt.
@@ -87,8 +91,8 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			t.Helper()
 			var as []durable.Attempt
 			eventually(t, 20*time.Second, "attempt rows", func() bool {
-				as = attempts(t, e.store, id)
-				return len(as) >= n && item(t, e.store, id).State != durable.StateRunning
+				as = attempts(t, e.q, id)
+				return len(as) >= n && item(t, e.q, id).State != durable.StateRunning
 			})
 			return as
 		}
@@ -96,9 +100,9 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		e.clock.Advance(time.Second)
 		rows(a, 2)
 		e.clock.Advance(2 * time.Second)
-		waitState(t, e.store, a, durable.StateSucceeded)
-		as := attempts(t, e.store, a)
-		if outcomes(as) != "1:failed 2:failed 3:succeeded" || as[0].Error != "status 503" || !strings.Contains(as[1].Error, "timeout after 50ms") {
+		waitState(t, e.q, a, durable.StateSucceeded)
+		as := attempts(t, e.q, a)
+		if outcomes(as) != "1:failed 2:failed 3:succeeded" || as[0].Error != "status 503" || !strings.Contains(as[1].Error, "timeout: exceeded after 50ms") {
 			t.Fatalf("A rows %s %+v", outcomes(as), as)
 		}
 
@@ -107,16 +111,16 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		<-held
 		e.clock.Set(t0.Add(time.Hour))
 		eventually(t, 20*time.Second, "B's refusal", func() bool {
-			it := item(t, e.store, bID)
+			it := item(t, e.q, bID)
 			return it.State == durable.StatePending && it.NextAt.After(t0.Add(time.Hour))
 		})
-		if it := item(t, e.store, bID); it.Attempts != 0 || len(attempts(t, e.store, bID)) != 0 {
+		if it := item(t, e.q, bID); it.Attempts != 0 || len(attempts(t, e.q, bID)) != 0 {
 			t.Fatalf("B after the bulkhead refusal: %+v", it)
 		}
 		close(hold)
 		e.clock.Advance(time.Minute)
-		it := waitState(t, e.store, bID, durable.StateDead)
-		if as := attempts(t, e.store, bID); outcomes(as) != "1:failed" || as[0].Error != "status 400" || it.Attempts != 1 {
+		it := waitState(t, e.q, bID, durable.StateDead)
+		if as := attempts(t, e.q, bID); outcomes(as) != "1:failed" || as[0].Error != "status 400" || it.Attempts != 1 {
 			t.Fatalf("B: %+v rows %s", it, outcomes(as))
 		}
 
@@ -126,13 +130,13 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Advance(time.Second)
-		eventually(t, 20*time.Second, "C's refusal", func() bool { return item(t, e.store, c).ParkedKey == "dep" })
-		if it := item(t, e.store, c); it.Attempts != 0 || len(attempts(t, e.store, c)) != 0 || !it.NextAt.Equal(t0.Add(2*time.Hour+29*time.Second)) {
+		eventually(t, 20*time.Second, "C's refusal", func() bool { return item(t, e.q, c).ParkedKey == "dep" })
+		if it := item(t, e.q, c); it.Attempts != 0 || len(attempts(t, e.q, c)) != 0 || !it.NextAt.Equal(t0.Add(2*time.Hour+29*time.Second)) {
 			t.Fatalf("C after the breaker refusal: %+v", it)
 		}
 		e.clock.Advance(29 * time.Second)
-		waitState(t, e.store, c, durable.StateSucceeded)
-		if as := attempts(t, e.store, c); outcomes(as) != "1:succeeded" {
+		waitState(t, e.q, c, durable.StateSucceeded)
+		if as := attempts(t, e.q, c); outcomes(as) != "1:succeeded" {
 			t.Fatalf("C rows %s", outcomes(as))
 		}
 		mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -46,25 +47,16 @@ const (
 //	      from the environment; BatchSize is the default.
 func runChild(mode string) int {
 	ctx := context.Background()
-	var (
-		store *durable.Store
-		err   error
-	)
+	var qcfg durable.Config
 	switch os.Getenv(childBackendEnv) {
 	case "sqlite":
-		store, err = durable.OpenSQLite(ctx, os.Getenv(childTargetEnv))
+		qcfg.SQLitePath = os.Getenv(childTargetEnv)
 	case "postgres":
-		store, err = durable.OpenPostgres(ctx, os.Getenv(childTargetEnv))
+		qcfg.PostgresDSN = os.Getenv(childTargetEnv)
 	default:
-		err = errors.New("no backend")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
+		fmt.Fprintln(os.Stderr, "child: no backend")
 		return 2
 	}
-	defer store.Close()
-	reg := durable.NewRegistry()
-	durable.MustRegister[*Work](reg, "test.work")
 	policy := fastPolicy
 	cfg := durable.SchedulerConfig{Workers: 2, BatchSize: 10, PollInterval: 5 * time.Millisecond}
 	poison := -1
@@ -79,11 +71,14 @@ func runChild(mode string) int {
 			return 2
 		}
 	}
-	q, err := durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: policy})
+	qcfg.Policy = policy
+	q, err := durable.Open(ctx, qcfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	defer q.Close()
+	durable.Register[*Work](q, "test.work")
 	cfg.Lease, _ = time.ParseDuration(os.Getenv(childLeaseEnv))
 	var logFile *os.File
 	if p := os.Getenv(childLogEnv); p != "" {
@@ -228,9 +223,8 @@ func (c *child) stop(t *testing.T) {
 
 func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		store := b.open(t)
+		q := b.queue(t, durable.Config{Policy: fastPolicy})
 		ctx := context.Background()
-		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
 		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
 
 		lease := 30 * time.Second
@@ -240,7 +234,7 @@ func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
 			t.Fatalf("child started %v", f)
 		}
 		deadOwner := f[2]
-		it := item(t, store, id)
+		it := item(t, q, id)
 		if it.State != durable.StateRunning || it.LeaseOwner != deadOwner || it.Attempts != 1 {
 			t.Fatalf("held item %+v", it)
 		}
@@ -249,23 +243,23 @@ func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
 		// Another instance, whose clock is past the dead worker's lease, sweeps and retries it.
 		clock := newFakeClock()
 		clock.Set(it.LeaseUntil.Add(time.Second))
-		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy, Clock: clock}))
+		q2 := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock})
 		s := start(t, q2, mediatorFor(t, handlers{}), durable.SchedulerConfig{InstanceID: "survivor"})
-		done := waitState(t, store, id, durable.StateSucceeded)
-		as := attempts(t, store, id)
+		done := waitState(t, q, id, durable.StateSucceeded)
+		as := attempts(t, q, id)
 		if done.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != deadOwner || as[1].Instance != s.InstanceID() {
 			t.Fatalf("item %+v rows %s %+v", done, outcomes(as), as)
 		}
 		// The dead worker's completion, arriving late, is rejected by the fence.
 		now := clock.Now()
-		res := must[[]error](t)(store.Complete(ctx, []durable.Completion{{
-			Fence: durable.Fence{ItemID: id, Owner: deadOwner, Attempt: 1}, State: durable.StateSucceeded,
-			Outcome: durable.OutcomeSucceeded, StartedAt: now, EndedAt: now,
+		res := must[[]error](t)(durable.StoreOf(q).Complete(ctx, []istore.Completion{{
+			Fence: istore.Fence{ItemID: istore.ItemID(id), Owner: deadOwner, Attempt: 1}, State: istore.StateSucceeded,
+			Outcome: istore.OutcomeSucceeded, StartedAt: now, EndedAt: now,
 		}}))
-		if !errors.Is(res[0], durable.ErrLeaseLost) {
+		if !errors.Is(res[0], istore.ErrLeaseLost) {
 			t.Fatalf("late completion: %v", res[0])
 		}
-		if after := attempts(t, store, id); len(after) != 2 {
+		if after := attempts(t, q, id); len(after) != 2 {
 			t.Fatalf("late completion wrote a row: %s", outcomes(after))
 		}
 	})
@@ -273,9 +267,8 @@ func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
 
 func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 	b := sqliteBackend(t)
-	store := b.open(t)
+	q := b.queue(t, durable.Config{Policy: fastPolicy})
 	ctx := context.Background()
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
 	const n = 400
 	for i := range n {
 		must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i}))
@@ -315,7 +308,7 @@ func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 	for _, l := range strings.Fields(string(logged)) {
 		seen[l] = true
 	}
-	items := must[[]durable.Item](t)(store.List(ctx, durable.ListOptions{Limit: n + 1}))
+	items := must[[]durable.Item](t)(q.List(ctx, durable.Filter{Limit: n + 1}))
 	if len(items) != n {
 		t.Fatalf("%d items, want %d", len(items), n)
 	}
@@ -323,15 +316,15 @@ func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 		if !seen[strconv.FormatInt(int64(it.ID), 10)] {
 			t.Errorf("item %d succeeded in the store but its handler never completed", it.ID)
 		}
-		checkAttemptRows(t, store, it, "abandoned")
+		checkAttemptRows(t, q, it, "abandoned")
 	}
 }
 
 // checkAttemptRows checks that a succeeded item's rows are numbered 1..Attempts, that the
 // last succeeded and that every earlier one has an outcome in allowed.
-func checkAttemptRows(t testing.TB, store *durable.Store, it durable.Item, allowed ...string) {
+func checkAttemptRows(t testing.TB, q *durable.Queue, it durable.Item, allowed ...string) {
 	t.Helper()
-	as := attempts(t, store, it.ID)
+	as := attempts(t, q, it.ID)
 	if len(as) != it.Attempts || len(as) == 0 {
 		t.Errorf("item %d: %d attempts, rows %s", it.ID, it.Attempts, outcomes(as))
 		return

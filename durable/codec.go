@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -61,11 +62,8 @@ func (c JSONCodec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 
-// Registry maps stable names to request types and their codecs. A request type must be
-// registered before it can be enqueued or deferred, and every instance that runs a scheduler
-// must register the names it will find in the store. Names are stored with each item, so keep
-// them stable across renames of the Go type.
-type Registry struct {
+// registry maps stable names to request types and their codecs.
+type registry struct {
 	mu     sync.RWMutex
 	byName map[string]*registration
 	byType map[reflect.Type]*registration
@@ -76,13 +74,12 @@ type registration struct {
 	name   string
 	typ    reflect.Type // pointer type, as sent
 	codec  Codec
-	policy Policy
+	policy retry.Policy
 	hasPol bool
 }
 
-// NewRegistry returns an empty Registry.
-func NewRegistry() *Registry {
-	return &Registry{byName: map[string]*registration{}, byType: map[reflect.Type]*registration{}}
+func newRegistry() *registry {
+	return &registry{byName: map[string]*registration{}, byType: map[reflect.Type]*registration{}}
 }
 
 // RegisterOption configures one registration.
@@ -91,17 +88,35 @@ type RegisterOption func(*registration)
 // WithCodec sets the codec of the registration. Default JSONCodec.
 func WithCodec(c Codec) RegisterOption { return func(r *registration) { r.codec = c } }
 
-// WithPolicy sets the retry policy of the registration's items. Default: the Queue's policy.
-// Register fails when p is invalid (see Policy.Validate).
-func WithPolicy(p Policy) RegisterOption {
+// WithPolicy sets the retry policy of the registration's items: its set fields win over the
+// queue's policy (Config.Policy), field by field. Register panics when p is invalid (see
+// retry.Policy.Validate).
+func WithPolicy(p retry.Policy) RegisterOption {
 	return func(r *registration) { r.policy, r.hasPol = p, true }
 }
 
-// Register registers request type Q (a pointer type, as sent: *SendInvoice) under name. A name
-// or type can be registered once. A policy given by WithPolicy must be valid: Register returns
-// its Policy.Validate error (matching ErrInvalidPolicy) and registers nothing.
-func Register[Q any](r *Registry, name string, opts ...RegisterOption) error {
-	t := reflect.TypeFor[Q]()
+// Register registers request type Q (a pointer type, as sent: *SendInvoice) on q under name.
+// A request type must be registered before it can be enqueued or deferred, and every instance
+// that runs a scheduler must register the names it will find in the queue. Names are stored
+// with each item, so keep them stable across renames of the Go type.
+//
+// Registration is setup: like http.ServeMux.Handle, Register panics on a programmer error,
+// with a message naming it: Q not a pointer type, an empty name, a name or type registered
+// already, a policy given by WithPolicy that Policy.Validate rejects, or a registration after
+// a mediator whose pipelines include q's deferral was built (Build decided which request
+// types the deferral applies to, so a type registered later would silently never be
+// deferred). The value it panics with is an error (matching ErrInvalidPolicy for an invalid
+// policy).
+func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
+	if q == nil {
+		panic("durable: Register: nil queue")
+	}
+	if err := q.reg.register(reflect.TypeFor[Q](), name, opts); err != nil {
+		panic(err)
+	}
+}
+
+func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) error {
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() == reflect.Pointer {
 		return fmt.Errorf("durable: Register %s: the request type must be a pointer to a struct or value type", t)
 	}
@@ -123,8 +138,7 @@ func Register[Q any](r *Registry, name string, opts ...RegisterOption) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sealed.Load() {
-		return fmt.Errorf("%w: Register %s: a mediator whose pipelines include this registry's deferral was built, and Build decided which request types it defers; register every request type before Build",
-			ErrRegistryInUse, t)
+		return fmt.Errorf("durable: Register %s: the queue is in use: a mediator whose pipelines include its deferral was built, and Build decided which request types it defers; register every request type before Build", t)
 	}
 	if old, ok := r.byName[name]; ok {
 		return fmt.Errorf("durable: Register %s: name %q is already used by %s", t, name, old.typ)
@@ -137,30 +151,27 @@ func Register[Q any](r *Registry, name string, opts ...RegisterOption) error {
 	return nil
 }
 
-// MustRegister is Register that panics on error, for package-level setup.
-func MustRegister[Q any](r *Registry, name string, opts ...RegisterOption) {
-	if err := Register[Q](r, name, opts...); err != nil {
-		panic(err)
-	}
-}
+// seal closes the registry to new registrations: a built mediator's deferral decided which
+// request types it applies to.
+func (r *registry) seal() { r.sealed.Store(true) }
 
-func (r *Registry) lookupType(t reflect.Type) *registration {
+func (r *registry) lookupType(t reflect.Type) *registration {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byType[t]
 }
 
-func (r *Registry) lookupName(name string) *registration {
+func (r *registry) lookupName(name string) *registration {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.byName[name]
 }
 
-// Has reports whether request type t (as sent) is registered.
-func (r *Registry) Has(t reflect.Type) bool { return r.lookupType(t) != nil }
+// has reports whether request type t (as sent) is registered.
+func (r *registry) has(t reflect.Type) bool { return r.lookupType(t) != nil }
 
-// NameOf returns the name req's type is registered under.
-func (r *Registry) NameOf(req any) (string, bool) {
+// nameOf returns the name req's type is registered under.
+func (r *registry) nameOf(req any) (string, bool) {
 	reg := r.lookupType(reflect.TypeOf(req))
 	if reg == nil {
 		return "", false
@@ -168,11 +179,11 @@ func (r *Registry) NameOf(req any) (string, bool) {
 	return reg.name, true
 }
 
-// Encode returns the registered name and encoded payload of req. A nil req, or a nil pointer,
+// encode returns the registered name and encoded payload of req. A nil req, or a nil pointer,
 // gets an error matching mediator.ErrNilRequest: it would be stored as an empty payload and
-// later dispatched as a zero request. An unregistered type gets an *UnknownRequestError. A
-// codec that fails or panics gets an *EncodeError.
-func (r *Registry) Encode(req any) (name string, payload []byte, err error) {
+// later dispatched as a zero request. An unregistered type gets an error matching ErrUnknownRequest;
+// a codec that fails or panics one matching ErrEncode, which unwraps to the codec's error.
+func (r *registry) encode(req any) (name string, payload []byte, err error) {
 	if req == nil {
 		return "", nil, fmt.Errorf("durable: cannot encode a nil request: %w", mediator.ErrNilRequest)
 	}
@@ -182,44 +193,44 @@ func (r *Registry) Encode(req any) (name string, payload []byte, err error) {
 	}
 	reg := r.lookupType(t)
 	if reg == nil {
-		return "", nil, &UnknownRequestError{Type: t.String()}
+		return "", nil, &unknownRequestError{Type: t.String()}
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			name, payload, err = "", nil, &EncodeError{Name: reg.name, Err: fmt.Errorf("codec panicked: %v", p)}
+			name, payload, err = "", nil, &encodeError{Name: reg.name, Err: fmt.Errorf("codec panicked: %v", p)}
 		}
 	}()
 	payload, err = reg.codec.Marshal(req)
 	if err != nil {
-		return "", nil, &EncodeError{Name: reg.name, Err: err}
+		return "", nil, &encodeError{Name: reg.name, Err: err}
 	}
 	return reg.name, payload, nil
 }
 
-// Decode returns a new request value (a pointer of the registered type) decoded from payload.
-// An unknown name gets an *UnknownRequestError, a payload that does not decode a *DecodeError;
-// so does a codec that panics on the payload.
-func (r *Registry) Decode(name string, payload []byte) (req any, err error) {
+// decode returns a new request value (a pointer of the registered type) decoded from payload.
+// An unknown name gets an error matching ErrUnknownRequest; a payload that does not decode,
+// or a codec that panics on it, one matching ErrDecode (unwrapping to the codec's error).
+func (r *registry) decode(name string, payload []byte) (req any, err error) {
 	reg := r.lookupName(name)
 	if reg == nil {
-		return nil, &UnknownRequestError{Name: name}
+		return nil, &unknownRequestError{Name: name}
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			req, err = nil, &DecodeError{Name: name, Err: fmt.Errorf("codec panicked: %v", p)}
+			req, err = nil, &decodeError{Name: name, Err: fmt.Errorf("codec panicked: %v", p)}
 		}
 	}()
 	v := reflect.New(reg.typ.Elem())
 	if err := reg.codec.Unmarshal(payload, v.Interface()); err != nil {
-		return nil, &DecodeError{Name: name, Err: err}
+		return nil, &decodeError{Name: name, Err: err}
 	}
 	return v.Interface(), nil
 }
 
-// policyFor returns the registration's policy for name, or def.
-func (r *Registry) policyFor(name string, def Policy) Policy {
+// policyFor returns the registration's policy for name merged over def.
+func (r *registry) policyFor(name string, def retry.Policy) retry.Policy {
 	if reg := r.lookupName(name); reg != nil && reg.hasPol {
-		return reg.policy
+		return def.Merge(reg.policy)
 	}
 	return def
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -39,11 +43,11 @@ func TestEnqueueDispatchSucceeds(t *testing.T) {
 		}
 		s := start(t, e.q, m, durable.SchedulerConfig{InstanceID: "a"})
 		for n, id := range ids {
-			it := waitState(t, e.store, id, durable.StateSucceeded)
+			it := waitState(t, e.q, id, durable.StateSucceeded)
 			if it.Attempts != 1 || it.LeaseOwner != "" {
 				t.Errorf("item %d: attempts %d, lease owner %q", id, it.Attempts, it.LeaseOwner)
 			}
-			as := attempts(t, e.store, id)
+			as := attempts(t, e.q, id)
 			if len(as) != 1 || as[0].Outcome != durable.OutcomeSucceeded || as[0].Instance != s.InstanceID() || as[0].Number != 1 {
 				t.Errorf("item %d attempts: %+v", id, as)
 			}
@@ -68,21 +72,21 @@ func TestRetryBackoffThenSuccess(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{})
 		t0 := e.clock.Now()
 		eventually(t, 20*time.Second, "first failure", func() bool {
-			return item(t, e.store, id).Attempts == 1 && item(t, e.store, id).State == durable.StatePending
+			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == durable.StatePending
 		})
-		if it := item(t, e.store, id); !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "attempt 1 failed" {
+		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "attempt 1 failed" {
 			t.Fatalf("after attempt 1: next %v (want %v), last error %q", it.NextAt, t0.Add(time.Second), it.LastError)
 		}
 		e.clock.Advance(time.Second)
 		eventually(t, 20*time.Second, "second failure", func() bool {
-			return item(t, e.store, id).Attempts == 2 && item(t, e.store, id).State == durable.StatePending
+			return item(t, e.q, id).Attempts == 2 && item(t, e.q, id).State == durable.StatePending
 		})
-		if it := item(t, e.store, id); !it.NextAt.Equal(t0.Add(3 * time.Second)) {
+		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(3 * time.Second)) {
 			t.Fatalf("after attempt 2: next %v, want %v", it.NextAt, t0.Add(3*time.Second))
 		}
 		e.clock.Advance(2 * time.Second)
-		it := waitState(t, e.store, id, durable.StateSucceeded)
-		as := attempts(t, e.store, id)
+		it := waitState(t, e.q, id, durable.StateSucceeded)
+		as := attempts(t, e.q, id)
 		if it.Attempts != 3 || outcomes(as) != "1:failed 2:failed 3:succeeded" {
 			t.Fatalf("attempts %d, rows %s", it.Attempts, outcomes(as))
 		}
@@ -100,13 +104,13 @@ func TestMaxAttemptsDeadLetter(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{})
 		for n := 1; n < fastPolicy.MaxAttempts; n++ {
 			eventually(t, 20*time.Second, fmt.Sprintf("attempt %d", n), func() bool {
-				it := item(t, e.store, id)
+				it := item(t, e.q, id)
 				return it.Attempts == n && it.State == durable.StatePending
 			})
 			e.clock.Advance(time.Hour)
 		}
-		it := waitState(t, e.store, id, durable.StateDead)
-		as := attempts(t, e.store, id)
+		it := waitState(t, e.q, id, durable.StateDead)
+		as := attempts(t, e.q, id)
 		if it.Attempts != 5 || len(as) != 5 || it.LastError != "down" || string(it.Payload) != `{"n":1}` {
 			t.Fatalf("dead item: %+v, %d attempt rows", it, len(as))
 		}
@@ -119,8 +123,8 @@ func TestNonRetryableDeadLetter(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { return errPermanent }})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		it := waitState(t, e.store, id, durable.StateDead)
-		if as := attempts(t, e.store, id); it.Attempts != 1 || outcomes(as) != "1:failed" || as[0].Error != errPermanent.Error() {
+		it := waitState(t, e.q, id, durable.StateDead)
+		if as := attempts(t, e.q, id); it.Attempts != 1 || outcomes(as) != "1:failed" || as[0].Error != errPermanent.Error() {
 			t.Fatalf("item %+v attempts %s", it, outcomes(as))
 		}
 	})
@@ -135,21 +139,21 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 		lines := &logRecorder{}
 		ctx := context.Background()
 		now := e.clock.Now()
-		unknown, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.renamed", Payload: []byte(`{}`), NextAt: now, Now: now})
+		unknown, _, err := e.store.Enqueue(ctx, istore.NewItem{Name: "test.renamed", Payload: []byte(`{}`), NextAt: now, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		broken, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.work", Payload: []byte(`{"n":"not a number"}`), NextAt: now, Now: now})
+		broken, _, err := e.store.Enqueue(ctx, istore.NewItem{Name: "test.work", Payload: []byte(`{"n":"not a number"}`), NextAt: now, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(lines)})
-		waitState(t, e.store, good, durable.StateSucceeded)
-		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.store, unknown).LastError != "" })
-		u := item(t, e.store, unknown)
+		waitState(t, e.q, good, durable.StateSucceeded)
+		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.q, durable.ItemID(unknown)).LastError != "" })
+		u := item(t, e.q, durable.ItemID(unknown))
 		if u.State != durable.StatePending || u.LastError != `durable: unknown request name "test.renamed"` || u.Attempts != 0 ||
-			len(attempts(t, e.store, unknown)) != 0 || !u.NextAt.Equal(now.Add(time.Minute)) {
+			len(attempts(t, e.q, durable.ItemID(unknown))) != 0 || !u.NextAt.Equal(now.Add(time.Minute)) {
 			t.Errorf("unknown: %+v", u)
 		}
 		if !lines.has("durable: request name not registered in this instance; its items wait for an instance that knows it") {
@@ -159,48 +163,22 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 		if err := first.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		reg := newRegistry(t)
-		durable.MustRegister[*Outer](reg, "test.renamed")
-		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: reg, Policy: fastPolicy, Clock: e.clock}))
+		q2 := b.queue(t, durable.Config{Policy: fastPolicy, Clock: e.clock})
+		durable.Register[*Outer](q2, "test.renamed")
 		m2 := mediatorFor(t, handlers{}, func(m *mediator.Mediator) {
 			mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, nil })
 		})
 		e.clock.Advance(time.Minute)
 		start(t, q2, m2, durable.SchedulerConfig{Workers: 1})
-		waitState(t, e.store, unknown, durable.StateSucceeded)
-		d := waitState(t, e.store, broken, durable.StateDead)
-		if d.Attempts != 0 || len(attempts(t, e.store, broken)) != 0 || d.LastError == "" {
+		waitState(t, e.q, durable.ItemID(unknown), durable.StateSucceeded)
+		d := waitState(t, e.q, durable.ItemID(broken), durable.StateDead)
+		if d.Attempts != 0 || len(attempts(t, e.q, durable.ItemID(broken))) != 0 || d.LastError == "" {
 			t.Errorf("undecodable: %+v", d)
 		}
 		// The scheduler keeps going after both.
 		later := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2})).ID
-		waitState(t, e.store, later, durable.StateSucceeded)
+		waitState(t, e.q, later, durable.StateSucceeded)
 	})
-}
-
-// breakers is a BreakerView whose open keys are set by the test.
-type breakers struct {
-	mu   sync.Mutex
-	open map[string]time.Duration
-	asks atomic.Int64
-}
-
-func (b *breakers) OpenFor(key string) (time.Duration, bool) {
-	b.asks.Add(1)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	d, ok := b.open[key]
-	return d, ok
-}
-
-func (b *breakers) set(key string, d time.Duration, open bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if open {
-		b.open[key] = d
-	} else {
-		delete(b.open, key)
-	}
 }
 
 func TestOpenBreakerMakesNoAttempt(t *testing.T) {
@@ -208,23 +186,27 @@ func TestOpenBreakerMakesNoAttempt(t *testing.T) {
 		e := newEnv(t, b)
 		var calls atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }})
-		br := &breakers{open: map[string]time.Duration{"endpoint-1": 10 * time.Second}}
+		br := breaker.NewRegistry(breaker.Config{OpenDuration: 10 * time.Second, Clock: e.clock,
+			Key: func(req any) string { return fmt.Sprintf("endpoint-%d", req.(*Work).N) }})
+		if _, err := br.Gate("endpoint-1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := br.Trip("endpoint-1"); err != nil {
+			t.Fatal(err)
+		}
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		t0 := e.clock.Now()
-		start(t, e.q, m, durable.SchedulerConfig{Breakers: br, BreakerKey: func(req any) string {
-			return fmt.Sprintf("endpoint-%d", req.(*Work).N)
-		}})
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: br})
 		eventually(t, 20*time.Second, "the breaker to be consulted", func() bool {
-			it := item(t, e.store, id)
-			return br.asks.Load() > 0 && it.State == durable.StatePending && it.NextAt.Equal(t0.Add(10*time.Second))
+			it := item(t, e.q, id)
+			return it.ParkedKey == "endpoint-1" && it.State == durable.StatePending && it.NextAt.Equal(t0.Add(10*time.Second))
 		})
-		if it, as := item(t, e.store, id), attempts(t, e.store, id); it.Attempts != 0 || len(as) != 0 || calls.Load() != 0 {
+		if it, as := item(t, e.q, id), attempts(t, e.q, id); it.Attempts != 0 || len(as) != 0 || calls.Load() != 0 {
 			t.Fatalf("open breaker: attempts %d, rows %d, handler calls %d", it.Attempts, len(as), calls.Load())
 		}
-		br.set("endpoint-1", 0, false)
-		e.clock.Advance(10 * time.Second)
-		it := waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); it.Attempts != 1 || outcomes(as) != "1:succeeded" {
+		e.clock.Advance(10 * time.Second) // the breaker may probe, and the item is due
+		it := waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); it.Attempts != 1 || outcomes(as) != "1:succeeded" {
 			t.Fatalf("after the breaker closed: attempts %d, rows %s", it.Attempts, outcomes(as))
 		}
 	})
@@ -237,12 +219,12 @@ func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		var calls atomic.Int64
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 7 * time.Second, Clock: e.clock})
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "x" }, OpenDuration: 7 * time.Second, Clock: e.clock})
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			calls.Add(1)
 			return nil
 		}}, func(m *mediator.Mediator) {
-			m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "x" }))
+			m.Use(breaker.New(reg))
 		})
 		if _, err := reg.Gate("x"); err != nil {
 			t.Fatal(err)
@@ -253,14 +235,14 @@ func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		t0 := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "the refused dispatch", func() bool { return item(t, e.store, id).ParkedKey == "x" })
-		if it := item(t, e.store, id); it.Attempts != 0 || it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(7*time.Second)) ||
-			len(attempts(t, e.store, id)) != 0 || calls.Load() != 0 {
+		eventually(t, 20*time.Second, "the refused dispatch", func() bool { return item(t, e.q, id).ParkedKey == "x" })
+		if it := item(t, e.q, id); it.Attempts != 0 || it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(7*time.Second)) ||
+			len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("after circuit open: %+v", it)
 		}
 		e.clock.Advance(7 * time.Second)
-		waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" {
+		waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -273,18 +255,18 @@ func TestDedupeKey(t *testing.T) {
 		first := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
 		second := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
 		other := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "b"}))
-		viaOption := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 9}, durable.DedupeKey("unique:a")))
+		viaOption := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 9}, durable.WithDedupeKey("unique:a")))
 		if first.Duplicate || !second.Duplicate || second.ID != first.ID || other.Duplicate || other.ID == first.ID || !viaOption.Duplicate || viaOption.ID != first.ID {
 			t.Fatalf("first %+v second %+v other %+v option %+v", first, second, other, viaOption)
 		}
 		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{})
-		waitState(t, e.store, first.ID, durable.StateSucceeded)
+		waitState(t, e.q, first.ID, durable.StateSucceeded)
 		// Once the first is done, the key is free again.
 		third := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
 		if third.Duplicate || third.ID == first.ID {
 			t.Fatalf("after completion: %+v", third)
 		}
-		waitState(t, e.store, third.ID, durable.StateSucceeded)
+		waitState(t, e.q, third.ID, durable.StateSucceeded)
 		if st := stats(t, e.q); st.Counts[durable.StateSucceeded] != 3 {
 			t.Fatalf("stats %+v", st)
 		}
@@ -332,7 +314,7 @@ func TestOrderingKeyInOrderOneAtATime(t *testing.T) {
 		}
 		free := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 8, BatchSize: 10})
-		waitState(t, e.store, free, durable.StateSucceeded)
+		waitState(t, e.q, free, durable.StateSucceeded)
 		eventually(t, 20*time.Second, "a/0 to fail once", func() bool { return failed.Load() })
 		mu.Lock()
 		if len(seen["a"]) != 0 {
@@ -340,7 +322,7 @@ func TestOrderingKeyInOrderOneAtATime(t *testing.T) {
 		}
 		mu.Unlock()
 		e.clock.Advance(time.Second)
-		waitState(t, e.store, last, durable.StateSucceeded)
+		waitState(t, e.q, last, durable.StateSucceeded)
 		eventually(t, 20*time.Second, "every keyed item", func() bool { return stats(t, e.q).Counts[durable.StateSucceeded] == 3*perKey+1 })
 		mu.Lock()
 		defer mu.Unlock()
@@ -365,12 +347,12 @@ func TestFenceRejectsLateCompletion(t *testing.T) {
 		ctx := context.Background()
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		lease := 30 * time.Second
-		claimedA := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-a", e.clock.Now(), lease, 10))
+		claimedA := must[[]istore.Claimed](t)(e.store.Claim(ctx, "worker-a", e.clock.Now(), lease, 10))
 		if len(claimedA) != 1 || claimedA[0].Attempts != 1 || claimedA[0].LeaseOwner != "worker-a" {
 			t.Fatalf("claim: %+v", claimedA)
 		}
 		// Nothing else is due while it is leased.
-		if again := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10)); len(again) != 0 {
+		if again := must[[]istore.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10)); len(again) != 0 {
 			t.Fatalf("claimed twice: %+v", again)
 		}
 		// Before expiry the sweep leaves it alone.
@@ -383,29 +365,29 @@ func TestFenceRejectsLateCompletion(t *testing.T) {
 			t.Fatalf("swept %d, want 1", n)
 		}
 		// Its lease ran out while it ran: it is claimed alone from now on.
-		if again := must[[]durable.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10)); len(again) != 0 {
+		if again := must[[]istore.Claimed](t)(e.store.Claim(ctx, "worker-b", e.clock.Now(), lease, 10)); len(again) != 0 {
 			t.Fatalf("an item whose lease ran out was claimed with others: %+v", again)
 		}
-		claimedB := must[[]durable.Claimed](t)(e.store.ClaimIsolated(ctx, "worker-b", e.clock.Now(), lease))
+		claimedB := must[[]istore.Claimed](t)(e.store.ClaimIsolated(ctx, "worker-b", e.clock.Now(), lease))
 		if len(claimedB) != 1 || claimedB[0].Attempts != 2 || !claimedB[0].Isolate {
 			t.Fatalf("reclaim: %+v", claimedB)
 		}
 		now := e.clock.Now()
-		late := durable.Completion{Fence: claimedA[0].Fence(), State: durable.StateSucceeded, Outcome: durable.OutcomeSucceeded, StartedAt: now, EndedAt: now}
-		on := durable.Completion{Fence: claimedB[0].Fence(), State: durable.StateSucceeded, Outcome: durable.OutcomeSucceeded, StartedAt: now, EndedAt: now}
-		results := must[[]error](t)(e.store.Complete(ctx, []durable.Completion{late, on}))
-		var lost *durable.LeaseLostError
-		if !errors.Is(results[0], durable.ErrLeaseLost) || !errors.As(results[0], &lost) || lost.Fence.Owner != "worker-a" || results[1] != nil {
+		late := istore.Completion{Fence: claimedA[0].Fence(), State: istore.StateSucceeded, Outcome: istore.OutcomeSucceeded, StartedAt: now, EndedAt: now}
+		on := istore.Completion{Fence: claimedB[0].Fence(), State: istore.StateSucceeded, Outcome: istore.OutcomeSucceeded, StartedAt: now, EndedAt: now}
+		results := must[[]error](t)(e.store.Complete(ctx, []istore.Completion{late, on}))
+		var lost *istore.LeaseLostError
+		if !errors.Is(results[0], istore.ErrLeaseLost) || !errors.As(results[0], &lost) || lost.Fence.Owner != "worker-a" || results[1] != nil {
 			t.Fatalf("results %v", results)
 		}
-		it := item(t, e.store, id)
-		as := attempts(t, e.store, id)
+		it := item(t, e.q, id)
+		as := attempts(t, e.q, id)
 		if it.State != durable.StateSucceeded || it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "worker-a" || as[1].Instance != "worker-b" {
 			t.Fatalf("item %+v, rows %s", it, outcomes(as))
 		}
 		// A second completion of the same lease is rejected too.
-		results = must[[]error](t)(e.store.Complete(ctx, []durable.Completion{on}))
-		if !errors.Is(results[0], durable.ErrLeaseLost) {
+		results = must[[]error](t)(e.store.Complete(ctx, []istore.Completion{on}))
+		if !errors.Is(results[0], istore.ErrLeaseLost) {
 			t.Fatalf("double completion: %v", results)
 		}
 	})
@@ -429,16 +411,16 @@ func TestHeartbeatKeepsLongItemLeased(t *testing.T) {
 		lease := time.Minute
 		start(t, e.q, m, durable.SchedulerConfig{Lease: lease, HeartbeatInterval: 5 * time.Millisecond, SweepInterval: time.Hour})
 		<-started
-		first := item(t, e.store, id).LeaseUntil
+		first := item(t, e.q, id).LeaseUntil
 		e.clock.Advance(45 * time.Second)
-		eventually(t, 20*time.Second, "a heartbeat", func() bool { return item(t, e.store, id).LeaseUntil.After(first) })
+		eventually(t, 20*time.Second, "a heartbeat", func() bool { return item(t, e.q, id).LeaseUntil.After(first) })
 		e.clock.Advance(45 * time.Second) // past the first lease, within the extended one
 		if n := must[int](t)(e.store.Sweep(context.Background(), e.clock.Now())); n != 0 {
 			t.Fatalf("a heartbeated item was swept")
 		}
 		close(release)
-		waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" {
+		waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -469,11 +451,11 @@ func TestShutdownInterruptsAndReleases(t *testing.T) {
 		}
 		var interrupted, untouched int
 		for _, id := range ids {
-			it := item(t, e.store, id)
+			it := item(t, e.q, id)
 			if it.State != durable.StatePending || it.LeaseOwner != "" {
 				t.Fatalf("item %d after shutdown: %+v", id, it)
 			}
-			switch as := attempts(t, e.store, id); outcomes(as) {
+			switch as := attempts(t, e.q, id); outcomes(as) {
 			case "1:interrupted":
 				interrupted++
 			case "":
@@ -523,7 +505,7 @@ func TestShutdownWaitsForRunningItems(t *testing.T) {
 		}
 		// Every goroutine the scheduler started has ended.
 		goleak.VerifyNone(t, before)
-		if it := item(t, e.store, id); it.State != durable.StateSucceeded {
+		if it := item(t, e.q, id); it.State != durable.StateSucceeded {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -540,34 +522,16 @@ func TestStats(t *testing.T) {
 		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1}))
 		e.clock.Advance(time.Minute)
 		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2}))
-		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}, durable.RunAfter(time.Hour)))
+		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}, durable.WithDelay(time.Hour)))
 		e.clock.Advance(30 * time.Second)
 		st = stats(t, e.q)
 		if st.Counts[durable.StatePending] != 3 || st.OldestDue != 90*time.Second {
 			t.Fatalf("stats %+v", st)
 		}
-		must[[]durable.Claimed](t)(e.store.Claim(ctx, "x", e.clock.Now(), time.Minute, 1))
+		must[[]istore.Claimed](t)(e.store.Claim(ctx, "x", e.clock.Now(), time.Minute, 1))
 		st = stats(t, e.q)
 		if st.Counts[durable.StatePending] != 2 || st.Counts[durable.StateRunning] != 1 || st.OldestDue != 30*time.Second {
 			t.Fatalf("stats after a claim %+v", st)
-		}
-	})
-}
-
-func TestConcurrentOpenMigratesOnce(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		var wg sync.WaitGroup
-		stores := make([]*durable.Store, 4)
-		for i := range stores {
-			wg.Go(func() { stores[i] = b.open(t) })
-		}
-		wg.Wait()
-		var n int
-		if err := stores[0].DB().QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != durable.SchemaVersion() {
-			t.Fatalf("%d migration rows, want %d", n, durable.SchemaVersion())
 		}
 	})
 }
@@ -585,7 +549,7 @@ func TestDeferral(t *testing.T) {
 				return err
 			}
 			return nil
-		}}, func(m *mediator.Mediator) { m.Use(e.q.Deferral()) })
+		}}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{})) })
 
 		if _, err := mediator.Send(ctx, m, &Work{N: 1}); err != nil {
 			t.Fatalf("success: %v", err)
@@ -601,16 +565,16 @@ func TestDeferral(t *testing.T) {
 		if !errors.Is(err, durable.ErrDeferred) || !errors.As(err, &deferred) || deferred.Duplicate || deferred.Cause.Error() != "busy" {
 			t.Fatalf("retryable: %v", err)
 		}
-		it := item(t, e.store, deferred.ItemID)
+		it := item(t, e.q, deferred.ItemID)
 		if it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "busy" || it.Attempts != 0 || string(it.Payload) != `{"n":3}` {
 			t.Fatalf("deferred item %+v", it)
 		}
-		failWith.Store(ptr(error(&behaviors.CircuitOpenError{Key: "k", Remaining: 42 * time.Second})))
+		failWith.Store(ptr(error(&breaker.OpenError{Key: "k", Remaining: 42 * time.Second})))
 		_, err = mediator.Send(ctx, m, &Work{N: 4})
 		if !errors.As(err, &deferred) {
 			t.Fatalf("circuit open: %v", err)
 		}
-		if it := item(t, e.store, deferred.ItemID); !it.NextAt.Equal(t0.Add(42 * time.Second)) {
+		if it := item(t, e.q, deferred.ItemID); !it.NextAt.Equal(t0.Add(42 * time.Second)) {
 			t.Fatalf("circuit-open item due %v", it.NextAt)
 		}
 		cancelled, cancel := context.WithCancel(ctx)
@@ -631,13 +595,13 @@ func TestDeferral(t *testing.T) {
 		before := total()
 		e.clock.Advance(time.Minute)
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "scheduler attempts", func() bool { return item(t, e.store, deferred.ItemID).Attempts == 1 })
+		eventually(t, 20*time.Second, "scheduler attempts", func() bool { return item(t, e.q, deferred.ItemID).Attempts == 1 })
 		if after := total(); after != before {
 			t.Fatalf("items %d -> %d: a scheduled dispatch was deferred again", before, after)
 		}
 		failWith.Store(ptr(error(nil)))
 		e.clock.Advance(time.Hour)
-		waitState(t, e.store, deferred.ItemID, durable.StateSucceeded)
+		waitState(t, e.q, deferred.ItemID, durable.StateSucceeded)
 	})
 }
 
@@ -648,7 +612,7 @@ func TestDeferralDedupe(t *testing.T) {
 		mediator.HandleFunc(m, func(ctx context.Context, u *Unique) (mediator.Void, error) {
 			return mediator.Void{}, retryableErr{"later"}
 		})
-		m.Use(e.q.Deferral())
+		m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
 		}
@@ -659,7 +623,7 @@ func TestDeferralDedupe(t *testing.T) {
 			t.Fatalf("%v / %v", err1, err2)
 		}
 		chain := must[mediator.Chain](t)(mediator.Explain[*Unique](m))
-		if chain[0].Name != "durable-deferral" || chain[0].Order != durable.DeferralOrder {
+		if chain[0].Name != "durable-deferral" || chain[0].Order != behaviors.DeferralOrder {
 			t.Fatalf("chain %s", chain)
 		}
 	})
@@ -675,12 +639,12 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 			marked.Store(mediator.MarksOf(ctx, w).Has(mediator.SingleAttempt | mediator.Unattended | mediator.Stored))
 			return retryableErr{"fails"}
 		}}, func(m *mediator.Mediator) {
-			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
 		})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
 		eventually(t, 20*time.Second, "the first attempt", func() bool {
-			return item(t, e.store, id).Attempts == 1 && item(t, e.store, id).State == durable.StatePending
+			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == durable.StatePending
 		})
 		if calls.Load() != 1 || !marked.Load() {
 			t.Fatalf("one scheduler dispatch made %d handler calls (marked %v)", calls.Load(), marked.Load())
@@ -699,10 +663,10 @@ func ptr[T any](v T) *T { return &v }
 func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 30 * time.Second})
+		reg := breaker.NewRegistry(breaker.Config{OpenDuration: 30 * time.Second})
 		var calls atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }},
-			func(m *mediator.Mediator) { m.Use(behaviors.NewCircuitBreaker(reg, nil)) })
+			func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
 		key := behaviors.TypeKey(reflect.TypeFor[*Work]())
 		if err := reg.Trip(key); err != nil {
 			t.Fatal(err)
@@ -710,9 +674,9 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		t0 := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
-		eventually(t, 20*time.Second, "the item to be put off", func() bool { return item(t, e.store, id).NextAt.After(t0) })
-		it := item(t, e.store, id)
-		if it.State != durable.StatePending || it.Attempts != 0 || len(attempts(t, e.store, id)) != 0 || calls.Load() != 0 {
+		eventually(t, 20*time.Second, "the item to be put off", func() bool { return item(t, e.q, id).NextAt.After(t0) })
+		it := item(t, e.q, id)
+		if it.State != durable.StatePending || it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("with the breaker open: %+v, handler calls %d", it, calls.Load())
 		}
 		if wait := it.NextAt.Sub(t0); wait <= 29*time.Second || wait > 30*time.Second {
@@ -722,8 +686,8 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Advance(30 * time.Second)
-		waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
+		waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
 			t.Fatalf("rows %s, calls %d", outcomes(as), calls.Load())
 		}
 	})
@@ -732,8 +696,7 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 func TestConcurrentDedupeInsertsOnce(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		other := b.open(t)
-		q2 := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: other, Registry: newRegistry(t), Clock: e.clock}))
+		q2 := b.queue(t, durable.Config{Clock: e.clock})
 		var (
 			wg    sync.WaitGroup
 			mu    sync.Mutex
@@ -766,77 +729,78 @@ func TestConcurrentDedupeInsertsOnce(t *testing.T) {
 	})
 }
 
+// The durable policy is the retry behavior's, with durable defaults (1 s doubling up to 1 h)
+// and the one delay formula: never negative, never above MaxDelay, for any attempt number.
 func TestPolicyDelay(t *testing.T) {
+	off, on := behaviors.Off, behaviors.On
 	cases := []struct {
-		p    durable.Policy
+		p    retry.Policy
 		n    int
 		r    float64
 		want time.Duration
 	}{
-		{durable.Policy{Jitter: -1}, 1, 0.5, time.Second},
-		{durable.Policy{Jitter: -1}, 0, 0.5, time.Second},
-		{durable.Policy{Jitter: -1}, 4, 0.5, 8 * time.Second},
-		{durable.Policy{Jitter: -1}, 13, 0.5, time.Hour},
-		{durable.Policy{Jitter: -1}, 1 << 62, 0.5, time.Hour},
-		{durable.Policy{Jitter: -1, Multiplier: 1e308}, 3, 0.5, time.Hour},
-		{durable.Policy{Jitter: -1, Multiplier: 0.5}, 5, 0.5, time.Second},
-		{durable.Policy{Jitter: -1, Initial: time.Minute, Max: time.Second}, 1, 0.5, time.Second}, // Max caps
-		{durable.Policy{Jitter: -1, Max: time.Duration(1<<63 - 1)}, 1 << 40, 0.5, time.Duration(1<<63 - 1)},
-		{durable.Policy{Jitter: 1, Max: time.Duration(1<<63 - 1)}, 1 << 40, 0.999, time.Duration(1<<63 - 1)},
-		{durable.Policy{Jitter: 0.5}, 1, 0, 500 * time.Millisecond},
-		{durable.Policy{Jitter: 5}, 1, 0, 0},
-		{durable.Policy{}, 1, 2, time.Second}, // out-of-range r means no spread
+		{retry.Policy{Jitter: off}, 1, 0.5, time.Second},
+		{retry.Policy{Jitter: off}, 0, 0.5, time.Second},
+		{retry.Policy{Jitter: off}, 4, 0.5, 8 * time.Second},
+		{retry.Policy{Jitter: off}, 13, 0.5, time.Hour},
+		{retry.Policy{Jitter: off}, 1 << 62, 0.5, time.Hour},
+		{retry.Policy{Jitter: off, Multiplier: 1e308}, 3, 0.5, time.Hour},
+		{retry.Policy{Jitter: off, Multiplier: 0.5}, 5, 0.5, time.Second},                               // invalid (Validate), no growth
+		{retry.Policy{Jitter: off, BaseDelay: time.Minute, MaxDelay: time.Second}, 1, 0.5, time.Second}, // MaxDelay caps
+		{retry.Policy{Jitter: off, MaxDelay: time.Duration(1<<63 - 1)}, 1 << 40, 0.5, time.Duration(1<<63 - 1)},
+		{retry.Policy{Jitter: on, MaxDelay: time.Duration(1<<63 - 1)}, 1 << 40, 0.999, time.Duration(1<<63 - 1)},
+		{retry.Policy{Jitter: on}, 1, 0, 900 * time.Millisecond},
+		{retry.Policy{}, 1, 2, time.Second}, // out-of-range r means no spread
 	}
 	for _, c := range cases {
-		if got := c.p.Delay(c.n, c.r); got != c.want {
+		if got := durable.DurablePolicy(c.p).Delay(c.n, c.r); got != c.want {
 			t.Errorf("%+v.Delay(%d, %v) = %v, want %v", c.p, c.n, c.r, got, c.want)
 		}
 	}
-	// Jittered delays stay within ±Jitter of the base.
-	p := durable.Policy{Initial: 10 * time.Second, Jitter: 0.2}
+	// Jittered delays stay within ±10 % of the base.
+	p := durable.DurablePolicy(retry.Policy{BaseDelay: 10 * time.Second})
 	for i := range 1000 {
 		r := float64(i) / 1000
-		if d := p.Delay(1, r); d < 8*time.Second || d > 12*time.Second {
+		if d := p.Delay(1, r); d < 9*time.Second || d > 11*time.Second {
 			t.Fatalf("Delay(1, %v) = %v", r, d)
 		}
 	}
 }
 
 func TestRegistry(t *testing.T) {
-	r := durable.NewRegistry()
-	if err := durable.Register[*Work](r, "w"); err != nil {
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	if err := registerErr(func() { durable.Register[*Work](r, "w") }); err != nil {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"same name":   durable.Register[*Keyed](r, "w"),
-		"same type":   durable.Register[*Work](r, "w2"),
-		"not pointer": durable.Register[Work](r, "w3"),
-		"empty name":  durable.Register[*Unique](r, ""),
+		"same name":   registerErr(func() { durable.Register[*Keyed](r, "w") }),
+		"same type":   registerErr(func() { durable.Register[*Work](r, "w2") }),
+		"not pointer": registerErr(func() { durable.Register[Work](r, "w3") }),
+		"empty name":  registerErr(func() { durable.Register[*Unique](r, "") }),
 	} {
 		if err == nil {
 			t.Errorf("%s: registered", name)
 		}
 	}
-	name, payload, err := r.Encode(&Work{N: 3})
+	name, payload, err := durable.EncodeFor(r, &Work{N: 3})
 	if err != nil || name != "w" || string(payload) != `{"n":3}` {
 		t.Fatalf("encode: %q %s %v", name, payload, err)
 	}
-	v, err := r.Decode("w", payload)
+	v, err := durable.DecodeFor(r, "w", payload)
 	if err != nil || v.(*Work).N != 3 {
 		t.Fatalf("decode: %v %v", v, err)
 	}
-	if _, _, err := r.Encode(&Keyed{}); !errors.Is(err, durable.ErrUnknownRequest) {
+	if _, _, err := durable.EncodeFor(r, &Keyed{}); !errors.Is(err, durable.ErrUnknownRequest) {
 		t.Fatalf("unregistered encode: %v", err)
 	}
-	if _, err := r.Decode("nope", nil); !errors.Is(err, durable.ErrUnknownRequest) {
+	if _, err := durable.DecodeFor(r, "nope", nil); !errors.Is(err, durable.ErrUnknownRequest) {
 		t.Fatalf("unknown decode: %v", err)
 	}
 	// A field this version does not know (written by a newer one) is ignored.
-	if v, err := r.Decode("w", []byte(`{"n":1,"gone":true}`)); err != nil || v.(*Work).N != 1 {
+	if v, err := durable.DecodeFor(r, "w", []byte(`{"n":1,"gone":true}`)); err != nil || v.(*Work).N != 1 {
 		t.Fatalf("unknown field: %v %v", v, err)
 	}
-	var de *durable.DecodeError
-	if _, err := r.Decode("w", []byte(`{"n":"one"}`)); !errors.Is(err, durable.ErrDecode) || !errors.As(err, &de) || de.Name != "w" {
+	if _, err := durable.DecodeFor(r, "w", []byte(`{"n":"one"}`)); !errors.Is(err, durable.ErrDecode) || !strings.Contains(err.Error(), `"w"`) {
 		t.Fatalf("wrong type: %v", err)
 	}
 }
@@ -853,7 +817,7 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.store.Item(ctx, rolledBack.ID); !errors.Is(err, sql.ErrNoRows) {
+		if _, err := e.q.Item(ctx, rolledBack.ID); !errors.Is(err, sql.ErrNoRows) {
 			t.Fatalf("rolled-back item: %v", err)
 		}
 		tx, err = e.store.DB().BeginTx(ctx, nil)
@@ -864,7 +828,7 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if it := item(t, e.store, committed.ID); it.State != durable.StatePending || string(it.Payload) != `{"n":2}` {
+		if it := item(t, e.q, committed.ID); it.State != durable.StatePending || string(it.Payload) != `{"n":2}` {
 			t.Fatalf("committed item %+v", it)
 		}
 	})
@@ -938,11 +902,11 @@ func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 		e.clock.Advance(45 * time.Second)
 		want := e.clock.Now().Add(lease)
 		eventually(t, 10*time.Second, "a heartbeat of the new claim", func() bool {
-			return !item(t, e.store, id).LeaseUntil.Before(want)
+			return !item(t, e.q, id).LeaseUntil.Before(want)
 		})
 		unblock()
-		it := waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || calls.Load() != 2 {
+		it := waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || calls.Load() != 2 {
 			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())
 		}
 	})
@@ -972,13 +936,10 @@ func TestPanickingCodecDeadLettersItem(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
-		reg := newRegistry(t)
-		if err := durable.Register[*Fragile](reg, "test.fragile", durable.WithCodec(panickyCodec{})); err != nil {
-			t.Fatal(err)
-		}
-		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: reg, Policy: fastPolicy, Clock: e.clock}))
+		q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: e.clock})
+		durable.Register[*Fragile](q, "test.fragile", durable.WithCodec(panickyCodec{}))
 		now := e.clock.Now()
-		bad, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.fragile", Payload: []byte("corrupt"), NextAt: now, Now: now})
+		bad, _, err := e.store.Enqueue(ctx, istore.NewItem{Name: "test.fragile", Payload: []byte("corrupt"), NextAt: now, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -986,15 +947,15 @@ func TestPanickingCodecDeadLettersItem(t *testing.T) {
 			mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) { return mediator.Void{}, nil })
 		})
 		start(t, q, m, durable.SchedulerConfig{Workers: 1, BatchSize: 1})
-		it := waitState(t, e.store, bad, durable.StateDead)
-		if it.Attempts != 0 || len(attempts(t, e.store, bad)) != 0 || it.LastError == "" {
+		it := waitState(t, e.q, durable.ItemID(bad), durable.StateDead)
+		if it.Attempts != 0 || len(attempts(t, e.q, durable.ItemID(bad))) != 0 || it.LastError == "" {
 			t.Fatalf("item %+v", it)
 		}
-		if _, err := reg.Decode("test.fragile", []byte("corrupt")); !errors.Is(err, durable.ErrDecode) {
+		if _, err := durable.DecodeFor(q, "test.fragile", []byte("corrupt")); !errors.Is(err, durable.ErrDecode) {
 			t.Fatalf("decode: %v", err)
 		}
 		good := must[durable.Enqueued](t)(q.Enqueue(ctx, &Fragile{V: "ok"})).ID
-		waitState(t, e.store, good, durable.StateSucceeded)
+		waitState(t, e.q, good, durable.StateSucceeded)
 	})
 }
 
@@ -1055,7 +1016,7 @@ func TestShutdownDoesNotHangOnBlockedStore(t *testing.T) {
 		unlock()
 		// The completion was abandoned: the item is still leased and will be swept, unless the
 		// cancelled statement got through just before its cancellation did.
-		if it := item(t, e.store, id); it.State != durable.StateRunning && it.State != durable.StateSucceeded {
+		if it := item(t, e.q, id); it.State != durable.StateRunning && it.State != durable.StateSucceeded {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -1068,8 +1029,7 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
-		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: e.store, Registry: newRegistry(t),
-			Policy: durable.Policy{MaxAttempts: 2, Jitter: -1}, Clock: e.clock}))
+		q := b.queue(t, durable.Config{Policy: retry.Policy{MaxAttempts: 2, Jitter: behaviors.Off}, Clock: e.clock})
 		var calls atomic.Int64
 		started := make(chan struct{}, 1)
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
@@ -1089,7 +1049,7 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 20*time.Second, "the first failure", func() bool {
-			it := item(t, e.store, id)
+			it := item(t, e.q, id)
 			return it.Attempts == 1 && it.State == durable.StatePending
 		})
 		e.clock.Advance(time.Hour)
@@ -1100,27 +1060,27 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 		start(t, q, m, durable.SchedulerConfig{})
-		it := waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); it.Attempts != 3 || outcomes(as) != "1:failed 2:interrupted 3:succeeded" || calls.Load() != 3 {
+		it := waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); it.Attempts != 3 || outcomes(as) != "1:failed 2:interrupted 3:succeeded" || calls.Load() != 3 {
 			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())
 		}
 	})
 }
 
-// A BreakerKey function that panics for some request (a type assertion written for one request
+// A breaker key function that panics for some request (a type assertion written for one request
 // type) must not crash the scheduler: the item is dispatched without the breaker check.
 func TestPanickingBreakerKeyDoesNotStopScheduler(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
-		br := &breakers{open: map[string]time.Duration{}}
-		keyed := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Keyed{Key: "k"})).ID
-		work := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Breakers: br, BreakerKey: func(req any) string {
+		br := breaker.NewRegistry(breaker.Config{Key: func(req any) string {
 			return fmt.Sprintf("endpoint-%d", req.(*Work).N) // panics for *Keyed
 		}})
-		waitState(t, e.store, work, durable.StateSucceeded)
-		if it := waitState(t, e.store, keyed, durable.StateSucceeded); it.Attempts != 1 {
+		keyed := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Keyed{Key: "k"})).ID
+		work := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Breakers: br})
+		waitState(t, e.q, work, durable.StateSucceeded)
+		if it := waitState(t, e.q, keyed, durable.StateSucceeded); it.Attempts != 1 {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -1149,8 +1109,8 @@ func TestShutdownInterruptionWithHandlersOwnError(t *testing.T) {
 		if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("shutdown: %v", err)
 		}
-		it := item(t, e.store, id)
-		if as := attempts(t, e.store, id); it.State != durable.StatePending || !it.NextAt.Equal(e.clock.Now()) || outcomes(as) != "1:interrupted" {
+		it := item(t, e.q, id)
+		if as := attempts(t, e.q, id); it.State != durable.StatePending || !it.NextAt.Equal(e.clock.Now()) || outcomes(as) != "1:interrupted" {
 			t.Fatalf("item %+v rows %s", it, outcomes(as))
 		}
 	})
@@ -1166,7 +1126,7 @@ func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(hctx context.Context, w *Work) error {
 			cancel() // the caller gives up while the call is in flight
 			return retryableErr{"upstream 503"}
-		}}, func(m *mediator.Mediator) { m.Use(e.q.Deferral()) })
+		}}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{})) })
 		_, err := mediator.Send(ctx, m, &Work{N: 1})
 		if errors.Is(err, durable.ErrDeferred) || err == nil || err.Error() != "upstream 503" {
 			t.Fatalf("send: %v", err)

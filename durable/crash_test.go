@@ -56,8 +56,7 @@ func TestCrashPoisonItemIsTheOnlyDeadLetter(t *testing.T) {
 func crashTest(t *testing.T, b backend, workers int) {
 	begin := time.Now()
 	ctx := context.Background()
-	store := b.open(t)
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+	q := b.queue(t, durable.Config{Policy: fastPolicy})
 	ids := make([]durable.ItemID, crashItems)
 	for i := range ids {
 		ids[i] = must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i + 1})).ID
@@ -68,7 +67,7 @@ func crashTest(t *testing.T, b backend, workers int) {
 	t.Cleanup(func() {
 		// Runs after the children's cleanups have killed them: what a failure left behind.
 		if !reported {
-			r := summarise(t, store, ids, poison, logPath)
+			r := summarise(t, q, ids, poison, logPath)
 			t.Logf("%s workers=%d: state at the failure: %s; %s", b.name, workers, r, r.details())
 		}
 	})
@@ -117,7 +116,7 @@ func crashTest(t *testing.T, b backend, workers int) {
 		}
 		break
 	}
-	r := summarise(t, store, ids, poison, logPath)
+	r := summarise(t, q, ids, poison, logPath)
 	reported = true
 	t.Logf("%s workers=%d: %d children (%d crashed) in %v: %s; %s", b.name, workers, runs, len(crashes),
 		time.Since(begin).Round(time.Millisecond), r, r.details())
@@ -135,8 +134,8 @@ func crashTest(t *testing.T, b backend, workers int) {
 	if workers > 1 {
 		unattributed = 1
 	}
-	pit := item(t, store, poison)
-	prows := attempts(t, store, poison)
+	pit := item(t, q, poison)
+	prows := attempts(t, q, poison)
 	if pit.State != durable.StateDead || pit.Attempts != crashMaxAttempts+unattributed || pit.Unattributed != unattributed ||
 		pit.Interruptions != 0 || pit.Counted() != crashMaxAttempts ||
 		!strings.HasPrefix(pit.LastError, fmt.Sprintf("attempts exhausted (%d)", crashMaxAttempts)) {
@@ -171,8 +170,8 @@ func crashTest(t *testing.T, b backend, workers int) {
 		if id == poison {
 			continue
 		}
-		it := item(t, store, id)
-		rows := attempts(t, store, id)
+		it := item(t, q, id)
+		rows := attempts(t, q, id)
 		switch {
 		case it.State != durable.StateSucceeded:
 			wrong = append(wrong, fmt.Sprintf("item %d is %s: rows %s, last error %q", id, it.State, outcomes(rows), it.LastError))
@@ -226,17 +225,17 @@ func (r crashReport) details() string {
 	return strings.Join(other, "; ")
 }
 
-func summarise(t *testing.T, store *durable.Store, ids []durable.ItemID, poison durable.ItemID, logPath string) crashReport {
+func summarise(t *testing.T, q *durable.Queue, ids []durable.ItemID, poison durable.ItemID, logPath string) crashReport {
 	t.Helper()
 	r := crashReport{handled: readHandled(t, logPath)}
 	for _, id := range ids {
-		it, err := store.Item(context.Background(), id)
+		it, err := q.Item(context.Background(), id)
 		if err != nil {
 			r.lost++
 			r.other = append(r.other, fmt.Sprintf("item %d: %v", id, err))
 			continue
 		}
-		rows := attempts(t, store, id)
+		rows := attempts(t, q, id)
 		switch it.State {
 		case durable.StateSucceeded:
 			r.succeeded++

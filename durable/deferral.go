@@ -11,17 +11,13 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// DeferralOrder is the default order of the Deferral behavior within mediator.StageDefault:
-// inside a fallback (30), outside retry (50) and the circuit breaker (60), so it sees the
-// final result of the in-process attempts.
-const DeferralOrder = 40
-
 // Deferral is a behavior that parks failing requests in the queue instead of failing them.
 // When the pipeline inside it ends in an error worth another try, or in a circuit-open
 // refusal, it persists the request and returns a *DeferredError carrying the item id. "Worth
 // another try" is the request's own retry policy — the Retry behavior of its pipeline, found
 // at Build, so a policy that widens RetryableStatusCodes widens what is deferred too — with the
-// queue's Config.Retries layer over it (timeouts and transport errors included by default).
+// classification of the queue's Config.Policy over it (timeouts, transport errors and open
+// circuits included by default).
 // The item is due after the policy's first delay, later when the error carries a Retry-After
 // hint (a server's, or the open time of the breaker the failure tripped), or when an open
 // breaker may let a probe through.
@@ -38,44 +34,45 @@ const DeferralOrder = 40
 // requests must be idempotent.
 type Deferral struct {
 	q        *Queue
-	classify func(error) bool  // DeferWhen; nil: the request's retry policy with the queue's layer
+	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
 	src      retryPolicySource // the retry behavior of the request type's pipeline, bound at Build
 }
 
-// DeferralOption configures a Deferral.
-type DeferralOption func(*Deferral)
-
-// DeferWhen sets the classifier deciding which errors are deferred, in place of the request's
-// retry policy. Circuit-open refusals are deferred whatever it says.
-func DeferWhen(retryable func(error) bool) DeferralOption {
-	return func(d *Deferral) { d.classify = retryable }
+// DeferralConfig configures a Deferral.
+type DeferralConfig struct {
+	// Classifier decides which errors are deferred, in place of the request's retry policy.
+	// Circuit-open refusals are deferred whatever it says. Default nil: the request's own retry
+	// policy (the Retry behavior of its pipeline) with the classification of the queue's
+	// Config.Policy over it, so that what is retried in process and what is deferred are
+	// configured once.
+	Classifier behaviors.Classifier
 }
 
-// Deferral returns the deferral behavior of q; register it with mediator.Use before Build, and
-// register the request types it is to defer before that Build too.
-func (q *Queue) Deferral(opts ...DeferralOption) *Deferral {
-	d := &Deferral{q: q}
-	for _, o := range opts {
-		o(d)
+// NewDeferral returns the deferral behavior of q; register it with mediator.Use before Build,
+// and register the request types it is to defer (Register) before that Build too.
+func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
+	if q == nil {
+		panic("durable: NewDeferral: nil queue")
 	}
-	return d
+	return &Deferral{q: q, classify: cfg.Classifier}
 }
 
 // Placement implements mediator.PlacedBehavior: Explain shows it as "durable-deferral", in
-// mediator.StageDefault, at DeferralOrder (see the table of orders in package behaviors).
+// mediator.StageDefault, at behaviors.DeferralOrder: inside a fallback, outside retry and the circuit breaker, so it
+// sees the final result of the in-process attempts (see the table of orders in package behaviors).
 func (d *Deferral) Placement() mediator.Placement {
-	return mediator.Placement{Name: "durable-deferral", Stage: mediator.StageDefault, Order: DeferralOrder}
+	return mediator.Placement{Name: "durable-deferral", Stage: mediator.StageDefault, Order: behaviors.DeferralOrder}
 }
 
 // AppliesTo implements mediator.SelectiveBehavior: only registered request types are
 // deferrable.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
-	return !info.Stream && d.q.reg.Has(info.Request)
+	return !info.Stream && d.q.reg.has(info.Request)
 }
 
 // Built implements mediator.BuiltBehavior: once a Build that includes the deferral succeeded,
-// the registry refuses new registrations (with ErrRegistryInUse), since that Build's
-// pipelines would never defer them. A failed Build leaves it open.
+// the queue refuses new registrations (Register panics), since that Build's pipelines would never
+// defer them. A failed Build leaves it open.
 func (d *Deferral) Built() { d.q.reg.seal() }
 
 // Bind implements mediator.BindingBehavior: it finds the retry behavior of the request type's
@@ -98,7 +95,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
 		return resp, err
 	}
-	name, ok := d.q.reg.NameOf(req)
+	name, ok := d.q.reg.nameOf(req)
 	if !ok {
 		return resp, err
 	}
@@ -125,7 +122,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	// may take up to persistTimeout (a database that hangs), past the caller's deadline.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
-	res, perr := d.q.Enqueue(pctx, req, RunAfter(delay), withLastError(err.Error()), parkedOn(parked))
+	res, perr := d.q.Enqueue(pctx, req, WithDelay(delay), withLastError(err.Error()), parkedOn(parked))
 	if perr != nil {
 		return resp, fmt.Errorf("%w (deferral failed: %w)", err, perr)
 	}
@@ -158,7 +155,7 @@ type Dispatch struct {
 
 var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
 
-// FromContext returns the dispatch when ctx belongs to a Scheduler's dispatch of req, the
+// FromContext returns the dispatch when ctx belongs to a scheduler's dispatch of req, the
 // request the handler was given. The requests that handler sends are not that dispatch: for
 // them it reports false.
 func FromContext(ctx context.Context, req any) (Dispatch, bool) { return dispatchKey.GetFor(ctx, req) }

@@ -1,34 +1,44 @@
 // Package durable parks requests that keep failing in a database and retries them later,
 // by exactly one instance at a time, until they succeed or become dead letters.
 //
-// Items live in a Store: SQLite (OpenSQLite, a file created on first use; the zero-setup
-// default) or PostgreSQL (OpenPostgres, for several instances sharing the work). Both have the
-// same schema, applied from embedded, versioned migrations when the store is opened.
+// A complete setup on the embedded default (see the package Example):
 //
-// A request type becomes durable when it is registered in a Registry under a stable name with
-// a Codec (JSON by default). A Queue ties a Store and a Registry together:
+//	q, err := durable.Open(ctx, durable.Config{SQLitePath: "var/queue.db"}) // created and migrated on first use
+//	durable.Register[*SendInvoice](q, "billing.send-invoice")               // before Build
+//	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))                 // optional: defer failed sends
+//	err = q.Start(m, durable.SchedulerConfig{})                              // in every instance, after m.Build()
+//	defer q.Shutdown(ctx)
+//
+// Open keeps the items in SQLite (Config.SQLitePath, a file: nothing to run beside the
+// application) or PostgreSQL (Config.PostgresDSN, or a pool of your own in Config.DB: several
+// instances sharing the work). Both have the same schema, created by versioned migrations that
+// Open applies; a team that manages its schema itself runs Migrate, or feeds MigrationSQL to
+// its own migration tool, and sets Config.SkipMigrations.
+//
+// A request type becomes durable when it is registered on the queue (Register) under a stable
+// name with a Codec (JSON by default). Then:
 //
 //   - Queue.Enqueue persists a request to run later (with optional dedupe and ordering keys);
-//   - Queue.Deferral is a mediator behavior, placed outside retry, that persists a request whose
+//   - the Deferral behavior (NewDeferral), placed outside retry, persists a request whose
 //     in-process attempts ended in a retryable error or an open circuit breaker, and returns a
 //     *DeferredError carrying the item id instead of the error;
-//   - a Scheduler, run in every instance, claims due items for its free workers (FOR UPDATE
+//   - the scheduler Queue.Start runs in every instance claims due items for its free workers (FOR UPDATE
 //     SKIP LOCKED on PostgreSQL), holds a lease with heartbeats, dispatches each item through
 //     the mediator as exactly one attempt (marked mediator.Unattended, SingleAttempt and
 //     Stored, for that request alone), and completes it under a fence (owner + attempt
-//     number) so a late completion from a worker whose lease expired is rejected with
-//     ErrLeaseLost.
+//     number) so that a late completion from a worker whose lease expired is rejected.
 //
-// Every attempt is its own row (Store.Attempts), and only what the handler did is one: a
+// Every attempt is its own row (Queue.Attempts), and only what the handler did is one: a
 // refusal (an open circuit breaker, a full bulkhead) undoes the claim, and the item waits for
 // the refusal to clear. What is worth another try is decided by the request's own retry
-// policy with Config.Retries over it. Failed attempts are retried with exponential backoff
-// (Policy); exhausted or non-retryable items, and items whose payload no longer decodes, end in
+// policy with the classification of Config.Policy over it. Failed attempts are retried with
+// exponential backoff (Config.Policy, a retry.Policy with durable defaults); exhausted or non-retryable items, and items whose payload no longer decodes, end in
 // StateDead with their payload and last error kept. An item whose lease ran out while it ran
 // runs alone next time, so an item that crashes its process is the only one charged for it.
 //
 // Delivery is at least once: a handler may run again for an item whose previous attempt's
 // outcome was lost (the instance died after the handler's side effect), so handlers of durable
 // requests must be idempotent. FromContext gives a handler the item id and attempt number.
-// See docs/durable.md for the state machine, the failure modes, the tables and tuning.
+// Package durabletest runs items in tests without a scheduler. See docs/durable.md for the
+// state machine, the failure modes, the tables and tuning.
 package durable

@@ -36,10 +36,10 @@ func BenchmarkDrainHistory(b *testing.B) {
 	}
 	for _, stats := range []string{"finished", "queued"} {
 		b.Run("stats="+stats, func(b *testing.B) {
-			empty := postgresBackend(b, dsn).open(b)
-			full := postgresBackend(b, dsn).open(b)
-			seedFinished(b, empty.DB(), 0)
-			seedFinished(b, full.DB(), drainHistory)
+			empty := postgresBackend(b, dsn).queue(b, durable.Config{})
+			full := postgresBackend(b, dsn).queue(b, durable.Config{})
+			seedFinished(b, durable.StoreOf(empty).DB(), 0)
+			seedFinished(b, durable.StoreOf(full).DB(), drainHistory)
 			queued := stats == "queued"
 			var emptyTime, fullTime time.Duration
 			b.ResetTimer()
@@ -47,7 +47,7 @@ func BenchmarkDrainHistory(b *testing.B) {
 				b.StopTimer()
 				// The empty table starts empty every time; the full one keeps what it drained
 				// (20,000 more succeeded items per iteration).
-				if _, err := empty.DB().Exec("TRUNCATE switchboard_attempts, switchboard_items"); err != nil {
+				if _, err := durable.StoreOf(empty).DB().Exec("TRUNCATE switchboard_attempts, switchboard_items"); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
@@ -92,11 +92,12 @@ func seedFinished(b *testing.B, db *sql.DB, n int) {
 // drain inserts drainItems due items into store (and analyzes the tables if analyze is set),
 // runs a scheduler with drainWorkers workers until all of them succeeded, and returns the time
 // from Start until Shutdown returned.
-func drain(b *testing.B, store *durable.Store, analyze bool) time.Duration {
+func drain(b *testing.B, q *durable.Queue, analyze bool) time.Duration {
+	store := durable.StoreOf(q)
 	b.Helper()
 	b.StopTimer()
 	ctx := context.Background()
-	before := must[durable.Stats](b)(store.Stats(ctx, time.Now())).Counts[durable.StateSucceeded]
+	before := must[durable.Stats](b)(q.Stats(ctx)).Counts[durable.StateSucceeded]
 	seed(b, store, drainItems, time.Now())
 	if analyze {
 		for _, q := range []string{"ANALYZE switchboard_items", "ANALYZE switchboard_attempts"} {
@@ -106,9 +107,9 @@ func drain(b *testing.B, store *durable.Store, analyze bool) time.Duration {
 		}
 	}
 	b.StartTimer()
-	elapsed := runDrain(b, store, drainItems, drainWorkers)
+	elapsed := runDrain(b, q, drainItems, drainWorkers)
 	b.StopTimer()
-	after := must[durable.Stats](b)(store.Stats(ctx, time.Now())).Counts[durable.StateSucceeded]
+	after := must[durable.Stats](b)(q.Stats(ctx)).Counts[durable.StateSucceeded]
 	if after-before != drainItems {
 		b.Fatalf("succeeded %d of %d", after-before, drainItems)
 	}

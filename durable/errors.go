@@ -5,14 +5,12 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Each typed error below matches its sentinel with errors.Is.
+// Sentinel errors. The errors durable returns match one of them with errors.Is, and say
+// which request, name or item they are about in their message.
 var (
 	// ErrDeferred reports a request that was not completed now but persisted for a later retry.
 	// It is returned by the Deferral behavior as a *DeferredError carrying the item id.
 	ErrDeferred = errors.New("durable: deferred for retry")
-	// ErrLeaseLost reports a completion whose lease is no longer held: the item's lease expired
-	// and it was swept or claimed by another worker. The completion was not applied.
-	ErrLeaseLost = errors.New("durable: lease lost")
 	// ErrUnknownRequest reports an item whose name is not registered, or a request type that is
 	// not registered.
 	ErrUnknownRequest = errors.New("durable: unknown request")
@@ -22,10 +20,6 @@ var (
 	ErrStopped = errors.New("durable: scheduler stopped")
 	// ErrStarted reports a scheduler started while it runs.
 	ErrStarted = errors.New("durable: scheduler already started")
-	// ErrRegistryInUse reports a Register after a mediator whose pipelines include the
-	// registry's deferral was built: Build decided which request types the deferral applies to,
-	// so a type registered later would silently never be deferred.
-	ErrRegistryInUse = errors.New("durable: registry in use by a built mediator")
 )
 
 // DeferredError is the result of a request the Deferral behavior persisted for later. It
@@ -56,22 +50,8 @@ func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 // behavior outside the deferral passes it on (see behaviors.Deferring).
 func (e *DeferredError) Deferred() bool { return true }
 
-// LeaseLostError names the fence of a rejected completion. It matches ErrLeaseLost.
-type LeaseLostError struct {
-	// Fence is the lease the completion claimed to hold.
-	Fence Fence
-}
-
-// Error implements error.
-func (e *LeaseLostError) Error() string {
-	return fmt.Sprintf("durable: lease lost: item %d attempt %d is no longer held by %q", e.Fence.ItemID, e.Fence.Attempt, e.Fence.Owner)
-}
-
-// Is reports whether target is ErrLeaseLost.
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
-
-// UnknownRequestError names an unregistered request name or type. It matches ErrUnknownRequest.
-type UnknownRequestError struct {
+// unknownRequestError names an unregistered request name or type; it matches ErrUnknownRequest.
+type unknownRequestError struct {
 	// Name is the item's request name; empty when Type is set.
 	Name string
 	// Type is the Go type of an unregistered request value; empty when Name is set.
@@ -79,7 +59,7 @@ type UnknownRequestError struct {
 }
 
 // Error implements error.
-func (e *UnknownRequestError) Error() string {
+func (e *unknownRequestError) Error() string {
 	if e.Name != "" {
 		return fmt.Sprintf("durable: unknown request name %q", e.Name)
 	}
@@ -87,11 +67,11 @@ func (e *UnknownRequestError) Error() string {
 }
 
 // Is reports whether target is ErrUnknownRequest.
-func (e *UnknownRequestError) Is(target error) bool { return target == ErrUnknownRequest }
+func (e *unknownRequestError) Is(target error) bool { return target == ErrUnknownRequest }
 
-// DecodeError reports a payload that does not decode. It matches ErrDecode and unwraps to the
+// decodeError reports a payload that does not decode. It matches ErrDecode and unwraps to the
 // codec's error.
-type DecodeError struct {
+type decodeError struct {
 	// Name is the item's request name.
 	Name string
 	// Err is the codec's error.
@@ -99,23 +79,23 @@ type DecodeError struct {
 }
 
 // Error implements error.
-func (e *DecodeError) Error() string {
+func (e *decodeError) Error() string {
 	return fmt.Sprintf("durable: payload of %q does not decode: %v", e.Name, e.Err)
 }
 
 // Is reports whether target is ErrDecode.
-func (e *DecodeError) Is(target error) bool { return target == ErrDecode }
+func (e *decodeError) Is(target error) bool { return target == ErrDecode }
 
 // Unwrap returns the codec's error.
-func (e *DecodeError) Unwrap() error { return e.Err }
+func (e *decodeError) Unwrap() error { return e.Err }
 
 // ErrEncode reports a request whose codec failed or panicked while encoding it; nothing was
 // stored.
 var ErrEncode = errors.New("durable: request does not encode")
 
-// EncodeError reports a request that its codec could not encode. It matches ErrEncode and
+// encodeError reports a request that its codec could not encode. It matches ErrEncode and
 // unwraps to the codec's error.
-type EncodeError struct {
+type encodeError struct {
 	// Name is the request's registered name.
 	Name string
 	// Err is the codec's error, or one carrying the value a panicking codec panicked with.
@@ -123,12 +103,12 @@ type EncodeError struct {
 }
 
 // Error implements error.
-func (e *EncodeError) Error() string {
+func (e *encodeError) Error() string {
 	return fmt.Sprintf("durable: request %q does not encode: %v", e.Name, e.Err)
 }
 
 // Is reports whether target is ErrEncode.
-func (e *EncodeError) Is(target error) bool { return target == ErrEncode }
+func (e *encodeError) Is(target error) bool { return target == ErrEncode }
 
 // Unwrap returns the codec's error.
-func (e *EncodeError) Unwrap() error { return e.Err }
+func (e *encodeError) Unwrap() error { return e.Err }

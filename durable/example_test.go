@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -29,15 +31,15 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	store, err := durable.OpenSQLite(ctx, filepath.Join(dir, "queue.db"))
+	// 1. Open the queue: an embedded SQLite file, created and migrated on first use.
+	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db")})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer store.Close()
-	reg := durable.NewRegistry()
-	durable.MustRegister[*SendInvoice](reg, "billing.send-invoice")
-	q, _ := durable.NewQueue(durable.Config{Store: store, Registry: reg})
+	defer q.Close()
+	// 2. Register the request types the queue stores, under stable names.
+	durable.Register[*SendInvoice](q, "billing.send-invoice")
 
 	sent := make(chan string)
 	m := mediator.New(nil, mediator.Config{})
@@ -54,10 +56,13 @@ func Example() {
 	res, _ := q.Enqueue(ctx, &SendInvoice{Invoice: "INV-1"})
 	fmt.Println("enqueued item", res.ID)
 
-	s, _ := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
-	_ = s.Start()
+	// 3. Run a scheduler in every instance: it dispatches the due items through the mediator.
+	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond}); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(<-sent)
-	_ = s.Shutdown(ctx)
+	_ = q.Shutdown(ctx)
 
 	st, _ := q.Stats(ctx)
 	fmt.Println("succeeded:", st.Counts[durable.StateSucceeded])
@@ -69,19 +74,17 @@ func Example() {
 
 // The deferral behavior turns a retryable failure into a durable item and a *DeferredError;
 // the scheduler retries the item later.
-func ExampleQueue_Deferral() {
+func ExampleNewDeferral() {
 	dir, _ := os.MkdirTemp("", "durable-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	store, _ := durable.OpenSQLite(ctx, filepath.Join(dir, "queue.db"))
-	defer store.Close()
-	reg := durable.NewRegistry()
-	durable.MustRegister[*SendInvoice](reg, "billing.send-invoice")
-	q, _ := durable.NewQueue(durable.Config{
-		Store: store, Registry: reg,
-		Policy: durable.Policy{Initial: 10 * time.Millisecond, Jitter: -1},
+	q, _ := durable.Open(ctx, durable.Config{
+		SQLitePath: filepath.Join(dir, "queue.db"),
+		Policy:     retry.Policy{BaseDelay: 10 * time.Millisecond, Jitter: behaviors.Off},
 	})
+	defer q.Close()
+	durable.Register[*SendInvoice](q, "billing.send-invoice")
 
 	down := true
 	sent := make(chan string)
@@ -93,7 +96,7 @@ func ExampleQueue_Deferral() {
 		sent <- "sent " + r.Invoice
 		return mediator.Void{}, nil
 	})
-	m.Use(q.Deferral())
+	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {
 		fmt.Println(err)
 		return
@@ -102,38 +105,21 @@ func ExampleQueue_Deferral() {
 	_, err := mediator.Send(ctx, m, &SendInvoice{Invoice: "INV-2"})
 	var deferred *durable.DeferredError
 	if errors.As(err, &deferred) {
-		it, _ := store.Item(ctx, deferred.ItemID)
+		it, _ := q.Item(ctx, deferred.ItemID)
 		fmt.Println("deferred:", errors.Is(err, durable.ErrDeferred), it.State, it.LastError)
 	}
 
 	down = false // the service is back before the scheduler starts
-	s, _ := durable.NewScheduler(q, m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond})
-	_ = s.Start()
+	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond}); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(<-sent)
-	_ = s.Shutdown(ctx)
-	as, _ := store.Attempts(ctx, deferred.ItemID)
+	_ = q.Shutdown(ctx)
+	as, _ := q.Attempts(ctx, deferred.ItemID)
 	fmt.Println(len(as), "attempt:", as[0].Outcome)
 	// Output:
 	// deferred: true pending invoice service unavailable
 	// sent INV-2
 	// 1 attempt: succeeded
-}
-
-// Delay grows exponentially up to Max, and never overflows.
-func ExamplePolicy_Delay() {
-	p := durable.Policy{Initial: time.Second, Multiplier: 2, Max: time.Minute, Jitter: -1}
-	for _, n := range []int{1, 2, 3, 6, 7, 1_000_000} {
-		fmt.Println(n, p.Delay(n, 0.5))
-	}
-	// With the default ±10 % jitter, r spreads the delay.
-	j := durable.Policy{Initial: time.Second}
-	fmt.Println(j.Delay(1, 0), j.Delay(1, 0.5), j.Delay(1, 0.75))
-	// Output:
-	// 1 1s
-	// 2 2s
-	// 3 4s
-	// 6 32s
-	// 7 1m0s
-	// 1000000 1m0s
-	// 900ms 1s 1.05s
 }

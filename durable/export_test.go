@@ -1,19 +1,40 @@
 package durable
 
-// PostgresStatements exposes the PostgreSQL statements of the store, by name, to the plan
-// checks of package durable_test.
-func PostgresStatements() map[string]string {
-	d := postgresDialect
-	return map[string]string{
-		"claim":          d.claim,
-		"claim_isolated": d.claimIsolated,
-		"complete":       d.completeMany,
-		"extend":         d.extend,
-		"sweep":          d.sweep,
-		"isolated_due":   d.isolatedDue,
-		"unpark":         d.unpark,
-		"oldest_due":     d.oldestDue,
-		"enqueue":        d.insert,
-		"dedupe":         d.byDedupe,
+import (
+	"errors"
+	"reflect"
+
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// StoreOf returns q's store, for the tests of package durable_test that work below the queue
+// (claims, completions, sweeps, leases).
+func StoreOf(q *Queue) *store.Store { return q.store }
+
+// EncodeFor encodes req as q's registry does for Enqueue.
+func EncodeFor(q *Queue, req any) (name string, payload []byte, err error) { return q.reg.encode(req) }
+
+// DecodeFor decodes a payload as q's scheduler does.
+func DecodeFor(q *Queue, name string, payload []byte) (any, error) {
+	return q.reg.decode(name, payload)
+}
+
+// Registered reports whether request type t is registered on q.
+func Registered(q *Queue, t reflect.Type) bool { return q.reg.has(t) }
+
+// DurablePolicy returns p over the durable defaults, as Open does with Config.Policy.
+func DurablePolicy(p retry.Policy) retry.Policy { return defaultPolicy.Merge(p) }
+
+// Scheduler is the scheduler Queue.Start runs, for the tests that run several on one queue or
+// drive one directly (Sweep, Wake, InstanceID).
+type Scheduler = scheduler
+
+// NewScheduler returns a scheduler that is not started, as Queue.Start makes one.
+func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Scheduler, error) {
+	if q == nil {
+		return nil, errors.New("durable: nil queue")
 	}
+	return newScheduler(q, sender, cfg)
 }

@@ -354,7 +354,7 @@ type hungPG struct {
 // postgresBackend does) and a proxy in front of the server.
 // hungSetup checks the test for leaked goroutines (first, so its check runs after every other
 // cleanup), puts a proxy between the test and the server of dsn, and opens a store through it.
-func hungSetup(t *testing.T, dsn string) (*hungPG, *durable.Store) {
+func hungSetup(t *testing.T, dsn string) (*hungPG, *durable.Queue) {
 	t.Helper()
 	hungLeakCheck(t)
 	pg := hungProxiedPostgres(t, dsn)
@@ -394,16 +394,14 @@ func hungWithAddr(t testing.TB, dsn, addr string) string {
 	return dsn + " host=" + host + " port=" + port // later settings win
 }
 
-func (pg *hungPG) open(t testing.TB) *durable.Store {
+func (pg *hungPG) open(t testing.TB) *durable.Queue {
 	t.Helper()
-	s := must[*durable.Store](t)(durable.OpenPostgres(context.Background(), pg.target))
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return openQueue(t, durable.Config{PostgresDSN: pg.target, Policy: fastPolicy})
 }
 
 // drain closes store and waits until no connection is left through the proxy: pgx closes a
 // timed-out connection in a goroutine of its own, after sending the server a cancel request.
-func (pg *hungPG) drain(t testing.TB, store *durable.Store) {
+func (pg *hungPG) drain(t testing.TB, store *durable.Queue) {
 	t.Helper()
 	_ = store.Close()
 	eventually(t, 15*time.Second, "every proxied connection to close", func() bool { return pg.proxy.Active() == 0 })
@@ -445,7 +443,7 @@ type hungFigures struct {
 // the database mid-run for longer than a lease, then thaws it, and checks what was logged and
 // that every item succeeded, none ran twice except the ones whose lease ran out while frozen,
 // and none is stuck.
-func runHungScenario(t *testing.T, store *durable.Store, fault hungFault) hungFigures {
+func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFigures {
 	t.Helper()
 	const (
 		items        = 200
@@ -458,7 +456,7 @@ func runHungScenario(t *testing.T, store *durable.Store, fault hungFault) hungFi
 	)
 	var fig hungFigures
 	ctx := context.Background()
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+	q := store
 	ids := make([]durable.ItemID, items)
 	for i := range items {
 		ids[i] = must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i})).ID
@@ -658,8 +656,7 @@ func TestHungDatabaseBehindProxy(t *testing.T) {
 				thaw:   func(*testing.T) { pg.proxy.Thaw() },
 			}
 			if other {
-				direct := must[*durable.Store](t)(durable.OpenPostgres(context.Background(), pg.direct))
-				t.Cleanup(func() { _ = direct.Close() })
+				direct := durable.StoreOf(openQueue(t, durable.Config{PostgresDSN: pg.direct}))
 				fault.sweep = func(t *testing.T) int {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
@@ -922,8 +919,7 @@ func (s *hungServer) destroy(t *testing.T) {
 func TestHungServerSIGSTOP(t *testing.T) {
 	hungLeakCheck(t)
 	srv := startHungServer(t)
-	store := must[*durable.Store](t)(durable.OpenPostgres(context.Background(), srv.dsn))
-	t.Cleanup(func() { _ = store.Close() })
+	store := openQueue(t, durable.Config{PostgresDSN: srv.dsn, Policy: fastPolicy})
 	runHungScenario(t, store, hungFault{freeze: srv.stop, thaw: srv.cont})
 	_ = store.Close()
 }
@@ -965,7 +961,7 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = direct.Close() })
 			t.Cleanup(pg.proxy.Thaw)
-			q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+			q := store
 			key := "ambiguous-" + randomSuffix()
 			byKey := func() []durable.ItemID {
 				t.Helper()
@@ -992,7 +988,7 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			trig := pg.proxy.FreezeOnSend([]byte(key), tc.dirs...)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			began := time.Now()
-			_, firstErr := q.Enqueue(ctx, &Work{N: 1}, durable.DedupeKey(key))
+			_, firstErr := q.Enqueue(ctx, &Work{N: 1}, durable.WithDedupeKey(key))
 			took := time.Since(began)
 			cancel()
 			select {
@@ -1021,7 +1017,7 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			pg.proxy.Thaw()
 			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			again, err := q.Enqueue(ctx, &Work{N: 1}, durable.DedupeKey(key))
+			again, err := q.Enqueue(ctx, &Work{N: 1}, durable.WithDedupeKey(key))
 			if err != nil {
 				t.Fatalf("enqueue again with the same dedupe key: %v", err)
 			}
@@ -1072,7 +1068,7 @@ func TestRefusedConnectionLogsOnceAndRecovers(t *testing.T) {
 		t.Skipf("%s not set", pgDSNEnv)
 	}
 	pg, store := hungSetup(t, dsn) // migrates while the port still accepts
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+	q := store
 	const items = 5
 	for i := range items {
 		must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: i}))
@@ -1166,7 +1162,7 @@ func TestIdleSchedulerHeartbeatDuringOutage(t *testing.T) {
 		t.Skipf("%s not set", pgDSNEnv)
 	}
 	pg, store := hungSetup(t, dsn)
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: fastPolicy}))
+	q := store
 	pg.proxy.StopListening()
 	log := &logRecorder{}
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, mediatorFor(t, handlers{}), durable.SchedulerConfig{

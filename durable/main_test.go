@@ -19,7 +19,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -33,14 +36,41 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// backend opens fresh, empty stores of one kind. Every store opened by one backend value shares
+// backend opens fresh, empty queues of one kind. Every queue opened by one backend value shares
 // one database (one SQLite file, one PostgreSQL schema), so several "instances" can be tested.
 type backend struct {
 	name string
-	// open returns a new Store (its own pool) on the backend's database.
-	open func(t testing.TB) *durable.Store
+	// db holds the database fields of the Config of the backend's queues.
+	db durable.Config
 	// env describes the database to a child process.
 	env []string
+}
+
+// bare opens a new queue (its own pool) on the backend's database with cfg, closed at the end
+// of the test; no request type is registered.
+func (b backend) bare(t testing.TB, cfg durable.Config) *durable.Queue {
+	t.Helper()
+	cfg.SQLitePath, cfg.PostgresDSN = b.db.SQLitePath, b.db.PostgresDSN
+	q, err := durable.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+// queue is bare with the test request types registered (with opts).
+func (b backend) queue(t testing.TB, cfg durable.Config, opts ...durable.RegisterOption) *durable.Queue {
+	t.Helper()
+	q := b.bare(t, cfg)
+	registerTypes(q, opts...)
+	return q
+}
+
+// open returns the store of a new queue on the backend's database.
+func (b backend) open(t testing.TB) *istore.Store {
+	t.Helper()
+	return durable.StoreOf(b.bare(t, durable.Config{}))
 }
 
 // pgDSN returns the PostgreSQL DSN, failing the test under CI when none is set.
@@ -62,16 +92,8 @@ func sqliteBackend(t testing.TB) backend {
 	path := filepath.Join(t.TempDir(), "db", "durable.db")
 	return backend{
 		name: "sqlite",
-		open: func(t testing.TB) *durable.Store {
-			t.Helper()
-			s, err := durable.OpenSQLite(context.Background(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		},
-		env: []string{childBackendEnv + "=sqlite", childTargetEnv + "=" + path},
+		db:   durable.Config{SQLitePath: path},
+		env:  []string{childBackendEnv + "=sqlite", childTargetEnv + "=" + path},
 	}
 }
 
@@ -83,16 +105,8 @@ func postgresBackend(t testing.TB, dsn string) backend {
 	target := withSearchPath(t, dsn, schema)
 	return backend{
 		name: "postgres",
-		open: func(t testing.TB) *durable.Store {
-			t.Helper()
-			s, err := durable.OpenPostgres(context.Background(), target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		},
-		env: []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
+		db:   durable.Config{PostgresDSN: target},
+		env:  []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
 	}
 }
 
@@ -232,41 +246,64 @@ func (e retryableErr) Retryable() bool { return true }
 
 var errPermanent = errors.New("permanent failure")
 
-func newRegistry(t testing.TB, opts ...durable.RegisterOption) *durable.Registry {
-	r := durable.NewRegistry()
-	for _, err := range []error{
-		durable.Register[*Work](r, "test.work", opts...),
-		durable.Register[*Keyed](r, "test.keyed", opts...),
-		durable.Register[*Unique](r, "test.unique", opts...),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
+// openQueue opens a queue with cfg, closed at the end of the test, with the test request types
+// registered.
+func openQueue(t testing.TB, cfg durable.Config) *durable.Queue {
+	t.Helper()
+	q, err := durable.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return r
+	t.Cleanup(func() { _ = q.Close() })
+	registerTypes(q)
+	return q
+}
+
+// typesQueue returns a SQLite queue with the test request types registered.
+func typesQueue(t testing.TB) *durable.Queue { return sqliteBackend(t).queue(t, durable.Config{}) }
+
+// registerErr calls register, which calls durable.Register, and returns the error Register
+// panicked with, or nil.
+func registerErr(register func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var ok bool
+			if err, ok = p.(error); !ok {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}
+	}()
+	register()
+	return nil
+}
+
+// registerTypes registers the test request types on q.
+func registerTypes(q *durable.Queue, opts ...durable.RegisterOption) {
+	durable.Register[*Work](q, "test.work", opts...)
+	durable.Register[*Keyed](q, "test.keyed", opts...)
+	durable.Register[*Unique](q, "test.unique", opts...)
 }
 
 // fastPolicy retries quickly and without jitter, so due times are exact.
-var fastPolicy = durable.Policy{MaxAttempts: 5, Initial: time.Second, Multiplier: 2, Max: time.Minute, Jitter: -1}
+var fastPolicy = retry.Policy{MaxAttempts: 5, Strategy: retry.Exponential, BaseDelay: time.Second, Multiplier: 2, MaxDelay: time.Minute, Jitter: behaviors.Off}
 
 // env bundles what most tests need.
 type env struct {
-	store *durable.Store
+	store *istore.Store
 	q     *durable.Queue
 	clock *fakeClock
 }
 
-func newEnv(t testing.TB, b backend) *env { return newEnvWith(t, b, newRegistry(t)) }
+func newEnv(t testing.TB, b backend) *env { return newEnvWith(t, b) }
 
-// newEnvWith is newEnv with the request types of reg.
-func newEnvWith(t testing.TB, b backend, reg *durable.Registry) *env {
+// newEnvWith is newEnv with further request types, registered by each of register.
+func newEnvWith(t testing.TB, b backend, register ...func(q *durable.Queue)) *env {
 	clock := newFakeClock()
-	store := b.open(t)
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{
-		Store: store, Registry: reg, Policy: fastPolicy, Clock: clock,
-		Rand: func() float64 { return 0.5 },
-	}))
-	return &env{store: store, q: q, clock: clock}
+	q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock, Rand: func() float64 { return 0.5 }})
+	for _, r := range register {
+		r(q)
+	}
+	return &env{store: durable.StoreOf(q), q: q, clock: clock}
 }
 
 // start runs a scheduler until the end of the test.
@@ -297,21 +334,21 @@ func stats(t testing.TB, q *durable.Queue) durable.Stats {
 	return must[durable.Stats](t)(q.Stats(context.Background()))
 }
 
-func item(t testing.TB, s *durable.Store, id durable.ItemID) durable.Item {
+func item(t testing.TB, q *durable.Queue, id durable.ItemID) durable.Item {
 	t.Helper()
-	return must[durable.Item](t)(s.Item(context.Background(), id))
+	return must[durable.Item](t)(q.Item(context.Background(), id))
 }
 
-func attempts(t testing.TB, s *durable.Store, id durable.ItemID) []durable.Attempt {
+func attempts(t testing.TB, q *durable.Queue, id durable.ItemID) []durable.Attempt {
 	t.Helper()
-	return must[[]durable.Attempt](t)(s.Attempts(context.Background(), id))
+	return must[[]durable.Attempt](t)(q.Attempts(context.Background(), id))
 }
 
-func waitState(t testing.TB, s *durable.Store, id durable.ItemID, want durable.State) durable.Item {
+func waitState(t testing.TB, q *durable.Queue, id durable.ItemID, want durable.ItemState) durable.Item {
 	t.Helper()
 	var it durable.Item
 	eventually(t, 20*time.Second, fmt.Sprintf("item %d to be %s", id, want), func() bool {
-		it = item(t, s, id)
+		it = item(t, q, id)
 		return it.State == want
 	})
 	return it

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -30,8 +34,8 @@ func noPanic(t *testing.T, what string, fn func()) {
 // A payload written by a newer version of the request type (one more field) decodes on an
 // instance that does not know the field yet: the default codec ignores it.
 func TestJSONCodecToleratesUnknownFields(t *testing.T) {
-	r := newRegistry(t)
-	v, err := r.Decode("test.work", []byte(`{"n":7,"added":{"deep":[1,2]}}`))
+	r := typesQueue(t)
+	v, err := durable.DecodeFor(r, "test.work", []byte(`{"n":7,"added":{"deep":[1,2]}}`))
 	if err != nil {
 		t.Fatalf("decode with an added field: %v", err)
 	}
@@ -50,7 +54,7 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	ctx := context.Background()
 	now := e.clock.Now()
-	id, _, err := e.store.Enqueue(ctx, durable.NewItem{Name: "test.work", Payload: []byte(`{"n":5,"priority":"high"}`), NextAt: now, Now: now})
+	id, _, err := e.store.Enqueue(ctx, istore.NewItem{Name: "test.work", Payload: []byte(`{"n":5,"priority":"high"}`), NextAt: now, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +66,7 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 	start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
 	var it durable.Item
 	eventually(t, 20*time.Second, "the item to succeed or die", func() bool {
-		it = item(t, e.store, id)
+		it = item(t, e.q, durable.ItemID(id))
 		return it.State == durable.StateSucceeded || it.State == durable.StateDead
 	})
 	if it.State != durable.StateSucceeded {
@@ -74,9 +78,9 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 }
 
 // Whatever the codec's tolerance, a payload that is not exactly one JSON value, or does not fit
-// the type, is a *DecodeError.
+// the type, matches ErrDecode.
 func TestJSONCodecRejectsBadPayloads(t *testing.T) {
-	r := newRegistry(t)
+	r := typesQueue(t)
 	for _, payload := range []string{
 		`{"n":1} {"n":2}`,
 		`{"n":1}}`,
@@ -87,52 +91,54 @@ func TestJSONCodecRejectsBadPayloads(t *testing.T) {
 		``,
 		`[]`,
 	} {
-		v, err := r.Decode("test.work", []byte(payload))
-		var de *durable.DecodeError
-		if !errors.As(err, &de) || !errors.Is(err, durable.ErrDecode) || de.Name != "test.work" {
-			t.Errorf("Decode(%q) = %#v, %v; want a *DecodeError", payload, v, err)
+		v, err := durable.DecodeFor(r, "test.work", []byte(payload))
+		if !errors.Is(err, durable.ErrDecode) || !strings.Contains(err.Error(), `"test.work"`) || errors.Unwrap(err) == nil {
+			t.Errorf("Decode(%q) = %#v, %v; want an error matching ErrDecode, naming test.work, unwrapping to the codec's", payload, v, err)
 		}
 	}
 	// Whitespace after the value is not trailing data.
-	if _, err := r.Decode("test.work", []byte("{\"n\":1}\n\t ")); err != nil {
+	if _, err := durable.DecodeFor(r, "test.work", []byte("{\"n\":1}\n\t ")); err != nil {
 		t.Errorf("trailing whitespace: %v", err)
 	}
 }
 
-// A policy whose Initial is above Max waits Max: Max caps every delay.
+// A policy whose BaseDelay is above MaxDelay waits MaxDelay: MaxDelay caps every delay.
 func TestPolicyDelayHonoursMax(t *testing.T) {
-	p := durable.Policy{Initial: time.Hour, Max: time.Millisecond, Jitter: -1}
+	p := durable.DurablePolicy(retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Millisecond, Jitter: behaviors.Off})
 	if d := p.Delay(1, 0.5); d != time.Millisecond {
 		t.Errorf("%+v.Delay(1) = %v, want 1ms", p, d)
 	}
-	// Initial above the default Max (1 h) is capped at it too.
-	if d := (durable.Policy{Initial: 2 * time.Hour, Jitter: -1}).Delay(1, 0.5); d != time.Hour {
-		t.Errorf("Initial 2h with the default Max: Delay(1) = %v, want 1h", d)
+	// A BaseDelay above the durable default MaxDelay (1 h) is capped at it too.
+	if d := durable.DurablePolicy(retry.Policy{BaseDelay: 2 * time.Hour, Jitter: behaviors.Off}).Delay(1, 0.5); d != time.Hour {
+		t.Errorf("BaseDelay 2h with the default MaxDelay: Delay(1) = %v, want 1h", d)
 	}
-	// Jitter never takes a delay above Max; below the cap it still spreads both ways.
-	j := durable.Policy{Initial: time.Hour, Max: time.Minute, Jitter: 0.5}
+	// Jitter never takes a delay above MaxDelay; below the cap it still spreads both ways.
+	j := durable.DurablePolicy(retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Minute})
 	for _, r := range []float64{0, 0.25, 0.5, 0.75, 0.999} {
-		if d := j.Delay(1, r); d > time.Minute || d < 30*time.Second {
-			t.Errorf("%+v.Delay(1, %v) = %v, want within [30s, 1m]", j, r, d)
+		if d := j.Delay(1, r); d > time.Minute || d < 54*time.Second {
+			t.Errorf("%+v.Delay(1, %v) = %v, want within [54s, 1m]", j, r, d)
 		}
 	}
-	if d := j.Delay(1, 0); d != 30*time.Second {
-		t.Errorf("%+v.Delay(1, 0) = %v, want 30s", j, d)
+	if d := j.Delay(1, 0); d != 54*time.Second {
+		t.Errorf("%+v.Delay(1, 0) = %v, want 54s", j, d)
 	}
-	below := durable.Policy{Initial: time.Second, Max: time.Minute, Jitter: 0.5}
-	if lo, hi := below.Delay(1, 0), below.Delay(1, 0.999); lo != 500*time.Millisecond || hi <= time.Second {
-		t.Errorf("%+v: Delay(1, 0) = %v, Delay(1, 0.999) = %v; want 500ms and above 1s", below, lo, hi)
+	below := durable.DurablePolicy(retry.Policy{BaseDelay: time.Second, MaxDelay: time.Minute})
+	if lo, hi := below.Delay(1, 0), below.Delay(1, 0.999); lo != 900*time.Millisecond || hi <= time.Second {
+		t.Errorf("%+v: Delay(1, 0) = %v, Delay(1, 0.999) = %v; want 900ms and above 1s", below, lo, hi)
 	}
 }
 
-// Registering a request type with an invalid policy fails, and leaves the type unregistered.
+// Registering a request type with an invalid policy panics with an error naming the fields, and
+// leaves the type unregistered.
 func TestRegisterRefusesInvalidPolicy(t *testing.T) {
-	r := durable.NewRegistry()
-	err := durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{MaxAttempts: -1, Multiplier: 0.5}))
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	err := registerErr(func() {
+		durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{MaxAttempts: -1, Multiplier: 0.5}))
+	})
 	if err == nil {
 		t.Fatal("registered with MaxAttempts -1 and Multiplier 0.5")
 	}
-	if !errors.Is(err, durable.ErrInvalidPolicy) {
+	if !errors.Is(err, retry.ErrInvalidPolicy) {
 		t.Errorf("error %v does not match ErrInvalidPolicy", err)
 	}
 	for _, want := range []string{"*durable_test.Work", "MaxAttempts", "-1", "Multiplier", "0.5"} {
@@ -140,11 +146,13 @@ func TestRegisterRefusesInvalidPolicy(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if r.Has(reflect.TypeFor[*Work]()) {
+	if durable.Registered(r, reflect.TypeFor[*Work]()) {
 		t.Error("the type was registered despite the error")
 	}
 	// A valid policy registers.
-	if err := durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{MaxAttempts: 3, Jitter: -1})); err != nil {
+	if err := registerErr(func() {
+		durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{MaxAttempts: 3, Jitter: behaviors.Off}))
+	}); err != nil {
 		t.Fatalf("valid policy: %v", err)
 	}
 }
@@ -158,12 +166,10 @@ func (explodingCodec) Unmarshal(data []byte, v any) error {
 }
 
 // A codec that panics while encoding gives an error naming the request and the panic, on
-// every path that encodes: Registry.Encode, Enqueue, and the deferral inside mediator.Send.
+// every path that encodes: the registry's encode, Enqueue, and the deferral inside mediator.Send.
 func TestEncodeRecoversCodecPanic(t *testing.T) {
-	r := durable.NewRegistry()
-	if err := durable.Register[*Fragile](r, "test.fragile", durable.WithCodec(explodingCodec{})); err != nil {
-		t.Fatal(err)
-	}
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	durable.Register[*Fragile](r, "test.fragile", durable.WithCodec(explodingCodec{}))
 	checkErr := func(what string, err error) {
 		t.Helper()
 		if err == nil {
@@ -175,13 +181,12 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 			}
 		}
 	}
-	noPanic(t, "Registry.Encode", func() {
-		_, _, err := r.Encode(&Fragile{V: "x"})
-		checkErr("Registry.Encode", err)
+	noPanic(t, "the registry's encode", func() {
+		_, _, err := durable.EncodeFor(r, &Fragile{V: "x"})
+		checkErr("the registry's encode", err)
 	})
 
-	store := sqliteBackend(t).open(t)
-	q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: r, Policy: fastPolicy}))
+	q := r
 	ctx := context.Background()
 	noPanic(t, "Queue.Enqueue", func() {
 		_, err := q.Enqueue(ctx, &Fragile{V: "x"})
@@ -192,7 +197,7 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 	mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) {
 		return mediator.Void{}, retryableErr{"downstream unavailable"}
 	})
-	m.Use(q.Deferral())
+	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +220,7 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 // A nil request, or a nil pointer of a registered type, is refused instead of being stored as
 // "null" and later dispatched as an empty request.
 func TestEncodeRefusesNilRequest(t *testing.T) {
-	r := newRegistry(t)
+	r := typesQueue(t)
 	for _, c := range []struct {
 		req      any
 		typeName string
@@ -225,7 +230,7 @@ func TestEncodeRefusesNilRequest(t *testing.T) {
 		{(*Keyed)(nil), "*durable_test.Keyed"},
 		{(*Fragile)(nil), "*durable_test.Fragile"}, // not registered: nil still wins
 	} {
-		name, payload, err := r.Encode(c.req)
+		name, payload, err := durable.EncodeFor(r, c.req)
 		if !errors.Is(err, mediator.ErrNilRequest) {
 			t.Errorf("Encode(%T) = %q, %q, %v; want an error matching mediator.ErrNilRequest", c.req, name, payload, err)
 			continue
@@ -251,13 +256,13 @@ func TestEncodeRefusesNilRequest(t *testing.T) {
 	}
 }
 
-// A strict codec keeps rejecting unknown fields, and trailing data, as *DecodeError.
+// A strict codec keeps rejecting unknown fields, and trailing data, as ErrDecode.
 func TestJSONCodecStrict(t *testing.T) {
-	r := durable.NewRegistry()
-	if err := durable.Register[*Work](r, "test.work", durable.WithCodec(durable.JSONCodec{Strict: true})); err != nil {
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	if err := registerErr(func() { durable.Register[*Work](r, "test.work", durable.WithCodec(durable.JSONCodec{Strict: true})) }); err != nil {
 		t.Fatal(err)
 	}
-	v, err := r.Decode("test.work", []byte(`{"n":2}`))
+	v, err := durable.DecodeFor(r, "test.work", []byte(`{"n":2}`))
 	if err != nil || v.(*Work).N != 2 {
 		t.Fatalf("known fields only: %#v, %v", v, err)
 	}
@@ -267,86 +272,84 @@ func TestJSONCodecStrict(t *testing.T) {
 		{`{"n":1}}`, "trailing"},
 		{`{"n":1} {"n":2}`, "trailing"},
 	} {
-		_, err := r.Decode("test.work", []byte(c.payload))
-		var de *durable.DecodeError
-		if !errors.As(err, &de) || de.Name != "test.work" || !strings.Contains(err.Error(), c.mention) {
-			t.Errorf("strict Decode(%q) = %v; want a *DecodeError mentioning %s", c.payload, err, c.mention)
+		_, err := durable.DecodeFor(r, "test.work", []byte(c.payload))
+		if !errors.Is(err, durable.ErrDecode) || !strings.Contains(err.Error(), `"test.work"`) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("strict Decode(%q) = %v; want an error matching ErrDecode mentioning %s", c.payload, err, c.mention)
 		}
 	}
 }
 
+// The policies durable work is configured with are validated by retry.Policy.Validate: every
+// invalid field reported, each naming its field and value.
 func TestPolicyValidate(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	for _, p := range []durable.Policy{
+	for _, p := range []retry.Policy{
 		{},
-		durable.DefaultPolicy,
+		durable.DurablePolicy(retry.Policy{}),
 		fastPolicy,
-		{Jitter: -1},
-		{Jitter: math.Inf(-1)},
-		{Jitter: 1},
+		{Jitter: behaviors.Off},
 		{Multiplier: 1},
 		{Multiplier: 1e308},
-		{Initial: time.Hour, Max: time.Millisecond}, // capped by Max, not an error
+		{BaseDelay: time.Hour, MaxDelay: time.Millisecond}, // capped by MaxDelay, not an error
 	} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%+v.Validate() = %v, want nil", p, err)
 		}
 	}
 	for _, c := range []struct {
-		p     durable.Policy
+		p     retry.Policy
 		field string
 		value string
 	}{
-		{durable.Policy{MaxAttempts: -1}, "MaxAttempts", "-1"},
-		{durable.Policy{Initial: -time.Second}, "Initial", "-1s"},
-		{durable.Policy{Max: -time.Millisecond}, "Max", "-1ms"},
-		{durable.Policy{Multiplier: 0.5}, "Multiplier", "0.5"},
-		{durable.Policy{Multiplier: -2}, "Multiplier", "-2"},
-		{durable.Policy{Multiplier: nan}, "Multiplier", "NaN"},
-		{durable.Policy{Multiplier: inf}, "Multiplier", "+Inf"},
-		{durable.Policy{Jitter: nan}, "Jitter", "NaN"},
-		{durable.Policy{Jitter: 5}, "Jitter", "5"},
-		{durable.Policy{Jitter: 1.0001}, "Jitter", "1.0001"},
-		{durable.Policy{Jitter: inf}, "Jitter", "+Inf"},
+		{retry.Policy{MaxAttempts: -1}, "MaxAttempts", "-1"},
+		{retry.Policy{BaseDelay: -time.Second}, "BaseDelay", "-1s"},
+		{retry.Policy{MaxDelay: -time.Millisecond}, "MaxDelay", "-1ms"},
+		{retry.Policy{Multiplier: 0.5}, "Multiplier", "0.5"},
+		{retry.Policy{Multiplier: -2}, "Multiplier", "-2"},
+		{retry.Policy{Multiplier: nan}, "Multiplier", "NaN"},
+		{retry.Policy{Multiplier: inf}, "Multiplier", "+Inf"},
+		{retry.Policy{Jitter: behaviors.Switch(5)}, "Jitter", ""},
 	} {
 		err := c.p.Validate()
-		var ipe *durable.InvalidPolicyError
+		var ipe *retry.InvalidPolicyError
 		switch {
 		case err == nil:
 			t.Errorf("%+v.Validate() = nil", c.p)
-		case !errors.Is(err, durable.ErrInvalidPolicy):
+		case !errors.Is(err, retry.ErrInvalidPolicy):
 			t.Errorf("%+v.Validate() = %v: does not match ErrInvalidPolicy", c.p, err)
 		case !errors.As(err, &ipe) || ipe.Field != c.field:
 			t.Errorf("%+v.Validate() = %#v: want an *InvalidPolicyError for %s", c.p, err, c.field)
-		case !strings.Contains(err.Error(), c.field+" "+c.value):
+		case !strings.Contains(err.Error(), strings.TrimSpace(c.field+" "+c.value)):
 			t.Errorf("%+v.Validate() = %q: want it to name %s and its value %s", c.p, err, c.field, c.value)
 		}
 	}
 	// Every invalid field is reported, not just the first.
-	err := durable.Policy{MaxAttempts: -3, Initial: -1, Max: -1, Multiplier: 0.1, Jitter: 2}.Validate()
+	err := retry.Policy{MaxAttempts: -3, BaseDelay: -1, MaxDelay: -1, Multiplier: 0.1, Jitter: 9}.Validate()
 	joined, ok := err.(interface{ Unwrap() []error })
 	if !ok {
 		t.Fatalf("Validate() = %#v, want joined errors", err)
 	}
 	var fields []string
 	for _, e := range joined.Unwrap() {
-		var ipe *durable.InvalidPolicyError
-		if !errors.As(e, &ipe) || !errors.Is(e, durable.ErrInvalidPolicy) {
+		var ipe *retry.InvalidPolicyError
+		if !errors.As(e, &ipe) || !errors.Is(e, retry.ErrInvalidPolicy) {
 			t.Fatalf("%#v is not an *InvalidPolicyError matching ErrInvalidPolicy", e)
 		}
 		fields = append(fields, ipe.Field)
 	}
-	if got := strings.Join(fields, " "); got != "MaxAttempts Initial Max Multiplier Jitter" {
+	if got := strings.Join(fields, " "); got != "MaxAttempts BaseDelay MaxDelay Multiplier Jitter" {
 		t.Errorf("reported fields %q", got)
 	}
 }
 
 // Register's error for an invalid policy is the validation error.
 func TestRegisterInvalidPolicyMatchesSentinel(t *testing.T) {
-	r := durable.NewRegistry()
-	err := durable.Register[*Work](r, "test.work", durable.WithPolicy(durable.Policy{Jitter: math.NaN()}))
-	var ipe *durable.InvalidPolicyError
-	if !errors.Is(err, durable.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "Jitter" {
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	err := registerErr(func() {
+		durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{Jitter: behaviors.Switch(7)}))
+	})
+	var ipe *retry.InvalidPolicyError
+	if !errors.Is(err, retry.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "Jitter" {
 		t.Fatalf("Register: %v", err)
 	}
 }
@@ -365,22 +368,10 @@ func ExampleJSONCodec() {
 	// json: unknown field "priority"
 }
 
-// Validate reports every invalid field; a Queue and Register refuse such a policy.
-func ExamplePolicy_Validate() {
-	err := durable.Policy{MaxAttempts: -1, Multiplier: 0.5, Jitter: 0.2}.Validate()
-	fmt.Println(errors.Is(err, durable.ErrInvalidPolicy))
-	fmt.Println(err)
-	// Output:
-	// true
-	// durable: invalid policy: MaxAttempts -1 is negative
-	// durable: invalid policy: Multiplier 0.5 is not a finite number of at least 1
-}
-
-func TestNewQueueRefusesInvalidPolicy(t *testing.T) {
-	store := sqliteBackend(t).open(t)
-	q, err := durable.NewQueue(durable.Config{Store: store, Registry: durable.NewRegistry(), Policy: durable.Policy{Initial: -time.Second}})
-	var ipe *durable.InvalidPolicyError
-	if q != nil || !errors.Is(err, durable.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "Initial" {
-		t.Fatalf("NewQueue = %v, %v", q, err)
+func TestOpenRefusesInvalidPolicy(t *testing.T) {
+	q, err := durable.Open(context.Background(), durable.Config{SQLitePath: filepath.Join(t.TempDir(), "q.db"), Policy: retry.Policy{BaseDelay: -time.Second}})
+	var ipe *retry.InvalidPolicyError
+	if q != nil || !errors.Is(err, retry.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "BaseDelay" {
+		t.Fatalf("Open = %v, %v", q, err)
 	}
 }

@@ -4,112 +4,103 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Config configures a Queue.
-type Config struct {
-	// Store keeps the items. Required.
-	Store *Store
-	// Registry maps request types to names and codecs. Required.
-	Registry *Registry
-	// Policy is the retry policy of items whose registration has none. Zero fields take the
-	// DefaultPolicy values. NewQueue refuses a policy that Policy.Validate rejects.
-	Policy Policy
-	// Clock tells the time. Default SystemClock.
-	Clock Clock
-	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
-	// several goroutines at once. Default math/rand/v2.
-	Rand func() float64
-	// Recheck is the longest an item the scheduler could not start waits before it is looked
-	// at again: one refused by an open circuit breaker (however long the breaker says it stays
-	// open: a breaker tripped by hand for a day, then reset in another instance, must not hold
-	// it for a day), or one whose request name this instance does not know (during a rolling
-	// deploy an instance on the newer version does). Items put off by a breaker are also freed
-	// at once when it closes. Default 1 minute.
-	Recheck time.Duration
-	// Retries is the layer merged over each request's own in-process retry policy (the Retry
-	// behavior of its pipeline, else retry.DefaultPolicy) to decide which failures of
-	// durable work are worth another try: the deferral defers them, the scheduler tries them
-	// again. Only its classification fields count (RetryOnTimeout, RetryOnTransport,
-	// WaitForBreaker, RetryableStatusCodes, Classifier). Zero fields keep DefaultRetries' values,
-	// which turn on timeouts, transport errors and circuit-open errors: durable work exists for
-	// the dependency that is down or hung, while in process those stay off because a caller
-	// is waiting.
-	Retries retry.Policy
-}
-
-// DefaultRetries is the classification layer of durable work: on top of what the request's
-// retry policy retries, timeouts, transport errors and the circuit-open errors the handler met
-// (a request it sent was refused) are tried again, later. Durable work exists for the
-// dependency that is down or hung; in process they stay off because a caller is waiting.
-var DefaultRetries = retry.Policy{RetryOnTimeout: behaviors.On, RetryOnTransport: behaviors.On, WaitForBreaker: behaviors.On}
-
-// Queue enqueues requests durably and is shared by the Deferral behavior and the Scheduler.
+// Queue keeps durable requests in a database: Enqueue stores them, a Deferral (NewDeferral)
+// stores the requests whose in-process attempts failed, and the scheduler Start runs in each
+// instance dispatches them. Request types are registered on it with Register. Open returns
+// one; Shutdown and Close it when done.
 type Queue struct {
-	store   *Store
-	reg     *Registry
-	policy  Policy
-	clock   Clock
+	mu      sync.Mutex
+	sched   *scheduler // started by Start
+	stopped bool       // Shutdown was called
+
+	store   *store.Store
+	reg     *registry
+	policy  retry.Policy // Config.Policy over the durable defaults
+	clock   behaviors.Clock
 	rand    func() float64
-	layer   retry.Policy // the classification layer of durable work
 	recheck time.Duration
 }
 
-// NewQueue returns a Queue over cfg.Store and cfg.Registry.
-func NewQueue(cfg Config) (*Queue, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("durable: NewQueue: Store is required")
+// Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
+// pool given as Config.DB is left open. Call Shutdown first.
+func (q *Queue) Close() error { return q.store.Close() }
+
+// Start runs this instance's scheduler for q: it claims due items for its free workers (FOR
+// UPDATE SKIP LOCKED on PostgreSQL, so instances sharing a database divide the work, each
+// item going to one instance at a time), holds a lease on each with heartbeats, dispatches
+// each through sender (the *mediator.Mediator, built) as exactly one attempt, and records the
+// outcome under a fence, so a late completion from a worker whose lease ran out is rejected.
+// Call it in every instance, once the mediator is built.
+//
+// It refuses a cfg with negative values or durations that would derive to zero, and fails
+// with ErrStarted while the scheduler runs and with ErrStopped once Shutdown was called: a
+// queue schedules once.
+func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.stopped:
+		return ErrStopped
+	case q.sched != nil:
+		return ErrStarted
 	}
-	if cfg.Registry == nil {
-		return nil, errors.New("durable: NewQueue: Registry is required")
+	s, err := newScheduler(q, sender, cfg)
+	if err != nil {
+		return err
 	}
-	if err := cfg.Policy.Validate(); err != nil {
-		return nil, fmt.Errorf("durable: NewQueue: Policy: %w", err)
+	if err := s.Start(); err != nil {
+		return err
 	}
-	if err := cfg.Retries.Validate(); err != nil {
-		return nil, fmt.Errorf("durable: NewQueue: Retries: %w", err)
-	}
-	if cfg.Recheck < 0 {
-		return nil, fmt.Errorf("durable: NewQueue: Recheck %v is negative", cfg.Recheck)
-	}
-	if cfg.Recheck == 0 {
-		cfg.Recheck = time.Minute
-	}
-	q := &Queue{store: cfg.Store, reg: cfg.Registry, policy: cfg.Policy, clock: cfg.Clock, rand: cfg.Rand,
-		layer: DefaultRetries.Merge(cfg.Retries), recheck: cfg.Recheck}
-	if q.clock == nil {
-		q.clock = SystemClock
-	}
-	if q.rand == nil {
-		q.rand = rand.Float64
-	}
-	return q, nil
+	q.sched = s
+	return nil
 }
 
-// Store returns the queue's store.
-func (q *Queue) Store() *Store { return q.store }
+// Shutdown stops the scheduler Start started and waits for it to stop: it claims nothing
+// more, releases claimed items that have not started, waits for the items being dispatched
+// and writes their outcomes. If ctx ends first, it cancels the dispatches' contexts; the
+// handlers then have SchedulerConfig.ShutdownGrace to return (they must honour cancellation),
+// and their attempts are recorded as interrupted. Outcomes are written as each handler
+// returns; once every handler has returned (or ShutdownGrace after ctx ended has passed), the
+// database has what is left of the grace to take the rest, and the store call still in flight
+// when the grace ends is cancelled. So Shutdown returns within ctx's deadline plus
+// ShutdownGrace, even when a handler ignores cancellation or the database is gone; what it
+// could not finish keeps its lease until the lease runs out and is then swept and run again,
+// never lost.
+//
+// Every call, concurrent ones included, waits for the same stop and returns its outcome: nil
+// when every item was completed or released, otherwise an error saying what was left (items
+// interrupted, handlers that had not returned, outcomes the database did not take) and why.
+// Shutdown before Start returns nil, and Start then fails with ErrStopped. A handler that
+// ignores cancellation is the only goroutine that may outlive Shutdown.
+func (q *Queue) Shutdown(ctx context.Context) error {
+	q.mu.Lock()
+	q.stopped = true
+	s := q.sched
+	q.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.Shutdown(ctx)
+}
 
-// Registry returns the queue's registry.
-func (q *Queue) Registry() *Registry { return q.reg }
-
-// Clock returns the queue's clock.
-func (q *Queue) Clock() Clock { return q.clock }
-
-// PolicyFor returns the effective policy (defaults applied) of items named name.
-func (q *Queue) PolicyFor(name string) Policy {
-	return q.reg.policyFor(name, q.policy).withDefaults()
+// policyFor returns the policy of items named name: the registration's WithPolicy over the
+// queue's policy over the durable defaults.
+func (q *Queue) policyFor(name string) retry.Policy {
+	return q.reg.policyFor(name, q.policy)
 }
 
 // Deduplicated is implemented by request types that carry their own dedupe key. The
-// DedupeKey option wins over it.
+// WithDedupeKey option wins over it.
 type Deduplicated interface{ DedupeKey() string }
 
 // Ordered is implemented by request types that carry their own ordering key. The OrderingKey
@@ -128,20 +119,20 @@ type enqueueConfig struct {
 	parkedKey string
 }
 
-// RunAt makes the item due at t. Default: now.
-func RunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at = t } }
+// WithRunAt makes the item due at t. Default: now.
+func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at = t } }
 
-// RunAfter makes the item due d from now.
-func RunAfter(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
+// WithDelay makes the item due d from now (by the queue's clock).
+func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
-// DedupeKey sets the item's dedupe key: while an item with the same key is pending or running,
+// WithDedupeKey sets the item's dedupe key: while an item with the same key is pending or running,
 // Enqueue inserts nothing and reports that item. An empty key disables deduplication.
-func DedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
+func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
 
-// OrderingKey sets the item's ordering key: items with the same key are dispatched one at a
+// WithOrderingKey sets the item's ordering key: items with the same key are dispatched one at a
 // time, in the order they were enqueued; an item waits while an earlier one is pending
 // (including backing off) or running.
-func OrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
+func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
@@ -151,14 +142,15 @@ type Enqueued struct {
 	Duplicate bool
 }
 
-// Enqueue persists req (a registered request pointer) to be dispatched by a Scheduler.
+// Enqueue persists req (a registered request pointer) to be dispatched by a scheduler (Start).
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
 	return q.enqueue(ctx, nil, req, opts)
 }
 
-// EnqueueTx is Enqueue inside tx, a transaction on the store's database: the item is
-// dispatched only if tx commits, together with the application's own writes. See
-// Store.EnqueueTx.
+// EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item is
+// dispatched only if tx commits, together with the application's own writes (a transactional
+// outbox). On SQLite, whose pool has a single connection, do not use the queue outside tx
+// until tx ends.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")
@@ -171,7 +163,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	for _, o := range opts {
 		o(&c)
 	}
-	name, payload, err := q.reg.Encode(req)
+	name, payload, err := q.reg.encode(req)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -183,7 +175,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	case c.after > 0:
 		next = now.Add(c.after)
 	}
-	it := NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey}
+	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
 	} else if d, ok := req.(Deduplicated); ok {
@@ -195,7 +187,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		it.OrderingKey = o.OrderingKey()
 	}
 	var (
-		id      ItemID
+		id      store.ItemID
 		existed bool
 	)
 	if tx != nil {
@@ -206,12 +198,52 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return Enqueued{ID: id, Duplicate: existed}, nil
+	return Enqueued{ID: ItemID(id), Duplicate: existed}, nil
 }
 
-// Stats counts the store's items by state and measures the oldest due item's wait.
+// Item returns one item; an error wrapping sql.ErrNoRows if there is none.
+func (q *Queue) Item(ctx context.Context, id ItemID) (Item, error) {
+	it, err := q.store.Item(ctx, store.ItemID(id))
+	if err != nil {
+		return Item{}, err
+	}
+	return itemOf(it), nil
+}
+
+// List returns the items f selects, in id order.
+func (q *Queue) List(ctx context.Context, f Filter) ([]Item, error) {
+	items, err := q.store.List(ctx, store.Filter{State: store.State(f.State), Name: f.Name, AfterID: store.ItemID(f.AfterID), Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Item, len(items))
+	for i, it := range items {
+		out[i] = itemOf(it)
+	}
+	return out, nil
+}
+
+// Attempts lists the attempts of an item in order.
+func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
+	as, err := q.store.Attempts(ctx, store.ItemID(id))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = attemptOf(a)
+	}
+	return out, nil
+}
+
+// Stats counts the queue's items by state and measures the oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	return q.store.Stats(ctx, q.clock.Now())
+	st, err := q.store.Stats(ctx, q.clock.Now())
+	out := Stats{Counts: make(map[ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
+	for k, v := range st.Counts {
+		out.Counts[ItemState(k)] = v
+	}
+	return out, err
 }
 
 // retryPolicySource is implemented by the retry behavior (*retry.Behavior): the merged policy
@@ -232,8 +264,8 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 }
 
 // retries classifies a failure of durable work: the request's own retry policy (from src, the
-// retry behavior of its pipeline; the default policy without one) with the queue's Retries
-// layer over it.
+// retry behavior of its pipeline; the default policy without one) with the classification of
+// its durable policy (policyFor) over it.
 func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err error) bool {
 	// The handler met back-pressure (a request it sent was refused by its bulkhead), or its own
 	// inner work was deferred: the item's work can succeed later. (A breaker's refusal met by
@@ -245,10 +277,11 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err
 	if src != nil {
 		p = src.Policy(ctx, req)
 	}
-	return p.Merge(q.layer).Retries(err)
+	name, _ := q.reg.nameOf(req)
+	return p.Merge(classification(q.policyFor(name))).Retries(err)
 }
 
 // nextDelay is the backoff after failed attempt n of an item named name.
 func (q *Queue) nextDelay(name string, n int) time.Duration {
-	return q.PolicyFor(name).Delay(n, q.rand())
+	return q.policyFor(name).Delay(n, q.rand())
 }

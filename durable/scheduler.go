@@ -15,26 +15,11 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// BreakerView tells whether the circuit breaker for a key is open and how long until it lets
-// a probe through. *breaker.Registry implements it.
-type BreakerView interface {
-	OpenFor(key string) (remaining time.Duration, open bool)
-}
-
-// breakerListener is implemented by breaker views that announce state changes
-// (*breaker.Registry does): the scheduler frees the items parked on a breaker the
-// moment it closes.
-type breakerListener interface {
-	AddListener(fn func(breaker.StateChange)) (remove func())
-}
-
-var _ BreakerView = (*breaker.Registry)(nil)
-var _ breakerListener = (*breaker.Registry)(nil)
-
-// SchedulerConfig configures a Scheduler. The zero value of each field means its default; a
+// SchedulerConfig configures the scheduler a queue runs (Queue.Start). The zero value of each field means its default; a
 // negative duration or count is an error.
 type SchedulerConfig struct {
 	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
@@ -55,7 +40,7 @@ type SchedulerConfig struct {
 	// holder's late completion is rejected. Default 30 s.
 	Lease time.Duration
 	// HeartbeatInterval is how often the leases of in-flight items are extended; it must be
-	// shorter than Lease (NewScheduler refuses it otherwise), and well under it. Default
+	// shorter than Lease (Start refuses it otherwise), and well under it. Default
 	// Lease/3.
 	HeartbeatInterval time.Duration
 	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
@@ -72,20 +57,12 @@ type SchedulerConfig struct {
 	// leases until they run out and are swept, and run again. Default 5 s.
 	ShutdownGrace time.Duration
 	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
-	// key is open, the item is not attempted (no attempt row, attempt count unchanged) and is
-	// due again when the breaker may let a probe through (at most the queue's Config.Recheck
-	// later), or when it closes (a *breaker.Registry announces that; Reset frees the
-	// item at once). Default: none.
-	Breakers BreakerView
-	// BreakerKey maps a decoded request to its breaker key; use the same function as the
-	// circuit breaker behavior. Default: behaviors.TypeKey of the request's type, the circuit
-	// breaker behavior's own default.
-	BreakerKey func(req any) string
-	// Retryable decides whether a failed attempt is retried (until the policy's MaxAttempts)
-	// or dead-lettered at once. Default: the classification of the request's own retry policy
-	// (the Retry behavior in its pipeline, else retry.DefaultPolicy) with the queue's
-	// Config.Retries layer over it, which retries timeouts and transport errors.
-	Retryable func(error) bool
+	// key (Registry.KeyOf, the key the breaker behavior uses) is open, the item is not
+	// attempted (no attempt row, attempt count unchanged) and is due again when the breaker may
+	// let a probe through (at most the queue's Config.Recheck later), or at once when it closes
+	// (a Reset in this instance frees it). Default: none; a refusal by the pipeline's own
+	// breaker is then found at dispatch, still without an attempt.
+	Breakers *breaker.Registry
 	// Logger receives operational errors (database failures, rejected completions). A
 	// database that keeps failing is logged once, then at most every 30 seconds, then once
 	// more when it recovers. Default slog.Default().
@@ -148,16 +125,6 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 5 * time.Second
 	}
-	if c.Breakers != nil && isNilPointer(c.Breakers) {
-		errs = append(errs, errors.New("Breakers holds a nil value: leave it nil for no breaker check"))
-		c.Breakers = nil
-	}
-	if c.BreakerKey != nil && c.Breakers == nil {
-		errs = append(errs, errors.New("BreakerKey is set but Breakers is nil: the breaker check it is for would never run"))
-	}
-	if c.BreakerKey == nil {
-		c.BreakerKey = func(req any) string { return behaviors.TypeKey(reflect.TypeOf(req)) }
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -180,20 +147,20 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return c, fmt.Errorf("durable: NewScheduler: %w", errors.Join(errs...))
+		return c, fmt.Errorf("durable: Start: SchedulerConfig: %w", errors.Join(errs...))
 	}
 	return c, nil
 }
 
-// Scheduler claims due items, dispatches each through the mediator as exactly one attempt, and
-// records the outcome. Run one in every instance: instances sharing a PostgreSQL store divide
+// scheduler claims due items, dispatches each through the mediator as exactly one attempt, and
+// records the outcome (Queue.Start runs one). Run one in every instance: instances sharing a PostgreSQL store divide
 // the work between them, each item going to one instance at a time.
 //
 // A scheduler claims items only for free workers, so every item it holds is running. An item
 // whose lease ran out while it ran (its process died) runs alone next time, so an item that
 // crashes its process again is the only one charged for it: a poison item ends as a dead
 // letter, its neighbours do not.
-type Scheduler struct {
+type scheduler struct {
 	q      *Queue
 	sender mediator.Sender
 	cfg    SchedulerConfig
@@ -205,7 +172,7 @@ type Scheduler struct {
 	// released. It is keyed by fence, not item id: after a stalled worker lost its lease, the
 	// same scheduler may claim the item again while the stale dispatch still runs, and ending
 	// the stale one must not forget the new one.
-	inflight    map[Fence]struct{}
+	inflight    map[store.Fence]struct{}
 	parked      map[string]bool // breaker keys that closed: their parked items are to be freed
 	unknown     map[string]bool // request names found and not registered, already warned about
 	result      error           // Shutdown's outcome, set before finished is closed
@@ -222,8 +189,8 @@ type Scheduler struct {
 	stop      chan struct{} // closed by Shutdown: claim no more
 	wake      chan struct{} // claim now
 	unpark    chan struct{} // a breaker closed
-	work      chan Claimed
-	done      chan Completion
+	work      chan store.Claimed
+	done      chan store.Completion
 	keeperEnd chan struct{}
 	finished  chan struct{}
 
@@ -244,27 +211,27 @@ const (
 	stateStopping
 )
 
-// NewScheduler returns a scheduler that dispatches q's items through sender (usually the
+// newScheduler returns a scheduler that dispatches q's items through sender (usually the
 // *mediator.Mediator). Start it with Start and stop it with Shutdown. It refuses a
 // configuration with negative values or durations that would derive to zero.
-func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Scheduler, error) {
+func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*scheduler, error) {
 	if q == nil || sender == nil {
-		return nil, errors.New("durable: NewScheduler: queue and sender are required")
+		return nil, errors.New("durable: Start: a sender (the mediator) is required")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{
+	s := &scheduler{
 		q: q, sender: sender, cfg: cfg,
-		inflight:  map[Fence]struct{}{},
+		inflight:  map[store.Fence]struct{}{},
 		parked:    map[string]bool{},
 		unknown:   map[string]bool{},
 		stop:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		unpark:    make(chan struct{}, 1),
-		work:      make(chan Claimed),
-		done:      make(chan Completion, cfg.Workers),
+		work:      make(chan store.Claimed),
+		done:      make(chan store.Completion, cfg.Workers),
 		keeperEnd: make(chan struct{}),
 		finished:  make(chan struct{}),
 		graceEnd:  make(chan struct{}),
@@ -276,12 +243,12 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 }
 
 // InstanceID returns the id this scheduler writes into leases and attempt rows.
-func (s *Scheduler) InstanceID() string { return s.cfg.InstanceID }
+func (s *scheduler) InstanceID() string { return s.cfg.InstanceID }
 
 // Start starts the claim loop, the workers and the lease keeper. It fails with ErrStarted if
 // the scheduler is running and with ErrStopped once Shutdown was called (a scheduler runs
 // once; make a new one to run again).
-func (s *Scheduler) Start() error {
+func (s *scheduler) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state {
@@ -291,8 +258,8 @@ func (s *Scheduler) Start() error {
 		return ErrStopped
 	}
 	s.state = stateRunning
-	if l, ok := s.cfg.Breakers.(breakerListener); ok {
-		s.removeListener = l.AddListener(s.breakerChanged)
+	if s.cfg.Breakers != nil {
+		s.removeListener = s.cfg.Breakers.AddListener(s.breakerChanged)
 	}
 	var workers sync.WaitGroup
 	for range s.cfg.Workers {
@@ -327,7 +294,7 @@ func (s *Scheduler) Start() error {
 }
 
 // Wake makes the scheduler claim now instead of at the end of its poll interval.
-func (s *Scheduler) Wake() { signal(s.wake) }
+func (s *scheduler) Wake() { signal(s.wake) }
 
 func signal(c chan struct{}) {
 	select {
@@ -352,7 +319,7 @@ func signal(c chan struct{}) {
 // interrupted, handlers that had not returned, outcomes the database did not take) and why.
 // Shutdown before Start stops the scheduler without running it. A handler that ignores
 // cancellation is the only goroutine that may outlive Shutdown.
-func (s *Scheduler) Shutdown(ctx context.Context) error {
+func (s *scheduler) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	switch s.state {
 	case stateNew:
@@ -381,7 +348,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	return s.result
 }
 
-func (s *Scheduler) stopping() bool {
+func (s *scheduler) stopping() bool {
 	select {
 	case <-s.stop:
 		return true
@@ -391,7 +358,7 @@ func (s *Scheduler) stopping() bool {
 }
 
 // storeCtx bounds one store call.
-func (s *Scheduler) storeCtx() (context.Context, context.CancelFunc) {
+func (s *scheduler) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.base, s.cfg.StoreTimeout)
 }
 
@@ -399,13 +366,13 @@ func (s *Scheduler) storeCtx() (context.Context, context.CancelFunc) {
 // the items that finished, so an item never starts before the outcome of one that finished
 // earlier is stored (an item that then crashes the process is not charged to them). It returns
 // when the scheduler has stopped, reporting whether every worker is idle.
-func (s *Scheduler) run() (idle bool) {
+func (s *scheduler) run() (idle bool) {
 	var (
-		running   int          // items handed to workers whose completion has not come back
-		pending   []Completion // completions not yet written
-		isolating bool         // an item claimed alone is running
-		drain     bool         // an item to run alone is due: claim nothing until idle
-		lastCheck time.Time    // last look for a due item to run alone
+		running   int                // items handed to workers whose completion has not come back
+		pending   []store.Completion // completions not yet written
+		isolating bool               // an item claimed alone is running
+		drain     bool               // an item to run alone is due: claim nothing until idle
+		lastCheck time.Time          // last look for a due item to run alone
 		writeWait = 10 * time.Millisecond
 		lastErr   error
 	)
@@ -414,7 +381,7 @@ func (s *Scheduler) run() (idle bool) {
 	retry := time.NewTimer(writeWait)
 	retry.Stop()    // armed only when a write fails
 	stopC := s.stop // nil once seen closed, so the select does not spin on it
-	collect := func(c Completion) {
+	collect := func(c store.Completion) {
 		running--
 		pending = append(pending, c)
 	}
@@ -526,7 +493,7 @@ func (s *Scheduler) run() (idle bool) {
 // startGrace starts ShutdownGrace once: when Shutdown's context ends, or when every handler
 // has returned after Shutdown began. At its end the store call in flight (a database that does
 // not answer) is cancelled and the loop gives up.
-func (s *Scheduler) startGrace() {
+func (s *scheduler) startGrace() {
 	s.graceOnce.Do(func() {
 		t := time.AfterFunc(s.cfg.ShutdownGrace, func() {
 			s.endBase()
@@ -539,7 +506,7 @@ func (s *Scheduler) startGrace() {
 }
 
 // finish records Shutdown's outcome.
-func (s *Scheduler) finish(running, unwritten int, dbErr error) {
+func (s *scheduler) finish(running, unwritten int, dbErr error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
@@ -566,18 +533,20 @@ func (s *Scheduler) finish(running, unwritten int, dbErr error) {
 	s.result = errors.Join(errs...)
 }
 
-func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
+func (s *scheduler) claim(alone bool, n int, now time.Time) []store.Claimed {
 	ctx, cancel := s.storeCtx()
 	defer cancel()
 	var (
-		items []Claimed
+		items []store.Claimed
 		err   error
 	)
 	if alone {
 		items, err = s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
-	} else {
+	} else if s.cfg.Workers == 1 {
 		// With one worker every claim runs alone: a crash while it runs is its own.
-		items, err = s.q.store.claim(ctx, s.q.store.d.claim, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
+		items, err = s.q.store.ClaimAlone(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
+	} else {
+		items, err = s.q.store.Claim(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
 	}
 	s.noteStore("claim", err)
 	s.hold(items)
@@ -586,16 +555,16 @@ func (s *Scheduler) claim(alone bool, n int, now time.Time) []Claimed {
 
 // handOut gives claimed items to free workers, each of which starts at once, and returns how
 // many.
-func (s *Scheduler) handOut(items []Claimed) int {
+func (s *scheduler) handOut(items []store.Claimed) int {
 	for i := range items {
 		s.work <- items[i]
-		items[i] = Claimed{} // the worker holds the only copy of the payload now
+		items[i] = store.Claimed{} // the worker holds the only copy of the payload now
 	}
 	return len(items)
 }
 
 // hold records the leases of claimed items, for the heartbeats.
-func (s *Scheduler) hold(items []Claimed) {
+func (s *scheduler) hold(items []store.Claimed) {
 	if len(items) == 0 {
 		return
 	}
@@ -609,7 +578,7 @@ func (s *Scheduler) hold(items []Claimed) {
 // write stores completions in one round trip. retried says an earlier write of the batch
 // failed: the database may have applied it all the same (its answer was lost), and a
 // rejection then only says so.
-func (s *Scheduler) write(batch []Completion, retried bool) error {
+func (s *scheduler) write(batch []store.Completion, retried bool) error {
 	ctx, cancel := s.storeCtx()
 	results, err := s.q.store.Complete(ctx, batch)
 	cancel()
@@ -622,7 +591,7 @@ func (s *Scheduler) write(batch []Completion, retried bool) error {
 }
 
 // settle logs the rejected completions of a written batch and forgets its leases.
-func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
+func (s *scheduler) settle(batch []store.Completion, results []error, retried bool) {
 	for i, r := range results {
 		if r == nil {
 			continue
@@ -635,7 +604,7 @@ func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)
-		if c.Outcome == OutcomeInterrupted {
+		if c.Outcome == store.OutcomeInterrupted {
 			s.interrupted++
 		}
 	}
@@ -644,7 +613,7 @@ func (s *Scheduler) settle(batch []Completion, results []error, retried bool) {
 
 // alreadyRecorded reports whether c's attempt row exists, written by this instance: an earlier
 // write of c that timed out was applied after all.
-func (s *Scheduler) alreadyRecorded(c Completion) bool {
+func (s *scheduler) alreadyRecorded(c store.Completion) bool {
 	if c.Outcome == "" {
 		return false
 	}
@@ -664,9 +633,9 @@ func (s *Scheduler) alreadyRecorded(c Completion) bool {
 
 // writeAndClaim stores completions and claims up to n items in one round trip (see write and
 // claim).
-func (s *Scheduler) writeAndClaim(batch []Completion, n int, now time.Time, retried bool) ([]Claimed, error) {
+func (s *scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time, retried bool) ([]store.Claimed, error) {
 	ctx, cancel := s.storeCtx()
-	results, items, err := s.q.store.completeAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
+	results, items, err := s.q.store.CompleteAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
 	cancel()
 	s.noteStore("record outcomes and claim", err)
 	if err != nil {
@@ -678,7 +647,7 @@ func (s *Scheduler) writeAndClaim(batch []Completion, n int, now time.Time, retr
 }
 
 // noteStore logs a failed store call (rate-limited) or a recovery.
-func (s *Scheduler) noteStore(op string, err error) {
+func (s *scheduler) noteStore(op string, err error) {
 	if err != nil {
 		s.health.failed(op, err)
 	} else {
@@ -686,7 +655,7 @@ func (s *Scheduler) noteStore(op string, err error) {
 	}
 }
 
-func (s *Scheduler) worker() {
+func (s *scheduler) worker() {
 	for c := range s.work {
 		if s.stopping() {
 			s.done <- s.release(c)
@@ -697,34 +666,34 @@ func (s *Scheduler) worker() {
 }
 
 // release undoes a claim that was not attempted.
-func (s *Scheduler) release(c Claimed) Completion {
-	return Completion{Fence: c.Fence(), State: StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
+func (s *scheduler) release(c store.Claimed) store.Completion {
+	return store.Completion{Fence: c.Fence(), State: store.StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
 }
 
 // process dispatches c as one attempt and returns its outcome. It drops c's payload once it is
 // decoded, so a large payload is not held twice while the handler runs.
-func (s *Scheduler) process(c *Claimed) Completion {
-	pol := s.q.PolicyFor(c.Name)
+func (s *scheduler) process(c *store.Claimed) store.Completion {
+	pol := s.q.policyFor(c.Name)
 	now := s.q.clock.Now()
-	comp := Completion{Fence: c.Fence(), EndedAt: now}
+	comp := store.Completion{Fence: c.Fence(), EndedAt: now}
 	counted := c.Counted()
 	if counted > pol.MaxAttempts {
 		// Its last allowed attempt was abandoned (its process died running it, alone) and used
 		// up the attempts.
-		comp.State, comp.Error = StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
+		comp.State, comp.Error = store.StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
 		return comp
 	}
-	req, err := s.q.reg.Decode(c.Name, c.Payload)
+	req, err := s.q.reg.decode(c.Name, c.Payload)
 	c.Payload = nil // the decoded request is all that is needed from here on
 	if errors.Is(err, ErrUnknownRequest) {
 		// An instance on another version (a rolling deploy) may know the name: not attempted,
 		// looked at again later, by whichever instance claims it.
 		s.warnUnknown(c.Name)
-		comp.State, comp.NextAt, comp.Error = StatePending, now.Add(s.q.recheck), err.Error()
+		comp.State, comp.NextAt, comp.Error = store.StatePending, now.Add(s.q.recheck), err.Error()
 		return comp
 	}
 	if err != nil {
-		comp.State, comp.Error = StateDead, err.Error()
+		comp.State, comp.Error = store.StateDead, err.Error()
 		return comp
 	}
 	var key string
@@ -740,13 +709,13 @@ func (s *Scheduler) process(c *Claimed) Completion {
 		return s.release(*c) // shutting down: not started
 	}
 	ctx := mediator.WithMarks(s.life, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
-	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: c.ID, Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
+	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()
 	switch {
 	case err == nil:
-		comp.State, comp.Outcome = StateSucceeded, OutcomeSucceeded
+		comp.State, comp.Outcome = store.StateSucceeded, store.OutcomeSucceeded
 	case behaviors.Refused(err, req):
 		// A behavior of the pipeline turned it away before the handler ran (an open breaker
 		// that opened since the check, a full bulkhead): no attempt.
@@ -766,26 +735,26 @@ func (s *Scheduler) process(c *Claimed) Completion {
 		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
 		// backoff, no dead letter, and it does not count against MaxAttempts.
-		comp.State, comp.Outcome, comp.NextAt, comp.Error = StatePending, OutcomeInterrupted, comp.EndedAt, err.Error()
+		comp.State, comp.Outcome, comp.NextAt, comp.Error = store.StatePending, store.OutcomeInterrupted, comp.EndedAt, err.Error()
 	case s.retries(ctx, req, err) && counted < pol.MaxAttempts:
-		comp.State, comp.Outcome, comp.Error = StatePending, OutcomeFailed, err.Error()
+		comp.State, comp.Outcome, comp.Error = store.StatePending, store.OutcomeFailed, err.Error()
 		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err)))
 	default:
-		comp.State, comp.Outcome, comp.Error = StateDead, OutcomeFailed, err.Error()
+		comp.State, comp.Outcome, comp.Error = store.StateDead, store.OutcomeFailed, err.Error()
 	}
 	return comp
 }
 
 // park undoes the claim of an item a breaker (key, when known) or a bulkhead refused: it is due
 // again when the refusal may clear, and at most the queue's Recheck from now.
-func (s *Scheduler) park(comp Completion, key string, remaining time.Duration) Completion {
-	comp.State, comp.Outcome, comp.ParkedKey = StatePending, "", key
+func (s *scheduler) park(comp store.Completion, key string, remaining time.Duration) store.Completion {
+	comp.State, comp.Outcome, comp.ParkedKey = store.StatePending, "", key
 	comp.NextAt = comp.EndedAt.Add(min(s.breakerWait(remaining), s.q.recheck))
 	return comp
 }
 
 // warnUnknown logs, once per name, that this instance does not know a request name it found.
-func (s *Scheduler) warnUnknown(name string) {
+func (s *scheduler) warnUnknown(name string) {
 	s.mu.Lock()
 	seen := s.unknown[name]
 	s.unknown[name] = true
@@ -797,15 +766,12 @@ func (s *Scheduler) warnUnknown(name string) {
 }
 
 // retries is the scheduler's classification of a failed attempt.
-func (s *Scheduler) retries(ctx context.Context, req any, err error) bool {
-	if s.cfg.Retryable != nil {
-		return s.cfg.Retryable(err)
-	}
+func (s *scheduler) retries(ctx context.Context, req any, err error) bool {
 	return s.q.retries(ctx, req, s.policySource(req), err)
 }
 
 // policySource finds the retry behavior of req's pipeline, when the sender can list it.
-func (s *Scheduler) policySource(req any) retryPolicySource {
+func (s *scheduler) policySource(req any) retryPolicySource {
 	t := reflect.TypeOf(req)
 	if v, ok := s.sources.Load(t); ok {
 		src, _ := v.(retryPolicySource)
@@ -826,10 +792,10 @@ type pipelineLister interface {
 	Pipeline(requestType reflect.Type) ([]mediator.Behavior, error)
 }
 
-// breakerOpen asks the breaker view about req's key. A BreakerKey or BreakerView that panics
-// (a key function written for another request type) is logged and the item is dispatched as if
-// the breaker were closed, rather than crashing the worker.
-func (s *Scheduler) breakerOpen(c *Claimed, req any) (key string, remaining time.Duration, open bool) {
+// breakerOpen asks the breaker registry about req's key. A key function that panics (one
+// written for another request type) is logged and the item is dispatched as if the breaker
+// were closed, rather than crashing the worker.
+func (s *scheduler) breakerOpen(c *store.Claimed, req any) (key string, remaining time.Duration, open bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", "instance", s.cfg.InstanceID,
@@ -837,7 +803,7 @@ func (s *Scheduler) breakerOpen(c *Claimed, req any) (key string, remaining time
 			key, remaining, open = "", 0, false
 		}
 	}()
-	key = s.cfg.BreakerKey(req)
+	key = s.cfg.Breakers.KeyOf(req)
 	remaining, open = s.cfg.Breakers.OpenFor(key)
 	return key, remaining, open
 }
@@ -846,7 +812,7 @@ func (s *Scheduler) breakerOpen(c *Claimed, req any) (key string, remaining time
 // probe through. When it may already (every probe slot is taken), the item waits about one
 // poll interval, spread so that the items put off together do not all return together, and
 // never spins on claim and release.
-func (s *Scheduler) breakerWait(remaining time.Duration) time.Duration {
+func (s *scheduler) breakerWait(remaining time.Duration) time.Duration {
 	if remaining > 0 {
 		return remaining
 	}
@@ -854,7 +820,7 @@ func (s *Scheduler) breakerWait(remaining time.Duration) time.Duration {
 }
 
 // breakerChanged frees the items parked on a breaker that closed (or may probe again).
-func (s *Scheduler) breakerChanged(c breaker.StateChange) {
+func (s *scheduler) breakerChanged(c breaker.StateChange) {
 	if c.To == breaker.StateOpen {
 		return
 	}
@@ -869,7 +835,7 @@ func (s *Scheduler) breakerChanged(c breaker.StateChange) {
 }
 
 // unparkClosed makes the items parked on breakers that closed due now.
-func (s *Scheduler) unparkClosed() {
+func (s *scheduler) unparkClosed() {
 	s.mu.Lock()
 	if len(s.parked) == 0 {
 		s.mu.Unlock()
@@ -894,7 +860,7 @@ func (s *Scheduler) unparkClosed() {
 	}
 }
 
-func (s *Scheduler) dispatch(ctx context.Context, req any) (err error) {
+func (s *scheduler) dispatch(ctx context.Context, req any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = mediator.NewPanicError(p)
@@ -905,7 +871,7 @@ func (s *Scheduler) dispatch(ctx context.Context, req any) (err error) {
 }
 
 // keeper extends the leases of in-flight items and sweeps expired leases.
-func (s *Scheduler) keeper() {
+func (s *scheduler) keeper() {
 	hb := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer hb.Stop()
 	sweep := time.NewTicker(s.cfg.SweepInterval)
@@ -917,7 +883,7 @@ func (s *Scheduler) keeper() {
 			return
 		case <-hb.C:
 			s.mu.Lock()
-			ids := make([]ItemID, 0, len(s.inflight))
+			ids := make([]store.ItemID, 0, len(s.inflight))
 			for f := range s.inflight {
 				ids = append(ids, f.ItemID)
 			}
@@ -937,7 +903,7 @@ func (s *Scheduler) keeper() {
 	}
 }
 
-func (s *Scheduler) sweepOnce() {
+func (s *scheduler) sweepOnce() {
 	ctx, cancel := s.storeCtx()
 	n, err := s.q.store.Sweep(ctx, s.q.clock.Now())
 	cancel()
@@ -952,7 +918,7 @@ func (s *Scheduler) sweepOnce() {
 }
 
 // Sweep sweeps expired leases now, as the scheduler does every SweepInterval.
-func (s *Scheduler) Sweep(ctx context.Context) (int, error) {
+func (s *scheduler) Sweep(ctx context.Context) (int, error) {
 	return s.q.store.Sweep(ctx, s.q.clock.Now())
 }
 
@@ -994,14 +960,4 @@ func (h *dbHealth) ok() {
 	h.failing = false
 	h.log.Info("durable: database calls recovered", "instance", h.instance, "failures", h.failures,
 		"after", time.Since(h.since))
-}
-
-// isNilPointer reports whether v is a nil pointer (or nil map, slice, function, channel)
-// wrapped in a non-nil interface.
-func isNilPointer(v any) bool {
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -18,6 +18,11 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -43,7 +48,7 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			return statusError{code: 503}
 		}}, func(m *mediator.Mediator) {
-			m.Use(behaviors.NewFallbackFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }))
+			m.Use(fallback.NewFor(func(context.Context, *Work, error) (mediator.Void, error) { return void, nil }, fallback.Config{}))
 			mediator.HandleException(m, func(context.Context, *Work, error) (mediator.Void, bool) { return void, true })
 		})
 		// A caller that waits gets the degraded answer.
@@ -52,9 +57,9 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 		}
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.store, id)) == 1 })
-		it := item(t, e.store, id)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:failed" || as[0].Error != "status 503" || it.State != durable.StatePending {
+		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
+		it := item(t, e.q, id)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || as[0].Error != "status 503" || it.State != durable.StatePending {
 			t.Fatalf("item %+v, rows %s", it, outcomes(as))
 		}
 	})
@@ -62,10 +67,10 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 
 // nestedEnv is an env whose registry holds the outer and the deferred inner request types.
 func nestedEnv(t *testing.T, b backend) *env {
-	reg := durable.NewRegistry()
-	durable.MustRegister[*Outer](reg, "test.outer")
-	durable.MustRegister[*InnerDeferred](reg, "test.inner-deferred")
-	return newEnvWith(t, b, reg)
+	return newEnvWith(t, b, func(q *durable.Queue) {
+		durable.Register[*Outer](q, "test.outer")
+		durable.Register[*InnerDeferred](q, "test.inner-deferred")
+	})
 }
 
 type Outer struct {
@@ -90,7 +95,7 @@ type InnerDeferred struct {
 func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := nestedEnv(t, b)
-		store, clock, q := e.store, e.clock, e.q
+		clock, q := e.clock, e.q
 		var retriedCalls, deferredCalls atomic.Int64
 		var innerErr atomic.Value
 		deferredUp := atomic.Bool{}
@@ -119,15 +124,15 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 			}
 			return void, nil
 		})
-		m.Use(q.Deferral())
-		m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Millisecond}}))
+		m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
+		m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Millisecond}}))
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
 		}
 		outer := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 7})).ID
 		start(t, q, m, durable.SchedulerConfig{})
-		waitState(t, store, outer, durable.StateSucceeded)
-		if as := attempts(t, store, outer); outcomes(as) != "1:succeeded" {
+		waitState(t, q, outer, durable.StateSucceeded)
+		if as := attempts(t, q, outer); outcomes(as) != "1:succeeded" {
 			t.Fatalf("outer rows %s", outcomes(as))
 		}
 		if retriedCalls.Load() != 3 || deferredCalls.Load() != 5 {
@@ -136,15 +141,15 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 		if s := innerErr.Load().(string); !strings.Contains(s, "deferred as item") {
 			t.Fatalf("inner deferred: %s", s)
 		}
-		items := must[[]durable.Item](t)(store.List(context.Background(), durable.ListOptions{Name: "test.inner-deferred"}))
+		items := must[[]durable.Item](t)(q.List(context.Background(), durable.Filter{Name: "test.inner-deferred"}))
 		if len(items) != 1 || items[0].State != durable.StatePending || items[0].Attempts != 0 {
 			t.Fatalf("inner deferred items %+v", items)
 		}
 		// The inner item runs later as its own stored work.
 		deferredUp.Store(true)
 		clock.Advance(time.Minute)
-		waitState(t, store, items[0].ID, durable.StateSucceeded)
-		if as := attempts(t, store, items[0].ID); outcomes(as) != "1:succeeded" {
+		waitState(t, q, items[0].ID, durable.StateSucceeded)
+		if as := attempts(t, q, items[0].ID); outcomes(as) != "1:succeeded" {
 			t.Fatalf("inner rows %s", outcomes(as))
 		}
 	})
@@ -166,12 +171,12 @@ func TestFullBulkheadIsNoAttempt(t *testing.T) {
 		}}, func(m *mediator.Mediator) {
 			m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
 				resp, err := next(ctx, req)
-				if errors.Is(err, behaviors.ErrBulkheadFull) {
+				if errors.Is(err, bulkhead.ErrFull) {
 					refused.Add(1)
 				}
 				return resp, err
 			}), mediator.WithOrder(behaviors.BulkheadOrder-1))
-			m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}))
+			m.Use(bulkhead.New(bulkhead.Config{Limit: 1}))
 		})
 		done := make(chan struct{})
 		go func() {
@@ -181,15 +186,15 @@ func TestFullBulkheadIsNoAttempt(t *testing.T) {
 		<-held
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.store, id).State == durable.StatePending })
-		if it := item(t, e.store, id); it.Attempts != 0 || len(attempts(t, e.store, id)) != 0 {
-			t.Fatalf("after the refusal: %+v rows %s", it, outcomes(attempts(t, e.store, id)))
+		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == durable.StatePending })
+		if it := item(t, e.q, id); it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 {
+			t.Fatalf("after the refusal: %+v rows %s", it, outcomes(attempts(t, e.q, id)))
 		}
 		close(hold)
 		<-done
 		e.clock.Advance(time.Minute)
-		waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" {
+		waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -223,8 +228,8 @@ func TestDurableWorkRetriesTimeoutsAndTransportErrors(t *testing.T) {
 			}
 			return fmt.Errorf("post: %w", errRefused)
 		}}, func(m *mediator.Mediator) {
-			m.Use(e.q.Deferral())
-			m.Use(behaviors.NewTimeout(50 * time.Millisecond))
+			m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+			m.Use(timeout.New(timeout.Config{Duration: 50 * time.Millisecond}))
 		})
 		// In process, the deferral takes them for later.
 		for _, n := range []int{100, 101} {
@@ -237,19 +242,19 @@ func TestDurableWorkRetriesTimeoutsAndTransportErrors(t *testing.T) {
 		refused := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 2})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
 		for _, id := range []durable.ItemID{hung, refused} {
-			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.store, id)) == 1 })
-			if it := item(t, e.store, id); it.State != durable.StatePending {
+			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
+			if it := item(t, e.q, id); it.State != durable.StatePending {
 				t.Fatalf("item %d after one failure: %+v", id, it)
 			}
 		}
 		e.clock.Advance(time.Minute)
 		for _, id := range []durable.ItemID{hung, refused} {
-			waitState(t, e.store, id, durable.StateSucceeded)
-			if as := attempts(t, e.store, id); outcomes(as) != "1:failed 2:succeeded" {
+			waitState(t, e.q, id, durable.StateSucceeded)
+			if as := attempts(t, e.q, id); outcomes(as) != "1:failed 2:succeeded" {
 				t.Fatalf("item %d rows %s", id, outcomes(as))
 			}
 		}
-		if as := attempts(t, e.store, hung); !strings.Contains(as[0].Error, "timeout") {
+		if as := attempts(t, e.q, hung); !strings.Contains(as[0].Error, "timeout") {
 			t.Fatalf("hung item's first error %q", as[0].Error)
 		}
 	})
@@ -270,10 +275,10 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 			},
 			keyed: func(ctx context.Context, k *Keyed) error { return statusError{code: 503} },
 		}, func(m *mediator.Mediator) {
-			m.Use(e.q.Deferral())
-			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{RetryableStatusCodes: []int{500}}}),
+			m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{RetryableStatusCodes: []int{500}}}),
 				mediator.ForRequest[*Work]())
-			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{RetryableStatusCodes: []int{}}}),
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{RetryableStatusCodes: []int{}}}),
 				mediator.ForRequest[*Keyed]())
 		})
 		if _, err := mediator.Send(context.Background(), m, &Work{N: 1}); !errors.Is(err, durable.ErrDeferred) {
@@ -286,32 +291,32 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 		widened := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 2})).ID
 		narrowed := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Keyed{Key: "n", Seq: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.store, widened)) == 1 })
-		if it := item(t, e.store, widened); it.State != durable.StatePending {
+		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, widened)) == 1 })
+		if it := item(t, e.q, widened); it.State != durable.StatePending {
 			t.Fatalf("a 500 the policy retries was not retried: %+v", it)
 		}
-		it := waitState(t, e.store, narrowed, durable.StateDead)
-		if as := attempts(t, e.store, narrowed); outcomes(as) != "1:failed" || it.LastError != "status 503" {
+		it := waitState(t, e.q, narrowed, durable.StateDead)
+		if as := attempts(t, e.q, narrowed); outcomes(as) != "1:failed" || it.LastError != "status 503" {
 			t.Fatalf("narrowed: %+v rows %s", it, outcomes(as))
 		}
 		e.clock.Advance(time.Minute)
-		waitState(t, e.store, widened, durable.StateSucceeded)
+		waitState(t, e.q, widened, durable.StateSucceeded)
 	})
 }
 
-// Registering a request type after the mediator was built is an error: Build already decided
+// Registering a request type after the mediator was built panics: Build already decided
 // which types the deferral applies to, and the type used to be silently never deferred.
 func TestRegisterAfterBuildIsRefused(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
-	mediatorFor(t, handlers{}, func(m *mediator.Mediator) { m.Use(e.q.Deferral()) })
-	err := durable.Register[*Outer](e.q.Registry(), "test.late")
-	if !errors.Is(err, durable.ErrRegistryInUse) || !strings.Contains(err.Error(), "before Build") {
+	mediatorFor(t, handlers{}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{})) })
+	err := registerErr(func() { durable.Register[*Outer](e.q, "test.late") })
+	if err == nil || !strings.Contains(err.Error(), "the queue is in use") || !strings.Contains(err.Error(), "before Build") {
 		t.Fatalf("late Register: %v", err)
 	}
-	// Without a deferral built over it, a registry stays open.
-	r := durable.NewRegistry()
+	// Without a deferral built over it, a queue stays open to registrations.
+	r := sqliteBackend(t).bare(t, durable.Config{})
 	mediatorFor(t, handlers{})
-	if err := durable.Register[*Outer](r, "test.outer"); err != nil {
+	if err := registerErr(func() { durable.Register[*Outer](r, "test.outer") }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -331,27 +336,27 @@ func TestRetryAfterHintSchedulesTheItem(t *testing.T) {
 			}
 			return nil
 		}}, func(m *mediator.Mediator) {
-			m.Use(e.q.Deferral())
-			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 3, MaxDelay: 30 * time.Second}}))
+			m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, MaxDelay: 30 * time.Second}}))
 		})
 		t0 := e.clock.Now()
 		_, err := mediator.Send(context.Background(), m, &Work{N: 1})
 		var d *durable.DeferredError
-		var re *behaviors.RetryError
+		var re *retry.ExhaustedError
 		if !errors.As(err, &d) || !errors.As(d.Cause, &re) || re.Hint != 2*time.Minute || calls.Load() != 1 {
 			t.Fatalf("%v after %d calls", err, calls.Load())
 		}
-		if it := item(t, e.store, d.ItemID); !it.NextAt.Equal(t0.Add(2 * time.Minute)) {
+		if it := item(t, e.q, d.ItemID); !it.NextAt.Equal(t0.Add(2 * time.Minute)) {
 			t.Fatalf("deferred item due %v, want the hint (2m) after %v", it.NextAt, t0)
 		}
 		start(t, e.q, m, durable.SchedulerConfig{})
 		e.clock.Advance(2 * time.Minute)
-		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.store, d.ItemID)) == 1 })
-		if it := item(t, e.store, d.ItemID); !it.NextAt.Equal(t0.Add(2*time.Minute + 90*time.Second)) {
+		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, d.ItemID)) == 1 })
+		if it := item(t, e.q, d.ItemID); !it.NextAt.Equal(t0.Add(2*time.Minute + 90*time.Second)) {
 			t.Fatalf("after a hinted failure due %v, want the hint (90s), more than the backoff (1s)", it.NextAt)
 		}
 		e.clock.Advance(90 * time.Second)
-		waitState(t, e.store, d.ItemID, durable.StateSucceeded)
+		waitState(t, e.q, d.ItemID, durable.StateSucceeded)
 	})
 }
 
@@ -361,7 +366,7 @@ func TestConcurrentShutdownsAllWait(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, q := bubbleQueue(t, path, fastPolicy)
+		q := bubbleQueue(t, path, fastPolicy)
 		release := make(chan struct{})
 		var running atomic.Int64
 		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
@@ -398,7 +403,7 @@ func TestConcurrentShutdownsAllWait(t *testing.T) {
 			}
 		}
 		for _, id := range ids {
-			if it := item(t, store, id); it.State != durable.StateSucceeded {
+			if it := item(t, q, id); it.State != durable.StateSucceeded {
 				t.Fatalf("item %+v", it)
 			}
 		}
@@ -461,7 +466,7 @@ func TestShutdownReturnsAfterStoreClosed(t *testing.T) {
 		<-started
 		done := make(chan error, 1)
 		go func() { done <- s.Shutdown(context.Background()) }()
-		if err := e.store.Close(); err != nil {
+		if err := e.q.Close(); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
@@ -488,7 +493,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, q := bubbleQueue(t, path, fastPolicy)
+		q := bubbleQueue(t, path, fastPolicy)
 		lines := &logRecorder{}
 		var running atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
@@ -527,7 +532,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 			t.Fatalf("after shutdown %+v: only the 4 started items may be held", st.Counts)
 		}
 		for _, id := range ids {
-			if it := item(t, store, id); it.State == durable.StatePending && (it.Attempts != 0 || len(attempts(t, store, id)) != 0) {
+			if it := item(t, q, id); it.State == durable.StatePending && (it.Attempts != 0 || len(attempts(t, q, id)) != 0) {
 				t.Fatalf("an item that never started was charged: %+v", it)
 			}
 		}
@@ -542,7 +547,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 func TestBreakerResetFreesParkedItem(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 100 * 365 * 24 * time.Hour, Clock: e.clock})
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "k" }, OpenDuration: 100 * 365 * 24 * time.Hour, Clock: e.clock})
 		if _, err := reg.Gate("k"); err != nil {
 			t.Fatal(err)
 		}
@@ -553,16 +558,16 @@ func TestBreakerResetFreesParkedItem(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		t0 := e.clock.Now()
-		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg, BreakerKey: func(any) string { return "k" }})
-		eventually(t, 20*time.Second, "the item to be parked", func() bool { return item(t, e.store, id).ParkedKey == "k" })
-		if it := item(t, e.store, id); !it.NextAt.Equal(t0.Add(time.Minute)) || it.Attempts != 0 {
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
+		eventually(t, 20*time.Second, "the item to be parked", func() bool { return item(t, e.q, id).ParkedKey == "k" })
+		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(time.Minute)) || it.Attempts != 0 {
 			t.Fatalf("parked item %+v, want due within Recheck (1m)", it)
 		}
 		if err := reg.Reset("k"); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, e.store, id, durable.StateSucceeded) // the clock does not move: Reset freed it
-		if as := attempts(t, e.store, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
+		waitState(t, e.q, id, durable.StateSucceeded) // the clock does not move: Reset freed it
+		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
 			t.Fatalf("rows %s, %d calls", outcomes(as), calls.Load())
 		}
 	})
@@ -602,10 +607,8 @@ type Blob struct {
 func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		const size, items = 12 << 20, 8
-		store := b.open(t)
-		reg := durable.NewRegistry()
-		durable.MustRegister[*Blob](reg, "test.blob")
-		q := must[*durable.Queue](t)(durable.NewQueue(durable.Config{Store: store, Registry: reg, Policy: fastPolicy}))
+		q := b.bare(t, durable.Config{Policy: fastPolicy})
+		durable.Register[*Blob](q, "test.blob")
 		for n := range items {
 			blob := &Blob{Data: strings.Repeat(string(rune('a'+n)), size)}
 			must[durable.Enqueued](t)(q.Enqueue(context.Background(), blob))
@@ -657,19 +660,19 @@ func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: 40 * time.Second, Clock: e.clock})
+		reg := breaker.NewRegistry(breaker.Config{Key: func(req any) string {
+			if _, ok := req.(*InnerRetried); ok {
+				return "inner"
+			}
+			return "outer"
+		}, OpenDuration: 40 * time.Second, Clock: e.clock})
 		var m *mediator.Mediator
 		m = mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
 			_, err := mediator.Send(ctx, m, &InnerRetried{N: w.N})
 			return err
 		}}, func(m *mediator.Mediator) {
 			mediator.HandleFunc(m, func(context.Context, *InnerRetried) (mediator.Void, error) { return void, nil })
-			m.Use(behaviors.NewCircuitBreaker(reg, func(req any) string {
-				if _, ok := req.(*InnerRetried); ok {
-					return "inner"
-				}
-				return "outer"
-			}))
+			m.Use(breaker.New(reg))
 		})
 		if _, err := reg.Gate("inner"); err != nil {
 			t.Fatal(err)
@@ -680,15 +683,15 @@ func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 		t0 := e.clock.Now()
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.store, id)) == 1 })
-		it := item(t, e.store, id)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:failed" || !strings.Contains(as[0].Error, `circuit open for "inner"`) ||
+		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
+		it := item(t, e.q, id)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || !strings.Contains(as[0].Error, `circuit open for "inner"`) ||
 			it.State != durable.StatePending || it.ParkedKey != "" || !it.NextAt.Equal(t0.Add(40*time.Second)) {
 			t.Fatalf("item %+v rows %s", it, outcomes(as))
 		}
 		e.clock.Advance(40 * time.Second)
-		waitState(t, e.store, id, durable.StateSucceeded)
-		if as := attempts(t, e.store, id); outcomes(as) != "1:failed 2:succeeded" {
+		waitState(t, e.q, id, durable.StateSucceeded)
+		if as := attempts(t, e.q, id); outcomes(as) != "1:failed 2:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -700,7 +703,7 @@ func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 func TestDeferralKeepsHintBehindRetryError(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 2, OpenDuration: 20 * time.Second, Clock: e.clock})
+		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 2, OpenDuration: 20 * time.Second, Clock: e.clock})
 		var workCalls atomic.Int64
 		m := mediatorFor(t, handlers{
 			work: func(ctx context.Context, w *Work) error {
@@ -711,10 +714,10 @@ func TestDeferralKeepsHintBehindRetryError(t *testing.T) {
 			},
 			keyed: func(ctx context.Context, k *Keyed) error { return statusError{code: 503} },
 		}, func(m *mediator.Mediator) {
-			m.Use(e.q.Deferral())
-			m.Use(behaviors.NewRetry(behaviors.RetryConfig{Policy: behaviors.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond,
+			m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond,
 				MaxDelay: 10 * time.Second}, Clock: behaviors.SystemClock}))
-			m.Use(behaviors.NewCircuitBreaker(reg, nil), mediator.ForRequest[*Keyed]())
+			m.Use(breaker.New(reg), mediator.ForRequest[*Keyed]())
 		})
 		t0 := e.clock.Now()
 		for _, c := range []struct {
@@ -723,11 +726,11 @@ func TestDeferralKeepsHintBehindRetryError(t *testing.T) {
 		}{{&Work{N: 1}, 3 * time.Second}, {&Keyed{Key: "k"}, 20 * time.Second}} {
 			_, err := m.SendAny(context.Background(), c.req)
 			var d *durable.DeferredError
-			var re *behaviors.RetryError
+			var re *retry.ExhaustedError
 			if !errors.As(err, &d) || !errors.As(d.Cause, &re) || re.Attempts != 2 || re.Hint != 0 {
 				t.Fatalf("%T: %v", c.req, err)
 			}
-			if it := item(t, e.store, d.ItemID); !it.NextAt.Equal(t0.Add(c.want)) {
+			if it := item(t, e.q, d.ItemID); !it.NextAt.Equal(t0.Add(c.want)) {
 				t.Errorf("%T deferred, due %v after, want %v", c.req, it.NextAt.Sub(t0), c.want)
 			}
 		}
@@ -740,12 +743,12 @@ func TestDeferralKeepsHintBehindRetryError(t *testing.T) {
 func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{OpenDuration: time.Hour, Clock: e.clock})
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "pay" }, OpenDuration: time.Hour, Clock: e.clock})
 		var calls atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { calls.Add(1); return nil }},
 			func(m *mediator.Mediator) {
-				m.Use(e.q.Deferral())
-				m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "pay" }))
+				m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+				m.Use(breaker.New(reg))
 			})
 		if _, err := reg.Gate("pay"); err != nil {
 			t.Fatal(err)
@@ -759,14 +762,14 @@ func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 		if !errors.As(err, &d) {
 			t.Fatal(err)
 		}
-		if it := item(t, e.store, d.ItemID); it.ParkedKey != "pay" || !it.NextAt.Equal(t0.Add(time.Minute)) {
+		if it := item(t, e.q, d.ItemID); it.ParkedKey != "pay" || !it.NextAt.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("deferred item %+v: want parked on pay, due within Recheck (1m)", it)
 		}
-		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg, BreakerKey: func(any) string { return "pay" }})
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
 		if err := reg.Reset("pay"); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, e.store, d.ItemID, durable.StateSucceeded) // the clock does not move
+		waitState(t, e.q, d.ItemID, durable.StateSucceeded) // the clock does not move
 		if calls.Load() != 1 {
 			t.Fatalf("%d calls", calls.Load())
 		}
@@ -779,12 +782,12 @@ func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 func TestRegisterAfterFailedBuild(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	m := mediator.New(nil, mediator.Config{})
-	m.Use(e.q.Deferral())
+	m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
 	mediator.Declare[*Outer](m) // no handler yet: Build fails
 	if err := m.Build(); err == nil {
 		t.Fatal("Build succeeded without a handler")
 	}
-	if err := durable.Register[*Outer](e.q.Registry(), "test.outer"); err != nil {
+	if err := registerErr(func() { durable.Register[*Outer](e.q, "test.outer") }); err != nil {
 		t.Fatalf("Register after a failed Build: %v", err)
 	}
 	mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, statusError{code: 503} })
@@ -794,25 +797,21 @@ func TestRegisterAfterFailedBuild(t *testing.T) {
 	if _, err := mediator.Send(context.Background(), m, &Outer{N: 1}); !errors.Is(err, durable.ErrDeferred) {
 		t.Fatalf("not deferred: %v", err)
 	}
-	if err := durable.Register[*InnerRetried](e.q.Registry(), "test.inner"); !errors.Is(err, durable.ErrRegistryInUse) {
+	if err := registerErr(func() { durable.Register[*InnerRetried](e.q, "test.inner") }); err == nil || !strings.Contains(err.Error(), "the queue is in use") {
 		t.Fatalf("Register after a successful Build: %v", err)
 	}
 }
 
-// NewScheduler refuses a Breakers holding a typed nil (Start used to panic and leave a
-// Shutdown that never returned) and a BreakerKey without Breakers (silently ignored).
-func TestSchedulerRefusesNilBreakers(t *testing.T) {
+// A nil *breaker.Registry in Breakers is no breaker check: the scheduler starts and runs items.
+// (Breakers used to be an interface, where a typed nil made Start panic and left a Shutdown
+// that never returned.)
+func TestSchedulerTakesNilBreakers(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	m := mediatorFor(t, handlers{})
-	var reg *behaviors.BreakerRegistry
-	if s, err := durable.NewScheduler(e.q, m, durable.SchedulerConfig{Breakers: reg}); s != nil || err == nil ||
-		!strings.Contains(err.Error(), "Breakers holds a nil value") {
-		t.Fatalf("typed nil Breakers: %v, %v", s, err)
-	}
-	if s, err := durable.NewScheduler(e.q, m, durable.SchedulerConfig{BreakerKey: func(any) string { return "" }}); s != nil || err == nil ||
-		!strings.Contains(err.Error(), "BreakerKey is set but Breakers is nil") {
-		t.Fatalf("BreakerKey without Breakers: %v, %v", s, err)
-	}
+	var reg *breaker.Registry
+	id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+	start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
+	waitState(t, e.q, id, durable.StateSucceeded)
 }
 
 type Limited struct {
@@ -826,7 +825,7 @@ type Limited struct {
 func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := nestedEnv(t, b)
-		store, clock, q := e.store, e.clock, e.q
+		clock, q := e.clock, e.q
 		hold, held := make(chan struct{}), make(chan struct{})
 		var holdOnce sync.Once
 		var innerUp atomic.Bool
@@ -852,8 +851,8 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 			}
 			return void, nil
 		})
-		m.Use(q.Deferral())
-		m.Use(behaviors.NewBulkhead(behaviors.BulkheadConfig{Limit: 1}), mediator.ForRequest[*Limited]())
+		m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
+		m.Use(bulkhead.New(bulkhead.Config{Limit: 1}), mediator.ForRequest[*Limited]())
 		if err := m.Build(); err != nil {
 			t.Fatal(err)
 		}
@@ -863,17 +862,17 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 		deferred := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 2})).ID
 		start(t, q, m, durable.SchedulerConfig{})
 		for _, id := range []durable.ItemID{bulk, deferred} {
-			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, store, id)) == 1 })
-			if it := item(t, store, id); it.State != durable.StatePending {
-				t.Fatalf("item %d after meeting back-pressure: %+v rows %s", id, it, outcomes(attempts(t, store, id)))
+			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, q, id)) == 1 })
+			if it := item(t, q, id); it.State != durable.StatePending {
+				t.Fatalf("item %d after meeting back-pressure: %+v rows %s", id, it, outcomes(attempts(t, q, id)))
 			}
 		}
 		close(hold)
 		innerUp.Store(true)
 		clock.Advance(time.Minute)
 		for _, id := range []durable.ItemID{bulk, deferred} {
-			waitState(t, store, id, durable.StateSucceeded)
-			if as := attempts(t, store, id); outcomes(as) != "1:failed 2:succeeded" {
+			waitState(t, q, id, durable.StateSucceeded)
+			if as := attempts(t, q, id); outcomes(as) != "1:failed 2:succeeded" {
 				t.Fatalf("item %d rows %s", id, outcomes(as))
 			}
 		}
@@ -884,7 +883,7 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 // registry does not keep every stopped scheduler alive.
 func TestStoppedSchedulerIsCollected(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
-	reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{})
+	reg := breaker.NewRegistry(breaker.Config{})
 	m := mediatorFor(t, handlers{})
 	collected := make(chan struct{})
 	func() {

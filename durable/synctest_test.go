@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -22,18 +25,10 @@ import (
 // cannot run in a bubble; the conformance suite covers it with an injected clock instead.)
 
 // bubbleQueue opens a store on a new SQLite file inside the current bubble.
-func bubbleQueue(t *testing.T, path string, policy durable.Policy) (*durable.Store, *durable.Queue) {
+func bubbleQueue(t *testing.T, path string, policy retry.Policy) *durable.Queue {
 	t.Helper()
-	store, err := durable.OpenSQLite(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	q, err := durable.NewQueue(durable.Config{Store: store, Registry: newRegistry(t), Policy: policy, Rand: func() float64 { return 0.5 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store, q
+	q := openQueue(t, durable.Config{SQLitePath: path, Policy: policy, Rand: func() float64 { return 0.5 }})
+	return q
 }
 
 func bubbleScheduler(t *testing.T, q *durable.Queue, h handlers, cfg durable.SchedulerConfig) *durable.Scheduler {
@@ -52,7 +47,7 @@ func bubbleScheduler(t *testing.T, q *durable.Queue, h handlers, cfg durable.Sch
 func TestBubbleBackoffTiming(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
-		store, q := bubbleQueue(t, path, durable.Policy{MaxAttempts: 4, Initial: 10 * time.Second, Multiplier: 3, Jitter: -1})
+		q := bubbleQueue(t, path, retry.Policy{MaxAttempts: 4, BaseDelay: 10 * time.Second, Multiplier: 3, Jitter: behaviors.Off})
 		var (
 			mu    sync.Mutex
 			calls []time.Duration
@@ -82,7 +77,7 @@ func TestBubbleBackoffTiming(t *testing.T) {
 				t.Errorf("call %d at %v, want %v (+ at most one poll)", i+1, c, want[i])
 			}
 		}
-		if as := attempts(t, store, id); outcomes(as) != "1:failed 2:failed 3:succeeded" {
+		if as := attempts(t, q, id); outcomes(as) != "1:failed 2:failed 3:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -91,8 +86,8 @@ func TestBubbleBackoffTiming(t *testing.T) {
 func TestBubbleHeartbeatsOutliveLease(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
-		store, q := bubbleQueue(t, path, fastPolicy)
-		_, q2 := bubbleQueue(t, path, fastPolicy)
+		q := bubbleQueue(t, path, fastPolicy)
+		q2 := bubbleQueue(t, path, fastPolicy)
 		started := make(chan struct{})
 		done := make(chan struct{})
 		var finish sync.Once
@@ -117,7 +112,7 @@ func TestBubbleHeartbeatsOutliveLease(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		as := attempts(t, store, id)
+		as := attempts(t, q, id)
 		if outcomes(as) != "1:succeeded" || as[0].Instance != "a" || as[0].EndedAt.Sub(as[0].StartedAt) != 5*time.Minute {
 			t.Fatalf("rows %+v", as)
 		}
@@ -128,11 +123,11 @@ func TestBubbleDeadWorkerLeaseExpires(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, q := bubbleQueue(t, path, fastPolicy)
+		q := bubbleQueue(t, path, fastPolicy)
 		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
 		// A worker claims the item and is never heard of again.
 		lease := 30 * time.Second
-		dead := must[[]durable.Claimed](t)(store.Claim(ctx, "dead", time.Now(), lease, 1))
+		dead := must[[]istore.Claimed](t)(durable.StoreOf(q).Claim(ctx, "dead", time.Now(), lease, 1))
 		claimedAt := time.Now()
 		ran := make(chan time.Duration, 1)
 		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
@@ -147,14 +142,14 @@ func TestBubbleDeadWorkerLeaseExpires(t *testing.T) {
 		if after <= lease || after > lease+5*time.Second+time.Second {
 			t.Fatalf("reclaimed after %v, want just after the %v lease", after, lease)
 		}
-		res := must[[]error](t)(store.Complete(ctx, []durable.Completion{{
-			Fence: dead[0].Fence(), State: durable.StateSucceeded, Outcome: durable.OutcomeSucceeded,
+		res := must[[]error](t)(durable.StoreOf(q).Complete(ctx, []istore.Completion{{
+			Fence: dead[0].Fence(), State: istore.StateSucceeded, Outcome: istore.OutcomeSucceeded,
 			StartedAt: claimedAt, EndedAt: time.Now(),
 		}}))
-		if !errors.Is(res[0], durable.ErrLeaseLost) {
+		if !errors.Is(res[0], istore.ErrLeaseLost) {
 			t.Fatalf("late completion: %v", res[0])
 		}
-		if as := attempts(t, store, id); outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "dead" {
+		if as := attempts(t, q, id); outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "dead" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -164,7 +159,7 @@ func TestBubbleShutdownDeadline(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, q := bubbleQueue(t, path, fastPolicy)
+		q := bubbleQueue(t, path, fastPolicy)
 		started := make(chan struct{})
 		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
 			close(started)
@@ -186,8 +181,8 @@ func TestBubbleShutdownDeadline(t *testing.T) {
 		if waited := time.Since(begin); waited != 10*time.Second {
 			t.Fatalf("shutdown waited %v, want the 10s deadline", waited)
 		}
-		it := item(t, store, id)
-		if it.State != durable.StatePending || outcomes(attempts(t, store, id)) != "1:interrupted" {
+		it := item(t, q, id)
+		if it.State != durable.StatePending || outcomes(attempts(t, q, id)) != "1:interrupted" {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -199,7 +194,7 @@ func TestBubbleClaimsOnlyForFreeWorkers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		_, q := bubbleQueue(t, path, fastPolicy)
+		q := bubbleQueue(t, path, fastPolicy)
 		for n := range 6 {
 			must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n}))
 		}
@@ -230,8 +225,8 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store, q := bubbleQueue(t, path, durable.Policy{MaxAttempts: 5, Initial: time.Second, Jitter: -1})
-		reg := behaviors.NewBreakerRegistry(behaviors.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, ProbeTimeout: time.Hour})
+		q := bubbleQueue(t, path, retry.Policy{MaxAttempts: 5, BaseDelay: time.Second, Jitter: behaviors.Off})
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "k" }, FailureThreshold: 1, OpenDuration: time.Second, ProbeTimeout: time.Hour})
 		release := make(chan struct{})
 		var probeCalls, refusedTries atomic.Int64
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
@@ -249,7 +244,7 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 				}
 				return next(ctx, req)
 			}), mediator.WithOrder(behaviors.BreakerOrder-1))
-			m.Use(behaviors.NewCircuitBreaker(reg, func(any) string { return "k" }))
+			m.Use(breaker.New(reg))
 		})
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 2, PollInterval: time.Second,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}))
@@ -266,7 +261,7 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 		synctest.Wait()
 		tries := refusedTries.Load()
 		close(release)
-		for item(t, store, refused).State != durable.StateSucceeded || item(t, store, probe).State != durable.StateSucceeded {
+		for item(t, q, refused).State != durable.StateSucceeded || item(t, q, probe).State != durable.StateSucceeded {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if err := s.Shutdown(ctx); err != nil {
@@ -276,10 +271,10 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 		if tries < 5 || tries > 25 {
 			t.Fatalf("the refused item was tried %d times in 10s", tries)
 		}
-		if as := attempts(t, store, refused); outcomes(as) != "1:succeeded" {
+		if as := attempts(t, q, refused); outcomes(as) != "1:succeeded" {
 			t.Fatalf("refused item rows %s", outcomes(as))
 		}
-		if as := attempts(t, store, probe); outcomes(as) != "1:failed 2:succeeded" {
+		if as := attempts(t, q, probe); outcomes(as) != "1:failed 2:succeeded" {
 			t.Fatalf("probe item rows %s", outcomes(as))
 		}
 	})

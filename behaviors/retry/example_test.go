@@ -99,3 +99,34 @@ func ExampleWithOverride() {
 	// 2 1s fixed 30s
 	// 5
 }
+
+// Delay grows exponentially up to MaxDelay and never overflows; r, the jitter draw, spreads it
+// by ±10 % when Jitter is On.
+func ExamplePolicy_Delay() {
+	p := retry.Policy{Strategy: retry.Exponential, BaseDelay: time.Second, Multiplier: 2, MaxDelay: time.Minute}
+	for _, n := range []int{1, 2, 3, 6, 7, 1_000_000} {
+		fmt.Println(n, p.Delay(n, 0.5))
+	}
+	p.Jitter = behaviors.On
+	fmt.Println(p.Delay(1, 0), p.Delay(1, 0.5), p.Delay(1, 0.75))
+	// Output:
+	// 1 1s
+	// 2 2s
+	// 3 4s
+	// 6 32s
+	// 7 1m0s
+	// 1000000 1m0s
+	// 900ms 1s 1.05s
+}
+
+// Validate reports every invalid field, each naming its field and value; the retry behavior's
+// Build, the durable queue's Open and its Register refuse such a policy.
+func ExamplePolicy_Validate() {
+	err := retry.Policy{MaxAttempts: -1, Multiplier: 0.5}.Validate()
+	fmt.Println(errors.Is(err, retry.ErrInvalidPolicy))
+	fmt.Println(err)
+	// Output:
+	// true
+	// retry: invalid retry policy: MaxAttempts -1 is negative
+	// retry: invalid retry policy: Multiplier 0.5 is not a finite number of at least 1
+}

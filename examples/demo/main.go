@@ -113,22 +113,15 @@ func run(out io.Writer, dbPath string) error {
 		fmt.Fprintf(out, format+"\n", args...)
 	}
 
-	store, err := durable.OpenSQLite(ctx, dbPath)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	reg := durable.NewRegistry()
-	if err := durable.Register[*Charge](reg, "payments.charge"); err != nil {
-		return err
-	}
-	queue, err := durable.NewQueue(durable.Config{
-		Store: store, Registry: reg,
-		Policy: durable.Policy{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: time.Second, Jitter: -1},
+	queue, err := durable.Open(ctx, durable.Config{
+		SQLitePath: dbPath,
+		Policy:     retry.Policy{MaxAttempts: 3, BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second, Jitter: behaviors.Off},
 	})
 	if err != nil {
 		return err
 	}
+	defer queue.Close()
+	durable.Register[*Charge](queue, "payments.charge")
 
 	breakers := breaker.NewRegistry(breaker.Config{
 		Key:              endpointKey,
@@ -166,7 +159,7 @@ func run(out io.Writer, dbPath string) error {
 			return 1.05, nil // the last rate we saw
 		}, fallback.Config{}),
 		timeout.New(timeout.Config{Duration: time.Second}),
-		queue.Deferral(),
+		durable.NewDeferral(queue, durable.DeferralConfig{}),
 	} {
 		m.Use(b)
 	}
@@ -220,13 +213,10 @@ func run(out io.Writer, dbPath string) error {
 
 	say("6. pay-b recovers; the scheduler retries the parked charges")
 	net.set("pay-b", false)
-	sched, err := durable.NewScheduler(queue, m, durable.SchedulerConfig{
-		InstanceID: "demo-1", PollInterval: 20 * time.Millisecond, Breakers: breakers, BreakerKey: breakers.KeyOf,
+	err = queue.Start(m, durable.SchedulerConfig{
+		InstanceID: "demo-1", PollInterval: 20 * time.Millisecond, Breakers: breakers,
 	})
 	if err != nil {
-		return err
-	}
-	if err := sched.Start(); err != nil {
 		return err
 	}
 	for range 2 {
@@ -243,7 +233,7 @@ func run(out io.Writer, dbPath string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := sched.Shutdown(ctx); err != nil {
+	if err := queue.Shutdown(ctx); err != nil {
 		return err
 	}
 
@@ -252,10 +242,10 @@ func run(out io.Writer, dbPath string) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range []durable.State{durable.StatePending, durable.StateSucceeded, durable.StateDead} {
+	for _, s := range []durable.ItemState{durable.StatePending, durable.StateSucceeded, durable.StateDead} {
 		say("   %-9s %d", s, st.Counts[s])
 	}
-	attempts, err := store.Attempts(ctx, enq.ID)
+	attempts, err := queue.Attempts(ctx, enq.ID)
 	if err != nil {
 		return err
 	}

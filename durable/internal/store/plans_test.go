@@ -1,7 +1,7 @@
 // The plan checks: the scheduler's PostgreSQL statements must probe indexes in their generic
 // plans, whatever the tables hold.
 
-package durable_test
+package store
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/switchboard-go/switchboard/durable"
 )
 
 // planCase is one statement whose generic plan is checked: its text with $n placeholders and
@@ -310,7 +308,7 @@ func TestIndexPlans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 1,000,000 rows per case")
 	}
-	cases := statementCases(durable.PostgresStatements())
+	cases := statementCases(postgresStatements())
 	for _, stats := range []string{"current", "drained", "backlog"} {
 		t.Run("stats="+stats, func(t *testing.T) {
 			store := postgresBackend(t, dsn).open(t)

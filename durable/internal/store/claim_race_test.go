@@ -1,4 +1,4 @@
-package durable_test
+package store
 
 import (
 	"context"
@@ -8,13 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/switchboard-go/switchboard/durable"
 )
 
 // raceSeed inserts n due items; one in five has an ordering key (25 keys). It returns the ids
 // in order and each keyed item's key.
-func raceSeed(t *testing.T, store *durable.Store, n int) (ids []durable.ItemID, keyOf map[durable.ItemID]string) {
+func raceSeed(t *testing.T, store *Store, n int) (ids []ItemID, keyOf map[ItemID]string) {
 	t.Helper()
 	now := time.Now().Add(-time.Second).UnixMicro()
 	_, err := store.DB().Exec(`INSERT INTO switchboard_items (name, payload, state, ordering_key, next_at, created_at, updated_at)
@@ -28,16 +26,16 @@ func raceSeed(t *testing.T, store *durable.Store, n int) (ids []durable.ItemID, 
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	keyOf = map[durable.ItemID]string{}
+	keyOf = map[ItemID]string{}
 	for rows.Next() {
 		var id int64
 		var key string
 		if err := rows.Scan(&id, &key); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, durable.ItemID(id))
+		ids = append(ids, ItemID(id))
 		if key != "" {
-			keyOf[durable.ItemID(id)] = key
+			keyOf[ItemID(id)] = key
 		}
 	}
 	return ids, keyOf
@@ -53,9 +51,9 @@ func TestClaimConcurrentExactlyOnce(t *testing.T) {
 		t.Skipf("%s not set", pgDSNEnv)
 	}
 	be := postgresBackend(t, dsn)
-	stores := []*durable.Store{be.open(t), be.open(t), be.open(t), be.open(t)}
+	stores := []*Store{be.open(t), be.open(t), be.open(t), be.open(t)}
 	ids, keyOf := raceSeed(t, stores[0], 4000)
-	want := map[durable.ItemID]bool{}
+	want := map[ItemID]bool{}
 	firstOfKey := map[string]bool{}
 	for _, id := range ids {
 		if k, ok := keyOf[id]; ok {
@@ -68,7 +66,7 @@ func TestClaimConcurrentExactlyOnce(t *testing.T) {
 	}
 	var (
 		mu      sync.Mutex
-		claimed = map[durable.ItemID]int{}
+		claimed = map[ItemID]int{}
 		dups    []string
 		total   atomic.Int64
 		wg      sync.WaitGroup
@@ -141,20 +139,20 @@ func TestClaimReleaseRace(t *testing.T) {
 		t.Skipf("%s not set", pgDSNEnv)
 	}
 	be := postgresBackend(t, dsn)
-	stores := []*durable.Store{be.open(t), be.open(t), be.open(t), be.open(t)}
+	stores := []*Store{be.open(t), be.open(t), be.open(t), be.open(t)}
 	ids, keyOf := raceSeed(t, stores[0], 3000)
-	earlier := map[durable.ItemID][]durable.ItemID{} // keyed item -> earlier items of its key
-	seen := map[string][]durable.ItemID{}
+	earlier := map[ItemID][]ItemID{} // keyed item -> earlier items of its key
+	seen := map[string][]ItemID{}
 	for _, id := range ids {
 		if k, ok := keyOf[id]; ok {
-			earlier[id] = append([]durable.ItemID(nil), seen[k]...)
+			earlier[id] = append([]ItemID(nil), seen[k]...)
 			seen[k] = append(seen[k], id)
 		}
 	}
 	var (
 		mu        sync.Mutex
-		holder    = map[durable.ItemID]string{}
-		finished  = map[durable.ItemID]bool{} // marked before the success is written
+		holder    = map[ItemID]string{}
+		finished  = map[ItemID]bool{} // marked before the success is written
 		claims    atomic.Int64
 		successes atomic.Int64
 		wg        sync.WaitGroup
@@ -175,7 +173,7 @@ func TestClaimReleaseRace(t *testing.T) {
 					return
 				}
 				claims.Add(int64(len(got)))
-				var cs []durable.Completion
+				var cs []Completion
 				mu.Lock()
 				for _, c := range got {
 					if h, ok := holder[c.ID]; ok {
@@ -193,11 +191,11 @@ func TestClaimReleaseRace(t *testing.T) {
 				}
 				for _, c := range got {
 					now := time.Now()
-					comp := durable.Completion{Fence: c.Fence(), EndedAt: now}
+					comp := Completion{Fence: c.Fence(), EndedAt: now}
 					if rand.IntN(2) == 0 {
-						comp.State, comp.NextAt = durable.StatePending, now.Add(-time.Millisecond) // undo: due again at once
+						comp.State, comp.NextAt = StatePending, now.Add(-time.Millisecond) // undo: due again at once
 					} else {
-						comp.State, comp.Outcome, comp.StartedAt = durable.StateSucceeded, durable.OutcomeSucceeded, now
+						comp.State, comp.Outcome, comp.StartedAt = StateSucceeded, OutcomeSucceeded, now
 						finished[c.ID] = true
 					}
 					// Forget the holder before the completion is written: once it is, another
@@ -217,7 +215,7 @@ func TestClaimReleaseRace(t *testing.T) {
 				for i, r := range res {
 					if r != nil {
 						fail("completion of item %d rejected: %v", cs[i].Fence.ItemID, r)
-					} else if cs[i].State == durable.StateSucceeded {
+					} else if cs[i].State == StateSucceeded {
 						successes.Add(1)
 					}
 				}

@@ -1,0 +1,186 @@
+package durabletest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/internal/testhooks"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// PostgresDSNEnv names the environment variable that makes NewQueue use PostgreSQL: a DSN of a
+// server where the test may create and drop schemas.
+const PostgresDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
+
+// NewQueue opens a throwaway queue with cfg: a SQLite file in t.TempDir(), or, when the
+// environment variable SWITCHBOARD_TEST_PG_DSN is set, a schema of its own on that PostgreSQL
+// server. The queue is closed, and the schema dropped, when the test ends. The database fields
+// of cfg (SQLitePath, PostgresDSN, DB, Dialect) must be empty; the others are used as given.
+func NewQueue(t testing.TB, cfg durable.Config) *durable.Queue {
+	t.Helper()
+	if cfg.SQLitePath != "" || cfg.PostgresDSN != "" || cfg.DB != nil || cfg.Dialect != 0 {
+		t.Fatal("durabletest.NewQueue: leave the database fields of the Config (SQLitePath, PostgresDSN, DB, Dialect) empty: NewQueue chooses the database")
+	}
+	if dsn := os.Getenv(PostgresDSNEnv); dsn != "" {
+		cfg.PostgresDSN = postgresSchema(t, dsn)
+	} else {
+		cfg.SQLitePath = filepath.Join(t.TempDir(), "durable.db")
+	}
+	q, err := durable.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("durabletest.NewQueue: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			t.Errorf("durabletest: closing the queue: %v", err)
+		}
+	})
+	return q
+}
+
+// postgresSchema creates a schema on the server of dsn, drops it at the end of the test, and
+// returns dsn with that schema as its search_path.
+func postgresSchema(t testing.TB, dsn string) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "durabletest_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatalf("durabletest.NewQueue: %s: %v", PostgresDSNEnv, err)
+	}
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		_ = admin.Close()
+		t.Fatalf("durabletest.NewQueue: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("durabletest: drop schema %s: %v", schema, err)
+		}
+		_ = admin.Close()
+	})
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("durabletest.NewQueue: %s: %v", PostgresDSNEnv, err)
+		}
+		v := u.Query()
+		v.Set("search_path", schema)
+		u.RawQuery = v.Encode()
+		return u.String()
+	}
+	return dsn + " search_path=" + schema
+}
+
+// RequireEnqueued fails the test unless q holds a pending item of request type Q (as
+// registered with durable.Register) for which every match function reports true, and returns
+// every such request, decoded, in the order they were enqueued.
+func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) bool) []Q {
+	t.Helper()
+	typ := reflect.TypeFor[Q]()
+	name, ok := testhooks.NameOf(q, typ)
+	if !ok {
+		t.Fatalf("durabletest.RequireEnqueued: %s is not registered on the queue", typ)
+	}
+	var (
+		found   []Q
+		pending int
+		after   durable.ItemID
+	)
+	for {
+		items, err := q.List(context.Background(), durable.Filter{State: durable.StatePending, Name: name, AfterID: after, Limit: 500})
+		if err != nil {
+			t.Fatalf("durabletest.RequireEnqueued: %v", err)
+		}
+		if len(items) == 0 {
+			break
+		}
+		for _, it := range items {
+			after = it.ID
+			pending++
+			v, err := testhooks.Decode(q, it.Name, it.Payload)
+			if err != nil {
+				t.Fatalf("durabletest.RequireEnqueued: item %d: %v", it.ID, err)
+			}
+			req := v.(Q)
+			if matches(req, match) {
+				found = append(found, req)
+			}
+		}
+	}
+	if len(found) == 0 {
+		if pending == 0 {
+			t.Fatalf("durabletest.RequireEnqueued: no pending item of %s (%q)", typ, name)
+		}
+		t.Fatalf("durabletest.RequireEnqueued: none of the %d pending items of %s (%q) matches", pending, typ, name)
+	}
+	return found
+}
+
+func matches[Q any](req Q, match []func(Q) bool) bool {
+	for _, m := range match {
+		if !m(req) {
+			return false
+		}
+	}
+	return true
+}
+
+// Result counts what Work did with the items it claimed.
+type Result struct {
+	// Succeeded counts the attempts that succeeded.
+	Succeeded int
+	// Retried counts the failed attempts whose item is due again later.
+	Retried int
+	// Dead counts the items that became dead letters: a failed last attempt, an error that is
+	// not retried, exhausted attempts, a payload that does not decode.
+	Dead int
+	// Refused counts the items put off without an attempt: an open circuit breaker or a full
+	// bulkhead refused them, or their request name is not registered.
+	Refused int
+}
+
+// String renders the counts.
+func (r Result) String() string {
+	return fmt.Sprintf("succeeded=%d retried=%d dead=%d refused=%d", r.Succeeded, r.Retried, r.Dead, r.Refused)
+}
+
+// Work runs the items of q that are due now through sender (usually the *mediator.Mediator),
+// one at a time in the calling goroutine, until none is due, and returns what happened. Each
+// item goes through the scheduler's own code: the same marks on the dispatch, the same attempt
+// rows, the same retry and dead-letter decisions, the same handling of breaker and bulkhead
+// refusals. An item that becomes due while Work runs (the next item of an ordering key, a
+// retry whose delay has passed) runs too. cfg, at most one, is the configuration of the
+// scheduler Work stands in for (Breakers, InstanceID and Logger count);
+// the test fails if it is invalid or if the database fails. Work starts no goroutine and
+// never sleeps: with an injected durable.Config.Clock, advance the clock to make the next
+// retries due, then call Work again.
+func Work(ctx context.Context, t testing.TB, q *durable.Queue, sender mediator.Sender, cfg ...durable.SchedulerConfig) Result {
+	t.Helper()
+	var c durable.SchedulerConfig
+	switch len(cfg) {
+	case 0:
+	case 1:
+		c = cfg[0]
+	default:
+		t.Fatalf("durabletest.Work: %d SchedulerConfigs given; at most one", len(cfg))
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = "durabletest"
+	}
+	n, err := testhooks.Work(ctx, q, sender, c)
+	if err != nil {
+		t.Fatalf("durabletest.Work: %v", err)
+	}
+	return Result{Succeeded: n.Succeeded, Retried: n.Retried, Dead: n.Dead, Refused: n.Refused}
+}

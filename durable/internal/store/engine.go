@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Engine is one database's implementation of the store: its statements and the calls whose
+// shape differs between databases. SQLite and Postgres are the engines.
+type Engine interface {
+	// String returns "sqlite" or "postgres", the name of the engine's migrations directory.
+	String() string
+
+	// rebind turns a statement written with ? placeholders into the engine's form.
+	rebind(q string) string
+	// stmts returns the engine's fixed statements.
+	stmts() *statements
+	// claim runs a claim statement with args (see claimArgs).
+	claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error)
+	// complete applies completions, recording the accepted fences.
+	complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error
+	// completeAndClaim applies completions and then runs the normal claim with claimArgs, in
+	// one transaction.
+	completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error)
+	// extend moves the leases of owner's running items ids to until.
+	extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error
+	// sweep returns expired leases to pending and records their abandoned attempts.
+	sweep(ctx context.Context, db *sql.DB, now time.Time) (int, error)
+	// lockMigrations serialises concurrent migrations on conn until unlock is called.
+	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
+	// transient reports a migration error worth trying again at once (another process holds
+	// the database in a way its own wait does not cover).
+	transient(err error) bool
+	// appliedAt is the SQL expression of the current time in microseconds since the epoch,
+	// for the version rows of MigrationSQL.
+	appliedAt() string
+	// syntax is the lexical rules Split follows for the engine's scripts.
+	syntax() Syntax
+	// versionTableExists is a query answering 1 when the version table exists, else 0.
+	versionTableExists() string
+}
+
+// statements are the statements every engine has, each in its engine's form.
+type statements struct {
+	insert        string
+	byDedupe      string
+	claim         string
+	claimIsolated string
+	isolatedDue   string
+	unpark        string
+	oldestDue     string
+}
+
+// The claim: due pending items, oldest first, skipping an item whose ordering key has an
+// earlier item pending or running. The first %s is an index hint (SQLite), the second the
+// isolate flag of the items taken (0 for a normal claim, 1 for an isolated one). Placeholders:
+// owner, lease until, claimed at and updated at, alone, now, limit.
+const claimSelect = `SELECT i.id FROM switchboard_items i%s
+	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = %d
+	  AND (i.ordering_key IS NULL OR NOT EXISTS (
+	        SELECT 1 FROM switchboard_items o
+	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+	ORDER BY i.next_at, i.id
+	LIMIT ?`
+
+const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING
+	RETURNING id`
+
+const byDedupeSQL = `SELECT id FROM switchboard_items WHERE dedupe_key = ? AND state IN ('pending', 'running')`
+
+const isolatedDueSQL = `SELECT 1 FROM switchboard_items WHERE state = 'pending' AND isolate = 1 AND next_at <= ? LIMIT 1`
+
+// oldestDueSQL is the due time of the oldest due item: the due index leads with isolate, so it
+// is the older of the first entries of its two ranges. Placeholders: now, now.
+const oldestDueSQL = `SELECT MIN(m) FROM (
+    SELECT (SELECT MIN(next_at) FROM switchboard_items WHERE state = 'pending' AND isolate = 0 AND next_at <= ?) AS m
+    UNION ALL
+    SELECT (SELECT MIN(next_at) FROM switchboard_items WHERE state = 'pending' AND isolate = 1 AND next_at <= ?)) x`
+
+const insertAttemptSQL = `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`

@@ -1,0 +1,208 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The store's conformance suite: what every engine must do alike. Each test runs on SQLite,
+// and on PostgreSQL when SWITCHBOARD_TEST_PG_DSN is set (under CI=true it must be).
+
+// pgDSNEnv names the environment variable holding the PostgreSQL DSN of the test server.
+const pgDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pgDSN returns the PostgreSQL DSN, failing the test under CI when none is set.
+func pgDSN(t testing.TB) string {
+	dsn := os.Getenv(pgDSNEnv)
+	if dsn == "" && os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set under CI=true: the PostgreSQL suite must run (use scripts/with-postgres.sh)", pgDSNEnv)
+	}
+	return dsn
+}
+
+// backend opens stores of one engine; every store opened by one backend value shares one
+// database (one SQLite file, one PostgreSQL schema).
+type backend struct {
+	name   string
+	engine Engine
+	// pool opens a new pool on the backend's database, closed at the end of the test.
+	pool func(t testing.TB) *sql.DB
+}
+
+// open returns a migrated store over a new pool of the backend's database.
+func (b backend) open(t testing.TB) *Store {
+	t.Helper()
+	db := b.pool(t)
+	if err := Migrate(context.Background(), db, b.engine); err != nil {
+		t.Fatal(err)
+	}
+	return New(db, b.engine, false)
+}
+
+func sqliteBackend(t testing.TB) backend {
+	path := filepath.Join(t.TempDir(), "db", "durable.db")
+	return backend{name: "sqlite", engine: SQLite, pool: func(t testing.TB) *sql.DB {
+		t.Helper()
+		db, err := OpenSQLite(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}}
+}
+
+// postgresBackend creates a schema of its own on the test server, dropped at the end of the
+// test, and opens pools whose search_path selects it.
+func postgresBackend(t testing.TB, dsn string) backend {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "sbtest_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		_ = admin.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		_ = admin.Close()
+	})
+	target := dsn + " search_path=" + schema
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		target = u.String()
+	}
+	return backend{name: "postgres", engine: Postgres, pool: func(t testing.TB) *sql.DB {
+		t.Helper()
+		db, err := OpenPostgres(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}}
+}
+
+// eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
+func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteBackend(t)) })
+	dsn := pgDSN(t)
+	t.Run("postgres", func(t *testing.T) {
+		if dsn == "" {
+			t.Skipf("%s not set", pgDSNEnv)
+		}
+		fn(t, postgresBackend(t, dsn))
+	})
+}
+
+func must[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// postgresStatements are the PostgreSQL statements of the store, by name, for the plan checks.
+func postgresStatements() map[string]string {
+	e := Postgres.(*postgresEngine)
+	return map[string]string{
+		"claim":          e.st.claim,
+		"claim_isolated": e.st.claimIsolated,
+		"complete":       e.completeMany,
+		"extend":         e.extendStmt,
+		"sweep":          e.sweepStmt,
+		"isolated_due":   e.st.isolatedDue,
+		"unpark":         e.st.unpark,
+		"oldest_due":     e.st.oldestDue,
+		"enqueue":        e.st.insert,
+		"dedupe":         e.st.byDedupe,
+	}
+}
+
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		var wg sync.WaitGroup
+		stores := make([]*Store, 4)
+		for i := range stores {
+			wg.Go(func() { stores[i] = b.open(t) })
+		}
+		wg.Wait()
+		var n int
+		if err := stores[0].DB().QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != SchemaVersion() {
+			t.Fatalf("%d migration rows, want %d", n, SchemaVersion())
+		}
+	})
+}
+
+// TestFenceRejectsLateCompletion: a completion under a fence whose lease was swept and claimed
+// again is rejected with a *LeaseLostError; the current holder's is accepted once.
+func TestFenceRejectsLateCompletion(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+		id := must[ItemID](t)(func() (ItemID, error) {
+			id, _, err := s.Enqueue(ctx, NewItem{Name: "test.work", Payload: []byte(`{}`), NextAt: now, Now: now})
+			return id, err
+		}())
+		a := must[[]Claimed](t)(s.Claim(ctx, "a", now, time.Minute, 10))
+		if len(a) != 1 || a[0].ID != id || a[0].Attempts != 1 {
+			t.Fatalf("claim a: %+v", a)
+		}
+		if n := must[int](t)(s.Sweep(ctx, now.Add(2*time.Minute))); n != 1 {
+			t.Fatalf("swept %d", n)
+		}
+		later := now.Add(2 * time.Minute)
+		bc := must[[]Claimed](t)(s.ClaimIsolated(ctx, "b", later, time.Minute))
+		if len(bc) != 1 || bc[0].Attempts != 2 {
+			t.Fatalf("claim b: %+v", bc)
+		}
+		late := Completion{Fence: a[0].Fence(), State: StateSucceeded, Outcome: OutcomeSucceeded, StartedAt: now, EndedAt: later}
+		on := Completion{Fence: bc[0].Fence(), State: StateSucceeded, Outcome: OutcomeSucceeded, StartedAt: later, EndedAt: later}
+		res := must[[]error](t)(s.Complete(ctx, []Completion{late, on}))
+		if res[0] == nil || res[1] != nil {
+			t.Fatalf("results %v", res)
+		}
+		if lost, ok := res[0].(*LeaseLostError); !ok || lost.Fence != a[0].Fence() {
+			t.Fatalf("late completion: %v", res[0])
+		}
+		res = must[[]error](t)(s.Complete(ctx, []Completion{on}))
+		if res[0] == nil {
+			t.Fatal("a second completion under the same fence was accepted")
+		}
+		as := must[[]Attempt](t)(s.Attempts(ctx, id))
+		if len(as) != 2 || as[0].Outcome != OutcomeAbandoned || as[1].Outcome != OutcomeSucceeded {
+			t.Fatalf("attempts %+v", as)
+		}
+	})
+}

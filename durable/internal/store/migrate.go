@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed migrations
+var migrationFS embed.FS
+
+// Migration is one versioned schema change.
+type Migration struct {
+	// Version orders the migrations; each is applied once.
+	Version int
+	// Name is the migration's file name, kept in the version table.
+	Name string
+	// SQL is the migration's script: statements separated by semicolons (see Split).
+	SQL string
+}
+
+// Migrations returns the embedded migrations of e in version order.
+func Migrations(e Engine) ([]Migration, error) {
+	dir := path.Join("migrations", e.String())
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, ent := range entries {
+		name := ent.Name()
+		if !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		prefix, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a version number", name)
+		}
+		body, err := fs.ReadFile(migrationFS, path.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
+	return out, nil
+}
+
+// SchemaVersion is the version of the newest embedded migration; both engines have the same.
+func SchemaVersion() int {
+	ms, err := Migrations(SQLite)
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].Version
+}
+
+const versionTable = `CREATE TABLE IF NOT EXISTS switchboard_schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)`
+
+// Migrate applies the embedded migrations of e that db has not applied yet.
+func Migrate(ctx context.Context, db *sql.DB, e Engine) error {
+	ms, err := Migrations(e)
+	if err != nil {
+		return fmt.Errorf("durable: migrations: %w", err)
+	}
+	return Apply(ctx, db, e, ms)
+}
+
+// Apply applies the migrations ms that db has not applied yet, in order, each in its own
+// transaction and statement by statement (see Split), recording each in the version table.
+// Concurrent callers are serialised (PostgreSQL: a session advisory lock; SQLite: the immediate
+// transaction, tried again while another process holds the file in a way its busy timeout does
+// not cover). An error names the migration and the statement that failed.
+func Apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
+	wait := 10 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := apply(ctx, db, e, ms)
+		if err == nil || !e.transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("durable: migrate: %w", err)
+	}
+	defer conn.Close()
+	unlock, err := e.lockMigrations(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("durable: migrate: %w", err)
+	}
+	defer unlock()
+	for _, m := range ms {
+		if err := applyOne(ctx, conn, e, m); err != nil {
+			return fmt.Errorf("durable: migration %d (%s): %w", m.Version, m.Name, err)
+		}
+	}
+	return nil
+}
+
+func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) error {
+	stmts, err := Split(m.SQL, e.syntax())
+	if err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, versionTable); err != nil {
+		return fmt.Errorf("version table: %w", err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, e.rebind("SELECT COUNT(*) FROM switchboard_schema_migrations WHERE version = ?"), m.Version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	for i, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(stmt), err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, e.rebind("INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+		m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+		return fmt.Errorf("version row: %w", err)
+	}
+	return tx.Commit()
+}
+
+// abbreviate returns the first line of stmt without its comments, cut to 80 bytes.
+func abbreviate(stmt string) string {
+	var lines []string
+	for l := range strings.Lines(stmt) {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			lines = append(lines, l)
+		}
+	}
+	s := strings.Join(lines, " ")
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+// Version returns the newest migration version db has applied: 0 when none is (no version
+// table).
+func Version(ctx context.Context, db *sql.DB, e Engine) (int, error) {
+	var exists int
+	if err := db.QueryRowContext(ctx, e.versionTableExists()).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("durable: schema version: %w", err)
+	}
+	if exists == 0 {
+		return 0, nil
+	}
+	var v sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT MAX(version) FROM switchboard_schema_migrations").Scan(&v); err != nil {
+		return 0, fmt.Errorf("durable: schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+// Script returns the migrations ms of e as one script: the version table, then each
+// migration, headed by a comment with its version and name, followed by the insert of its
+// version row, as Apply leaves it.
+func Script(e Engine, ms []Migration) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- switchboard durable schema for %s: migrations %d to %d.\n", e, ms[0].Version, ms[len(ms)-1].Version)
+	b.WriteString("-- Apply once to an empty database, or from the first migration the database lacks.\n\n")
+	b.WriteString(versionTable + ";\n")
+	for _, m := range ms {
+		stmts, err := Split(m.SQL, e.syntax())
+		if err != nil {
+			return "", fmt.Errorf("durable: migration %d (%s): %w", m.Version, m.Name, err)
+		}
+		fmt.Fprintf(&b, "\n-- Migration %d: %s\n", m.Version, m.Name)
+		for _, s := range stmts {
+			b.WriteString(s)
+			b.WriteString(";\n")
+		}
+		fmt.Fprintf(&b, "INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (%d, '%s', %s);\n",
+			m.Version, strings.ReplaceAll(m.Name, "'", "''"), e.appliedAt())
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,290 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	// Registers the "pgx" database/sql driver.
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Postgres is the engine of PostgreSQL databases (the pgx stdlib driver, "pgx"): any number
+// of instances share one database, claiming with FOR UPDATE SKIP LOCKED.
+var Postgres Engine = newPostgres()
+
+type postgresEngine struct {
+	st           statements
+	completeMany string
+	extendStmt   string
+	sweepStmt    string
+}
+
+// The PostgreSQL statements of the scheduler are written so that their generic plans probe
+// indexes: the pgx driver prepares every statement, and after five executions PostgreSQL may
+// keep a generic plan, costed without the parameters' values, whatever the table holds (a
+// million finished rows, an empty queue). TestIndexPlans checks them with plan_cache_mode =
+// force_generic_plan.
+
+// postgresClaim is the claim of items whose isolate flag is isolate. The ids are collected by
+// an InitPlan, ARRAY(SELECT … LIMIT … FOR UPDATE SKIP LOCKED), run once; the update finds them
+// through the primary key. With "id IN (subquery)" the planner was free to hash-join the
+// subquery with a sequential scan of the whole table, and did once the statistics promised
+// many due items.
+//
+// Concurrency: the subquery locks each row it returns. A row that a concurrent claim changed
+// and committed after this statement's snapshot is re-read at its newest version when locked
+// (READ COMMITTED), and the subquery's WHERE (pending, due, isolate, ordering) is evaluated
+// again on it; a row locked by a running transaction is skipped. So every id in the array is
+// locked by this transaction and was pending and due when locked; nobody else can change it
+// until this transaction ends, and the outer UPDATE updates exactly those rows
+// (TestClaimConcurrentExactlyOnce). Placeholders: $1 owner, $2 lease until, $3 claimed at,
+// $4 updated at, $5 alone, $6 now, $7 limit.
+func postgresClaim(isolate int) string {
+	return fmt.Sprintf(`UPDATE switchboard_items
+SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
+    attempts = attempts + 1, alone = $5, parked_key = NULL
+WHERE id = ANY(ARRAY(
+        SELECT i.id FROM switchboard_items i
+        WHERE i.state = 'pending' AND i.isolate = %d AND i.next_at <= $6
+          AND (i.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items o
+                WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+        ORDER BY i.next_at, i.id
+        LIMIT $7
+        FOR UPDATE OF i SKIP LOCKED))
+RETURNING `+itemColumns, isolate)
+}
+
+// postgresComplete ends a batch of leases in one statement. The fence check compares the state
+// with a column of the materialized input rather than a constant: "state = 'running'" would let
+// the planner read every running item through the lease index and, in the generic plan, which
+// costs the arrays at ten elements, join each of them to every completion in a nested loop.
+// This way the primary key, probed once per completion, is the only way in. The attempt rows
+// are inserted from the update's RETURNING, which carries the input's columns. A completion
+// that records an attempt clears isolate: the item ran to an outcome of its own. Placeholders:
+// arrays of id, attempt, owner, next state, next_at, undo (1: the claim is undone), error,
+// started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none).
+const postgresComplete = `WITH v AS MATERIALIZED (
+    SELECT v.*, 'running'::text AS running
+    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+        AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
+), u AS (
+    UPDATE switchboard_items i
+    SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
+        interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
+        isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
+        last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
+        lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
+    FROM v
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err
+), a AS (
+    INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
+)
+SELECT id, owner, attempt FROM u`
+
+// postgresExtend moves the leases of owner's running items: ids joined through the primary key,
+// the state compared with a column of the input for the same reason as in the completion.
+// Placeholders: $1 lease until, $2 owner, $3 ids.
+const postgresExtend = `UPDATE switchboard_items i SET lease_until = $1
+FROM (SELECT unnest($3::bigint[]) AS id, 'running'::text AS running OFFSET 0) x
+WHERE i.id = x.id AND i.state = x.running AND i.lease_owner = $2`
+
+// postgresSweep returns expired leases to pending. s locks them (a lease extended or completed
+// meanwhile fails the re-check on its newest version and is skipped); the update finds them by
+// primary key; the attempt rows come from s, whose rows are exactly the updated ones. The item
+// runs alone next; the lost attempt counts only if it ran alone. Placeholder: $1 now.
+const postgresSweep = `WITH s AS (
+    SELECT id, attempts, lease_owner, claimed_at FROM switchboard_items
+    WHERE state = 'running' AND lease_until < $1
+    FOR UPDATE SKIP LOCKED
+), u AS (
+    UPDATE switchboard_items i
+    SET state = 'pending', next_at = $1, lease_owner = NULL, lease_until = NULL, updated_at = $1,
+        last_error = '` + LeaseExpired + `', isolate = 1, unattributed = i.unattributed + 1 - i.alone, alone = 0
+    WHERE i.id = ANY(ARRAY(SELECT id FROM s))
+    RETURNING i.id
+), a AS (
+    INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+    SELECT s.id, s.attempts, COALESCE(s.lease_owner, ''), COALESCE(s.claimed_at, 0), $1, 'abandoned', '` + LeaseExpired + `'
+    FROM s
+)
+SELECT COUNT(*) FROM u`
+
+func newPostgres() *postgresEngine {
+	e := &postgresEngine{completeMany: postgresComplete, extendStmt: postgresExtend, sweepStmt: postgresSweep}
+	e.st = statements{
+		insert:        e.rebind(insertSQL),
+		byDedupe:      e.rebind(byDedupeSQL),
+		claim:         postgresClaim(0),
+		claimIsolated: postgresClaim(1),
+		isolatedDue:   e.rebind(isolatedDueSQL),
+		// Only pending items have a parked key (a check constraint): the key alone finds them.
+		unpark:    `UPDATE switchboard_items SET next_at = LEAST(next_at, $1), parked_key = NULL WHERE parked_key = $2`,
+		oldestDue: e.rebind(oldestDueSQL),
+	}
+	return e
+}
+
+func (*postgresEngine) String() string       { return "postgres" }
+func (e *postgresEngine) stmts() *statements { return &e.st }
+func (*postgresEngine) transient(error) bool { return false }
+func (*postgresEngine) appliedAt() string {
+	return "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT"
+}
+
+// rebind turns ? placeholders into $1, $2, ….
+func (*postgresEngine) rebind(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// migrationLockKey is the PostgreSQL advisory lock taken while migrating.
+const migrationLockKey = 0x5357424451 // "SWBDQ"
+
+// lockMigrations takes a session advisory lock, so instances may migrate concurrently.
+func (*postgresEngine) lockMigrations(ctx context.Context, conn *sql.Conn) (func(), error) {
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockKey))
+	}, nil
+}
+
+// OpenPostgres opens a pool with the pgx driver (dsn in any form pgx accepts; a search_path
+// parameter selects the schema).
+func OpenPostgres(dsn string) (*sql.DB, error) {
+	return sql.Open("pgx", dsn)
+}
+
+func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
+	return scanClaims(db.QueryContext(ctx, stmt, args...))
+}
+
+func (e *postgresEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
+	rows, err := db.QueryContext(ctx, e.completeMany, completionArrays(cs)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return readFences(rows, accepted)
+}
+
+// completeAndClaim sends the completion and the claim as one pgx batch: one round trip, and
+// (before the batch's single Sync) one implicit transaction.
+func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var claimed []Claimed
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("the database/sql driver is %T, not pgx", dc)
+		}
+		b := &pgx.Batch{}
+		b.Queue(e.completeMany, completionArrays(cs)...)
+		b.Queue(e.st.claim, claimArgs...)
+		br := pc.Conn().SendBatch(ctx, b)
+		defer br.Close()
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		err = readFences(rows, accepted)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+		claimed, err = readClaims(rows)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	return claimed, err
+}
+
+// readFences reads the fences a completion accepted.
+func readFences(rows rowReader, accepted map[Fence]bool) error {
+	for rows.Next() {
+		var (
+			id      int64
+			owner   string
+			attempt int
+		)
+		if err := rows.Scan(&id, &owner, &attempt); err != nil {
+			return err
+		}
+		accepted[Fence{ItemID: ItemID(id), Owner: owner, Attempt: attempt}] = true
+	}
+	return rows.Err()
+}
+
+// completionArrays are the arguments of the completion: one array per column.
+func completionArrays(cs []Completion) []any {
+	n := len(cs)
+	var (
+		ids      = make([]int64, n)
+		attempts = make([]int32, n)
+		owners   = make([]string, n)
+		states   = make([]string, n)
+		nexts    = make([]int64, n)
+		undo     = make([]int32, n)
+		errs     = make([]string, n)
+		starts   = make([]int64, n)
+		ends     = make([]int64, n)
+		outcomes = make([]string, n)
+		parked   = make([]string, n)
+	)
+	for i, c := range cs {
+		ids[i], attempts[i], owners[i] = int64(c.Fence.ItemID), int32(c.Fence.Attempt), c.Fence.Owner
+		states[i], nexts[i], undo[i], errs[i] = string(c.State), micros(c.NextAt), int32(completionUndo(c)), c.Error
+		starts[i], ends[i], outcomes[i], parked[i] = micros(c.StartedAt), micros(c.EndedAt), string(c.Outcome), c.ParkedKey
+	}
+	return []any{ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked}
+}
+
+func (e *postgresEngine) extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error {
+	raw := make([]int64, len(ids))
+	for i, id := range ids {
+		raw[i] = int64(id)
+	}
+	_, err := db.ExecContext(ctx, e.extendStmt, micros(until), owner, raw)
+	return err
+}
+
+func (e *postgresEngine) sweep(ctx context.Context, db *sql.DB, now time.Time) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, e.sweepStmt, micros(now)).Scan(&n)
+	return n, err
+}
+
+func (*postgresEngine) versionTableExists() string {
+	return "SELECT CASE WHEN to_regclass('switchboard_schema_migrations') IS NULL THEN 0 ELSE 1 END"
+}
+
+func (*postgresEngine) syntax() Syntax { return PostgresSyntax }

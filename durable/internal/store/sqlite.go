@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	// Registers the "sqlite" database/sql driver.
+	_ "modernc.org/sqlite"
+)
+
+// SQLite is the engine of SQLite databases (the modernc.org/sqlite driver, "sqlite"). A
+// database has one writer at a time: claims and completions are immediate transactions.
+var SQLite Engine = newSQLite()
+
+type sqliteEngine struct {
+	st          statements
+	completeOne string
+	sweepOne    string
+}
+
+// sqliteCompleteOne ends one lease. Placeholders: state, next_at, undo (1 when the claim is
+// undone: no attempt was made), outcome (twice), error, parked key, updated at, and the fence
+// (id, owner, attempt). A completion that records an attempt clears isolate: the item ran to an
+// outcome of its own, so it is no crasher.
+const sqliteCompleteOne = `UPDATE switchboard_items
+	SET state = ?, next_at = ?, attempts = attempts - ?,
+	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
+	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
+	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
+	    lease_owner = NULL, lease_until = NULL, updated_at = ?
+	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
+
+const sqliteClaimUpdate = `UPDATE switchboard_items
+	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
+	    alone = ?, parked_key = NULL
+	WHERE id IN (%s)
+	RETURNING ` + itemColumns
+
+func newSQLite() *sqliteEngine {
+	// Without statistics SQLite's planner prefers the state index and sorts every pending
+	// item; the partial due index gives the due items already in claim order.
+	claim := func(isolate int) string {
+		return fmt.Sprintf(sqliteClaimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due", isolate))
+	}
+	return &sqliteEngine{
+		st: statements{
+			insert:        insertSQL,
+			byDedupe:      byDedupeSQL,
+			claim:         claim(0),
+			claimIsolated: claim(1),
+			isolatedDue:   isolatedDueSQL,
+			unpark:        `UPDATE switchboard_items SET next_at = MIN(next_at, ?1), parked_key = NULL WHERE parked_key = ?2`,
+			oldestDue:     oldestDueSQL,
+		},
+		completeOne: sqliteCompleteOne,
+		sweepOne: `UPDATE switchboard_items
+	SET state = 'pending', next_at = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?,
+	    last_error = '` + LeaseExpired + `', isolate = 1, unattributed = unattributed + 1 - alone, alone = 0
+	WHERE id = ?`,
+	}
+}
+
+func (*sqliteEngine) String() string         { return "sqlite" }
+func (*sqliteEngine) rebind(q string) string { return q }
+func (e *sqliteEngine) stmts() *statements   { return &e.st }
+func (*sqliteEngine) appliedAt() string {
+	return "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+}
+func (*sqliteEngine) transient(err error) bool { return sqliteBusy(err) }
+
+// lockMigrations takes nothing: the immediate transaction of each migration serialises them.
+func (*sqliteEngine) lockMigrations(context.Context, *sql.Conn) (func(), error) {
+	return func() {}, nil
+}
+
+// OpenSQLite opens (creating on first use, with its parent directory) the SQLite database file
+// at path and configures the pool: WAL journal, busy timeout, immediate write transactions,
+// foreign keys, and a single connection.
+func OpenSQLite(path string) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("empty path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	// One writer at a time: a single connection serialises this process's statements, and the
+	// busy timeout and immediate transactions serialise writers across processes.
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY (or one of its extended codes):
+// switching a new file to WAL, or recovering a WAL, answers it at once to every other opener,
+// whatever the busy timeout.
+func sqliteBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 5
+}
+
+func (e *sqliteEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
+	var out []Claimed
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanClaims(tx.QueryContext(ctx, stmt, args...))
+		return err
+	})
+	return out, err
+}
+
+func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
+	return inTx(ctx, db, func(tx *sql.Tx) error { return e.completeTx(ctx, tx, cs, accepted) })
+}
+
+func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
+	var claimed []Claimed
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		if err := e.completeTx(ctx, tx, cs, accepted); err != nil {
+			return err
+		}
+		var err error
+		claimed, err = scanClaims(tx.QueryContext(ctx, e.st.claim, claimArgs...))
+		return err
+	})
+	return claimed, err
+}
+
+func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, cs []Completion, accepted map[Fence]bool) error {
+	upd, err := tx.PrepareContext(ctx, e.completeOne)
+	if err != nil {
+		return err
+	}
+	defer upd.Close()
+	ins, err := tx.PrepareContext(ctx, insertAttemptSQL)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	for _, c := range cs {
+		f := c.Fence
+		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), string(c.Outcome), string(c.Outcome), c.Error,
+			nullString(c.ParkedKey), micros(c.EndedAt), int64(f.ItemID), f.Owner, f.Attempt)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		accepted[f] = true
+		if c.Outcome != "" {
+			if _, err := ins.ExecContext(ctx, int64(f.ItemID), f.Attempt, f.Owner, micros(c.StartedAt), micros(c.EndedAt),
+				string(c.Outcome), nullString(c.Error)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (e *sqliteEngine) extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error {
+	return inTx(ctx, db, func(tx *sql.Tx) error {
+		for chunk := range slices.Chunk(ids, 500) {
+			args := []any{micros(until), owner}
+			for _, id := range chunk {
+				args = append(args, int64(id))
+			}
+			q := "UPDATE switchboard_items SET lease_until = ? WHERE state = 'running' AND lease_owner = ? AND id IN (?" +
+				strings.Repeat(", ?", len(chunk)-1) + ")"
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (e *sqliteEngine) sweep(ctx context.Context, db *sql.DB, now time.Time) (int, error) {
+	var n int
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT id, attempts, lease_owner, claimed_at FROM switchboard_items INDEXED BY switchboard_items_lease WHERE state = 'running' AND lease_until < ?", micros(now))
+		if err != nil {
+			return err
+		}
+		type expired struct {
+			id, claimedAt int64
+			attempt       int
+			owner         string
+		}
+		var list []expired
+		for rows.Next() {
+			var e expired
+			var owner sql.NullString
+			var claimed sql.NullInt64
+			if err := rows.Scan(&e.id, &e.attempt, &owner, &claimed); err != nil {
+				rows.Close()
+				return err
+			}
+			e.owner, e.claimedAt = owner.String, claimed.Int64
+			list = append(list, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, x := range list {
+			if _, err := tx.ExecContext(ctx, e.sweepOne, micros(now), micros(now), x.id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, insertAttemptSQL, x.id, x.attempt, x.owner, x.claimedAt, micros(now),
+				string(OutcomeAbandoned), LeaseExpired); err != nil {
+				return err
+			}
+		}
+		n = len(list)
+		return nil
+	})
+	return n, err
+}
+
+func (*sqliteEngine) versionTableExists() string {
+	return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'switchboard_schema_migrations'"
+}
+
+func (*sqliteEngine) syntax() Syntax { return SQLiteSyntax }

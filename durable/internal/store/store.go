@@ -1,0 +1,611 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// State is the lifecycle state of an item (durable.ItemState).
+type State string
+
+// The states of an item.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateDead      State = "dead"
+)
+
+// Outcome is how one attempt ended (durable.Outcome).
+type Outcome string
+
+// Attempt outcomes.
+const (
+	OutcomeSucceeded   Outcome = "succeeded"
+	OutcomeFailed      Outcome = "failed"
+	OutcomeAbandoned   Outcome = "abandoned"
+	OutcomeInterrupted Outcome = "interrupted"
+)
+
+// ItemID identifies an item.
+type ItemID int64
+
+// Item is one stored item; its fields are documented on durable.Item.
+type Item struct {
+	ID            ItemID
+	Name          string
+	Payload       []byte
+	State         State
+	Attempts      int
+	Interruptions int
+	Unattributed  int
+	Isolate       bool
+	ParkedKey     string
+	DedupeKey     string
+	OrderingKey   string
+	NextAt        time.Time
+	LeaseOwner    string
+	LeaseUntil    time.Time
+	LastError     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Counted is the number of attempts that count against the retry policy's MaxAttempts: every
+// attempt but those a shutdown interrupted and those abandoned beside other items.
+func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
+
+// Attempt is one attempt row; its fields are documented on durable.Attempt.
+type Attempt struct {
+	ID        int64
+	ItemID    ItemID
+	Number    int
+	Instance  string
+	StartedAt time.Time
+	EndedAt   time.Time
+	Outcome   Outcome
+	Error     string
+}
+
+// NewItem describes an item to insert with Enqueue.
+type NewItem struct {
+	// Name is the registered name of the request type. Required.
+	Name string
+	// Payload is the encoded request.
+	Payload []byte
+	// NextAt is when the item is first due.
+	NextAt time.Time
+	// DedupeKey, when not empty, makes the insert a no-op if an item with the same key is
+	// pending or running; Enqueue then reports that item's id.
+	DedupeKey string
+	// OrderingKey, when not empty, makes the item wait for every earlier item with the same key.
+	OrderingKey string
+	// LastError records why the item was deferred, if it was.
+	LastError string
+	// ParkedKey is the circuit-breaker key the item waits on, when an open breaker is why it
+	// was deferred: the breaker closing makes it due at once (see Unpark).
+	ParkedKey string
+	// Now is the insert time.
+	Now time.Time
+}
+
+// Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
+// count already includes the attempt being made.
+type Claimed struct {
+	Item
+	// ClaimedAt is when the claim was made.
+	ClaimedAt time.Time
+}
+
+// Fence returns the item's fence for a completion.
+func (c Claimed) Fence() Fence {
+	return Fence{ItemID: c.ID, Owner: c.LeaseOwner, Attempt: c.Attempts}
+}
+
+// Fence identifies one lease of an item: its holder and the attempt number the claim made. A
+// completion is accepted only while the item is still running under the same fence.
+type Fence struct {
+	// ItemID is the item.
+	ItemID ItemID
+	// Owner is the instance id that claimed the item.
+	Owner string
+	// Attempt is the item's attempt count after the claim.
+	Attempt int
+}
+
+// Completion ends a lease.
+type Completion struct {
+	// Fence is the lease being ended.
+	Fence Fence
+	// State is the item's next state: StatePending (with NextAt), StateSucceeded or StateDead.
+	State State
+	// NextAt is when a pending item is next due.
+	NextAt time.Time
+	// Outcome, when not empty, records an attempt row with StartedAt, EndedAt and Error.
+	// When empty, the claim is undone: no attempt row and the attempt count goes back down
+	// (an item released at shutdown before it started, an open breaker, an undecodable item).
+	Outcome Outcome
+	// StartedAt is when the attempt started.
+	StartedAt time.Time
+	// EndedAt is when the attempt ended; it is also the item's update time.
+	EndedAt time.Time
+	// Error is the attempt's error or the reason for the new state; kept as the item's last
+	// error when not empty.
+	Error string
+	// ParkedKey, for a pending item put off by an open circuit breaker, is that breaker's key:
+	// Unpark with the key makes the item due at once.
+	ParkedKey string
+}
+
+// Stats summarises a store.
+type Stats struct {
+	// Counts is the number of items per state; every State is present.
+	Counts map[State]int64
+	// OldestDue is how long the oldest due pending item has been due; zero when none is due.
+	OldestDue time.Duration
+}
+
+// Filter filters List.
+type Filter struct {
+	State   State
+	Name    string
+	AfterID ItemID
+	// Limit caps the number of items. Zero means 100.
+	Limit int
+}
+
+// ErrLeaseLost reports a completion whose lease is no longer held: the item's lease expired
+// and it was swept or claimed by another worker. The completion was not applied.
+var ErrLeaseLost = errors.New("durable: lease lost")
+
+// LeaseLostError names the fence of a rejected completion. It matches ErrLeaseLost.
+type LeaseLostError struct {
+	// Fence is the lease the completion claimed to hold.
+	Fence Fence
+}
+
+// Error implements error.
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("durable: lease lost: item %d attempt %d is no longer held by %q", e.Fence.ItemID, e.Fence.Attempt, e.Fence.Owner)
+}
+
+// Is reports whether target is ErrLeaseLost.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// Store keeps items and their attempts. It is safe for concurrent use and by several processes
+// at once (PostgreSQL: any number of instances; SQLite: one writer at a time on one file).
+type Store struct {
+	db     *sql.DB
+	e      Engine
+	ownsDB bool
+}
+
+// New returns a Store over db, a pool of engine e's database whose schema is migrated. Close
+// closes db when owns is set.
+func New(db *sql.DB, e Engine, owns bool) *Store {
+	return &Store{db: db, e: e, ownsDB: owns}
+}
+
+// DB returns the underlying pool.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Engine returns the store's engine.
+func (s *Store) Engine() Engine { return s.e }
+
+// Close closes the pool if the Store owns it.
+func (s *Store) Close() error {
+	if s.ownsDB {
+		return s.db.Close()
+	}
+	return nil
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// Enqueue inserts an item. With a DedupeKey under which an item is already pending or running,
+// it inserts nothing and returns that item's id with existed = true.
+func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed bool, err error) {
+	return s.enqueue(ctx, s.db, it)
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction on this store's database, so the item
+// exists if and only if the transaction commits (a transactional outbox). On SQLite, tx must
+// come from DB(), which has a single connection: do not use the Store outside tx until it ends.
+func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id ItemID, existed bool, err error) {
+	return s.enqueue(ctx, tx, it)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID, existed bool, err error) {
+	if it.Name == "" {
+		return 0, false, errors.New("durable: Enqueue: empty name")
+	}
+	if it.Payload == nil {
+		it.Payload = []byte{}
+	}
+	st := s.e.stmts()
+	for range 5 {
+		var v int64
+		err = db.QueryRowContext(ctx, st.insert,
+			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
+			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now)).Scan(&v)
+		if err == nil {
+			return ItemID(v), false, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) || it.DedupeKey == "" {
+			return 0, false, fmt.Errorf("durable: enqueue: %w", err)
+		}
+		// A conflict on the dedupe key: report the item holding it. It may finish in between;
+		// then the insert is tried again.
+		err = db.QueryRowContext(ctx, st.byDedupe, it.DedupeKey).Scan(&v)
+		if err == nil {
+			return ItemID(v), true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, false, fmt.Errorf("durable: enqueue: %w", err)
+		}
+	}
+	return 0, false, errors.New("durable: enqueue: dedupe key kept changing hands")
+}
+
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at"
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanItem(r rowScanner) (Item, int64, error) {
+	var (
+		it                                          Item
+		id, nextAt, createdAt, updatedAt, isolate   int64
+		leaseUntil, claimedAt                       sql.NullInt64
+		state                                       string
+		dedupe, ordering, owner, lastErrStr, parked sql.NullString
+	)
+	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &it.Unattributed, &isolate, &parked,
+		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt)
+	if err != nil {
+		return Item{}, 0, err
+	}
+	it.ID = ItemID(id)
+	it.Isolate, it.ParkedKey = isolate != 0, parked.String
+	it.State = State(state)
+	it.DedupeKey, it.OrderingKey, it.LeaseOwner, it.LastError = dedupe.String, ordering.String, owner.String, lastErrStr.String
+	it.NextAt, it.LeaseUntil = fromMicros(nextAt), fromMicros(leaseUntil.Int64)
+	it.CreatedAt, it.UpdatedAt = fromMicros(createdAt), fromMicros(updatedAt)
+	return it, claimedAt.Int64, nil
+}
+
+// Item returns one item; sql.ErrNoRows (wrapped) if there is none.
+func (s *Store) Item(ctx context.Context, id ItemID) (Item, error) {
+	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items WHERE id = ?"), int64(id)))
+	if err != nil {
+		return Item{}, fmt.Errorf("durable: item %d: %w", id, err)
+	}
+	return it, nil
+}
+
+// List returns items in id order, filtered by f.
+func (s *Store) List(ctx context.Context, f Filter) ([]Item, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := "SELECT " + itemColumns + " FROM switchboard_items WHERE id > ?"
+	args := []any{int64(f.AfterID)}
+	if f.State != "" {
+		q += " AND state = ?"
+		args = append(args, string(f.State))
+	}
+	if f.Name != "" {
+		q += " AND name = ?"
+		args = append(args, f.Name)
+	}
+	q += " ORDER BY id LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("durable: list: %w", err)
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		it, _, err := scanItem(rows)
+		if err != nil {
+			return nil, fmt.Errorf("durable: list: %w", err)
+		}
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: list: %w", err)
+	}
+	return out, nil
+}
+
+// Attempts lists the attempts of an item in order.
+func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(
+		"SELECT id, item_id, attempt, instance, started_at, ended_at, outcome, error FROM switchboard_attempts WHERE item_id = ? ORDER BY attempt"), int64(id))
+	if err != nil {
+		return nil, fmt.Errorf("durable: attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var (
+			a              Attempt
+			itemID         int64
+			started, ended int64
+			outcome        string
+			errStr         sql.NullString
+		)
+		if err := rows.Scan(&a.ID, &itemID, &a.Number, &a.Instance, &started, &ended, &outcome, &errStr); err != nil {
+			return nil, fmt.Errorf("durable: attempts: %w", err)
+		}
+		a.ItemID, a.StartedAt, a.EndedAt, a.Outcome, a.Error = ItemID(itemID), fromMicros(started), fromMicros(ended), Outcome(outcome), errStr.String
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: attempts: %w", err)
+	}
+	return out, nil
+}
+
+// Stats counts items by state and measures how long the oldest due item has waited at now.
+func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
+	st := Stats{Counts: map[State]int64{StatePending: 0, StateRunning: 0, StateSucceeded: 0, StateDead: 0}}
+	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM switchboard_items GROUP BY state")
+	if err != nil {
+		return st, fmt.Errorf("durable: stats: %w", err)
+	}
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("durable: stats: %w", err)
+		}
+		st.Counts[State(state)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("durable: stats: %w", err)
+	}
+	var oldest sql.NullInt64
+	err = s.db.QueryRowContext(ctx, s.e.stmts().oldestDue, micros(now), micros(now)).Scan(&oldest)
+	if err != nil {
+		return st, fmt.Errorf("durable: stats: %w", err)
+	}
+	if oldest.Valid {
+		st.OldestDue = max(0, now.Sub(fromMicros(oldest.Int64)))
+	}
+	return st, nil
+}
+
+// Claim leases up to limit due pending items to owner until now+lease and returns them in id
+// order. An item with an ordering key is claimed only when no earlier item with that key is
+// pending or running. Each claim adds one to the item's attempt count; the new count is the
+// attempt number of the claim's Fence. Items to be isolated are left out: ClaimIsolated takes
+// them one at a time.
+func (s *Store) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]Claimed, error) {
+	return s.claim(ctx, s.e.stmts().claim, owner, now, lease, limit, false)
+}
+
+// ClaimAlone is Claim for a claimer that runs its items alone (a scheduler with one worker): a
+// crash while one of them runs is its own.
+func (s *Store) ClaimAlone(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]Claimed, error) {
+	return s.claim(ctx, s.e.stmts().claim, owner, now, lease, limit, true)
+}
+
+// ClaimIsolated leases the oldest due item marked Isolate (its last lease ran out while it ran),
+// if there is one, to run alone: the claimer runs nothing else while it holds it, so that an
+// item whose handler kills its process is the only one charged for the crash.
+func (s *Store) ClaimIsolated(ctx context.Context, owner string, now time.Time, lease time.Duration) ([]Claimed, error) {
+	return s.claim(ctx, s.e.stmts().claimIsolated, owner, now, lease, 1, true)
+}
+
+// IsolatedDue reports whether an item to be run alone is due at now.
+func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, s.e.stmts().isolatedDue, micros(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("durable: isolated due: %w", err)
+	}
+	return true, nil
+}
+
+// Unpark makes the pending items waiting on the circuit breakers of keys due at now (unless
+// they are due sooner) and returns how many it freed. Call it when those breakers close.
+func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, error) {
+	total := 0
+	for _, k := range keys {
+		res, err := s.db.ExecContext(ctx, s.e.stmts().unpark, micros(now), k)
+		if err != nil {
+			return total, fmt.Errorf("durable: unpark: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("durable: unpark: %w", err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, lease time.Duration, limit int, alone bool) ([]Claimed, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	out, err := s.e.claim(ctx, s.db, stmt, claimArgs(owner, now, lease, limit, alone))
+	if err != nil {
+		return nil, fmt.Errorf("durable: claim: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// claimArgs are the arguments of the claim statements: owner, lease until, claimed at, updated
+// at, alone, now, limit.
+func claimArgs(owner string, now time.Time, lease time.Duration, limit int, alone bool) []any {
+	a := 0
+	if alone {
+		a = 1
+	}
+	return []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
+}
+
+// rowReader is what reading a result needs, from database/sql and from pgx alike.
+type rowReader interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+func scanClaims(rows *sql.Rows, err error) ([]Claimed, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return readClaims(rows)
+}
+
+// readClaims reads the rows a claim returned.
+func readClaims(rows rowReader) ([]Claimed, error) {
+	var out []Claimed
+	for rows.Next() {
+		it, claimedAt, err := scanItem(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt)})
+	}
+	return out, rows.Err()
+}
+
+// checkCompletions refuses a completion whose next state is not one a lease can end in.
+func checkCompletions(cs []Completion) error {
+	for _, c := range cs {
+		switch c.State {
+		case StatePending, StateSucceeded, StateDead:
+		default:
+			return fmt.Errorf("durable: complete: item %d: invalid next state %q", c.Fence.ItemID, c.State)
+		}
+	}
+	return nil
+}
+
+// leaseResults has one entry per completion: nil when accepted, a *LeaseLostError otherwise.
+func leaseResults(cs []Completion, accepted map[Fence]bool) []error {
+	out := make([]error, len(cs))
+	for i, c := range cs {
+		if !accepted[c.Fence] {
+			out[i] = &LeaseLostError{Fence: c.Fence}
+		}
+	}
+	return out
+}
+
+func completionUndo(c Completion) int {
+	if c.Outcome == "" {
+		return 1
+	}
+	return 0
+}
+
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Complete ends leases in one round trip (PostgreSQL) or one transaction (SQLite). The result
+// has one entry per completion: nil when accepted, a *LeaseLostError when the item is no longer
+// running under that fence (its lease expired and it was swept or claimed again). The error is
+// for the batch as a whole (the database failed; nothing was written).
+func (s *Store) Complete(ctx context.Context, cs []Completion) ([]error, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	if err := checkCompletions(cs); err != nil {
+		return nil, err
+	}
+	accepted := make(map[Fence]bool, len(cs))
+	if err := s.e.complete(ctx, s.db, cs, accepted); err != nil {
+		return nil, fmt.Errorf("durable: complete: %w", err)
+	}
+	return leaseResults(cs, accepted), nil
+}
+
+// CompleteAndClaim writes completions and claims up to limit items in one round trip and one
+// transaction: the outcomes of the items that finished are stored before, and together with,
+// the claim of the items that start next. The claim leaves out items to be isolated, and runs
+// its items alone when alone is set.
+func (s *Store) CompleteAndClaim(ctx context.Context, cs []Completion, owner string, now time.Time, lease time.Duration,
+	limit int, alone bool) ([]error, []Claimed, error) {
+	if err := checkCompletions(cs); err != nil {
+		return nil, nil, err
+	}
+	accepted := make(map[Fence]bool, len(cs))
+	claimed, err := s.e.completeAndClaim(ctx, s.db, cs, claimArgs(owner, now, lease, limit, alone), accepted)
+	if err != nil {
+		return nil, nil, fmt.Errorf("durable: complete and claim: %w", err)
+	}
+	slices.SortFunc(claimed, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
+	return leaseResults(cs, accepted), claimed, nil
+}
+
+// Extend moves the lease of owner's running items ids to until. Items no longer running under
+// owner are left alone.
+func (s *Store) Extend(ctx context.Context, owner string, ids []ItemID, until time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := s.e.extend(ctx, s.db, owner, ids, until); err != nil {
+		return fmt.Errorf("durable: extend: %w", err)
+	}
+	return nil
+}
+
+// Sweep returns running items whose lease expired before now to pending, due at now, and
+// records each lost attempt as an OutcomeAbandoned row. A swept item is marked Isolate, so its
+// next claim runs it alone; an attempt abandoned while it ran beside other items counts as
+// Unattributed. It returns how many it swept.
+func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
+	n, err := s.e.sweep(ctx, s.db, now)
+	if err != nil {
+		return 0, fmt.Errorf("durable: sweep: %w", err)
+	}
+	return n, nil
+}
+
+// LeaseExpired is the error recorded for an attempt whose lease ran out.
+const LeaseExpired = "lease expired before completion"

@@ -1,0 +1,249 @@
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
+)
+
+// Dialect names the database a queue keeps its items in.
+type Dialect int
+
+const (
+	// SQLite is an embedded database in one file (modernc.org/sqlite, pure Go, driver name
+	// "sqlite"): nothing to run beside the application. One process writes at a time.
+	SQLite Dialect = iota + 1
+	// Postgres is PostgreSQL (the pgx driver, driver name "pgx"): any number of instances
+	// share one database and divide the work.
+	Postgres
+)
+
+// String returns "sqlite" or "postgres".
+func (d Dialect) String() string {
+	switch d {
+	case SQLite:
+		return "sqlite"
+	case Postgres:
+		return "postgres"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+func (d Dialect) engine() (store.Engine, error) {
+	switch d {
+	case SQLite:
+		return store.SQLite, nil
+	case Postgres:
+		return store.Postgres, nil
+	}
+	return nil, fmt.Errorf("durable: unknown %v: use durable.SQLite or durable.Postgres", d)
+}
+
+// Config configures a Queue. Exactly one of SQLitePath, PostgresDSN and DB says where the items
+// are kept.
+type Config struct {
+	// SQLitePath is the SQLite database file, created (with its directory) on first use. The
+	// queue opens it with a single connection, WAL journal, a busy timeout and immediate write
+	// transactions, and Close closes it.
+	SQLitePath string
+	// PostgresDSN is a PostgreSQL connection string in any form pgx accepts; a search_path
+	// parameter selects the schema. The queue opens a pool, and Close closes it.
+	PostgresDSN string
+	// DB is a pool the caller opened and owns, of the database Dialect names: the queue never
+	// closes it. A SQLite pool should have one connection (db.SetMaxOpenConns(1)) and the
+	// "_txlock=immediate" parameter, as SQLitePath sets up; a PostgreSQL pool must use the pgx
+	// driver.
+	DB *sql.DB
+	// Dialect is the database of DB. Required with DB; with SQLitePath or PostgresDSN it may
+	// be left zero (it must match when set).
+	Dialect Dialect
+	// SkipMigrations makes Open apply no migration: it only checks that the database's schema
+	// is at least the version this package needs, and fails if not. Set it when the schema is
+	// managed by the team's own migration tool (see MigrationSQL) or by a deploy step that
+	// calls Migrate, and the application's database user may not change the schema. Default
+	// false: Open applies the migrations the database lacks, the simplest setup.
+	SkipMigrations bool
+
+	// Policy is the retry policy of durable items, in the retry behavior's vocabulary; a
+	// registration's WithPolicy is merged over it, field by field. Its timing fields say when
+	// a failed item is tried again and when it gives up: MaxAttempts counts durable attempts
+	// (scheduler dispatches; in-process attempts made before the item was deferred do not
+	// count, nor do attempts interrupted by a scheduler's shutdown). Its classification fields
+	// (RetryOnTimeout, RetryOnTransport, WaitForBreaker, RetryableStatusCodes, Classifier) are
+	// layered over each request's own in-process retry policy (the retry behavior of its
+	// pipeline, else retry.DefaultPolicy) to decide which failures are worth another try: the
+	// deferral defers them, the scheduler tries them again.
+	//
+	// Zero fields mean the durable defaults, which differ from the in-process ones because
+	// nobody is waiting: 10 attempts (with these delays they span about eight and a half
+	// minutes, enough to outlast a restart or failover of the downstream), Exponential from
+	// 1 s doubling up to 1 h (a long outage costs few attempts, and an item runs again soon
+	// after its downstream recovers), Jitter On (items that failed together do not return
+	// together), and timeouts, transport errors and open circuits retried (durable work exists
+	// for the dependency that is down or hung). Open refuses a policy that Validate rejects.
+	Policy retry.Policy
+	// Clock tells the time used for due times, leases and attempt timestamps; inject a fake
+	// one in tests to make items due or leases expire without waiting (a breaker registry in
+	// the same test takes the same clock). Polling, heartbeat and sweep intervals are measured
+	// with real timers whatever the Clock says. Default behaviors.SystemClock.
+	Clock behaviors.Clock
+	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
+	// several goroutines at once. Default math/rand/v2.
+	Rand func() float64
+	// Recheck is the longest an item the scheduler could not start waits before it is looked
+	// at again: one refused by an open circuit breaker (however long the breaker says it stays
+	// open: a breaker tripped by hand for a day, then reset in another instance, must not hold
+	// it for a day), or one whose request name this instance does not know (during a rolling
+	// deploy an instance on the newer version does). Items put off by a breaker are also freed
+	// at once when it closes. Default 1 minute.
+	Recheck time.Duration
+}
+
+// Open returns a Queue over the database cfg names, whose schema it migrates first (unless
+// SkipMigrations is set). Register the request types on it, then enqueue, defer (NewDeferral)
+// and schedule (Start). Shutdown and Close the queue when done.
+func Open(ctx context.Context, cfg Config) (*Queue, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("durable: Open: Policy: %w", err)
+	}
+	if cfg.Recheck < 0 {
+		return nil, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck)
+	}
+	db, d, owns, err := cfg.database()
+	if err != nil {
+		return nil, err
+	}
+	e, _ := d.engine()
+	fail := func(err error) (*Queue, error) {
+		if owns {
+			_ = db.Close()
+		}
+		return nil, err
+	}
+	if cfg.SkipMigrations {
+		if err := checkVersion(ctx, db, e); err != nil {
+			return fail(err)
+		}
+	} else if err := store.Migrate(ctx, db, e); err != nil {
+		return fail(err)
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = time.Minute
+	}
+	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(), policy: defaultPolicy.Merge(cfg.Policy), clock: cfg.Clock,
+		rand: cfg.Rand, recheck: cfg.Recheck}
+	if q.clock == nil {
+		q.clock = behaviors.SystemClock
+	}
+	if q.rand == nil {
+		q.rand = rand.Float64
+	}
+	return q, nil
+}
+
+// database returns the pool cfg names, its dialect and whether the queue owns it.
+func (cfg Config) database() (*sql.DB, Dialect, bool, error) {
+	var set []string
+	if cfg.SQLitePath != "" {
+		set = append(set, "SQLitePath")
+	}
+	if cfg.PostgresDSN != "" {
+		set = append(set, "PostgresDSN")
+	}
+	if cfg.DB != nil {
+		set = append(set, "DB")
+	}
+	if len(set) != 1 {
+		what := "none is set"
+		if len(set) > 1 {
+			what = strings.Join(set, " and ") + " are set"
+		}
+		return nil, 0, false, fmt.Errorf("durable: Open: set exactly one of Config.SQLitePath, Config.PostgresDSN and Config.DB (with Config.Dialect); %s", what)
+	}
+	var d Dialect
+	switch set[0] {
+	case "SQLitePath":
+		d = SQLite
+	case "PostgresDSN":
+		d = Postgres
+	default:
+		if cfg.Dialect == 0 {
+			return nil, 0, false, errors.New("durable: Open: Config.DB needs Config.Dialect (durable.SQLite or durable.Postgres)")
+		}
+		if _, err := cfg.Dialect.engine(); err != nil {
+			return nil, 0, false, err
+		}
+		return cfg.DB, cfg.Dialect, false, nil
+	}
+	if cfg.Dialect != 0 && cfg.Dialect != d {
+		return nil, 0, false, fmt.Errorf("durable: Open: Config.Dialect is %v but Config.%s is set", cfg.Dialect, set[0])
+	}
+	var (
+		db  *sql.DB
+		err error
+	)
+	if d == SQLite {
+		db, err = store.OpenSQLite(cfg.SQLitePath)
+	} else {
+		db, err = store.OpenPostgres(cfg.PostgresDSN)
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("durable: Open %v: %w", d, err)
+	}
+	return db, d, true, nil
+}
+
+// checkVersion fails unless db's schema is at least the version this package needs.
+func checkVersion(ctx context.Context, db *sql.DB, e store.Engine) error {
+	have, err := store.Version(ctx, db, e)
+	if err != nil {
+		return err
+	}
+	if need := store.SchemaVersion(); have < need {
+		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d: run durable.Migrate (or apply durable.MigrationSQL with your migration tool) first", have, need)
+	}
+	return nil
+}
+
+// Migrate applies to db, a database of dialect d, the schema migrations it lacks: each in its
+// own transaction, statement by statement, recorded in the switchboard_schema_migrations
+// table. Concurrent calls (several instances starting at once) apply each migration once. Open
+// calls it unless Config.SkipMigrations is set; call it from a deploy step that owns the
+// schema.
+func Migrate(ctx context.Context, db *sql.DB, d Dialect) error {
+	e, err := d.engine()
+	if err != nil {
+		return err
+	}
+	return store.Migrate(ctx, db, e)
+}
+
+// MigrationSQL returns every migration of dialect d, in order, as one script for a team's own
+// migration tool (or psql, sqlite3): first the version table, then each migration headed by a
+// comment with its version and name and followed by the insert of its row in the version
+// table, so that the database ends as Migrate leaves it and Open (with or without
+// SkipMigrations) accepts it. The script has no transaction statements; run it in one.
+func MigrationSQL(d Dialect) string {
+	e, err := d.engine()
+	if err != nil {
+		return "-- " + err.Error() + "\n"
+	}
+	ms, err := store.Migrations(e)
+	if err == nil {
+		var s string
+		if s, err = store.Script(e, ms); err == nil {
+			return s
+		}
+	}
+	// The migrations are embedded and checked by the tests: this cannot happen in a build
+	// that passed them.
+	panic(err)
+}

@@ -1,0 +1,113 @@
+package durable_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+func TestOpenNeedsExactlyOneDatabase(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for name, c := range map[string]struct {
+		cfg  durable.Config
+		want string
+	}{
+		"none":          {durable.Config{}, "set exactly one of Config.SQLitePath, Config.PostgresDSN and Config.DB (with Config.Dialect); none is set"},
+		"two":           {durable.Config{SQLitePath: path, PostgresDSN: "postgres://x"}, "SQLitePath and PostgresDSN are set"},
+		"DB no dialect": {durable.Config{DB: db}, "Config.DB needs Config.Dialect"},
+		"bad dialect":   {durable.Config{DB: db, Dialect: 7}, "unknown Dialect(7)"},
+		"mismatch":      {durable.Config{SQLitePath: path, Dialect: durable.Postgres}, "Config.Dialect is postgres but Config.SQLitePath is set"},
+	} {
+		q, err := durable.Open(ctx, c.cfg)
+		if q != nil || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Open = %v, %v; want an error containing %q", name, q, err, c.want)
+		}
+	}
+	if durable.SQLite.String() != "sqlite" || durable.Postgres.String() != "postgres" {
+		t.Errorf("dialect names %q %q", durable.SQLite, durable.Postgres)
+	}
+}
+
+// A pool of the caller's: SkipMigrations refuses an unmigrated schema, naming both versions and
+// Migrate; after Migrate (or the MigrationSQL script) it opens; Close leaves the pool open.
+func TestOpenWithCallersPool(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		var (
+			db *sql.DB
+			d  durable.Dialect
+		)
+		switch b.name {
+		case "sqlite":
+			if err := os.MkdirAll(filepath.Dir(b.db.SQLitePath), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			db, d = must[*sql.DB](t)(sql.Open("sqlite", b.db.SQLitePath+"?_txlock=immediate")), durable.SQLite
+			db.SetMaxOpenConns(1)
+		default:
+			db, d = must[*sql.DB](t)(sql.Open("pgx", b.db.PostgresDSN)), durable.Postgres
+		}
+		defer db.Close()
+		_, err := durable.Open(ctx, durable.Config{DB: db, Dialect: d, SkipMigrations: true})
+		for _, want := range []string{"schema is at version 0", "needs version 3", "durable.Migrate"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Open with SkipMigrations on an empty database: %v; want it to mention %q", err, want)
+			}
+		}
+		if b.name == "sqlite" {
+			if err := durable.Migrate(ctx, db, d); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// The script a team's migration tool would run, statement by statement as it
+			// would: here in one transaction.
+			tx := must[*sql.Tx](t)(db.BeginTx(ctx, nil))
+			if _, err := tx.Exec(durable.MigrationSQL(d)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err := durable.Open(ctx, durable.Config{DB: db, Dialect: d, SkipMigrations: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		registerTypes(q)
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Ping(); err != nil {
+			t.Fatalf("Close closed the caller's pool: %v", err)
+		}
+		// Open without SkipMigrations finds nothing to do and sees the item.
+		q = b.queue(t, durable.Config{})
+		if it := item(t, q, id); it.State != durable.StatePending {
+			t.Fatalf("item %+v", it)
+		}
+	})
+}
+
+func TestMigrationSQLHeadsEachMigration(t *testing.T) {
+	for _, d := range []durable.Dialect{durable.SQLite, durable.Postgres} {
+		s := durable.MigrationSQL(d)
+		for _, want := range []string{"CREATE TABLE IF NOT EXISTS switchboard_schema_migrations", "-- Migration 1: 0001_init.sql",
+			"-- Migration 3: 0003_isolation.sql", "INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (3, '0003_isolation.sql'"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%v: MigrationSQL lacks %q", d, want)
+			}
+		}
+	}
+}
