@@ -102,10 +102,10 @@ func WithPolicy(p retry.Policy) RegisterOption {
 //
 // Registration is setup: like http.ServeMux.Handle, Register panics on a programmer error,
 // with a message naming it: Q not a pointer type, an empty name, a name or type registered
-// already, a policy given by WithPolicy that Policy.Validate rejects, or a registration after
+// already, a policy given by WithPolicy that retry.Policy.Validate rejects, or a registration after
 // a mediator whose pipelines include q's deferral was built (Build decided which request
 // types the deferral applies to, so a type registered later would silently never be
-// deferred). The value it panics with is an error (matching ErrInvalidPolicy for an invalid
+// deferred). The value it panics with is an error (matching retry.ErrInvalidPolicy for an invalid
 // policy).
 func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
 	if q == nil {

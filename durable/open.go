@@ -111,11 +111,8 @@ type Config struct {
 // SkipMigrations is set). Register the request types on it, then enqueue, defer (NewDeferral)
 // and schedule (Start). Shutdown and Close the queue when done.
 func Open(ctx context.Context, cfg Config) (*Queue, error) {
-	if err := cfg.Policy.Validate(); err != nil {
-		return nil, fmt.Errorf("durable: Open: Policy: %w", err)
-	}
-	if cfg.Recheck < 0 {
-		return nil, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	db, d, owns, err := cfg.database()
 	if err != nil {
@@ -149,8 +146,47 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	return q, nil
 }
 
+// Validate reports every problem of cfg, joined, each naming its field: no database or more
+// than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck, an
+// invalid Policy (see retry.Policy.Validate). Open calls it.
+func (cfg Config) Validate() error {
+	var errs []error
+	if _, _, err := cfg.dialect(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("durable: Open: Policy: %w", err))
+	}
+	if cfg.Recheck < 0 {
+		errs = append(errs, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck))
+	}
+	return errors.Join(errs...)
+}
+
 // database returns the pool cfg names, its dialect and whether the queue owns it.
 func (cfg Config) database() (*sql.DB, Dialect, bool, error) {
+	d, owned, err := cfg.dialect()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if !owned {
+		return cfg.DB, d, false, nil
+	}
+	var db *sql.DB
+	if d == SQLite {
+		db, err = store.OpenSQLite(cfg.SQLitePath)
+	} else {
+		db, err = store.OpenPostgres(cfg.PostgresDSN)
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("durable: Open %v: %w", d, err)
+	}
+	return db, d, true, nil
+}
+
+// dialect checks that cfg names exactly one database and returns its dialect, and whether
+// the queue opens (and so owns) the pool.
+func (cfg Config) dialect() (Dialect, bool, error) {
 	var set []string
 	if cfg.SQLitePath != "" {
 		set = append(set, "SQLitePath")
@@ -166,7 +202,7 @@ func (cfg Config) database() (*sql.DB, Dialect, bool, error) {
 		if len(set) > 1 {
 			what = strings.Join(set, " and ") + " are set"
 		}
-		return nil, 0, false, fmt.Errorf("durable: Open: set exactly one of Config.SQLitePath, Config.PostgresDSN and Config.DB (with Config.Dialect); %s", what)
+		return 0, false, fmt.Errorf("durable: Open: set exactly one of Config.SQLitePath, Config.PostgresDSN and Config.DB (with Config.Dialect); %s", what)
 	}
 	var d Dialect
 	switch set[0] {
@@ -176,29 +212,17 @@ func (cfg Config) database() (*sql.DB, Dialect, bool, error) {
 		d = Postgres
 	default:
 		if cfg.Dialect == 0 {
-			return nil, 0, false, errors.New("durable: Open: Config.DB needs Config.Dialect (durable.SQLite or durable.Postgres)")
+			return 0, false, errors.New("durable: Open: Config.DB needs Config.Dialect (durable.SQLite or durable.Postgres)")
 		}
 		if _, err := cfg.Dialect.engine(); err != nil {
-			return nil, 0, false, err
+			return 0, false, err
 		}
-		return cfg.DB, cfg.Dialect, false, nil
+		return cfg.Dialect, false, nil
 	}
 	if cfg.Dialect != 0 && cfg.Dialect != d {
-		return nil, 0, false, fmt.Errorf("durable: Open: Config.Dialect is %v but Config.%s is set", cfg.Dialect, set[0])
+		return 0, false, fmt.Errorf("durable: Open: Config.Dialect is %v but Config.%s is set", cfg.Dialect, set[0])
 	}
-	var (
-		db  *sql.DB
-		err error
-	)
-	if d == SQLite {
-		db, err = store.OpenSQLite(cfg.SQLitePath)
-	} else {
-		db, err = store.OpenPostgres(cfg.PostgresDSN)
-	}
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("durable: Open %v: %w", d, err)
-	}
-	return db, d, true, nil
+	return d, true, nil
 }
 
 // checkVersion fails unless db's schema is at least the version this package needs.

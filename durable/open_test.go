@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 )
 
@@ -32,6 +34,16 @@ func TestOpenNeedsExactlyOneDatabase(t *testing.T) {
 		q, err := durable.Open(ctx, c.cfg)
 		if q != nil || err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Open = %v, %v; want an error containing %q", name, q, err, c.want)
+		}
+	}
+	// Validate reports every problem at once, each naming its field; Open reports the same.
+	bad := durable.Config{SQLitePath: path, PostgresDSN: "postgres://x", Recheck: -time.Second,
+		Policy: retry.Policy{MaxAttempts: -1}}
+	for _, err := range []error{bad.Validate(), func() error { _, err := durable.Open(ctx, bad); return err }()} {
+		for _, want := range []string{"SQLitePath and PostgresDSN are set", "Recheck -1s is negative", "MaxAttempts -1 is negative"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%v: want it to name %q", err, want)
+			}
 		}
 	}
 	if durable.SQLite.String() != "sqlite" || durable.Postgres.String() != "postgres" {

@@ -103,7 +103,7 @@ func (q *Queue) policyFor(name string) retry.Policy {
 // WithDedupeKey option wins over it.
 type Deduplicated interface{ DedupeKey() string }
 
-// Ordered is implemented by request types that carry their own ordering key. The OrderingKey
+// Ordered is implemented by request types that carry their own ordering key. The WithOrderingKey
 // option wins over it.
 type Ordered interface{ OrderingKey() string }
 

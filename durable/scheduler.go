@@ -78,6 +78,13 @@ const logRepeat = 30 * time.Second
 // alone costs nothing.
 const isolationCheck = time.Second
 
+// Validate reports every problem of c, joined, each naming its field: negative values, and
+// durations that would derive to zero or outlast the lease they serve. Start calls it.
+func (c SchedulerConfig) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	var errs []error
 	for _, d := range []struct {
@@ -147,7 +154,7 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return c, fmt.Errorf("durable: Start: SchedulerConfig: %w", errors.Join(errs...))
+		return c, fmt.Errorf("durable: invalid SchedulerConfig: %w", errors.Join(errs...))
 	}
 	return c, nil
 }

@@ -574,7 +574,7 @@ func TestBreakerResetFreesParkedItem(t *testing.T) {
 }
 
 // Scheduler durations are validated: none may be negative or derive to zero. Lease 1ns used to
-// pass NewScheduler and make Start panic in NewTicker.
+// pass and make Start panic in NewTicker.
 func TestSchedulerConfigIsValidated(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	m := mediatorFor(t, handlers{})
@@ -588,10 +588,31 @@ func TestSchedulerConfigIsValidated(t *testing.T) {
 		"heartbeat":        {durable.SchedulerConfig{Lease: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval (1s) must be shorter than Lease (1s)"},
 		"store timeout":    {durable.SchedulerConfig{Lease: time.Second, StoreTimeout: 2 * time.Second}, "StoreTimeout (2s) must be shorter than Lease (1s)"},
 	} {
-		s, err := durable.NewScheduler(e.q, m, c.cfg)
-		if s != nil || err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: NewScheduler = %v, %v; want an error containing %q", name, s, err, c.want)
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate = %v; want an error containing %q", name, err, c.want)
 		}
+		if err := e.q.Start(m, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Start = %v; want an error containing %q", name, err, c.want)
+		}
+	}
+	// Every problem is reported at once, and a refused Start leaves the queue startable.
+	err := durable.SchedulerConfig{Workers: -1, BatchSize: -2, PollInterval: -time.Second}.Validate()
+	for _, want := range []string{"Workers -1", "BatchSize -2", "PollInterval -1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v; want it to name %s", err, want)
+		}
+	}
+	if err := e.q.Start(m, durable.SchedulerConfig{}); err != nil {
+		t.Fatalf("Start after refused ones: %v", err)
+	}
+	if err := e.q.Start(m, durable.SchedulerConfig{}); !errors.Is(err, durable.ErrStarted) {
+		t.Errorf("second Start = %v, want ErrStarted", err)
+	}
+	if err := e.q.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.Start(m, durable.SchedulerConfig{}); !errors.Is(err, durable.ErrStopped) {
+		t.Errorf("Start after Shutdown = %v, want ErrStopped", err)
 	}
 }
 

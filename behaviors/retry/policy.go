@@ -83,7 +83,7 @@ type Policy struct {
 	// the retries at once, since attempts spent against an open circuit fail without trying
 	// and only delay the caller.
 	WaitForBreaker behaviors.Switch
-	// RetryableStatusCodes are the status codes (see StatusCoder) the default classifier
+	// RetryableStatusCodes are the status codes (see behaviors.StatusCoder) the default classifier
 	// retries. nil is unset; an empty non-nil slice retries no status code. Default 429, 502,
 	// 503, 504: the common gateway-retry set, the codes that say the request was most likely
 	// not processed.

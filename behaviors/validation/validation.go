@@ -12,7 +12,7 @@ import (
 
 // ErrInvalid reports a request that failed validation. It is never retried and never counted
 // by a breaker.
-var ErrInvalid = errors.New("validation: validation failed")
+var ErrInvalid = errors.New("validation: invalid request")
 
 // Error reports a request that failed validation. It matches ErrInvalid and unwraps to the
 // validator's error. Handlers may return one too, so that retry and the breaker treat their

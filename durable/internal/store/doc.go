@@ -1,5 +1,5 @@
 // Package store keeps durable items and their attempts in SQLite or PostgreSQL over
-// database/sql. It is the storage layer of package durable: durable's Queue and Scheduler are
+// database/sql. It is the storage layer of package durable: durable's Queue and its scheduler are
 // its only users.
 //
 // The shared code (this package's store.go) reads and writes through an engine, one per
