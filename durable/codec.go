@@ -118,7 +118,7 @@ func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
 
 func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) error {
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() == reflect.Pointer {
-		return fmt.Errorf("durable: Register %s: the request type must be a pointer to a struct or value type", t)
+		return fmt.Errorf("durable: Register %s: the request type must be a pointer type, as it is sent (*SendInvoice, not SendInvoice)", t)
 	}
 	if name == "" {
 		return fmt.Errorf("durable: Register %s: empty name", t)

@@ -14,7 +14,7 @@ import (
 // Deferral is a behavior that parks failing requests in the queue instead of failing them.
 // When the pipeline inside it ends in an error worth another try, or in a circuit-open
 // refusal, it persists the request and returns a *DeferredError carrying the item id. "Worth
-// another try" is the request's own retry policy — the Retry behavior of its pipeline, found
+// another try" is the request's own retry policy — the retry behavior of its pipeline, found
 // at Build, so a policy that widens RetryableStatusCodes widens what is deferred too — with the
 // classification of the queue's Config.Policy over it (timeouts, transport errors and open
 // circuits included by default).
@@ -42,7 +42,7 @@ type Deferral struct {
 type DeferralConfig struct {
 	// Classifier decides which errors are deferred, in place of the request's retry policy.
 	// Circuit-open refusals are deferred whatever it says. Default nil: the request's own retry
-	// policy (the Retry behavior of its pipeline) with the classification of the queue's
+	// policy (the retry behavior of its pipeline) with the classification of the queue's
 	// Config.Policy over it, so that what is retried in process and what is deferred are
 	// configured once.
 	Classifier behaviors.Classifier

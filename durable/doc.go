@@ -6,7 +6,7 @@
 //	q, err := durable.Open(ctx, durable.Config{SQLitePath: "var/queue.db"}) // created and migrated on first use
 //	durable.Register[*SendInvoice](q, "billing.send-invoice")               // before Build
 //	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))                 // optional: defer failed sends
-//	err = q.Start(m, durable.SchedulerConfig{})                              // in every instance, after m.Build()
+//	err = q.Start(m, durable.SchedulerConfig{})                             // in every instance, after m.Build()
 //	defer q.Shutdown(ctx)
 //
 // Open keeps the items in SQLite (Config.SQLitePath, a file: nothing to run beside the

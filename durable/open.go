@@ -125,6 +125,9 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		}
 		return nil, err
 	}
+	if err := connect(ctx, db, d); err != nil {
+		return fail(err)
+	}
 	if cfg.SkipMigrations {
 		if err := checkVersion(ctx, db, e); err != nil {
 			return fail(err)
@@ -223,6 +226,28 @@ func (cfg Config) dialect() (Dialect, bool, error) {
 		return 0, false, fmt.Errorf("durable: Open: Config.Dialect is %v but Config.%s is set", cfg.Dialect, set[0])
 	}
 	return d, true, nil
+}
+
+// connect checks that db answers, so that a wrong address or credentials are reported as
+// such, and on PostgreSQL that its search_path names a schema that exists, the usual mistake
+// when a DSN selects a schema nobody created.
+func connect(ctx context.Context, db *sql.DB, d Dialect) error {
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("durable: Open %v: connect: %w", d, err)
+	}
+	if d != Postgres {
+		return nil
+	}
+	var schema sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return fmt.Errorf("durable: Open %v: connect: %w", d, err)
+	}
+	if !schema.Valid {
+		var path string
+		_ = db.QueryRowContext(ctx, "SHOW search_path").Scan(&path)
+		return fmt.Errorf("durable: Open %v: the search_path (%s) names no existing schema: create the schema first, or fix the DSN's search_path", d, path)
+	}
+	return nil
 }
 
 // checkVersion fails unless db's schema is at least the version this package needs.

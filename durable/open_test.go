@@ -3,6 +3,9 @@ package durable_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +124,37 @@ func TestMigrationSQLHeadsEachMigration(t *testing.T) {
 				t.Errorf("%v: MigrationSQL lacks %q", d, want)
 			}
 		}
+	}
+}
+
+// Open reports what a user got wrong in a PostgreSQL DSN as such, before any migration: a
+// server that does not answer, and a search_path naming a schema nobody created (which used to
+// fail inside the first migration with "no schema has been selected to create in").
+func TestOpenNamesConnectionMistakes(t *testing.T) {
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skip(pgDSNEnv + " not set")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "no_such_schema_here")
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	if _, err := durable.Open(ctx, durable.Config{PostgresDSN: u.String()}); err == nil ||
+		!strings.Contains(err.Error(), "no_such_schema_here") || !strings.Contains(err.Error(), "names no existing schema") {
+		t.Errorf("missing schema: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now: the connection is refused
+	refused := fmt.Sprintf("postgres://nobody@127.0.0.1:%d/x?sslmode=disable&connect_timeout=5", port)
+	if _, err := durable.Open(ctx, durable.Config{PostgresDSN: refused}); err == nil || !strings.Contains(err.Error(), "durable: Open postgres: connect:") {
+		t.Errorf("refused: %v", err)
 	}
 }

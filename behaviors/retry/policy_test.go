@@ -93,8 +93,10 @@ func TestPolicyValidate(t *testing.T) {
 			t.Errorf("%+v accepted", p)
 		}
 	}
-	if err := (retry.Policy{MaxAttempts: 3, Multiplier: 1.5}).Validate(); err != nil {
-		t.Error(err)
+	for _, p := range []retry.Policy{{MaxAttempts: 3, Multiplier: 1.5}, {Multiplier: 1}, {Multiplier: 1e308}} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%+v: %v", p, err)
+		}
 	}
 }
 

@@ -338,7 +338,7 @@ func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 		calls := 0
 		m := build(t, func(context.Context, *Call) (*Reply, error) {
 			calls++
-			return nil, fmt.Errorf("call %d: %w", calls, errUpstream)
+			return nil, fmt.Errorf("call %d: %w", calls, &upstreamError{err: errUpstream})
 		},
 			retry.New(retry.Config{
 				Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second, Classifier: func(error) bool { return true }},
@@ -349,8 +349,9 @@ func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "u"})
 		var re *retry.ExhaustedError
 		var co *breaker.OpenError
+		var ue *upstreamError
 		if calls != 1 || !errors.As(err, &re) || re.Attempts != 2 || !errors.As(err, &co) ||
-			!errors.Is(err, retry.ErrExhausted) || !errors.Is(err, errUpstream) {
+			!errors.Is(err, retry.ErrExhausted) || !errors.Is(err, errUpstream) || !errors.As(err, &ue) {
 			t.Fatalf("%d calls, err %v", calls, err)
 		}
 		if want := `retry: failed after 2 attempts: breaker: circuit open for "u" (probe in 29s) (last handler error: call 1: upstream down)`; err.Error() != want {
@@ -358,6 +359,12 @@ func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 		}
 	})
 }
+
+// upstreamError is a handler's error type, found with errors.As behind a refusal.
+type upstreamError struct{ err error }
+
+func (e *upstreamError) Error() string { return e.err.Error() }
+func (e *upstreamError) Unwrap() error { return e.err }
 
 // fail records n counted failures for key.
 func fail(t *testing.T, r *breaker.Registry, key string, n int) {
