@@ -309,7 +309,9 @@ func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []
 	return letterOf(d), tl, nil
 }
 
-func notFound(id DeadLetterID) error { return fmt.Errorf("durable: dead letter %d: %w", id, ErrNotFound) }
+func notFound(id DeadLetterID) error {
+	return fmt.Errorf("durable: dead letter %d: %w", id, ErrNotFound)
+}
 
 func conflict(d store.DeadLetter, now time.Time) error {
 	if d.Status == store.DeadLetterFailed && d.ReplayUntil.After(now) {
