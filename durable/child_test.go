@@ -46,6 +46,9 @@ const (
 //	      (childWorkersEnv), Lease and the policy's MaxAttempts (childMaxAttemptsEnv) come
 //	      from the environment; BatchSize is the default.
 func runChild(mode string) int {
+	if mode == "replay" {
+		return runReplayChild() // deadletters_child_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	switch os.Getenv(childBackendEnv) {

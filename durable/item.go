@@ -116,6 +116,11 @@ type Stats struct {
 	Counts map[ItemState]int64
 	// OldestDue is how long the oldest due pending item has been due; zero when none is due.
 	OldestDue time.Duration
+	// DeadLetters is the number of dead letters per status; every DeadLetterStatus is present.
+	// Alert on DeadLetters[DeadLetterFailed], the letters waiting for an operator: it goes down
+	// when they are replayed or discarded, so the alert clears once they are dealt with, where
+	// Counts[StateDead] only ever grows.
+	DeadLetters map[DeadLetterStatus]int
 }
 
 // Filter selects the items Queue.List returns.

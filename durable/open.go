@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -105,6 +106,27 @@ type Config struct {
 	// deploy an instance on the newer version does). Items put off by a breaker are also freed
 	// at once when it closes. Default 1 minute.
 	Recheck time.Duration
+
+	// OnDead, when set, is called once for each new dead letter: an item that became dead
+	// (attempts exhausted, a non-retryable error, a payload that no longer decodes) and a
+	// failed item of RunBatch. It is called after the letter is stored, outside any
+	// transaction, from the goroutine that stored it (the scheduler's loop for dead items):
+	// keep it quick and hand slow work (paging someone) to a goroutine of your own. A panic in
+	// it is recovered and logged. It is a notification, not a guarantee: a process that dies
+	// between the commit and the call never makes it; Stats.DeadLetters is the durable signal
+	// to alert on. Default nil: the warning logged for each letter is the only notice.
+	OnDead func(ctx context.Context, d DeadLetter)
+	// Logger receives the queue's own messages: a warning for each new dead letter (item, name,
+	// last error), panics of OnDead. Default slog.Default(), where an application's logs go
+	// unless it says otherwise.
+	Logger *slog.Logger
+	// ReplayLease is how long a replay (Queue.Replay) holds its dead letter before another
+	// replay may take it: the replay extends it every third of it while the handler runs, so
+	// it runs out only when the replaying process died or lost its database; the letter is
+	// then free again at most ReplayLease later. Default 1 minute: short enough that an
+	// operator retrying after a crash waits little, long enough that a database hiccup does
+	// not let a second replay in beside a running one.
+	ReplayLease time.Duration
 }
 
 // Open returns a Queue over the database cfg names, whose schema it migrates first (unless
@@ -146,11 +168,13 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	if q.rand == nil {
 		q.rand = rand.Float64
 	}
+	q.deadLetterConfig(cfg)
 	return q, nil
 }
 
 // Validate reports every problem of cfg, joined, each naming its field: no database or more
-// than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck, an
+// than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck or
+// ReplayLease, an
 // invalid Policy (see retry.Policy.Validate). Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
@@ -162,6 +186,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.Recheck < 0 {
 		errs = append(errs, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck))
+	}
+	if cfg.ReplayLease < 0 {
+		errs = append(errs, fmt.Errorf("durable: Open: ReplayLease %v is negative", cfg.ReplayLease))
 	}
 	return errors.Join(errs...)
 }

@@ -29,6 +29,8 @@ type Queue struct {
 	clock   behaviors.Clock
 	rand    func() float64
 	recheck time.Duration
+
+	deadLetters // Config.OnDead, Logger and ReplayLease (deadletters.go)
 }
 
 // Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
@@ -236,13 +238,18 @@ func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 	return out, nil
 }
 
-// Stats counts the queue's items by state and measures the oldest due item's wait.
+// Stats counts the queue's items by state and its dead letters by status, and measures the
+// oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st, err := q.store.Stats(ctx, q.clock.Now())
 	out := Stats{Counts: make(map[ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
 	for k, v := range st.Counts {
 		out.Counts[ItemState(k)] = v
 	}
+	if err != nil {
+		return out, err
+	}
+	out.DeadLetters, err = q.deadLetterCounts(ctx)
 	return out, err
 }
 

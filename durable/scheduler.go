@@ -597,7 +597,8 @@ func (s *scheduler) write(batch []store.Completion, retried bool) error {
 	return nil
 }
 
-// settle logs the rejected completions of a written batch and forgets its leases.
+// settle logs the rejected completions of a written batch, announces its new dead letters and
+// forgets its leases.
 func (s *scheduler) settle(batch []store.Completion, results []error, retried bool) {
 	for i, r := range results {
 		if r == nil {
@@ -608,6 +609,7 @@ func (s *scheduler) settle(batch []store.Completion, results []error, retried bo
 		}
 		s.cfg.Logger.Warn("durable: completion rejected", "instance", s.cfg.InstanceID, "item", int64(batch[i].Fence.ItemID), "error", r)
 	}
+	s.notifyDead(batch, results)
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)

@@ -59,6 +59,7 @@ func work(ctx context.Context, q *Queue, sender mediator.Sender, cfg SchedulerCo
 		if results[0] != nil {
 			return n, results[0]
 		}
+		s.notifyDead([]store.Completion{comp}, results)
 		switch {
 		case comp.Outcome == store.OutcomeSucceeded:
 			n.Succeeded++

@@ -69,6 +69,9 @@ RETURNING `+itemColumns, isolate)
 // that records an attempt clears isolate: the item ran to an outcome of its own. Placeholders:
 // arrays of id, attempt, owner, next state, next_at, undo (1: the claim is undone), error,
 // started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none).
+// An item completed as dead gets its dead letter in the same statement (d), so the two exist
+// together or not at all; d reads the item's name, payload and dedupe key, which the update
+// does not change, from the statement's snapshot.
 const postgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
@@ -82,10 +85,17 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
     FROM v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
-    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err
+    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
 ), a AS (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
     SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
+), d AS (
+    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
+    SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
+           u.ended_at, u.ended_at
+    FROM u JOIN switchboard_items i ON i.id = u.id
+    WHERE u.next_state = 'dead'
+    ON CONFLICT DO NOTHING
 )
 SELECT id, owner, attempt FROM u`
 

@@ -171,6 +171,12 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, cs []Completi
 			continue
 		}
 		accepted[f] = true
+		if c.State == StateDead {
+			// The dead letter exists if and only if the completion does.
+			if _, err := tx.ExecContext(ctx, insertItemDeadLetterSQL, int64(f.ItemID)); err != nil {
+				return err
+			}
+		}
 		if c.Outcome != "" {
 			if _, err := ins.ExecContext(ctx, int64(f.ItemID), f.Attempt, f.Owner, micros(c.StartedAt), micros(c.EndedAt),
 				string(c.Outcome), nullString(c.Error)); err != nil {

@@ -1,0 +1,533 @@
+package durable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// DeadLetterID identifies a dead letter in its queue's database.
+type DeadLetterID int64
+
+// DeadLetterStatus is where a dead letter stands in an operator's work.
+type DeadLetterStatus string
+
+// The statuses of a dead letter. A letter starts failed; replayed and discarded are terminal.
+const (
+	// DeadLetterFailed: waiting for an operator (a replay that failed leaves it failed).
+	DeadLetterFailed DeadLetterStatus = "failed"
+	// DeadLetterReplayed: a replay succeeded. Terminal.
+	DeadLetterReplayed DeadLetterStatus = "replayed"
+	// DeadLetterDiscarded: an operator retired it without a replay, saying why. Terminal.
+	DeadLetterDiscarded DeadLetterStatus = "discarded"
+)
+
+// DeadLetter is a request that failed for good and waits for an operator: an item that became
+// dead, or a failed item of a batch run (RunBatch). Dead letters are kept in a table of their
+// own that is never deleted from: replay and discard change a letter's status, and what they
+// did is appended to its timeline (Queue.DeadLetter). The dead item's own row stays too.
+type DeadLetter struct {
+	// ID is the letter's own id.
+	ID DeadLetterID
+	// ItemID is the dead item, whose attempts open the letter's timeline; 0 for a letter
+	// captured by RunBatch, which has no item.
+	ItemID ItemID
+	// Source is where the failure came from: the registered request name for a dead item, the
+	// batch's source for a batch item. Listings filter on it.
+	Source string
+	// Name is the registered request name the payload decodes as, for replay.
+	Name string
+	// Key is the batch item's key, or the dead item's dedupe key; empty when it had none.
+	Key string
+	// Payload is the encoded request.
+	Payload []byte
+	// Error is the last error: the item's last error, the batch item's error, or the error of
+	// the last replay that failed.
+	Error string
+	// Status is where the letter stands.
+	Status DeadLetterStatus
+	// RetryCount counts the replays that ran (succeeded or failed); a replay the caller
+	// cancelled does not count.
+	RetryCount int
+	// CreatedAt is when the letter was captured.
+	CreatedAt time.Time
+	// UpdatedAt is when the letter last changed.
+	UpdatedAt time.Time
+}
+
+// TimelineKind says what a timeline entry records.
+type TimelineKind string
+
+// The kinds of timeline entries.
+const (
+	// TimelineAttempt is an attempt of the dead item by a scheduler (see Attempt).
+	TimelineAttempt TimelineKind = "attempt"
+	// TimelineReplay is a replay by an operator.
+	TimelineReplay TimelineKind = "replay"
+	// TimelineDiscard is the discard by an operator.
+	TimelineDiscard TimelineKind = "discard"
+)
+
+// TimelineEntry is one thing that happened to a dead letter's request: the dead item's
+// attempts, then the operators' replays and discard, in order.
+type TimelineEntry struct {
+	// Kind says what the entry records.
+	Kind TimelineKind
+	// Number is the attempt number of an attempt; 0 for the other kinds.
+	Number int
+	// StartedAt is when the attempt or replay started; for a discard, when it was made.
+	StartedAt time.Time
+	// EndedAt is when it ended.
+	EndedAt time.Time
+	// Instance is the scheduler instance that made an attempt; empty for the other kinds.
+	Instance string
+	// Actor is the operator who replayed or discarded; empty for attempts.
+	Actor string
+	// Outcome is an attempt's Outcome, a replay's Resolution (Replayed or StillFailed), or
+	// Discarded.
+	Outcome string
+	// Error is the attempt's or the replay's error; empty on success.
+	Error string
+	// Reason is why the letter was discarded; empty for the other kinds.
+	Reason string
+}
+
+// DeadLetterFilter selects the letters Queue.DeadLetters lists.
+type DeadLetterFilter struct {
+	// Status keeps only letters in that status. Zero means DeadLetterFailed: the letters that
+	// wait for an operator are what a listing is for.
+	Status DeadLetterStatus
+	// Source, when not empty, keeps only letters of that source.
+	Source string
+	// From, when not zero, keeps only letters created at or after it.
+	From time.Time
+	// To, when not zero, keeps only letters created before it.
+	To time.Time
+	// Limit caps the letters returned. Zero means 50, a page of a dashboard; at most 500, so
+	// that one listing's payloads stay a bounded response (page with Offset for more).
+	Limit int
+	// Offset skips that many matching letters, for paging.
+	Offset int
+}
+
+// Listing limits of DeadLetterFilter.
+const (
+	defaultDeadLetterLimit = 50
+	maxDeadLetterLimit     = 500
+)
+
+// maxBulk is the most ids ReplayMany and DiscardMany take in one call: a bulk replay runs its
+// handlers one after another while the caller waits, so a call stays short enough for an HTTP
+// request, and a mistaken selection does bounded harm.
+const maxBulk = 100
+
+// Resolution is what a replay or discard of one dead letter came to.
+type Resolution string
+
+// The resolutions of Replay and Discard.
+const (
+	// Replayed: the replay's handler succeeded; the letter is replayed.
+	Replayed Resolution = "replayed"
+	// StillFailed: the replay's handler failed; the letter stays failed, with the error, one
+	// more replay event and a retry count one higher.
+	StillFailed Resolution = "still_failed"
+	// Discarded: the letter is discarded.
+	Discarded Resolution = "discarded"
+	// NotFound: there is no letter with that id (ErrNotFound).
+	NotFound Resolution = "not_found"
+	// Conflict: the letter is not failed (already replayed or discarded), or another replay
+	// of it is running (ErrConflict). Nothing was done.
+	Conflict Resolution = "conflict"
+)
+
+// Sentinel errors of the dead-letter operations.
+var (
+	// ErrNotFound reports a dead letter id that does not exist.
+	ErrNotFound = errors.New("durable: dead letter not found")
+	// ErrConflict reports a dead letter that cannot be replayed or discarded now: it is not
+	// failed, or another replay of it is running.
+	ErrConflict = errors.New("durable: dead letter conflict")
+	// ErrTooMany reports a bulk call with more ids than it takes (100); nothing was done.
+	ErrTooMany = errors.New("durable: too many dead letter ids")
+)
+
+// BulkResult is the outcome of one id of ReplayMany or DiscardMany.
+type BulkResult struct {
+	// ID is the letter.
+	ID DeadLetterID
+	// Resolution is what became of it; empty when it could not be worked on (a database error,
+	// the caller's cancellation), which Error then says.
+	Resolution Resolution
+	// Error is the replay's handler error, or why nothing was done; empty on success.
+	Error string
+}
+
+// deadLetters is the queue's dead-letter configuration.
+type deadLetters struct {
+	onDead      func(ctx context.Context, d DeadLetter)
+	log         *slog.Logger
+	replayLease time.Duration
+}
+
+func (q *Queue) deadLetterConfig(cfg Config) {
+	q.onDead, q.log, q.replayLease = cfg.OnDead, cfg.Logger, cfg.ReplayLease
+	if q.log == nil {
+		q.log = slog.Default()
+	}
+	if q.replayLease == 0 {
+		q.replayLease = time.Minute
+	}
+}
+
+func letterOf(d store.DeadLetter) DeadLetter {
+	return DeadLetter{ID: DeadLetterID(d.ID), ItemID: ItemID(d.ItemID), Source: d.Source, Name: d.Name, Key: d.Key,
+		Payload: d.Payload, Error: d.Error, Status: DeadLetterStatus(d.Status), RetryCount: d.RetryCount,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+}
+
+// announce logs a new dead letter and calls Config.OnDead with it.
+func (q *Queue) announce(ctx context.Context, d DeadLetter) {
+	q.log.Warn("durable: dead letter", "dead_letter", int64(d.ID), "item", int64(d.ItemID), "source", d.Source,
+		"name", d.Name, "key", d.Key, "error", d.Error)
+	if q.onDead == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			q.log.Error("durable: OnDead panicked", "dead_letter", int64(d.ID), "item", int64(d.ItemID), "panic", fmt.Sprint(p))
+		}
+	}()
+	q.onDead(ctx, d)
+}
+
+// notifyDead announces the dead letters of the items a written batch completed as dead. It
+// runs after the completions committed, outside their transaction.
+func (s *scheduler) notifyDead(batch []store.Completion, results []error) {
+	var ids []store.ItemID
+	for i, c := range batch {
+		if results[i] == nil && c.State == store.StateDead {
+			ids = append(ids, c.Fence.ItemID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := s.storeCtx()
+	letters, err := s.q.store.DeadLettersOfItems(ctx, ids)
+	cancel()
+	if err != nil {
+		s.q.log.Error("durable: dead letters stored but not announced", "instance", s.cfg.InstanceID, "items", len(ids), "error", err)
+		return
+	}
+	for _, d := range letters {
+		s.q.announce(s.base, letterOf(d))
+	}
+}
+
+func (q *Queue) deadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int, error) {
+	counts, err := q.store.DeadLetterCounts(ctx)
+	out := make(map[DeadLetterStatus]int, len(counts))
+	for k, v := range counts {
+		out[DeadLetterStatus(k)] = v
+	}
+	return out, err
+}
+
+// DeadLetters lists the letters f selects, newest first, and says how many match in all (for
+// paging). It refuses a negative Limit or Offset, a Limit over 500 and an unknown Status.
+func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
+	if f.Status == "" {
+		f.Status = DeadLetterFailed
+	}
+	var errs []error
+	switch f.Status {
+	case DeadLetterFailed, DeadLetterReplayed, DeadLetterDiscarded:
+	default:
+		errs = append(errs, fmt.Errorf("Status %q is not failed, replayed or discarded", f.Status))
+	}
+	if f.Limit < 0 || f.Limit > maxDeadLetterLimit {
+		errs = append(errs, fmt.Errorf("Limit %d is not between 0 and %d", f.Limit, maxDeadLetterLimit))
+	}
+	if f.Offset < 0 {
+		errs = append(errs, fmt.Errorf("Offset %d is negative", f.Offset))
+	}
+	if len(errs) > 0 {
+		return nil, 0, fmt.Errorf("durable: DeadLetters: invalid filter: %w", errors.Join(errs...))
+	}
+	if f.Limit == 0 {
+		f.Limit = defaultDeadLetterLimit
+	}
+	ls, total, err := q.store.DeadLetters(ctx, store.DeadLetterFilter{Status: store.DeadLetterStatus(f.Status), Source: f.Source,
+		From: f.From, To: f.To, Limit: f.Limit, Offset: f.Offset})
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]DeadLetter, len(ls))
+	for i, d := range ls {
+		out[i] = letterOf(d)
+	}
+	return out, total, nil
+}
+
+// DeadLetter returns one letter and its timeline: the dead item's attempts (none for a letter
+// of a batch run), then the replays and the discard, in order. An unknown id gets an error
+// matching ErrNotFound.
+func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []TimelineEntry, error) {
+	d, found, err := q.store.DeadLetter(ctx, store.DeadLetterID(id))
+	if err != nil {
+		return DeadLetter{}, nil, err
+	}
+	if !found {
+		return DeadLetter{}, nil, notFound(id)
+	}
+	var tl []TimelineEntry
+	if d.ItemID != 0 {
+		as, err := q.store.Attempts(ctx, d.ItemID)
+		if err != nil {
+			return DeadLetter{}, nil, err
+		}
+		for _, a := range as {
+			tl = append(tl, TimelineEntry{Kind: TimelineAttempt, Number: a.Number, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
+				Instance: a.Instance, Outcome: string(a.Outcome), Error: a.Error})
+		}
+	}
+	evs, err := q.store.Events(ctx, store.DeadLetterID(id))
+	if err != nil {
+		return DeadLetter{}, nil, err
+	}
+	for _, e := range evs {
+		tl = append(tl, TimelineEntry{Kind: TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
+			Outcome: e.Outcome, Error: e.Error, Reason: e.Reason})
+	}
+	return letterOf(d), tl, nil
+}
+
+func notFound(id DeadLetterID) error {
+	return fmt.Errorf("durable: dead letter %d: %w", id, ErrNotFound)
+}
+
+func conflict(d store.DeadLetter, now time.Time) error {
+	if d.Status == store.DeadLetterFailed && d.ReplayUntil.After(now) {
+		return fmt.Errorf("durable: dead letter %d is being replayed (lease until %s): %w", d.ID, d.ReplayUntil.Format(time.RFC3339), ErrConflict)
+	}
+	return fmt.Errorf("durable: dead letter %d is %s, not failed: %w", d.ID, d.Status, ErrConflict)
+}
+
+// finishTimeout bounds the write of a replay's or discard's outcome, which is made past the
+// caller's cancellation: what the handler did is recorded.
+const finishTimeout = 10 * time.Second
+
+// Replay runs the request of failed letter id again, synchronously, through sender (the built
+// mediator) while the caller waits, marked mediator.Unattended, SingleAttempt and Stored for
+// that request, as the scheduler dispatches items: one attempt, no fallback answering for the
+// handler, no deferral storing it again. Handlers of replayable requests must be idempotent,
+// as for any durable request. actor names who replays, for the timeline; it is required.
+//
+// Success makes the letter replayed (Replayed, nil). A failure (an error or a panic) leaves it
+// failed with the new error, one more replay event and a retry count one higher, and returns
+// StillFailed with the handler's error. A letter that is not failed, or that another replay is
+// running, gets Conflict with an error matching ErrConflict; an unknown id NotFound with one
+// matching ErrNotFound. When ctx ends while the handler runs, nothing is recorded (the caller
+// gave up, the request did not fail): Replay returns ctx's error and the letter is free again.
+//
+// Concurrent replays of one letter (in this process or others) run its handler once: a replay
+// first takes a lease on the letter with one conditional update, and the others find it taken.
+// No transaction is held while the handler runs, so the handler may use the database itself
+// (on SQLite, one held open would deadlock it). The lease lasts Config.ReplayLease and is
+// extended every third of it while the handler runs; a replay whose process died leaves the
+// letter leased until the lease runs out, then any replay may take it.
+func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLetterID, actor string) (Resolution, error) {
+	if sender == nil {
+		return "", errors.New("durable: Replay: a sender (the mediator) is required")
+	}
+	if actor == "" {
+		return "", errors.New("durable: Replay: actor is required: the timeline records who replayed")
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	owner := replayToken()
+	now := q.clock.Now()
+	d, res, err := q.store.LeaseReplay(ctx, store.DeadLetterID(id), owner, now, now.Add(q.replayLease))
+	switch {
+	case err != nil:
+		return "", err
+	case res == store.Missing:
+		return NotFound, notFound(id)
+	case res == store.Busy:
+		return Conflict, conflict(d, now)
+	}
+	started := q.clock.Now()
+	herr := q.runReplay(ctx, sender, d, owner)
+	ended := q.clock.Now()
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if herr != nil && (ctx.Err() != nil || errors.Is(herr, ErrUnknownRequest)) {
+		// The caller gave up, or this instance does not know the request (another may): not a
+		// replay that ran. Free the letter and record nothing.
+		if err := q.store.ReleaseReplay(done, d.ID, owner); err != nil {
+			return "", errors.Join(herr, err)
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("durable: replay of dead letter %d cancelled: %w", id, ctx.Err())
+		}
+		return "", herr
+	}
+	ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, Outcome: store.OutcomeReplayed}
+	if herr != nil {
+		ev.Outcome, ev.Error = store.OutcomeStillFailed, herr.Error()
+	}
+	applied, err := q.store.FinishReplay(done, d.ID, owner, herr == nil, ev)
+	switch {
+	case err != nil:
+		return "", errors.Join(herr, err)
+	case !applied:
+		return Conflict, fmt.Errorf("durable: dead letter %d: the replay ran (error: %v) but its lease ran out first and another replay or discard took the letter; nothing was recorded: %w",
+			id, herr, ErrConflict)
+	case herr != nil:
+		return StillFailed, herr
+	}
+	return Replayed, nil
+}
+
+// runReplay decodes the letter's request and sends it, keeping the letter's lease while the
+// handler runs.
+func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.DeadLetter, owner string) error {
+	req, err := q.reg.decode(d.Name, d.Payload)
+	if err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		t := time.NewTicker(q.replayLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.replayLease/3)
+				_, err := q.store.ExtendReplay(ectx, d.ID, owner, q.clock.Now().Add(q.replayLease))
+				cancel()
+				if err != nil {
+					q.log.Warn("durable: replay lease not extended", "dead_letter", int64(d.ID), "error", err)
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-beat
+	}()
+	return send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
+}
+
+// send sends req, turning a panic into an error.
+func send(ctx context.Context, sender mediator.Sender, req any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = mediator.NewPanicError(p)
+		}
+	}()
+	_, err = sender.SendAny(ctx, req)
+	return err
+}
+
+func replayToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "replay-" + hex.EncodeToString(b[:])
+}
+
+// Discard retires failed letter id without a replay: the letter becomes discarded (terminal)
+// and the discard, with actor and reason, is appended to its timeline; the row stays. Both
+// actor and reason are required: an audit that cannot say who and why is no audit. A letter
+// that is not failed, or that a replay is running, gets Conflict with an error matching
+// ErrConflict; an unknown id NotFound with one matching ErrNotFound.
+func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason string) (Resolution, error) {
+	var errs []error
+	if actor == "" {
+		errs = append(errs, errors.New("actor is required: the timeline records who discarded"))
+	}
+	if reason == "" {
+		errs = append(errs, errors.New("reason is required: the timeline records why the letter was discarded"))
+	}
+	if len(errs) > 0 {
+		return "", fmt.Errorf("durable: Discard: %w", errors.Join(errs...))
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	now := q.clock.Now()
+	res, err := q.store.Discard(ctx, store.DeadLetterID(id), store.Event{Kind: store.EventDiscard, Actor: actor, StartedAt: now,
+		EndedAt: now, Outcome: store.OutcomeDiscarded, Reason: reason})
+	switch {
+	case err != nil:
+		return "", err
+	case res == store.Missing:
+		return NotFound, notFound(id)
+	case res == store.Busy:
+		d, found, err := q.store.DeadLetter(ctx, store.DeadLetterID(id))
+		if err != nil || !found {
+			return Conflict, fmt.Errorf("durable: dead letter %d: %w", id, ErrConflict)
+		}
+		return Conflict, conflict(d, now)
+	}
+	return Discarded, nil
+}
+
+// ReplayMany replays the letters ids one after another (see Replay) and returns one result per
+// id, in their order; one letter's failure never stops the others. More than 100 ids get an
+// error matching ErrTooMany before anything runs. When ctx ends, the letters not yet replayed
+// get a result with an empty Resolution and ctx's error, which ReplayMany returns too.
+func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []DeadLetterID, actor string) ([]BulkResult, error) {
+	if sender == nil {
+		return nil, errors.New("durable: ReplayMany: a sender (the mediator) is required")
+	}
+	if actor == "" {
+		return nil, errors.New("durable: ReplayMany: actor is required: the timeline records who replayed")
+	}
+	return bulk(ctx, "ReplayMany", ids, func(id DeadLetterID) (Resolution, error) { return q.Replay(ctx, sender, id, actor) })
+}
+
+// DiscardMany discards the letters ids (see Discard) and returns one result per id, in their
+// order; one letter's failure never stops the others. More than 100 ids get an error matching
+// ErrTooMany, and a missing actor or reason an error naming it, before anything is done.
+func (q *Queue) DiscardMany(ctx context.Context, ids []DeadLetterID, actor, reason string) ([]BulkResult, error) {
+	if actor == "" || reason == "" {
+		_, err := q.Discard(ctx, 0, actor, reason)
+		return nil, err
+	}
+	return bulk(ctx, "DiscardMany", ids, func(id DeadLetterID) (Resolution, error) { return q.Discard(ctx, id, actor, reason) })
+}
+
+func bulk(ctx context.Context, op string, ids []DeadLetterID, one func(DeadLetterID) (Resolution, error)) ([]BulkResult, error) {
+	if len(ids) > maxBulk {
+		return nil, fmt.Errorf("durable: %s: %d ids, at most %d at once: %w", op, len(ids), maxBulk, ErrTooMany)
+	}
+	out := make([]BulkResult, len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+		if err := ctx.Err(); err != nil {
+			for j := i; j < len(ids); j++ {
+				out[j] = BulkResult{ID: ids[j], Error: err.Error()}
+			}
+			return out, err
+		}
+		res, err := one(id)
+		out[i].Resolution = res
+		if err != nil {
+			out[i].Error = err.Error()
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,64 @@
+package durable_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+)
+
+// seedLetters stores n failed dead letters of Work requests and returns their ids.
+func seedLetters(b *testing.B, s *istore.Store, n int) []durable.DeadLetterID {
+	b.Helper()
+	ids := make([]durable.DeadLetterID, n)
+	for i := range ids {
+		id, err := s.InsertDeadLetter(context.Background(), istore.NewDeadLetter{Source: "bench", Name: "test.work",
+			Payload: []byte(`{"n":1}`), Error: "bad", Now: time.Now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = durable.DeadLetterID(id)
+	}
+	return ids
+}
+
+// BenchmarkReplay measures one replay of one letter to a no-op handler: the lease, the
+// dispatch through the mediator and the recorded outcome with its event.
+func BenchmarkReplay(b *testing.B) {
+	for _, bb := range benchBackends() {
+		b.Run(bb.name, func(b *testing.B) {
+			q := bb.open(b).queue(b, durable.Config{})
+			m := mediatorFor(b, handlers{})
+			ids := seedLetters(b, durable.StoreOf(q), b.N)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				if res, err := q.Replay(ctx, m, ids[i], "bench"); res != durable.Replayed || err != nil {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReplayMany measures a bulk replay of 100 letters to a no-op handler.
+func BenchmarkReplayMany(b *testing.B) {
+	for _, bb := range benchBackends() {
+		b.Run(bb.name, func(b *testing.B) {
+			q := bb.open(b).queue(b, durable.Config{})
+			m := mediatorFor(b, handlers{})
+			ctx := context.Background()
+			for range b.N {
+				b.StopTimer()
+				ids := seedLetters(b, durable.StoreOf(q), 100)
+				b.StartTimer()
+				results, err := q.ReplayMany(ctx, m, ids, "bench")
+				if err != nil || results[99].Resolution != durable.Replayed {
+					b.Fatal(results, err)
+				}
+			}
+		})
+	}
+}

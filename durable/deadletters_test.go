@@ -1,0 +1,595 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// dlEnv is an env whose Work handler is the test's fn.
+type dlEnv struct {
+	*env
+	m     *mediator.Mediator
+	runs  atomic.Int64
+	mu    sync.Mutex
+	fn    func(ctx context.Context, w *Work) error
+	dead  []durable.DeadLetter // OnDead calls
+	clock *fakeClock
+}
+
+func newDLEnv(t *testing.T, b backend, cfg durable.Config) *dlEnv {
+	t.Helper()
+	e := &dlEnv{clock: newFakeClock()}
+	cfg.Policy, cfg.Clock, cfg.Rand = fastPolicy, e.clock, func() float64 { return 0.5 }
+	if cfg.OnDead == nil {
+		cfg.OnDead = func(_ context.Context, d durable.DeadLetter) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.dead = append(e.dead, d)
+		}
+	}
+	q := b.queue(t, cfg)
+	e.env = &env{store: durable.StoreOf(q), q: q, clock: e.clock}
+	e.m = mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+		e.runs.Add(1)
+		e.mu.Lock()
+		fn := e.fn
+		e.mu.Unlock()
+		if fn == nil {
+			return nil
+		}
+		return fn(ctx, w)
+	}})
+	return e
+}
+
+func (e *dlEnv) handle(fn func(ctx context.Context, w *Work) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fn = fn
+}
+
+func (e *dlEnv) onDead() []durable.DeadLetter {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]durable.DeadLetter(nil), e.dead...)
+}
+
+// capture makes n dead letters of source through RunBatch, with a handler that fails every
+// item, and returns their ids; item i is Work{N: i} with key "k<i>".
+func (e *dlEnv) capture(t *testing.T, source string, n int) []durable.DeadLetterID {
+	t.Helper()
+	e.handle(func(_ context.Context, w *Work) error { return fmt.Errorf("bad record %d", w.N) })
+	items := make([]durable.BatchItem, n)
+	for i := range items {
+		items[i] = durable.BatchItem{Key: fmt.Sprintf("k%d", i), Request: &Work{N: i}}
+	}
+	res, err := e.q.RunBatch(context.Background(), e.m, source, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Invalid != n || len(res.DeadLetters) != n {
+		t.Fatalf("capture: %+v", res)
+	}
+	e.handle(nil)
+	return res.DeadLetters
+}
+
+func (e *dlEnv) letter(t *testing.T, id durable.DeadLetterID) (durable.DeadLetter, []durable.TimelineEntry) {
+	t.Helper()
+	d, tl, err := e.q.DeadLetter(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, tl
+}
+
+func timeline(tl []durable.TimelineEntry) string {
+	var parts []string
+	for _, x := range tl {
+		s := string(x.Kind) + ":" + x.Outcome
+		if x.Actor != "" {
+			s += "/" + x.Actor
+		}
+		if x.Error != "" {
+			s += "(" + x.Error + ")"
+		}
+		if x.Reason != "" {
+			s += "[" + x.Reason + "]"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
+}
+
+func rowCount(t *testing.T, e *dlEnv, table string) int {
+	t.Helper()
+	var n int
+	if err := e.store.DB().QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A dead item becomes a dead letter; a replay that fails leaves it failed with one more replay
+// event and a retry count one higher; one that succeeds makes it replayed; after that it is a
+// conflict.
+func TestReplayFailureThenSuccess(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		e.handle(func(context.Context, *Work) error { return errPermanent })
+		enq := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 7}, durable.WithDedupeKey("order-7")))
+		if r := durabletest.Work(ctx, t, e.q, e.m); r.Dead != 1 {
+			t.Fatalf("work: %v", r)
+		}
+		letters, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		if err != nil || total != 1 || len(letters) != 1 {
+			t.Fatalf("letters %+v total %d err %v", letters, total, err)
+		}
+		d := letters[0]
+		if d.ItemID != enq.ID || d.Source != "test.work" || d.Name != "test.work" || d.Key != "order-7" ||
+			d.Error != errPermanent.Error() || d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || string(d.Payload) != `{"n":7}` {
+			t.Fatalf("letter %+v", d)
+		}
+		if it := item(t, e.q, enq.ID); it.State != durable.StateDead {
+			t.Fatalf("item %+v", it)
+		}
+
+		stillBroken := errors.New("still broken")
+		e.handle(func(context.Context, *Work) error { return stillBroken })
+		res, err := e.q.Replay(ctx, e.m, d.ID, "alice")
+		if res != durable.StillFailed || !errors.Is(err, stillBroken) {
+			t.Fatalf("replay: %v, %v", res, err)
+		}
+		got, tl := e.letter(t, d.ID)
+		if got.Status != durable.DeadLetterFailed || got.RetryCount != 1 || got.Error != "still broken" {
+			t.Fatalf("after a failed replay: %+v", got)
+		}
+		if want := "attempt:failed(permanent failure) replay:still_failed/alice(still broken)"; timeline(tl) != want {
+			t.Fatalf("timeline %q, want %q", timeline(tl), want)
+		}
+
+		e.handle(nil)
+		e.clock.Advance(time.Second)
+		if res, err := e.q.Replay(ctx, e.m, d.ID, "bob"); res != durable.Replayed || err != nil {
+			t.Fatalf("replay: %v, %v", res, err)
+		}
+		got, tl = e.letter(t, d.ID)
+		if got.Status != durable.DeadLetterReplayed || got.RetryCount != 2 || !got.UpdatedAt.Equal(e.clock.Now()) {
+			t.Fatalf("after a replay: %+v", got)
+		}
+		if want := "attempt:failed(permanent failure) replay:still_failed/alice(still broken) replay:replayed/bob"; timeline(tl) != want {
+			t.Fatalf("timeline %q, want %q", timeline(tl), want)
+		}
+		if e.runs.Load() != 3 {
+			t.Fatalf("handler ran %d times, want 3", e.runs.Load())
+		}
+		if res, err := e.q.Replay(ctx, e.m, d.ID, "bob"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
+			t.Fatalf("replay of a replayed letter: %v, %v", res, err)
+		}
+		if res, err := e.q.Discard(ctx, d.ID, "bob", "done"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
+			t.Fatalf("discard of a replayed letter: %v, %v", res, err)
+		}
+		if res, err := e.q.Replay(ctx, e.m, d.ID+1000, "bob"); res != durable.NotFound || !errors.Is(err, durable.ErrNotFound) {
+			t.Fatalf("replay of an unknown letter: %v, %v", res, err)
+		}
+		if e.runs.Load() != 3 {
+			t.Fatalf("handler ran %d times, want 3", e.runs.Load())
+		}
+		if _, err := e.q.Replay(ctx, e.m, d.ID, ""); err == nil || !strings.Contains(err.Error(), "actor") {
+			t.Fatalf("replay without actor: %v", err)
+		}
+	})
+}
+
+// A replay whose caller gives up records nothing and frees the letter.
+func TestReplayCancelledIsNotAFailure(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newDLEnv(t, b, durable.Config{})
+		id := e.capture(t, "sync", 1)[0]
+		ctx, cancel := context.WithCancel(context.Background())
+		e.handle(func(ctx context.Context, _ *Work) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		res, err := e.q.Replay(ctx, e.m, id, "alice")
+		if res != "" || !errors.Is(err, context.Canceled) {
+			t.Fatalf("replay: %v, %v", res, err)
+		}
+		d, tl := e.letter(t, id)
+		if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
+			t.Fatalf("after a cancelled replay: %+v %q", d, timeline(tl))
+		}
+		e.handle(nil)
+		if res, err := e.q.Replay(context.Background(), e.m, id, "alice"); res != durable.Replayed || err != nil {
+			t.Fatalf("replay after a cancelled one: %v, %v", res, err)
+		}
+	})
+}
+
+// Discard is terminal, audited and deletes nothing.
+func TestDiscardAuditedRowKept(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		ids := e.capture(t, "sync", 3)
+		before := rowCount(t, e, "switchboard_dead_letters")
+		if before != 3 {
+			t.Fatalf("%d rows", before)
+		}
+		if _, err := e.q.Discard(ctx, ids[0], "", "bad data"); err == nil || !strings.Contains(err.Error(), "actor is required") {
+			t.Fatalf("discard without actor: %v", err)
+		}
+		if _, err := e.q.Discard(ctx, ids[0], "alice", ""); err == nil || !strings.Contains(err.Error(), "reason is required") {
+			t.Fatalf("discard without reason: %v", err)
+		}
+		e.clock.Advance(time.Minute)
+		if res, err := e.q.Discard(ctx, ids[0], "alice", "customer deleted"); res != durable.Discarded || err != nil {
+			t.Fatalf("discard: %v, %v", res, err)
+		}
+		if res, err := e.q.Discard(ctx, ids[0], "alice", "again"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
+			t.Fatalf("second discard: %v, %v", res, err)
+		}
+		if res, err := e.q.Replay(ctx, e.m, ids[0], "alice"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
+			t.Fatalf("replay of a discarded letter: %v, %v", res, err)
+		}
+		if res, err := e.q.Discard(ctx, ids[2]+100, "alice", "x"); res != durable.NotFound || !errors.Is(err, durable.ErrNotFound) {
+			t.Fatalf("discard of an unknown letter: %v, %v", res, err)
+		}
+		if after := rowCount(t, e, "switchboard_dead_letters"); after != before {
+			t.Fatalf("%d rows after the discard, %d before", after, before)
+		}
+		d, tl := e.letter(t, ids[0])
+		if d.Status != durable.DeadLetterDiscarded || d.Key != "k0" || d.Error != "bad record 0" {
+			t.Fatalf("discarded letter %+v", d)
+		}
+		if want := "discard:discarded/alice[customer deleted]"; timeline(tl) != want || !tl[0].EndedAt.Equal(e.clock.Now()) {
+			t.Fatalf("timeline %q (%+v), want %q", timeline(tl), tl, want)
+		}
+		failed, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "sync"})
+		if err != nil || total != 2 || len(failed) != 2 || failed[0].ID != ids[2] || failed[1].ID != ids[1] {
+			t.Fatalf("failed letters %+v total %d err %v", failed, total, err)
+		}
+		discarded, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Status: durable.DeadLetterDiscarded})
+		if err != nil || total != 1 || discarded[0].ID != ids[0] {
+			t.Fatalf("discarded letters %+v total %d err %v", discarded, total, err)
+		}
+		if _, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 501, Offset: -1, Status: "gone"}); err == nil ||
+			!strings.Contains(err.Error(), "Limit 501") || !strings.Contains(err.Error(), "Offset -1") || !strings.Contains(err.Error(), `Status "gone"`) {
+			t.Fatalf("invalid filter: %v", err)
+		}
+	})
+}
+
+// Listing pages, and filters by source and creation time.
+func TestDeadLettersListing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		start := e.clock.Now()
+		var ids []durable.DeadLetterID
+		for range 5 {
+			ids = append(ids, e.capture(t, "a", 1)...)
+			e.clock.Advance(time.Minute)
+		}
+		e.capture(t, "b", 2)
+		page, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "a", Limit: 2, Offset: 1})
+		if err != nil || total != 5 || len(page) != 2 || page[0].ID != ids[3] || page[1].ID != ids[2] {
+			t.Fatalf("page %+v total %d err %v", page, total, err)
+		}
+		window, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{From: start.Add(time.Minute), To: start.Add(3 * time.Minute)})
+		if err != nil || total != 2 || window[0].ID != ids[2] || window[1].ID != ids[1] {
+			t.Fatalf("window %+v total %d err %v", window, total, err)
+		}
+		all, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		if err != nil || total != 7 || len(all) != 7 {
+			t.Fatalf("all: %d of %d, %v", len(all), total, err)
+		}
+	})
+}
+
+// A bulk of 100 reports every outcome per id, in order, and one failure stops nothing.
+func TestBulkMixedOutcomes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		ids := e.capture(t, "bulk", 90)
+		for _, id := range ids[70:] {
+			if res, err := e.q.Discard(ctx, id, "alice", "obsolete"); res != durable.Discarded || err != nil {
+				t.Fatal(res, err)
+			}
+		}
+		e.handle(func(_ context.Context, w *Work) error {
+			if w.N >= 40 {
+				return fmt.Errorf("still bad %d", w.N)
+			}
+			return nil
+		})
+		replay := append([]durable.DeadLetterID(nil), ids[:70]...)
+		replay = append(replay, ids[70:]...)
+		for i := range 10 {
+			replay = append(replay, ids[89]+durable.DeadLetterID(1000+i))
+		}
+		e.runs.Store(0)
+		results, err := e.q.ReplayMany(ctx, e.m, replay, "ops")
+		if err != nil || len(results) != 100 {
+			t.Fatalf("%d results, %v", len(results), err)
+		}
+		for i, r := range results {
+			want := durable.Replayed
+			switch {
+			case i >= 90:
+				want = durable.NotFound
+			case i >= 70:
+				want = durable.Conflict
+			case i >= 40:
+				want = durable.StillFailed
+			}
+			if r.ID != replay[i] || r.Resolution != want || (want == durable.Replayed) != (r.Error == "") {
+				t.Fatalf("result %d: %+v, want %s", i, r, want)
+			}
+			if want == durable.StillFailed && r.Error != fmt.Sprintf("still bad %d", i) {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+		}
+		if e.runs.Load() != 70 {
+			t.Fatalf("handler ran %d times, want 70", e.runs.Load())
+		}
+		discard := append([]durable.DeadLetterID(nil), ids[40:70]...)
+		discard = append(discard, ids[:40]...)
+		for i := range 30 {
+			discard = append(discard, ids[89]+durable.DeadLetterID(2000+i))
+		}
+		results, err = e.q.DiscardMany(ctx, discard, "ops", "cleanup")
+		if err != nil || len(results) != 100 {
+			t.Fatalf("%d results, %v", len(results), err)
+		}
+		for i, r := range results {
+			want := durable.Discarded
+			switch {
+			case i >= 70:
+				want = durable.NotFound
+			case i >= 30:
+				want = durable.Conflict
+			}
+			if r.ID != discard[i] || r.Resolution != want {
+				t.Fatalf("result %d: %+v, want %s", i, r, want)
+			}
+		}
+		st := stats(t, e.q)
+		want := map[durable.DeadLetterStatus]int{durable.DeadLetterFailed: 0, durable.DeadLetterReplayed: 40, durable.DeadLetterDiscarded: 50}
+		if fmt.Sprint(st.DeadLetters) != fmt.Sprint(want) {
+			t.Fatalf("stats %v, want %v", st.DeadLetters, want)
+		}
+		if n := rowCount(t, e, "switchboard_dead_letters"); n != 90 {
+			t.Fatalf("%d letters", n)
+		}
+		if n := rowCount(t, e, "switchboard_dead_letter_events"); n != 20+70+30 {
+			t.Fatalf("%d events", n)
+		}
+	})
+}
+
+// More than 100 ids is refused before anything runs.
+func TestBulkTooMany(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		ids := e.capture(t, "bulk", 101)
+		e.runs.Store(0)
+		results, err := e.q.ReplayMany(ctx, e.m, ids, "ops")
+		if !errors.Is(err, durable.ErrTooMany) || results != nil || !strings.Contains(err.Error(), "101 ids") {
+			t.Fatalf("replay of 101: %v, %v", results, err)
+		}
+		results, err = e.q.DiscardMany(ctx, ids, "ops", "cleanup")
+		if !errors.Is(err, durable.ErrTooMany) || results != nil {
+			t.Fatalf("discard of 101: %v, %v", results, err)
+		}
+		if e.runs.Load() != 0 {
+			t.Fatalf("handler ran %d times", e.runs.Load())
+		}
+		if st := stats(t, e.q); st.DeadLetters[durable.DeadLetterFailed] != 101 {
+			t.Fatalf("stats %v", st.DeadLetters)
+		}
+		if n := rowCount(t, e, "switchboard_dead_letter_events"); n != 0 {
+			t.Fatalf("%d events", n)
+		}
+		if results, err := e.q.ReplayMany(ctx, e.m, ids[:100], "ops"); err != nil || len(results) != 100 {
+			t.Fatalf("replay of 100: %d results, %v", len(results), err)
+		}
+	})
+}
+
+// Two concurrent replays of one letter: the handler runs once, the other replay is a conflict.
+func TestConcurrentReplayRunsOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		id := e.capture(t, "sync", 1)[0]
+		release := make(chan struct{})
+		e.runs.Store(0)
+		e.handle(func(context.Context, *Work) error {
+			<-release
+			return nil
+		})
+		type outcome struct {
+			res durable.Resolution
+			err error
+		}
+		results := make(chan outcome, 2)
+		go0 := make(chan struct{})
+		for range 2 {
+			go func() {
+				<-go0
+				res, err := e.q.Replay(ctx, e.m, id, "ops")
+				results <- outcome{res, err}
+			}()
+		}
+		close(go0)
+		first := <-results // the winner waits in its handler until release
+		if first.res != durable.Conflict || !errors.Is(first.err, durable.ErrConflict) || !strings.Contains(first.err.Error(), "being replayed") {
+			t.Fatalf("first result: %v, %v", first.res, first.err)
+		}
+		close(release)
+		second := <-results
+		if second.res != durable.Replayed || second.err != nil {
+			t.Fatalf("second result: %v, %v", second.res, second.err)
+		}
+		if e.runs.Load() != 1 {
+			t.Fatalf("handler ran %d times", e.runs.Load())
+		}
+		d, tl := e.letter(t, id)
+		if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 {
+			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
+		}
+	})
+}
+
+// A replay lease whose holder died blocks the letter until it runs out, then frees it.
+func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{ReplayLease: 2 * time.Minute})
+		id := e.capture(t, "sync", 1)[0]
+		now := e.clock.Now()
+		// A replay that took the lease in a process that then died.
+		_, res, err := e.store.LeaseReplay(ctx, istore.DeadLetterID(id), "dead-process", now, now.Add(2*time.Minute))
+		if err != nil || res != istore.Done {
+			t.Fatal(res, err)
+		}
+		e.runs.Store(0)
+		if res, err := e.q.Replay(ctx, e.m, id, "ops"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
+			t.Fatalf("replay under a live lease: %v, %v", res, err)
+		}
+		if res, err := e.q.Discard(ctx, id, "ops", "x"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
+			t.Fatalf("discard under a live lease: %v, %v", res, err)
+		}
+		e.clock.Advance(2*time.Minute - time.Microsecond)
+		if res, _ := e.q.Replay(ctx, e.m, id, "ops"); res != durable.Conflict {
+			t.Fatalf("replay just before the lease runs out: %v", res)
+		}
+		e.clock.Advance(time.Microsecond)
+		if res, err := e.q.Replay(ctx, e.m, id, "ops"); res != durable.Replayed || err != nil {
+			t.Fatalf("replay after the lease ran out: %v, %v", res, err)
+		}
+		if e.runs.Load() != 1 {
+			t.Fatalf("handler ran %d times", e.runs.Load())
+		}
+		// The dead process's late outcome is refused.
+		ok, err := e.store.FinishReplay(ctx, istore.DeadLetterID(id), "dead-process", false, istore.Event{Kind: istore.EventReplay, Actor: "x",
+			Outcome: istore.OutcomeStillFailed, Error: "late", StartedAt: now, EndedAt: now})
+		if err != nil || ok {
+			t.Fatalf("late finish: %v, %v", ok, err)
+		}
+		if d, tl := e.letter(t, id); d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 {
+			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
+		}
+	})
+}
+
+// OnDead fires once per dead item, with its last error, whichever way it died; a panicking
+// OnDead is logged and changes nothing.
+func TestOnDeadOncePerDeadItem(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{Policy: fastPolicy})
+		e.handle(func(_ context.Context, w *Work) error {
+			switch w.N {
+			case 1:
+				return fmt.Errorf("permanent %d", w.N)
+			case 2:
+				return retryableErr{fmt.Sprintf("transient, attempt %d", e.runs.Load())}
+			}
+			return nil
+		})
+		permanent := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1}))
+		exhausted := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2}))
+		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}))
+		undecodable, _, err := e.store.Enqueue(ctx, istore.NewItem{Name: "test.work", Payload: []byte("{bad"), NextAt: e.clock.Now(), Now: e.clock.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range fastPolicy.MaxAttempts {
+			durabletest.Work(ctx, t, e.q, e.m)
+			e.clock.Advance(time.Hour)
+		}
+		got := e.onDead()
+		if len(got) != 3 {
+			t.Fatalf("OnDead calls %+v", got)
+		}
+		byItem := map[durable.ItemID]durable.DeadLetter{}
+		for _, d := range got {
+			if _, dup := byItem[d.ItemID]; dup {
+				t.Fatalf("OnDead twice for item %d", d.ItemID)
+			}
+			byItem[d.ItemID] = d
+			if it := item(t, e.q, d.ItemID); it.LastError != d.Error || it.State != durable.StateDead {
+				t.Fatalf("letter %+v, item %+v", d, it)
+			}
+		}
+		if byItem[permanent.ID].Error != "permanent 1" || !strings.HasPrefix(byItem[exhausted.ID].Error, "transient") ||
+			!strings.Contains(byItem[durable.ItemID(undecodable)].Error, "does not decode") {
+			t.Fatalf("letters %+v", byItem)
+		}
+		if _, tl := e.letter(t, byItem[exhausted.ID].ID); len(tl) != fastPolicy.MaxAttempts {
+			t.Fatalf("timeline %q", timeline(tl))
+		}
+		if st := stats(t, e.q); st.DeadLetters[durable.DeadLetterFailed] != 3 || st.Counts[durable.StateDead] != 3 {
+			t.Fatalf("stats %+v", st)
+		}
+
+		// Through a running scheduler, with an OnDead that panics.
+		logs := &logRecorder{}
+		var calls atomic.Int64
+		e2 := newDLEnv(t, b, durable.Config{Logger: slog.New(logs), OnDead: func(context.Context, durable.DeadLetter) {
+			calls.Add(1)
+			panic("boom")
+		}})
+		e2.handle(func(context.Context, *Work) error { return errPermanent })
+		id := must[durable.Enqueued](t)(e2.q.Enqueue(ctx, &Work{N: 9})).ID
+		start(t, e2.q, e2.m, durable.SchedulerConfig{})
+		waitState(t, e2.q, id, durable.StateDead)
+		eventually(t, 10*time.Second, "OnDead", func() bool { return logs.has("durable: OnDead panicked") })
+		if calls.Load() != 1 || !logs.has("durable: dead letter") {
+			t.Fatalf("OnDead calls %d", calls.Load())
+		}
+	})
+}
+
+// Stats.DeadLetters counts letters by status, so an alert on failed letters clears.
+func TestStatsDeadLetters(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		want := func(failed, replayed, discarded int) {
+			t.Helper()
+			st := stats(t, e.q)
+			w := map[durable.DeadLetterStatus]int{durable.DeadLetterFailed: failed, durable.DeadLetterReplayed: replayed, durable.DeadLetterDiscarded: discarded}
+			if fmt.Sprint(st.DeadLetters) != fmt.Sprint(w) {
+				t.Fatalf("stats %v, want %v", st.DeadLetters, w)
+			}
+		}
+		want(0, 0, 0)
+		ids := e.capture(t, "s", 3)
+		want(3, 0, 0)
+		must[durable.Resolution](t)(e.q.Replay(ctx, e.m, ids[0], "ops"))
+		want(2, 1, 0)
+		must[durable.Resolution](t)(e.q.Discard(ctx, ids[1], "ops", "dup"))
+		want(1, 1, 1)
+		must[durable.Resolution](t)(e.q.Replay(ctx, e.m, ids[2], "ops"))
+		want(0, 2, 1)
+	})
+}

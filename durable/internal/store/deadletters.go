@@ -1,0 +1,385 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DeadLetterStatus is the status of a dead letter (durable.DeadLetterStatus).
+type DeadLetterStatus string
+
+// The statuses of a dead letter.
+const (
+	DeadLetterFailed    DeadLetterStatus = "failed"
+	DeadLetterReplayed  DeadLetterStatus = "replayed"
+	DeadLetterDiscarded DeadLetterStatus = "discarded"
+)
+
+// DeadLetterID identifies a dead letter.
+type DeadLetterID int64
+
+// DeadLetter is one dead-letter row; its fields are documented on durable.DeadLetter.
+type DeadLetter struct {
+	ID          DeadLetterID
+	ItemID      ItemID
+	Source      string
+	Name        string
+	Key         string
+	Payload     []byte
+	Error       string
+	Status      DeadLetterStatus
+	RetryCount  int
+	ReplayOwner string
+	ReplayUntil time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Event kinds and outcomes of the dead-letter events table.
+const (
+	EventReplay  = "replay"
+	EventDiscard = "discard"
+
+	OutcomeReplayed    = "replayed"
+	OutcomeStillFailed = "still_failed"
+	OutcomeDiscarded   = "discarded"
+)
+
+// Event is one row of the dead-letter events table: a replay or a discard.
+type Event struct {
+	ID           int64
+	DeadLetterID DeadLetterID
+	Kind         string
+	Actor        string
+	StartedAt    time.Time
+	EndedAt      time.Time
+	Outcome      string
+	Error        string
+	Reason       string
+}
+
+// NewDeadLetter describes a dead letter captured outside the item lifecycle (a failed item of
+// a batch run).
+type NewDeadLetter struct {
+	Source  string
+	Name    string
+	Key     string
+	Payload []byte
+	Error   string
+	Now     time.Time
+}
+
+// DeadLetterFilter filters DeadLetters. Status is required; From and To bound the creation
+// time (From inclusive, To exclusive) when not zero.
+type DeadLetterFilter struct {
+	Status        DeadLetterStatus
+	Source        string
+	From, To      time.Time
+	Limit, Offset int
+}
+
+// LeaseResult says what LeaseReplay found.
+type LeaseResult int
+
+// The results of LeaseReplay.
+const (
+	// Done: the letter was failed and free; it is now leased to the caller (LeaseReplay), or
+	// discarded (Discard).
+	Done LeaseResult = iota
+	// Missing: there is no letter with that id.
+	Missing
+	// Busy: the letter is not failed, or another replay holds its lease.
+	Busy
+)
+
+// insertItemDeadLetterSQL captures the dead letter of an item that was just completed as
+// dead, from the item row as the completion left it, in the completion's transaction (SQLite).
+// The unique index on item_id makes a second capture of the same item a no-op.
+const insertItemDeadLetterSQL = `INSERT INTO switchboard_dead_letters
+	(item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
+	SELECT id, name, name, COALESCE(dedupe_key, ''), payload, COALESCE(last_error, ''), 'failed', 0, updated_at, updated_at
+	FROM switchboard_items WHERE id = ?
+	ON CONFLICT DO NOTHING`
+
+const deadLetterColumns = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at"
+
+func scanDeadLetter(r rowScanner) (DeadLetter, error) {
+	var (
+		d                        DeadLetter
+		id, createdAt, updatedAt int64
+		itemID, replayUntil      sql.NullInt64
+		status                   string
+		owner                    sql.NullString
+	)
+	if err := r.Scan(&id, &itemID, &d.Source, &d.Name, &d.Key, &d.Payload, &d.Error, &status, &d.RetryCount, &owner,
+		&replayUntil, &createdAt, &updatedAt); err != nil {
+		return DeadLetter{}, err
+	}
+	d.ID, d.ItemID, d.Status = DeadLetterID(id), ItemID(itemID.Int64), DeadLetterStatus(status)
+	d.ReplayOwner, d.ReplayUntil = owner.String, fromMicros(replayUntil.Int64)
+	d.CreatedAt, d.UpdatedAt = fromMicros(createdAt), fromMicros(updatedAt)
+	return d, nil
+}
+
+func scanDeadLetters(rows *sql.Rows, err error) ([]DeadLetter, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		d, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// InsertDeadLetter captures a dead letter that no item stands behind and returns its id.
+func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLetterID, error) {
+	if d.Payload == nil {
+		d.Payload = []byte{}
+	}
+	var id int64
+	err := s.db.QueryRowContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letters
+	(source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, 'failed', 0, ?, ?) RETURNING id`),
+		d.Source, d.Name, d.Key, d.Payload, d.Error, micros(d.Now), micros(d.Now)).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("durable: capture dead letter: %w", err)
+	}
+	return DeadLetterID(id), nil
+}
+
+// DeadLetters returns the letters f selects, newest first, and how many match in all.
+func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
+	where := " WHERE status = ?"
+	args := []any{string(f.Status)}
+	if f.Source != "" {
+		where += " AND source = ?"
+		args = append(args, f.Source)
+	}
+	if !f.From.IsZero() {
+		where += " AND created_at >= ?"
+		args = append(args, micros(f.From))
+	}
+	if !f.To.IsZero() {
+		where += " AND created_at < ?"
+		args = append(args, micros(f.To))
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where), args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
+	}
+	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), append(args, f.Limit, f.Offset)...))
+	if err != nil {
+		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
+	}
+	return out, total, nil
+}
+
+// DeadLetter returns one letter; found is false when there is none.
+func (s *Store) DeadLetter(ctx context.Context, id DeadLetterID) (d DeadLetter, found bool, err error) {
+	d, err = scanDeadLetter(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters WHERE id = ?"), int64(id)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return DeadLetter{}, false, nil
+	}
+	if err != nil {
+		return DeadLetter{}, false, fmt.Errorf("durable: dead letter %d: %w", id, err)
+	}
+	return d, true, nil
+}
+
+// DeadLettersOfItems returns the letters of the dead items ids, in id order.
+func (s *Store) DeadLettersOfItems(ctx context.Context, ids []ItemID) ([]DeadLetter, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = int64(id)
+	}
+	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters WHERE item_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") ORDER BY id"
+	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), args...))
+	if err != nil {
+		return nil, fmt.Errorf("durable: dead letters of items: %w", err)
+	}
+	return out, nil
+}
+
+// Events lists the events of a letter in order.
+func (s *Store) Events(ctx context.Context, id DeadLetterID) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason
+	FROM switchboard_dead_letter_events WHERE dead_letter_id = ? ORDER BY id`), int64(id))
+	if err != nil {
+		return nil, fmt.Errorf("durable: dead letter events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var (
+			e              Event
+			dl             int64
+			started, ended int64
+			errStr, reason sql.NullString
+		)
+		if err := rows.Scan(&e.ID, &dl, &e.Kind, &e.Actor, &started, &ended, &e.Outcome, &errStr, &reason); err != nil {
+			return nil, fmt.Errorf("durable: dead letter events: %w", err)
+		}
+		e.DeadLetterID, e.StartedAt, e.EndedAt, e.Error, e.Reason = DeadLetterID(dl), fromMicros(started), fromMicros(ended), errStr.String, reason.String
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: dead letter events: %w", err)
+	}
+	return out, nil
+}
+
+// DeadLetterCounts counts the letters by status; every status is present.
+func (s *Store) DeadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int, error) {
+	out := map[DeadLetterStatus]int{DeadLetterFailed: 0, DeadLetterReplayed: 0, DeadLetterDiscarded: 0}
+	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM switchboard_dead_letters GROUP BY status")
+	if err != nil {
+		return out, fmt.Errorf("durable: dead letter counts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			st string
+			n  int
+		)
+		if err := rows.Scan(&st, &n); err != nil {
+			return out, fmt.Errorf("durable: dead letter counts: %w", err)
+		}
+		out[DeadLetterStatus(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("durable: dead letter counts: %w", err)
+	}
+	return out, nil
+}
+
+// LeaseReplay leases the failed letter id to owner until until, if no other replay holds an
+// unexpired lease on it at now: one conditional update, no transaction held while the replay
+// runs. It returns the letter as leased (Done), or says why not (Missing, Busy).
+func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner string, now, until time.Time) (DeadLetter, LeaseResult, error) {
+	d, err := scanDeadLetter(s.db.QueryRowContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
+	SET replay_owner = ?, replay_until = ?
+	WHERE id = ? AND status = 'failed' AND (replay_until IS NULL OR replay_until <= ?)
+	RETURNING `+deadLetterColumns), owner, micros(until), int64(id), micros(now)))
+	if err == nil {
+		return d, Done, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return DeadLetter{}, 0, fmt.Errorf("durable: lease dead letter %d: %w", id, err)
+	}
+	d, found, err := s.DeadLetter(ctx, id)
+	switch {
+	case err != nil:
+		return DeadLetter{}, 0, err
+	case !found:
+		return DeadLetter{}, Missing, nil
+	}
+	return d, Busy, nil
+}
+
+// ExtendReplay moves owner's replay lease on id to until; it reports false when owner no
+// longer holds it.
+func (s *Store) ExtendReplay(ctx context.Context, id DeadLetterID, owner string, until time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters SET replay_until = ?
+	WHERE id = ? AND replay_owner = ? AND status = 'failed'`), micros(until), int64(id), owner)
+	if err != nil {
+		return false, fmt.Errorf("durable: extend replay lease of dead letter %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// ReleaseReplay gives up owner's replay lease on id without recording anything (the replay
+// did not run to an outcome: its caller gave up).
+func (s *Store) ReleaseReplay(ctx context.Context, id DeadLetterID, owner string) error {
+	_, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters SET replay_owner = NULL, replay_until = NULL
+	WHERE id = ? AND replay_owner = ?`), int64(id), owner)
+	if err != nil {
+		return fmt.Errorf("durable: release replay lease of dead letter %d: %w", id, err)
+	}
+	return nil
+}
+
+// FinishReplay records a replay that ran, in one transaction: the letter (still leased to
+// owner) becomes replayed (ok) or stays failed with ev.Error as its error, its retry count
+// goes up by one, the lease is cleared, and ev is appended. It reports false, recording
+// nothing, when owner no longer held the lease (it ran out and another replay took it).
+func (s *Store) FinishReplay(ctx context.Context, id DeadLetterID, owner string, ok bool, ev Event) (bool, error) {
+	status := DeadLetterFailed
+	if ok {
+		status = DeadLetterReplayed
+	}
+	var applied bool
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
+	SET status = ?, retry_count = retry_count + 1, error = COALESCE(NULLIF(?, ''), error),
+	    replay_owner = NULL, replay_until = NULL, updated_at = ?
+	WHERE id = ? AND replay_owner = ? AND status = 'failed'`), string(status), ev.Error, micros(ev.EndedAt), int64(id), owner)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		applied = true
+		return s.insertEvent(ctx, tx, id, ev)
+	})
+	if err != nil {
+		return false, fmt.Errorf("durable: record replay of dead letter %d: %w", id, err)
+	}
+	return applied, nil
+}
+
+// Discard makes the failed letter id discarded and appends ev, in one transaction, unless a
+// replay holds an unexpired lease on it at ev.EndedAt.
+func (s *Store) Discard(ctx context.Context, id DeadLetterID, ev Event) (LeaseResult, error) {
+	res := Busy
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
+	SET status = 'discarded', replay_owner = NULL, replay_until = NULL, updated_at = ?
+	WHERE id = ? AND status = 'failed' AND (replay_until IS NULL OR replay_until <= ?)`), micros(ev.EndedAt), int64(id), micros(ev.EndedAt))
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			res = Done
+			return s.insertEvent(ctx, tx, id, ev)
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, s.e.rebind("SELECT 1 FROM switchboard_dead_letters WHERE id = ?"), int64(id)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			res = Missing
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("durable: discard dead letter %d: %w", id, err)
+	}
+	return res, nil
+}
+
+func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, id DeadLetterID, ev Event) error {
+	_, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
+	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		int64(id), ev.Kind, ev.Actor, micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(ev.Error), nullString(ev.Reason))
+	return err
+}
