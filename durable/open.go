@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,6 +106,15 @@ type Config struct {
 	// deploy an instance on the newer version does). Items put off by a breaker are also freed
 	// at once when it closes. Default 1 minute.
 	Recheck time.Duration
+	// Propagators carry chosen values of the enqueuing caller's context (trace context,
+	// tenant, correlation id) to the dispatch of the item, as its metadata (Item.Metadata):
+	// each Injects at Enqueue, EnqueueTx and deferral, and each Extracts, in order, into the
+	// context of that item's dispatch (by a scheduler or durabletest.Work). Metadata is limited
+	// to MaxMetadataSize; a propagator that panics is skipped and logged, and the item is
+	// stored and dispatched without its values, never lost over them (at Enqueue, which has
+	// no logger of its own, to slog.Default()). Carry makes one for a mediator.Key. Default:
+	// none, and items carry no metadata.
+	Propagators []Propagator
 }
 
 // Open returns a Queue over the database cfg names, whose schema it migrates first (unless
@@ -139,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.Recheck = time.Minute
 	}
 	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(), policy: defaultPolicy.Merge(cfg.Policy), clock: cfg.Clock,
-		rand: cfg.Rand, recheck: cfg.Recheck}
+		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators)}
 	if q.clock == nil {
 		q.clock = behaviors.SystemClock
 	}
@@ -151,7 +161,8 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 
 // Validate reports every problem of cfg, joined, each naming its field: no database or more
 // than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck, an
-// invalid Policy (see retry.Policy.Validate). Open calls it.
+// invalid Policy (see retry.Policy.Validate), a nil propagator or two carried keys of one name.
+// Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
 	if _, _, err := cfg.dialect(); err != nil {
@@ -163,6 +174,7 @@ func (cfg Config) Validate() error {
 	if cfg.Recheck < 0 {
 		errs = append(errs, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck))
 	}
+	errs = append(errs, checkPropagators(cfg.Propagators)...)
 	return errors.Join(errs...)
 }
 

@@ -715,7 +715,9 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	if s.life.Err() != nil {
 		return s.release(*c) // shutting down: not started
 	}
-	ctx := mediator.WithMarks(s.life, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
+	ctx := s.q.withMetadata(s.life, c.Metadata, s.cfg.Logger, ItemID(c.ID), c.Name)
+	c.Metadata = nil
+	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
 	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
