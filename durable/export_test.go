@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"reflect"
+	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
@@ -30,6 +31,13 @@ func DurablePolicy(p retry.Policy) retry.Policy { return defaultPolicy.Merge(p) 
 // Scheduler is the scheduler Queue.Start runs, for the tests that run several on one queue or
 // drive one directly (Sweep, Wake, InstanceID).
 type Scheduler = scheduler
+
+// SetPruneInterval makes schedulers started from now on prune every d, until the test ends.
+func SetPruneInterval(t interface{ Cleanup(func()) }, d time.Duration) {
+	prev := pruneInterval
+	pruneInterval = d
+	t.Cleanup(func() { pruneInterval = prev })
+}
 
 // NewScheduler returns a scheduler that is not started, as Queue.Start makes one.
 func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Scheduler, error) {

@@ -83,6 +83,9 @@ type Item struct {
 	CreatedAt time.Time
 	// UpdatedAt is when the item last changed.
 	UpdatedAt time.Time
+	// Metadata holds the context values the queue's propagators (Config.Propagators) took from
+	// the caller that enqueued the item, by name; nil when they took none.
+	Metadata map[string]string
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -141,6 +144,7 @@ func itemOf(it store.Item) Item {
 		Interruptions: it.Interruptions, Unattributed: it.Unattributed, Isolate: it.Isolate, ParkedKey: it.ParkedKey,
 		DedupeKey: it.DedupeKey, OrderingKey: it.OrderingKey, NextAt: it.NextAt, LeaseOwner: it.LeaseOwner,
 		LeaseUntil: it.LeaseUntil, LastError: it.LastError, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		Metadata: decodeMetadata(it.Metadata),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -117,8 +118,8 @@ type Config struct {
 	// to alert on. Default nil: the warning logged for each letter is the only notice.
 	OnDead func(ctx context.Context, d DeadLetter)
 	// Logger receives the queue's own messages: a warning for each new dead letter (item, name,
-	// last error), panics of OnDead. Default slog.Default(), where an application's logs go
-	// unless it says otherwise.
+	// last error), panics of OnDead, propagators that failed at enqueue. Default
+	// slog.Default(), where an application's logs go unless it says otherwise.
 	Logger *slog.Logger
 	// ReplayLease is how long a replay (Queue.Replay) holds its dead letter before another
 	// replay may take it: the replay extends it every third of it while the handler runs, so
@@ -127,6 +128,15 @@ type Config struct {
 	// operator retrying after a crash waits little, long enough that a database hiccup does
 	// not let a second replay in beside a running one.
 	ReplayLease time.Duration
+	// Propagators carry chosen values of the enqueuing caller's context (trace context,
+	// tenant, correlation id) to the dispatch of the item, as its metadata (Item.Metadata):
+	// each Injects at Enqueue, EnqueueTx and deferral, and each Extracts, in order, into the
+	// context of that item's dispatch (by a scheduler or durabletest.Work). Metadata is limited
+	// to MaxMetadataSize; a propagator that panics is skipped and logged, and the item is
+	// stored and dispatched without its values, never lost over them (logged to Logger at
+	// Enqueue, to the scheduler's Logger at dispatch). Carry makes one for a mediator.Key. Default:
+	// none, and items carry no metadata.
+	Propagators []Propagator
 }
 
 // Open returns a Queue over the database cfg names, whose schema it migrates first (unless
@@ -161,7 +171,7 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.Recheck = time.Minute
 	}
 	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(), policy: defaultPolicy.Merge(cfg.Policy), clock: cfg.Clock,
-		rand: cfg.Rand, recheck: cfg.Recheck}
+		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators)}
 	if q.clock == nil {
 		q.clock = behaviors.SystemClock
 	}
@@ -174,8 +184,8 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 
 // Validate reports every problem of cfg, joined, each naming its field: no database or more
 // than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck or
-// ReplayLease, an
-// invalid Policy (see retry.Policy.Validate). Open calls it.
+// ReplayLease, an invalid Policy (see retry.Policy.Validate), a nil propagator or two carried
+// keys of one name. Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
 	if _, _, err := cfg.dialect(); err != nil {
@@ -190,6 +200,7 @@ func (cfg Config) Validate() error {
 	if cfg.ReplayLease < 0 {
 		errs = append(errs, fmt.Errorf("durable: Open: ReplayLease %v is negative", cfg.ReplayLease))
 	}
+	errs = append(errs, checkPropagators(cfg.Propagators)...)
 	return errors.Join(errs...)
 }
 

@@ -31,6 +31,8 @@ type Queue struct {
 	recheck time.Duration
 
 	deadLetters // Config.OnDead, Logger and ReplayLease (deadletters.go)
+	// propagators carry context values with each item (Config.Propagators).
+	propagators []Propagator
 }
 
 // Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
@@ -177,7 +179,11 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	case c.after > 0:
 		next = now.Add(c.after)
 	}
-	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey}
+	md, err := q.metadata(ctx, name)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey, Metadata: md}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
 	} else if d, ok := req.(Deduplicated); ok {

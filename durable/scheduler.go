@@ -20,7 +20,7 @@ import (
 )
 
 // SchedulerConfig configures the scheduler a queue runs (Queue.Start). The zero value of each field means its default; a
-// negative duration or count is an error.
+// negative duration or count is an error, except a negative Retention, which keeps items forever.
 type SchedulerConfig struct {
 	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
 	// Default: host name, process id and a random suffix.
@@ -67,6 +67,15 @@ type SchedulerConfig struct {
 	// database that keeps failing is logged once, then at most every 30 seconds, then once
 	// more when it recovers. Default slog.Default().
 	Logger *slog.Logger
+	// Retention is how long succeeded items, and their attempt rows, are kept after their
+	// success: the scheduler deletes older ones when it starts and then every minute, 500 items
+	// per transaction (so it never holds locks for long), one instance at a time (PostgreSQL: the
+	// instance that holds a transaction-level advisory lock; the others skip the pass). Items in
+	// any other state are never deleted: pending and running items are work to do, and dead
+	// items are the history of the dead letters. Default 24 h, as River's cleaner of completed
+	// jobs: long enough to look at yesterday's work, short enough that the table stays small. A
+	// negative value keeps succeeded items forever.
+	Retention time.Duration
 }
 
 // logRepeat is how often a database failure that persists is logged again.
@@ -134,6 +143,9 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Retention == 0 {
+		c.Retention = defaultRetention
 	}
 	if len(errs) == 0 {
 		for _, d := range []struct {
@@ -277,11 +289,17 @@ func (s *scheduler) Start() error {
 		defer close(keeper)
 		s.keeper()
 	}()
+	pruner := make(chan struct{})
+	go func() {
+		defer close(pruner)
+		s.pruner()
+	}()
 	go func() {
 		idle := s.run()
 		close(s.work) // workers exit once their current item is done
 		close(s.keeperEnd)
 		<-keeper
+		<-pruner
 		if idle {
 			workers.Wait()
 		}
@@ -717,7 +735,9 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	if s.life.Err() != nil {
 		return s.release(*c) // shutting down: not started
 	}
-	ctx := mediator.WithMarks(s.life, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
+	ctx := s.q.withMetadata(s.life, c.Metadata, s.cfg.Logger, ItemID(c.ID), c.Name)
+	c.Metadata = nil
+	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
 	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)

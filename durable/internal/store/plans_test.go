@@ -228,15 +228,17 @@ func statementCases(stmts map[string]string) []planCase {
 		"isolated_due": {now},
 		"unpark":       {now, "breaker:a"},
 		"oldest_due":   {now, now},
-		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated
-		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now},
+		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata
+		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil},
 		"dedupe":  {"plancheck-dedupe"},
+		// before, limit
+		"prune": {now, PruneBatch},
 	}
 	names := make([]string, 0, len(stmts))
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "oldest_due", "enqueue", "dedupe"}
+	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "oldest_due", "enqueue", "dedupe", "prune"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase
 	for _, name := range names {

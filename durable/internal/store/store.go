@@ -54,6 +54,8 @@ type Item struct {
 	LastError     string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Metadata is the item's metadata as stored, a JSON object of strings; nil when it has none.
+	Metadata []byte
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -92,6 +94,8 @@ type NewItem struct {
 	ParkedKey string
 	// Now is the insert time.
 	Now time.Time
+	// Metadata, when not empty, is the item's metadata: a JSON object of strings.
+	Metadata []byte
 }
 
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
@@ -250,7 +254,8 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 		var v int64
 		err = db.QueryRowContext(ctx, st.insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
-			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now)).Scan(&v)
+			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
+			nullString(string(it.Metadata))).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
@@ -270,7 +275,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 	return 0, false, errors.New("durable: enqueue: dedupe key kept changing hands")
 }
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -281,9 +286,10 @@ func scanItem(r rowScanner) (Item, int64, error) {
 		leaseUntil, claimedAt                       sql.NullInt64
 		state                                       string
 		dedupe, ordering, owner, lastErrStr, parked sql.NullString
+		metadata                                    sql.NullString
 	)
 	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &it.Unattributed, &isolate, &parked,
-		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt)
+		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt, &metadata)
 	if err != nil {
 		return Item{}, 0, err
 	}
@@ -293,6 +299,9 @@ func scanItem(r rowScanner) (Item, int64, error) {
 	it.DedupeKey, it.OrderingKey, it.LeaseOwner, it.LastError = dedupe.String, ordering.String, owner.String, lastErrStr.String
 	it.NextAt, it.LeaseUntil = fromMicros(nextAt), fromMicros(leaseUntil.Int64)
 	it.CreatedAt, it.UpdatedAt = fromMicros(createdAt), fromMicros(updatedAt)
+	if metadata.Valid {
+		it.Metadata = []byte(metadata.String)
+	}
 	return it, claimedAt.Int64, nil
 }
 

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PruneBatch is the most items one prune statement (one transaction) deletes: small enough that
+// no transaction holds its locks (or, on SQLite, the database's one writer) for long, large
+// enough that a pass over a busy day's work takes few round trips.
+const PruneBatch = 500
+
+// pruneLockSQL takes the transaction-level advisory lock of pruning this schema's tables, or
+// answers false at once when another transaction holds it. Advisory locks are database-wide, so
+// the key combines a constant ("SWBP") with the oid of this schema's items table: queues in
+// other schemas of the same database prune on their own.
+const pruneLockSQL = `SELECT pg_try_advisory_xact_lock((1398227536::bigint << 32) | 'switchboard_items'::regclass::oid::bigint)`
+
+// postgresPrune deletes up to $2 succeeded items last updated before $1, oldest first, with
+// their attempt rows. The ids are collected once (an InitPlan through the succeeded index) and
+// both deletes find their rows through an index from them; the foreign key of the attempt rows
+// is checked at the end of the statement, when both deletes are done. Placeholders: $1 before,
+// $2 limit.
+const postgresPrune = `WITH d AS MATERIALIZED (
+    SELECT ARRAY(
+        SELECT id FROM switchboard_items
+        WHERE state = 'succeeded' AND updated_at < $1
+        ORDER BY updated_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED) AS ids
+), a AS (
+    DELETE FROM switchboard_attempts WHERE item_id = ANY((SELECT ids FROM d)::bigint[])
+), i AS (
+    DELETE FROM switchboard_items WHERE id = ANY((SELECT ids FROM d)::bigint[]) AND state = 'succeeded'
+    RETURNING id
+)
+SELECT COUNT(*) FROM i`
+
+// sqlitePruneSelect lists the ids of one batch. Placeholders: before, limit.
+const sqlitePruneSelect = `SELECT id FROM switchboard_items INDEXED BY switchboard_items_succeeded
+	WHERE state = 'succeeded' AND updated_at < ? ORDER BY updated_at LIMIT ?`
+
+// Prune deletes the succeeded items last updated before before, with their attempt rows, at
+// most PruneBatch of them in one transaction, and returns how many it deleted. Items in any
+// other state are never deleted. On PostgreSQL the transaction first tries the advisory lock of
+// pruning; when another instance holds it, Prune deletes nothing and reports busy (that
+// instance is pruning: this one skips its pass). Call it again while it returns PruneBatch.
+func (s *Store) Prune(ctx context.Context, before time.Time) (n int, busy bool, err error) {
+	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if s.e == Postgres {
+			var locked bool
+			if err := tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil {
+				return err
+			}
+			if !locked {
+				busy = true
+				return nil
+			}
+			return tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch).Scan(&n)
+		}
+		rows, err := tx.QueryContext(ctx, sqlitePruneSelect, micros(before), PruneBatch)
+		if err != nil {
+			return err
+		}
+		var ids []any
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		in := "(?" + strings.Repeat(", ?", len(ids)-1) + ")"
+		if _, err := tx.ExecContext(ctx, "DELETE FROM switchboard_attempts WHERE item_id IN "+in, ids...); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM switchboard_items WHERE state = 'succeeded' AND id IN "+in, ids...)
+		if err != nil {
+			return err
+		}
+		deleted, err := res.RowsAffected()
+		n = int(deleted)
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("durable: prune: %w", err)
+	}
+	return n, busy, nil
+}

@@ -1,0 +1,219 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// traceInfo is a structured value carried as JSON.
+type traceInfo struct {
+	TraceID string `json:"trace_id"`
+	Sampled bool   `json:"sampled"`
+}
+
+var (
+	tenantKey      = mediator.NewKey[string]("tenant")
+	traceKey       = mediator.NewKey[traceInfo]("trace")
+	correlationKey = mediator.NewKey[string]("correlation")
+)
+
+// seen records the carried values a handler found in its context, by item number.
+type seen struct {
+	mu     sync.Mutex
+	tenant map[int]string
+	trace  map[int]traceInfo
+	corr   map[int]bool
+}
+
+func newSeen() *seen {
+	return &seen{tenant: map[int]string{}, trace: map[int]traceInfo{}, corr: map[int]bool{}}
+}
+
+func (s *seen) record(ctx context.Context, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := tenantKey.Get(ctx); ok {
+		s.tenant[n] = v
+	}
+	if v, ok := traceKey.Get(ctx); ok {
+		s.trace[n] = v
+	}
+	_, s.corr[n] = correlationKey.Get(ctx)
+}
+
+func metadataQueue(t *testing.T, b backend, extra ...durable.Propagator) (*durable.Queue, *fakeClock) {
+	clock := newFakeClock()
+	ps := append([]durable.Propagator{durable.Carry(tenantKey), durable.Carry(traceKey), durable.Carry(correlationKey)}, extra...)
+	return b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock, Rand: func() float64 { return 0.5 }, Propagators: ps}), clock
+}
+
+// Values set in the enqueuing caller's context reach the handler's context at dispatch, through
+// Enqueue, EnqueueTx and the deferral, by a scheduler and by durabletest.Work alike; a key the
+// caller did not set stays unset, and an item enqueued without any has no metadata.
+func TestMetadataReachesDispatch(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		q, clock := metadataQueue(t, b)
+		got := newSeen()
+		failOnce := map[int]bool{3: true}
+		var mu sync.Mutex
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if _, stored := durable.FromContext(ctx, w); !stored {
+				mu.Lock()
+				defer mu.Unlock()
+				if failOnce[w.N] {
+					delete(failOnce, w.N)
+					return retryableErr{"downstream down"}
+				}
+				return nil
+			}
+			got.record(ctx, w.N)
+			return nil
+		}}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(q, durable.DeferralConfig{})) })
+
+		ctx := tenantKey.With(context.Background(), "acme")
+		ctx = traceKey.With(ctx, traceInfo{TraceID: "4bf92f3577b34da6", Sampled: true})
+		ids := map[int]durable.ItemID{}
+		// 1: Enqueue.
+		ids[1] = must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		// 2: EnqueueTx.
+		tx, err := durable.StoreOf(q).DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := q.EnqueueTx(ctx, tx, &Work{N: 2})
+		if err != nil {
+			_ = tx.Rollback()
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		ids[2] = res.ID
+		// 3: the deferral, from inside the pipeline of a send that failed.
+		_, err = mediator.Send(tenantKey.With(ctx, "globex"), m, &Work{N: 3})
+		deferred, ok := errors.AsType[*durable.DeferredError](err)
+		if !ok {
+			t.Fatalf("send: %v, want a deferral", err)
+		}
+		ids[3] = deferred.ItemID
+		// 4: nothing carried.
+		ids[4] = must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 4})).ID
+
+		want := map[string]string{"tenant": `"acme"`, "trace": `{"trace_id":"4bf92f3577b34da6","sampled":true}`}
+		if md := item(t, q, ids[1]).Metadata; len(md) != 2 || md["tenant"] != want["tenant"] || md["trace"] != want["trace"] {
+			t.Fatalf("item 1 metadata %v, want %v", md, want)
+		}
+		if md := item(t, q, ids[4]).Metadata; md != nil {
+			t.Fatalf("item 4 metadata %v, want none", md)
+		}
+
+		clock.Advance(fastPolicy.MaxDelay) // the deferred item is due
+		// durabletest.Work runs the scheduler's per-item code: it restores the metadata too.
+		if r := durabletest.Work(context.Background(), t, q, m); r.Succeeded != 4 {
+			t.Fatalf("Work = %+v", r)
+		}
+		for n, tenant := range map[int]string{1: "acme", 2: "acme", 3: "globex"} {
+			if got.tenant[n] != tenant || got.trace[n] != (traceInfo{TraceID: "4bf92f3577b34da6", Sampled: true}) || got.corr[n] {
+				t.Errorf("item %d dispatched with tenant %q, trace %+v, correlation %v", n, got.tenant[n], got.trace[n], got.corr[n])
+			}
+		}
+		if _, ok := got.tenant[4]; ok || got.corr[4] {
+			t.Errorf("item 4 dispatched with values it was not enqueued with: %q", got.tenant[4])
+		}
+
+		// The same through a running scheduler.
+		id := must[durable.Enqueued](t)(q.Enqueue(correlationKey.With(context.Background(), "req-7"), &Work{N: 5})).ID
+		start(t, q, m, durable.SchedulerConfig{})
+		waitState(t, q, id, durable.StateSucceeded)
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		if !got.corr[5] || got.tenant[5] != "" {
+			t.Errorf("scheduler dispatch: correlation %v, tenant %q", got.corr[5], got.tenant[5])
+		}
+	})
+}
+
+// panicky is a propagator that panics in Inject or Extract.
+type panicky struct{ inject, extract bool }
+
+func (p panicky) Inject(ctx context.Context, carrier map[string]string) {
+	carrier["panicky"] = "partial"
+	if p.inject {
+		panic("inject exploded")
+	}
+}
+
+func (p panicky) Extract(ctx context.Context, carrier map[string]string) context.Context {
+	if p.extract {
+		panic("extract exploded")
+	}
+	return ctx
+}
+
+// A propagator that panics is logged and skipped: at Enqueue the item is stored with the other
+// propagators' values (and none of the panicking one's), at dispatch the item runs with the
+// values the others restore.
+func TestMetadataPanickingPropagator(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		rec := &logRecorder{}
+		prev := slog.Default()
+		slog.SetDefault(slog.New(rec))
+		t.Cleanup(func() { slog.SetDefault(prev) })
+
+		q, _ := metadataQueue(t, b, panicky{inject: true})
+		ctx := tenantKey.With(context.Background(), "acme")
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		if md := item(t, q, id).Metadata; len(md) != 1 || md["tenant"] != `"acme"` {
+			t.Fatalf("metadata %v, want the tenant alone", md)
+		}
+		if !rec.has("durable: a propagator failed at enqueue; the item is stored without its values") {
+			t.Fatal("the panic at enqueue was not logged")
+		}
+
+		q2, _ := metadataQueue(t, b, panicky{extract: true})
+		got := newSeen()
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			got.record(ctx, w.N)
+			return nil
+		}})
+		// q2 shares the database: it sees q's item too.
+		if r := durabletest.Work(context.Background(), t, q2, m, durable.SchedulerConfig{Logger: slog.New(rec)}); r.Succeeded != 1 {
+			t.Fatalf("Work = %+v", r)
+		}
+		if got.tenant[1] != "acme" {
+			t.Fatalf("dispatched with tenant %q", got.tenant[1])
+		}
+		if !rec.has("durable: a propagator failed at dispatch; dispatching without its values") {
+			t.Fatal("the panic at dispatch was not logged")
+		}
+	})
+}
+
+// Metadata beyond MaxMetadataSize is refused at Enqueue with ErrMetadataTooLarge, and nothing is
+// stored; Open refuses two carried keys of one name.
+func TestMetadataLimits(t *testing.T) {
+	b := sqliteBackend(t)
+	q, _ := metadataQueue(t, b)
+	big := tenantKey.With(context.Background(), strings.Repeat("x", durable.MaxMetadataSize))
+	if _, err := q.Enqueue(big, &Work{N: 1}); !errors.Is(err, durable.ErrMetadataTooLarge) || !strings.Contains(err.Error(), "test.work") {
+		t.Fatalf("Enqueue = %v, want ErrMetadataTooLarge naming the request", err)
+	}
+	if n := stats(t, q).Counts[durable.StatePending]; n != 0 {
+		t.Fatalf("%d items stored", n)
+	}
+
+	cfg := durable.Config{SQLitePath: b.db.SQLitePath, Propagators: []durable.Propagator{
+		durable.Carry(tenantKey), durable.Carry(mediator.NewKey[int]("tenant")), nil}}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `second key named "tenant"`) || !strings.Contains(err.Error(), "Propagators[2] is nil") {
+		t.Fatalf("Validate = %v", err)
+	}
+}
