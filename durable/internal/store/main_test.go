@@ -158,8 +158,8 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		if err := stores[0].DB().QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != SchemaVersion() {
-			t.Fatalf("%d migration rows, want %d", n, SchemaVersion())
+		if ms, _ := Migrations(b.engine); n != len(ms) { // versions need not be contiguous
+			t.Fatalf("%d migration rows, want %d", n, len(ms))
 		}
 	})
 }

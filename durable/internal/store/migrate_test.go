@@ -157,7 +157,7 @@ func TestScriptMatchesMigrate(t *testing.T) {
 			t.Fatalf("version %d after the script, want %d", v, SchemaVersion())
 		}
 		var rows int
-		if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations WHERE applied_at > 1600000000000000").Scan(&rows); err != nil || rows != SchemaVersion() {
+		if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations WHERE applied_at > 1600000000000000").Scan(&rows); err != nil || rows != len(must[[]Migration](t)(Migrations(b.engine))) {
 			t.Fatalf("%d version rows with a plausible time, %v", rows, err)
 		}
 		if err := Migrate(ctx, db, b.engine); err != nil {
