@@ -29,6 +29,8 @@ type Queue struct {
 	clock   behaviors.Clock
 	rand    func() float64
 	recheck time.Duration
+
+	schedules timetable // registered by Schedule
 }
 
 // Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
@@ -56,6 +58,9 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	}
 	s, err := newScheduler(q, sender, cfg)
 	if err != nil {
+		return err
+	}
+	if err := q.checkSchedules(sender); err != nil {
 		return err
 	}
 	if err := s.Start(); err != nil {
