@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/samber/do/v2 v2.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0

@@ -33,6 +33,7 @@ type Queue struct {
 	deadLetters // Config.OnDead, Logger and ReplayLease (deadletters.go)
 	// propagators carry context values with each item (Config.Propagators).
 	propagators []Propagator
+	schedules   timetable // registered by Schedule
 }
 
 // Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
@@ -60,6 +61,9 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	}
 	s, err := newScheduler(q, sender, cfg)
 	if err != nil {
+		return err
+	}
+	if err := q.checkSchedules(sender); err != nil {
 		return err
 	}
 	if err := s.Start(); err != nil {

@@ -220,6 +220,8 @@ type scheduler struct {
 	graceEnd   chan struct{} // closed when ShutdownGrace has passed
 
 	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
+
+	cron *cronLoop // runs the queue's schedules (schedule.go); nil without any
 }
 
 type schedState uint8
@@ -284,6 +286,7 @@ func (s *scheduler) Start() error {
 	for range s.cfg.Workers {
 		workers.Go(s.worker)
 	}
+	s.startCron()
 	keeper := make(chan struct{})
 	go func() {
 		defer close(keeper)
@@ -303,6 +306,7 @@ func (s *scheduler) Start() error {
 		if idle {
 			workers.Wait()
 		}
+		s.waitCron()
 		s.mu.Lock()
 		if s.graceTimer != nil {
 			s.graceTimer.Stop()
