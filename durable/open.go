@@ -288,14 +288,20 @@ func connect(ctx context.Context, db *sql.DB, d Dialect) error {
 	return nil
 }
 
-// checkVersion fails unless db's schema is at least the version this package needs.
+// checkVersion fails unless db has applied every embedded migration: its newest version is
+// not enough, since a migration may be added beside an older one.
 func checkVersion(ctx context.Context, db *sql.DB, e store.Engine) error {
 	have, err := store.Version(ctx, db, e)
 	if err != nil {
 		return err
 	}
-	if need := store.SchemaVersion(); have < need {
-		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d: run durable.Migrate (or apply durable.MigrationSQL with your migration tool) first", have, need)
+	missing, err := store.MissingMigrations(ctx, db, e)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d and the database lacks migrations %v: run durable.Migrate (or apply durable.MigrationSQL with your migration tool) first",
+			have, store.SchemaVersion(), missing)
 	}
 	return nil
 }

@@ -159,3 +159,25 @@ func TestOpenNamesConnectionMistakes(t *testing.T) {
 		t.Errorf("refused: %v", err)
 	}
 }
+
+// SkipMigrations checks every migration, not only the newest: a database that has the newest
+// version but lacks one added beside an older one (two branches each adding a migration) is
+// refused, naming what it lacks. It used to be accepted.
+func TestSkipMigrationsFindsAGap(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := durable.Migrate(ctx, db, durable.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "DELETE FROM switchboard_schema_migrations WHERE version = 4"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := durable.Open(ctx, durable.Config{DB: db, Dialect: durable.SQLite, SkipMigrations: true})
+	if q != nil || err == nil || !strings.Contains(err.Error(), "lacks migrations [4]") {
+		t.Fatalf("Open = %v, %v; want it to name the missing migration 4", q, err)
+	}
+}

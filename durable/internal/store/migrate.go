@@ -185,6 +185,45 @@ func Version(ctx context.Context, db *sql.DB, e Engine) (int, error) {
 	return int(v.Int64), nil
 }
 
+// MissingMigrations returns the versions of the embedded migrations of e that db has not applied, in
+// order: a database whose newest migration is current may still lack an older one that was
+// added beside it.
+func MissingMigrations(ctx context.Context, db *sql.DB, e Engine) ([]int, error) {
+	ms, err := Migrations(e)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int]bool{}
+	var exists int
+	if err := db.QueryRowContext(ctx, e.versionTableExists()).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("durable: schema version: %w", err)
+	}
+	if exists == 1 {
+		rows, err := db.QueryContext(ctx, "SELECT version FROM switchboard_schema_migrations")
+		if err != nil {
+			return nil, fmt.Errorf("durable: schema version: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				return nil, fmt.Errorf("durable: schema version: %w", err)
+			}
+			applied[v] = true
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("durable: schema version: %w", err)
+		}
+	}
+	var missing []int
+	for _, m := range ms {
+		if !applied[m.Version] {
+			missing = append(missing, m.Version)
+		}
+	}
+	return missing, nil
+}
+
 // Script returns the migrations ms of e as one script: the version table, then each
 // migration, headed by a comment with its version and name, followed by the insert of its
 // version row, as Apply leaves it.
