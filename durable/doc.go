@@ -43,6 +43,16 @@
 // captures each one that fails as a dead letter while the rest still run (see the
 // dead-letters example).
 //
+// An item that gives up becomes a dead letter (written with its last outcome, never deleted):
+// Queue.DeadLetters lists them, Queue.DeadLetter shows one with its timeline, Queue.Replay runs
+// one again through the mediator and Queue.Discard retires one with a reason, both audited,
+// one at a time or up to 100 at once (ReplayMany, DiscardMany). Queue.RunBatch sends a batch of
+// requests and captures each one that fails as a dead letter while the rest still run.
+// Config.OnDead and Stats.DeadLetters tell an operator about them. Succeeded items are pruned
+// after SchedulerConfig.Retention. Schedule sends a request on a cron expression, each due run
+// claimed by one instance. Config.Propagators carry chosen context values (trace context,
+// tenant) from the enqueuing caller to the item's dispatch. See docs/dead-letters.md.
+//
 // Delivery is at least once: a handler may run again for an item whose previous attempt's
 // outcome was lost (the instance died after the handler's side effect), so handlers of durable
 // requests must be idempotent. FromContext gives a handler the item id and attempt number.
