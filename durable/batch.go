@@ -56,7 +56,14 @@ type BatchResult struct {
 // When ctx ends, RunBatch stops before the next item and returns ctx's error with the counts so
 // far; an item whose send failed because ctx ended is not captured (the caller gave up, the item
 // did not fail). An error storing a letter stops the batch too, with the counts so far: going
-// on would lose the failures it exists to keep. Config.OnDead is called for each letter.
+// on would lose the failures it exists to keep. Config.OnDead is called for each letter. A
+// letter keeps the metadata the queue's propagators take from ctx, so its replay runs with it.
+//
+// A batch is not durable work: nothing is stored about it but its letters. If the process dies
+// during RunBatch, the letters already captured survive and the rest of the batch — the items
+// not reached, and whether the others succeeded — is the caller's to know: keep the batch's
+// progress (or make its items idempotent and run it again) when that matters. For work that
+// must survive a crash item by item, Enqueue the items instead.
 func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source string, items []BatchItem) (BatchResult, error) {
 	var res BatchResult
 	if sender == nil {
@@ -111,12 +118,17 @@ func (q *Queue) capture(ctx context.Context, source string, it BatchItem, failur
 		name, _ = q.reg.nameOf(it.Request)
 		msg += "; the payload was not kept: " + err.Error()
 	}
+	md, err := q.metadata(ctx, name)
+	if err != nil {
+		msg += "; its metadata was not kept: " + err.Error()
+	}
 	now := q.clock.Now()
-	id, err := q.store.InsertDeadLetter(ctx, store.NewDeadLetter{Source: source, Name: name, Key: it.Key, Payload: payload, Error: msg, Now: now})
+	id, err := q.store.InsertDeadLetter(ctx, store.NewDeadLetter{Source: source, Name: name, Key: it.Key, Payload: payload,
+		Error: msg, Now: now, Metadata: md})
 	if err != nil {
 		return 0, fmt.Errorf("durable: RunBatch: item %q failed (%v) and its dead letter was not stored: %w", it.Key, failure, err)
 	}
 	q.announce(ctx, DeadLetter{ID: DeadLetterID(id), Source: source, Name: name, Key: it.Key, Payload: payload, Error: msg,
-		Status: DeadLetterFailed, CreatedAt: now, UpdatedAt: now})
+		Status: DeadLetterFailed, CreatedAt: now, UpdatedAt: now, Metadata: decodeMetadata(md)})
 	return DeadLetterID(id), nil
 }

@@ -60,6 +60,10 @@ type DeadLetter struct {
 	CreatedAt time.Time
 	// UpdatedAt is when the letter last changed.
 	UpdatedAt time.Time
+	// Metadata is the request metadata the letter keeps (see Config.Propagators): its item's,
+	// or what the propagators took from RunBatch's context. A replay runs with it, so the
+	// request has the trace context and tenant it was sent with. Nil when there is none.
+	Metadata map[string]string
 }
 
 // TimelineKind says what a timeline entry records.
@@ -189,7 +193,7 @@ func (q *Queue) deadLetterConfig(cfg Config) {
 func letterOf(d store.DeadLetter) DeadLetter {
 	return DeadLetter{ID: DeadLetterID(d.ID), ItemID: ItemID(d.ItemID), Source: d.Source, Name: d.Name, Key: d.Key,
 		Payload: d.Payload, Error: d.Error, Status: DeadLetterStatus(d.Status), RetryCount: d.RetryCount,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, Metadata: decodeMetadata(d.Metadata)}
 }
 
 // announce logs a new dead letter and calls Config.OnDead with it.
@@ -317,6 +321,11 @@ func conflict(d store.DeadLetter, now time.Time) error {
 	if d.Status == store.DeadLetterFailed && d.ReplayUntil.After(now) {
 		return fmt.Errorf("durable: dead letter %d is being replayed (lease until %s): %w", d.ID, d.ReplayUntil.Format(time.RFC3339), ErrConflict)
 	}
+	if d.Status == store.DeadLetterFailed {
+		// The lease was released between the refused update and this read: another replay ran
+		// (and failed) at the same moment.
+		return fmt.Errorf("durable: dead letter %d was being replayed at the same moment: %w", d.ID, ErrConflict)
+	}
 	return fmt.Errorf("durable: dead letter %d is %s, not failed: %w", d.ID, d.Status, ErrConflict)
 }
 
@@ -355,7 +364,7 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLette
 	}
 	owner := replayToken()
 	now := q.clock.Now()
-	d, res, err := q.store.LeaseReplay(ctx, store.DeadLetterID(id), owner, now, now.Add(q.replayLease))
+	d, res, err := q.store.LeaseReplay(ctx, store.DeadLetterID(id), owner, actor, now, now.Add(q.replayLease))
 	switch {
 	case err != nil:
 		return "", err
@@ -428,6 +437,7 @@ func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.D
 		close(stop)
 		<-beat
 	}()
+	ctx = q.withMetadata(ctx, d.Metadata, q.log, ItemID(d.ItemID), d.Name)
 	return send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
 }
 

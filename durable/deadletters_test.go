@@ -458,7 +458,8 @@ func TestConcurrentReplayRunsOnce(t *testing.T) {
 	})
 }
 
-// A replay lease whose holder died blocks the letter until it runs out, then frees it.
+// A replay lease whose holder died blocks the letter until it runs out, then frees it, and the
+// replay that never finished is in the timeline as abandoned (it used to leave no trace).
 func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
@@ -466,7 +467,7 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 		id := e.capture(t, "sync", 1)[0]
 		now := e.clock.Now()
 		// A replay that took the lease in a process that then died.
-		_, res, err := e.store.LeaseReplay(ctx, istore.DeadLetterID(id), "dead-process", now, now.Add(2*time.Minute))
+		_, res, err := e.store.LeaseReplay(ctx, istore.DeadLetterID(id), "dead-process", "alice", now, now.Add(2*time.Minute))
 		if err != nil || res != istore.Done {
 			t.Fatal(res, err)
 		}
@@ -494,7 +495,12 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 		if err != nil || ok {
 			t.Fatalf("late finish: %v, %v", ok, err)
 		}
-		if d, tl := e.letter(t, id); d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 {
+		// The dead replay is in the timeline, abandoned, by its actor, before the one that ran.
+		d, tl := e.letter(t, id)
+		if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 2 ||
+			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
+			!tl[0].StartedAt.Equal(now) || !tl[0].EndedAt.Equal(now.Add(2*time.Minute)) ||
+			tl[1].Outcome != "replayed" || tl[1].Actor != "ops" {
 			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
 		}
 	})

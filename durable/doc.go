@@ -36,13 +36,6 @@
 // StateDead with their payload and last error kept. An item whose lease ran out while it ran
 // runs alone next time, so an item that crashes its process is the only one charged for it.
 //
-// A dead item becomes a DeadLetter, stored with the completion that made it dead, for an
-// operator to list (Queue.DeadLetters), inspect with its timeline (Queue.DeadLetter), replay
-// through the mediator (Queue.Replay) or discard with a reason (Queue.Discard), one by one or
-// up to 100 at once; letters are never deleted. Queue.RunBatch runs a batch of requests and
-// captures each one that fails as a dead letter while the rest still run (see the
-// dead-letters example).
-//
 // An item that gives up becomes a dead letter (written with its last outcome, never deleted):
 // Queue.DeadLetters lists them, Queue.DeadLetter shows one with its timeline, Queue.Replay runs
 // one again through the mediator and Queue.Discard retires one with a reason, both audited,

@@ -217,3 +217,58 @@ func TestMetadataLimits(t *testing.T) {
 		t.Fatalf("Validate = %v", err)
 	}
 }
+
+// A dead letter keeps its request's metadata, and a replay runs with it: for an item that died
+// under the scheduler and for a batch item captured by RunBatch. It used to be dropped, so a
+// replayed request ran without its tenant and trace context.
+func TestMetadataSurvivesIntoReplay(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		q, _ := metadataQueue(t, b)
+		got := newSeen()
+		fixed := false
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if !fixed {
+				return errors.New("not worth another try")
+			}
+			got.record(ctx, w.N)
+			return nil
+		}})
+		ctx := tenantKey.With(context.Background(), "acme")
+		ctx = traceKey.With(ctx, traceInfo{TraceID: "4bf92f3577b34da6", Sampled: true})
+
+		// 1: an item that dies at its first attempt (the error is not retried).
+		id := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
+		if r := durabletest.Work(context.Background(), t, q, m); r.Dead != 1 {
+			t.Fatalf("Work = %+v, want one dead item", r)
+		}
+		letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		if err != nil || len(letters) != 1 || letters[0].ItemID != id {
+			t.Fatalf("letters %+v, %v", letters, err)
+		}
+		itemLetter := letters[0]
+		// 2: a batch item captured with the batch caller's context.
+		res, err := q.RunBatch(ctx, m, "sync", []durable.BatchItem{{Key: "k2", Request: &Work{N: 2}}})
+		if err != nil || len(res.DeadLetters) != 1 {
+			t.Fatalf("RunBatch = %+v, %v", res, err)
+		}
+		for _, d := range []durable.DeadLetterID{itemLetter.ID, res.DeadLetters[0]} {
+			letter, _, err := q.DeadLetter(context.Background(), d)
+			if err != nil || letter.Metadata["tenant"] != `"acme"` {
+				t.Fatalf("letter %d metadata %v, %v", d, letter.Metadata, err)
+			}
+		}
+
+		fixed = true
+		// The operator's context carries nothing: the values come from the letters.
+		for _, d := range []durable.DeadLetterID{itemLetter.ID, res.DeadLetters[0]} {
+			if r, err := q.Replay(context.Background(), m, d, "ops"); r != durable.Replayed || err != nil {
+				t.Fatalf("Replay(%d) = %v, %v", d, r, err)
+			}
+		}
+		for n := 1; n <= 2; n++ {
+			if got.tenant[n] != "acme" || got.trace[n].TraceID != "4bf92f3577b34da6" || got.corr[n] {
+				t.Errorf("replay of %d saw tenant %q, trace %+v, correlation set %v", n, got.tenant[n], got.trace[n], got.corr[n])
+			}
+		}
+	})
+}

@@ -37,6 +37,9 @@ type DeadLetter struct {
 	ReplayUntil time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// Metadata is the request metadata of the letter's item or batch caller, a JSON object of
+	// strings; nil when there is none.
+	Metadata []byte
 }
 
 // Event kinds and outcomes of the dead-letter events table.
@@ -71,6 +74,8 @@ type NewDeadLetter struct {
 	Payload []byte
 	Error   string
 	Now     time.Time
+	// Metadata, when not empty, is the request metadata to keep: a JSON object of strings.
+	Metadata []byte
 }
 
 // DeadLetterFilter filters DeadLetters. Status is required; From and To bound the creation
@@ -100,12 +105,12 @@ const (
 // dead, from the item row as the completion left it, in the completion's transaction (SQLite).
 // The unique index on item_id makes a second capture of the same item a no-op.
 const insertItemDeadLetterSQL = `INSERT INTO switchboard_dead_letters
-	(item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
-	SELECT id, name, name, COALESCE(dedupe_key, ''), payload, COALESCE(last_error, ''), 'failed', 0, updated_at, updated_at
+	(item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
+	SELECT id, name, name, COALESCE(dedupe_key, ''), payload, COALESCE(last_error, ''), 'failed', 0, updated_at, updated_at, metadata
 	FROM switchboard_items WHERE id = ?
 	ON CONFLICT DO NOTHING`
 
-const deadLetterColumns = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at"
+const deadLetterColumns = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at, metadata"
 
 func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 	var (
@@ -113,11 +118,14 @@ func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 		id, createdAt, updatedAt int64
 		itemID, replayUntil      sql.NullInt64
 		status                   string
-		owner                    sql.NullString
+		owner, metadata          sql.NullString
 	)
 	if err := r.Scan(&id, &itemID, &d.Source, &d.Name, &d.Key, &d.Payload, &d.Error, &status, &d.RetryCount, &owner,
-		&replayUntil, &createdAt, &updatedAt); err != nil {
+		&replayUntil, &createdAt, &updatedAt, &metadata); err != nil {
 		return DeadLetter{}, err
+	}
+	if metadata.Valid {
+		d.Metadata = []byte(metadata.String)
 	}
 	d.ID, d.ItemID, d.Status = DeadLetterID(id), ItemID(itemID.Int64), DeadLetterStatus(status)
 	d.ReplayOwner, d.ReplayUntil = owner.String, fromMicros(replayUntil.Int64)
@@ -148,9 +156,9 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLett
 	}
 	var id int64
 	err := s.db.QueryRowContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letters
-	(source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, 'failed', 0, ?, ?) RETURNING id`),
-		d.Source, d.Name, d.Key, d.Payload, d.Error, micros(d.Now), micros(d.Now)).Scan(&id)
+	(source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
+	VALUES (?, ?, ?, ?, ?, 'failed', 0, ?, ?, ?) RETURNING id`),
+		d.Source, d.Name, d.Key, d.Payload, d.Error, micros(d.Now), micros(d.Now), nullString(string(d.Metadata))).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("durable: capture dead letter: %w", err)
 	}
@@ -266,14 +274,30 @@ func (s *Store) DeadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int,
 	return out, nil
 }
 
-// LeaseReplay leases the failed letter id to owner until until, if no other replay holds an
-// unexpired lease on it at now: one conditional update, no transaction held while the replay
-// runs. It returns the letter as leased (Done), or says why not (Missing, Busy).
-func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner string, now, until time.Time) (DeadLetter, LeaseResult, error) {
-	d, err := scanDeadLetter(s.db.QueryRowContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
-	SET replay_owner = ?, replay_until = ?
+// LeaseReplay leases the failed letter id to owner (a replay by actor) until until, if no other
+// replay holds an unexpired lease on it at now: a conditional update, no transaction held while
+// the replay runs. A lease that ran out while its replay was still its owner (the replaying
+// process died or lost the database) is recorded first, in the same transaction, as an
+// abandoned replay event, so the timeline shows every replay that started. It returns the
+// letter as leased (Done), or says why not (Missing, Busy).
+func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner, actor string, now, until time.Time) (DeadLetter, LeaseResult, error) {
+	var d DeadLetter
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
+	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason)
+	SELECT id, 'replay', COALESCE(replay_actor, ''), COALESCE(replay_started, replay_until), replay_until, ?, ?, NULL
+	FROM switchboard_dead_letters
+	WHERE id = ? AND status = 'failed' AND replay_owner IS NOT NULL AND replay_until <= ?`),
+			string(OutcomeAbandoned), abandonedReplay, int64(id), micros(now)); err != nil {
+			return err
+		}
+		var err error
+		d, err = scanDeadLetter(tx.QueryRowContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
+	SET replay_owner = ?, replay_until = ?, replay_actor = ?, replay_started = ?
 	WHERE id = ? AND status = 'failed' AND (replay_until IS NULL OR replay_until <= ?)
-	RETURNING `+deadLetterColumns), owner, micros(until), int64(id), micros(now)))
+	RETURNING `+deadLetterColumns), owner, micros(until), actor, micros(now), int64(id), micros(now)))
+		return err // sql.ErrNoRows rolls the abandoned event back: another replay holds the letter
+	})
 	if err == nil {
 		return d, Done, nil
 	}
@@ -289,6 +313,9 @@ func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner string, 
 	}
 	return d, Busy, nil
 }
+
+// abandonedReplay is the error of an abandoned replay event.
+const abandonedReplay = "the replay stopped before it finished (its process died or lost the database) and its lease ran out"
 
 // ExtendReplay moves owner's replay lease on id to until; it reports false when owner no
 // longer holds it.

@@ -90,9 +90,9 @@ const postgresComplete = `WITH v AS MATERIALIZED (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
     SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
 ), d AS (
-    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
+    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
     SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
-           u.ended_at, u.ended_at
+           u.ended_at, u.ended_at, i.metadata
     FROM u JOIN switchboard_items i ON i.id = u.id
     WHERE u.next_state = 'dead'
     ON CONFLICT DO NOTHING
