@@ -158,7 +158,9 @@ var (
 	// ErrConflict reports a dead letter that cannot be replayed or discarded now: it is not
 	// failed, or another replay of it is running.
 	ErrConflict = errors.New("durable: dead letter conflict")
-	// ErrTooMany reports a bulk call with more ids than it takes (100); nothing was done.
+	// ErrTooMany reports a bulk call with more ids than it takes (100: what an operator selects
+	// and confirms on one screen, and few enough that one call does not hold the database or
+	// keep the caller waiting for long); nothing was done.
 	ErrTooMany = errors.New("durable: too many dead letter ids")
 )
 

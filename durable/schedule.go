@@ -267,9 +267,13 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return out, nil
 }
 
-// ScheduleRuns returns the run log of the schedule name, newest first: at most limit runs
-// (100 when limit is zero or negative).
+// ScheduleRuns returns the run log of the schedule name, newest first: at most limit runs.
+// A zero limit means 100, a few days of an hourly schedule, enough to see a pattern without
+// paging; a negative limit is an error.
 func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]ScheduleRun, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("durable: ScheduleRuns: limit %d is negative", limit)
+	}
 	rows, err := q.store.ScheduleRuns(ctx, name, limit)
 	if err != nil {
 		return nil, err
