@@ -429,7 +429,9 @@ func TestReadinessNamesTheStoreWhenPostgresIsGone(t *testing.T) {
 			if w.Code != http.StatusServiceUnavailable {
 				t.Fatalf("status %d, want 503; body %s", w.Code, w.Body)
 			}
-			if took > timeout+200*time.Millisecond {
+			// The status says the timeout fired; this bound only catches a probe that hangs
+			// (it is generous so that a loaded machine cannot fail it).
+			if took > timeout+10*time.Second {
 				t.Errorf("the probe took %v with a timeout of %v", took, timeout)
 			}
 			st := check(rep, "store")
