@@ -16,12 +16,12 @@
 // built-in behavior in one table (see RecoverOrder). Registering the behaviors in any order
 // yields
 //
-//	recovery (pre)  →  validation (pre)  →  fallback (30)  →  durable deferral (40)
+//	tracing (pre)  →  recovery (pre)  →  validation (pre)  →  fallback (30)  →  durable deferral (40)
 //	  →  total timeout (49)  →  retry (50)  →  breaker (60)  →  timeout (70)  →  bulkhead (80)
 //	  →  handler
 //
-// (the durable deferral is the durable package's behavior, and the total timeout a timeout
-// with Config.Total; each appears only when registered)
+// (tracing is the tracing package's behavior, the durable deferral the durable package's, and
+// the total timeout a timeout with Config.Total; each appears only when registered)
 // Fallback is outermost so it sees the final failure (an open circuit included); the breaker
 // is inside retry so every attempt is gated and counted; the timeout is inside retry, so it
 // bounds each attempt (timeout.Config.Total moves it outside, to bound the whole call).

@@ -5,6 +5,7 @@ package behaviors
 // gives this one pipeline:
 //
 //	stage    order  behavior                               defined as
+//	pre      -2000  tracing                                TracingOrder
 //	pre      -1000  recovery                               RecoverOrder
 //	pre        100  validation                             ValidationOrder
 //	default     10  exception handlers                     mediator.ExceptionHandlerOrder
@@ -26,9 +27,14 @@ package behaviors
 // breaker, so a timed-out attempt is counted; the bulkhead is innermost, so a slot is held only
 // while the handler runs.
 const (
+	// TracingOrder is the order of the tracing behavior (package tracing) within
+	// mediator.StagePre: outside recovery, so its span covers the whole pipeline and records a
+	// behavior's panic as the error recovery makes of it, and outside the context-population
+	// behaviors, so they and everything inside see the span. It recovers nothing itself.
+	TracingOrder = -2000
 	// RecoverOrder is the order of the recovery behavior within mediator.StagePre: below every
-	// other built-in order, so recovery is the outermost behavior of a pipeline and no panic of
-	// the pipeline escapes Send.
+	// other built-in order but TracingOrder (whose behavior cannot panic), so no panic of the
+	// pipeline escapes Send.
 	RecoverOrder = -1000
 	// ValidationOrder is the order of the validation behavior within mediator.StagePre: after
 	// the context-population behaviors at lower orders (authentication, locale), so validators

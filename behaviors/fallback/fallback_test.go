@@ -76,6 +76,28 @@ func TestFallbackCatching(t *testing.T) {
 	}
 }
 
+// OnFallback hears each failure the fallback answers, and only those: not a success, not an
+// error its Classifier passes on.
+func TestFallbackOnFallback(t *testing.T) {
+	var heard []error
+	cfg := fallback.Config{
+		Classifier: func(err error) bool { return err != errBoom },
+		OnFallback: func(_ context.Context, _ any, err error) { heard = append(heard, err) },
+	}
+	results := []error{errOther, errBoom, nil}
+	s := &script{results: results}
+	m := build(t, s.handle,
+		fallback.NewFor(func(context.Context, *Call, error) (*Reply, error) { return &Reply{Text: "fb"}, nil }, cfg))
+	for range results {
+		_, _ = mediator.Send(context.Background(), m, &Call{})
+	}
+	if len(heard) != 1 || heard[0] != errOther {
+		t.Fatal(heard)
+	}
+}
+
+var errOther = errors.New("other")
+
 // A client that reports the caller's cancellation in its own error type (not wrapping
 // context.Canceled) does not get a degraded response either: the caller gave up, and the error
 // passes on unchanged.

@@ -10,8 +10,8 @@ import (
 // Behavior is the recovery behavior: it turns a panic anywhere inside it (a behavior, a
 // fallback function, a validator) into a *mediator.PanicError carrying the value and the
 // stack. The mediator already does this for handlers; the recovery behavior extends it to the
-// behaviors. It is in mediator.StagePre at behaviors.RecoverOrder: outermost, so no panic of
-// the pipeline escapes Send.
+// behaviors. It is in mediator.StagePre at behaviors.RecoverOrder: outermost but for
+// the tracing behavior (which does not panic), so no panic of the pipeline escapes Send.
 type Behavior struct{}
 
 // New returns a recovery behavior.

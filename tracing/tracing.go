@@ -1,0 +1,244 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"reflect"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// scope is the instrumentation scope of the behavior's tracer.
+const scope = "github.com/switchboard-go/switchboard/tracing"
+
+// Config configures the tracing behavior (New) and the trace-context propagator of a durable
+// queue (Propagator). The zero Config is complete.
+type Config struct {
+	// TracerProvider makes the behavior's tracer. nil: otel.GetTracerProvider(), the global
+	// provider an application sets once at startup; it forwards to a provider set after New,
+	// so the order of setup does not matter.
+	TracerProvider trace.TracerProvider
+	// Propagator is the format Propagator stores a deferred item's trace context in. nil: W3C
+	// Trace Context and Baggage. Not the global otel.GetTextMapPropagator(), because that one
+	// propagates nothing until the application sets it, and an item stored without its trace
+	// context is lost to its trace for good; the stored format is read back only by the queue's
+	// own schedulers, so it need not match what the application sends over the wire.
+	Propagator propagation.TextMapPropagator
+}
+
+// Behavior is the tracing behavior: one span per dispatch, named after the request type, with
+// the outcome, the error of a failure, and the events the resilience behaviors report (see the
+// package documentation). It is in mediator.StagePre at behaviors.TracingOrder, outside every
+// other built-in behavior. With sampling off it adds nothing to a dispatch but what the
+// tracer's Start costs.
+type Behavior struct {
+	tracer trace.Tracer
+}
+
+// New returns a tracing behavior configured by cfg.
+func New(cfg Config) *Behavior {
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Behavior{tracer: tp.Tracer(scope)}
+}
+
+// Placement implements mediator.PlacedBehavior: Explain shows it as "tracing", in
+// mediator.StagePre, at behaviors.TracingOrder: outside recovery, so a behavior's panic is on
+// the span as the error recovery makes of it, and outside everything else, so the span covers
+// the whole dispatch and every behavior and the handler see it.
+func (b *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "tracing", Stage: mediator.StagePre, Order: behaviors.TracingOrder}
+}
+
+// AppliesTo implements mediator.SelectiveBehavior: every request type, no stream.
+func (b *Behavior) AppliesTo(info mediator.RequestInfo) bool { return !info.Stream }
+
+// Bind implements mediator.BindingBehavior: it names the spans of a request type once, so a
+// dispatch computes no name.
+func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
+	t := info.Request
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return &bound{tracer: b.tracer, name: t.String()}, nil
+}
+
+// Handle implements mediator.Behavior for a behavior used without Build's binding (called
+// directly); it names the span after req's type on every call.
+func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	t := reflect.TypeOf(req)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	name := "<nil>"
+	if t != nil {
+		name = t.String()
+	}
+	return (&bound{tracer: b.tracer, name: name}).Handle(ctx, req, next)
+}
+
+// bound is the behavior bound to one request type.
+type bound struct {
+	tracer trace.Tracer
+	name   string
+}
+
+// The attributes and events of the spans. Durations are in seconds, as OpenTelemetry's
+// conventions have them.
+const (
+	keyOutcome           = attribute.Key("switchboard.outcome")
+	keyItemID            = attribute.Key("switchboard.durable.item_id")
+	keyItemName          = attribute.Key("switchboard.durable.name")
+	keyAttempt           = attribute.Key("switchboard.durable.attempt")
+	keyInstance          = attribute.Key("switchboard.durable.instance")
+	keyDuplicate         = attribute.Key("switchboard.durable.duplicate")
+	keyRetryAttempt      = attribute.Key("switchboard.retry.attempt")
+	keyRetryDelay        = attribute.Key("switchboard.retry.delay")
+	keyError             = attribute.Key("switchboard.error")
+	keyBreakerKey        = attribute.Key("switchboard.breaker.key")
+	keyBreakerRemaining  = attribute.Key("switchboard.breaker.remaining")
+	eventRetry           = "switchboard.retry"
+	eventFallback        = "switchboard.fallback"
+	eventBreakerRejected = "switchboard.breaker.rejected"
+	eventDeferred        = "switchboard.deferred"
+	eventCancelled       = "switchboard.cancelled"
+)
+
+// succeeded is the outcome of a successful dispatch, kept in a slice so that setting it
+// allocates no argument slice.
+var succeeded = []attribute.KeyValue{keyOutcome.String("succeeded")}
+
+func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	ctx, span := b.tracer.Start(ctx, b.name)
+	recording := span.IsRecording()
+	if recording {
+		if d, ok := durable.FromContext(ctx, req); ok {
+			span.SetAttributes(keyItemID.Int64(int64(d.ItemID)), keyItemName.String(d.Name),
+				keyAttempt.Int(d.Attempt), keyInstance.String(d.Instance))
+		}
+	}
+	done := false
+	defer func() {
+		if !done { // a panic of the pipeline (no recovery behavior inside): end the span anyway
+			span.SetStatus(codes.Error, "panic")
+			span.End()
+		}
+	}()
+	resp, err := next(ctx, req)
+	done = true
+	if recording {
+		if err == nil {
+			span.SetAttributes(succeeded...)
+		} else {
+			finish(ctx, span, err)
+		}
+	}
+	span.End()
+	return resp, err
+}
+
+// finish records a dispatch's error on its span: the caller's cancellation as such, deferred
+// work as deferred, anything else as a failure.
+func finish(ctx context.Context, span trace.Span, err error) {
+	var deferred *durable.DeferredError
+	switch {
+	case ctx.Err() != nil:
+		// The caller gave up (whatever error the pipeline made of it: clients report a
+		// cancellation in their own ways), which says nothing about the service.
+		span.AddEvent(eventCancelled, trace.WithAttributes(keyError.String(err.Error())))
+		span.SetAttributes(keyOutcome.String("cancelled"))
+	case errors.As(err, &deferred):
+		// Accepted for later, not failed: the deferral's own answer.
+		span.AddEvent(eventDeferred, trace.WithAttributes(keyItemID.Int64(int64(deferred.ItemID)),
+			keyDuplicate.Bool(deferred.Duplicate), keyError.String(errorText(deferred.Cause))))
+		rejected(span, deferred.Cause)
+		span.SetAttributes(keyOutcome.String("deferred"))
+	default:
+		rejected(span, err)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(keyOutcome.String("failed"))
+	}
+}
+
+// rejected adds a breaker-rejection event when err is a circuit breaker's refusal.
+func rejected(span trace.Span, err error) {
+	var open *breaker.OpenError
+	if err != nil && errors.As(err, &open) {
+		span.AddEvent(eventBreakerRejected, trace.WithAttributes(keyBreakerKey.String(open.Key),
+			keyBreakerRemaining.Float64(open.Remaining.Seconds())))
+	}
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// OnRetry is a ready retry.Config.OnRetry: it adds a switchboard.retry event (the failed
+// attempt, the delay before the next one in seconds, the error) to the span in ctx, the
+// dispatch's span when the tracing behavior is outside the retry behavior, as its default
+// order puts it; and a switchboard.breaker.rejected event when an open breaker refused the
+// attempt. It does nothing when the span is not recording. To call another function too, call
+// both from a function of your own.
+func OnRetry(ctx context.Context, e retry.Event) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.AddEvent(eventRetry, trace.WithAttributes(keyRetryAttempt.Int(e.Attempt),
+		keyRetryDelay.Float64(e.Delay.Seconds()), keyError.String(errorText(e.Err))))
+	rejected(span, e.Err)
+}
+
+// OnFallback is a ready fallback.Config.OnFallback: it adds a switchboard.fallback event (the
+// error answered) to the span in ctx, and a switchboard.breaker.rejected event when the error
+// answered is an open breaker's refusal. A dispatch a fallback answered succeeds, so without it
+// the span would not show that the answer was degraded. It does nothing when the span is not
+// recording.
+func OnFallback(ctx context.Context, req any, err error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.AddEvent(eventFallback, trace.WithAttributes(keyError.String(errorText(err))))
+	rejected(span, err)
+}
+
+// Propagator returns the durable.Propagator that stores the trace context of the caller that
+// enqueues or defers an item (the span of its dispatch, and its baggage) as the item's
+// metadata, in cfg.Propagator's format, and restores it into the context of the item's
+// dispatch. Give it to the queue (durable.Config.Propagators): the tracing behavior's span of
+// each dispatch of the item is then a child of the span that stored it, in the same trace.
+func Propagator(cfg Config) durable.Propagator {
+	p := cfg.Propagator
+	if p == nil {
+		p = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	return textMap{p}
+}
+
+// textMap adapts a propagation.TextMapPropagator to a durable.Propagator.
+type textMap struct{ p propagation.TextMapPropagator }
+
+func (t textMap) Inject(ctx context.Context, carrier map[string]string) {
+	t.p.Inject(ctx, propagation.MapCarrier(carrier))
+}
+
+func (t textMap) Extract(ctx context.Context, carrier map[string]string) context.Context {
+	return t.p.Extract(ctx, propagation.MapCarrier(carrier))
+}
