@@ -3,12 +3,12 @@ package durable_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable"
 )
@@ -67,7 +67,7 @@ func runDrain(b *testing.B, q *durable.Queue, n, workers int) time.Duration {
 	}})
 	s := must[*durable.Scheduler](b)(durable.NewScheduler(q, m, durable.SchedulerConfig{
 		Workers: workers, BatchSize: 500, PollInterval: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: zap.NewNop(),
 	}))
 	begin := time.Now()
 	if err := s.Start(); err != nil {

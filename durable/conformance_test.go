@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
@@ -148,7 +148,7 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: slog.New(lines)})
+		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: lines.logger()})
 		waitState(t, e.q, good, durable.StateSucceeded)
 		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.q, durable.ItemID(unknown)).LastError != "" })
 		u := item(t, e.q, durable.ItemID(unknown))
@@ -834,24 +834,6 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 	})
 }
 
-// signalHandler is a slog.Handler that closes ch the first time a record with message msg is
-// logged.
-type signalHandler struct {
-	msg  string
-	once *sync.Once
-	ch   chan struct{}
-}
-
-func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.once.Do(func() { close(h.ch) })
-	}
-	return nil
-}
-func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h signalHandler) WithGroup(string) slog.Handler      { return h }
-
 // A worker that stalled past its lease, then the same instance took the item again (alone, as
 // an item whose lease ran out): the stale worker's rejected completion must not make the
 // instance forget the new claim, whose lease the heartbeats must keep extending.
@@ -879,11 +861,12 @@ func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 			}
 			return errors.New("dispatched a third time")
 		}})
-		rejected := signalHandler{msg: "durable: completion rejected", once: new(sync.Once), ch: make(chan struct{})}
+		rejected := &logRecorder{}
+		rejectedLogged := rejected.next("durable: completion rejected", 0)
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		lease := time.Minute
 		start(t, e.q, m, durable.SchedulerConfig{InstanceID: "a", Workers: 2, Lease: lease,
-			HeartbeatInterval: 5 * time.Millisecond, SweepInterval: time.Hour, Logger: slog.New(rejected)})
+			HeartbeatInterval: 5 * time.Millisecond, SweepInterval: time.Hour, Logger: rejected.logger()})
 		var once sync.Once
 		unblock := func() { once.Do(func() { close(newRelease) }) }
 		t.Cleanup(unblock) // before the scheduler's shutdown if the test fails
@@ -896,7 +879,7 @@ func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 		e.clock.Advance(time.Hour)
 		// The item runs alone next: the instance claims it once the stale dispatch is done.
 		close(staleRelease)
-		<-rejected.ch
+		<-rejectedLogged
 		<-newStarted
 		// The new claim is still in flight: its lease keeps being extended.
 		e.clock.Advance(45 * time.Second)
@@ -975,7 +958,7 @@ func TestShutdownDoesNotHangOnBlockedStore(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{
 			PollInterval: 5 * time.Millisecond, ShutdownGrace: 50 * time.Millisecond,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+			Logger: zaptest.NewLogger(t),
 		}))
 		if err := s.Start(); err != nil {
 			t.Fatal(err)

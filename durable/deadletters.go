@@ -6,8 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -178,14 +179,14 @@ type BulkResult struct {
 // deadLetters is the queue's dead-letter configuration.
 type deadLetters struct {
 	onDead      func(ctx context.Context, d DeadLetter)
-	log         *slog.Logger
+	log         *zap.Logger
 	replayLease time.Duration
 }
 
 func (q *Queue) deadLetterConfig(cfg Config) {
 	q.onDead, q.log, q.replayLease = cfg.OnDead, cfg.Logger, cfg.ReplayLease
 	if q.log == nil {
-		q.log = slog.Default()
+		q.log = zap.L()
 	}
 	if q.replayLease == 0 {
 		q.replayLease = time.Minute
@@ -200,14 +201,15 @@ func letterOf(d store.DeadLetter) DeadLetter {
 
 // announce logs a new dead letter and calls Config.OnDead with it.
 func (q *Queue) announce(ctx context.Context, d DeadLetter) {
-	q.log.Warn("durable: dead letter", "dead_letter", int64(d.ID), "item", int64(d.ItemID), "source", d.Source,
-		"name", d.Name, "key", d.Key, "error", d.Error)
+	q.log.Warn("durable: dead letter", zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
+		zap.String("source", d.Source), zap.String("name", d.Name), zap.String("key", d.Key), zap.String("error", d.Error))
 	if q.onDead == nil {
 		return
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			q.log.Error("durable: OnDead panicked", "dead_letter", int64(d.ID), "item", int64(d.ItemID), "panic", fmt.Sprint(p))
+			q.log.Error("durable: OnDead panicked", zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
+				zap.String("panic", fmt.Sprint(p)))
 		}
 	}()
 	q.onDead(ctx, d)
@@ -229,7 +231,8 @@ func (s *scheduler) notifyDead(batch []store.Completion, results []error) {
 	letters, err := s.q.store.DeadLettersOfItems(ctx, ids)
 	cancel()
 	if err != nil {
-		s.q.log.Error("durable: dead letters stored but not announced", "instance", s.cfg.InstanceID, "items", len(ids), "error", err)
+		s.q.log.Error("durable: dead letters stored but not announced", zap.String("instance", s.cfg.InstanceID),
+			zap.Int("items", len(ids)), zap.Error(err))
 		return
 	}
 	for _, d := range letters {
@@ -430,7 +433,7 @@ func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.D
 				_, err := q.store.ExtendReplay(ectx, d.ID, owner, q.clock.Now().Add(q.replayLease))
 				cancel()
 				if err != nil {
-					q.log.Warn("durable: replay lease not extended", "dead_letter", int64(d.ID), "error", err)
+					q.log.Warn("durable: replay lease not extended", zap.Int64("dead_letter", int64(d.ID)), zap.Error(err))
 				}
 			}
 		}

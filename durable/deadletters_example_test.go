@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -25,7 +25,7 @@ func Example_deadLetters() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: zap.NewNop()})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -560,7 +559,7 @@ func TestOnDeadOncePerDeadItem(t *testing.T) {
 		// Through a running scheduler, with an OnDead that panics.
 		logs := &logRecorder{}
 		var calls atomic.Int64
-		e2 := newDLEnv(t, b, durable.Config{Logger: slog.New(logs), OnDead: func(context.Context, durable.DeadLetter) {
+		e2 := newDLEnv(t, b, durable.Config{Logger: logs.logger(), OnDead: func(context.Context, durable.DeadLetter) {
 			calls.Add(1)
 			panic("boom")
 		}})

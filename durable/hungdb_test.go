@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -475,7 +474,7 @@ func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFi
 	began := time.Now()
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{
 		InstanceID: "hung-" + randomSuffix(), Workers: workers, PollInterval: 5 * time.Millisecond,
-		Lease: lease, Logger: slog.New(log),
+		Lease: lease, Logger: log.logger(),
 	}))
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
@@ -1087,7 +1086,7 @@ func TestRefusedConnectionLogsOnceAndRecovers(t *testing.T) {
 	// Lease stays at its default (30 s): no heartbeat falls in this test's window (see
 	// TestIdleSchedulerHeartbeatDuringOutage for what one does).
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{
-		InstanceID: "refused-" + randomSuffix(), PollInterval: 20 * time.Millisecond, Logger: slog.New(log),
+		InstanceID: "refused-" + randomSuffix(), PollInterval: 20 * time.Millisecond, Logger: log.logger(),
 	}))
 	began := time.Now()
 	if err := s.Start(); err != nil {
@@ -1166,7 +1165,7 @@ func TestIdleSchedulerHeartbeatDuringOutage(t *testing.T) {
 	pg.proxy.StopListening()
 	log := &logRecorder{}
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, mediatorFor(t, handlers{}), durable.SchedulerConfig{
-		InstanceID: "idle-" + randomSuffix(), PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second, Logger: slog.New(log),
+		InstanceID: "idle-" + randomSuffix(), PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second, Logger: log.logger(),
 	}))
 	began := time.Now()
 	if err := s.Start(); err != nil {

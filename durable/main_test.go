@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,6 +17,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
@@ -313,7 +316,7 @@ func start(t testing.TB, q *durable.Queue, m mediator.Sender, cfg durable.Schedu
 		cfg.PollInterval = 5 * time.Millisecond
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+		cfg.Logger = zaptest.NewLogger(t)
 	}
 	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, cfg))
 	if err := s.Start(); err != nil {
@@ -395,12 +398,12 @@ func mediatorFor(t testing.TB, h handlers, opts ...func(m *mediator.Mediator)) *
 }
 
 // ---------------------------------------------------------------------------------------------
-// A slog handler that records every message and signals the ones a test waits for: tests
+// A zap logger that records every message and signals the ones a test waits for: tests
 // assert on what the scheduler logs.
 
 type logRecord struct {
 	at    time.Time
-	level slog.Level
+	level zapcore.Level
 	msg   string
 	attrs map[string]string
 }
@@ -411,34 +414,55 @@ type logWaiter struct {
 	ch   chan struct{}
 }
 
-// logRecorder records log records (safe for concurrent use). next(msg, from) returns a channel
-// closed when a record with message msg at index from or later has been logged.
+// logRecorder records log entries through zaptest/observer (safe for concurrent use); its
+// logger method gives the *zap.Logger to hand to a component. next(msg, from) returns a
+// channel closed when a record with message msg at index from or later has been logged.
 type logRecorder struct {
-	mu      sync.Mutex
-	recs    []logRecord
+	init    sync.Once
+	core    zapcore.Core
+	logs    *observer.ObservedLogs
+	mu      sync.Mutex // serialises writes with waiters, so an entry's index is its position
 	waiters []logWaiter
 }
 
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+// logger returns a logger, enabled at every level, that writes to l.
+func (l *logRecorder) logger() *zap.Logger {
+	l.setup()
+	return zap.New(signalCore{Core: l.core, l: l})
+}
 
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	rec := logRecord{at: r.Time, level: r.Level, msg: r.Message, attrs: map[string]string{}}
-	if rec.at.IsZero() {
-		rec.at = time.Now()
+func (l *logRecorder) setup() {
+	l.init.Do(func() { l.core, l.logs = observer.New(zapcore.DebugLevel) })
+}
+
+// signalCore writes to the recorder's observer and wakes the waiters of what it wrote.
+type signalCore struct {
+	zapcore.Core
+	l *logRecorder
+}
+
+func (c signalCore) With(fields []zapcore.Field) zapcore.Core {
+	return signalCore{Core: c.Core.With(fields), l: c.l}
+}
+
+func (c signalCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
 	}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
+	return ce
+}
+
+func (c signalCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	l := c.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	idx := len(l.recs)
-	l.recs = append(l.recs, rec)
+	if err := c.Core.Write(e, fields); err != nil {
+		return err
+	}
+	idx := l.logs.Len() - 1
 	keep := l.waiters[:0]
 	for _, w := range l.waiters {
-		if w.msg == rec.msg && idx >= w.from {
+		if w.msg == e.Message && idx >= w.from {
 			close(w.ch)
 			continue
 		}
@@ -448,21 +472,39 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
+// records returns what was logged, as records whose attributes are rendered as text. The
+// caller holds l.mu.
+func (l *logRecorder) records() []logRecord {
+	l.setup()
+	entries := l.logs.All()
+	recs := make([]logRecord, len(entries))
+	for i, e := range entries {
+		attrs := map[string]string{}
+		for k, v := range e.ContextMap() {
+			attrs[k] = fmt.Sprint(v)
+		}
+		recs[i] = logRecord{at: e.Time, level: e.Level, msg: e.Message, attrs: attrs}
+	}
+	return recs
+}
+
 // has reports whether a record with message msg was logged.
 func (l *logRecorder) has(msg string) bool { return l.count(0, -1, msg) > 0 }
 
 // mark returns the index the next record will have.
 func (l *logRecorder) mark() int {
+	l.setup()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.recs)
+	return l.logs.Len()
 }
 
 func (l *logRecorder) next(msg string, from int) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	recs := l.records()
 	ch := make(chan struct{})
-	for _, r := range l.recs[min(from, len(l.recs)):] {
+	for _, r := range recs[min(from, len(recs)):] {
 		if r.msg == msg {
 			close(ch)
 			return ch
@@ -476,7 +518,8 @@ func (l *logRecorder) next(msg string, from int) <-chan struct{} {
 func (l *logRecorder) first(msg string, from int) (logRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, r := range l.recs[min(from, len(l.recs)):] {
+	recs := l.records()
+	for _, r := range recs[min(from, len(recs)):] {
 		if r.msg == msg {
 			return r, true
 		}
@@ -488,11 +531,12 @@ func (l *logRecorder) first(msg string, from int) (logRecord, bool) {
 func (l *logRecorder) count(from, to int, msgs ...string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if to < 0 || to > len(l.recs) {
-		to = len(l.recs)
+	recs := l.records()
+	if to < 0 || to > len(recs) {
+		to = len(recs)
 	}
 	n := 0
-	for _, r := range l.recs[min(from, to):to] {
+	for _, r := range recs[min(from, to):to] {
 		if slices.Contains(msgs, r.msg) {
 			n++
 		}
@@ -504,8 +548,9 @@ func (l *logRecorder) count(from, to int, msgs ...string) int {
 func (l *logRecorder) dump(from int, since time.Time) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	recs := l.records()
 	var b strings.Builder
-	for i, r := range l.recs[min(from, len(l.recs)):] {
+	for i, r := range recs[min(from, len(recs)):] {
 		keys := make([]string, 0, len(r.attrs))
 		for k := range r.attrs {
 			keys = append(keys, k)

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -136,7 +137,7 @@ func (q *Queue) metadata(ctx context.Context, name string) ([]byte, error) {
 		part := map[string]string{}
 		if err := inject(ctx, p, part); err != nil {
 			q.log.Error("durable: a propagator failed at enqueue; the item is stored without its values",
-				"name", name, "propagator", i, "error", err)
+				zap.String("name", name), zap.Int("propagator", i), zap.Error(err))
 			continue
 		}
 		maps.Copy(carrier, part)
@@ -172,20 +173,21 @@ func inject(ctx context.Context, p Propagator, carrier map[string]string) (err e
 // metadata. A propagator that panics (or, made by Carry, cannot decode its value) is skipped
 // and logged: the item is dispatched without its values rather than not at all. Metadata that is
 // not a JSON object of strings (written by hand) is logged and ignored.
-func (q *Queue) withMetadata(ctx context.Context, md []byte, log *slog.Logger, item ItemID, name string) context.Context {
+func (q *Queue) withMetadata(ctx context.Context, md []byte, log *zap.Logger, item ItemID, name string) context.Context {
 	if len(md) == 0 || len(q.propagators) == 0 {
 		return ctx
 	}
 	var carrier map[string]string
 	if err := json.Unmarshal(md, &carrier); err != nil {
-		log.Error("durable: item metadata does not decode; dispatching without it", "item", int64(item), "name", name, "error", err)
+		log.Error("durable: item metadata does not decode; dispatching without it", zap.Int64("item", int64(item)),
+			zap.String("name", name), zap.Error(err))
 		return ctx
 	}
 	for i, p := range q.propagators {
 		next, err := extract(ctx, p, carrier)
 		if err != nil {
 			log.Error("durable: a propagator failed at dispatch; dispatching without its values",
-				"item", int64(item), "name", name, "propagator", i, "error", err)
+				zap.Int64("item", int64(item)), zap.String("name", name), zap.Int("propagator", i), zap.Error(err))
 			continue
 		}
 		ctx = next

@@ -3,10 +3,11 @@ package durable_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
@@ -164,9 +165,7 @@ func (p panicky) Extract(ctx context.Context, carrier map[string]string) context
 func TestMetadataPanickingPropagator(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		rec := &logRecorder{}
-		prev := slog.Default()
-		slog.SetDefault(slog.New(rec))
-		t.Cleanup(func() { slog.SetDefault(prev) })
+		t.Cleanup(zap.ReplaceGlobals(rec.logger())) // the queue's default logger is zap.L()
 
 		q, _ := metadataQueue(t, b, panicky{inject: true})
 		ctx := tenantKey.With(context.Background(), "acme")
@@ -185,7 +184,7 @@ func TestMetadataPanickingPropagator(t *testing.T) {
 			return nil
 		}})
 		// q2 shares the database: it sees q's item too.
-		if r := durabletest.Work(context.Background(), t, q2, m, durable.SchedulerConfig{Logger: slog.New(rec)}); r.Succeeded != 1 {
+		if r := durabletest.Work(context.Background(), t, q2, m, durable.SchedulerConfig{Logger: rec.logger()}); r.Succeeded != 1 {
 			t.Fatalf("Work = %+v", r)
 		}
 		if got.tenant[1] != "acme" {

@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
@@ -118,9 +119,12 @@ type Config struct {
 	// to alert on. Default nil: the warning logged for each letter is the only notice.
 	OnDead func(ctx context.Context, d DeadLetter)
 	// Logger receives the queue's own messages: a warning for each new dead letter (item, name,
-	// last error), panics of OnDead, propagators that failed at enqueue. Default
-	// slog.Default(), where an application's logs go unless it says otherwise.
-	Logger *slog.Logger
+	// last error), panics of OnDead, propagators that failed at enqueue, and each schema
+	// migration Open applies (at info level; Migrate logs nothing). Default zap.L() as it
+	// is when Open is called: a no-op until the application installs its logger with
+	// zap.ReplaceGlobals, so the queue follows the application's choice and never prints on
+	// its own.
+	Logger *zap.Logger
 	// ReplayLease is how long a replay (Queue.Replay) holds its dead letter before another
 	// replay may take it: the replay extends it every third of it while the handler runs, so
 	// it runs out only when the replaying process died or lost its database; the letter is
@@ -151,6 +155,10 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		return nil, err
 	}
 	e, _ := d.engine()
+	if cfg.Logger == nil {
+		cfg.Logger = zap.L()
+	}
+	log := cfg.Logger
 	fail := func(err error) (*Queue, error) {
 		if owns {
 			_ = db.Close()
@@ -164,7 +172,9 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		if err := checkVersion(ctx, db, e); err != nil {
 			return fail(err)
 		}
-	} else if err := store.Migrate(ctx, db, e); err != nil {
+	} else if err := store.Migrate(ctx, db, e, func(m store.Migration) {
+		log.Info("durable: schema migration applied", zap.Int("version", m.Version), zap.String("migration", m.Name))
+	}); err != nil {
 		return fail(err)
 	}
 	if cfg.Recheck == 0 {
@@ -316,7 +326,7 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect) error {
 	if err != nil {
 		return err
 	}
-	return store.Migrate(ctx, db, e)
+	return store.Migrate(ctx, db, e, nil)
 }
 
 // MigrationSQL returns every migration of dialect d, in order, as one script for a team's own

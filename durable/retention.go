@@ -3,6 +3,8 @@ package durable
 import (
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
@@ -60,7 +62,8 @@ func (s *scheduler) prunePass() int {
 		}
 	}
 	if total > 0 {
-		s.cfg.Logger.Debug("durable: pruned succeeded items", "instance", s.cfg.InstanceID, "items", total, "before", before)
+		s.cfg.Logger.Debug("durable: pruned succeeded items", zap.String("instance", s.cfg.InstanceID), zap.Int("items", total),
+			zap.Time("before", before))
 	}
 	return total
 }

@@ -2,7 +2,6 @@ package durable_test
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -75,7 +74,7 @@ func TestRetentionKeepsTableBounded(t *testing.T) {
 		rec := &logRecorder{}
 		// A lease far longer than the clock moves, so the running item stays running.
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 8, BatchSize: 500, Retention: time.Hour, Lease: 1000 * time.Hour,
-			Logger: slog.New(rec)})
+			Logger: rec.logger()})
 		waitState(t, e.q, dead, durable.StateDead)
 		waitState(t, e.q, running, durable.StateRunning)
 

@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"reflect"
 	"slices"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
@@ -65,8 +66,10 @@ type SchedulerConfig struct {
 	Breakers *breaker.Registry
 	// Logger receives operational errors (database failures, rejected completions). A
 	// database that keeps failing is logged once, then at most every 30 seconds, then once
-	// more when it recovers. Default slog.Default().
-	Logger *slog.Logger
+	// more when it recovers. Default zap.L() as it is when Start (or Work) is called: a no-op
+	// until the application installs its logger with zap.ReplaceGlobals, so the scheduler
+	// follows the application's choice and never prints on its own.
+	Logger *zap.Logger
 	// Retention is how long succeeded items, and their attempt rows, are kept after their
 	// success: the scheduler deletes older ones when it starts and then every minute, 500 items
 	// per transaction (so it never holds locks for long), one instance at a time (PostgreSQL: the
@@ -142,7 +145,7 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		c.ShutdownGrace = 5 * time.Second
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = zap.L()
 	}
 	if c.Retention == 0 {
 		c.Retention = defaultRetention
@@ -550,14 +553,14 @@ func (s *scheduler) finish(running, unwritten int, dbErr error) {
 	if running > 0 {
 		errs = append(errs, fmt.Errorf("durable: shutdown gave up on %d handlers that did not return within ShutdownGrace (%v) of their cancellation; their items run again once their leases run out",
 			running, s.cfg.ShutdownGrace))
-		s.cfg.Logger.Warn("durable: shutdown gave up on handlers that ignore cancellation", "instance", s.cfg.InstanceID,
-			"handlers", running, "grace", s.cfg.ShutdownGrace)
+		s.cfg.Logger.Warn("durable: shutdown gave up on handlers that ignore cancellation", zap.String("instance", s.cfg.InstanceID),
+			zap.Int("handlers", running), zap.Duration("grace", s.cfg.ShutdownGrace))
 	}
 	if unwritten > 0 {
 		errs = append(errs, fmt.Errorf("durable: shutdown could not record the outcomes of %d items within ShutdownGrace (%v): %w; those items run again once their leases run out",
 			unwritten, s.cfg.ShutdownGrace, dbErr))
-		s.cfg.Logger.Warn("durable: shutdown gave up waiting for the database", "instance", s.cfg.InstanceID,
-			"outcomes", unwritten, "grace", s.cfg.ShutdownGrace, "error", dbErr)
+		s.cfg.Logger.Warn("durable: shutdown gave up waiting for the database", zap.String("instance", s.cfg.InstanceID),
+			zap.Int("outcomes", unwritten), zap.Duration("grace", s.cfg.ShutdownGrace), zap.Error(dbErr))
 	}
 	s.result = errors.Join(errs...)
 }
@@ -629,7 +632,8 @@ func (s *scheduler) settle(batch []store.Completion, results []error, retried bo
 		if retried && s.alreadyRecorded(batch[i]) {
 			continue
 		}
-		s.cfg.Logger.Warn("durable: completion rejected", "instance", s.cfg.InstanceID, "item", int64(batch[i].Fence.ItemID), "error", r)
+		s.cfg.Logger.Warn("durable: completion rejected", zap.String("instance", s.cfg.InstanceID),
+			zap.Int64("item", int64(batch[i].Fence.ItemID)), zap.Error(r))
 	}
 	s.notifyDead(batch, results)
 	s.mu.Lock()
@@ -794,7 +798,7 @@ func (s *scheduler) warnUnknown(name string) {
 	s.mu.Unlock()
 	if !seen {
 		s.cfg.Logger.Warn("durable: request name not registered in this instance; its items wait for an instance that knows it",
-			"instance", s.cfg.InstanceID, "name", name, "recheck", s.q.recheck)
+			zap.String("instance", s.cfg.InstanceID), zap.String("name", name), zap.Duration("recheck", s.q.recheck))
 	}
 }
 
@@ -831,8 +835,8 @@ type pipelineLister interface {
 func (s *scheduler) breakerOpen(c *store.Claimed, req any) (key string, remaining time.Duration, open bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", "instance", s.cfg.InstanceID,
-				"item", int64(c.ID), "name", c.Name, "panic", fmt.Sprint(p))
+			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", zap.String("instance", s.cfg.InstanceID),
+				zap.Int64("item", int64(c.ID)), zap.String("name", c.Name), zap.String("panic", fmt.Sprint(p)))
 			key, remaining, open = "", 0, false
 		}
 	}()
@@ -945,7 +949,7 @@ func (s *scheduler) sweepOnce() {
 		return
 	}
 	if n > 0 {
-		s.cfg.Logger.Info("durable: swept expired leases", "instance", s.cfg.InstanceID, "items", n)
+		s.cfg.Logger.Info("durable: swept expired leases", zap.String("instance", s.cfg.InstanceID), zap.Int("items", n))
 		s.Wake()
 	}
 }
@@ -958,7 +962,7 @@ func (s *scheduler) Sweep(ctx context.Context) (int, error) {
 // dbHealth logs database failures without flooding: the first failure at once, then at most
 // every logRepeat while they go on, and one line when a call succeeds again.
 type dbHealth struct {
-	log      *slog.Logger
+	log      *zap.Logger
 	instance string
 
 	mu       sync.Mutex
@@ -976,11 +980,11 @@ func (h *dbHealth) failed(op string, err error) {
 	switch {
 	case !h.failing:
 		h.failing, h.since, h.lastLog, h.failures = true, now, now, 1
-		h.log.Error("durable: database call failed", "instance", h.instance, "op", op, "error", err)
+		h.log.Error("durable: database call failed", zap.String("instance", h.instance), zap.String("op", op), zap.Error(err))
 	case now.Sub(h.lastLog) >= logRepeat:
 		h.lastLog = now
-		h.log.Error("durable: database calls still failing", "instance", h.instance, "op", op, "error", err,
-			"failures", h.failures, "since", h.since)
+		h.log.Error("durable: database calls still failing", zap.String("instance", h.instance), zap.String("op", op),
+			zap.Error(err), zap.Int("failures", h.failures), zap.Time("since", h.since))
 	}
 }
 
@@ -991,6 +995,6 @@ func (h *dbHealth) ok() {
 		return
 	}
 	h.failing = false
-	h.log.Info("durable: database calls recovered", "instance", h.instance, "failures", h.failures,
-		"after", time.Since(h.since))
+	h.log.Info("durable: database calls recovered", zap.String("instance", h.instance), zap.Int("failures", h.failures),
+		zap.Duration("after", time.Since(h.since)))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.uber.org/zap/zaptest"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
@@ -458,7 +459,7 @@ func TestShutdownReturnsAfterStoreClosed(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{
 			PollInterval: 5 * time.Millisecond, ShutdownGrace: 200 * time.Millisecond,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+			Logger: zaptest.NewLogger(t),
 		}))
 		if err := s.Start(); err != nil {
 			t.Fatal(err)
@@ -502,7 +503,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 			return nil
 		}})
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 4, PollInterval: time.Second,
-			ShutdownGrace: 2 * time.Second, Logger: slog.New(lines)}))
+			ShutdownGrace: 2 * time.Second, Logger: lines.logger()}))
 		var ids []durable.ItemID
 		for n := range 20 {
 			ids = append(ids, must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n})).ID)

@@ -3,13 +3,14 @@ package durable_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.uber.org/zap/zaptest"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
@@ -33,7 +34,7 @@ func bubbleQueue(t *testing.T, path string, policy retry.Policy) *durable.Queue 
 
 func bubbleScheduler(t *testing.T, q *durable.Queue, h handlers, cfg durable.SchedulerConfig) *durable.Scheduler {
 	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	cfg.Logger = zaptest.NewLogger(t)
 	s, err := durable.NewScheduler(q, mediatorFor(t, h), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 			m.Use(breaker.New(reg))
 		})
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 2, PollInterval: time.Second,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}))
+			Logger: zaptest.NewLogger(t)}))
 		probe := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 0})).ID
 		if err := s.Start(); err != nil {
 			t.Fatal(err)

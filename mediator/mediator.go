@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/samber/do/v2"
+	"go.uber.org/zap"
 )
 
 // Sender sends requests. Application code that only sends depends on Sender.
@@ -74,8 +74,14 @@ type Config struct {
 	// is the caller's answer and no later handler runs on top of a broken step.
 	PublishStrategy PublishStrategy
 	// ErrorSink receives the errors of fire-and-forget handlers, which have no caller to
-	// return them to. Default: slog.Default at error level.
+	// return them to. Default: each error logged to Logger at error level, with the
+	// notification's type.
 	ErrorSink func(ctx context.Context, n any, err error)
+	// Logger is where the default ErrorSink writes; it is unused when ErrorSink is set.
+	// Default zap.L() as it is when New is called: a no-op until the application installs its
+	// logger with zap.ReplaceGlobals, so the mediator follows the application's choice and
+	// never prints on its own.
+	Logger *zap.Logger
 	// RequireNotificationHandlers makes Publish of a notification type with no handler fail
 	// with a NoHandlerError. Default false: a notification nobody listens to is not an error,
 	// as with an event bus.
@@ -92,9 +98,13 @@ func New(i do.Injector, cfg Config) *Mediator {
 	if cfg.PublishStrategy == (PublishStrategy{}) {
 		cfg.PublishStrategy = StopOnFirstError
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.L()
+	}
 	if cfg.ErrorSink == nil {
-		cfg.ErrorSink = func(ctx context.Context, n any, err error) {
-			slog.ErrorContext(ctx, "notification handler failed", "notification", fmt.Sprintf("%T", n), "error", err)
+		log := cfg.Logger
+		cfg.ErrorSink = func(_ context.Context, n any, err error) {
+			log.Error("mediator: notification handler failed", zap.String("notification", fmt.Sprintf("%T", n)), zap.Error(err))
 		}
 	}
 	m := &Mediator{

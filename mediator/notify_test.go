@@ -11,6 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -150,6 +153,22 @@ func TestFireAndForget(t *testing.T) {
 		require.NoError(t, <-closed)
 		assert.Equal(t, []error{boom}, sunk)
 	})
+}
+
+func TestFireAndForgetDefaultSinkLogsToLogger(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	m := mediator.New(nil, mediator.Config{Logger: zap.New(core)})
+	boom := errors.New("mailer down")
+	mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { return boom })
+	require.NoError(t, m.Build())
+	require.NoError(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget))
+	require.NoError(t, m.Close())
+
+	entries := logs.AllUntimed()
+	require.Len(t, entries, 1)
+	assert.Equal(t, zapcore.ErrorLevel, entries[0].Level)
+	assert.Equal(t, "mediator: notification handler failed", entries[0].Message)
+	assert.Equal(t, map[string]any{"notification": "*mediator_test.Shipped", "error": "mailer down"}, entries[0].ContextMap())
 }
 
 func TestShutdownDeadlineCancelsDetachedHandlers(t *testing.T) {

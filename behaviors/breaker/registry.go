@@ -108,7 +108,7 @@ type Config struct {
 	// latency, for example:
 	//
 	//	OnLateProbe: func(l breaker.LateProbe) {
-	//		slog.Warn("breaker probe too slow", "key", l.Key, "took", l.Took, "ProbeTimeout", l.Timeout)
+	//		logger.Warn("breaker probe too slow", zap.String("key", l.Key), zap.Duration("took", l.Took), zap.Duration("ProbeTimeout", l.Timeout))
 	//	},
 	//
 	// A released probe (one that panicked, or was abandoned) is not reported. nil: nothing is

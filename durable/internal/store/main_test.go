@@ -46,7 +46,7 @@ type backend struct {
 func (b backend) open(t testing.TB) *Store {
 	t.Helper()
 	db := b.pool(t)
-	if err := Migrate(context.Background(), db, b.engine); err != nil {
+	if err := Migrate(context.Background(), db, b.engine, nil); err != nil {
 		t.Fatal(err)
 	}
 	return New(db, b.engine, false)

@@ -69,25 +69,27 @@ const versionTable = `CREATE TABLE IF NOT EXISTS switchboard_schema_migrations (
     applied_at BIGINT NOT NULL
 )`
 
-// Migrate applies the embedded migrations of e that db has not applied yet.
-func Migrate(ctx context.Context, db *sql.DB, e Engine) error {
+// Migrate applies the embedded migrations of e that db has not applied yet, calling applied
+// (when not nil) after each one it committed.
+func Migrate(ctx context.Context, db *sql.DB, e Engine, applied func(Migration)) error {
 	ms, err := Migrations(e)
 	if err != nil {
 		return fmt.Errorf("durable: migrations: %w", err)
 	}
-	return Apply(ctx, db, e, ms)
+	return Apply(ctx, db, e, ms, applied)
 }
 
 // Apply applies the migrations ms that db has not applied yet, in order, each in its own
 // transaction and statement by statement (see Split), recording each in the version table.
 // Concurrent callers are serialised (PostgreSQL: a session advisory lock; SQLite: the immediate
 // transaction, tried again while another process holds the file in a way its busy timeout does
-// not cover). An error names the migration and the statement that failed.
-func Apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
+// not cover). An error names the migration and the statement that failed. applied, when not
+// nil, is called after each migration this call committed (not for those already applied).
+func Apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration, applied func(Migration)) error {
 	wait := 10 * time.Millisecond
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := apply(ctx, db, e, ms)
+		err := apply(ctx, db, e, ms, applied)
 		if err == nil || !e.transient(err) || time.Now().After(deadline) {
 			return err
 		}
@@ -102,7 +104,7 @@ func Apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
 	}
 }
 
-func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
+func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration, applied func(Migration)) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("durable: migrate: %w", err)
@@ -114,43 +116,47 @@ func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration) error {
 	}
 	defer unlock()
 	for _, m := range ms {
-		if err := applyOne(ctx, conn, e, m); err != nil {
+		did, err := applyOne(ctx, conn, e, m)
+		if err != nil {
 			return fmt.Errorf("durable: migration %d (%s): %w", m.Version, m.Name, err)
+		}
+		if did && applied != nil {
+			applied(m)
 		}
 	}
 	return nil
 }
 
-func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) error {
+func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) (bool, error) {
 	stmts, err := Split(m.SQL, e.syntax())
 	if err != nil {
-		return err
+		return false, err
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, versionTable); err != nil {
-		return fmt.Errorf("version table: %w", err)
+		return false, fmt.Errorf("version table: %w", err)
 	}
 	var n int
 	if err := tx.QueryRowContext(ctx, e.rebind("SELECT COUNT(*) FROM switchboard_schema_migrations WHERE version = ?"), m.Version).Scan(&n); err != nil {
-		return err
+		return false, err
 	}
 	if n > 0 {
-		return nil
+		return false, nil
 	}
 	for i, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(stmt), err)
+			return false, fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(stmt), err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, e.rebind("INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
 		m.Version, m.Name, time.Now().UnixMicro()); err != nil {
-		return fmt.Errorf("version row: %w", err)
+		return false, fmt.Errorf("version row: %w", err)
 	}
-	return tx.Commit()
+	return true, tx.Commit()
 }
 
 // abbreviate returns the first line of stmt without its comments, cut to 80 bytes.

@@ -34,10 +34,10 @@ CREATE TABLE things (id INTEGER);
 CREATE TRIGGER things_bump AFTER INSERT ON things FOR EACH ROW EXECUTE FUNCTION bump();
 `},
 	}
-	if err := Apply(ctx, db, Postgres, ms); err != nil {
+	if err := Apply(ctx, db, Postgres, ms, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(ctx, db, Postgres, ms); err != nil { // applied once
+	if err := Apply(ctx, db, Postgres, ms, nil); err != nil { // applied once
 		t.Fatal(err)
 	}
 	if _, err := db.Exec("INSERT INTO things VALUES (1), (2)"); err != nil {
@@ -66,7 +66,7 @@ CREATE TRIGGER things_bump AFTER INSERT ON things BEGIN
     UPDATE counter SET n = n + CASE WHEN NEW.id > 10 THEN 100 ELSE 0 END;
 END;
 `}}
-	if err := Apply(ctx, db, SQLite, ms); err != nil {
+	if err := Apply(ctx, db, SQLite, ms, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec("INSERT INTO things VALUES (1), (20)"); err != nil {
@@ -87,7 +87,7 @@ func TestApplyErrorNamesMigrationAndStatement(t *testing.T) {
 			{Version: 1, Name: "0001_ok.sql", SQL: "CREATE TABLE ok (x INTEGER);"},
 			{Version: 2, Name: "0002_broken.sql", SQL: "CREATE TABLE fine (x INTEGER);\nSELEKT nonsense;"},
 		}
-		err := Apply(context.Background(), db, b.engine, ms)
+		err := Apply(context.Background(), db, b.engine, ms, nil)
 		if err == nil {
 			t.Fatal("no error")
 		}
@@ -160,7 +160,7 @@ func TestScriptMatchesMigrate(t *testing.T) {
 		if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_schema_migrations WHERE applied_at > 1600000000000000").Scan(&rows); err != nil || rows != len(must[[]Migration](t)(Migrations(b.engine))) {
 			t.Fatalf("%d version rows with a plausible time, %v", rows, err)
 		}
-		if err := Migrate(ctx, db, b.engine); err != nil {
+		if err := Migrate(ctx, db, b.engine, nil); err != nil {
 			t.Fatal(err)
 		}
 		s := New(db, b.engine, false)
