@@ -16,6 +16,10 @@ type Config struct {
 	// fallback exists to answer when the dependency cannot, an open circuit included. Whatever
 	// it says, the caller's cancellation and deferred work are passed on unchanged.
 	Classifier behaviors.Classifier
+	// OnFallback is called with the request and the error each time the fallback answers a
+	// failure, just before its function runs (for a counter or a trace event). nil: nothing is
+	// called.
+	OnFallback func(ctx context.Context, req any, err error)
 }
 
 // Behavior is the fallback behavior: it turns the final failure of a call into a degraded
@@ -32,6 +36,7 @@ type Behavior struct {
 	request reflect.Type // non-nil for a typed fallback: the one request type it serves
 	fn      func(ctx context.Context, req any, err error) (any, error)
 	catch   behaviors.Classifier
+	on      func(ctx context.Context, req any, err error)
 }
 
 // New returns a fallback for any request type whose response type R can be assigned to: fn
@@ -41,6 +46,7 @@ type Behavior struct {
 func New[R any](fn func(ctx context.Context, req any, err error) (R, error), cfg Config) *Behavior {
 	return &Behavior{
 		catch:  cfg.Classifier,
+		on:     cfg.OnFallback,
 		result: reflect.TypeFor[R](),
 		fn: func(ctx context.Context, req any, err error) (any, error) {
 			return fn(ctx, req, err)
@@ -54,6 +60,7 @@ func New[R any](fn func(ctx context.Context, req any, err error) (R, error), cfg
 func NewFor[Q mediator.Request[R], R any](fn func(ctx context.Context, req Q, err error) (R, error), cfg Config) *Behavior {
 	return &Behavior{
 		catch:   cfg.Classifier,
+		on:      cfg.OnFallback,
 		result:  reflect.TypeFor[R](),
 		request: reflect.TypeFor[Q](),
 		fn: func(ctx context.Context, req any, err error) (any, error) {
@@ -96,6 +103,9 @@ func (f *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if err == nil || ctx.Err() != nil || (f.catch != nil && !f.catch(err)) || isDeferred(err) ||
 		mediator.MarksOf(ctx, req).Has(mediator.Unattended) {
 		return resp, err
+	}
+	if f.on != nil {
+		f.on(ctx, req, err)
 	}
 	return f.fn(ctx, req, err)
 }
