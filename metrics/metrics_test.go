@@ -245,4 +245,3 @@ func histogramCount(t *testing.T, rec *metrics.Recorder, name string) uint64 {
 	}
 	return n
 }
-
