@@ -34,10 +34,11 @@ type queueCollector struct {
 // or times out leaves the last values read, reported with their age, or no queue series before
 // the first read succeeds. Only one read runs at a time, however many scrapes come. It fails when a collector with the same names is already registered.
 func (r *Recorder) CollectQueue(q *durable.Queue) error {
-	return r.collectStats(q.Stats)
+	_, err := r.collectStats(q.Stats)
+	return err
 }
 
-func (r *Recorder) collectStats(stats func(context.Context) (durable.Stats, error)) error {
+func (r *Recorder) collectStats(stats func(context.Context) (durable.Stats, error)) (*queueCollector, error) {
 	c := &queueCollector{
 		stats:   stats,
 		timeout: r.cfg.StatsTimeout,
@@ -55,7 +56,7 @@ func (r *Recorder) collectStats(stats func(context.Context) (durable.Stats, erro
 	if c.maxAge == 0 {
 		c.maxAge = 10 * time.Second
 	}
-	return r.reg.Register(c)
+	return c, r.reg.Register(c)
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {

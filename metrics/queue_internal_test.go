@@ -20,14 +20,15 @@ func TestQueueStatsTimeoutAndCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	if err := rec.collectStats(func(ctx context.Context) (durable.Stats, error) {
+	c, err := rec.collectStats(func(ctx context.Context) (durable.Stats, error) {
 		if calls.Add(1) == 1 { // the first read hangs until its context ends
 			<-ctx.Done()
 			return durable.Stats{}, ctx.Err()
 		}
 		return durable.Stats{Counts: map[durable.ItemState]int64{durable.StatePending: 3},
 			DeadLetters: map[durable.DeadLetterStatus]int{durable.DeadLetterFailed: 2}}, nil
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	count := func() int {
@@ -44,6 +45,15 @@ func TestQueueStatsTimeoutAndCache(t *testing.T) {
 	}
 	if n := count(); n != 0 {
 		t.Fatalf("%d queue series before any read succeeded", n)
+	}
+	for { // the hung read ends at its timeout too; a scrape before that would share it
+		c.mu.Lock()
+		idle := c.reading == nil
+		c.mu.Unlock()
+		if idle {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if n := count(); n != 2 || calls.Load() != 2 {
 		t.Fatalf("%d queue series after a read, %d reads", n, calls.Load())
