@@ -79,6 +79,13 @@ type SchedulerConfig struct {
 	// jobs: long enough to look at yesterday's work, short enough that the table stays small. A
 	// negative value keeps succeeded items forever.
 	Retention time.Duration
+	// OnClaim is called after each database round trip that claimed items, with how long it
+	// took, how many items it claimed and its error (for a latency histogram: a slow claim is
+	// the first sign of a database in trouble). The round trip that claims after a batch of
+	// items finished also writes their outcomes, and its time includes the writes. It is
+	// called by the scheduler's claim loop, which waits for it, so keep it cheap. nil: nothing
+	// is called.
+	OnClaim func(took time.Duration, claimed int, err error)
 }
 
 // logRepeat is how often a database failure that persists is logged again.
@@ -572,6 +579,7 @@ func (s *scheduler) claim(alone bool, n int, now time.Time) []store.Claimed {
 		items []store.Claimed
 		err   error
 	)
+	start := time.Now()
 	if alone {
 		items, err = s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
 	} else if s.cfg.Workers == 1 {
@@ -580,6 +588,7 @@ func (s *scheduler) claim(alone bool, n int, now time.Time) []store.Claimed {
 	} else {
 		items, err = s.q.store.Claim(ctx, s.cfg.InstanceID, now, s.cfg.Lease, n)
 	}
+	s.noteClaim(start, len(items), err)
 	s.noteStore("claim", err)
 	s.hold(items)
 	return items
@@ -670,8 +679,10 @@ func (s *scheduler) alreadyRecorded(c store.Completion) bool {
 // claim).
 func (s *scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time, retried bool) ([]store.Claimed, error) {
 	ctx, cancel := s.storeCtx()
+	start := time.Now()
 	results, items, err := s.q.store.CompleteAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
 	cancel()
+	s.noteClaim(start, len(items), err)
 	s.noteStore("record outcomes and claim", err)
 	if err != nil {
 		return nil, err
@@ -679,6 +690,13 @@ func (s *scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time
 	s.settle(batch, results, retried)
 	s.hold(items)
 	return items, nil
+}
+
+// noteClaim tells SchedulerConfig.OnClaim about a claim that started at start.
+func (s *scheduler) noteClaim(start time.Time, claimed int, err error) {
+	if s.cfg.OnClaim != nil {
+		s.cfg.OnClaim(time.Since(start), claimed, err)
+	}
 }
 
 // noteStore logs a failed store call (rate-limited) or a recovery.

@@ -263,7 +263,7 @@ func (b *breaker) allowSlow(w uint64) (Permit, error) {
 	now := b.reg.now()
 	if stateOf(w) == StateOpen {
 		if until := b.openUntil.Load(); now < until {
-			return Permit{}, b.openError(until - now)
+			return Permit{}, b.refused(b.openError(until - now))
 		}
 	}
 	var ev events
@@ -277,7 +277,18 @@ func (b *breaker) allowSlow(w uint64) (Permit, error) {
 	p, err := b.admitLocked(now, &ev)
 	b.mu.Unlock()
 	b.announce(&ev)
+	if err != nil {
+		err = b.refused(err)
+	}
 	return p, err
+}
+
+// refused tells Config.OnRefusal about a refusal, outside the lock, and returns its error.
+func (b *breaker) refused(err error) error {
+	if f := b.reg.cfg.OnRefusal; f != nil {
+		f(b.key)
+	}
+	return err
 }
 
 // after returns registry time now + d, saturating instead of overflowing, so that a very long

@@ -114,6 +114,11 @@ type Config struct {
 	// A released probe (one that panicked, or was abandoned) is not reported. nil: nothing is
 	// called.
 	OnLateProbe func(LateProbe)
+	// OnRefusal is called with the key of a breaker each time it refuses a call (an
+	// *OpenError, through the Behavior or Gate), outside the breaker's lock, by the goroutine
+	// refused, so it may call the registry; keep it cheap, as every refused call makes one.
+	// nil: nothing is called.
+	OnRefusal func(key string)
 	// Clock is the registry's time source. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 }

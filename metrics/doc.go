@@ -1,0 +1,26 @@
+// Package metrics exports the Prometheus metrics of switchboard: request outcomes and
+// durations (a mediator behavior), retries, fallbacks and breaker refusals (hooks of those
+// behaviors), breaker states and the durable queue's depth and dead letters (collected at scrape
+// time) and the durable scheduler's claim latency (a scheduler hook).
+//
+// New registers every metric on Config.Registerer (nothing global unless that is
+// prometheus.DefaultRegisterer) under a prefix, switchboard by default. Wire the parts in one
+// line each:
+//
+//	rec, err := metrics.New(metrics.Config{})
+//	m.Use(rec.Behavior())                                    // requests_total, request_duration_seconds
+//	retry.New(retry.Config{OnRetry: rec.OnRetry})            // retries_total
+//	fallback.New(fn, fallback.Config{OnFallback: rec.OnFallback}) // fallbacks_total
+//	breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal}) // breaker_rejections_total
+//	rec.CollectBreakers(reg)                                 // circuit_breaker_state, circuit_breaker_half_open
+//	rec.CollectQueue(q)                                      // deferred_items, dead_letters
+//	q.Start(m, durable.SchedulerConfig{OnClaim: rec.OnClaim}) // scheduler_claim_seconds
+//	http.Handle("/metrics", rec.Handler())
+//
+// Every label is bounded: request is a request type's name (bounded by the registered types),
+// outcome one of five values, key a breaker key only while the registry holds that breaker
+// (breaker states) or the keys of refused calls (refusals), state and status the queue's fixed
+// sets. docs/observability.md has the reference and example alerts.
+//
+// The behavior allocates nothing: Build resolves the series of each request type once.
+package metrics

@@ -1,0 +1,63 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/mediator"
+	"github.com/switchboard-go/switchboard/metrics"
+)
+
+// GetPrice asks a pricing service for a price.
+type GetPrice struct{ mediator.Returns[int] }
+
+func Example() {
+	rec, err := metrics.New(metrics.Config{AppID: "shop"}) // a registry of its own; metrics named shop_...
+	if err != nil {
+		panic(err)
+	}
+	breakers := breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal})
+	if err := rec.CollectBreakers(breakers); err != nil { // states read at every scrape
+		panic(err)
+	}
+
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetPrice) (int, error) { return 42, nil })
+	m.Use(rec.Behavior()) // requests_total, request_duration_seconds
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, OnRetry: rec.OnRetry}))
+	m.Use(breaker.New(breakers))
+	if err := m.Build(); err != nil {
+		panic(err)
+	}
+
+	_, _ = mediator.Send(context.Background(), m, &GetPrice{})
+	_ = breakers.Trip("*metrics_test.GetPrice") // an operator opens the breaker
+	_, err = mediator.Send(context.Background(), m, &GetPrice{})
+	fmt.Println(err != nil)
+
+	srv := httptest.NewServer(rec.Handler()) // mount it at /metrics
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "shop_") && !strings.Contains(line, "_bucket") && !strings.Contains(line, "_seconds") &&
+			!strings.HasSuffix(line, " 0") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// true
+	// shop_breaker_rejections_total{key="*metrics_test.GetPrice"} 1
+	// shop_circuit_breaker_state{key="*metrics_test.GetPrice"} 1
+	// shop_requests_total{outcome="rejected",request="metrics_test.GetPrice"} 1
+	// shop_requests_total{outcome="success",request="metrics_test.GetPrice"} 1
+}
