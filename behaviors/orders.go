@@ -6,11 +6,13 @@ package behaviors
 //
 //	stage    order  behavior                               defined as
 //	pre      -2000  tracing                                TracingOrder
+//	pre      -1001  metrics                                RecoverOrder - 1
 //	pre      -1000  recovery                               RecoverOrder
 //	pre        100  validation                             ValidationOrder
 //	default     10  exception handlers                     mediator.ExceptionHandlerOrder
 //	default     20  exception actions                      mediator.ExceptionActionOrder
 //	default     30  fallback                               FallbackOrder
+//	default     35  logging                                logging.Order (FallbackOrder + 5)
 //	default     40  durable deferral                       DeferralOrder
 //	default     49  total timeout (timeout.Config.Total)   RetryOrder - 1
 //	default     50  retry                                  RetryOrder

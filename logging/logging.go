@@ -16,21 +16,10 @@ import (
 )
 
 // Order is the logging behavior's default order within mediator.StageDefault: between the
-// durable deferral (behaviors.DeferralOrder) and the total timeout (behaviors.RetryOrder - 1),
-// so it sees each call's final outcome once, before a fallback or the deferral replaces a
-// failure with their own answer.
-const Order = behaviors.DeferralOrder + 5
-
-// The outcomes an entry reports in its "outcome" field.
-const (
-	// OutcomeSuccess: the call returned no error.
-	OutcomeSuccess = "success"
-	// OutcomeFailure: the call returned an error that is not the caller's cancellation.
-	OutcomeFailure = "failure"
-	// OutcomeCancelled: the caller's context was cancelled or its deadline passed
-	// (mediator.IsCallerCancellation): the caller's choice, not a failure.
-	OutcomeCancelled = "cancelled"
-)
+// fallback (behaviors.FallbackOrder) and the durable deferral (behaviors.DeferralOrder), so it
+// sees each call's final outcome once: a failure before a fallback answers for it, and a
+// deferred call as deferred rather than as the failure the deferral took for later.
+const Order = behaviors.FallbackOrder + 5
 
 // Config configures the logging behavior. The zero value of each field means its documented
 // default, so Config{} is complete.
@@ -51,6 +40,10 @@ type Config struct {
 	// Default debug: the caller gave up, nothing failed, and an error line would page someone
 	// for a user who closed a tab.
 	Cancelled zap.AtomicLevel
+	// Deferred is the level of a call the durable deferral stored for later. Default info: the
+	// work was accepted, not failed, and nobody need act; the dead letter it may become later
+	// is logged when it does.
+	Deferred zap.AtomicLevel
 	// Breakers is the circuit breaker registry of the pipelines, when one is used: every entry
 	// then names its breaker's key (Registry.KeyOf, the key the breaker behavior gates on), not
 	// only the entries of calls an open breaker refused or whose failure tripped it, which name
@@ -64,6 +57,7 @@ type Config struct {
 type Behavior struct {
 	log                        *zap.Logger
 	success, failure, canceled zap.AtomicLevel
+	deferred                   zap.AtomicLevel
 	breakers                   *breaker.Registry
 	request                    string // bound at Build; empty in the unbound behavior
 }
@@ -71,7 +65,8 @@ type Behavior struct {
 // New returns a logging behavior configured by cfg. Register it with mediator.Use; its
 // Placement puts it at Order in mediator.StageDefault.
 func New(cfg Config) *Behavior {
-	b := &Behavior{log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled, breakers: cfg.Breakers}
+	b := &Behavior{log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled,
+		deferred: cfg.Deferred, breakers: cfg.Breakers}
 	if b.log == nil {
 		b.log = zap.L()
 	}
@@ -83,6 +78,9 @@ func New(cfg Config) *Behavior {
 	}
 	if b.canceled == (zap.AtomicLevel{}) {
 		b.canceled = zap.NewAtomicLevelAt(zapcore.DebugLevel)
+	}
+	if b.deferred == (zap.AtomicLevel{}) {
+		b.deferred = zap.NewAtomicLevelAt(zapcore.InfoLevel)
 	}
 	return b
 }
@@ -96,7 +94,7 @@ func (b *Behavior) Placement() mediator.Placement {
 // Bind resolves the request type's name once, at Build.
 func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	bound := *b
-	bound.request = behaviors.TypeKey(info.Request)
+	bound.request = behaviors.RequestName(info.Request)
 	return &bound, nil
 }
 
@@ -108,18 +106,22 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	took := time.Since(start)
 	if err == nil {
 		if ce := b.log.Check(b.success.Level(), "switchboard: request handled"); ce != nil {
-			b.write(ce, ctx, req, took, OutcomeSuccess, nil)
+			b.write(ce, ctx, req, took, behaviors.OutcomeSuccess, nil)
 		}
 		return resp, nil
 	}
-	if mediator.IsCallerCancellation(ctx, err) {
-		if ce := b.log.Check(b.canceled.Level(), "switchboard: request cancelled"); ce != nil {
-			b.write(ce, ctx, req, took, OutcomeCancelled, err)
-		}
-		return resp, err
+	outcome := behaviors.OutcomeOf(ctx, req, err)
+	level, msg := b.failure.Level(), "switchboard: request failed"
+	switch outcome {
+	case behaviors.OutcomeCancelled:
+		level, msg = b.canceled.Level(), "switchboard: request cancelled"
+	case behaviors.OutcomeDeferred:
+		level, msg = b.deferred.Level(), "switchboard: request deferred"
+	case behaviors.OutcomeRejected:
+		msg = "switchboard: request rejected"
 	}
-	if ce := b.log.Check(b.failure.Level(), "switchboard: request failed"); ce != nil {
-		b.write(ce, ctx, req, took, OutcomeFailure, err)
+	if ce := b.log.Check(level, msg); ce != nil {
+		b.write(ce, ctx, req, took, outcome, err)
 	}
 	return resp, err
 }
@@ -127,7 +129,7 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 func (b *Behavior) write(ce *zapcore.CheckedEntry, ctx context.Context, req any, took time.Duration, outcome string, err error) {
 	request := b.request
 	if request == "" { // used without Build's binding (a hand-made pipeline)
-		request = behaviors.TypeKey(reflect.TypeOf(req))
+		request = behaviors.RequestName(reflect.TypeOf(req))
 	}
 	attempt := retry.Attempt(ctx)
 	if x, ok := errors.AsType[*retry.ExhaustedError](err); ok {

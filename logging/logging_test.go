@@ -86,9 +86,9 @@ func TestFields(t *testing.T) {
 
 		assert.Equal(t, []entry{
 			{zapcore.DebugLevel, "switchboard: request handled", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "success"}},
+				"request": "logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "success"}},
 			{zapcore.ErrorLevel, "switchboard: request failed", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "failure",
+				"request": "logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "failure",
 				"error": "boom"}},
 		}, entries(logs))
 	})
@@ -104,16 +104,16 @@ func TestPlacementAroundRetry(t *testing.T) {
 	}{
 		{"outside retry", logging.Order, []entry{
 			{zapcore.ErrorLevel, "switchboard: request failed", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(3), "duration": 20 * time.Millisecond, "outcome": "failure",
+				"request": "logging_test.Call", "attempt": int64(3), "duration": 20 * time.Millisecond, "outcome": "failure",
 				"error": "retry: gave up after 3 attempts: down"}},
 		}},
 		{"inside retry", behaviors.RetryOrder + 5, []entry{
 			{zapcore.WarnLevel, "switchboard: request failed", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(1), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
+				"request": "logging_test.Call", "attempt": int64(1), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
 			{zapcore.WarnLevel, "switchboard: request failed", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(2), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
+				"request": "logging_test.Call", "attempt": int64(2), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
 			{zapcore.WarnLevel, "switchboard: request failed", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(3), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
+				"request": "logging_test.Call", "attempt": int64(3), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestBreakerKey(t *testing.T) {
 		_, err = mediator.Send(ctx, m2, &Call{Endpoint: "https://up.example"})
 		require.NoError(t, err)
 		require.Equal(t, 1, logs2.Len())
-		assert.Equal(t, map[string]any{"request": "*logging_test.Call", "attempt": int64(1), "duration": time.Duration(0),
+		assert.Equal(t, map[string]any{"request": "logging_test.Call", "attempt": int64(1), "duration": time.Duration(0),
 			"outcome": "success", "breaker": "https://up.example"}, logs2.AllUntimed()[0].ContextMap())
 	})
 }
@@ -191,7 +191,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, []entry{
 			{zapcore.DebugLevel, "switchboard: request cancelled", map[string]any{
-				"request": "*logging_test.Call", "attempt": int64(1), "duration": 50 * time.Millisecond, "outcome": "cancelled",
+				"request": "logging_test.Call", "attempt": int64(1), "duration": 50 * time.Millisecond, "outcome": "cancelled",
 				"error": "context deadline exceeded"}},
 		}, entries(logs))
 	})
@@ -245,3 +245,25 @@ func disabledBehavior(t testing.TB) (mediator.Behavior, mediator.Next) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// deferredErr is an error that says the work was stored for later, as the durable deferral's is.
+type deferredErr struct{}
+
+func (deferredErr) Error() string  { return "deferred as item 7" }
+func (deferredErr) Deferred() bool { return true }
+
+// A call the durable deferral stored for later is logged at info with outcome "deferred", not
+// as a failure at error: the same outcome the metrics and the span report for it. It used to
+// be logged as a failure.
+func TestDeferredIsNotAFailure(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, deferredErr{} },
+		use(logging.New(logging.Config{Logger: zap.New(core)})))
+	_, err := mediator.Send(context.Background(), m, &Call{})
+	require.Error(t, err)
+	require.Equal(t, 1, logs.Len())
+	e := logs.AllUntimed()[0]
+	assert.Equal(t, zapcore.InfoLevel, e.Level)
+	assert.Equal(t, "switchboard: request deferred", e.Message)
+	assert.Equal(t, "deferred", e.ContextMap()["outcome"])
+}

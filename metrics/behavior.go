@@ -53,20 +53,15 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 
 // outcome returns the index in outcomes of the outcome of a call that ended in err.
 func outcome(ctx context.Context, req any, err error) int {
-	switch {
-	case err == nil:
+	switch behaviors.OutcomeOf(ctx, req, err) {
+	case behaviors.OutcomeSuccess:
 		return 0
-	case ctx.Err() != nil || mediator.IsCallerCancellation(ctx, err):
+	case behaviors.OutcomeFailure:
+		return 1
+	case behaviors.OutcomeCancelled:
 		return 2
-	case deferred(err):
-		return 4
-	case behaviors.Refused(err, req):
+	case behaviors.OutcomeRejected:
 		return 3
 	}
-	return 1
-}
-
-func deferred(err error) bool {
-	var d behaviors.Deferring
-	return errors.As(err, &d) && d.Deferred()
+	return 4
 }

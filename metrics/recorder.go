@@ -11,27 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 )
 
-// The values of the outcome label of requests_total: a fixed set, so the label stays bounded.
-const (
-	// OutcomeSuccess: the caller got a response (a fallback's included; fallbacks_total counts
-	// those).
-	OutcomeSuccess = "success"
-	// OutcomeFailure: the caller got an error not named by the other outcomes.
-	OutcomeFailure = "failure"
-	// OutcomeCancelled: the caller's context was done when the pipeline returned an error (it
-	// gave up, or its deadline passed); the dependency is not to blame.
-	OutcomeCancelled = "cancelled"
-	// OutcomeRejected: the request's own circuit breaker or bulkhead refused it before its
-	// handler ran (behaviors.Refused).
-	OutcomeRejected = "rejected"
-	// OutcomeDeferred: the durable deferral stored the request for later (behaviors.Deferring).
-	OutcomeDeferred = "deferred"
-)
-
-var outcomes = [...]string{OutcomeSuccess, OutcomeFailure, OutcomeCancelled, OutcomeRejected, OutcomeDeferred}
+// outcomes are the values of the outcome label of requests_total, by index: the module's one
+// vocabulary of outcomes (behaviors.OutcomeOf), a fixed set, so the label stays bounded.
+var outcomes = [...]string{behaviors.OutcomeSuccess, behaviors.OutcomeFailure, behaviors.OutcomeCancelled,
+	behaviors.OutcomeRejected, behaviors.OutcomeDeferred}
 
 // Recorder holds the metrics of one application and the hooks that feed them. Make one with
 // New; its methods are safe for concurrent use.
@@ -126,15 +113,6 @@ func (r *Recorder) Handler() http.Handler {
 	return promhttp.HandlerFor(r.gatherer, promhttp.HandlerOpts{})
 }
 
-// RequestName is the request label of a request type: its name as reflect prints it, without
-// the pointer's star ("app.GetUser" for *app.GetUser).
-func RequestName(t reflect.Type) string {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.String()
-}
-
 // seriesOf returns the series of request type t, resolving them on first use.
 func (r *Recorder) seriesOf(t reflect.Type) *series {
 	r.mu.RLock()
@@ -148,7 +126,7 @@ func (r *Recorder) seriesOf(t reflect.Type) *series {
 	if s = r.types[t]; s != nil {
 		return s
 	}
-	name := RequestName(t)
+	name := behaviors.RequestName(t)
 	s = &series{
 		duration:  r.durations.WithLabelValues(name),
 		retries:   r.retries.WithLabelValues(name),

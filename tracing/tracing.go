@@ -68,23 +68,15 @@ func (b *Behavior) AppliesTo(info mediator.RequestInfo) bool { return !info.Stre
 // Bind implements mediator.BindingBehavior: it names the spans of a request type once, so a
 // dispatch computes no name.
 func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
-	t := info.Request
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return &bound{tracer: b.tracer, name: t.String()}, nil
+	return &bound{tracer: b.tracer, name: behaviors.RequestName(info.Request)}, nil
 }
 
 // Handle implements mediator.Behavior for a behavior used without Build's binding (called
 // directly); it names the span after req's type on every call.
 func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
-	t := reflect.TypeOf(req)
-	if t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
 	name := "<nil>"
-	if t != nil {
-		name = t.String()
+	if t := reflect.TypeOf(req); t != nil {
+		name = behaviors.RequestName(t)
 	}
 	return (&bound{tracer: b.tracer, name: name}).Handle(ctx, req, next)
 }
@@ -118,7 +110,7 @@ const (
 
 // succeeded is the outcome of a successful dispatch, kept in a slice so that setting it
 // allocates no argument slice.
-var succeeded = []attribute.KeyValue{keyOutcome.String("succeeded")}
+var succeeded = []attribute.KeyValue{keyOutcome.String(behaviors.OutcomeSuccess)}
 
 func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	ctx, span := b.tracer.Start(ctx, b.name)
@@ -142,7 +134,7 @@ func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 		if err == nil {
 			span.SetAttributes(succeeded...)
 		} else {
-			finish(ctx, span, err)
+			finish(ctx, span, req, err)
 		}
 	}
 	span.End()
@@ -151,25 +143,25 @@ func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 
 // finish records a dispatch's error on its span: the caller's cancellation as such, deferred
 // work as deferred, anything else as a failure.
-func finish(ctx context.Context, span trace.Span, err error) {
+func finish(ctx context.Context, span trace.Span, req any, err error) {
 	var deferred *durable.DeferredError
 	switch {
 	case ctx.Err() != nil:
 		// The caller gave up (whatever error the pipeline made of it: clients report a
 		// cancellation in their own ways), which says nothing about the service.
 		span.AddEvent(eventCancelled, trace.WithAttributes(keyError.String(err.Error())))
-		span.SetAttributes(keyOutcome.String("cancelled"))
+		span.SetAttributes(keyOutcome.String(behaviors.OutcomeCancelled))
 	case errors.As(err, &deferred):
 		// Accepted for later, not failed: the deferral's own answer.
 		span.AddEvent(eventDeferred, trace.WithAttributes(keyItemID.Int64(int64(deferred.ItemID)),
 			keyDuplicate.Bool(deferred.Duplicate), keyError.String(errorText(deferred.Cause))))
 		rejected(span, deferred.Cause)
-		span.SetAttributes(keyOutcome.String("deferred"))
+		span.SetAttributes(keyOutcome.String(behaviors.OutcomeDeferred))
 	default:
 		rejected(span, err)
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(keyOutcome.String("failed"))
+		span.SetAttributes(keyOutcome.String(behaviors.OutcomeOf(ctx, req, err)))
 	}
 }
 

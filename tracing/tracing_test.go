@@ -184,7 +184,7 @@ func TestDeferredRequestIsOneTrace(t *testing.T) {
 	a := attrs(later.Attributes())
 	if a["switchboard.durable.item_id"].AsInt64() != int64(deferred.ItemID) || a["switchboard.durable.attempt"].AsInt64() != 1 ||
 		a["switchboard.durable.instance"].AsString() != "worker-1" || a["switchboard.durable.name"].AsString() != "billing.charge" ||
-		a["switchboard.outcome"].AsString() != "succeeded" {
+		a["switchboard.outcome"].AsString() != "success" {
 		t.Errorf("durable dispatch attributes: %v", later.Attributes())
 	}
 	if later.Status().Code != codes.Unset || len(later.Events()) != 0 {
@@ -215,7 +215,7 @@ func TestFailureStatusAndRecordedError(t *testing.T) {
 	if a := attrs(s.Events()[0].Attributes); a["exception.message"].AsString() != "card declined" {
 		t.Errorf("exception event %v", s.Events()[0].Attributes)
 	}
-	if attrs(s.Attributes())["switchboard.outcome"].AsString() != "failed" {
+	if attrs(s.Attributes())["switchboard.outcome"].AsString() != "failure" {
 		t.Errorf("attributes %v", s.Attributes())
 	}
 }
@@ -281,7 +281,7 @@ func TestBreakerRejectionAndFallback(t *testing.T) {
 	if got, want := eventNames(answered), []string{"switchboard.fallback", "switchboard.breaker.rejected"}; !equal(got, want) {
 		t.Errorf("answered: events %v, want %v", got, want)
 	}
-	if answered.Status().Code != codes.Unset || attrs(answered.Attributes())["switchboard.outcome"].AsString() != "succeeded" {
+	if answered.Status().Code != codes.Unset || attrs(answered.Attributes())["switchboard.outcome"].AsString() != "success" {
 		t.Errorf("answered: status %v, attributes %v", answered.Status(), answered.Attributes())
 	}
 }
