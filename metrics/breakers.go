@@ -19,7 +19,8 @@ type breakerCollector struct {
 //	<prefix>_circuit_breaker_half_open{key}  1 half-open, 0 otherwise
 //
 // So the values are right from the first scrape (a breaker tripped before any traffic shows
-// 1), they need no state-change listener, breakers created at Build (one per request type)
+// 1; a keyed breaker exists, and can be tripped, once the registry has seen its key), they
+// need no state-change listener, breakers created at Build (one per request type)
 // appear before their first call, and evicted breakers drop out at the next scrape: the series
 // are as many as the breakers the bounded registry holds. Half-open has a gauge of its own
 // rather than a value of 0.5 so that "state == 1" means open and sums of the gauge count open
