@@ -201,8 +201,12 @@ func letterOf(d store.DeadLetter) DeadLetter {
 
 // announce logs a new dead letter and calls Config.OnDead with it.
 func (q *Queue) announce(ctx context.Context, d DeadLetter) {
-	q.log.Warn("durable: dead letter", zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
-		zap.String("source", d.Source), zap.String("name", d.Name), zap.String("key", d.Key), zap.String("error", d.Error))
+	fields := []zap.Field{zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
+		zap.String("source", d.Source), zap.String("name", d.Name), zap.String("error", d.Error)}
+	if d.Key != "" {
+		fields = append(fields, zap.String("key", d.Key))
+	}
+	q.log.Warn("durable: dead letter", fields...)
 	if q.onDead == nil {
 		return
 	}

@@ -267,3 +267,21 @@ func TestDeferredIsNotAFailure(t *testing.T) {
 	assert.Equal(t, "switchboard: request deferred", e.Message)
 	assert.Equal(t, "deferred", e.ContextMap()["outcome"])
 }
+
+// An error a request's handler met sending another request names that request's breaker and
+// attempts, not this one's: a request type whose pipeline has no breaker or retry gets no
+// breaker field and attempt 1, even with Config.Breakers set. Such entries used to name a
+// breaker the request does not have and the other request's attempt count.
+func TestInnerErrorsDoNotNameTheOuterBreaker(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	reg := breaker.NewRegistry(breaker.Config{})
+	inner := &retry.ExhaustedError{Attempts: 3, Err: &breaker.OpenError{Key: "https://other.example"}}
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, inner },
+		use(logging.New(logging.Config{Logger: zap.New(core), Breakers: reg})))
+	_, err := mediator.Send(context.Background(), m, &Call{})
+	require.Error(t, err)
+	require.Equal(t, 1, logs.Len())
+	fields := logs.AllUntimed()[0].ContextMap()
+	assert.NotContains(t, fields, "breaker")
+	assert.Equal(t, int64(1), fields["attempt"])
+}
