@@ -285,3 +285,14 @@ func TestInnerErrorsDoNotNameTheOuterBreaker(t *testing.T) {
 	assert.NotContains(t, fields, "breaker")
 	assert.Equal(t, int64(1), fields["attempt"])
 }
+
+// Used directly, without a mediator's Build binding it to a request type, the behavior names
+// the request from the value it is given.
+func TestUnboundNamesTheRequest(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	b := logging.New(logging.Config{Logger: zap.New(core)})
+	_, err := b.Handle(context.Background(), &Call{}, func(context.Context, any) (any, error) { return &Reply{}, nil })
+	require.NoError(t, err)
+	require.Equal(t, 1, logs.Len())
+	assert.Equal(t, "logging_test.Call", logs.AllUntimed()[0].ContextMap()["request"])
+}
