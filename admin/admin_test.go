@@ -446,3 +446,5 @@ func testDeadLetterRoutes(t *testing.T, qcfg durable.Config) {
 	}
 	want(t, auth(t, f.h, "GET", "/api/dead-letters?status=discarded", ""), http.StatusOK)
 }
+
+func durableConfig() durable.Config { return durable.Config{} }
