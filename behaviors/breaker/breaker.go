@@ -39,6 +39,27 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
+// MarshalText returns String, so that a state reads as its name ("closed", "open",
+// "half-open") in JSON and logs, never as a number whose meaning depends on this package's
+// constant order.
+func (s State) MarshalText() ([]byte, error) {
+	if s > StateHalfOpen {
+		return nil, fmt.Errorf("breaker: invalid state %d", uint8(s))
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText parses a name returned by String.
+func (s *State) UnmarshalText(text []byte) error {
+	for _, st := range [...]State{StateClosed, StateOpen, StateHalfOpen} {
+		if string(text) == st.String() {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("breaker: unknown breaker state %q", text)
+}
+
 // ChangeReason says why a breaker changed state.
 type ChangeReason uint8
 

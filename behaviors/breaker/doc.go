@@ -12,7 +12,8 @@
 //
 // The registry serves code that calls a dependency through its own client too (Gate,
 // OpenFor), lists its breakers (Snapshot, Get) for an admin API and metrics, trips and resets
-// them by hand, tells listeners about every state change (OnStateChange, AddListener) outside
+// them by hand (Declare makes the keys of known endpoints trippable before any traffic), tells
+// listeners about every state change (OnStateChange, AddListener) outside
 // its locks, can share trip decisions through a Store, and evicts idle breakers so a registry
 // of many keys stays bounded. KeyOf maps a request to its breaker's key.
 //

@@ -177,7 +177,8 @@ type Store interface {
 	SaveBreaker(ctx context.Context, s Snapshot) error
 }
 
-// Registry holds one circuit breaker per key. Breakers are created on first use. It
+// Registry holds one circuit breaker per key. Breakers are created on first use, or up front
+// by Declare. It
 // serves the breaker Behavior and, through Gate and OpenFor, code that calls a
 // dependency through its own client. All methods are safe for concurrent use.
 type Registry struct {

@@ -1,0 +1,126 @@
+// Package admin is the operator surface of switchboard: an http.Handler, mounted by the
+// application under any prefix, that lists, trips and resets circuit breakers, inspects,
+// replays and discards dead letters, shows schedules and their run log and the durable
+// queue's counts, serves the embedded dashboard and, beside them, the metrics handler.
+//
+// Every API route needs an authorized admin: an Authorizer (the default checks one bearer
+// token) names the principal, recorded as the actor of replays and discards. The dashboard
+// exchanges the token once for a session cookie (HttpOnly, SameSite=Strict) and sends a CSRF
+// token with every state-changing request; net/http's CrossOriginProtection refuses
+// cross-origin browser requests that change state. docs/operations.md lists the routes.
+package admin
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// Config configures the admin handler. Breakers or Queue (or both) say what it shows; an
+// Authorizer or a Token says who may use it. Every other zero field means its default.
+type Config struct {
+	// Breakers is the registry whose breakers the breaker routes list, trip and reset. nil:
+	// the breaker routes answer 404, saying no registry is configured.
+	Breakers *breaker.Registry
+	// Queue is the durable queue whose dead letters, schedules and counts the other routes
+	// show. nil: those routes answer 404, saying no queue is configured.
+	Queue *durable.Queue
+	// Sender replays dead letters: the built mediator. Required with Queue, since a replay
+	// runs the request again through it.
+	Sender mediator.Sender
+	// Authorizer names the principal of a request, or refuses it. nil: the bearer token of
+	// Token, checked in constant time, whose principal is "admin". New refuses to build with
+	// neither, so that an admin surface is never open by mistake.
+	Authorizer Authorizer
+	// Token is the bearer token of the default Authorizer; ignored when Authorizer is set.
+	// Use a long random value (32 bytes or more) from the application's secrets.
+	Token string
+	// Metrics, when set, is served at GET /metrics behind the same authorization, for
+	// example metrics.Recorder.Handler(). nil: /metrics answers 404.
+	Metrics http.Handler
+	// MaxBodyBytes limits a request body; a longer one is refused with 413. Default 64 KiB:
+	// the largest body, a bulk request of 100 ids with a reason, is a few KiB.
+	MaxBodyBytes int64
+	// SessionTTL is how long a dashboard session lasts after the token exchange, whatever its
+	// use. Default 12 hours: a working shift, after which the operator gives the token again.
+	SessionTTL time.Duration
+	// Logger receives the errors a client cannot fix (the database failed), which the client
+	// sees as a 500 without details. nil: zap.NewNop.
+	Logger *zap.Logger
+	// Clock is the time source of sessions. nil: time.Now.
+	Clock func() time.Time
+}
+
+// Validate reports every problem of c, joined, each naming its field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Authorizer == nil && c.Token == "" {
+		errs = append(errs, errors.New("admin: Config.Authorizer or Config.Token is required: an admin surface is never open to anyone"))
+	}
+	if c.Breakers == nil && c.Queue == nil {
+		errs = append(errs, errors.New("admin: Config.Breakers or Config.Queue is required: there is nothing to administer"))
+	}
+	if c.Queue != nil && c.Sender == nil {
+		errs = append(errs, errors.New("admin: Config.Sender is required with Config.Queue: replays run through it"))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("admin: Config.MaxBodyBytes is negative"))
+	}
+	if c.SessionTTL < 0 {
+		errs = append(errs, errors.New("admin: Config.SessionTTL is negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Authorizer decides who a request comes from. Authorize returns the principal's name,
+// recorded as the actor of the replays and discards it makes, or an error: ErrForbidden
+// (or an error wrapping it) for a known principal who is not an admin, which is answered
+// with 403; any other error is answered with 401 and a WWW-Authenticate challenge.
+//
+// An Authorizer that reads a cookie of the application (single sign-on) needs no session of
+// this package; CrossOriginProtection still refuses cross-origin requests that change state.
+type Authorizer interface {
+	Authorize(r *http.Request) (principal string, err error)
+}
+
+// AuthorizerFunc is an Authorizer as a function.
+type AuthorizerFunc func(r *http.Request) (principal string, err error)
+
+// Authorize calls f.
+func (f AuthorizerFunc) Authorize(r *http.Request) (string, error) { return f(r) }
+
+var (
+	// ErrUnauthorized reports a request without valid credentials (answered with 401).
+	ErrUnauthorized = errors.New("admin: unauthorized")
+	// ErrForbidden reports a principal who is not an admin (answered with 403).
+	ErrForbidden = errors.New("admin: forbidden")
+)
+
+// tokenAuthorizer is the default Authorizer: one bearer token, compared in constant time
+// (of the token's SHA-256, so that the comparison does not reveal its length either).
+type tokenAuthorizer struct{ sum [32]byte }
+
+func (a tokenAuthorizer) Authorize(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", ErrUnauthorized
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if subtle.ConstantTimeCompare(got[:], a.sum[:]) != 1 {
+		return "", errInvalidToken
+	}
+	return "admin", nil
+}
+
+var errInvalidToken = fmt.Errorf("%w: invalid token", ErrUnauthorized)

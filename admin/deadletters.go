@@ -1,0 +1,306 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+// maxBulk is the most ids one bulk request takes, as durable.Queue.ReplayMany does.
+const maxBulk = 100
+
+type deadLetterBody struct {
+	ID         durable.DeadLetterID     `json:"id"`
+	ItemID     durable.ItemID           `json:"item_id"`
+	Source     string                   `json:"source"`
+	Name       string                   `json:"name"`
+	Key        string                   `json:"key"`
+	Error      string                   `json:"error"`
+	Status     durable.DeadLetterStatus `json:"status"`
+	RetryCount int                      `json:"retry_count"`
+	CreatedAt  time.Time                `json:"created_at"`
+	UpdatedAt  time.Time                `json:"updated_at"`
+}
+
+func deadLetterOf(d durable.DeadLetter) deadLetterBody {
+	return deadLetterBody{ID: d.ID, ItemID: d.ItemID, Source: d.Source, Name: d.Name, Key: d.Key,
+		Error: d.Error, Status: d.Status, RetryCount: d.RetryCount,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
+}
+
+type timelineBody struct {
+	Kind      durable.TimelineKind `json:"kind"`
+	Number    int                  `json:"number"`
+	StartedAt *time.Time           `json:"started_at"`
+	EndedAt   *time.Time           `json:"ended_at"`
+	Instance  string               `json:"instance"`
+	Actor     string               `json:"actor"`
+	Outcome   string               `json:"outcome"`
+	Error     string               `json:"error"`
+	Reason    string               `json:"reason"`
+}
+
+// resolutionBody is the outcome of a replay or discard of one letter.
+type resolutionBody struct {
+	ID         durable.DeadLetterID `json:"id"`
+	Resolution durable.Resolution   `json:"resolution"`
+	Error      string               `json:"error"`
+}
+
+func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ string) {
+	f, err := deadLetterFilter(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	letters, total, err := s.cfg.Queue.DeadLetters(r.Context(), f)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]deadLetterBody, 0, len(letters))
+	for _, d := range letters {
+		out = append(out, deadLetterOf(d))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		DeadLetters []deadLetterBody `json:"dead_letters"`
+		Total       int              `json:"total"`
+	}{out, total})
+}
+
+// deadLetterFilter reads the listing's query; every malformed value is an error naming it.
+func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
+	var f durable.DeadLetterFilter
+	var errs []error
+	switch st := durable.DeadLetterStatus(q.Get("status")); st {
+	case "", durable.DeadLetterFailed, durable.DeadLetterReplayed, durable.DeadLetterDiscarded:
+		f.Status = st
+	default:
+		errs = append(errs, fmt.Errorf("status %q: want failed, replayed or discarded", st))
+	}
+	f.Source = q.Get("source")
+	for _, t := range []struct {
+		name string
+		to   *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		if v := q.Get(t.name); v != "" {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, v))
+			}
+			*t.to = at
+		}
+	}
+	var err error
+	if f.Limit, err = intParam(q, "limit", 0, 500); err != nil {
+		errs = append(errs, err)
+	}
+	if f.Offset, err = intParam(q, "offset", 0, -1); err != nil {
+		errs = append(errs, err)
+	}
+	return f, errors.Join(errs...)
+}
+
+// intParam reads the integer query parameter name, absent meaning 0; it must be at least
+// minimum and, when maximum >= 0, at most maximum.
+func intParam(q url.Values, name string, minimum, maximum int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < minimum || (maximum >= 0 && n > maximum) {
+		if maximum >= 0 {
+			return 0, fmt.Errorf("%s %q: want an integer from %d to %d", name, v, minimum, maximum)
+		}
+		return 0, fmt.Errorf("%s %q: want an integer of at least %d", name, v, minimum)
+	}
+	return n, nil
+}
+
+// letterID reads the {id} wildcard; it answers 400 and returns false when it is not a
+// positive integer.
+func letterID(w http.ResponseWriter, r *http.Request) (durable.DeadLetterID, bool) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, "dead letter id "+quote(v)+" is not a positive integer")
+		return 0, false
+	}
+	return durable.DeadLetterID(id), true
+}
+
+func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request, _ string) {
+	id, ok := letterID(w, r)
+	if !ok {
+		return
+	}
+	d, timeline, err := s.cfg.Queue.DeadLetter(r.Context(), id)
+	if errors.Is(err, durable.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown dead letter %d", id))
+		return
+	}
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	entries := make([]timelineBody, 0, len(timeline))
+	for _, e := range timeline {
+		entries = append(entries, timelineBody{Kind: e.Kind, Number: e.Number,
+			StartedAt: timeOrNil(e.StartedAt), EndedAt: timeOrNil(e.EndedAt), Instance: e.Instance,
+			Actor: e.Actor, Outcome: e.Outcome, Error: e.Error, Reason: e.Reason})
+	}
+	// The payload reads as JSON when it is JSON (the default codec), else as a string.
+	var payload any = string(d.Payload)
+	if json.Valid(d.Payload) {
+		payload = json.RawMessage(d.Payload)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		DeadLetter struct {
+			deadLetterBody
+			Payload any `json:"payload"`
+		} `json:"dead_letter"`
+		Timeline []timelineBody `json:"timeline"`
+	}{DeadLetter: struct {
+		deadLetterBody
+		Payload any `json:"payload"`
+	}{deadLetterOf(d), payload}, Timeline: entries})
+}
+
+func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request, principal string) {
+	id, ok := letterID(w, r)
+	if !ok || !decodeBody(w, r, &struct{}{}) {
+		return
+	}
+	res, err := s.cfg.Queue.Replay(r.Context(), s.cfg.Sender, id, principal)
+	s.answerResolution(w, r, id, res, err)
+}
+
+type discardRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *server) discardDeadLetter(w http.ResponseWriter, r *http.Request, principal string) {
+	id, ok := letterID(w, r)
+	if !ok {
+		return
+	}
+	var body discardRequest
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if strings.TrimSpace(body.Reason) == "" {
+		writeError(w, http.StatusBadRequest, `field "reason" is required: a discard says why`)
+		return
+	}
+	res, err := s.cfg.Queue.Discard(r.Context(), id, principal, body.Reason)
+	s.answerResolution(w, r, id, res, err)
+}
+
+// answerResolution answers one replay or discard: 404 for not_found, 409 for conflict, 200
+// for the others (still_failed included: the replay ran), 500 when the store failed.
+func (s *server) answerResolution(w http.ResponseWriter, r *http.Request, id durable.DeadLetterID, res durable.Resolution, err error) {
+	body := resolutionBody{ID: id, Resolution: res}
+	if err != nil {
+		body.Error = err.Error()
+	}
+	switch res {
+	case durable.NotFound:
+		writeJSON(w, http.StatusNotFound, body)
+	case durable.Conflict:
+		writeJSON(w, http.StatusConflict, body)
+	case durable.Replayed, durable.StillFailed, durable.Discarded:
+		writeJSON(w, http.StatusOK, body)
+	default:
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			writeError(w, http.StatusServiceUnavailable, "the request ended before the replay finished; nothing was recorded")
+			return
+		}
+		s.internal(w, r, err)
+	}
+}
+
+type bulkRequest struct {
+	IDs    []int64 `json:"ids"`
+	Reason string  `json:"reason"`
+}
+
+// bulkIDs decodes a bulk body and checks its ids (1 to 100 positive integers) and, when
+// reason is wanted, its reason; it answers 400 and returns false otherwise.
+func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]int64, reason *string) ([]durable.DeadLetterID, bool) {
+	if !decodeBody(w, r, body) {
+		return nil, false
+	}
+	switch {
+	case len(*ids) == 0:
+		writeError(w, http.StatusBadRequest, `field "ids" is required: a list of 1 to 100 dead letter ids`)
+		return nil, false
+	case len(*ids) > maxBulk:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`field "ids" has %d ids: at most %d per request; nothing was done`, len(*ids), maxBulk))
+		return nil, false
+	case reason != nil && strings.TrimSpace(*reason) == "":
+		writeError(w, http.StatusBadRequest, `field "reason" is required: a discard says why`)
+		return nil, false
+	}
+	out := make([]durable.DeadLetterID, len(*ids))
+	for i, id := range *ids {
+		if id <= 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(`field "ids": %d is not a dead letter id (a positive integer); nothing was done`, id))
+			return nil, false
+		}
+		out[i] = durable.DeadLetterID(id)
+	}
+	return out, true
+}
+
+func (s *server) replayDeadLetters(w http.ResponseWriter, r *http.Request, principal string) {
+	var body struct {
+		IDs []int64 `json:"ids"`
+	}
+	ids, ok := bulkIDs(w, r, &body, &body.IDs, nil)
+	if !ok {
+		return
+	}
+	results, err := s.cfg.Queue.ReplayMany(r.Context(), s.cfg.Sender, ids, principal)
+	s.answerBulk(w, r, results, err)
+}
+
+func (s *server) discardDeadLetters(w http.ResponseWriter, r *http.Request, principal string) {
+	var body bulkRequest
+	ids, ok := bulkIDs(w, r, &body, &body.IDs, &body.Reason)
+	if !ok {
+		return
+	}
+	results, err := s.cfg.Queue.DiscardMany(r.Context(), ids, principal, body.Reason)
+	s.answerBulk(w, r, results, err)
+}
+
+// answerBulk answers 200 with one outcome per id, whatever each came to; only a call that
+// returned no outcomes at all is an error.
+func (s *server) answerBulk(w http.ResponseWriter, r *http.Request, results []durable.BulkResult, err error) {
+	if len(results) == 0 && err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			writeError(w, http.StatusServiceUnavailable, "the request ended before the replays finished")
+			return
+		}
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]resolutionBody, 0, len(results))
+	for _, res := range results {
+		out = append(out, resolutionBody{ID: res.ID, Resolution: res.Resolution, Error: res.Error})
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Results []resolutionBody `json:"results"`
+	}{out})
+}
+
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,219 @@
+package admin
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+//go:embed ui
+var uiFiles embed.FS
+
+const defaultMaxBody = 64 << 10
+
+type server struct {
+	cfg      Config
+	auth     Authorizer
+	sessions *sessions
+	log      *zap.Logger
+	now      func() time.Time
+	mux      *http.ServeMux
+}
+
+// New returns the admin handler of cfg, to mount under any prefix with http.StripPrefix:
+//
+//	h, err := admin.New(admin.Config{Breakers: reg, Queue: q, Sender: m, Token: token})
+//	http.Handle("/admin/", http.StripPrefix("/admin", h))
+//
+// It refuses a cfg that Validate refuses: in particular one with neither an Authorizer nor a
+// Token. The handler keeps dashboard sessions in memory and starts no goroutine.
+func New(cfg Config) (http.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = defaultMaxBody
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	s := &server{cfg: cfg, auth: cfg.Authorizer, log: cfg.Logger, now: cfg.Clock, mux: http.NewServeMux()}
+	if s.auth == nil {
+		s.auth = tokenAuthorizer{sum: sha256.Sum256([]byte(cfg.Token))}
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.sessions = newSessions(s.now, cfg.SessionTTL)
+	s.routes()
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin request refused: state-changing requests must come from the dashboard's own origin")
+	}))
+	return cop.Handler(s), nil
+}
+
+func (s *server) routes() {
+	ui, err := fs.Sub(uiFiles, "ui")
+	if err != nil {
+		panic(err) // the embedded directory is part of the package
+	}
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, ui, "index.html")
+	})
+	assets := http.StripPrefix("/assets/", http.FileServerFS(mustSub(ui, "assets")))
+	s.mux.Handle("GET /assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		assets.ServeHTTP(w, r)
+	}))
+
+	s.api("GET /api/session", s.getSession)
+	s.mux.HandleFunc("POST /api/session", s.postSession) // authorized by the Authorizer only
+	s.api("DELETE /api/session", s.deleteSession)
+
+	s.api("GET /api/breakers", s.needBreakers(s.listBreakers))
+	s.api("GET /api/breakers/{key}", s.needBreakers(s.getBreaker))
+	s.api("POST /api/breakers/{key}/trip", s.needBreakers(s.tripBreaker))
+	s.api("POST /api/breakers/{key}/reset", s.needBreakers(s.resetBreaker))
+
+	s.api("GET /api/dead-letters", s.needQueue(s.listDeadLetters))
+	s.api("GET /api/dead-letters/{id}", s.needQueue(s.getDeadLetter))
+	s.api("POST /api/dead-letters/{id}/replay", s.needQueue(s.replayDeadLetter))
+	s.api("POST /api/dead-letters/{id}/discard", s.needQueue(s.discardDeadLetter))
+	s.api("POST /api/dead-letters/replay", s.needQueue(s.replayDeadLetters))
+	s.api("POST /api/dead-letters/discard", s.needQueue(s.discardDeadLetters))
+
+	s.api("GET /api/schedules", s.needQueue(s.listSchedules))
+	s.api("GET /api/schedules/{name}/runs", s.needQueue(s.scheduleRuns))
+	s.api("GET /api/queue", s.needQueue(s.queueStats))
+
+	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {
+		if s.cfg.Metrics == nil {
+			writeError(w, http.StatusNotFound, "no metrics handler is configured")
+			return
+		}
+		s.cfg.Metrics.ServeHTTP(w, r)
+	}))
+}
+
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// handlerFunc is an API handler: it runs for an authorized principal.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, principal string)
+
+func (s *server) api(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.authorized(h))
+}
+
+func (s *server) needBreakers(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p string) {
+		if s.cfg.Breakers == nil {
+			writeError(w, http.StatusNotFound, "no breaker registry is configured")
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+func (s *server) needQueue(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p string) {
+		if s.cfg.Queue == nil {
+			writeError(w, http.StatusNotFound, "no durable queue is configured")
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+// ServeHTTP sets the headers every response has, limits the body and routes; the mux's own
+// 404 and 405 answers are rewritten as JSON errors (the 405 keeps its Allow header).
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: the mux answers 404, 405 (with Allow) or a redirect to the clean path.
+		s.mux.ServeHTTP(&muxError{ResponseWriter: w, r: r}, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// muxError turns the mux's plain-text 404 and 405 into JSON errors.
+type muxError struct {
+	http.ResponseWriter
+	r       *http.Request
+	swallow bool
+}
+
+func (m *muxError) WriteHeader(code int) {
+	switch code {
+	case http.StatusNotFound:
+		m.swallow = true
+		writeError(m.ResponseWriter, code, "no route "+m.r.Method+" "+m.r.URL.Path)
+	case http.StatusMethodNotAllowed:
+		m.swallow = true
+		writeError(m.ResponseWriter, code, "method "+m.r.Method+" not allowed for "+m.r.URL.Path+"; allowed: "+m.Header().Get("Allow"))
+	default:
+		m.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (m *muxError) Write(b []byte) (int, error) {
+	if m.swallow {
+		return len(b), nil
+	}
+	return m.ResponseWriter.Write(b)
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	_ = enc.Encode(v)
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// internal answers a failure the client cannot fix: the details go to the log, not to the
+// client.
+func (s *server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("admin: request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+	writeError(w, http.StatusInternalServerError, "internal error; the server log has the details")
+}
+
+// errBodyTooLarge is matched to answer 413.
+var errBodyTooLarge = errors.New("request body too large")

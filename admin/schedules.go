@@ -1,0 +1,110 @@
+package admin
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+type scheduleBody struct {
+	Name          string                  `json:"name"`
+	Spec          string                  `json:"spec"`
+	Location      string                  `json:"location"`
+	NextRun       *time.Time              `json:"next_run"`
+	RunningOn     string                  `json:"running_on"`
+	LastStartedAt *time.Time              `json:"last_started_at"`
+	LastEndedAt   *time.Time              `json:"last_ended_at"`
+	LastOutcome   durable.ScheduleOutcome `json:"last_outcome"`
+	LastError     string                  `json:"last_error"`
+}
+
+type runBody struct {
+	ID        int64                   `json:"id"`
+	Instance  string                  `json:"instance"`
+	DueAt     *time.Time              `json:"due_at"`
+	StartedAt *time.Time              `json:"started_at"`
+	EndedAt   *time.Time              `json:"ended_at"`
+	Outcome   durable.ScheduleOutcome `json:"outcome"`
+	Error     string                  `json:"error"`
+}
+
+func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string) {
+	infos, err := s.cfg.Queue.Schedules(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]scheduleBody, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, scheduleBody{Name: i.Name, Spec: i.Spec, Location: i.Location,
+			NextRun: timeOrNil(i.NextRun), RunningOn: i.RunningOn,
+			LastStartedAt: timeOrNil(i.LastStartedAt), LastEndedAt: timeOrNil(i.LastEndedAt),
+			LastOutcome: i.LastOutcome, LastError: i.LastError})
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Schedules []scheduleBody `json:"schedules"`
+	}{out})
+}
+
+func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) {
+	limit, err := intParam(r.URL.Query(), "limit", 1, 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	name := r.PathValue("name")
+	infos, err := s.cfg.Queue.Schedules(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	known := false
+	for _, i := range infos {
+		known = known || i.Name == name
+	}
+	if !known {
+		writeError(w, http.StatusNotFound, "unknown schedule "+quote(name))
+		return
+	}
+	runs, err := s.cfg.Queue.ScheduleRuns(r.Context(), name, limit)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	out := make([]runBody, 0, len(runs))
+	for _, run := range runs {
+		out = append(out, runBody{ID: run.ID, Instance: run.Instance, DueAt: timeOrNil(run.DueAt),
+			StartedAt: timeOrNil(run.StartedAt), EndedAt: timeOrNil(run.EndedAt),
+			Outcome: run.Outcome, Error: run.Error})
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Runs []runBody `json:"runs"`
+	}{out})
+}
+
+func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
+	st, err := s.cfg.Queue.Stats(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	type items struct {
+		Pending   int64 `json:"pending"`
+		Running   int64 `json:"running"`
+		Succeeded int64 `json:"succeeded"`
+		Dead      int64 `json:"dead"`
+	}
+	type letters struct {
+		Failed    int `json:"failed"`
+		Replayed  int `json:"replayed"`
+		Discarded int `json:"discarded"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Items       items   `json:"items"`
+		DeadLetters letters `json:"dead_letters"`
+	}{
+		items{st.Counts[durable.StatePending], st.Counts[durable.StateRunning], st.Counts[durable.StateSucceeded], st.Counts[durable.StateDead]},
+		letters{st.DeadLetters[durable.DeadLetterFailed], st.DeadLetters[durable.DeadLetterReplayed], st.DeadLetters[durable.DeadLetterDiscarded]},
+	})
+}

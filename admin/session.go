@@ -1,0 +1,217 @@
+package admin
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// cookieName is the session cookie of the dashboard.
+const cookieName = "switchboard_admin"
+
+// csrfHeader carries the session's CSRF token on every state-changing request made with the
+// session cookie.
+const csrfHeader = "X-CSRF-Token"
+
+// maxSessions bounds the sessions held: past it, the oldest is dropped.
+const maxSessions = 10_000
+
+type session struct {
+	principal string
+	csrf      string
+	expires   time.Time
+}
+
+// sessions holds the dashboard's sessions in memory, keyed by the cookie's random value.
+// Expired ones are dropped as new ones are made; no goroutine runs.
+type sessions struct {
+	mu  sync.Mutex
+	m   map[string]session
+	now func() time.Time
+	ttl time.Duration
+}
+
+func newSessions(now func() time.Time, ttl time.Duration) *sessions {
+	return &sessions{m: map[string]session{}, now: now, ttl: ttl}
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics if the system's source does)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (s *sessions) create(principal string) (id string, sess session) {
+	now := s.now()
+	sess = session{principal: principal, csrf: randomToken(), expires: now.Add(s.ttl)}
+	id = randomToken()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var oldestID string
+	var oldest time.Time
+	for k, v := range s.m {
+		if !now.Before(v.expires) {
+			delete(s.m, k)
+		} else if oldestID == "" || v.expires.Before(oldest) {
+			oldestID, oldest = k, v.expires
+		}
+	}
+	if len(s.m) >= maxSessions {
+		delete(s.m, oldestID)
+	}
+	s.m[id] = sess
+	return id, sess
+}
+
+func (s *sessions) get(id string) (session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.m[id]
+	if ok && !s.now().Before(sess.expires) {
+		delete(s.m, id)
+		return session{}, false
+	}
+	return sess, ok
+}
+
+func (s *sessions) end(id string) {
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+}
+
+// authorized runs h for an authorized principal. A request with an Authorization header is
+// judged by the Authorizer; otherwise a valid session cookie authorizes it, and a
+// state-changing request made with the cookie must carry the session's CSRF token; otherwise
+// the Authorizer judges it (an application's own single sign-on cookie, for example).
+func (s *server) authorized(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			if sess, _, ok := s.cookieSession(r); ok {
+				if !safeMethod(r.Method) && !csrfMatches(r.Header.Get(csrfHeader), sess.csrf) {
+					writeError(w, http.StatusForbidden, "missing or wrong "+csrfHeader+" header: a state-changing request with the session cookie must carry the session's CSRF token")
+					return
+				}
+				h(w, r, sess.principal)
+				return
+			}
+		}
+		p, ok := s.authorize(w, r)
+		if ok {
+			h(w, r, p)
+		}
+	})
+}
+
+// authorize asks the Authorizer, and answers 401 or 403 when it refuses.
+func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool) {
+	p, err := s.auth.Authorize(r)
+	if err == nil && p == "" {
+		err = errors.New("the authorizer named no principal")
+	}
+	switch {
+	case err == nil:
+		return p, true
+	case errors.Is(err, ErrForbidden):
+		writeError(w, http.StatusForbidden, "forbidden: not an admin")
+	default:
+		challenge := `Bearer realm="switchboard admin"`
+		if r.Header.Get("Authorization") != "" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token>, or a session cookie")
+	}
+	return "", false
+}
+
+func (s *server) cookieSession(r *http.Request) (session, string, bool) {
+	c, err := r.Cookie(cookieName)
+	if err != nil || c.Value == "" {
+		return session{}, "", false
+	}
+	sess, ok := s.sessions.get(c.Value)
+	return sess, c.Value, ok
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+func csrfMatches(got, want string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+type sessionBody struct {
+	CSRFToken string `json:"csrf_token,omitempty"`
+	Principal string `json:"principal"`
+}
+
+// postSession exchanges the Authorizer's credentials (the bearer token) for a session cookie
+// and a CSRF token. A session cookie alone does not make a new session.
+func (s *server) postSession(w http.ResponseWriter, r *http.Request) {
+	if !decodeBody(w, r, &struct{}{}) {
+		return
+	}
+	p, ok := s.authorize(w, r)
+	if !ok {
+		return
+	}
+	if old, err := r.Cookie(cookieName); err == nil {
+		s.sessions.end(old.Value)
+	}
+	id, sess := s.sessions.create(p)
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: id, Path: mountPath(r, "/api/session"),
+		Expires: sess.expires, MaxAge: int(s.cfg.SessionTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	writeJSON(w, http.StatusOK, sessionBody{CSRFToken: sess.csrf, Principal: p})
+}
+
+// getSession names the principal; with the session cookie it gives the session's CSRF token
+// again, so that a reloaded dashboard can go on (a cross-site page cannot read the answer).
+func (s *server) getSession(w http.ResponseWriter, r *http.Request, p string) {
+	body := sessionBody{Principal: p}
+	if r.Header.Get("Authorization") == "" {
+		if sess, _, ok := s.cookieSession(r); ok {
+			body.CSRFToken = sess.csrf
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *server) deleteSession(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, id, ok := s.cookieSession(r); ok {
+		s.sessions.end(id)
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: "", Path: mountPath(r, "/api/session"), MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// mountPath returns the path the handler is mounted under, with a trailing slash: the
+// request's original path (RequestURI, before any http.StripPrefix) less route.
+func mountPath(r *http.Request, route string) string {
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		return "/"
+	}
+	p := u.EscapedPath()
+	if !strings.HasSuffix(p, route) {
+		return "/"
+	}
+	p = strings.TrimSuffix(p, route) + "/"
+	if !strings.HasPrefix(p, "/") {
+		return "/"
+	}
+	return p
+}
