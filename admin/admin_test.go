@@ -163,13 +163,22 @@ func TestEveryRouteNeedsAnAdmin(t *testing.T) {
 		{"GET", "/metrics"},
 	}
 	for _, rt := range routes {
-		for _, hdr := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "Basic " + token}} {
+		// No credentials: 401 with a Bearer challenge.
+		res := do(t, f.h, rt.method, rt.path, "")
+		if res.Code != http.StatusUnauthorized || !strings.HasPrefix(res.Header().Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s %s without a token: %d (WWW-Authenticate %q), want 401 with a Bearer challenge", rt.method, rt.path, res.Code, res.Header().Get("WWW-Authenticate"))
+		}
+		if msg, _ := res.body["error"].(string); msg == "" {
+			t.Errorf("%s %s: 401 without a JSON error", rt.method, rt.path)
+		}
+		// Credentials refused: 403.
+		for _, hdr := range [][]string{{"Authorization", "Bearer wrong"}, {"Authorization", "Basic " + token}} {
 			res := do(t, f.h, rt.method, rt.path, "", hdr...)
-			if res.Code != http.StatusUnauthorized || !strings.HasPrefix(res.Header().Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("%s %s with %v: %d (WWW-Authenticate %q), want 401 with a Bearer challenge", rt.method, rt.path, hdr, res.Code, res.Header().Get("WWW-Authenticate"))
+			if res.Code != http.StatusForbidden {
+				t.Errorf("%s %s with %v: %d, want 403", rt.method, rt.path, hdr, res.Code)
 			}
 			if msg, _ := res.body["error"].(string); msg == "" {
-				t.Errorf("%s %s: 401 without a JSON error", rt.method, rt.path)
+				t.Errorf("%s %s: 403 without a JSON error", rt.method, rt.path)
 			}
 		}
 	}

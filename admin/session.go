@@ -109,7 +109,8 @@ func (s *server) authorized(h handlerFunc) http.Handler {
 	})
 }
 
-// authorize asks the Authorizer, and answers 401 or 403 when it refuses.
+// authorize asks the Authorizer, and answers when it refuses: 401 (with a Bearer challenge) to a
+// request that presented no credentials, 403 to one whose credentials were refused.
 func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool) {
 	p, err := s.auth.Authorize(r)
 	if err == nil && p == "" {
@@ -120,12 +121,12 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool
 		return p, true
 	case errors.Is(err, ErrForbidden):
 		writeError(w, http.StatusForbidden, "forbidden: not an admin")
+	case r.Header.Get("Authorization") != "":
+		// Credentials were presented and refused: the caller is known to have tried, and asking
+		// again (401) would not help. 401 is for a request that presented none.
+		writeError(w, http.StatusForbidden, "forbidden: the credentials are not an admin's (wrong or expired token)")
 	default:
-		challenge := `Bearer realm="switchboard admin"`
-		if r.Header.Get("Authorization") != "" {
-			challenge += `, error="invalid_token"`
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token>, or a session cookie")
 	}
 	return "", false
