@@ -31,6 +31,6 @@ cover:
 api:
 	$(GO) run ./scripts/apicount
 
-## demo: the main job on the embedded default
+## demo: the main job on the embedded default, serving the admin dashboard until Ctrl-C
 demo:
 	$(GO) run ./examples/demo

@@ -2,18 +2,25 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"reflect"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/samber/do/v2"
 
+	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/fallback"
@@ -104,8 +111,18 @@ func endpointKey(req any) string {
 	return behaviors.TypeKey(reflect.TypeOf(req))
 }
 
-func run(out io.Writer, dbPath string) error {
-	ctx := context.Background()
+// options says how run serves the admin dashboard.
+type options struct {
+	// dashboard, when not empty, is the loopback address the admin API and dashboard are
+	// served on while the job runs ("127.0.0.1:0" picks a free port).
+	dashboard string
+	// linger keeps the dashboard up after the job until ctx ends (Ctrl-C), to look around.
+	linger bool
+	// served receives the dashboard's URL and token once it listens (tests read it).
+	served func(url, token string)
+}
+
+func run(ctx context.Context, out io.Writer, dbPath string, opt options) error {
 	var outMu sync.Mutex // the scheduler's workers print too
 	say := func(format string, args ...any) {
 		outMu.Lock()
@@ -167,6 +184,20 @@ func run(out io.Writer, dbPath string) error {
 		return err
 	}
 	defer m.Close()
+
+	if opt.dashboard != "" {
+		stop, err := serveDashboard(opt, say, breakers, queue, m)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if opt.linger {
+				say("the dashboard stays up; press Ctrl-C to stop")
+				<-ctx.Done()
+			}
+			stop()
+		}()
+	}
 
 	chain, _ := mediator.Explain[*Charge](m)
 	say("pipeline of *Charge (registered in a scrambled order):\n%s", chain)
@@ -262,6 +293,8 @@ func run(out io.Writer, dbPath string) error {
 
 func main() {
 	keep := flag.String("db", "", "SQLite file to keep the queue in (default: a temporary file)")
+	dash := flag.String("dashboard", "127.0.0.1:0", "loopback address to serve the admin dashboard on while the demo runs; empty: none")
+	quit := flag.Bool("quit", false, "exit when the job is done instead of keeping the dashboard up until Ctrl-C")
 	flag.Parse()
 	path := *keep
 	if path == "" {
@@ -273,8 +306,44 @@ func main() {
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "queue.db")
 	}
-	if err := run(os.Stdout, path); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opt := options{dashboard: *dash, linger: *dash != "" && !*quit}
+	if err := run(ctx, os.Stdout, path, opt); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// serveDashboard serves the admin API and dashboard on opt.dashboard with a fresh token, says
+// where, and returns the function that stops it.
+func serveDashboard(opt options, say func(string, ...any), breakers *breaker.Registry, queue *durable.Queue, m *mediator.Mediator) (func(), error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	token := hex.EncodeToString(b[:])
+	h, err := admin.New(admin.Config{Breakers: breakers, Queue: queue, Sender: m, Token: token})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", opt.dashboard)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	url := "http://" + ln.Addr().String() + "/"
+	say("dashboard: %s (token %s)", url, token)
+	if opt.served != nil {
+		opt.served(url, token)
+	}
+	return func() {
+		_ = srv.Close()
+		<-served
+	}, nil
 }

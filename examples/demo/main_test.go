@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun(t *testing.T) {
 	var out strings.Builder
-	if err := run(&out, filepath.Join(t.TempDir(), "queue.db")); err != nil {
+	if err := run(context.Background(), &out, filepath.Join(t.TempDir(), "queue.db"), options{}); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -43,5 +45,43 @@ func TestEndpointKeyOfAnotherRequestType(t *testing.T) {
 	type Refund struct{ Ref string }
 	if got := endpointKey(&Refund{}); got != "*main.Refund" {
 		t.Fatalf("endpointKey = %q", got)
+	}
+}
+
+// The demo serves the admin dashboard while it runs, at the URL and with the token it prints:
+// the page loads without a token, the API answers with it.
+func TestRunServesTheDashboard(t *testing.T) {
+	var out strings.Builder
+	checked := false
+	defer http.DefaultClient.CloseIdleConnections()
+	err := run(context.Background(), &out, filepath.Join(t.TempDir(), "queue.db"), options{
+		dashboard: "127.0.0.1:0",
+		served: func(url, token string) {
+			res, err := http.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Errorf("GET %s: %d", url, res.StatusCode)
+			}
+			req, _ := http.NewRequest(http.MethodGet, url+"api/breakers", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			res, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Errorf("GET api/breakers with the token: %d", res.StatusCode)
+			}
+			checked = true
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !checked || !strings.Contains(out.String(), "dashboard: http://127.0.0.1:") {
+		t.Fatalf("dashboard not served or not announced:\n%s", out.String())
 	}
 }
