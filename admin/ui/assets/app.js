@@ -343,7 +343,7 @@
       var c = li.querySelector("[data-f=countdown]");
       var end = deadlines[li.dataset.key];
       if (li.dataset.state !== "open" || end === undefined) {
-        c.textContent = "";
+        c.textContent = li.dataset.state === "half-open" ? "probe allowed" : "";
         delete c.dataset.remainingS;
         return;
       }
