@@ -447,4 +447,3 @@ func TestDashboardScreenshot(t *testing.T) {
 		t.Log("wrote ../docs/dashboard.png")
 	}
 }
-
