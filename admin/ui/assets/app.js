@@ -262,10 +262,10 @@
     if (!polling) return Promise.resolve();
     if (inFlight) return inFlight;
     inFlight = Promise.all([
-      api("GET", "api/breakers").then(renderBreakers),
-      api("GET", "api/queue").then(renderQueue),
-      api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters),
-      api("GET", "api/schedules").then(renderSchedules)
+      section("breakers-title", api("GET", "api/breakers").then(renderBreakers)),
+      section("queue-title", api("GET", "api/queue").then(renderQueue)),
+      section("dl-title", api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters)),
+      section("sched-title", api("GET", "api/schedules").then(renderSchedules))
     ]).then(function () {
       $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
     }, function (err) {
@@ -275,6 +275,16 @@
       schedule();
     });
     return inFlight;
+  }
+
+  // section shows the panel whose heading is headingId once its data came, and hides it when
+  // the handler answers 404 (no breaker registry or no queue is configured).
+  function section(headingId, p) {
+    var panel = $(headingId).closest("section");
+    return p.then(function () { panel.hidden = false; }, function (err) {
+      if (err instanceof ApiError && err.status === 404) { panel.hidden = true; return; }
+      throw err;
+    });
   }
 
   function schedule() {
