@@ -43,8 +43,13 @@ type Config struct {
 	// neither, so that an admin surface is never open by mistake.
 	Authorizer Authorizer
 	// Token is the bearer token of the default Authorizer; ignored when Authorizer is set.
-	// Use a long random value (32 bytes or more) from the application's secrets.
+	// Use a long random value (32 bytes or more) from the application's secrets. A token with
+	// leading or trailing white space is refused: no request could send it.
 	Token string
+	// SecureCookies marks the dashboard's session cookie Secure on every request. Default
+	// false: it is marked Secure when the request came over TLS, which the handler cannot see
+	// behind a proxy that terminates TLS; set it there.
+	SecureCookies bool
 	// Metrics, when set, is served at GET /metrics behind the same authorization, for
 	// example metrics.Recorder.Handler(). nil: /metrics answers 404.
 	Metrics http.Handler
@@ -64,8 +69,13 @@ type Config struct {
 // Validate reports every problem of c, joined, each naming its field.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Authorizer == nil && c.Token == "" {
+	switch {
+	case c.Authorizer == nil && strings.TrimSpace(c.Token) == "":
 		errs = append(errs, errors.New("admin: Config.Authorizer or Config.Token is required: an admin surface is never open to anyone"))
+	case c.Authorizer == nil && strings.TrimSpace(c.Token) != c.Token:
+		// A token read from a file often ends in a newline; accepting it would lock everyone
+		// out, since no request can send it.
+		errs = append(errs, errors.New("admin: Config.Token has leading or trailing white space (a newline from a secrets file?): trim it"))
 	}
 	if c.Breakers == nil && c.Queue == nil {
 		errs = append(errs, errors.New("admin: Config.Breakers or Config.Queue is required: there is nothing to administer"))

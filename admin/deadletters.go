@@ -130,6 +130,11 @@ func intParam(q url.Values, name string, minimum, maximum int) (int, error) {
 // positive integer.
 func letterID(w http.ResponseWriter, r *http.Request) (durable.DeadLetterID, bool) {
 	v := r.PathValue("id")
+	if v == "replay" || v == "discard" { // the bulk routes, with a method they do not take
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on the bulk "+v+" route: use POST")
+		return 0, false
+	}
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id <= 0 {
 		writeError(w, http.StatusBadRequest, "dead letter id "+quote(v)+" is not a positive integer")
@@ -251,11 +256,18 @@ func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]int64, rea
 		return nil, false
 	}
 	out := make([]durable.DeadLetterID, len(*ids))
+	seen := make(map[int64]bool, len(*ids))
 	for i, id := range *ids {
 		if id <= 0 {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(`field "ids": %d is not a dead letter id (a positive integer); nothing was done`, id))
 			return nil, false
 		}
+		if seen[id] {
+			// A repeated id would replay its letter twice in one request.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(`field "ids": %d appears more than once; nothing was done`, id))
+			return nil, false
+		}
+		seen[id] = true
 		out[i] = durable.DeadLetterID(id)
 	}
 	return out, true

@@ -152,7 +152,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// other origin), so every response may forbid the rest: an injected value cannot run.
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
-	if strings.HasPrefix(r.URL.Path, "/api/") {
+	if strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" {
 		h.Set("Cache-Control", "no-store")
 	}
 	if r.Body != nil {

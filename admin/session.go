@@ -124,7 +124,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool
 	case r.Header.Get("Authorization") != "":
 		// Credentials were presented and refused: the caller is known to have tried, and asking
 		// again (401) would not help. 401 is for a request that presented none.
-		writeError(w, http.StatusForbidden, "forbidden: the credentials are not an admin's (wrong or expired token)")
+		writeError(w, http.StatusForbidden, "forbidden: the credentials are not an admin's (wrong token)")
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token>, or a session cookie")
@@ -171,7 +171,7 @@ func (s *server) postSession(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: id, Path: mountPath(r, "/api/session"),
 		Expires: sess.expires, MaxAge: int(s.cfg.SessionTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.cfg.SecureCookies,
 	})
 	writeJSON(w, http.StatusOK, sessionBody{CSRFToken: sess.csrf, Principal: p})
 }
@@ -194,7 +194,7 @@ func (s *server) deleteSession(w http.ResponseWriter, r *http.Request, _ string)
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: "", Path: mountPath(r, "/api/session"), MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.cfg.SecureCookies,
 	})
 	writeJSON(w, http.StatusOK, struct{}{})
 }

@@ -533,6 +533,14 @@ func bulk(ctx context.Context, op string, ids []DeadLetterID, one func(DeadLette
 	if len(ids) > maxBulk {
 		return nil, fmt.Errorf("durable: %s: %d ids, at most %d at once: %w", op, len(ids), maxBulk, ErrTooMany)
 	}
+	seen := make(map[DeadLetterID]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			// Replaying a letter twice in one call would run its request twice.
+			return nil, fmt.Errorf("durable: %s: dead letter %d appears more than once; nothing was done", op, id)
+		}
+		seen[id] = true
+	}
 	out := make([]BulkResult, len(ids))
 	for i, id := range ids {
 		out[i].ID = id

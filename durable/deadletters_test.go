@@ -406,6 +406,11 @@ func TestBulkTooMany(t *testing.T) {
 		if n := rowCount(t, e, "switchboard_dead_letter_events"); n != 0 {
 			t.Fatalf("%d events", n)
 		}
+		// A repeated id would replay its letter twice: refused before anything runs.
+		if results, err := e.q.ReplayMany(ctx, e.m, []durable.DeadLetterID{ids[0], ids[1], ids[0]}, "ops"); err == nil ||
+			!strings.Contains(err.Error(), "appears more than once") || results != nil || e.runs.Load() != 0 {
+			t.Fatalf("repeated id: %v, %v, %d runs", results, err, e.runs.Load())
+		}
 		if results, err := e.q.ReplayMany(ctx, e.m, ids[:100], "ops"); err != nil || len(results) != 100 {
 			t.Fatalf("replay of 100: %d results, %v", len(results), err)
 		}
