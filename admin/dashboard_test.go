@@ -227,6 +227,31 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 	if b := f.Breaker(key); b.State != "closed" || b.Failures != 0 {
 		t.Fatalf("the API has the breaker %s with %d failures; want closed with 0", b.State, b.Failures)
 	}
+
+	// Trip with the keyboard: the Trip button becomes disabled once the breaker is open, and
+	// the focus moves to its Reset button rather than falling to the page (it used to land on
+	// the body, throwing a keyboard user back to the top).
+	must(t, chromedp.Do(tab, chromedp.Evaluate[chromedp.Void](`document.activeElement.blur()`)))
+	tabTo(t, tab, sel+` [data-act=trip]`)
+	must(t, chromedp.Do(tab,
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
+		poll(`document.activeElement.id === "confirm-cancel"`),
+	))
+	tabTo(t, tab, `#confirm-ok`)
+	must(t, chromedp.Do(tab,
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitNotVisible(chromedp.ID("confirm-dialog")),
+		chromedp.WaitVisible(chromedp.CSS(sel+`[data-state=open]`)),
+		poll(`document.activeElement === document.querySelector(`+js(sel+` [data-act=reset]`)+`)`),
+	))
+	// And back to closed with the mouse, for the checks below.
+	must(t, chromedp.Do(tab,
+		chromedp.Click(chromedp.CSS(sel+` [data-act=reset]`)),
+		chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		chromedp.WaitVisible(chromedp.CSS(sel+`[data-state=closed]`)),
+	))
 	text, err = chromedp.Run(tab, chromedp.Text(chromedp.CSS(sel)))
 	must(t, err)
 	if !strings.Contains(text, "0 failures") || strings.Contains(text, "probe in") {

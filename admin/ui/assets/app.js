@@ -364,6 +364,19 @@
   }
   setInterval(tickCountdowns, 1000);
 
+  // keepFocus puts the focus back on a control when an action's refresh took it away (the
+  // button it was on became disabled, moved or went away): the first of selectors found
+  // enabled, else fallback. A keyboard user then carries on from where they were.
+  function keepFocus(selectors, fallback) {
+    var a = document.activeElement;
+    if (a && a !== document.body && document.contains(a) && !a.disabled) return;
+    for (var i = 0; i < selectors.length; i++) {
+      var el = document.querySelector(selectors[i]);
+      if (el && !el.disabled && el.offsetParent !== null) { el.focus(); return; }
+    }
+    if (fallback) fallback.focus();
+  }
+
   function breakerAction(key, act) {
     var title = act === "reset" ? "Reset breaker?" : "Trip breaker?";
     var text = act === "reset"
@@ -374,6 +387,9 @@
       api("POST", "api/breakers/" + seg(key) + "/" + act).then(function (b) {
         notify("Breaker " + key + " is " + (b && b.state ? b.state : "updated") + ".");
         return refresh();
+      }).then(function () {
+        var li = '#breakers [data-key="' + CSS.escape(key) + '"] ';
+        keepFocus([li + "[data-act=" + act + "]", li + "[data-act=" + (act === "reset" ? "trip" : "reset") + "]"], $("main"));
       }).catch(failed);
     });
   }
@@ -544,7 +560,7 @@
         return api("POST", "api/dead-letters/" + id + "/replay").then(function (r) {
           notify(resolutionText(r), r.resolution !== "replayed");
           if (inspecting === id) return loadInspect(id);
-        }).then(refresh);
+        }).then(refresh).then(function () { keepFocus(['[data-key="' + id + '"] [data-act=replay]'], $("main")); });
       }).catch(failed);
   }
 
@@ -555,7 +571,7 @@
         notify(resolutionText(r), r.resolution !== "discarded");
         selected.delete(id);
         if (inspecting === id) return loadInspect(id);
-      }).then(refresh);
+      }).then(refresh).then(function () { keepFocus([], $("main")); });
     }).catch(failed);
   }
 
