@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +82,17 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ strin
 func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 	var f durable.DeadLetterFilter
 	var errs []error
+	known := map[string]bool{"status": true, "source": true, "from": true, "to": true, "limit": true, "offset": true}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !known[name]:
+			// A misspelt filter would otherwise be ignored and show letters the operator did
+			// not ask for.
+			errs = append(errs, fmt.Errorf("unknown query parameter %q: want status, source, from, to, limit or offset", name))
+		case len(q[name]) > 1:
+			errs = append(errs, fmt.Errorf("query parameter %q is given %d times: give it once", name, len(q[name])))
+		}
+	}
 	switch st := durable.DeadLetterStatus(q.Get("status")); st {
 	case "", durable.DeadLetterFailed, durable.DeadLetterReplayed, durable.DeadLetterDiscarded:
 		f.Status = st
@@ -98,6 +111,9 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 			}
 			*t.to = at
 		}
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		errs = append(errs, fmt.Errorf("from %s is not before to %s: the range is empty", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
 	}
 	var err error
 	if f.Limit, err = intParam(q, "limit", 0, 500); err != nil {

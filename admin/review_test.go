@@ -61,3 +61,21 @@ func TestBulkRouteMethodsRepeatedIdsAndMetricsCaching(t *testing.T) {
 		t.Errorf("/metrics Cache-Control %q", res.Header().Get("Cache-Control"))
 	}
 }
+
+// The dead-letter listing refuses what it would otherwise ignore: an unknown (misspelt)
+// parameter, a repeated one, and a from that is not before to. They used to answer 200 with
+// letters the operator did not ask for, or none.
+func TestDeadLetterListingRefusesIgnoredQueries(t *testing.T) {
+	f := newFixture(t, durableConfig())
+	for query, want := range map[string]string{
+		"stauts=replayed": `unknown query parameter "stauts"`,
+		"limit=1&limit=2": `"limit" is given 2 times`,
+		"from=2030-01-01T00:00:00Z&to=2020-01-01T00:00:00Z": "is not before to",
+	} {
+		res := do(t, f.h, "GET", "/api/dead-letters?"+query, "", "Authorization", "Bearer "+token)
+		if msg, _ := res.body["error"].(string); res.Code != http.StatusBadRequest || !strings.Contains(msg, want) {
+			t.Errorf("?%s: %d %v; want 400 naming %s", query, res.Code, res.body, want)
+		}
+	}
+	want(t, do(t, f.h, "GET", "/api/dead-letters?status=failed&limit=10", "", "Authorization", "Bearer "+token), http.StatusOK)
+}

@@ -67,7 +67,8 @@ func TestDeclareEmptyKeyPanics(t *testing.T) {
 }
 
 func TestStateAndSnapshotReadInJSON(t *testing.T) {
-	reg := breaker.NewRegistry(breaker.Config{})
+	// A clock that stands still: the remaining time is exactly the open duration.
+	reg := breaker.NewRegistry(breaker.Config{Clock: fixedClock{time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}})
 	reg.Declare("a", "b")
 	if err := reg.Trip("b"); err != nil {
 		t.Fatal(err)
@@ -77,8 +78,17 @@ func TestStateAndSnapshotReadInJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(out)
-	if !strings.Contains(s, `"State":"closed"`) || !strings.Contains(s, `"State":"open"`) {
-		t.Fatalf("json.Marshal(Snapshot()) = %s, want states by name", s)
+	if !strings.Contains(s, `"state":"closed"`) || !strings.Contains(s, `"state":"open"`) ||
+		!strings.Contains(s, `"remaining_ms":30000`) || !strings.Contains(s, `"opened_at":null`) || strings.Contains(s, "Remaining") {
+		t.Fatalf("json.Marshal(Snapshot()) = %s, want states by name, the remaining time in ms, null opened_at while closed", s)
+	}
+	var back []breaker.Snapshot
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if snaps := reg.Snapshot(); len(back) != len(snaps) || back[1].State != breaker.StateOpen || back[1].Remaining != 30*time.Second ||
+		!back[1].OpenedAt.Equal(snaps[1].OpenedAt.Truncate(time.Nanosecond)) {
+		t.Fatalf("round trip: %+v, want %+v", back, snaps)
 	}
 	for _, st := range []breaker.State{breaker.StateClosed, breaker.StateOpen, breaker.StateHalfOpen} {
 		text, err := st.MarshalText()
