@@ -28,7 +28,7 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 		var lastErr error
 		m := build(t, func(context.Context, *Call) (*Reply, error) {
 			calls++
-			return nil, &statusErr{code: 503}
+			return nil, &statusErr{Code: 503}
 		},
 			breaker.New(reg),
 			retry.New(retry.Config{
@@ -64,7 +64,7 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 		}
 		// The error says what the dependency said.
 		var se *statusErr
-		if !errors.As(lastErr, &se) || se.code != 503 {
+		if !errors.As(lastErr, &se) || se.Code != 503 {
 			t.Fatalf("second error %v does not reach the handler's error", lastErr)
 		}
 		// Open: no handler call, no retry, no wait; the fallback still serves.

@@ -443,9 +443,9 @@ func TestBreakerClassifier(t *testing.T) {
 		{&mediator.NoHandlerError{Kind: "request"}, false},
 		{&bulkhead.FullError{Key: "k", Limit: 1}, false},
 		{&breaker.OpenError{Key: "k"}, false},
-		{&statusErr{code: 404}, false},
-		{&statusErr{code: 429}, true},
-		{&statusErr{code: 503}, true},
+		{&statusErr{Code: 404}, false},
+		{&statusErr{Code: 429}, true},
+		{&statusErr{Code: 503}, true},
 		{&timeout.ExceededError{Duration: time.Second, Err: context.DeadlineExceeded}, true},
 		{context.DeadlineExceeded, true}, // not the caller's: ctx is not done
 		{errBoom, true},
@@ -468,7 +468,7 @@ func TestBreakerClassifier(t *testing.T) {
 	}
 	// Status code boundaries: 4xx is the caller's fault, except 408 and 429.
 	for code, want := range map[int]bool{399: true, 400: false, 408: true, 429: true, 499: false, 500: true} {
-		if got := breaker.CountsAsFailure(&statusErr{code: code}); got != want {
+		if got := breaker.CountsAsFailure(&statusErr{Code: code}); got != want {
 			t.Errorf("CountsAsFailure(%d) = %v, want %v", code, got, want)
 		}
 	}
@@ -694,7 +694,7 @@ func TestBreakerPerKey(t *testing.T) {
 		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
 			calls[q.Endpoint]++
 			if q.Endpoint == "https://a.example" {
-				return nil, &statusErr{code: 503}
+				return nil, &statusErr{Code: 503}
 			}
 			return &Reply{Text: "ok"}, nil
 		}, breaker.New(r))
@@ -724,7 +724,7 @@ func TestBreakerTypeKey(t *testing.T) {
 		r := breaker.NewRegistry(breaker.Config{})
 		m := build(t, func(ctx context.Context, q *Call) (*Reply, error) { return nil, errBoom },
 			breaker.New(r))
-		key := "*breaker_test.Call"
+		key := "*testkit.Call"
 		wantState(t, r, key, breaker.StateClosed) // created at Build
 		for range 5 {
 			_, _ = mediator.Send(context.Background(), m, &Call{})
@@ -865,7 +865,7 @@ func TestBreakerValidate(t *testing.T) {
 		}
 	}
 	m := mediator.New(nil, mediator.Config{})
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(breaker.New(nil))
 	if err := m.Build(); !errors.Is(err, mediator.ErrInvalidBehavior) {
 		t.Fatal(err)

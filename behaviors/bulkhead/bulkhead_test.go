@@ -84,8 +84,8 @@ func TestBulkheadWait(t *testing.T) {
 		if !errors.Is(err, bulkhead.ErrFull) || time.Since(start) != 2*time.Second {
 			t.Fatal(err, time.Since(start))
 		}
-		if bh.InFlight("*bulkhead_test.Call") != 1 {
-			t.Fatal(bh.InFlight("*bulkhead_test.Call"))
+		if bh.InFlight("*testkit.Call") != 1 {
+			t.Fatal(bh.InFlight("*testkit.Call"))
 		}
 		wg.Wait()
 	})
@@ -93,7 +93,7 @@ func TestBulkheadWait(t *testing.T) {
 
 func TestBulkheadValidate(t *testing.T) {
 	m := mediator.New(nil, mediator.Config{})
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(bulkhead.New(bulkhead.Config{}))
 	if err := m.Build(); !errors.Is(err, mediator.ErrInvalidBehavior) {
 		t.Fatal(err)

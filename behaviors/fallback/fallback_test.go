@@ -34,17 +34,17 @@ func TestFallbackGenericCheckedAtBuild(t *testing.T) {
 	empty := fallback.New(func(context.Context, any, error) ([]string, error) { return []string{}, nil }, fallback.Config{})
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(empty)
 	err := m.Build()
 	var be *mediator.BehaviorError
-	if !errors.As(err, &be) || be.Behavior != "fallback" || !strings.Contains(err.Error(), "fallback returns []string, but *fallback_test.Call responds with *fallback_test.Reply") {
+	if !errors.As(err, &be) || be.Behavior != "fallback" || !strings.Contains(err.Error(), "fallback returns []string, but *testkit.Call responds with *testkit.Reply") {
 		t.Fatalf("Build: %v", err)
 	}
 
 	m = mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *ListItems) ([]string, error) { return nil, errBoom })
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(empty, mediator.ForRequest[*ListItems]())
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
@@ -85,8 +85,8 @@ func TestFallbackOnFallback(t *testing.T) {
 		OnFallback: func(_ context.Context, _ any, err error) { heard = append(heard, err) },
 	}
 	results := []error{errOther, errBoom, nil}
-	s := &script{results: results}
-	m := build(t, s.handle,
+	s := &script{Results: results}
+	m := build(t, s.Handle,
 		fallback.NewFor(func(context.Context, *Call, error) (*Reply, error) { return &Reply{Text: "fb"}, nil }, cfg))
 	for range results {
 		_, _ = mediator.Send(context.Background(), m, &Call{})
@@ -133,7 +133,7 @@ func (*QuoteA) Symbol() string { return "A" }
 func TestFallbackForInterface(t *testing.T) {
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *QuoteA) (*Reply, error) { return nil, errBoom })
-	mediator.HandleFunc(m, (&script{results: []error{errBoom}}).handle)
+	mediator.HandleFunc(m, (&script{Results: []error{errBoom}}).Handle)
 	m.Use(fallback.NewFor(func(_ context.Context, q Quoted, err error) (*Reply, error) {
 		return &Reply{Text: "cached " + q.Symbol()}, nil
 	}, fallback.Config{}))
@@ -171,7 +171,7 @@ func TestFallbackPassesDeferredWorkOn(t *testing.T) {
 // A fallback does not answer for the handler of an unattended dispatch (a scheduler's): the
 // scheduler must record the handler's own failure, not a degraded "success".
 func TestFallbackStepsAsideWhenUnattended(t *testing.T) {
-	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, &statusErr{code: 503} },
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, &statusErr{Code: 503} },
 		fallback.NewFor(func(context.Context, *Call, error) (*Reply, error) { return &Reply{Text: "degraded"}, nil }, fallback.Config{}))
 	r, err := mediator.Send(context.Background(), m, &Call{})
 	if err != nil || r.Text != "degraded" {
@@ -180,7 +180,7 @@ func TestFallbackStepsAsideWhenUnattended(t *testing.T) {
 	req := &Call{}
 	_, err = mediator.Send(mediator.WithMarks(context.Background(), req, mediator.Unattended), m, req)
 	var se *statusErr
-	if !errors.As(err, &se) || se.code != 503 {
+	if !errors.As(err, &se) || se.Code != 503 {
 		t.Fatalf("unattended dispatch answered by the fallback: %v", err)
 	}
 }

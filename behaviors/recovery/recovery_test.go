@@ -14,7 +14,7 @@ func TestRecover(t *testing.T) {
 		panic(errBoom)
 	})
 	m := mediator.New(nil, mediator.Config{})
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(boom, mediator.WithName("boom"))
 	m.Use(recovery.New())
 	if err := m.Build(); err != nil {

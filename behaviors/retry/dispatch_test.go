@@ -26,8 +26,8 @@ import (
 func TestRetryStopsAtTheTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 2})
-		s := &script{results: []error{&statusErr{code: 503}, &statusErr{code: 503}, &statusErr{code: 503}, &statusErr{code: 503}}}
-		m := build(t, s.handle,
+		s := &script{Results: []error{&statusErr{Code: 503}, &statusErr{Code: 503}, &statusErr{Code: 503}, &statusErr{Code: 503}}}
+		m := build(t, s.Handle,
 			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 4, BaseDelay: time.Second}}),
 			breaker.New(reg))
 		start := time.Now()
@@ -37,9 +37,9 @@ func TestRetryStopsAtTheTrip(t *testing.T) {
 		}
 		var re *retry.ExhaustedError
 		var se *statusErr
-		if s.calls != 2 || !errors.As(err, &re) || re.Attempts != 2 || !errors.Is(err, breaker.ErrTripped) ||
+		if s.Calls != 2 || !errors.As(err, &re) || re.Attempts != 2 || !errors.Is(err, breaker.ErrTripped) ||
 			!errors.As(err, &se) || errors.Is(err, breaker.ErrOpen) {
-			t.Fatalf("%d calls, %v", s.calls, err)
+			t.Fatalf("%d calls, %v", s.Calls, err)
 		}
 	})
 }
@@ -48,14 +48,14 @@ func TestRetryStopsAtTheTrip(t *testing.T) {
 func TestRetryWaitsOutTheTripWhenAsked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: 5 * time.Second})
-		s := &script{results: []error{&statusErr{code: 503}}}
-		m := build(t, s.handle,
+		s := &script{Results: []error{&statusErr{Code: 503}}}
+		m := build(t, s.Handle,
 			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Second, WaitForBreaker: behaviors.On}}),
 			breaker.New(reg))
 		start := time.Now()
 		r, err := mediator.Send(context.Background(), m, &Call{})
-		if err != nil || r.Text != "ok " || s.calls != 2 || time.Since(start) != 5*time.Second {
-			t.Fatalf("%v %v after %d calls and %s", r, err, s.calls, time.Since(start))
+		if err != nil || r.Text != "ok " || s.Calls != 2 || time.Since(start) != 5*time.Second {
+			t.Fatalf("%v %v after %d calls and %s", r, err, s.Calls, time.Since(start))
 		}
 	})
 }
@@ -64,13 +64,13 @@ func TestRetryWaitsOutTheTripWhenAsked(t *testing.T) {
 // returning the raw error as if the policy had allowed one attempt.
 func TestRetryAfterAboveMaxDelaySaysSo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hinted := &statusErr{code: 503, after: 2 * time.Minute}
+		hinted := &statusErr{Code: 503, After: 2 * time.Minute}
 		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, MaxDelay: 30 * time.Second}}, hinted)
 		_, err := mediator.Send(context.Background(), m, &Call{})
 		var re *retry.ExhaustedError
-		if s.calls != 1 || !errors.As(err, &re) || re.Hint != 2*time.Minute || re.MaxDelay != 30*time.Second ||
+		if s.Calls != 1 || !errors.As(err, &re) || re.Hint != 2*time.Minute || re.MaxDelay != 30*time.Second ||
 			re.RetryAfter() != 2*time.Minute || !errors.Is(err, hinted) {
-			t.Fatalf("%d calls: %v", s.calls, err)
+			t.Fatalf("%d calls: %v", s.Calls, err)
 		}
 		want := "retry: failed after 1 attempt (retries stopped: the server asked to wait 2m0s, more than MaxDelay 30s): status 503"
 		if err.Error() != want {
@@ -78,10 +78,10 @@ func TestRetryAfterAboveMaxDelaySaysSo(t *testing.T) {
 		}
 		// A hint the policy can honour is waited for.
 		m, s, _ = retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 2, MaxDelay: 30 * time.Second}},
-			&statusErr{code: 503, after: 20 * time.Second})
+			&statusErr{Code: 503, After: 20 * time.Second})
 		start := time.Now()
-		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.calls != 2 || time.Since(start) != 20*time.Second {
-			t.Fatalf("%v after %d calls and %s", err, s.calls, time.Since(start))
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.Calls != 2 || time.Since(start) != 20*time.Second {
+			t.Fatalf("%v after %d calls and %s", err, s.Calls, time.Since(start))
 		}
 	})
 }
@@ -95,10 +95,10 @@ func TestRetryPolicyRetries(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"default 503", retry.Policy{}, &statusErr{code: 503}, true},
-		{"default 500", retry.Policy{}, &statusErr{code: 500}, false},
-		{"widened 500", retry.Policy{RetryableStatusCodes: []int{500}}, &statusErr{code: 500}, true},
-		{"narrowed 503", retry.Policy{RetryableStatusCodes: []int{}}, &statusErr{code: 503}, false},
+		{"default 503", retry.Policy{}, &statusErr{Code: 503}, true},
+		{"default 500", retry.Policy{}, &statusErr{Code: 500}, false},
+		{"widened 500", retry.Policy{RetryableStatusCodes: []int{500}}, &statusErr{Code: 500}, true},
+		{"narrowed 503", retry.Policy{RetryableStatusCodes: []int{}}, &statusErr{Code: 503}, false},
 		{"timeout off", retry.Policy{}, timeout, false},
 		{"timeout on", retry.Policy{RetryOnTimeout: behaviors.On}, timeout, true},
 		{"transport off", retry.Policy{}, refused, false},
@@ -108,7 +108,7 @@ func TestRetryPolicyRetries(t *testing.T) {
 		{"open", retry.Policy{}, &breaker.OpenError{}, false},
 		{"open, waiting", retry.Policy{WaitForBreaker: behaviors.On}, &breaker.OpenError{}, true},
 		{"classify", retry.Policy{Classifier: func(err error) bool { return err == errBoom }}, errBoom, true},
-		{"tripped 503", retry.Policy{}, &breaker.TrippedError{Err: &statusErr{code: 503}}, true},
+		{"tripped 503", retry.Policy{}, &breaker.TrippedError{Err: &statusErr{Code: 503}}, true},
 		{"nil", retry.Policy{}, nil, false},
 	}
 	for _, c := range cases {
@@ -121,11 +121,11 @@ func TestRetryPolicyRetries(t *testing.T) {
 // The hint a RetryError or a CircuitTrippedError reports is the longest one it knows: a
 // server's Retry-After behind them is not hidden by their own zero hint or shorter open time.
 func TestWrappedHintsAreKept(t *testing.T) {
-	inner := &statusErr{code: 503, after: 3 * time.Second}
+	inner := &statusErr{Code: 503, After: 3 * time.Second}
 	if got := (&retry.ExhaustedError{Attempts: 2, Err: inner}).RetryAfter(); got != 3*time.Second {
 		t.Errorf("RetryError over a 3s hint: %v", got)
 	}
-	tripped := &breaker.TrippedError{Key: "k", Remaining: 30 * time.Second, Err: &statusErr{code: 503, after: time.Minute}}
+	tripped := &breaker.TrippedError{Key: "k", Remaining: 30 * time.Second, Err: &statusErr{Code: 503, After: time.Minute}}
 	if got := tripped.RetryAfter(); got != time.Minute {
 		t.Errorf("tripped 30s over a 1m hint: %v", got)
 	}
@@ -158,10 +158,10 @@ func TestPolicyAndClassifierBoundaries(t *testing.T) {
 func TestRetryAfterAtMaxDelayIsWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 2, MaxDelay: 30 * time.Second}},
-			&statusErr{code: 503, after: 30 * time.Second})
+			&statusErr{Code: 503, After: 30 * time.Second})
 		start := time.Now()
-		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.calls != 2 || time.Since(start) != 30*time.Second {
-			t.Fatalf("%v after %d calls and %s", err, s.calls, time.Since(start))
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.Calls != 2 || time.Since(start) != 30*time.Second {
+			t.Fatalf("%v after %d calls and %s", err, s.Calls, time.Since(start))
 		}
 	})
 }
@@ -172,11 +172,11 @@ func TestRetryMaxAttemptsCapsACustomBackOff(t *testing.T) {
 		m, s, _ := retrying(t, retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 3},
 			BackOff: func(retry.Policy) backoff.BackOff { return backoff.NewConstantBackOff(time.Second) },
-		}, &statusErr{code: 503}, &statusErr{code: 503}, &statusErr{code: 503}, &statusErr{code: 503})
+		}, &statusErr{Code: 503}, &statusErr{Code: 503}, &statusErr{Code: 503}, &statusErr{Code: 503})
 		_, err := mediator.Send(context.Background(), m, &Call{})
 		var re *retry.ExhaustedError
-		if s.calls != 3 || !errors.As(err, &re) || re.Attempts != 3 {
-			t.Fatalf("%d calls: %v", s.calls, err)
+		if s.Calls != 3 || !errors.As(err, &re) || re.Attempts != 3 {
+			t.Fatalf("%d calls: %v", s.Calls, err)
 		}
 	})
 }

@@ -68,7 +68,7 @@ func TestPolicyDelay(t *testing.T) {
 		Rand:    func() float64 { return 0 },
 		OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) },
 	})
-	_, _ = rt.Handle(context.Background(), nil, func(context.Context, any) (any, error) { return nil, &statusErr{code: 503} })
+	_, _ = rt.Handle(context.Background(), nil, func(context.Context, any) (any, error) { return nil, &statusErr{Code: 503} })
 	if len(delays) != 2 || delays[0] != 900*time.Microsecond || delays[1] != 900*time.Microsecond {
 		t.Errorf("delays with Rand 0: %v", delays)
 	}

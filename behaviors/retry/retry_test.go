@@ -24,21 +24,21 @@ import (
 // records the attempt numbers it sees.
 func retrying(t *testing.T, cfg retry.Config, results ...error) (*mediator.Mediator, *script, *[]int) {
 	t.Helper()
-	s := &script{results: results}
+	s := &script{Results: results}
 	var attempts []int
 	m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
 		attempts = append(attempts, retry.Attempt(ctx))
-		return s.handle(ctx, q)
+		return s.Handle(ctx, q)
 	}, retry.New(cfg))
 	return m, s, &attempts
 }
 
 func TestRetryDefaultIsOneAttempt(t *testing.T) {
-	m, s, _ := retrying(t, retry.Config{}, &statusErr{code: 503})
+	m, s, _ := retrying(t, retry.Config{}, &statusErr{Code: 503})
 	_, err := mediator.Send(context.Background(), m, &Call{})
 	var se *statusErr
-	if !errors.As(err, &se) || errors.Is(err, retry.ErrExhausted) || s.calls != 1 {
-		t.Fatalf("err %v after %d calls", err, s.calls)
+	if !errors.As(err, &se) || errors.Is(err, retry.ErrExhausted) || s.Calls != 1 {
+		t.Fatalf("err %v after %d calls", err, s.Calls)
 	}
 }
 
@@ -48,11 +48,11 @@ func TestRetryUntilSuccess(t *testing.T) {
 		m, s, attempts := retrying(t, retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 4, Strategy: retry.Exponential, BaseDelay: 100 * time.Millisecond},
 			OnRetry: func(_ context.Context, e retry.Event) { events = append(events, e) },
-		}, &statusErr{code: 503}, &transientErr{"flaky"}, &statusErr{code: 429})
+		}, &statusErr{Code: 503}, &transientErr{Msg: "flaky"}, &statusErr{Code: 429})
 		start := time.Now()
 		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "e"})
-		if err != nil || r.Text != "ok e" || s.calls != 4 {
-			t.Fatalf("%v %v after %d calls", r, err, s.calls)
+		if err != nil || r.Text != "ok e" || s.Calls != 4 {
+			t.Fatalf("%v %v after %d calls", r, err, s.Calls)
 		}
 		if got := time.Since(start); got != 700*time.Millisecond {
 			t.Fatalf("waited %s, want 100+200+400 ms", got)
@@ -69,15 +69,15 @@ func TestRetryUntilSuccess(t *testing.T) {
 
 func TestRetryExhaustedKeepsLastError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		last := &statusErr{code: 504}
+		last := &statusErr{Code: 504}
 		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 3}},
-			&statusErr{code: 503}, &statusErr{code: 502}, last)
+			&statusErr{Code: 503}, &statusErr{Code: 502}, last)
 		start := time.Now()
 		_, err := mediator.Send(context.Background(), m, &Call{})
 		var re *retry.ExhaustedError
 		var se *statusErr
 		if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, retry.ErrExhausted) ||
-			!errors.As(err, &se) || se != last || s.calls != 3 {
+			!errors.As(err, &se) || se != last || s.Calls != 3 {
 			t.Fatalf("err %v", err)
 		}
 		if err.Error() != "retry: failed after 3 attempts: status 504" {
@@ -92,8 +92,8 @@ func TestRetryExhaustedKeepsLastError(t *testing.T) {
 func TestRetryNeverRetried(t *testing.T) {
 	for _, err := range []error{
 		errBoom,
-		&statusErr{code: 500},
-		&statusErr{code: 404},
+		&statusErr{Code: 500},
+		&statusErr{Code: 404},
 		&validation.Error{Err: errBoom},
 		&mediator.NoHandlerError{Kind: "request"},
 		&breaker.OpenError{Key: "k", Remaining: time.Second},
@@ -104,8 +104,8 @@ func TestRetryNeverRetried(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5}}, err)
 			_, got := mediator.Send(context.Background(), m, &Call{})
-			if s.calls != 1 || !errors.Is(got, err) || errors.Is(got, retry.ErrExhausted) {
-				t.Errorf("%v: %d calls, err %v", err, s.calls, got)
+			if s.Calls != 1 || !errors.Is(got, err) || errors.Is(got, retry.ErrExhausted) {
+				t.Errorf("%v: %d calls, err %v", err, s.Calls, got)
 			}
 		})
 	}
@@ -117,8 +117,8 @@ func TestRetryOnTimeout(t *testing.T) {
 		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{
 			MaxAttempts: 3, BaseDelay: time.Millisecond, RetryOnTimeout: behaviors.On,
 		}}, to, to)
-		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.calls != 3 {
-			t.Fatalf("%v after %d", err, s.calls)
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil || s.Calls != 3 {
+			t.Fatalf("%v after %d", err, s.Calls)
 		}
 	})
 }
@@ -140,12 +140,12 @@ func TestRetryCallerCancellation(t *testing.T) {
 		}
 
 		ctx, cancel = context.WithCancel(context.Background())
-		m2, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Minute}}, &statusErr{code: 503})
+		m2, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Minute}}, &statusErr{Code: 503})
 		go func() { time.Sleep(time.Second); cancel() }()
 		start := time.Now()
 		_, err = mediator.Send(ctx, m2, &Call{})
-		if err != context.Canceled || s.calls != 1 || time.Since(start) != time.Second {
-			t.Fatalf("%v after %d calls, %s", err, s.calls, time.Since(start))
+		if err != context.Canceled || s.Calls != 1 || time.Since(start) != time.Second {
+			t.Fatalf("%v after %d calls, %s", err, s.Calls, time.Since(start))
 		}
 	})
 }
@@ -154,14 +154,14 @@ func TestRetryCallerCancellation(t *testing.T) {
 func TestRetryStopsBeforeDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: 2 * time.Second}},
-			&statusErr{code: 503}, &statusErr{code: 503})
+			&statusErr{Code: 503}, &statusErr{Code: 503})
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		start := time.Now()
 		_, err := mediator.Send(ctx, m, &Call{})
 		var re *retry.ExhaustedError
-		if !errors.As(err, &re) || re.Attempts != 2 || s.calls != 2 || time.Since(start) != 2*time.Second {
-			t.Fatalf("%v after %d calls, %s", err, s.calls, time.Since(start))
+		if !errors.As(err, &re) || re.Attempts != 2 || s.Calls != 2 || time.Since(start) != 2*time.Second {
+			t.Fatalf("%v after %d calls, %s", err, s.Calls, time.Since(start))
 		}
 	})
 }
@@ -173,13 +173,13 @@ func TestRetryAfterHint(t *testing.T) {
 			Policy:  retry.Policy{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 10 * time.Second},
 			OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) },
 		},
-			&statusErr{code: 429, after: 3 * time.Second},        // hint larger: wins
-			&statusErr{code: 503, after: 100 * time.Millisecond}, // smaller: backoff wins
-			&statusErr{code: 429, after: time.Minute},            // above MaxDelay: give up
+			&statusErr{Code: 429, After: 3 * time.Second},        // hint larger: wins
+			&statusErr{Code: 503, After: 100 * time.Millisecond}, // smaller: backoff wins
+			&statusErr{Code: 429, After: time.Minute},            // above MaxDelay: give up
 		)
 		_, err := mediator.Send(context.Background(), m, &Call{})
-		if fmt.Sprint(delays) != "[3s 1s]" || s.calls != 3 || !errors.Is(err, retry.ErrExhausted) {
-			t.Fatalf("delays %v, %d calls, %v", delays, s.calls, err)
+		if fmt.Sprint(delays) != "[3s 1s]" || s.Calls != 3 || !errors.Is(err, retry.ErrExhausted) {
+			t.Fatalf("delays %v, %d calls, %v", delays, s.Calls, err)
 		}
 	})
 }
@@ -246,13 +246,13 @@ func TestRetryLayers(t *testing.T) {
 
 // A scheduler that owns retrying marks its dispatch SingleAttempt: exactly one attempt.
 func TestRetrySingleAttemptMark(t *testing.T) {
-	m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5}}, &statusErr{code: 503})
+	m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5}}, &statusErr{Code: 503})
 	req := &Call{}
 	ctx := mediator.WithMarks(context.Background(), req, mediator.SingleAttempt)
 	_, err := mediator.Send(ctx, m, req)
 	var se *statusErr
-	if s.calls != 1 || !errors.As(err, &se) || errors.Is(err, retry.ErrExhausted) {
-		t.Fatalf("%d calls, %v", s.calls, err)
+	if s.Calls != 1 || !errors.As(err, &se) || errors.Is(err, retry.ErrExhausted) {
+		t.Fatalf("%d calls, %v", s.Calls, err)
 	}
 }
 
@@ -265,12 +265,12 @@ func TestRetryCustomBackOff(t *testing.T) {
 				made++
 				return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Second), 2)
 			},
-		}, errs(5, &statusErr{code: 503})...)
+		}, errs(5, &statusErr{Code: 503})...)
 		start := time.Now()
 		_, err := mediator.Send(context.Background(), m, &Call{})
 		var re *retry.ExhaustedError
-		if !errors.As(err, &re) || re.Attempts != 3 || s.calls != 3 || made != 1 || time.Since(start) != 2*time.Second {
-			t.Fatalf("%v, %d calls, %d backoffs, %s", err, s.calls, made, time.Since(start))
+		if !errors.As(err, &re) || re.Attempts != 3 || s.Calls != 3 || made != 1 || time.Since(start) != 2*time.Second {
+			t.Fatalf("%v, %d calls, %d backoffs, %s", err, s.Calls, made, time.Since(start))
 		}
 		// Success makes no backoff.
 		made = 0
@@ -284,7 +284,7 @@ func TestRetryCustomBackOff(t *testing.T) {
 
 func TestRetryValidate(t *testing.T) {
 	m := mediator.New(nil, mediator.Config{})
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: -1, Multiplier: 0.5}}))
 	err := m.Build()
 	if !errors.Is(err, mediator.ErrInvalidBehavior) {

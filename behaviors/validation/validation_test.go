@@ -41,7 +41,7 @@ func TestValidation(t *testing.T) {
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *CreateUser) (int, error) { calls++; return 7, nil })
 	mediator.HandleFunc(m, func(context.Context, *Transfer) (mediator.Void, error) { calls++; return mediator.Void{}, nil })
-	mediator.HandleFunc(m, (&script{}).handle)
+	mediator.HandleFunc(m, (&script{}).Handle)
 	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, Classifier: func(error) bool { return true }}}))
 	m.Use(validation.New())
 	if err := m.Build(); err != nil {
@@ -76,19 +76,19 @@ func TestValidation(t *testing.T) {
 func TestValidationErrorFromHandlerNotRetried(t *testing.T) {
 	m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 3, Classifier: func(error) bool { return true }}},
 		&validation.Error{Err: errBoom})
-	if _, err := mediator.Send(context.Background(), m, &Call{}); !errors.Is(err, errBoom) || s.calls != 1 {
-		t.Fatal(err, s.calls)
+	if _, err := mediator.Send(context.Background(), m, &Call{}); !errors.Is(err, errBoom) || s.Calls != 1 {
+		t.Fatal(err, s.Calls)
 	}
 }
 
 // retrying builds a mediator with a retry behavior of cfg over a scripted handler.
 func retrying(t *testing.T, cfg retry.Config, results ...error) (*mediator.Mediator, *script, *[]int) {
 	t.Helper()
-	s := &script{results: results}
+	s := &script{Results: results}
 	var attempts []int
 	m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
 		attempts = append(attempts, retry.Attempt(ctx))
-		return s.handle(ctx, q)
+		return s.Handle(ctx, q)
 	}, retry.New(cfg))
 	return m, s, &attempts
 }
