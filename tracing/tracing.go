@@ -141,28 +141,28 @@ func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 	return resp, err
 }
 
-// finish records a dispatch's error on its span: the caller's cancellation as such, deferred
-// work as deferred, anything else as a failure.
+// finish records a dispatch's error on its span under its outcome (behaviors.OutcomeOf): the
+// caller's cancellation as such, deferred work as deferred, anything else as a failure.
 func finish(ctx context.Context, span trace.Span, req any, err error) {
-	var deferred *durable.DeferredError
-	switch {
-	case ctx.Err() != nil:
+	outcome := behaviors.OutcomeOf(ctx, req, err)
+	switch outcome {
+	case behaviors.OutcomeCancelled:
 		// The caller gave up (whatever error the pipeline made of it: clients report a
 		// cancellation in their own ways), which says nothing about the service.
 		span.AddEvent(eventCancelled, trace.WithAttributes(keyError.String(err.Error())))
-		span.SetAttributes(keyOutcome.String(behaviors.OutcomeCancelled))
-	case errors.As(err, &deferred):
+	case behaviors.OutcomeDeferred:
 		// Accepted for later, not failed: the deferral's own answer.
-		span.AddEvent(eventDeferred, trace.WithAttributes(keyItemID.Int64(int64(deferred.ItemID)),
-			keyDuplicate.Bool(deferred.Duplicate), keyError.String(errorText(deferred.Cause))))
-		rejected(span, deferred.Cause)
-		span.SetAttributes(keyOutcome.String(behaviors.OutcomeDeferred))
+		if deferred, ok := errors.AsType[*durable.DeferredError](err); ok {
+			span.AddEvent(eventDeferred, trace.WithAttributes(keyItemID.Int64(int64(deferred.ItemID)),
+				keyDuplicate.Bool(deferred.Duplicate), keyError.String(errorText(deferred.Cause))))
+			rejected(span, deferred.Cause)
+		}
 	default:
 		rejected(span, err)
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(keyOutcome.String(behaviors.OutcomeOf(ctx, req, err)))
 	}
+	span.SetAttributes(keyOutcome.String(outcome))
 }
 
 // rejected adds a breaker-rejection event when err is a circuit breaker's refusal.
