@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -15,6 +16,10 @@ import (
 // a database that hangs costs the scrape the timeout, and values read are served from the
 // cache until they are StatsMaxAge old.
 func TestQueueStatsTimeoutAndCache(t *testing.T) {
+	synctest.Test(t, testQueueStatsTimeoutAndCache)
+}
+
+func testQueueStatsTimeoutAndCache(t *testing.T) {
 	rec, err := New(Config{StatsTimeout: 50 * time.Millisecond, StatsMaxAge: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +43,7 @@ func TestQueueStatsTimeoutAndCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(begin); took > time.Second {
+		if took := time.Since(begin); took > 50*time.Millisecond {
 			t.Fatalf("scrape took %v", took)
 		}
 		return n
@@ -46,14 +51,13 @@ func TestQueueStatsTimeoutAndCache(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Fatalf("%d queue series before any read succeeded", n)
 	}
-	for { // the hung read ends at its timeout too; a scrape before that would share it
-		c.mu.Lock()
-		idle := c.reading == nil
-		c.mu.Unlock()
-		if idle {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	// The hung read ends at its timeout too; a scrape before that would share it.
+	synctest.Wait()
+	c.mu.Lock()
+	idle := c.reading == nil
+	c.mu.Unlock()
+	if !idle {
+		t.Fatal("the hung read is still in flight after its timeout")
 	}
 	if n := count(); n != 2 || calls.Load() != 2 {
 		t.Fatalf("%d queue series after a read, %d reads", n, calls.Load())
