@@ -59,10 +59,10 @@ type Behavior struct {
 	success, failure, canceled zap.AtomicLevel
 	deferred                   zap.AtomicLevel
 	breakers                   *breaker.Registry
-	request                    string // bound at Build; empty in the unbound behavior
-	// unbound is true for a behavior used without Build's binding; retried and gated then say
-	// nothing and every source of an attempt number or breaker key is used.
-	unbound bool
+	// request is the request type's name, set by Bind; empty in a behavior used without
+	// Build's binding, for which retried and gated then say nothing and every source of an
+	// attempt number or breaker key is used.
+	request string
 	// retried and gated say whether the request type's pipeline has a retry behavior and a
 	// circuit breaker behavior: the attempt number of a *retry.ExhaustedError and the breaker
 	// key are the request's own only then (an error of a request its handler sent may carry
@@ -74,7 +74,7 @@ type Behavior struct {
 // Placement puts it at Order in mediator.StageDefault.
 func New(cfg Config) *Behavior {
 	b := &Behavior{log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled,
-		deferred: cfg.Deferred, breakers: cfg.Breakers, unbound: true}
+		deferred: cfg.Deferred, breakers: cfg.Breakers}
 	if b.log == nil {
 		b.log = zap.L()
 	}
@@ -103,7 +103,6 @@ func (b *Behavior) Placement() mediator.Placement {
 func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	bound := *b
 	bound.request = behaviors.RequestName(info.Request)
-	bound.unbound = false
 	for _, x := range info.Behaviors {
 		switch x.(type) {
 		case *retry.Behavior:
@@ -149,7 +148,7 @@ func (b *Behavior) write(ce *zapcore.CheckedEntry, ctx context.Context, req any,
 		request = behaviors.RequestName(reflect.TypeOf(req))
 	}
 	attempt := retry.Attempt(ctx)
-	if x, ok := errors.AsType[*retry.ExhaustedError](err); ok && (b.retried || b.unbound) {
+	if x, ok := errors.AsType[*retry.ExhaustedError](err); ok && (b.retried || b.request == "") {
 		attempt = x.Attempts // outside retry: the attempt whose error this is
 	}
 	fields := make([]zap.Field, 0, 6)
@@ -171,7 +170,7 @@ func (b *Behavior) write(ce *zapcore.CheckedEntry, ctx context.Context, req any,
 // breakerKey returns the key of the call's breaker: the one an error of the breaker names,
 // or Config.Breakers' key for req; nothing when the request type's pipeline has no breaker.
 func (b *Behavior) breakerKey(req any, err error) (string, bool) {
-	if !b.gated && !b.unbound {
+	if !b.gated && b.request != "" {
 		return "", false
 	}
 	if o, ok := errors.AsType[*breaker.OpenError](err); ok {
