@@ -145,33 +145,15 @@ var DefaultPolicy = Policy{
 // Merge returns p with every field that over sets replaced by over's. Zero fields of over
 // are unset and keep p's value.
 func (p Policy) Merge(over Policy) Policy {
-	if over.MaxAttempts != 0 {
-		p.MaxAttempts = over.MaxAttempts
-	}
-	if over.Strategy != 0 {
-		p.Strategy = over.Strategy
-	}
-	if over.BaseDelay != 0 {
-		p.BaseDelay = over.BaseDelay
-	}
-	if over.Multiplier != 0 {
-		p.Multiplier = over.Multiplier
-	}
-	if over.MaxDelay != 0 {
-		p.MaxDelay = over.MaxDelay
-	}
-	if over.Jitter != 0 {
-		p.Jitter = over.Jitter
-	}
-	if over.RetryOnTimeout != 0 {
-		p.RetryOnTimeout = over.RetryOnTimeout
-	}
-	if over.RetryOnTransport != 0 {
-		p.RetryOnTransport = over.RetryOnTransport
-	}
-	if over.WaitForBreaker != 0 {
-		p.WaitForBreaker = over.WaitForBreaker
-	}
+	setIfSet(&p.MaxAttempts, over.MaxAttempts)
+	setIfSet(&p.Strategy, over.Strategy)
+	setIfSet(&p.BaseDelay, over.BaseDelay)
+	setIfSet(&p.Multiplier, over.Multiplier)
+	setIfSet(&p.MaxDelay, over.MaxDelay)
+	setIfSet(&p.Jitter, over.Jitter)
+	setIfSet(&p.RetryOnTimeout, over.RetryOnTimeout)
+	setIfSet(&p.RetryOnTransport, over.RetryOnTransport)
+	setIfSet(&p.WaitForBreaker, over.WaitForBreaker)
 	if over.RetryableStatusCodes != nil {
 		p.RetryableStatusCodes = over.RetryableStatusCodes
 	}
@@ -179,6 +161,14 @@ func (p Policy) Merge(over Policy) Policy {
 		p.Classifier = over.Classifier
 	}
 	return p
+}
+
+// setIfSet sets *dst to v unless v is the zero value, which means unset.
+func setIfSet[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
 
 // Resolved returns p merged over DefaultPolicy: every field set.
