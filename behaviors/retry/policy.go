@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -124,7 +126,7 @@ func (p Policy) Retries(err error) bool {
 	if p.Classifier != nil {
 		return p.Classifier(err)
 	}
-	return retryableWith(err, p.RetryableStatusCodes)
+	return classify.RetryableWith(err, p.RetryableStatusCodes)
 }
 
 // DefaultPolicy is the built-in bottom layer of every policy; each field's comment on
@@ -139,7 +141,7 @@ var DefaultPolicy = Policy{
 	RetryOnTimeout:       behaviors.Off,
 	RetryOnTransport:     behaviors.Off,
 	WaitForBreaker:       behaviors.Off,
-	RetryableStatusCodes: defaultRetryableStatusCodes,
+	RetryableStatusCodes: slices.Clone(classify.RetryableStatusCodes),
 }
 
 // Merge returns p with every field that over sets replaced by over's. Zero fields of over
