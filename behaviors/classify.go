@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"slices"
 	"syscall"
 
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -16,10 +16,6 @@ import (
 // a failure, whether a fallback answers it. Every field of the behaviors that decides about an
 // error is a Classifier named Classifier. Retryable is one.
 type Classifier func(err error) bool
-
-// defaultRetryableStatusCodes are the status codes Retryable retries: too many requests, bad
-// gateway, service unavailable, gateway timeout, the common gateway-retry set.
-var defaultRetryableStatusCodes = []int{429, 502, 503, 504}
 
 // Retryable is the default retry classifier. It reports true for errors that declare
 // themselves retryable (a Retryable() bool method returning true) and for errors carrying
@@ -32,18 +28,7 @@ func Retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, mediator.ErrNoHandler) || IsTimeout(err) {
 		return false
 	}
-	if r, ok := errors.AsType[RetryableError](err); ok {
-		return r.Retryable()
-	}
-	if s, ok := errors.AsType[statusError](err); ok {
-		return slices.Contains(defaultRetryableStatusCodes, s.StatusCode())
-	}
-	return false
-}
-
-type statusError interface {
-	error
-	StatusCoder
+	return classify.RetryableWith(err, classify.RetryableStatusCodes)
 }
 
 type timeoutError interface {

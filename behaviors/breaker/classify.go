@@ -3,16 +3,11 @@ package breaker
 import (
 	"errors"
 
-	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
 )
-
-type statusError interface {
-	error
-	behaviors.StatusCoder
-}
 
 // CountsAsFailure is the default Classifier of a Registry: it reports whether err says the
 // dependency behind a breaker is unhealthy. It reports false for nil, validation errors,
@@ -29,7 +24,7 @@ func CountsAsFailure(err error) bool {
 		errors.Is(err, ErrOpen) || errors.Is(err, bulkhead.ErrFull) {
 		return false
 	}
-	if s, ok := errors.AsType[statusError](err); ok {
+	if s, ok := errors.AsType[classify.StatusError](err); ok {
 		c := s.StatusCode()
 		if c >= 400 && c < 500 && c != 408 && c != 429 {
 			return false

@@ -123,11 +123,7 @@ func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	s := b.fixed
 	if s == nil {
-		key := behaviors.TypeKey(reflect.TypeOf(req))
-		if b.cfg.Key != nil {
-			key = b.cfg.Key(req)
-		}
-		s = b.acquireKey(key)
+		s = b.acquireKey(b.keyOf(req))
 		defer b.releaseKey(s)
 	}
 	if err := b.enter(ctx, s); err != nil {
@@ -138,6 +134,14 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	}
 	defer func() { <-s.sem }()
 	return next(ctx, req)
+}
+
+// keyOf is req's key: Config.Key's, else its type's (for a Behavior used without Build).
+func (b *Behavior) keyOf(req any) string {
+	if b.cfg.Key != nil {
+		return b.cfg.Key(req)
+	}
+	return behaviors.TypeKey(reflect.TypeOf(req))
 }
 
 func (b *Behavior) enter(ctx context.Context, s *slots) error {

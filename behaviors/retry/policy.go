@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -124,7 +126,7 @@ func (p Policy) Retries(err error) bool {
 	if p.Classifier != nil {
 		return p.Classifier(err)
 	}
-	return retryableWith(err, p.RetryableStatusCodes)
+	return classify.RetryableWith(err, p.RetryableStatusCodes)
 }
 
 // DefaultPolicy is the built-in bottom layer of every policy; each field's comment on
@@ -139,39 +141,21 @@ var DefaultPolicy = Policy{
 	RetryOnTimeout:       behaviors.Off,
 	RetryOnTransport:     behaviors.Off,
 	WaitForBreaker:       behaviors.Off,
-	RetryableStatusCodes: defaultRetryableStatusCodes,
+	RetryableStatusCodes: slices.Clone(classify.RetryableStatusCodes),
 }
 
 // Merge returns p with every field that over sets replaced by over's. Zero fields of over
 // are unset and keep p's value.
 func (p Policy) Merge(over Policy) Policy {
-	if over.MaxAttempts != 0 {
-		p.MaxAttempts = over.MaxAttempts
-	}
-	if over.Strategy != 0 {
-		p.Strategy = over.Strategy
-	}
-	if over.BaseDelay != 0 {
-		p.BaseDelay = over.BaseDelay
-	}
-	if over.Multiplier != 0 {
-		p.Multiplier = over.Multiplier
-	}
-	if over.MaxDelay != 0 {
-		p.MaxDelay = over.MaxDelay
-	}
-	if over.Jitter != 0 {
-		p.Jitter = over.Jitter
-	}
-	if over.RetryOnTimeout != 0 {
-		p.RetryOnTimeout = over.RetryOnTimeout
-	}
-	if over.RetryOnTransport != 0 {
-		p.RetryOnTransport = over.RetryOnTransport
-	}
-	if over.WaitForBreaker != 0 {
-		p.WaitForBreaker = over.WaitForBreaker
-	}
+	setIfSet(&p.MaxAttempts, over.MaxAttempts)
+	setIfSet(&p.Strategy, over.Strategy)
+	setIfSet(&p.BaseDelay, over.BaseDelay)
+	setIfSet(&p.Multiplier, over.Multiplier)
+	setIfSet(&p.MaxDelay, over.MaxDelay)
+	setIfSet(&p.Jitter, over.Jitter)
+	setIfSet(&p.RetryOnTimeout, over.RetryOnTimeout)
+	setIfSet(&p.RetryOnTransport, over.RetryOnTransport)
+	setIfSet(&p.WaitForBreaker, over.WaitForBreaker)
 	if over.RetryableStatusCodes != nil {
 		p.RetryableStatusCodes = over.RetryableStatusCodes
 	}
@@ -179,6 +163,14 @@ func (p Policy) Merge(over Policy) Policy {
 		p.Classifier = over.Classifier
 	}
 	return p
+}
+
+// setIfSet sets *dst to v unless v is the zero value, which means unset.
+func setIfSet[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
 
 // Resolved returns p merged over DefaultPolicy: every field set.

@@ -188,10 +188,8 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		if hint > 0 {
 			// The server asked for a longer wait than the policy allows: retrying sooner is
 			// pointless, and the caller must learn why the retries stopped.
-			re := &ExhaustedError{Attempts: attempt, Err: err, Hint: hint, MaxDelay: p.MaxDelay}
-			if refused(err) {
-				re.handlerErr = handlerErr
-			}
+			re := exhausted(attempt, err, handlerErr)
+			re.Hint, re.MaxDelay = hint, p.MaxDelay
 			return resp, re
 		}
 		if !fitsDeadline(ctx, r.clock, delay) {
@@ -218,11 +216,18 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 	if attempt == 1 {
 		return resp, err
 	}
-	re := &ExhaustedError{Attempts: attempt, Err: err}
+	return resp, exhausted(attempt, err, handlerErr)
+}
+
+// exhausted is the final error of a call after attempts attempts, the last failing with err;
+// handlerErr, the last error of an attempt that reached the handler, stays reachable when err
+// is a refusal.
+func exhausted(attempts int, err, handlerErr error) *ExhaustedError {
+	re := &ExhaustedError{Attempts: attempts, Err: err}
 	if refused(err) {
 		re.handlerErr = handlerErr
 	}
-	return resp, re
+	return re
 }
 
 // shouldRetry is the policy's classification, except that a failure which opened the circuit

@@ -1,0 +1,38 @@
+// Package classify holds the error classification that package behaviors and the behavior
+// packages share, so that the default retryable status codes and the retryable test are
+// written once.
+package classify
+
+import (
+	"errors"
+	"slices"
+)
+
+// RetryableStatusCodes are the status codes retried by default: too many requests, bad
+// gateway, service unavailable, gateway timeout, the common gateway-retry set. Read it, never
+// change it.
+var RetryableStatusCodes = []int{429, 502, 503, 504}
+
+// StatusError is an error carrying an HTTP-like status code (behaviors.StatusCoder).
+type StatusError interface {
+	error
+	StatusCode() int
+}
+
+// retryableError is behaviors.RetryableError.
+type retryableError interface {
+	error
+	Retryable() bool
+}
+
+// RetryableWith reports what an error that no fixed rule decided says of itself: its
+// Retryable method when it has one, else whether its status code is among codes, else false.
+func RetryableWith(err error, codes []int) bool {
+	if r, ok := errors.AsType[retryableError](err); ok {
+		return r.Retryable()
+	}
+	if s, ok := errors.AsType[StatusError](err); ok {
+		return slices.Contains(codes, s.StatusCode())
+	}
+	return false
+}
