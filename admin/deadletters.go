@@ -38,6 +38,12 @@ func deadLetterOf(d durable.DeadLetter) deadLetterBody {
 		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
 }
 
+// deadLetterDetail is a letter with its payload, as the detail route shows it.
+type deadLetterDetail struct {
+	deadLetterBody
+	Payload any `json:"payload"`
+}
+
 type timelineBody struct {
 	Kind      durable.TimelineKind `json:"kind"`
 	Number    int                  `json:"number"`
@@ -78,14 +84,16 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ strin
 	}{out, total})
 }
 
+// deadLetterParams are the query parameters of the listing.
+var deadLetterParams = map[string]bool{"status": true, "source": true, "from": true, "to": true, "limit": true, "offset": true}
+
 // deadLetterFilter reads the listing's query; every malformed value is an error naming it.
 func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 	var f durable.DeadLetterFilter
 	var errs []error
-	known := map[string]bool{"status": true, "source": true, "from": true, "to": true, "limit": true, "offset": true}
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		switch {
-		case !known[name]:
+		case !deadLetterParams[name]:
 			// A misspelt filter would otherwise be ignored and show letters the operator did
 			// not ask for.
 			errs = append(errs, fmt.Errorf("unknown query parameter %q: want status, source, from, to, limit or offset", name))
@@ -185,15 +193,9 @@ func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request, _ string)
 		payload = json.RawMessage(d.Payload)
 	}
 	writeJSON(w, http.StatusOK, struct {
-		DeadLetter struct {
-			deadLetterBody
-			Payload any `json:"payload"`
-		} `json:"dead_letter"`
-		Timeline []timelineBody `json:"timeline"`
-	}{DeadLetter: struct {
-		deadLetterBody
-		Payload any `json:"payload"`
-	}{deadLetterOf(d), payload}, Timeline: entries})
+		DeadLetter deadLetterDetail `json:"dead_letter"`
+		Timeline   []timelineBody   `json:"timeline"`
+	}{deadLetterDetail{deadLetterOf(d), payload}, entries})
 }
 
 func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request, principal string) {

@@ -27,6 +27,9 @@ type Engine interface {
 	extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error
 	// sweep returns expired leases to pending and records their abandoned attempts.
 	sweep(ctx context.Context, db *sql.DB, now time.Time) (int, error)
+	// prune deletes one batch of succeeded items last updated before before, in tx; busy
+	// reports that another instance is pruning and nothing was deleted.
+	prune(ctx context.Context, tx *sql.Tx, before time.Time) (n int, busy bool, err error)
 	// lockMigrations serialises concurrent migrations on conn until unlock is called.
 	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
 	// transient reports a migration error worth trying again at once (another process holds

@@ -50,48 +50,55 @@ const sqlitePruneSelect = `SELECT id FROM switchboard_items INDEXED BY switchboa
 // instance is pruning: this one skips its pass). Call it again while it returns PruneBatch.
 func (s *Store) Prune(ctx context.Context, before time.Time) (n int, busy bool, err error) {
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
-		if s.e == Postgres {
-			var locked bool
-			if err := tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil {
-				return err
-			}
-			if !locked {
-				busy = true
-				return nil
-			}
-			return tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch).Scan(&n)
-		}
-		rows, err := tx.QueryContext(ctx, sqlitePruneSelect, micros(before), PruneBatch)
-		if err != nil {
-			return err
-		}
-		var ids []any
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
-			return err
-		}
-		in := "(?" + strings.Repeat(", ?", len(ids)-1) + ")"
-		if _, err := tx.ExecContext(ctx, "DELETE FROM switchboard_attempts WHERE item_id IN "+in, ids...); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, "DELETE FROM switchboard_items WHERE state = 'succeeded' AND id IN "+in, ids...)
-		if err != nil {
-			return err
-		}
-		deleted, err := res.RowsAffected()
-		n = int(deleted)
+		n, busy, err = s.e.prune(ctx, tx, before)
 		return err
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("durable: prune: %w", err)
 	}
 	return n, busy, nil
+}
+
+// prune tries the advisory lock of pruning and, holding it, deletes one batch.
+func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before time.Time) (n int, busy bool, err error) {
+	var locked bool
+	if err := tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil {
+		return 0, false, err
+	}
+	if !locked {
+		return 0, true, nil
+	}
+	err = tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch).Scan(&n)
+	return n, false, err
+}
+
+// prune deletes one batch; the transaction itself holds the database's one writer.
+func (*sqliteEngine) prune(ctx context.Context, tx *sql.Tx, before time.Time) (int, bool, error) {
+	rows, err := tx.QueryContext(ctx, sqlitePruneSelect, micros(before), PruneBatch)
+	if err != nil {
+		return 0, false, err
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, false, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, false, err
+	}
+	in := "(?" + strings.Repeat(", ?", len(ids)-1) + ")"
+	if _, err := tx.ExecContext(ctx, "DELETE FROM switchboard_attempts WHERE item_id IN "+in, ids...); err != nil {
+		return 0, false, err
+	}
+	res, err := tx.ExecContext(ctx, "DELETE FROM switchboard_items WHERE state = 'succeeded' AND id IN "+in, ids...)
+	if err != nil {
+		return 0, false, err
+	}
+	deleted, err := res.RowsAffected()
+	return int(deleted), false, err
 }

@@ -123,28 +123,28 @@ func (s *Store) ClaimScheduleRun(ctx context.Context, d ScheduleDue, owner strin
 // the row still has d's spec, location and due time and that lease, it moves next_at to d.Next
 // and logs a skipped run by instance with reason, in one transaction. It reports whether it did.
 func (s *Store) SkipScheduleRun(ctx context.Context, d ScheduleDue, instance string, now time.Time, reason string) (bool, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("durable: skip schedule %q: %w", d.Name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
+	var skipped bool
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
 	WHERE name = ? AND spec = ? AND location = ? AND next_at = ? AND run_owner IS NOT NULL AND run_until >= ?`),
-		micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now))
+			micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error)
+	VALUES (?, ?, ?, ?, ?, 'skipped', ?)`), d.Name, instance, micros(d.DueAt), micros(now), micros(now), nullString(reason)); err != nil {
+			return err
+		}
+		skipped = true
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("durable: skip schedule %q: %w", d.Name, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error)
-	VALUES (?, ?, ?, ?, ?, 'skipped', ?)`), d.Name, instance, micros(d.DueAt), micros(now), micros(now), nullString(reason)); err != nil {
-		return false, fmt.Errorf("durable: skip schedule %q: %w", d.Name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("durable: skip schedule %q: %w", d.Name, err)
-	}
-	return true, nil
+	return skipped, nil
 }
 
 // EndScheduleRun logs the run r and records it as its schedule's last run; the lease is
@@ -154,27 +154,23 @@ func (s *Store) EndScheduleRun(ctx context.Context, r ScheduleRunRow) error {
 	if r.Name == "" || r.Instance == "" {
 		return errors.New("durable: end schedule run: name and instance required")
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("durable: end schedule run %q: %w", r.Name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error)
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`), r.Name, r.Instance, micros(r.DueAt), micros(r.StartedAt), micros(r.EndedAt), r.Outcome, nullString(r.Error)); err != nil {
-		return fmt.Errorf("durable: end schedule run %q: %w", r.Name, err)
-	}
-	if _, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules
+			return err
+		}
+		_, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules
 	SET last_started_at = ?, last_ended_at = ?, last_outcome = ?, last_error = ?, updated_at = ?,
 	    run_owner = CASE WHEN run_owner = ? AND run_started_at = ? THEN NULL ELSE run_owner END,
 	    run_until = CASE WHEN run_owner = ? AND run_started_at = ? THEN NULL ELSE run_until END,
 	    run_started_at = CASE WHEN run_owner = ? AND run_started_at = ? THEN NULL ELSE run_started_at END
 	WHERE name = ? AND (last_started_at IS NULL OR last_started_at <= ?)`),
-		micros(r.StartedAt), micros(r.EndedAt), r.Outcome, nullString(r.Error), micros(r.EndedAt),
-		r.Instance, micros(r.StartedAt), r.Instance, micros(r.StartedAt), r.Instance, micros(r.StartedAt),
-		r.Name, micros(r.StartedAt)); err != nil {
-		return fmt.Errorf("durable: end schedule run %q: %w", r.Name, err)
-	}
-	if err := tx.Commit(); err != nil {
+			micros(r.StartedAt), micros(r.EndedAt), r.Outcome, nullString(r.Error), micros(r.EndedAt),
+			r.Instance, micros(r.StartedAt), r.Instance, micros(r.StartedAt), r.Instance, micros(r.StartedAt),
+			r.Name, micros(r.StartedAt))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("durable: end schedule run %q: %w", r.Name, err)
 	}
 	return nil
