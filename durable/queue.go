@@ -282,8 +282,8 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 
 // retries classifies a failure of durable work: the request's own retry policy (from src, the
 // retry behavior of its pipeline; the default policy without one) with the classification of
-// its durable policy (policyFor) over it.
-func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err error) bool {
+// pol, its durable policy (policyFor), over it.
+func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol retry.Policy, err error) bool {
 	// The handler met back-pressure (a request it sent was refused by its bulkhead), or its own
 	// inner work was deferred: the item's work can succeed later. (A breaker's refusal met by
 	// the handler is the Retries layer's WaitForBreaker.)
@@ -294,11 +294,5 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err
 	if src != nil {
 		p = src.Policy(ctx, req)
 	}
-	name, _ := q.reg.nameOf(req)
-	return p.Merge(classification(q.policyFor(name))).Retries(err)
-}
-
-// nextDelay is the backoff after failed attempt n of an item named name.
-func (q *Queue) nextDelay(name string, n int) time.Duration {
-	return q.policyFor(name).Delay(n, q.rand())
+	return p.Merge(classification(pol)).Retries(err)
 }
