@@ -25,7 +25,6 @@ type Queue struct {
 
 	store   *store.Store
 	reg     *registry
-	policy  retry.Policy // Config.Policy over the durable defaults
 	clock   behaviors.Clock
 	rand    func() float64
 	recheck time.Duration
@@ -104,7 +103,7 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 // policyFor returns the policy of items named name: the registration's WithPolicy over the
 // queue's policy over the durable defaults.
 func (q *Queue) policyFor(name string) retry.Policy {
-	return q.reg.policyFor(name, q.policy)
+	return q.reg.policyFor(name)
 }
 
 // Deduplicated is implemented by request types that carry their own dedupe key. The
