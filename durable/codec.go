@@ -67,19 +67,22 @@ type registry struct {
 	mu     sync.RWMutex
 	byName map[string]*registration
 	byType map[reflect.Type]*registration
-	sealed atomic.Bool // a built mediator's deferral decided its request types (see seal)
+	sealed atomic.Bool  // a built mediator's deferral decided its request types (see seal)
+	def    retry.Policy // the queue's policy, of the registrations without WithPolicy
 }
 
 type registration struct {
 	name   string
 	typ    reflect.Type // pointer type, as sent
 	codec  Codec
-	policy retry.Policy
+	policy retry.Policy // WithPolicy's, until register merges it over the queue's
 	hasPol bool
 }
 
-func newRegistry() *registry {
-	return &registry{byName: map[string]*registration{}, byType: map[reflect.Type]*registration{}}
+// newRegistry returns an empty registry whose registrations' policies are def, the queue's,
+// with their WithPolicy over it.
+func newRegistry(def retry.Policy) *registry {
+	return &registry{byName: map[string]*registration{}, byType: map[reflect.Type]*registration{}, def: def}
 }
 
 // RegisterOption configures one registration.
@@ -134,6 +137,9 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 		if err := reg.policy.Validate(); err != nil {
 			return fmt.Errorf("durable: Register %s: %w", t, err)
 		}
+		reg.policy = r.def.Merge(reg.policy)
+	} else {
+		reg.policy = r.def
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -227,10 +233,11 @@ func (r *registry) decode(name string, payload []byte) (req any, err error) {
 	return v.Interface(), nil
 }
 
-// policyFor returns the registration's policy for name merged over def.
-func (r *registry) policyFor(name string, def retry.Policy) retry.Policy {
-	if reg := r.lookupName(name); reg != nil && reg.hasPol {
-		return def.Merge(reg.policy)
+// policyFor returns the policy of the registration of name (merged at registration); the
+// queue's policy for a name not registered.
+func (r *registry) policyFor(name string) retry.Policy {
+	if reg := r.lookupName(name); reg != nil {
+		return reg.policy
 	}
-	return def
+	return r.def
 }

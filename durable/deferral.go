@@ -106,16 +106,17 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		// now, and at once when it closes.
 		delay, parked = min(open.Remaining, d.q.recheck), open.Key
 	} else if !errors.Is(err, breaker.ErrOpen) {
+		pol := d.q.policyFor(name)
 		retryable := false
 		if d.classify != nil {
 			retryable = d.classify(err)
 		} else {
-			retryable = d.q.retries(ctx, req, d.src, err)
+			retryable = d.q.retries(ctx, req, d.src, pol, err)
 		}
 		if !retryable {
 			return resp, err
 		}
-		delay = max(d.q.nextDelay(name, 1), behaviors.RetryAfter(err))
+		delay = max(pol.Delay(1, d.q.rand()), behaviors.RetryAfter(err))
 	}
 	// Once the decision to defer is made, persist it even if the caller's deadline is about to
 	// pass: the request must be either deferred or failed, never silently dropped. The write

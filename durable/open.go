@@ -180,7 +180,7 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	if cfg.Recheck == 0 {
 		cfg.Recheck = time.Minute
 	}
-	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(), policy: defaultPolicy.Merge(cfg.Policy), clock: cfg.Clock,
+	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
 		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators)}
 	if q.clock == nil {
 		q.clock = behaviors.SystemClock

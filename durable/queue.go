@@ -25,7 +25,6 @@ type Queue struct {
 
 	store   *store.Store
 	reg     *registry
-	policy  retry.Policy // Config.Policy over the durable defaults
 	clock   behaviors.Clock
 	rand    func() float64
 	recheck time.Duration
@@ -104,7 +103,7 @@ func (q *Queue) Shutdown(ctx context.Context) error {
 // policyFor returns the policy of items named name: the registration's WithPolicy over the
 // queue's policy over the durable defaults.
 func (q *Queue) policyFor(name string) retry.Policy {
-	return q.reg.policyFor(name, q.policy)
+	return q.reg.policyFor(name)
 }
 
 // Deduplicated is implemented by request types that carry their own dedupe key. The
@@ -282,8 +281,8 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 
 // retries classifies a failure of durable work: the request's own retry policy (from src, the
 // retry behavior of its pipeline; the default policy without one) with the classification of
-// its durable policy (policyFor) over it.
-func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err error) bool {
+// pol, its durable policy (policyFor), over it.
+func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol retry.Policy, err error) bool {
 	// The handler met back-pressure (a request it sent was refused by its bulkhead), or its own
 	// inner work was deferred: the item's work can succeed later. (A breaker's refusal met by
 	// the handler is the Retries layer's WaitForBreaker.)
@@ -294,11 +293,5 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, err
 	if src != nil {
 		p = src.Policy(ctx, req)
 	}
-	name, _ := q.reg.nameOf(req)
-	return p.Merge(classification(q.policyFor(name))).Retries(err)
-}
-
-// nextDelay is the backoff after failed attempt n of an item named name.
-func (q *Queue) nextDelay(name string, n int) time.Duration {
-	return q.policyFor(name).Delay(n, q.rand())
+	return p.Merge(classification(pol)).Retries(err)
 }

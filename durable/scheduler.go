@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -791,7 +792,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
 		// backoff, no dead letter, and it does not count against MaxAttempts.
 		comp.State, comp.Outcome, comp.NextAt, comp.Error = store.StatePending, store.OutcomeInterrupted, comp.EndedAt, err.Error()
-	case s.retries(ctx, req, err) && counted < pol.MaxAttempts:
+	case s.retries(ctx, req, pol, err) && counted < pol.MaxAttempts:
 		comp.State, comp.Outcome, comp.Error = store.StatePending, store.OutcomeFailed, err.Error()
 		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err)))
 	default:
@@ -821,8 +822,8 @@ func (s *scheduler) warnUnknown(name string) {
 }
 
 // retries is the scheduler's classification of a failed attempt.
-func (s *scheduler) retries(ctx context.Context, req any, err error) bool {
-	return s.q.retries(ctx, req, s.policySource(req), err)
+func (s *scheduler) retries(ctx context.Context, req any, pol retry.Policy, err error) bool {
+	return s.q.retries(ctx, req, s.policySource(req), pol, err)
 }
 
 // policySource finds the retry behavior of req's pipeline, when the sender can list it.
