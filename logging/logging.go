@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -285,19 +286,26 @@ type call struct {
 	err     error
 }
 
-var messages = map[string]string{
-	behaviors.OutcomeSuccess:   "switchboard: request handled",
-	behaviors.OutcomeFailure:   "switchboard: request failed",
-	behaviors.OutcomeCancelled: "switchboard: request cancelled",
-	behaviors.OutcomeDeferred:  "switchboard: request deferred",
-	behaviors.OutcomeRejected:  "switchboard: request rejected",
+// message is the message of an entry with outcome.
+func message(outcome string) string {
+	switch outcome {
+	case behaviors.OutcomeSuccess:
+		return "switchboard: request handled"
+	case behaviors.OutcomeCancelled:
+		return "switchboard: request cancelled"
+	case behaviors.OutcomeDeferred:
+		return "switchboard: request deferred"
+	case behaviors.OutcomeRejected:
+		return "switchboard: request rejected"
+	}
+	return "switchboard: request failed"
 }
 
 // write writes the entry of c at level: outer is the outcome of the outer request of a held
 // entry ("" for any other), dropped the number of inner entries the call's scope could not
 // hold.
 func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int) {
-	ce := b.log.Check(level, messages[c.outcome])
+	ce := b.log.Check(level, message(c.outcome))
 	if ce == nil {
 		return
 	}
@@ -392,14 +400,21 @@ type scopeKey struct{}
 // scope is the context an outer request's pipeline runs with: it holds the entries of the
 // inner requests sent with it until the outer request ends. Being the context itself, and
 // allocating its buffer only when an entry is held, it costs one allocation (48 bytes) per
-// outer request.
+// outer request, and closing a scope that holds nothing takes no lock.
 type scope struct {
 	context.Context
-	mu      sync.Mutex
-	closed  bool
+	state   atomic.Int32 // scopeEmpty, scopeHolding or scopeClosed
+	mu      sync.Mutex   // guards held and dropped
 	dropped int32
 	held    *[]held
 }
+
+// The states of a scope.
+const (
+	scopeEmpty   = iota // open, nothing held
+	scopeHolding        // open, entries held (under mu)
+	scopeClosed         // the outer request has ended
+)
 
 // held is an inner entry waiting for its outer request's outcome.
 type held struct {
@@ -416,11 +431,7 @@ func (s *scope) Value(key any) any {
 	return s.Context.Value(key)
 }
 
-func (s *scope) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *scope) isClosed() bool { return s.state.Load() == scopeClosed }
 
 // hold keeps h for the outer request (at most limit entries; the rest are counted) and reports
 // true, or reports false when the outer request has ended already (a request sent by a
@@ -428,8 +439,13 @@ func (s *scope) isClosed() bool {
 func (s *scope) hold(h held, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return false
+	for st := s.state.Load(); st != scopeHolding; st = s.state.Load() {
+		if st == scopeClosed {
+			return false
+		}
+		if s.state.CompareAndSwap(scopeEmpty, scopeHolding) {
+			break
+		}
 	}
 	if s.held == nil {
 		s.held = new([]held)
@@ -442,11 +458,15 @@ func (s *scope) hold(h held, limit int) bool {
 	return true
 }
 
-// close ends the scope and returns what it holds.
+// close ends the scope and returns what it holds. A scope that holds nothing closes with one
+// atomic operation; one that does waits for the entry being held, if any, under mu.
 func (s *scope) close() ([]held, int) {
+	if s.state.CompareAndSwap(scopeEmpty, scopeClosed) {
+		return nil, 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closed = true
+	s.state.Store(scopeClosed)
 	if s.held == nil {
 		return nil, int(s.dropped)
 	}
