@@ -61,7 +61,8 @@
 // request inside an inner request is an inner request of the same outer one. At most
 // Config.MaxInner (default 16) entries are held per outer request; the outer entry counts the
 // rest in inner_dropped. A request sent after its outer request ended (by a goroutine the
-// handler left behind) is written at once, at its own level.
+// handler left behind) is written at once, at its own level, and so are the held entries when
+// a panic passes through the behavior (a behavior inside it panicked).
 //
 // A fallback that answers the outer request itself, outside the behavior, is not seen from
 // inside: the outer entry is the failure the fallback answered. Place the behavior outside

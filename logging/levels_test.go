@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/recovery"
 	"github.com/switchboard-go/switchboard/logging"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -350,4 +351,32 @@ func TestConfigValidate(t *testing.T) {
 		assert.True(t, strings.Contains(err.Error(), "Config."+field), "%s in %v", field, err)
 	}
 	assert.NoError(t, logging.Config{}.Validate())
+}
+
+// panicky is a behavior that panics after the rest of the pipeline ran.
+type panicky struct{}
+
+func (panicky) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	_, _ = next(ctx, req)
+	panic("behavior bug")
+}
+
+// When a panic passes through the behavior (a behavior inside it panicked; recovery, outside,
+// makes an error of it), the inner entries it held are written at their own level, not lost.
+func TestInnerEntriesSurviveAPanicPassingThrough(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Lookup) (*Reply, error) { return nil, errors.New("lookup down") })
+	mediator.HandleFunc(m, func(ctx context.Context, _ *Call) (*Reply, error) {
+		_, _ = mediator.Send(ctx, m, &Lookup{})
+		return &Reply{}, nil
+	})
+	m.Use(recovery.New())
+	m.Use(logging.New(logging.Config{Logger: zap.New(core)}))
+	m.Use(panicky{}, mediator.ForRequest[*Call](), mediator.WithOrder(logging.Order+1))
+	require.NoError(t, m.Build())
+	t.Cleanup(func() { _ = m.Close() })
+	_, err := mediator.Send(context.Background(), m, &Call{})
+	require.ErrorIs(t, err, mediator.ErrPanic)
+	assert.Equal(t, []string{"logging_test.Lookup failure error"}, levels(logs))
 }

@@ -176,12 +176,12 @@ func New(cfg Config) *Behavior {
 	if b.maxInner <= 0 {
 		b.maxInner = defaultMaxInner
 	}
-	b.refusals = newLimiter(cfg.Clock, cmp(cfg.RefusalEvery, defaultRefusalEvery), cmp(cfg.RefusalKeys, defaultRefusalKeys))
+	b.refusals = newLimiter(cfg.Clock, orDefault(cfg.RefusalEvery, defaultRefusalEvery), orDefault(cfg.RefusalKeys, defaultRefusalKeys))
 	return b
 }
 
-// cmp returns v, or def when v is not positive.
-func cmp[T int | time.Duration](v, def T) T {
+// orDefault returns v, or def when v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def
 	}
@@ -220,9 +220,19 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		return b.handleInner(s, ctx, req, next)
 	}
 	s := &scope{Context: ctx}
+	ended := false
+	defer func() {
+		if !ended { // a panic passes through: what the scope holds explains it, at its own level
+			inner, _ := s.close()
+			for _, h := range inner {
+				h.b.write(h.level, h.call, "", 0)
+			}
+		}
+	}()
 	start := time.Now()
 	resp, err := next(s, req)
 	took := time.Since(start)
+	ended = true
 	inner, dropped := s.close()
 	outcome := behaviors.OutcomeOf(ctx, req, err)
 	if len(inner) > 0 {
