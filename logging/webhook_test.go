@@ -1,6 +1,7 @@
 package logging_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,6 +61,20 @@ var webhookFields = []func(ctx context.Context, req any) []zap.Field{
 	},
 }
 
+// countingWriter counts what is written to it.
+type countingWriter struct {
+	mu           sync.Mutex
+	lines, bytes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines += bytes.Count(p, []byte("\n"))
+	w.bytes += len(p)
+	return len(p), nil
+}
+
 // webhookScenario is what the webhook dispatcher replay produced.
 type webhookScenario struct {
 	logs    *observer.ObservedLogs
@@ -103,7 +119,13 @@ func replayWebhooks(t *testing.T, cfg logging.Config, events int) webhookScenari
 	durable.Register[*Deliver](q, "webhook.deliver")
 
 	core, logs := observer.New(zapcore.DebugLevel)
-	cfg.Logger = zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)) // zap.NewProduction's options
+	// beside the observer, what zap's production configuration would write (JSON, info and up)
+	production := &countingWriter{}
+	json := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(production), zapcore.InfoLevel)
+	cfg.Logger = zap.New(zapcore.NewTee(core, json), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)) // zap.NewProduction's options
+	t.Cleanup(func() {
+		t.Logf("zap's production configuration would have written %d lines, %d bytes", production.lines, production.bytes)
+	})
 
 	transport := &http.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
