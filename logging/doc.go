@@ -23,8 +23,12 @@
 // number of the last attempt a *retry.ExhaustedError reports), duration, outcome (one of the
 // module's outcomes, behaviors.OutcomeOf: success, failure, cancelled, rejected, deferred —
 // the values of the metrics' outcome label and the spans' switchboard.outcome) and, unless it
-// succeeded, error. breaker is the circuit breaker's key: from the error of a call an open
+// succeeded, error (the error's text: an error that prints its own stack with %+v does not put
+// it on the line). breaker is the circuit breaker's key: from the error of a call an open
 // breaker refused or whose failure tripped it, and for every call when Config.Breakers is set.
+// When the call's context carries a valid OpenTelemetry span context (the tracing behavior's
+// span, or the caller's), trace_id and span_id name it. Config.Fields adds the application's
+// fields (an event id, a tenant) to every entry written.
 //
 // # Levels
 //
@@ -33,6 +37,49 @@
 // deadline passed at Config.Cancelled (default debug), with outcome "cancelled": the caller's
 // choice, not a failure. A call the durable deferral stored for later is logged at
 // Config.Deferred (default info), with outcome "deferred": accepted work, not an error. A
-// refusal by the request's own breaker or bulkhead is a failure with outcome "rejected". Each entry is checked with zap's Logger.Check before any field is
-// built, so a success at a disabled level allocates nothing.
+// refusal by the request's own breaker or bulkhead (outcome "rejected") is logged at
+// Config.Refusal (default warn), at most once per breaker or bulkhead key every
+// Config.RefusalEvery (default 10 s); the next entry of the key counts the refusals held back
+// in suppressed. Each entry is checked with zap's Logger.Check before any field is built.
+//
+// # Inner requests
+//
+// A request sent with the context of a request that is in flight through the behavior (by its
+// handler, or by the handlers of the notifications it publishes) is an inner request of it:
+// the behavior puts the outer request's scope on the context it passes on, and the inner
+// request's behavior finds it there. An inner entry above Config.Inner (default debug) is held
+// until the outer request ends, then written, with the time it happened and outer_outcome
+// naming the outer request's outcome:
+//
+//   - at Config.Inner when the outer request succeeded or was deferred: what failed inside it
+//     was dealt with (the handler coped, a fallback answered the inner call, the deferral stored
+//     the work), and the outer request's own entry is the one line at an operator's level;
+//   - at its own level when the outer request failed or was cancelled: it then
+//     explains what went wrong.
+//
+// Inner entries at or below Config.Inner are written at once, as nothing is left to decide. A
+// request inside an inner request is an inner request of the same outer one. At most
+// Config.MaxInner (default 16) entries are held per outer request; the outer entry counts the
+// rest in inner_dropped. A request sent after its outer request ended (by a goroutine the
+// handler left behind) is written at once, at its own level, and so are the held entries when
+// a panic passes through the behavior (a behavior inside it panicked).
+//
+// A fallback that answers the outer request itself, outside the behavior, is not seen from
+// inside: the outer entry is the failure the fallback answered. Place the behavior outside
+// fallback (mediator.WithOrder(behaviors.FallbackOrder - 1)) to log the answer instead.
+//
+// # Stack traces
+//
+// The behavior writes through a copy of Config.Logger without its AddStacktrace option, so
+// that zap's production configuration (a stack from error up) does not put the behavior's own
+// stack, which says nothing of the failure, on every error line. An entry whose error is a
+// panic (*mediator.PanicError) carries the panic's stack. Config.KeepStacktraces keeps the
+// logger's option.
+//
+// # Cost
+//
+// A success below the logger's level costs two clock readings, a level check and the outer
+// request's scope: one allocation of 48 bytes, the context in which inner requests find it.
+// Nothing else is built for an entry whose level is disabled, and the fields hooks run only
+// for entries that are written.
 package logging

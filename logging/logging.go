@@ -3,14 +3,19 @@ package logging
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -21,12 +26,20 @@ import (
 // deferred call as deferred rather than as the failure the deferral took for later.
 const Order = behaviors.FallbackOrder + 5
 
+// The defaults of Config's limits.
+const (
+	defaultRefusalEvery = 10 * time.Second
+	defaultRefusalKeys  = 1024
+	defaultMaxInner     = 16
+)
+
 // Config configures the logging behavior. The zero value of each field means its documented
 // default, so Config{} is complete.
 type Config struct {
 	// Logger receives one entry per call. Default zap.L() as it is when New is called: a no-op
 	// until the application installs its logger with zap.ReplaceGlobals, so the behavior
-	// follows the application's choice and never prints on its own.
+	// follows the application's choice and never prints on its own. The behavior writes
+	// through a copy of it without the AddStacktrace option (see KeepStacktraces).
 	Logger *zap.Logger
 	// Success is the level of a successful call's entry. Default debug: a service handles many
 	// requests that succeed, and their lines are for debugging, not for operators. A
@@ -44,6 +57,50 @@ type Config struct {
 	// work was accepted, not failed, and nobody need act; the dead letter it may become later
 	// is logged when it does.
 	Deferred zap.AtomicLevel
+	// Refusal is the level of a call its own circuit breaker or bulkhead refused before its
+	// handler ran (outcome "rejected"). Default warn: the caller did not get its answer, but
+	// the cause was logged already, as the failure that tripped the breaker, and an open
+	// breaker refuses every call until it probes again. Entries at this level are rate-limited
+	// per key (RefusalEvery).
+	Refusal zap.AtomicLevel
+	// RefusalEvery is the shortest time between two refusal entries of one breaker or bulkhead
+	// key; the refusals in between are not written, and the next entry of the key counts them
+	// in its suppressed field. Default 10 s: an operator watching the log sees that a key
+	// still refuses without one line per refused call (an open breaker in front of busy
+	// traffic refuses thousands a second; the metrics count every one). Negative is an error.
+	RefusalEvery time.Duration
+	// RefusalKeys bounds the keys whose refusals are rate-limited one by one. Beyond it, a key
+	// shares one window with every other key that did not fit, so a flood of distinct keys
+	// costs bounded memory and writes at most one line per RefusalEvery between them.
+	// Default 1024: more breakers than most services have, at about 100 bytes each. Negative
+	// is an error.
+	RefusalKeys int
+	// Inner is the level of the entries of inner requests (sent with the context of a request
+	// that is in flight through this behavior: by its handler, or by the handlers of the
+	// notifications it publishes) when the outer request succeeded or was deferred: the
+	// failures inside it were dealt with (a fallback answered, a retry succeeded, the deferral
+	// stored the work), and its own entry is the one line that says what happened. Default
+	// debug. An inner entry above Inner is held until the outer request ends, and written at
+	// its own level when the outer request failed, was refused or was cancelled, since it
+	// then explains what went wrong.
+	Inner zap.AtomicLevel
+	// MaxInner bounds the inner entries held for one outer request; the outer entry counts the
+	// ones beyond it in its inner_dropped field. Default 16: a handler rarely sends more
+	// requests than that, and a loop that sends thousands must not hold them all in memory.
+	// Negative is an error.
+	MaxInner int
+	// Fields are called for every entry written, with the call's context and request; the
+	// fields they return are added to the entry (an event id, a tenant). They run only for
+	// entries that are written, never for a disabled level. Default none.
+	Fields []func(ctx context.Context, req any) []zap.Field
+	// KeepStacktraces keeps the Logger's AddStacktrace option: every entry at or above its
+	// level carries the stack of the logging behavior, as zap writes it. Default false: only
+	// an entry whose error is a panic (*mediator.PanicError) carries a stack, the panic's own,
+	// since the stack of the logging behavior says nothing about a failure and zap's
+	// production configuration would put about 2 KB of it on every error line.
+	KeepStacktraces bool
+	// Clock is the time source of the refusal rate limit. Default behaviors.SystemClock.
+	Clock behaviors.Clock
 	// Breakers is the circuit breaker registry of the pipelines, when one is used: every entry
 	// then names its breaker's key (Registry.KeyOf, the key the breaker behavior gates on), not
 	// only the entries of calls an open breaker refused or whose failure tripped it, which name
@@ -52,12 +109,31 @@ type Config struct {
 	Breakers *breaker.Registry
 }
 
+// Validate reports every negative limit, naming the field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.RefusalEvery < 0 {
+		errs = append(errs, fmt.Errorf("logging: Config.RefusalEvery %s is negative", c.RefusalEvery))
+	}
+	if c.RefusalKeys < 0 {
+		errs = append(errs, fmt.Errorf("logging: Config.RefusalKeys %d is negative", c.RefusalKeys))
+	}
+	if c.MaxInner < 0 {
+		errs = append(errs, fmt.Errorf("logging: Config.MaxInner %d is negative", c.MaxInner))
+	}
+	return errors.Join(errs...)
+}
+
 // Behavior is the logging behavior: it writes one entry per call it wraps (see the package doc
 // for the fields, levels and placement).
 type Behavior struct {
+	cfg                        Config // as given, for Validate
 	log                        *zap.Logger
 	success, failure, canceled zap.AtomicLevel
-	deferred                   zap.AtomicLevel
+	deferred, refusal, inner   zap.AtomicLevel
+	maxInner                   int
+	fields                     []func(ctx context.Context, req any) []zap.Field
+	refusals                   *limiter
 	breakers                   *breaker.Registry
 	// request is the request type's name, set by Bind; empty in a behavior used without
 	// Build's binding, for which retried and gated then say nothing and every source of an
@@ -70,28 +146,50 @@ type Behavior struct {
 	retried, gated bool
 }
 
+// never enables no level: the AddStacktrace option of the behavior's logger.
+var never = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
+
 // New returns a logging behavior configured by cfg. Register it with mediator.Use; its
-// Placement puts it at Order in mediator.StageDefault.
+// Placement puts it at Order in mediator.StageDefault. It does not validate cfg: Validate does,
+// and mediator's Build calls it.
 func New(cfg Config) *Behavior {
-	b := &Behavior{log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled,
-		deferred: cfg.Deferred, breakers: cfg.Breakers}
+	b := &Behavior{cfg: cfg, log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled,
+		deferred: cfg.Deferred, refusal: cfg.Refusal, inner: cfg.Inner, maxInner: cfg.MaxInner,
+		fields: cfg.Fields, breakers: cfg.Breakers}
 	if b.log == nil {
 		b.log = zap.L()
 	}
-	if b.success == (zap.AtomicLevel{}) {
-		b.success = zap.NewAtomicLevelAt(zapcore.DebugLevel)
+	if !cfg.KeepStacktraces {
+		b.log = b.log.WithOptions(zap.AddStacktrace(never))
 	}
-	if b.failure == (zap.AtomicLevel{}) {
-		b.failure = zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	for _, l := range []struct {
+		level *zap.AtomicLevel
+		def   zapcore.Level
+	}{
+		{&b.success, zapcore.DebugLevel}, {&b.failure, zapcore.ErrorLevel}, {&b.canceled, zapcore.DebugLevel},
+		{&b.deferred, zapcore.InfoLevel}, {&b.refusal, zapcore.WarnLevel}, {&b.inner, zapcore.DebugLevel},
+	} {
+		if *l.level == (zap.AtomicLevel{}) {
+			*l.level = zap.NewAtomicLevelAt(l.def)
+		}
 	}
-	if b.canceled == (zap.AtomicLevel{}) {
-		b.canceled = zap.NewAtomicLevelAt(zapcore.DebugLevel)
+	if b.maxInner <= 0 {
+		b.maxInner = defaultMaxInner
 	}
-	if b.deferred == (zap.AtomicLevel{}) {
-		b.deferred = zap.NewAtomicLevelAt(zapcore.InfoLevel)
-	}
+	b.refusals = newLimiter(cfg.Clock, orDefault(cfg.RefusalEvery, defaultRefusalEvery), orDefault(cfg.RefusalKeys, defaultRefusalKeys))
 	return b
 }
+
+// orDefault returns v, or def when v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Validate reports what Config.Validate reports; mediator's Build calls it.
+func (b *Behavior) Validate() error { return b.cfg.Validate() }
 
 // Placement implements mediator.PlacedBehavior: Explain shows it as "logging", in
 // mediator.StageDefault, at Order.
@@ -115,54 +213,160 @@ func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 }
 
 // Handle calls next and logs its outcome. Nothing is built for an entry whose level is
-// disabled: a success below the logger's level costs a clock reading and a level check.
+// disabled: a success below the logger's level costs two clock readings, a level check and
+// the outer request's scope (one allocation), which inner requests find in the context.
 func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
-	start := time.Now()
-	resp, err := next(ctx, req)
-	took := time.Since(start)
-	if err == nil {
-		if ce := b.log.Check(b.success.Level(), "switchboard: request handled"); ce != nil {
-			b.write(ce, ctx, req, took, behaviors.OutcomeSuccess, nil)
+	if s, ok := ctx.Value(scopeKey{}).(*scope); ok && !s.isClosed() {
+		return b.handleInner(s, ctx, req, next)
+	}
+	s := &scope{Context: ctx}
+	ended := false
+	defer func() {
+		if !ended { // a panic passes through: what the scope holds explains it, at its own level
+			inner, _ := s.close()
+			for _, h := range inner {
+				h.b.write(h.level, h.call, "", 0)
+			}
 		}
-		return resp, nil
-	}
+	}()
+	start := time.Now()
+	resp, err := next(s, req)
+	took := time.Since(start)
+	ended = true
+	inner, dropped := s.close()
 	outcome := behaviors.OutcomeOf(ctx, req, err)
-	level, msg := b.failure.Level(), "switchboard: request failed"
-	switch outcome {
-	case behaviors.OutcomeCancelled:
-		level, msg = b.canceled.Level(), "switchboard: request cancelled"
-	case behaviors.OutcomeDeferred:
-		level, msg = b.deferred.Level(), "switchboard: request deferred"
-	case behaviors.OutcomeRejected:
-		msg = "switchboard: request rejected"
+	if len(inner) > 0 {
+		demote := outcome == behaviors.OutcomeSuccess || outcome == behaviors.OutcomeDeferred
+		for i := range inner {
+			h := &inner[i]
+			level := h.level
+			if demote {
+				level = min(level, h.b.inner.Level())
+			}
+			h.b.write(level, h.call, outcome, 0)
+			inner[i] = held{} // what the entry holds (a context, a request) is not kept past here
+		}
 	}
-	if ce := b.log.Check(level, msg); ce != nil {
-		b.write(ce, ctx, req, took, outcome, err)
-	}
+	b.write(b.levelOf(outcome), call{ctx: ctx, req: req, took: took, outcome: outcome, err: err}, "", dropped)
 	return resp, err
 }
 
-func (b *Behavior) write(ce *zapcore.CheckedEntry, ctx context.Context, req any, took time.Duration, outcome string, err error) {
+// handleInner is Handle for a request sent while the outer request of s is in flight: its entry
+// is written now when its level is at most Inner (nothing to decide) or disabled (nothing to
+// write), and held in s otherwise, for the outer request's outcome to decide.
+func (b *Behavior) handleInner(s *scope, ctx context.Context, req any, next mediator.Next) (any, error) {
+	start := time.Now()
+	resp, err := next(ctx, req)
+	took := time.Since(start)
+	outcome := behaviors.OutcomeOf(ctx, req, err)
+	level := b.levelOf(outcome)
+	c := call{ctx: ctx, req: req, took: took, outcome: outcome, err: err}
+	if level > b.inner.Level() && b.log.Core().Enabled(level) {
+		c.at = time.Now()
+		if s.hold(held{b: b, level: level, call: c}, b.maxInner) {
+			return resp, err
+		}
+	}
+	b.write(level, c, "", 0)
+	return resp, err
+}
+
+// levelOf returns the level of an entry with outcome.
+func (b *Behavior) levelOf(outcome string) zapcore.Level {
+	switch outcome {
+	case behaviors.OutcomeSuccess:
+		return b.success.Level()
+	case behaviors.OutcomeCancelled:
+		return b.canceled.Level()
+	case behaviors.OutcomeDeferred:
+		return b.deferred.Level()
+	case behaviors.OutcomeRejected:
+		return b.refusal.Level()
+	}
+	return b.failure.Level()
+}
+
+// call is what an entry says of one call.
+type call struct {
+	ctx     context.Context
+	req     any
+	at      time.Time // when it ended, for an entry written later; zero: now
+	took    time.Duration
+	outcome string
+	err     error
+}
+
+// message is the message of an entry with outcome.
+func message(outcome string) string {
+	switch outcome {
+	case behaviors.OutcomeSuccess:
+		return "switchboard: request handled"
+	case behaviors.OutcomeCancelled:
+		return "switchboard: request cancelled"
+	case behaviors.OutcomeDeferred:
+		return "switchboard: request deferred"
+	case behaviors.OutcomeRejected:
+		return "switchboard: request rejected"
+	}
+	return "switchboard: request failed"
+}
+
+// write writes the entry of c at level: outer is the outcome of the outer request of a held
+// entry ("" for any other), dropped the number of inner entries the call's scope could not
+// hold.
+func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int) {
+	ce := b.log.Check(level, message(c.outcome))
+	if ce == nil {
+		return
+	}
+	suppressed := 0
+	if c.outcome == behaviors.OutcomeRejected && level == b.refusal.Level() {
+		ok := false
+		if ok, suppressed = b.refusals.allow(b.refusalKey(c.req, c.err)); !ok {
+			return
+		}
+	}
+	if !c.at.IsZero() {
+		ce.Time = c.at
+	}
+	if p, ok := errors.AsType[*mediator.PanicError](c.err); ok {
+		ce.Stack = string(p.Stack)
+	}
 	request := b.request
 	if request == "" { // used without Build's binding (a hand-made pipeline)
-		request = behaviors.RequestName(reflect.TypeOf(req))
+		request = behaviors.RequestName(reflect.TypeOf(c.req))
 	}
-	attempt := retry.Attempt(ctx)
-	if x, ok := errors.AsType[*retry.ExhaustedError](err); ok && (b.retried || b.request == "") {
+	attempt := retry.Attempt(c.ctx)
+	if x, ok := errors.AsType[*retry.ExhaustedError](c.err); ok && (b.retried || b.request == "") {
 		attempt = x.Attempts // outside retry: the attempt whose error this is
 	}
-	fields := make([]zap.Field, 0, 6)
+	fields := make([]zap.Field, 0, 12)
 	fields = append(fields,
 		zap.String("request", request),
 		zap.Int("attempt", attempt),
-		zap.Duration("duration", took),
-		zap.String("outcome", outcome),
+		zap.Duration("duration", c.took),
+		zap.String("outcome", c.outcome),
 	)
-	if err != nil {
-		fields = append(fields, zap.Error(err))
+	if c.err != nil {
+		fields = append(fields, zap.String("error", c.err.Error()))
 	}
-	if key, ok := b.breakerKey(req, err); ok {
+	if key, ok := b.breakerKey(c.req, c.err); ok {
 		fields = append(fields, zap.String("breaker", key))
+	}
+	if suppressed > 0 {
+		fields = append(fields, zap.Int("suppressed", suppressed))
+	}
+	if outer != "" {
+		fields = append(fields, zap.String("outer_outcome", outer))
+	}
+	if dropped > 0 {
+		fields = append(fields, zap.Int("inner_dropped", dropped))
+	}
+	if sc := trace.SpanContextFromContext(c.ctx); sc.IsValid() {
+		fields = append(fields, zap.Stringer("trace_id", sc.TraceID()), zap.Stringer("span_id", sc.SpanID()))
+	}
+	for _, f := range b.fields {
+		fields = append(fields, f(c.ctx, c.req)...)
 	}
 	ce.Write(fields...)
 }
@@ -183,4 +387,100 @@ func (b *Behavior) breakerKey(req any, err error) (string, bool) {
 		return b.breakers.KeyOf(req), true
 	}
 	return "", false
+}
+
+// refusalKey is the key a refusal is rate-limited by: the refusing breaker's or bulkhead's,
+// else the request type's.
+func (b *Behavior) refusalKey(req any, err error) string {
+	if o, ok := errors.AsType[*breaker.OpenError](err); ok {
+		return o.Key
+	}
+	if f, ok := errors.AsType[*bulkhead.FullError](err); ok {
+		return f.Key
+	}
+	if b.request != "" {
+		return b.request
+	}
+	return behaviors.RequestName(reflect.TypeOf(req))
+}
+
+// scopeKey is the context key under which an outer request's scope finds itself.
+type scopeKey struct{}
+
+// scope is the context an outer request's pipeline runs with: it holds the entries of the
+// inner requests sent with it until the outer request ends. Being the context itself, and
+// allocating its buffer only when an entry is held, it costs one allocation (48 bytes) per
+// outer request, and closing a scope that holds nothing takes no lock.
+type scope struct {
+	context.Context
+	state   atomic.Int32 // scopeEmpty, scopeHolding or scopeClosed
+	mu      sync.Mutex   // guards held and dropped
+	dropped int32
+	held    *[]held
+}
+
+// The states of a scope.
+const (
+	scopeEmpty   = iota // open, nothing held
+	scopeHolding        // open, entries held (under mu)
+	scopeClosed         // the outer request has ended
+)
+
+// held is an inner entry waiting for its outer request's outcome.
+type held struct {
+	b     *Behavior // the inner request's bound behavior, which writes it
+	level zapcore.Level
+	call  call
+}
+
+// Value returns s for scopeKey and what the outer request's context holds otherwise.
+func (s *scope) Value(key any) any {
+	if _, ok := key.(scopeKey); ok {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+func (s *scope) isClosed() bool { return s.state.Load() == scopeClosed }
+
+// hold keeps h for the outer request (at most limit entries; the rest are counted) and reports
+// true, or reports false when the outer request has ended already (a request sent by a
+// goroutine its handler left behind): the caller then writes it at once.
+func (s *scope) hold(h held, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st := s.state.Load(); st != scopeHolding; st = s.state.Load() {
+		if st == scopeClosed {
+			return false
+		}
+		if s.state.CompareAndSwap(scopeEmpty, scopeHolding) {
+			break
+		}
+	}
+	if s.held == nil {
+		s.held = new([]held)
+	}
+	if len(*s.held) >= limit {
+		s.dropped++
+		return true
+	}
+	*s.held = append(*s.held, h)
+	return true
+}
+
+// close ends the scope and returns what it holds. A scope that holds nothing closes with one
+// atomic operation; one that does waits for the entry being held, if any, under mu.
+func (s *scope) close() ([]held, int) {
+	if s.state.CompareAndSwap(scopeEmpty, scopeClosed) {
+		return nil, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Store(scopeClosed)
+	if s.held == nil {
+		return nil, int(s.dropped)
+	}
+	h := *s.held
+	s.held = nil
+	return h, int(s.dropped)
 }
