@@ -51,6 +51,13 @@ func TestConfigValidate(t *testing.T) {
 		{metrics.Config{NativeHistogramBucketFactor: 1}, "NativeHistogramBucketFactor"},
 		{metrics.Config{NativeHistogramBucketFactor: 1.1}, ""},
 		{metrics.Config{StatsTimeout: -1}, "StatsTimeout"},
+		{metrics.Config{BreakerKeyLabel: "source"}, ""},
+		{metrics.Config{BreakerKeyLabel: "_source2"}, ""},
+		{metrics.Config{BreakerKeyLabel: "2source"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "host-name"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "__key"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "a:b"}, "BreakerKeyLabel"},
+		{metrics.Config{MaxBreakerKeys: -1}, ""},
 	} {
 		err := c.cfg.Validate()
 		switch {
