@@ -85,3 +85,11 @@ func TestUnboundBehaviorCounts(t *testing.T) {
 		t.Fatalf("requests_total series %d, %v", n, err)
 	}
 }
+
+// New refuses an invalid Config with every problem, each naming its field.
+func TestNewReportsEveryInvalidField(t *testing.T) {
+	_, err := metrics.New(metrics.Config{Prefix: "9bad", BreakerKeyLabel: "host-name"})
+	if err == nil || !strings.Contains(err.Error(), "Prefix") || !strings.Contains(err.Error(), `BreakerKeyLabel "host-name"`) {
+		t.Fatalf("New: %v", err)
+	}
+}
