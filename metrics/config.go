@@ -48,9 +48,37 @@ type Config struct {
 	// cost the database one count per 10 s, and queue depths change slower than that matters.
 	// Negative: read on every scrape.
 	StatsMaxAge time.Duration
+	// BreakerKeyLabel is the name of the label that carries a breaker's key in
+	// circuit_breaker_state, circuit_breaker_half_open and breaker_rejections_total; a valid
+	// Prometheus label name, not starting with "__" (reserved for Prometheus itself). "":
+	// "key". Set it to keep the dashboards and alerts built on another name (source, endpoint)
+	// working.
+	BreakerKeyLabel string
+	// MaxBreakerKeys bounds the breaker keys that have series of their own in those three
+	// families. A key gets its series when the Recorder first meets it (a refused call, or a
+	// scrape that finds its breaker) while fewer keys than that hold series, and loses them when
+	// the registry given to CollectBreakers evicts its breaker. Beyond the bound, the refusals
+	// and breakers of the other keys are counted in one series per family whose key is
+	// OverflowKey. Default 1,000: more endpoints than anyone reads one by one, and at most about
+	// 3,000 breaker series, a scrape of a few hundred KB; a key function over request data (one
+	// key per tenant or URL) would otherwise add series without end. Negative: no bound, for
+	// keys from a fixed set only.
+	MaxBreakerKeys int
 }
 
-var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+// OverflowKey is the breaker key label value of the series that count the breakers and
+// refusals of keys beyond Config.MaxBreakerKeys: breaker_rejections_total counts their refused
+// calls, circuit_breaker_state how many of them are open, circuit_breaker_half_open how many
+// are half-open. The series exists only once a key has overflowed.
+const OverflowKey = "_overflow"
+
+// defaultMaxBreakerKeys is the default of Config.MaxBreakerKeys.
+const defaultMaxBreakerKeys = 1000
+
+var (
+	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
 
 // Validate reports every invalid field, joined, each naming its field.
 func (c Config) Validate() error {
@@ -70,7 +98,26 @@ func (c Config) Validate() error {
 	if c.StatsTimeout < 0 {
 		errs = append(errs, fmt.Errorf("StatsTimeout %v is negative", c.StatsTimeout))
 	}
+	if l := c.BreakerKeyLabel; l != "" && (!labelName.MatchString(l) || strings.HasPrefix(l, "__")) {
+		errs = append(errs, fmt.Errorf("BreakerKeyLabel %q is not a valid Prometheus label name (letters, digits and _, not starting with a digit or __)", l))
+	}
 	return errors.Join(errs...)
+}
+
+// keyLabel returns the breaker key label c gives.
+func (c Config) keyLabel() string {
+	if c.BreakerKeyLabel == "" {
+		return "key"
+	}
+	return c.BreakerKeyLabel
+}
+
+// maxKeys returns the bound on breaker keys c gives; negative for none.
+func (c Config) maxKeys() int {
+	if c.MaxBreakerKeys == 0 {
+		return defaultMaxBreakerKeys
+	}
+	return c.MaxBreakerKeys
 }
 
 // prefix returns the prefix c gives: Prefix, else derived from AppID, else DefaultPrefix.

@@ -51,6 +51,13 @@ func TestConfigValidate(t *testing.T) {
 		{metrics.Config{NativeHistogramBucketFactor: 1}, "NativeHistogramBucketFactor"},
 		{metrics.Config{NativeHistogramBucketFactor: 1.1}, ""},
 		{metrics.Config{StatsTimeout: -1}, "StatsTimeout"},
+		{metrics.Config{BreakerKeyLabel: "source"}, ""},
+		{metrics.Config{BreakerKeyLabel: "_source2"}, ""},
+		{metrics.Config{BreakerKeyLabel: "2source"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "host-name"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "__key"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "a:b"}, "BreakerKeyLabel"},
+		{metrics.Config{MaxBreakerKeys: -1}, ""},
 	} {
 		err := c.cfg.Validate()
 		switch {
@@ -76,5 +83,13 @@ func TestUnboundBehaviorCounts(t *testing.T) {
 	n, err := testutil.GatherAndCount(rec.Gatherer(), "switchboard_requests_total")
 	if err != nil || n == 0 {
 		t.Fatalf("requests_total series %d, %v", n, err)
+	}
+}
+
+// New refuses an invalid Config with every problem, each naming its field.
+func TestNewReportsEveryInvalidField(t *testing.T) {
+	_, err := metrics.New(metrics.Config{Prefix: "9bad", BreakerKeyLabel: "host-name"})
+	if err == nil || !strings.Contains(err.Error(), "Prefix") || !strings.Contains(err.Error(), `BreakerKeyLabel "host-name"`) {
+		t.Fatalf("New: %v", err)
 	}
 }

@@ -18,9 +18,14 @@
 //	http.Handle("/metrics", rec.Handler())
 //
 // Every label is bounded: request is a request type's name (bounded by the registered types),
-// outcome one of five values, key a breaker key only while the registry holds that breaker
-// (breaker states) or the keys of refused calls (refusals), state and status the queue's fixed
-// sets. docs/observability.md has the reference and example alerts.
+// outcome one of five values (requests_total) or four (fallbacks_total: answered, declined,
+// failed, cancelled), state and status the queue's fixed sets, and key (named by
+// Config.BreakerKeyLabel) a breaker key. The breaker key is bounded twice: its series (state,
+// half-open, refusals) go when the registry given to CollectBreakers evicts its breaker, and at
+// most Config.MaxBreakerKeys keys (default 1,000) have series of their own at once; the
+// breakers and refusals of the others are counted under the one key OverflowKey. So a key
+// function over request data cannot add series without end. docs/observability.md has the
+// reference and example alerts.
 //
 // The behavior allocates nothing: Build resolves the series of each request type once.
 package metrics

@@ -61,3 +61,34 @@ func Example() {
 	// shop_requests_total{outcome="rejected",request="metrics_test.GetPrice"} 1
 	// shop_requests_total{outcome="success",request="metrics_test.GetPrice"} 1
 }
+
+// The breaker key label named as existing dashboards expect, and a bound on the keys with
+// series of their own: beyond it, refusals are summed under OverflowKey; once the registry
+// evicts a breaker, its series go.
+func ExampleConfig_breakerKeys() {
+	rec, err := metrics.New(metrics.Config{BreakerKeyLabel: "source", MaxBreakerKeys: 2})
+	if err != nil {
+		panic(err)
+	}
+	breakers := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OnRefusal: rec.OnRefusal})
+	if err := rec.CollectBreakers(breakers); err != nil { // also drops the series of evicted keys
+		panic(err)
+	}
+	for _, host := range []string{"a.example", "b.example", "c.example", "d.example"} {
+		p, _ := breakers.Gate(host)
+		p.Failure() // opens it
+		_, _ = breakers.Gate(host)
+	}
+	mfs, _ := rec.Gatherer().Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "switchboard_breaker_rejections_total" {
+			for _, m := range mf.GetMetric() {
+				fmt.Println(m.GetLabel()[0].GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
+			}
+		}
+	}
+	// Output:
+	// source _overflow 2
+	// source a.example 1
+	// source b.example 1
+}

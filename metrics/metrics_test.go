@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -117,7 +118,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	scrape(t, rec, `
-# HELP shop_api_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open.
+# HELP shop_api_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
 # TYPE shop_api_circuit_breaker_state gauge
 shop_api_circuit_breaker_state{key="*metrics_test.Lookup"} 1
 shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 0
@@ -169,23 +170,18 @@ shop_api_retries_total{request="metrics_test.Ping"} 0
 shop_api_retries_total{request="metrics_test.Quote"} 0
 shop_api_retries_total{request="metrics_test.Send"} 0
 shop_api_retries_total{request="metrics_test.Slow"} 0
-# HELP shop_api_fallbacks_total Failures answered by a fallback, by request type.
+# HELP shop_api_fallbacks_total Failures a fallback handled, by request type and what it did (answered, declined, failed, cancelled).
 # TYPE shop_api_fallbacks_total counter
-shop_api_fallbacks_total{request="metrics_test.Flaky"} 0
-shop_api_fallbacks_total{request="metrics_test.Lookup"} 0
-shop_api_fallbacks_total{request="metrics_test.Ping"} 0
-shop_api_fallbacks_total{request="metrics_test.Quote"} 2
-shop_api_fallbacks_total{request="metrics_test.Send"} 0
-shop_api_fallbacks_total{request="metrics_test.Slow"} 0
-# HELP shop_api_breaker_rejections_total Calls refused by an open circuit breaker, by breaker key.
+`+fallbacks(map[string]int{"Quote": 2}, "Flaky", "Lookup", "Ping", "Send", "Slow")+`
+# HELP shop_api_breaker_rejections_total Calls refused by an open circuit breaker, by breaker key (_overflow: keys beyond the Recorder's bound).
 # TYPE shop_api_breaker_rejections_total counter
 shop_api_breaker_rejections_total{key="*metrics_test.Lookup"} 1
 shop_api_breaker_rejections_total{key="*metrics_test.Quote"} 1
-# HELP shop_api_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open.
+# HELP shop_api_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
 # TYPE shop_api_circuit_breaker_state gauge
 shop_api_circuit_breaker_state{key="*metrics_test.Lookup"} 1
 shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 1
-# HELP shop_api_circuit_breaker_half_open 1 while a circuit breaker is half-open (letting probes through), 0 otherwise.
+# HELP shop_api_circuit_breaker_half_open 1 while a circuit breaker is half-open (letting probes through), 0 otherwise (_overflow: how many of the breakers beyond the Recorder's bound are half-open).
 # TYPE shop_api_circuit_breaker_half_open gauge
 shop_api_circuit_breaker_half_open{key="*metrics_test.Lookup"} 0
 shop_api_circuit_breaker_half_open{key="*metrics_test.Quote"} 0
@@ -224,6 +220,27 @@ func requests(types map[string][5]int) string {
 		for _, o := range names {
 			b.WriteString("shop_api_requests_total{outcome=\"" + o + "\",request=\"metrics_test." + typ + "\"} " +
 				itoa(types[typ][idx[o]]) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// fallbacks renders the fallbacks_total samples of request types (short names) whose fallback
+// answered the given number of failures, and of the others types, which counted none.
+func fallbacks(answered map[string]int, others ...string) string {
+	all := map[string]int{}
+	for _, typ := range others {
+		all[typ] = 0
+	}
+	maps.Copy(all, answered)
+	var b strings.Builder
+	for _, typ := range sortedKeys(all) {
+		for _, o := range []string{"answered", "cancelled", "declined", "failed"} {
+			n := 0
+			if o == "answered" {
+				n = all[typ]
+			}
+			b.WriteString("shop_api_fallbacks_total{outcome=\"" + o + "\",request=\"metrics_test." + typ + "\"} " + itoa(n) + "\n")
 		}
 	}
 	return b.String()

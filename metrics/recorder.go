@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 )
 
@@ -19,6 +20,10 @@ import (
 // vocabulary of outcomes (behaviors.OutcomeOf), a fixed set, so the label stays bounded.
 var outcomes = [...]string{behaviors.OutcomeSuccess, behaviors.OutcomeFailure, behaviors.OutcomeCancelled,
 	behaviors.OutcomeRejected, behaviors.OutcomeDeferred}
+
+// verdicts are the values of the outcome label of fallbacks_total, by fallback.Verdict - 1:
+// what a fallback did with a failure it handled.
+var verdicts = [...]fallback.Verdict{fallback.Answered, fallback.Declined, fallback.Failed, fallback.Cancelled}
 
 // Recorder holds the metrics of one application and the hooks that feed them. Make one with
 // New; its methods are safe for concurrent use.
@@ -37,6 +42,16 @@ type Recorder struct {
 
 	mu    sync.RWMutex
 	types map[reflect.Type]*series // the series of each request type, resolved once
+
+	keyLabel string // the label name of a breaker's key
+	maxKeys  int    // Config.MaxBreakerKeys with its default; negative for no bound
+	keyMu    sync.RWMutex
+	// keys holds the breaker keys with series of their own (at most maxKeys), each with its
+	// breaker_rejections_total counter, nil until the key's first refusal.
+	keys map[string]prometheus.Counter
+	// overflow is the breaker_rejections_total counter of OverflowKey, nil until a refusal
+	// overflowed.
+	overflow prometheus.Counter
 }
 
 // series are the resolved series of one request type.
@@ -44,7 +59,7 @@ type series struct {
 	outcomes  [len(outcomes)]prometheus.Counter
 	duration  prometheus.Observer
 	retries   prometheus.Counter
-	fallbacks prometheus.Counter
+	fallbacks [len(verdicts)]prometheus.Counter
 }
 
 // New returns a Recorder whose metrics are registered on cfg.Registerer. It fails when cfg is
@@ -54,7 +69,8 @@ func New(cfg Config) (*Recorder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	r := &Recorder{cfg: cfg, prefix: cfg.prefix(), reg: cfg.Registerer, types: map[reflect.Type]*series{}}
+	r := &Recorder{cfg: cfg, prefix: cfg.prefix(), reg: cfg.Registerer, types: map[reflect.Type]*series{},
+		keyLabel: cfg.keyLabel(), maxKeys: cfg.maxKeys(), keys: map[string]prometheus.Counter{}}
 	if r.reg == nil {
 		own := prometheus.NewRegistry()
 		r.reg, r.gatherer = own, own
@@ -76,9 +92,11 @@ func New(cfg Config) (*Recorder, error) {
 	r.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("retries_total"),
 		Help: "Attempts that failed and were retried in process, by request type."}, []string{"request"})
 	r.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("fallbacks_total"),
-		Help: "Failures answered by a fallback, by request type."}, []string{"request"})
+		Help: "Failures a fallback handled, by request type and what it did (answered, declined, failed, cancelled)."},
+		[]string{"request", "outcome"})
 	r.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("breaker_rejections_total"),
-		Help: "Calls refused by an open circuit breaker, by breaker key."}, []string{"key"})
+		Help: "Calls refused by an open circuit breaker, by breaker key (" + OverflowKey + ": keys beyond the Recorder's bound)."},
+		[]string{r.keyLabel})
 	r.claims = prometheus.NewHistogram(prometheus.HistogramOpts{Name: r.name("scheduler_claim_seconds"),
 		Help:                        "Time of the durable scheduler's claim round trips (outcome writes included when batched with a claim).",
 		Buckets:                     prometheus.DefBuckets,
@@ -128,12 +146,14 @@ func (r *Recorder) seriesOf(t reflect.Type) *series {
 	}
 	name := behaviors.RequestName(t)
 	s = &series{
-		duration:  r.durations.WithLabelValues(name),
-		retries:   r.retries.WithLabelValues(name),
-		fallbacks: r.fallbacks.WithLabelValues(name),
+		duration: r.durations.WithLabelValues(name),
+		retries:  r.retries.WithLabelValues(name),
 	}
 	for i, o := range outcomes {
 		s.outcomes[i] = r.requests.WithLabelValues(name, o)
+	}
+	for i, v := range verdicts {
+		s.fallbacks[i] = r.fallbacks.WithLabelValues(name, v.String())
 	}
 	r.types[t] = s
 	return s
@@ -148,13 +168,14 @@ func (r *Recorder) OnRetry(_ context.Context, e retry.Event) {
 	}
 }
 
-// OnFallback counts a fallback in fallbacks_total; it has the signature of
-// fallback.Config.OnFallback:
+// OnFallback counts a failure a fallback handled in fallbacks_total, under the request type and
+// the outcome label of what the fallback did (fallback.Verdict: answered, declined, failed,
+// cancelled); it has the signature of fallback.Config.OnFallback:
 //
 //	fallback.New(fn, fallback.Config{OnFallback: rec.OnFallback})
-func (r *Recorder) OnFallback(_ context.Context, req any, _ error) {
-	if req != nil {
-		r.seriesOf(reflect.TypeOf(req)).fallbacks.Inc()
+func (r *Recorder) OnFallback(_ context.Context, f fallback.Fallback) {
+	if i := int(f.Verdict) - 1; f.Request != nil && i >= 0 && i < len(verdicts) {
+		r.seriesOf(reflect.TypeOf(f.Request)).fallbacks[i].Inc()
 	}
 }
 
@@ -163,9 +184,58 @@ func (r *Recorder) OnFallback(_ context.Context, req any, _ error) {
 //
 //	breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal})
 //
-// A key gets its series at its first refusal and keeps it: the series are as many as the keys
-// ever refused, which a breaker key function over a bounded set of endpoints bounds.
-func (r *Recorder) OnRefusal(key string) { r.refusals.WithLabelValues(key).Inc() }
+// A key has its own series from its first refusal while fewer than Config.MaxBreakerKeys keys
+// hold series, until the registry given to CollectBreakers evicts its breaker; the refusals of
+// other keys are counted under OverflowKey. So the series are bounded even with a key function
+// over request data. A registry not given to CollectBreakers tells no evictions: its keys keep
+// their series, within the bound.
+func (r *Recorder) OnRefusal(key string) { r.refusalsOf(key).Inc() }
+
+// refusalsOf returns the breaker_rejections_total counter of key: its own, resolved once, or
+// the overflow counter when the bound is reached.
+func (r *Recorder) refusalsOf(key string) prometheus.Counter {
+	r.keyMu.RLock()
+	c, held := r.keys[key]
+	if c == nil && !held && r.fullLocked() {
+		c = r.overflow
+	}
+	r.keyMu.RUnlock()
+	if c != nil {
+		return c
+	}
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock()
+	if c, held = r.keys[key]; c != nil {
+		return c
+	}
+	if held || !r.fullLocked() {
+		c = r.refusals.WithLabelValues(key)
+		r.keys[key] = c
+		return c
+	}
+	if r.overflow == nil {
+		r.overflow = r.refusals.WithLabelValues(OverflowKey)
+	}
+	return r.overflow
+}
+
+// fullLocked reports whether no more breaker keys may have series of their own. Called under
+// keyMu.
+func (r *Recorder) fullLocked() bool { return r.maxKeys >= 0 && len(r.keys) >= r.maxKeys }
+
+// evicted drops the series of a key whose breaker the registry evicted, and frees its place.
+func (r *Recorder) evicted(key string) {
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock() // held while the series goes, so that a refusal now resolves a new one
+	c, held := r.keys[key]
+	if !held {
+		return
+	}
+	delete(r.keys, key)
+	if c != nil {
+		r.refusals.DeleteLabelValues(key)
+	}
+}
 
 // OnClaim observes a claim round trip in scheduler_claim_seconds, failed ones included (a
 // database that hangs shows as claims at StoreTimeout); it has the signature of

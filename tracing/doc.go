@@ -14,7 +14,8 @@
 //
 // The resilience behaviors tell the span what happened inside: OnRetry is a ready
 // retry.Config.OnRetry that adds a switchboard.retry event per retry (attempt, delay, error),
-// OnFallback a ready fallback.Config.OnFallback that adds a switchboard.fallback event, and a
+// OnFallback a ready fallback.Config.OnFallback that adds a switchboard.fallback event saying
+// what the fallback did (answered, declined, failed, cancelled), and a
 // circuit breaker's refusal (a *breaker.OpenError met by a retry, answered by a fallback,
 // deferred, or returned) adds a switchboard.breaker.rejected event.
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -100,6 +101,8 @@ const (
 	keyRetryDelay        = attribute.Key("switchboard.retry.delay")
 	keyError             = attribute.Key("switchboard.error")
 	keyBreakerKey        = attribute.Key("switchboard.breaker.key")
+	keyFallbackOutcome   = attribute.Key("switchboard.fallback.outcome")
+	keyFallbackError     = attribute.Key("switchboard.fallback.error")
 	keyBreakerRemaining  = attribute.Key("switchboard.breaker.remaining")
 	eventRetry           = "switchboard.retry"
 	eventFallback        = "switchboard.fallback"
@@ -197,18 +200,24 @@ func OnRetry(ctx context.Context, e retry.Event) {
 	rejected(span, e.Err)
 }
 
-// OnFallback is a ready fallback.Config.OnFallback: it adds a switchboard.fallback event (the
-// error answered) to the span in ctx, and a switchboard.breaker.rejected event when the error
-// answered is an open breaker's refusal. A dispatch a fallback answered succeeds, so without it
-// the span would not show that the answer was degraded. It does nothing when the span is not
-// recording.
-func OnFallback(ctx context.Context, req any, err error) {
+// OnFallback is a ready fallback.Config.OnFallback: it adds a switchboard.fallback event to the
+// span in ctx, after the fallback function ran, with what the fallback did
+// (switchboard.fallback.outcome: answered, declined, failed or cancelled), the error it handled
+// (switchboard.error) and, when its function failed, that function's error
+// (switchboard.fallback.error); and a switchboard.breaker.rejected event when the error handled
+// is an open breaker's refusal. A dispatch a fallback answered succeeds, so without it the span
+// would not show that the answer was degraded. It does nothing when the span is not recording.
+func OnFallback(ctx context.Context, f fallback.Fallback) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.AddEvent(eventFallback, trace.WithAttributes(keyError.String(errorText(err))))
-	rejected(span, err)
+	attrs := []attribute.KeyValue{keyFallbackOutcome.String(f.Verdict.String()), keyError.String(errorText(f.Err))}
+	if f.FallbackErr != nil {
+		attrs = append(attrs, keyFallbackError.String(errorText(f.FallbackErr)))
+	}
+	span.AddEvent(eventFallback, trace.WithAttributes(attrs...))
+	rejected(span, f.Err)
 }
 
 // Propagator returns the durable.Propagator that stores the trace context of the caller that

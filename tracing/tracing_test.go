@@ -284,6 +284,35 @@ func TestBreakerRejectionAndFallback(t *testing.T) {
 	if answered.Status().Code != codes.Unset || attrs(answered.Attributes())["switchboard.outcome"].AsString() != "success" {
 		t.Errorf("answered: status %v, attributes %v", answered.Status(), answered.Attributes())
 	}
+	if a := attrs(answered.Events()[0].Attributes); a["switchboard.fallback.outcome"].AsString() != "answered" ||
+		a["switchboard.error"].AsString() == "" {
+		t.Errorf("fallback event %v", answered.Events()[0].Attributes)
+	}
+}
+
+// A fallback whose function fails is on the span as such, with both errors, and the dispatch
+// fails: the event says what the fallback did, not that it answered.
+func TestFallbackThatFailsIsNotAnAnswer(t *testing.T) {
+	rec, tp := recorder(t)
+	m := build(t, func(context.Context, *Charge) (*Receipt, error) { return nil, errors.New("gateway down") },
+		tracing.New(tracing.Config{TracerProvider: tp}),
+		fallback.NewFor(func(context.Context, *Charge, error) (*Receipt, error) { return nil, errors.New("no cached receipt") },
+			fallback.Config{OnFallback: tracing.OnFallback}))
+	if _, err := mediator.Send(context.Background(), m, &Charge{}); err == nil {
+		t.Fatal("answered")
+	}
+	s := rec.Ended()[0]
+	if got := eventNames(s); !equal(got, []string{"switchboard.fallback", "exception"}) {
+		t.Fatalf("events %v", got)
+	}
+	a := attrs(s.Events()[0].Attributes)
+	if a["switchboard.fallback.outcome"].AsString() != "failed" || a["switchboard.error"].AsString() != "gateway down" ||
+		a["switchboard.fallback.error"].AsString() != "no cached receipt" {
+		t.Errorf("fallback event %v", s.Events()[0].Attributes)
+	}
+	if s.Status().Code != codes.Error {
+		t.Errorf("status %v", s.Status())
+	}
 }
 
 // A behavior's panic turned into an error by recovery (inside tracing) is recorded as that

@@ -15,7 +15,8 @@
 // them by hand (Declare makes the keys of known endpoints trippable before any traffic), tells
 // listeners about every state change (OnStateChange, AddListener) outside
 // its locks, can share trip decisions through a Store, and evicts idle breakers so a registry
-// of many keys stays bounded. KeyOf maps a request to its breaker's key.
+// of many keys stays bounded (AddEvictionListener tells what keeps something per key, such as
+// a metric's series, to drop it too). KeyOf maps a request to its breaker's key.
 //
 // The success path through a closed breaker is lock-free and allocates nothing.
 package breaker

@@ -109,3 +109,20 @@ func ExampleRegistry_Gate() {
 	// 0s false
 	// breaker: unknown breaker: "https://unknown.example"
 }
+
+// An eviction listener drops what is kept per key (here a set of keys seen) when the registry
+// evicts the key's breaker.
+func ExampleRegistry_AddEvictionListener() {
+	reg := breaker.NewRegistry(breaker.Config{})
+	seen := map[string]bool{}
+	reg.AddEvictionListener(func(key string) { delete(seen, key) })
+	for _, host := range []string{"a.example", "b.example"} {
+		p, _ := reg.Gate(host)
+		p.Success()
+		seen[host] = true
+	}
+	reg.Sweep() // clears the marks of the breakers used since the previous sweep
+	fmt.Println(reg.Sweep(), len(seen))
+	// Output:
+	// 2 0
+}

@@ -193,8 +193,8 @@ type Registry struct {
 	lastSweep atomic.Int64
 	sweepAt   atomic.Int64 // size past which a new key triggers a sweep under pressure
 
-	listenMu  sync.Mutex
-	listeners atomic.Pointer[[]*listener]
+	listeners      listenerSet[StateChange]
+	evictListeners listenerSet[string]
 }
 
 // NewRegistry returns a registry whose breakers follow cfg.
@@ -508,7 +508,8 @@ func (r *Registry) Len() int { return int(r.size.Load()) }
 // finds a new, closed breaker.) Open breakers inside their open duration, half-open ones with
 // a probe in flight and breakers bound to a request type stay. The registry sweeps by itself
 // when a new key arrives and the previous sweep is older than IdleTTL, or past MaxBreakers; an
-// application that adds no keys for long may call Sweep periodically.
+// application that adds no keys for long may call Sweep periodically. AddEvictionListener hears
+// the key of every breaker evicted.
 func (r *Registry) Sweep() int { return r.sweep(false) }
 
 // sweep evicts idle breakers with a second chance: a breaker used (a call let through or
@@ -520,20 +521,38 @@ func (r *Registry) Sweep() int { return r.sweep(false) }
 // of MaxBreakers, and the next pressure sweep waits until a quarter of MaxBreakers more keys
 // have arrived: the registry stays below 1.25 × MaxBreakers plus the breakers still inside
 // their open duration or probing, and sweeping costs O(1) per new key, amortised.
+// The eviction listeners (AddEvictionListener) hear the keys evicted once sweepMu is released.
 func (r *Registry) sweep(pressure bool) int {
 	if pressure {
 		r.sweepMu.Lock()
 	} else if !r.sweepMu.TryLock() {
 		return 0
 	}
-	defer r.sweepMu.Unlock()
+	evicted, gone := func() (int, []string) {
+		defer r.sweepMu.Unlock()
+		return r.sweepLocked(pressure)
+	}()
+	ls := r.evictListeners.load()
+	for _, key := range gone {
+		for _, l := range ls {
+			l.fn(key)
+		}
+	}
+	return evicted
+}
+
+// sweepLocked is sweep under sweepMu. It returns the number of breakers evicted and, when
+// eviction listeners are registered, their keys.
+func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 	target := int64(-1)
 	if pressure {
 		if r.size.Load() <= r.sweepAt.Load() {
-			return 0 // another sweep made room meanwhile
+			return 0, nil // another sweep made room meanwhile
 		}
 		target = int64(r.cfg.MaxBreakers) * 3 / 4
 	}
+	notify := len(r.evictListeners.load()) > 0
+	var gone []string
 	now := r.now()
 	r.lastSweep.Store(now)
 	evicted := 0
@@ -559,6 +578,9 @@ func (r *Registry) sweep(pressure bool) int {
 			b.evicted.Store(true)
 			r.size.Add(-1)
 			evicted++
+			if notify {
+				gone = append(gone, b.key)
+			}
 		}
 		b.mu.Unlock()
 		return true
@@ -566,7 +588,7 @@ func (r *Registry) sweep(pressure bool) int {
 	if pressure {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
 	}
-	return evicted
+	return evicted, gone
 }
 
 // evictableLocked reports whether b has nothing left to decide, so that a sweep may evict it
@@ -587,30 +609,50 @@ func (b *breaker) evictableLocked(now int64) bool {
 // AddListener adds fn to the functions called after every state change, outside locks, and
 // returns a function that removes it (a component that stops, such as a durable scheduler,
 // removes its listener so the registry does not keep it alive).
-func (r *Registry) AddListener(fn func(StateChange)) (remove func()) {
-	r.listenMu.Lock()
-	defer r.listenMu.Unlock()
-	l := &listener{fn: fn}
-	var next []*listener
-	if cur := r.listeners.Load(); cur != nil {
-		next = slices.Clone(*cur)
-	}
-	next = append(next, l)
-	r.listeners.Store(&next)
-	return func() {
-		r.listenMu.Lock()
-		defer r.listenMu.Unlock()
-		cur := r.listeners.Load()
-		if cur == nil {
-			return
-		}
-		next := slices.DeleteFunc(slices.Clone(*cur), func(x *listener) bool { return x == l })
-		r.listeners.Store(&next)
-	}
+func (r *Registry) AddListener(fn func(StateChange)) (remove func()) { return r.listeners.add(fn) }
+
+// AddEvictionListener adds fn to the functions called with the key of every breaker a sweep
+// evicts (Sweep, IdleTTL, MaxBreakers), once the breaker is gone from the registry, and returns
+// a function that removes it. Whatever keeps something per key (a metric's series, a cache of
+// the breaker's state) drops it there, so that it stays as bounded as the registry. It is
+// called after the sweep, outside the registry's locks (so it may call the registry), by the
+// goroutine that swept: Sweep's caller, or the call whose new key set off the sweep, which
+// waits for it; keep it cheap. A call of the key after the eviction makes a new breaker, which
+// a later sweep evicts, and announces, again.
+func (r *Registry) AddEvictionListener(fn func(key string)) (remove func()) {
+	return r.evictListeners.add(fn)
 }
 
-// listener is one function added with AddListener; its pointer identifies it for removal.
-type listener struct{ fn func(StateChange) }
+// listenerSet is a set of functions that may change while it is read: readers load a slice
+// that is never modified, writers replace it under mu.
+type listenerSet[T any] struct {
+	mu  sync.Mutex
+	cur atomic.Pointer[[]*listener[T]]
+}
+
+// listener is one function added to a listenerSet; its pointer identifies it for removal.
+type listener[T any] struct{ fn func(T) }
+
+func (s *listenerSet[T]) load() []*listener[T] {
+	if p := s.cur.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *listenerSet[T]) add(fn func(T)) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := &listener[T]{fn: fn}
+	next := append(slices.Clone(s.load()), l)
+	s.cur.Store(&next)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		next := slices.DeleteFunc(slices.Clone(s.load()), func(x *listener[T]) bool { return x == l })
+		s.cur.Store(&next)
+	}
+}
 
 // events notes whether a section under a breaker's lock made state changes, which it queued on
 // the breaker (see announcement) to be announced once the lock is released.
@@ -669,10 +711,7 @@ func (b *breaker) announce(ev *events) {
 }
 
 func (r *Registry) deliver(batch []announcement) {
-	var ls []*listener
-	if p := r.listeners.Load(); p != nil {
-		ls = *p
-	}
+	ls := r.listeners.load()
 	for _, a := range batch {
 		if r.cfg.Store != nil && !a.applied {
 			if err := r.cfg.Store.SaveBreaker(context.Background(), a.snap); err != nil && r.cfg.OnStoreError != nil {

@@ -79,3 +79,35 @@ func ExampleNewFor() {
 	// Output:
 	// 40 <nil>
 }
+
+// A fallback that answers from a cache declines a request the cache has nothing for (the
+// caller then gets the original error), and one When rules out before it runs (here a quote
+// that must be live). OnFallback hears each verdict after the function ran.
+func ExampleConfig() {
+	cache := map[string]*Quote{"eu": {Price: 40}}
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{503} })
+	m.Use(fallback.NewFor(func(_ context.Context, q *GetQuote, err error) (*Quote, error) {
+		if cached, ok := cache[q.Endpoint]; ok {
+			return cached, nil
+		}
+		return nil, fallback.ErrDecline // nothing cached: the caller gets the 503
+	}, fallback.Config{
+		When: func(_ context.Context, req any, _ error) bool { return req.(*GetQuote).Endpoint != "live" },
+		OnFallback: func(_ context.Context, f fallback.Fallback) {
+			fmt.Printf("%s %s: %v\n", f.Verdict, f.Request.(*GetQuote).Endpoint, f.Err)
+		},
+	}))
+	mustBuild(m)
+	for _, endpoint := range []string{"eu", "us", "live"} {
+		q, err := mediator.Send(context.Background(), m, &GetQuote{Endpoint: endpoint})
+		fmt.Println(" ", q, err)
+	}
+	// Output:
+	// answered eu: HTTP 503
+	//   &{40} <nil>
+	// declined us: HTTP 503
+	//   <nil> HTTP 503
+	// declined live: HTTP 503
+	//   <nil> HTTP 503
+}

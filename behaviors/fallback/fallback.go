@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -12,20 +13,79 @@ import (
 
 // Config configures a fallback.
 type Config struct {
-	// Classifier decides which final errors the fallback answers. nil: every error, since a
-	// fallback exists to answer when the dependency cannot, an open circuit included. Whatever
-	// it says, the caller's cancellation and deferred work are passed on unchanged.
+	// Classifier decides which final errors the fallback is for. nil: every error, since a
+	// fallback exists to answer when the dependency cannot, an open circuit included. An error
+	// it refuses passes on unchanged and is not reported to OnFallback: it is none of the
+	// fallback's business. Whatever it says, the caller's cancellation and deferred work are
+	// passed on unchanged.
 	Classifier behaviors.Classifier
-	// OnFallback is called when the fallback answers a failure, before its function runs, with
-	// the error it answers; the call may be recorded where the caller sees only a response (a
-	// trace, a counter). nil: nothing is called.
-	OnFallback func(ctx context.Context, req any, err error)
+	// When decides, per request, whether the fallback answers a failure the Classifier let
+	// through, before its function runs: it sees the request as well as the error, as Polly's
+	// ShouldHandle and failsafe-go's HandleIf see the outcome. false declines: the original
+	// error passes on unchanged and OnFallback hears Declined. nil: every such failure is
+	// answered. A function that finds it has no answer only once it runs (a cache miss)
+	// declines by returning ErrDecline instead.
+	When func(ctx context.Context, req any, err error) bool
+	// OnFallback is called once for every failure the fallback handled (one the Classifier let
+	// through), after its function ran (or When declined it), with what it did: Answered,
+	// Declined, Failed or Cancelled (see Verdict). A trace or a counter records it there,
+	// where the caller sees only a response. nil: nothing is called.
+	OnFallback func(ctx context.Context, f Fallback)
+}
+
+// ErrDecline is returned by a fallback function (or wrapped in its error) that has no answer
+// for this request after all, such as a cache that holds nothing for it: the fallback then
+// returns the original error unchanged, as if When had said false, and OnFallback hears
+// Declined.
+var ErrDecline = errors.New("fallback: declined")
+
+// Verdict says what a fallback did with a failure it handled.
+type Verdict uint8
+
+// The verdicts of a fallback. The zero Verdict is none of them: a record that does not know.
+const (
+	// Answered: the function returned a response without error; the caller got it, as a
+	// success.
+	Answered Verdict = iota + 1
+	// Declined: When said false, or the function returned ErrDecline; the caller got the
+	// original error unchanged.
+	Declined
+	// Failed: the function returned another error; the caller got that error.
+	Failed
+	// Cancelled: the function returned an error after the caller's context was done; the
+	// caller gave up, which says nothing about the fallback, and got that error.
+	Cancelled
+)
+
+var verdicts = [...]string{"unknown", "answered", "declined", "failed", "cancelled"}
+
+// String returns the verdict in lower case ("answered", "declined", "failed", "cancelled"), as
+// the outcome label of the metrics' fallbacks_total says it; "unknown" for the zero Verdict.
+func (v Verdict) String() string {
+	if int(v) < len(verdicts) {
+		return verdicts[v]
+	}
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Fallback describes one failure a fallback handled and what it did; OnFallback receives it.
+type Fallback struct {
+	// Request is the request whose call failed.
+	Request any
+	// Err is the failure the fallback handled: the error of the rest of the pipeline.
+	Err error
+	// Verdict is what the fallback did.
+	Verdict Verdict
+	// FallbackErr is the error the function returned when Verdict is Failed or Cancelled (the
+	// error the caller got); nil otherwise.
+	FallbackErr error
 }
 
 // Behavior is the fallback behavior: it turns the final failure of a call into a degraded
 // response (cached data, an empty list, a placeholder). It catches every error (or those
-// Config.Classifier accepts), a *breaker.OpenError included, except the caller's own cancellation, which passes on unchanged: any error of a
-// call whose context is done, since clients report cancellation in their own ways (a gRPC
+// Config.Classifier accepts), a *breaker.OpenError included, and answers it unless it declines
+// (Config.When, ErrDecline), except the caller's own cancellation, which passes on unchanged:
+// any error of a call whose context is done, since clients report cancellation in their own ways (a gRPC
 // Canceled status does not wrap context.Canceled). It steps aside for a dispatch marked
 // mediator.Unattended: nobody waits for a degraded answer there, and the caller (a scheduler
 // running stored work) must record what the handler did. Errors that mean the work was deferred
@@ -36,7 +96,8 @@ type Behavior struct {
 	request reflect.Type // non-nil for a typed fallback: the one request type it serves
 	fn      func(ctx context.Context, req any, err error) (any, error)
 	catch   behaviors.Classifier
-	on      func(ctx context.Context, req any, err error)
+	when    func(ctx context.Context, req any, err error) bool
+	on      func(ctx context.Context, f Fallback)
 }
 
 // New returns a fallback for any request type whose response type R can be assigned to: fn
@@ -46,6 +107,7 @@ type Behavior struct {
 func New[R any](fn func(ctx context.Context, req any, err error) (R, error), cfg Config) *Behavior {
 	return &Behavior{
 		catch:  cfg.Classifier,
+		when:   cfg.When,
 		on:     cfg.OnFallback,
 		result: reflect.TypeFor[R](),
 		fn: func(ctx context.Context, req any, err error) (any, error) {
@@ -60,6 +122,7 @@ func New[R any](fn func(ctx context.Context, req any, err error) (R, error), cfg
 func NewFor[Q mediator.Request[R], R any](fn func(ctx context.Context, req Q, err error) (R, error), cfg Config) *Behavior {
 	return &Behavior{
 		catch:   cfg.Classifier,
+		when:    cfg.When,
 		on:      cfg.OnFallback,
 		result:  reflect.TypeFor[R](),
 		request: reflect.TypeFor[Q](),
@@ -104,10 +167,30 @@ func (f *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		mediator.MarksOf(ctx, req).Has(mediator.Unattended) {
 		return resp, err
 	}
-	if f.on != nil {
-		f.on(ctx, req, err)
+	if f.when != nil && !f.when(ctx, req, err) {
+		f.report(ctx, Fallback{Request: req, Err: err, Verdict: Declined})
+		return resp, err
 	}
-	return f.fn(ctx, req, err)
+	fresp, ferr := f.fn(ctx, req, err)
+	switch {
+	case ferr == nil:
+		f.report(ctx, Fallback{Request: req, Err: err, Verdict: Answered})
+		return fresp, nil
+	case errors.Is(ferr, ErrDecline):
+		f.report(ctx, Fallback{Request: req, Err: err, Verdict: Declined})
+		return resp, err
+	case ctx.Err() != nil:
+		f.report(ctx, Fallback{Request: req, Err: err, Verdict: Cancelled, FallbackErr: ferr})
+	default:
+		f.report(ctx, Fallback{Request: req, Err: err, Verdict: Failed, FallbackErr: ferr})
+	}
+	return fresp, ferr
+}
+
+func (f *Behavior) report(ctx context.Context, fb Fallback) {
+	if f.on != nil {
+		f.on(ctx, fb)
+	}
 }
 
 func isDeferred(err error) bool {

@@ -1,0 +1,77 @@
+package breaker_test
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+)
+
+// An eviction listener hears the key of every breaker a sweep evicts, by Sweep and under
+// MaxBreakers pressure, once it is gone (it may call the registry); never a declared key or one
+// still inside its open duration; and nothing once removed.
+func TestEvictionListener(t *testing.T) {
+	clock := &stepClock{}
+	r := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, MaxBreakers: -1, Clock: clock})
+	var mu sync.Mutex
+	var heard []string
+	remove := r.AddEvictionListener(func(key string) {
+		if _, err := r.Get(key); err == nil {
+			t.Errorf("%s: heard while the registry still holds it", key)
+		}
+		mu.Lock()
+		heard = append(heard, key)
+		mu.Unlock()
+	})
+	r.Declare("declared")
+	for _, k := range []string{"a", "b"} {
+		p, _ := r.Gate(k)
+		p.Success()
+	}
+	fail(t, r, "open", 1)
+	r.Sweep() // clears the marks
+	r.Sweep() // evicts a and b; open is inside its open duration, declared is never evicted
+	slices.Sort(heard)
+	if !slices.Equal(heard, []string{"a", "b"}) {
+		t.Fatalf("heard %v, want [a b]", heard)
+	}
+	clock.Advance(time.Minute) // past the open duration
+	r.Sweep()
+	if !slices.Equal(heard, []string{"a", "b", "open"}) {
+		t.Fatalf("heard %v, want [a b open]", heard)
+	}
+
+	remove()
+	p, _ := r.Gate("c")
+	p.Success()
+	r.Sweep()
+	r.Sweep()
+	if len(heard) != 3 {
+		t.Fatalf("heard %v after the listener was removed", heard)
+	}
+}
+
+// A sweep under MaxBreakers pressure announces its evictions too, to the goroutine whose new
+// key set it off, before that call returns.
+func TestEvictionListenerUnderPressure(t *testing.T) {
+	const bound = 100
+	r := breaker.NewRegistry(breaker.Config{MaxBreakers: bound})
+	evicted := 0
+	r.AddEvictionListener(func(string) { evicted++ }) // no lock: only this goroutine sweeps
+	for i := range 10 * bound {
+		p, err := r.Gate("k" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Success()
+		if got := i + 1 - r.Len(); got != evicted {
+			t.Fatalf("after %d keys: %d evicted, %d heard", i+1, got, evicted)
+		}
+	}
+	if evicted == 0 {
+		t.Fatal("no eviction under pressure")
+	}
+}
