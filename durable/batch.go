@@ -113,6 +113,9 @@ func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source str
 func (q *Queue) capture(ctx context.Context, source string, it BatchItem, failure error) (DeadLetterID, error) {
 	msg := failure.Error()
 	name, payload, err := q.reg.encode(it.Request)
+	if err == nil && len(payload) > q.maxPayload {
+		err, payload = &PayloadTooLargeError{Name: name, Size: len(payload), Limit: q.maxPayload}, nil
+	}
 	if err != nil {
 		// Kept all the same, without its payload: the failure is what the operator needs to see.
 		name, _ = q.reg.nameOf(it.Request)
