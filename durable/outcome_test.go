@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/switchboard-go/switchboard/durable"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -268,4 +271,151 @@ func ids(items []durable.Item) []durable.ItemID {
 		out[i] = it.ID
 	}
 	return out
+}
+
+// TestEnqueueToken: every item gets a token, random unless WithToken gives one; enqueueing a
+// held token again inserts nothing and reports its item; ItemByToken finds an item by it.
+func TestEnqueueToken(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newEnv(t, b)
+		q := e.q
+
+		a := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1}))
+		c := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1}))
+		if len(a.Token) != 32 || a.Token == c.Token || a.Duplicate || c.Duplicate {
+			t.Fatalf("random tokens: %+v, %+v", a, c)
+		}
+		if it := must[durable.Item](t)(q.ItemByToken(ctx, a.Token)); it.ID != a.ID || it.Token != a.Token {
+			t.Fatalf("ItemByToken(%q) = %+v; want item %d", a.Token, it, a.ID)
+		}
+
+		first := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 2}, durable.WithToken("order-2")))
+		again := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 2}, durable.WithToken("order-2")))
+		if first.Duplicate || !again.Duplicate || again.ID != first.ID || again.Token != "order-2" {
+			t.Fatalf("the same token twice: %+v, %+v", first, again)
+		}
+		// The token holds whatever the item's state: a dead item is still the token's.
+		claimed := must[[]istore.Claimed](t)(e.store.Claim(ctx, "w", e.clock.Now(), time.Minute, 10))
+		var done []istore.Completion
+		for _, cl := range claimed {
+			done = append(done, istore.Completion{Fence: cl.Fence(), State: istore.StateDead, Outcome: istore.OutcomeFailed,
+				StartedAt: e.clock.Now(), EndedAt: e.clock.Now(), Error: "boom"})
+		}
+		must[[]error](t)(e.store.Complete(ctx, done))
+		if late := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 2}, durable.WithToken("order-2"))); !late.Duplicate || late.ID != first.ID {
+			t.Fatalf("the token of a dead item: %+v; want item %d as a duplicate", late, first.ID)
+		}
+
+		// A dedupe key's duplicate reports the item holding the key.
+		k := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 3}, durable.WithDedupeKey("k"), durable.WithToken("t3")))
+		d := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 3}, durable.WithDedupeKey("k"), durable.WithToken("t3b")))
+		if !d.Duplicate || d.ID != k.ID {
+			t.Fatalf("dedupe key: %+v, %+v", k, d)
+		}
+
+		// In a transaction: the token is the transaction's until it commits.
+		tx, err := e.store.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := must[durable.Enqueued](t)(q.EnqueueTx(ctx, tx, &Work{N: 4}, durable.WithToken("tx-4")))
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if it := must[durable.Item](t)(q.ItemByToken(ctx, "tx-4")); it.ID != in.ID {
+			t.Fatalf("ItemByToken after the commit: %+v; want %d", it, in.ID)
+		}
+
+		if _, err := q.ItemByToken(ctx, "nobody"); !errors.Is(err, sql.ErrNoRows) || !strings.Contains(err.Error(), "nobody") {
+			t.Fatalf("ItemByToken of an unknown token: %v", err)
+		}
+		for _, tok := range []string{"", strings.Repeat("t", durable.MaxTokenBytes+1)} {
+			if _, err := q.Enqueue(ctx, &Work{N: 5}, durable.WithToken(tok)); err == nil || !strings.Contains(err.Error(), "WithToken") {
+				t.Fatalf("WithToken of %d bytes: %v", len(tok), err)
+			}
+		}
+		if n := len(must[[]durable.Item](t)(q.List(ctx, durable.Filter{}))); n != 5 {
+			t.Fatalf("%d items; want 5", n)
+		}
+	})
+}
+
+// TestDeferredErrorCarriesToken: the deferral's item is found by the token of its
+// DeferredError.
+func TestDeferredErrorCarriesToken(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		q := b.queue(t, durable.Config{})
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(ctx context.Context, r *Work) (mediator.Void, error) {
+			return mediator.Void{}, retryableErr{msg: "down"}
+		})
+		m.Use(durable.NewDeferral(q, durable.DeferralConfig{PersistTimeout: time.Minute}))
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := mediator.Send(ctx, m, &Work{N: 1})
+		deferred, ok := errors.AsType[*durable.DeferredError](err)
+		if !ok || deferred.Token == "" {
+			t.Fatalf("Send: %v", err)
+		}
+		if it := must[durable.Item](t)(q.ItemByToken(ctx, deferred.Token)); it.ID != deferred.ItemID {
+			t.Fatalf("ItemByToken: %+v; want item %d", it, deferred.ItemID)
+		}
+	})
+}
+
+// TestEnqueueNothingSentIsNotUnknown: an enqueue that fails before its statement is sent — its
+// context already done, a database that refuses connections — says so: its error does not
+// match ErrOutcomeUnknown, and nothing is stored.
+func TestEnqueueNothingSentIsNotUnknown(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		q := b.queue(t, durable.Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := q.Enqueue(ctx, &Work{N: 1})
+		if !errors.Is(err, context.Canceled) || errors.Is(err, durable.ErrOutcomeUnknown) {
+			t.Fatalf("Enqueue with a cancelled context: %v; want context.Canceled, not an unknown outcome", err)
+		}
+		if items := must[[]durable.Item](t)(q.List(context.Background(), durable.Filter{})); len(items) != 0 {
+			t.Fatalf("items %+v", items)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		dsn := pgDSN(t)
+		if dsn == "" {
+			t.Skipf("%s not set", pgDSNEnv)
+		}
+		pg, q := hungSetup(t, dsn)
+		// No connection kept: one the proxy closed under the pool would take the INSERT
+		// (written to a socket whose peer is gone) and lose it, an outcome the client cannot
+		// know. Here every call dials, and is refused.
+		durable.StoreOf(q).DB().SetMaxIdleConns(0)
+		pg.proxy.StopListening() // closes the listener and the pool's connections
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := q.Enqueue(ctx, &Work{N: 1})
+		if err == nil || errors.Is(err, durable.ErrOutcomeUnknown) {
+			t.Fatalf("Enqueue to a refusing port: %v; want an error saying nothing was sent", err)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Enqueue to a refusing port: %v; want connection refused", err)
+		}
+		pg.drain(t, q)
+	})
+}
+
+// TestDeferralConfigValidate: a negative PersistTimeout is refused, naming the field, and
+// NewDeferral panics with that error.
+func TestDeferralConfigValidate(t *testing.T) {
+	cfg := durable.DeferralConfig{PersistTimeout: -time.Second}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "PersistTimeout") {
+		t.Fatalf("Validate: %v", err)
+	}
+	q := typesQueue(t)
+	err := registerErr(func() { durable.NewDeferral(q, cfg) })
+	if err == nil || !strings.Contains(err.Error(), "PersistTimeout") {
+		t.Fatalf("NewDeferral: %v", err)
+	}
 }
