@@ -83,7 +83,8 @@ type DeferredError struct {
 	// Duplicate is true when an item with the same dedupe key was already pending or running,
 	// so nothing new was persisted.
 	Duplicate bool
-	// Token is the token the deferral gave the item (see WithToken).
+	// Token is the token the deferral's write gave the item (see WithToken): the item's own,
+	// unless Duplicate (the item pending under the dedupe key holds its own token).
 	Token string
 	// Cause is the error of the last in-process attempt.
 	Cause error
