@@ -419,3 +419,46 @@ func TestDeferralConfigValidate(t *testing.T) {
 		t.Fatalf("NewDeferral: %v", err)
 	}
 }
+
+// TestDeferralPersistTimeoutBoundsWrite: a caller without a deadline of its own is kept by a
+// hung database no longer than DeferralConfig.PersistTimeout, and told the outcome is unknown
+// (the insert was sent) with the item's token; once the database answers, the token says
+// whether the item was stored, and enqueueing it again stores the request once.
+func TestDeferralPersistTimeoutBoundsWrite(t *testing.T) {
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	const persist = 300 * time.Millisecond
+	pg, q := hungSetup(t, dsn)
+	t.Cleanup(pg.proxy.Thaw)
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, r *Work) (mediator.Void, error) {
+		return mediator.Void{}, retryableErr{msg: "down"}
+	})
+	m.Use(durable.NewDeferral(q, durable.DeferralConfig{PersistTimeout: persist}))
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 0})) // the pool holds a connection that has run the INSERT
+	pg.proxy.Freeze()
+	began := time.Now()
+	_, err := mediator.Send(ctx, m, &Work{N: 1})
+	took := time.Since(began)
+	if took > persist+100*time.Millisecond {
+		t.Errorf("the deferral kept a caller without a deadline %v; PersistTimeout is %v", took, persist)
+	}
+	unknown, ok := errors.AsType[*durable.OutcomeUnknownError](err)
+	if !ok || !errors.Is(err, durable.ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "down") {
+		t.Fatalf("the deferral into a hung database returned %v after %v; want the handler's error with an unknown outcome", err, took)
+	}
+	pg.proxy.Thaw()
+	again := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1}, durable.WithToken(unknown.Token)))
+	it := must[durable.Item](t)(q.ItemByToken(ctx, unknown.Token))
+	if it.ID != again.ID {
+		t.Fatalf("token %q: item %d, enqueue again said %+v", unknown.Token, it.ID, again)
+	}
+	t.Logf("deferral returned after %v: %v; enqueue again: %+v", took.Round(time.Millisecond), err, again)
+	pg.drain(t, q)
+}
