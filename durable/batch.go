@@ -33,9 +33,10 @@ type BatchResult struct {
 
 // RunBatch sends the requests of items through sender (the built mediator), one after another
 // in their order, and isolates their failures: an item whose send fails (an error, or a panic,
-// recovered) is captured as a dead letter with source, the item's key, its encoded payload and
-// its error, counted as Invalid, and the remaining items still run. A pass over many records
-// (a synchronisation, an import) thus completes however many of them are bad, and each bad one
+// recovered) is captured as a dead letter with source, the item's key, its encoded payload
+// (unless it is longer than Config.MaxPayloadBytes: the letter then says so) and its error,
+// counted as Invalid, and the remaining items still run. A pass over many records (a
+// synchronisation, an import) thus completes however many of them are bad, and each bad one
 // waits for an operator with everything needed to inspect and replay it.
 //
 // RunBatch is a method of the queue, rather than a behavior or a helper of its own, because
@@ -113,6 +114,9 @@ func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source str
 func (q *Queue) capture(ctx context.Context, source string, it BatchItem, failure error) (DeadLetterID, error) {
 	msg := failure.Error()
 	name, payload, err := q.reg.encode(it.Request)
+	if err == nil && len(payload) > q.maxPayload {
+		err, payload = &PayloadTooLargeError{Name: name, Size: len(payload), Limit: q.maxPayload}, nil
+	}
 	if err != nil {
 		// Kept all the same, without its payload: the failure is what the operator needs to see.
 		name, _ = q.reg.nameOf(it.Request)

@@ -26,9 +26,15 @@ import (
 // marked mediator.Stored (a scheduler running the item: that would store it twice), a request
 // whose caller's context is done by the time the pipeline returns (whatever the error: the
 // caller gave up), or a request whose persistence fails (it then returns the original error
-// joined with the store's). Once it decided to defer, it waits for the write up to 10 seconds,
-// past the caller's deadline: the request is either stored or failed, never dropped between
-// the two.
+// joined with the store's, and nothing was stored).
+//
+// The write gives the item a token first (DeferredError.Token) and waits for the database at
+// most DeferralConfig.PersistTimeout, and never past the caller's own deadline. When the
+// write was sent but its answer did not come in time (or the connection broke), the item may
+// or may not be stored: the deferral then returns the original error joined with an
+// *OutcomeUnknownError (matching ErrOutcomeUnknown) that carries the token, never a failure,
+// so the caller can find the item (Queue.ItemByToken) or enqueue the request again under the
+// token (WithToken) without storing it twice.
 //
 // A deferred request runs again later through the whole pipeline, so handlers of deferrable
 // requests must be idempotent.
@@ -36,6 +42,7 @@ type Deferral struct {
 	q        *Queue
 	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
 	src      retryPolicySource // the retry behavior of the request type's pipeline, bound at Build
+	persist  time.Duration     // DeferralConfig.PersistTimeout, or its default
 }
 
 // DeferralConfig configures a Deferral.
@@ -46,15 +53,43 @@ type DeferralConfig struct {
 	// Config.Policy over it, so that what is retried in process and what is deferred are
 	// configured once.
 	Classifier behaviors.Classifier
+	// PersistTimeout bounds the write of a deferred request; the caller's own deadline, when
+	// sooner, bounds it too. A write that runs out of time before it was sent fails (nothing
+	// is stored, and the caller gets the original error with the store's); one that was sent
+	// ends with an outcome unknown (see Deferral). Default 5 seconds (DefaultPersistTimeout):
+	// the insert of one row takes milliseconds, and a database still silent after seconds is
+	// hung or gone, so a caller without a deadline of its own learns it soon rather than
+	// waiting on it, while a lock wait or a pool's brief exhaustion under load still fits.
+	PersistTimeout time.Duration
+}
+
+// DefaultPersistTimeout is the default of DeferralConfig.PersistTimeout.
+const DefaultPersistTimeout = 5 * time.Second
+
+// Validate reports every problem of cfg, joined, each naming its field: a negative
+// PersistTimeout. NewDeferral calls it.
+func (cfg DeferralConfig) Validate() error {
+	if cfg.PersistTimeout < 0 {
+		return fmt.Errorf("durable: NewDeferral: PersistTimeout %v is negative", cfg.PersistTimeout)
+	}
+	return nil
 }
 
 // NewDeferral returns the deferral behavior of q; register it with mediator.Use before Build,
-// and register the request types it is to defer (Register) before that Build too.
+// and register the request types it is to defer (Register) before that Build too. It panics,
+// as Register does on a programmer's error, on a nil q and on a cfg that Validate refuses.
 func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	if q == nil {
 		panic("durable: NewDeferral: nil queue")
 	}
-	return &Deferral{q: q, classify: cfg.Classifier}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	persist := cfg.PersistTimeout
+	if persist == 0 {
+		persist = DefaultPersistTimeout
+	}
+	return &Deferral{q: q, classify: cfg.Classifier, persist: persist}
 }
 
 // Placement implements mediator.PlacedBehavior: Explain shows it as "durable-deferral", in
@@ -118,20 +153,20 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		}
 		delay = max(pol.Delay(1, d.q.rand()), behaviors.RetryAfter(err))
 	}
-	// Once the decision to defer is made, persist it even if the caller's deadline is about to
-	// pass: the request must be either deferred or failed, never silently dropped. The write
-	// may take up to persistTimeout (a database that hangs), past the caller's deadline.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	// The write is bounded by the caller's deadline: a caller is never kept past it. What it
+	// could not finish is said: failed when nothing was sent, unknown (with the item's token)
+	// when the insert was sent and its answer did not come.
+	pctx, cancel := context.WithTimeout(ctx, d.persist)
 	defer cancel()
 	res, perr := d.q.Enqueue(pctx, req, WithDelay(delay), withLastError(err.Error()), parkedOn(parked))
 	if perr != nil {
-		return resp, fmt.Errorf("%w (deferral failed: %w)", err, perr)
+		if errors.Is(perr, ErrOutcomeUnknown) {
+			return resp, fmt.Errorf("%w (deferral outcome unknown: %w)", err, perr)
+		}
+		return resp, fmt.Errorf("%w (deferral failed, nothing stored: %w)", err, perr)
 	}
-	return nil, &DeferredError{ItemID: res.ID, Duplicate: res.Duplicate, Cause: err}
+	return nil, &DeferredError{ItemID: res.ID, Duplicate: res.Duplicate, Token: res.Token, Cause: err}
 }
-
-// persistTimeout bounds the write of a deferred request.
-const persistTimeout = 10 * time.Second
 
 func withLastError(msg string) EnqueueOption {
 	return func(c *enqueueConfig) { c.lastError = msg }

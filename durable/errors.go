@@ -20,7 +20,59 @@ var (
 	ErrStopped = errors.New("durable: scheduler stopped")
 	// ErrStarted reports a scheduler started while it runs.
 	ErrStarted = errors.New("durable: scheduler already started")
+	// ErrOutcomeUnknown reports an enqueue (or a deferral's write) whose outcome cannot be
+	// known: the insert was sent, and then the caller's deadline passed or the connection was
+	// lost before the answer came back, so the item may or may not have been stored. It is
+	// returned as an *OutcomeUnknownError carrying the item's token.
+	ErrOutcomeUnknown = errors.New("durable: outcome unknown")
+	// ErrPayloadTooLarge reports a request whose encoded payload is longer than
+	// Config.MaxPayloadBytes; nothing was stored. It is returned as a *PayloadTooLargeError.
+	ErrPayloadTooLarge = errors.New("durable: payload too large")
 )
+
+// OutcomeUnknownError reports an insert that may or may not have been stored: it was sent,
+// and its answer never came (the caller's deadline passed while the database ran or committed
+// it, the connection broke). It matches ErrOutcomeUnknown and unwraps to Cause. What to do:
+// look the item up with Queue.ItemByToken(Token) once the database answers again, or enqueue
+// the same request again with WithToken(Token), which stores it once either way.
+type OutcomeUnknownError struct {
+	// Token is the item's token: the item, if it was stored, holds it.
+	Token string
+	// Name is the request's registered name.
+	Name string
+	// Cause is the error the insert met.
+	Cause error
+}
+
+// Error implements error.
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("durable: outcome unknown: request %q (token %s) may or may not have been stored: %v", e.Name, e.Token, e.Cause)
+}
+
+// Is reports whether target is ErrOutcomeUnknown.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Unwrap returns Cause.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Cause }
+
+// PayloadTooLargeError reports a request refused because its encoded payload is longer than
+// the queue's limit (Config.MaxPayloadBytes). It matches ErrPayloadTooLarge.
+type PayloadTooLargeError struct {
+	// Name is the request's registered name.
+	Name string
+	// Size is the encoded payload's length in bytes.
+	Size int
+	// Limit is the queue's Config.MaxPayloadBytes (or its default).
+	Limit int
+}
+
+// Error implements error.
+func (e *PayloadTooLargeError) Error() string {
+	return fmt.Sprintf("durable: payload too large: request %q encodes to %d bytes, more than the queue's limit of %d (Config.MaxPayloadBytes)", e.Name, e.Size, e.Limit)
+}
+
+// Is reports whether target is ErrPayloadTooLarge.
+func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
 
 // DeferredError is the result of a request the Deferral behavior persisted for later. It
 // matches ErrDeferred. It deliberately does not unwrap to Cause: the caller's request did not
@@ -31,6 +83,9 @@ type DeferredError struct {
 	// Duplicate is true when an item with the same dedupe key was already pending or running,
 	// so nothing new was persisted.
 	Duplicate bool
+	// Token is the token the deferral's write gave the item (see WithToken): the item's own,
+	// unless Duplicate (the item pending under the dedupe key holds its own token).
+	Token string
 	// Cause is the error of the last in-process attempt.
 	Cause error
 }

@@ -927,9 +927,10 @@ func TestHungServerSIGSTOP(t *testing.T) {
 // An enqueue whose commit's answer is lost.
 
 // TestAmbiguousEnqueueCommit: an Enqueue with a 1 s deadline meets a database that stops
-// answering as its INSERT goes out, and returns context.DeadlineExceeded. Whether the INSERT
-// committed is unknown to the caller; the documented remedy, enqueueing again with the same
-// DedupeKey, must leave exactly one item.
+// answering as its INSERT goes out, and returns an error matching ErrOutcomeUnknown (caused by
+// context.DeadlineExceeded) with the item's token. Whether the INSERT committed is unknown to
+// the caller; the documented remedy, enqueueing again with the same token (here with its
+// dedupe key too), must leave exactly one item.
 //
 //   - response-lost: the INSERT reaches the server, which commits it; its answer is held. The
 //     item exists while Enqueue reports a failure, and the retry reports it as a Duplicate.
@@ -995,8 +996,12 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			default:
 				t.Fatalf("the INSERT never went through the proxy (Enqueue: %v)", firstErr)
 			}
-			if !errors.Is(firstErr, context.DeadlineExceeded) {
-				t.Fatalf("Enqueue into a frozen database returned %v after %v; want an error matching context.DeadlineExceeded", firstErr, took)
+			if !errors.Is(firstErr, context.DeadlineExceeded) || !errors.Is(firstErr, durable.ErrOutcomeUnknown) {
+				t.Fatalf("Enqueue into a frozen database returned %v after %v; want an unknown outcome caused by context.DeadlineExceeded", firstErr, took)
+			}
+			unknown, _ := errors.AsType[*durable.OutcomeUnknownError](firstErr)
+			if len(unknown.Token) != 32 {
+				t.Fatalf("the unknown outcome's token %q", unknown.Token)
 			}
 			whileFrozen := byKey()
 			switch tc.name {
@@ -1016,9 +1021,9 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			pg.proxy.Thaw()
 			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			again, err := q.Enqueue(ctx, &Work{N: 1}, durable.WithDedupeKey(key))
+			again, err := q.Enqueue(ctx, &Work{N: 1}, durable.WithDedupeKey(key), durable.WithToken(unknown.Token))
 			if err != nil {
-				t.Fatalf("enqueue again with the same dedupe key: %v", err)
+				t.Fatalf("enqueue again with the same dedupe key and token: %v", err)
 			}
 			// Let the first attempt's connection finish: its held bytes delivered, its cancel
 			// request answered, the socket closed.
@@ -1037,8 +1042,8 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			if tc.drop && again.Duplicate {
 				t.Fatalf("retry returned %+v; the first INSERT was dropped, so the retry should have inserted", again)
 			}
-			if it := item(t, store, again.ID); it.State != durable.StatePending {
-				t.Fatalf("item %+v", it)
+			if it := item(t, store, again.ID); it.State != durable.StatePending || it.Token != unknown.Token {
+				t.Fatalf("item %+v; want it pending under token %q", it, unknown.Token)
 			}
 			if again.Duplicate {
 				t.Logf("first Enqueue failed after %v with %v, yet its INSERT landed (item %d): the retry reported Duplicate; one item in the store",

@@ -86,6 +86,10 @@ type Item struct {
 	// Metadata holds the context values the queue's propagators (Config.Propagators) took from
 	// the caller that enqueued the item, by name; nil when they took none.
 	Metadata map[string]string
+	// Token is the item's identity, given before it was inserted: the caller's (WithToken) or
+	// a random one. Queue.ItemByToken finds the item by it. Empty for items enqueued before
+	// the queue's schema had tokens.
+	Token string
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -144,7 +148,7 @@ func itemOf(it store.Item) Item {
 		Interruptions: it.Interruptions, Unattributed: it.Unattributed, Isolate: it.Isolate, ParkedKey: it.ParkedKey,
 		DedupeKey: it.DedupeKey, OrderingKey: it.OrderingKey, NextAt: it.NextAt, LeaseOwner: it.LeaseOwner,
 		LeaseUntil: it.LeaseUntil, LastError: it.LastError, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Metadata: decodeMetadata(it.Metadata),
+		Metadata: decodeMetadata(it.Metadata), Token: it.Token,
 	}
 }
 

@@ -141,7 +141,26 @@ type Config struct {
 	// Enqueue, to the scheduler's Logger at dispatch). Carry makes one for a mediator.Key. Default:
 	// none, and items carry no metadata.
 	Propagators []Propagator
+	// MaxPayloadBytes is the longest encoded request the queue stores: Enqueue, EnqueueTx, the
+	// deferral and RunBatch's dead letters refuse a longer one with an error matching
+	// ErrPayloadTooLarge, before any database call (a letter is kept without its payload).
+	// Default 4 MiB (DefaultMaxPayloadBytes): ordinary requests encode to a few KiB, so it
+	// leaves three orders of magnitude of room, while a payload is held in memory several
+	// times on its way (the encoded copy, the driver's buffer, each claim that reads it back),
+	// and a database connection that carried a huge value keeps a buffer of its size until the
+	// pool closes: one 1 GB request costs a gigabyte of heap for the life of the process, and
+	// the database takes its time refusing it. Keep large documents elsewhere (a blob store)
+	// and their key in the request. At most MaxPayloadLimit.
+	MaxPayloadBytes int
 }
+
+// DefaultMaxPayloadBytes is the default of Config.MaxPayloadBytes: 4 MiB.
+const DefaultMaxPayloadBytes = 4 << 20
+
+// MaxPayloadLimit is the largest Config.MaxPayloadBytes accepted: 10⁹ bytes, the longest value
+// SQLite stores by default, just under PostgreSQL's 1 GiB limit on a field. A larger limit
+// would promise payloads neither database takes.
+const MaxPayloadLimit = 1_000_000_000
 
 // Open returns a Queue over the database cfg names, whose schema it migrates first (unless
 // SkipMigrations is set). Register the request types on it, then enqueue, defer (NewDeferral)
@@ -180,8 +199,11 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	if cfg.Recheck == 0 {
 		cfg.Recheck = time.Minute
 	}
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
 	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
-		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators)}
+		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes}
 	if q.clock == nil {
 		q.clock = behaviors.SystemClock
 	}
@@ -194,8 +216,8 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 
 // Validate reports every problem of cfg, joined, each naming its field: no database or more
 // than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck or
-// ReplayLease, an invalid Policy (see retry.Policy.Validate), a nil propagator or two carried
-// keys of one name. Open calls it.
+// ReplayLease, a MaxPayloadBytes that is negative or above MaxPayloadLimit, an invalid Policy
+// (see retry.Policy.Validate), a nil propagator or two carried keys of one name. Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
 	if _, _, err := cfg.dialect(); err != nil {
@@ -209,6 +231,11 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.ReplayLease < 0 {
 		errs = append(errs, fmt.Errorf("durable: Open: ReplayLease %v is negative", cfg.ReplayLease))
+	}
+	if cfg.MaxPayloadBytes < 0 {
+		errs = append(errs, fmt.Errorf("durable: Open: MaxPayloadBytes %d is negative", cfg.MaxPayloadBytes))
+	} else if cfg.MaxPayloadBytes > MaxPayloadLimit {
+		errs = append(errs, fmt.Errorf("durable: Open: MaxPayloadBytes %d is more than MaxPayloadLimit (%d), the longest value the databases store", cfg.MaxPayloadBytes, MaxPayloadLimit))
 	}
 	errs = append(errs, checkPropagators(cfg.Propagators)...)
 	return errors.Join(errs...)

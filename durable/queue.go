@@ -33,6 +33,8 @@ type Queue struct {
 	// propagators carry context values with each item (Config.Propagators).
 	propagators []Propagator
 	schedules   timetable // registered by Schedule
+	// maxPayload is Config.MaxPayloadBytes, or its default.
+	maxPayload int
 }
 
 // Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
@@ -124,6 +126,7 @@ type enqueueConfig struct {
 	ordering  *string
 	lastError string
 	parkedKey string
+	token     *string
 }
 
 // WithRunAt makes the item due at t. Default: now.
@@ -143,13 +146,27 @@ func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) {
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
-	// ID is the new item, or the item already pending under the dedupe key.
+	// ID is the new item, or the item already holding the token or pending under the dedupe
+	// key.
 	ID ItemID
-	// Duplicate is true when nothing was inserted because of the dedupe key.
+	// Duplicate is true when nothing was inserted: an item holds the token, or is pending or
+	// running under the dedupe key.
 	Duplicate bool
+	// Token is the token of the enqueue: the one WithToken gave, or the random one made for
+	// the item. It is the token of ID unless the dedupe key made it a Duplicate.
+	Token string
 }
 
 // Enqueue persists req (a registered request pointer) to be dispatched by a scheduler (Start).
+//
+// The item gets its token (WithToken, or a random one) before it is inserted. When the
+// outcome of the insert cannot be known — ctx ended, or the connection was lost, after the
+// statement was sent — the error matches ErrOutcomeUnknown and is an *OutcomeUnknownError
+// carrying the token: look the item up with ItemByToken, or enqueue the request again with
+// WithToken(token), which stores it if the first insert did not land and reports the item
+// (Duplicate) if it did. Any other error means nothing was stored. A payload longer than
+// Config.MaxPayloadBytes is refused, before any database call, with an error matching
+// ErrPayloadTooLarge.
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
 	return q.enqueue(ctx, nil, req, opts)
 }
@@ -157,7 +174,9 @@ func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (En
 // EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item is
 // dispatched only if tx commits, together with the application's own writes (a transactional
 // outbox). On SQLite, whose pool has a single connection, do not use the queue outside tx
-// until tx ends.
+// until tx ends. An error matching ErrOutcomeUnknown says the insert may have taken effect in
+// tx: roll tx back (then nothing is stored), or, if the application commits it, find the item
+// by the error's token once the commit's outcome is known.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")
@@ -170,9 +189,16 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	for _, o := range opts {
 		o(&c)
 	}
+	token, err := c.itemToken()
+	if err != nil {
+		return Enqueued{}, err
+	}
 	name, payload, err := q.reg.encode(req)
 	if err != nil {
 		return Enqueued{}, err
+	}
+	if len(payload) > q.maxPayload {
+		return Enqueued{}, &PayloadTooLargeError{Name: name, Size: len(payload), Limit: q.maxPayload}
 	}
 	now := q.clock.Now()
 	next := now
@@ -186,7 +212,8 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	if err != nil {
 		return Enqueued{}, err
 	}
-	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey, Metadata: md}
+	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey,
+		Metadata: md, Token: token}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
 	} else if d, ok := req.(Deduplicated); ok {
@@ -207,9 +234,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		id, existed, err = q.store.Enqueue(ctx, it)
 	}
 	if err != nil {
+		if u, ok := errors.AsType[*store.UnknownOutcomeError](err); ok {
+			return Enqueued{}, &OutcomeUnknownError{Token: token, Name: name, Cause: u.Err}
+		}
 		return Enqueued{}, err
 	}
-	return Enqueued{ID: ItemID(id), Duplicate: existed}, nil
+	return Enqueued{ID: ItemID(id), Duplicate: existed, Token: token}, nil
 }
 
 // Item returns one item; an error wrapping sql.ErrNoRows if there is none.

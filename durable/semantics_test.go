@@ -629,7 +629,7 @@ type Blob struct {
 func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		const size, items = 12 << 20, 8
-		q := b.bare(t, durable.Config{Policy: fastPolicy})
+		q := b.bare(t, durable.Config{Policy: fastPolicy, MaxPayloadBytes: 2 * size}) // above the default limit
 		durable.Register[*Blob](q, "test.blob")
 		for n := range items {
 			blob := &Blob{Data: strings.Repeat(string(rune('a'+n)), size)}

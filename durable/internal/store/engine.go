@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"time"
 )
 
@@ -32,6 +34,11 @@ type Engine interface {
 	prune(ctx context.Context, tx *sql.Tx, before time.Time) (n int, busy bool, err error)
 	// lockMigrations serialises concurrent migrations on conn until unlock is called.
 	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
+	// notApplied reports an error of a statement that is known not to have been applied: it
+	// failed before anything was sent, or the database refused it (and, the statement being
+	// its own transaction or part of one that can no longer commit, rolled it back). Any other
+	// error leaves the statement's outcome unknown.
+	notApplied(err error) bool
 	// transient reports a migration error worth trying again at once (another process holds
 	// the database in a way its own wait does not cover).
 	transient(err error) bool
@@ -48,6 +55,7 @@ type Engine interface {
 type statements struct {
 	insert        string
 	byDedupe      string
+	byToken       string
 	claim         string
 	claimIsolated string
 	isolatedDue   string
@@ -67,8 +75,8 @@ const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`
 
-const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 
@@ -85,3 +93,9 @@ const oldestDueSQL = `SELECT MIN(m) FROM (
 
 const insertAttemptSQL = `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+// notSent reports the errors database/sql gives for a statement it never sent: a connection
+// that was closed or bad before the statement went out.
+func notSent(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone)
+}

@@ -143,6 +143,7 @@ func postgresStatements() map[string]string {
 		"oldest_due":     e.st.oldestDue,
 		"enqueue":        e.st.insert,
 		"dedupe":         e.st.byDedupe,
+		"token":          e.st.byToken,
 		"prune":          postgresPrune,
 	}
 }

@@ -228,9 +228,10 @@ func statementCases(stmts map[string]string) []planCase {
 		"isolated_due": {now},
 		"unpark":       {now, "breaker:a"},
 		"oldest_due":   {now, now},
-		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata
-		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil},
+		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token
+		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token"},
 		"dedupe":  {"plancheck-dedupe"},
+		"token":   {"plancheck-token"},
 		// before, limit
 		"prune": {now, PruneBatch},
 	}
@@ -238,7 +239,7 @@ func statementCases(stmts map[string]string) []planCase {
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "oldest_due", "enqueue", "dedupe", "prune"}
+	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "oldest_due", "enqueue", "dedupe", "token", "prune"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase
 	for _, name := range names {

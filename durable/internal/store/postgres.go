@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	// Registers the "pgx" database/sql driver.
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -132,6 +134,7 @@ func newPostgres() *postgresEngine {
 	e.st = statements{
 		insert:        e.rebind(insertSQL),
 		byDedupe:      e.rebind(byDedupeSQL),
+		byToken:       e.rebind(byTokenSQL),
 		claim:         postgresClaim(0),
 		claimIsolated: postgresClaim(1),
 		isolatedDue:   e.rebind(isolatedDueSQL),
@@ -145,6 +148,25 @@ func newPostgres() *postgresEngine {
 func (*postgresEngine) String() string       { return "postgres" }
 func (e *postgresEngine) stmts() *statements { return &e.st }
 func (*postgresEngine) transient(error) bool { return false }
+
+// notApplied: an error pgx raised before sending anything (it says so: SafeToRetry), a
+// failed connect, or an ERROR the server answered the statement with (the statement, or its
+// transaction, is rolled back). A FATAL or PANIC ends the session, possibly after the commit;
+// a deadline or a broken connection after the statement went out leaves it unknown.
+func (*postgresEngine) notApplied(err error) bool {
+	if notSent(err) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev == "ERROR"
+	}
+	_, ok := errors.AsType[*pgconn.ConnectError](err)
+	return ok
+}
 func (*postgresEngine) appliedAt() string {
 	return "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT"
 }

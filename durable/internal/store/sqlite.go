@@ -54,6 +54,7 @@ func newSQLite() *sqliteEngine {
 		st: statements{
 			insert:        insertSQL,
 			byDedupe:      byDedupeSQL,
+			byToken:       byTokenSQL,
 			claim:         claim(0),
 			claimIsolated: claim(1),
 			isolatedDue:   isolatedDueSQL,
@@ -75,6 +76,21 @@ func (*sqliteEngine) appliedAt() string {
 	return "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
 }
 func (*sqliteEngine) transient(err error) bool { return sqliteBusy(err) }
+
+// notApplied: an error the SQLite library returned for the statement (busy, full, constraint,
+// interrupted by a deadline: the statement is rolled back) or one database/sql raised before
+// running it. An error database/sql raised after the statement ran (a deadline that passed
+// while the row was read back) leaves it unknown.
+func (*sqliteEngine) notApplied(err error) bool {
+	if notSent(err) {
+		return true
+	}
+	_, coded := errors.AsType[interface {
+		error
+		Code() int
+	}](err)
+	return coded
+}
 
 // lockMigrations takes nothing: the immediate transaction of each migration serialises them.
 func (*sqliteEngine) lockMigrations(context.Context, *sql.Conn) (func(), error) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -56,6 +57,9 @@ type Item struct {
 	UpdatedAt     time.Time
 	// Metadata is the item's metadata as stored, a JSON object of strings; nil when it has none.
 	Metadata []byte
+	// Token is the identity the enqueuing client gave the item; empty for items enqueued
+	// before tokens existed.
+	Token string
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -96,6 +100,9 @@ type NewItem struct {
 	Now time.Time
 	// Metadata, when not empty, is the item's metadata: a JSON object of strings.
 	Metadata []byte
+	// Token, when not empty, is the item's identity, unique among all items: an insert whose
+	// token is taken inserts nothing, and Enqueue reports the item holding it.
+	Token string
 }
 
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
@@ -225,16 +232,40 @@ func fromMicros(v int64) time.Time {
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-// Enqueue inserts an item. With a DedupeKey under which an item is already pending or running,
-// it inserts nothing and returns that item's id with existed = true.
+// Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey under which
+// an item is pending or running, it inserts nothing and returns that item's id with existed =
+// true. An error that leaves it unknown whether the item was inserted (the statement may have
+// reached the database: a deadline or a lost connection while it ran or committed) is an
+// *UnknownOutcomeError; any other error means nothing was inserted.
 func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed bool, err error) {
-	return s.enqueue(ctx, s.db, it)
+	if err := checkNewItem(it); err != nil {
+		return 0, false, err
+	}
+	// The statement runs on a connection of its own taking, so that an error in getting one
+	// (the pool's wait, a dial, pgx's ping of a connection idle for long) is known to have
+	// sent nothing. database/sql tries again on another connection when the driver reports a
+	// connection bad before anything was sent; so does this loop.
+	for try := 0; ; try++ {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return 0, false, fmt.Errorf("durable: enqueue: no connection: %w", err)
+		}
+		id, existed, err = s.enqueue(ctx, conn, it)
+		_ = conn.Close()
+		if !errors.Is(err, driver.ErrBadConn) || try == 2 {
+			return id, existed, err
+		}
+	}
 }
 
 // EnqueueTx is Enqueue inside the caller's transaction on this store's database, so the item
 // exists if and only if the transaction commits (a transactional outbox). On SQLite, tx must
 // come from DB(), which has a single connection: do not use the Store outside tx until it ends.
+// An *UnknownOutcomeError says the statement may have taken effect in tx.
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id ItemID, existed bool, err error) {
+	if err := checkNewItem(it); err != nil {
+		return 0, false, err
+	}
 	return s.enqueue(ctx, tx, it)
 }
 
@@ -242,10 +273,31 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID, existed bool, err error) {
+// UnknownOutcomeError reports an insert that may or may not have been applied: the statement
+// may have reached the database before the error (a deadline that passed while it ran, a
+// connection lost before its answer came back). It unwraps to that error.
+type UnknownOutcomeError struct {
+	// Err is the error the insert met.
+	Err error
+}
+
+// Error implements error.
+func (e *UnknownOutcomeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the insert's error.
+func (e *UnknownOutcomeError) Unwrap() error { return e.Err }
+
+func checkNewItem(it NewItem) error {
 	if it.Name == "" {
-		return 0, false, errors.New("durable: Enqueue: empty name")
+		return errors.New("durable: Enqueue: empty name")
 	}
+	return nil
+}
+
+// byTokenSQL finds the item holding a token.
+const byTokenSQL = `SELECT id FROM switchboard_items WHERE token = ?`
+
+func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID, existed bool, err error) {
 	if it.Payload == nil {
 		it.Payload = []byte{}
 	}
@@ -255,27 +307,52 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 		err = db.QueryRowContext(ctx, st.insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
-			nullString(string(it.Metadata))).Scan(&v)
+			nullString(string(it.Metadata)), nullString(it.Token)).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) || it.DedupeKey == "" {
-			return 0, false, fmt.Errorf("durable: enqueue: %w", err)
+		if !errors.Is(err, sql.ErrNoRows) {
+			err = fmt.Errorf("durable: enqueue: %w", err)
+			if !s.e.notApplied(err) {
+				err = &UnknownOutcomeError{Err: err}
+			}
+			return 0, false, err
 		}
-		// A conflict on the dedupe key: report the item holding it. It may finish in between;
-		// then the insert is tried again.
+		// A conflict on the token or the dedupe key: report the item holding it. The dedupe
+		// key's item may finish in between; then the insert is tried again.
+		if it.Token != "" {
+			err = db.QueryRowContext(ctx, st.byToken, it.Token).Scan(&v)
+			if err == nil {
+				return ItemID(v), true, nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the token or the dedupe key is taken), and finding the item holding it failed: %w", err)
+			}
+		}
+		if it.DedupeKey == "" {
+			continue // the token's item was pruned in between: try again
+		}
 		err = db.QueryRowContext(ctx, st.byDedupe, it.DedupeKey).Scan(&v)
 		if err == nil {
 			return ItemID(v), true, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return 0, false, fmt.Errorf("durable: enqueue: %w", err)
+			return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key is taken), and finding the item holding it failed: %w", err)
 		}
 	}
-	return 0, false, errors.New("durable: enqueue: dedupe key kept changing hands")
+	return 0, false, errors.New("durable: enqueue: the token or dedupe key kept changing hands")
 }
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata"
+// ItemByToken returns the item holding token; sql.ErrNoRows (wrapped) if there is none.
+func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
+	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items WHERE token = ?"), token))
+	if err != nil {
+		return Item{}, fmt.Errorf("durable: item with token %q: %w", token, err)
+	}
+	return it, nil
+}
+
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -286,10 +363,10 @@ func scanItem(r rowScanner) (Item, int64, error) {
 		leaseUntil, claimedAt                       sql.NullInt64
 		state                                       string
 		dedupe, ordering, owner, lastErrStr, parked sql.NullString
-		metadata                                    sql.NullString
+		metadata, token                             sql.NullString
 	)
 	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &it.Unattributed, &isolate, &parked,
-		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt, &metadata)
+		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt, &metadata, &token)
 	if err != nil {
 		return Item{}, 0, err
 	}
@@ -302,6 +379,7 @@ func scanItem(r rowScanner) (Item, int64, error) {
 	if metadata.Valid {
 		it.Metadata = []byte(metadata.String)
 	}
+	it.Token = token.String
 	return it, claimedAt.Int64, nil
 }
 

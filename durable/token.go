@@ -1,0 +1,65 @@
+package durable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// WithToken gives the item token as its identity, in place of the random one Enqueue makes:
+// an item holds its token for as long as it is kept (until retention removes it after it
+// succeeded), and an enqueue whose token an item already holds inserts nothing and reports
+// that item as a Duplicate, whatever its state. Give a request the same token every time it is
+// enqueued (the id of the event or record it comes from, say), so that enqueueing it again
+// after an ErrOutcomeUnknown, or after a crash, stores it once. A token names one request: the
+// request of a second enqueue with a held token is not compared with the first. It must not
+// be empty, and at most MaxTokenBytes long.
+func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
+
+// MaxTokenBytes is the longest token WithToken accepts.
+const MaxTokenBytes = 200
+
+// itemToken returns the token WithToken gave, checked, or a new random one.
+func (c *enqueueConfig) itemToken() (string, error) {
+	if c.token == nil {
+		return newToken(), nil
+	}
+	switch t := *c.token; {
+	case t == "":
+		return "", errors.New("durable: WithToken: the token is empty")
+	case len(t) > MaxTokenBytes:
+		return "", fmt.Errorf("durable: WithToken: the token is %d bytes long, more than MaxTokenBytes (%d)", len(t), MaxTokenBytes)
+	default:
+		return t, nil
+	}
+}
+
+// newToken returns a new token: 128 bits in hex, the time in milliseconds (48 bits) then 80
+// random bits, so that no two items made anywhere get the same one and tokens made one after
+// another sort one after another: each insert adds to the end of the token index, as it does
+// to the primary key, rather than to a random page of it (which costs a page write per commit
+// on SQLite and scatters PostgreSQL's cache).
+func newToken() string {
+	var b [16]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read does not fail: it crashes the program instead
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
+}
+
+// ItemByToken returns the item holding token (see WithToken, OutcomeUnknownError); an error
+// wrapping sql.ErrNoRows if there is none.
+func (q *Queue) ItemByToken(ctx context.Context, token string) (Item, error) {
+	it, err := q.store.ItemByToken(ctx, token)
+	if err != nil {
+		return Item{}, err
+	}
+	return itemOf(it), nil
+}
