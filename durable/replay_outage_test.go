@@ -324,3 +324,71 @@ func must2[A, B any](t testing.TB) func(A, B, error) (A, B) {
 		return a, b
 	}
 }
+
+// TestReplayCommitAnswerLost: the commit of a replay's outcome reaches the server, which
+// commits it, and its answer is lost with its connection. The retry finds the lease cleared,
+// sees its own event in the timeline, and reports the replay as replayed: not a conflict, not
+// a second event.
+func TestReplayCommitAnswerLost(t *testing.T) {
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	pg, q := hungSetup(t, dsn)
+	t.Cleanup(pg.proxy.Thaw)
+	direct, err := sql.Open("pgx", pg.direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = direct.Close() })
+	ctx := context.Background()
+	must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1}))
+	if res := durabletest.Work(ctx, t, q, mediatorFor(t, handlers{work: func(context.Context, *Work) error { return errPermanent }})); res.Dead != 1 {
+		t.Fatalf("making the dead letter: %+v", res)
+	}
+	letters, _, err := q.DeadLetters(ctx, durable.DeadLetterFilter{})
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("dead letters: %v, %v", letters, err)
+	}
+	id := letters[0].ID
+
+	// Armed as the handler runs, after the lease's own commit: the next commit is the outcome's.
+	armed := make(chan *hungTrigger, 1)
+	m := mediatorFor(t, handlers{work: func(context.Context, *Work) error {
+		armed <- pg.proxy.FreezeOnSend([]byte("commit"), hungToClient)
+		return nil
+	}})
+	type result struct {
+		res durable.Resolution
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := q.Replay(ctx, m, id, "ops")
+		done <- result{res, err}
+	}()
+	trig := <-armed
+	select {
+	case <-trig.fired:
+	case r := <-done:
+		t.Fatalf("Replay returned %q, %v before its outcome's commit went out", r.res, r.err)
+	}
+	eventually(t, 10*time.Second, "the outcome's commit to land", func() bool {
+		var status string
+		if err := direct.QueryRow("SELECT status FROM switchboard_dead_letters WHERE id = $1", int64(id)).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		return status == string(durable.DeadLetterReplayed)
+	})
+	trig.conn.kill() // the commit's answer is lost with its connection
+	pg.proxy.Thaw()
+	r := <-done
+	if r.res != durable.Replayed || r.err != nil {
+		t.Errorf("Replay whose commit's answer was lost = %q, %v; want replayed", r.res, r.err)
+	}
+	d, tl := must2[durable.DeadLetter, []durable.TimelineEntry](t)(q.DeadLetter(ctx, id))
+	if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || timeline(tl) != "attempt:failed(permanent failure) replay:replayed/ops" {
+		t.Errorf("letter %s, retries %d, timeline %s; want one replay, replayed", d.Status, d.RetryCount, timeline(tl))
+	}
+	pg.drain(t, q)
+}
