@@ -145,3 +145,28 @@ func TestItemWithoutHandlerWaits(t *testing.T) {
 		}
 	})
 }
+
+// A replay through a sender without a handler for the letter's request runs nothing and
+// records nothing: the letter is freed, not given a failed replay, and a sender with the
+// handler replays it at once.
+func TestReplayWithoutHandlerIsNotAFailedReplay(t *testing.T) {
+	e := newDLEnv(t, sqliteBackend(t), durable.Config{})
+	ctx := context.Background()
+	id := e.capture(t, "import", 1)[0]
+	partial := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(partial, func(context.Context, *Keyed) (mediator.Void, error) { return void, nil })
+	if err := partial.Build(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.q.Replay(ctx, partial, id, "ops")
+	if res != "" || !errors.Is(err, mediator.ErrNoHandler) {
+		t.Errorf("Replay without a handler = %q, %v; want no resolution and an error matching mediator.ErrNoHandler", res, err)
+	}
+	d, tl := e.letter(t, id)
+	if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
+		t.Errorf("after a replay without a handler: %s, retries %d, timeline %s; want it failed, untouched", d.Status, d.RetryCount, timeline(tl))
+	}
+	if res, err := e.q.Replay(ctx, e.m, id, "ops"); res != durable.Replayed || err != nil {
+		t.Errorf("Replay with the handler = %q, %v; want replayed at once (the letter was freed)", res, err)
+	}
+}
