@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -338,15 +339,26 @@ func conflict(d store.DeadLetter, now time.Time) error {
 	return fmt.Errorf("durable: dead letter %d is %s, not failed: %w", d.ID, d.Status, ErrConflict)
 }
 
-// finishTimeout bounds the write of a replay's or discard's outcome, which is made past the
+// finishTimeout bounds each write of a replay's or discard's outcome, which is made past the
 // caller's cancellation: what the handler did is recorded.
 const finishTimeout = 10 * time.Second
+
+// The backoff between writes of a replay's outcome that failed: short at first (a connection
+// dropped under a live database is replaced at once), then at most a second apart, so a
+// database that restarts takes the outcome within a second of being back, without a storm of
+// statements while it is down.
+const (
+	recordRetryFirst = 20 * time.Millisecond
+	recordRetryMax   = time.Second
+)
 
 // Replay runs the request of failed letter id again, synchronously, through sender (the built
 // mediator) while the caller waits, marked mediator.Unattended, SingleAttempt and Stored for
 // that request, as the scheduler dispatches items: one attempt, no fallback answering for the
 // handler, no deferral storing it again. Handlers of replayable requests must be idempotent,
-// as for any durable request. actor names who replays, for the timeline; it is required.
+// as for any durable request: FromContext gives the handler the letter's item id (the same
+// key every attempt of the item had), the letter and an id of this replay. actor names who
+// replays, for the timeline; it is required.
 //
 // Success makes the letter replayed (Replayed, nil). A failure (an error or a panic) leaves it
 // failed with the new error, one more replay event and a retry count one higher, and returns
@@ -354,16 +366,27 @@ const finishTimeout = 10 * time.Second
 // running, gets Conflict with an error matching ErrConflict; an unknown id NotFound with one
 // matching ErrNotFound. When ctx ends while the handler runs, nothing is recorded (the caller
 // gave up, the request did not fail): Replay returns ctx's error and the letter is free again.
+// So it is when this instance cannot run the request (its name is not registered here, or
+// sender has no handler for it): the error says so, and another instance may replay it.
+//
+// What the handler did is recorded even when the database fails as the handler returns: the
+// write is tried again, with backoff, under the replay's lease, which is kept extended, until
+// it lands (Replay then returns as above, later) or the lease is gone: another replay took the
+// letter, or no extension reached the database for ReplayLease. Replay then returns an error
+// saying the outcome is unknown (with no Resolution), and the letter's timeline will say so
+// too, once its lease has run out and it is replayed or looked at again: never that it failed.
+// This wait is past ctx's end, which does not cut it short: the handler's outcome is worth
+// the caller's wait of at most ReplayLease.
 //
 // Concurrent replays of one letter (in this process or others) run its handler once: a replay
 // first takes a lease on the letter with one conditional update, and the others find it taken.
 // No transaction is held while the handler runs, so the handler may use the database itself
 // (on SQLite, one held open would deadlock it). The lease lasts Config.ReplayLease and is
-// extended every third of it while the handler runs; a replay whose process died leaves the
-// letter leased until the lease runs out, then any replay may take it.
+// extended every third of it while the handler runs and its outcome is written; a replay whose
+// process died leaves the letter leased until the lease runs out, then any replay may take it.
 func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLetterID, actor string) (Resolution, error) {
-	if sender == nil {
-		return "", errors.New("durable: Replay: a sender (the mediator) is required")
+	if err := checkSender("Replay", sender); err != nil {
+		return "", err
 	}
 	if actor == "" {
 		return "", errors.New("durable: Replay: actor is required: the timeline records who replayed")
@@ -382,14 +405,16 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLette
 	case res == store.Busy:
 		return Conflict, conflict(d, now)
 	}
+	lease := q.holdReplay(ctx, d.ID, owner)
+	defer lease.stop()
 	started := q.clock.Now()
 	herr := q.runReplay(ctx, sender, d, owner)
 	ended := q.clock.Now()
-	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	if herr != nil && (ctx.Err() != nil || errors.Is(herr, ErrUnknownRequest)) {
-		// The caller gave up, or this instance does not know the request (another may): not a
+	if herr != nil && (ctx.Err() != nil || errors.Is(herr, ErrUnknownRequest) || q.cannotRun(herr, d.Name)) {
+		// The caller gave up, or this instance cannot run the request (another may): not a
 		// replay that ran. Free the letter and record nothing.
+		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
 		if err := q.store.ReleaseReplay(done, d.ID, owner); err != nil {
 			return "", errors.Join(herr, err)
 		}
@@ -402,10 +427,15 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLette
 	if herr != nil {
 		ev.Outcome, ev.Error = store.OutcomeStillFailed, herr.Error()
 	}
-	applied, err := q.store.FinishReplay(done, d.ID, owner, herr == nil, ev)
+	applied, err := q.recordReplay(ctx, lease, herr == nil, ev)
 	switch {
 	case err != nil:
-		return "", errors.Join(herr, err)
+		did := "its handler succeeded"
+		if herr != nil {
+			did = fmt.Sprintf("its handler failed (%v)", herr)
+		}
+		return "", fmt.Errorf("durable: dead letter %d: the replay ran and %s, but its outcome could not be recorded before its lease was gone, so the outcome is unknown to the queue: the letter stays failed, and its timeline will show the replay as abandoned, outcome unknown, once the lease runs out: %w",
+			id, did, err)
 	case !applied:
 		return Conflict, fmt.Errorf("durable: dead letter %d: the replay ran (error: %v) but its lease ran out first and another replay or discard took the letter; nothing was recorded: %w",
 			id, herr, ErrConflict)
@@ -415,38 +445,130 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLette
 	return Replayed, nil
 }
 
-// runReplay decodes the letter's request and sends it, keeping the letter's lease while the
-// handler runs.
+// cannotRun reports whether herr, a replay's error, says the sender has no handler for the
+// request of letter name (or was not built): the handler did not run.
+func (q *Queue) cannotRun(herr error, name string) bool {
+	if errors.Is(herr, mediator.ErrNotBuilt) {
+		return true
+	}
+	e, ok := errors.AsType[*mediator.NoHandlerError](herr)
+	if !ok {
+		return false
+	}
+	reg := q.reg.lookupType(e.Type)
+	return reg != nil && reg.name == name
+}
+
+// recordReplay writes the outcome of a replay that ran (see Store.FinishReplay), trying again
+// with backoff while the write fails and the replay's lease may still be held. It returns the
+// last error once the lease is gone. A write whose answer was lost may have committed: when a
+// later one finds the lease cleared, the timeline says whether it did.
+func (q *Queue) recordReplay(ctx context.Context, lease *replayHold, ok bool, ev store.Event) (bool, error) {
+	ctx = context.WithoutCancel(ctx)
+	delay := recordRetryFirst
+	for attempt := 1; ; attempt++ {
+		wctx, cancel := context.WithTimeout(ctx, finishTimeout)
+		applied, err := q.store.FinishReplay(wctx, lease.id, lease.owner, ok, ev)
+		if err == nil && !applied && attempt > 1 {
+			applied, err = q.store.ReplayRecorded(wctx, lease.id, ev)
+		}
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				q.log.Info("durable: replay outcome recorded", zap.Int64("dead_letter", int64(lease.id)), zap.Int("tries", attempt))
+			}
+			return applied, nil
+		}
+		if lease.gone() {
+			q.log.Error("durable: replay outcome not recorded: its lease is gone; the outcome is unknown", zap.Int64("dead_letter", int64(lease.id)),
+				zap.String("outcome", ev.Outcome), zap.Int("tries", attempt), zap.Error(err))
+			return false, err
+		}
+		if attempt == 1 {
+			q.log.Warn("durable: replay outcome not recorded; trying again under the replay lease", zap.Int64("dead_letter", int64(lease.id)),
+				zap.String("outcome", ev.Outcome), zap.Error(err))
+		}
+		wait, stop := q.clock.After(delay)
+		<-wait
+		stop()
+		delay = min(2*delay, recordRetryMax)
+	}
+}
+
+// replayHold keeps a replay's lease on its letter extended, every third of ReplayLease, while
+// the handler runs and its outcome is written.
+type replayHold struct {
+	q     *Queue
+	id    store.DeadLetterID
+	owner string
+	end   chan struct{}
+	ended chan struct{}
+
+	mu    sync.Mutex
+	until time.Time // when the lease runs out unless extended (real time: it bounds a wait)
+	lost  bool      // an extension found the lease held by another replay, or the letter settled
+}
+
+// holdReplay starts extending owner's lease on letter id, just taken; stop ends it.
+func (q *Queue) holdReplay(ctx context.Context, id store.DeadLetterID, owner string) *replayHold {
+	h := &replayHold{q: q, id: id, owner: owner, end: make(chan struct{}), ended: make(chan struct{}),
+		until: time.Now().Add(q.replayLease)}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer close(h.ended)
+		t := time.NewTicker(q.replayLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.end:
+				return
+			case <-t.C:
+				h.extend(ctx)
+			}
+		}
+	}()
+	return h
+}
+
+func (h *replayHold) extend(ctx context.Context) {
+	ectx, cancel := context.WithTimeout(ctx, h.q.replayLease/3)
+	defer cancel()
+	sent := time.Now()
+	held, err := h.q.store.ExtendReplay(ectx, h.id, h.owner, h.q.clock.Now().Add(h.q.replayLease))
+	if err != nil {
+		h.q.log.Warn("durable: replay lease not extended", zap.Int64("dead_letter", int64(h.id)), zap.Error(err))
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if held {
+		h.until = sent.Add(h.q.replayLease)
+	} else {
+		h.lost = true
+	}
+}
+
+// gone reports whether the lease is lost to this replay: another took it, or it has run out.
+func (h *replayHold) gone() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost || !time.Now().Before(h.until)
+}
+
+func (h *replayHold) stop() {
+	close(h.end)
+	<-h.ended
+}
+
+// runReplay decodes the letter's request and sends it, FromContext telling the handler which
+// item, letter and replay it runs.
 func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.DeadLetter, owner string) error {
 	req, err := q.reg.decode(d.Name, d.Payload)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		t := time.NewTicker(q.replayLease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.replayLease/3)
-				_, err := q.store.ExtendReplay(ectx, d.ID, owner, q.clock.Now().Add(q.replayLease))
-				cancel()
-				if err != nil {
-					q.log.Warn("durable: replay lease not extended", zap.Int64("dead_letter", int64(d.ID)), zap.Error(err))
-				}
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		<-beat
-	}()
 	ctx = q.withMetadata(ctx, d.Metadata, q.log, ItemID(d.ItemID), d.Name)
+	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(d.ItemID), Name: d.Name, DeadLetter: DeadLetterID(d.ID), Replay: owner})
 	return send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
 }
 
@@ -509,8 +631,8 @@ func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason stri
 // error matching ErrTooMany before anything runs. When ctx ends, the letters not yet replayed
 // get a result with an empty Resolution and ctx's error, which ReplayMany returns too.
 func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []DeadLetterID, actor string) ([]BulkResult, error) {
-	if sender == nil {
-		return nil, errors.New("durable: ReplayMany: a sender (the mediator) is required")
+	if err := checkSender("ReplayMany", sender); err != nil {
+		return nil, err
 	}
 	if actor == "" {
 		return nil, errors.New("durable: ReplayMany: actor is required: the timeline records who replayed")

@@ -176,22 +176,30 @@ func parkedOn(key string) EnqueueOption {
 	return func(c *enqueueConfig) { c.parkedKey = key }
 }
 
-// Dispatch describes the scheduler dispatch a context belongs to.
+// Dispatch describes the dispatch a context belongs to: a scheduler's attempt of an item, or a
+// replay of a dead letter (Queue.Replay).
 type Dispatch struct {
-	// ItemID is the item being dispatched; use it (or a key in the request) to make the
-	// handler idempotent.
+	// ItemID is the item being dispatched, or the dead item a replayed letter stands for; use
+	// it (or a key in the request) to make the handler idempotent: it is the same for every
+	// attempt and every replay of the request. 0 in a replay of a letter RunBatch captured,
+	// which has no item (DeadLetter is then the key to use).
 	ItemID ItemID
 	// Name is the item's registered request name.
 	Name string
-	// Attempt is the durable attempt number, from 1.
+	// Attempt is the durable attempt number, from 1; 0 in a replay.
 	Attempt int
-	// Instance is the id of the dispatching scheduler instance.
+	// Instance is the id of the dispatching scheduler instance; empty in a replay.
 	Instance string
+	// DeadLetter is the letter being replayed; 0 in a scheduler's dispatch.
+	DeadLetter DeadLetterID
+	// Replay identifies this replay of the letter, a new id for every replay; empty in a
+	// scheduler's dispatch.
+	Replay string
 }
 
 var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
 
-// FromContext returns the dispatch when ctx belongs to a scheduler's dispatch of req, the
-// request the handler was given. The requests that handler sends are not that dispatch: for
-// them it reports false.
+// FromContext returns the dispatch when ctx belongs to a scheduler's dispatch of req, or to a
+// replay of the dead letter whose request req is, req being the request the handler was given.
+// The requests that handler sends are not that dispatch: for them it reports false.
 func FromContext(ctx context.Context, req any) (Dispatch, bool) { return dispatchKey.GetFor(ctx, req) }

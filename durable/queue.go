@@ -48,6 +48,15 @@ func (q *Queue) Close() error { return q.store.Close() }
 // outcome under a fence, so a late completion from a worker whose lease ran out is rejected.
 // Call it in every instance, once the mediator is built.
 //
+// It refuses wiring mistakes, each of which would otherwise fail or crash on the first item: a
+// nil sender (a nil *mediator.Mediator included), a mediator that was not built (matching
+// mediator.ErrNotBuilt), and one without a handler for some of the request types registered
+// on q or scheduled on it (one error naming every such type, each matching
+// mediator.ErrNoHandler). A sender that is not a *mediator.Mediator and does not list its
+// pipelines cannot be asked and is taken as it is; an item it turns away with
+// mediator.ErrNoHandler for the item's type waits, not attempted, as an item of a name this
+// instance does not know does (Config.Recheck), for an instance that can run it.
+//
 // It refuses a cfg with negative values or durations that would derive to zero, and fails
 // with ErrStarted while the scheduler runs and with ErrStopped once Shutdown was called: a
 // queue schedules once.
@@ -64,7 +73,7 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := q.checkSchedules(sender); err != nil {
+	if err := q.checkHandlers(sender); err != nil {
 		return err
 	}
 	if err := s.Start(); err != nil {

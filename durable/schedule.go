@@ -232,23 +232,6 @@ func (q *Queue) schedule(t reflect.Type, name, spec string, newRequest func() an
 	return nil
 }
 
-// checkSchedules reports the scheduled request types sender has no handler for.
-func (q *Queue) checkSchedules(sender mediator.Sender) error {
-	p, ok := sender.(pipelineLister)
-	if !ok {
-		return nil
-	}
-	var errs []error
-	for _, e := range q.schedules.list() {
-		if _, err := p.Pipeline(e.typ); err != nil {
-			if _, missing := errors.AsType[*mediator.NoHandlerError](err); missing {
-				errs = append(errs, fmt.Errorf("durable: Start: schedule %q: %w", e.name, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Schedules lists the schedules in the queue's database, in name order.
 func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	rows, err := q.store.Schedules(ctx)

@@ -205,6 +205,7 @@ type scheduler struct {
 	inflight    map[store.Fence]struct{}
 	parked      map[string]bool // breaker keys that closed: their parked items are to be freed
 	unknown     map[string]bool // request names found and not registered, already warned about
+	unhandled   map[string]bool // request names the sender has no handler for, already warned about
 	result      error           // Shutdown's outcome, set before finished is closed
 	cause       error           // why the dispatches were cancelled, once they were
 	interrupted int             // attempts recorded as interrupted
@@ -247,8 +248,11 @@ const (
 // *mediator.Mediator). Start it with Start and stop it with Shutdown. It refuses a
 // configuration with negative values or durations that would derive to zero.
 func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*scheduler, error) {
-	if q == nil || sender == nil {
-		return nil, errors.New("durable: Start: a sender (the mediator) is required")
+	if q == nil {
+		return nil, errors.New("durable: Start: nil queue")
+	}
+	if err := checkSender("Start", sender); err != nil {
+		return nil, err
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -259,6 +263,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		inflight:  map[store.Fence]struct{}{},
 		parked:    map[string]bool{},
 		unknown:   map[string]bool{},
+		unhandled: map[string]bool{},
 		stop:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		unpark:    make(chan struct{}, 1),
@@ -742,7 +747,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	if errors.Is(err, ErrUnknownRequest) {
 		// An instance on another version (a rolling deploy) may know the name: not attempted,
 		// looked at again later, by whichever instance claims it.
-		s.warnUnknown(c.Name)
+		s.warnOnce(s.unknown, c.Name, "durable: request name not registered in this instance; its items wait for an instance that knows it")
 		comp.State, comp.NextAt, comp.Error = store.StatePending, now.Add(s.q.recheck), err.Error()
 		return comp
 	}
@@ -772,6 +777,12 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	switch {
 	case err == nil:
 		comp.State, comp.Outcome = store.StateSucceeded, store.OutcomeSucceeded
+	case noHandler(err, req):
+		// The sender has no handler for it (one Start could not ask): not attempted, looked at
+		// again later, by whichever instance claims it, as an unknown name is.
+		s.warnOnce(s.unhandled, c.Name, "durable: no handler for the request in this instance; its items wait for an instance that has one")
+		comp.StartedAt = time.Time{}
+		comp.State, comp.NextAt, comp.Error = store.StatePending, comp.EndedAt.Add(s.q.recheck), err.Error()
 	case behaviors.Refused(err, req):
 		// A behavior of the pipeline turned it away before the handler ran (an open breaker
 		// that opened since the check, a full bulkhead): no attempt.
@@ -809,15 +820,15 @@ func (s *scheduler) park(comp store.Completion, key string, remaining time.Durat
 	return comp
 }
 
-// warnUnknown logs, once per name, that this instance does not know a request name it found.
-func (s *scheduler) warnUnknown(name string) {
+// warnOnce logs msg once per request name in seen (unknown or unhandled): this instance cannot
+// run the items of name, which wait.
+func (s *scheduler) warnOnce(seen map[string]bool, name, msg string) {
 	s.mu.Lock()
-	seen := s.unknown[name]
-	s.unknown[name] = true
+	warned := seen[name]
+	seen[name] = true
 	s.mu.Unlock()
-	if !seen {
-		s.cfg.Logger.Warn("durable: request name not registered in this instance; its items wait for an instance that knows it",
-			zap.String("instance", s.cfg.InstanceID), zap.String("name", name), zap.Duration("recheck", s.q.recheck))
+	if !warned {
+		s.cfg.Logger.Warn(msg, zap.String("instance", s.cfg.InstanceID), zap.String("name", name), zap.Duration("recheck", s.q.recheck))
 	}
 }
 

@@ -314,8 +314,9 @@ func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner, actor s
 	return d, Busy, nil
 }
 
-// abandonedReplay is the error of an abandoned replay event.
-const abandonedReplay = "the replay stopped before it finished (its process died or lost the database) and its lease ran out"
+// abandonedReplay is the error of an abandoned replay event: the replay's outcome was never
+// recorded, so whether its handler ran, and how it ended, is not known.
+const abandonedReplay = "outcome unknown: the replay's outcome was never recorded (its process died or lost the database) and its lease ran out; its handler may have run, and succeeded"
 
 // ExtendReplay moves owner's replay lease on id to until; it reports false when owner no
 // longer holds it.
@@ -369,6 +370,22 @@ func (s *Store) FinishReplay(ctx context.Context, id DeadLetterID, owner string,
 		return false, fmt.Errorf("durable: record replay of dead letter %d: %w", id, err)
 	}
 	return applied, nil
+}
+
+// ReplayRecorded reports whether ev, the event of a replay of id, is in the letter's timeline:
+// a FinishReplay whose answer was lost may have committed all the same.
+func (s *Store) ReplayRecorded(ctx context.Context, id DeadLetterID, ev Event) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, s.e.rebind(`SELECT 1 FROM switchboard_dead_letter_events
+	WHERE dead_letter_id = ? AND kind = ? AND actor = ? AND started_at = ? AND ended_at = ? AND outcome = ?`),
+		int64(id), ev.Kind, ev.Actor, micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("durable: look for the replay of dead letter %d: %w", id, err)
+	}
+	return true, nil
 }
 
 // Discard makes the failed letter id discarded and appends ev, in one transaction, unless a
