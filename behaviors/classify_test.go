@@ -10,10 +10,12 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -126,5 +128,47 @@ func TestRefusedNamesTheRequestRefused(t *testing.T) {
 	<-done
 	if !errors.Is(err, bulkhead.ErrFull) || !behaviors.Refused(err, second) {
 		t.Fatalf("bulkhead refusal %v", err)
+	}
+}
+
+// A retried call whose earlier attempts reached the handler and whose last attempt met an open
+// breaker was made: it is a failure, not a refusal, for observers and the durable scheduler.
+func TestRetriedCallRefusedLastIsNotARefusal(t *testing.T) {
+	reg := breaker.NewRegistry(breaker.Config{Key: endpointKey})
+	calls := 0
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, q *Call) (*Reply, error) {
+		calls++
+		if calls == 2 {
+			// Another caller trips the breaker while this call retries.
+			if err := reg.Trip(q.Endpoint); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil, &statusErr{Code: 503}
+	})
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Nanosecond}}))
+	m.Use(breaker.New(reg))
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	req := &Call{Endpoint: "flaky"}
+	_, err := mediator.Send(context.Background(), m, req)
+	if !errors.Is(err, breaker.ErrOpen) || calls != 2 {
+		t.Fatalf("want the third attempt refused after two handler calls; got %v after %d calls", err, calls)
+	}
+	if behaviors.Refused(err, req) {
+		t.Fatalf("Refused(%v) = true, but the handler ran twice", err)
+	}
+	if got := behaviors.OutcomeOf(context.Background(), req, err); got != behaviors.OutcomeFailure {
+		t.Fatalf("OutcomeOf = %q, want %q", got, behaviors.OutcomeFailure)
+	}
+
+	// A call every attempt of which was refused is still a refusal.
+	only := &Call{Endpoint: "flaky"}
+	calls = 0
+	_, err = mediator.Send(context.Background(), m, only)
+	if calls != 0 || !behaviors.Refused(err, only) {
+		t.Fatalf("all attempts refused: calls %d, Refused %v (%v)", calls, behaviors.Refused(err, only), err)
 	}
 }

@@ -50,13 +50,25 @@ type refusal interface {
 	Request() any
 }
 
+// handlerReacher is implemented by the errors of behaviors that call next more than once (the
+// retry behavior's *retry.ExhaustedError): HandlerReached reports whether any of those calls
+// reached the handler, though the last one was refused.
+type handlerReacher interface {
+	error
+	HandlerReached() bool
+}
+
 // Refused reports whether err says that the call of req was turned away before it reached its
 // handler: by the circuit breaker or the bulkhead of req's own pipeline. Such a call did not
 // happen, so a scheduler that counts attempts does not count it. A refusal of another request
 // (one that req's handler sent, whose error the handler returned) is not req's: req's handler
-// did run.
+// did run. Nor is a retried call whose earlier attempts reached the handler and whose last
+// attempt was refused: the dependency was called and failed, and that is what the call says.
 func Refused(err error, req any) bool {
 	if req == nil || !reflect.TypeOf(req).Comparable() {
+		return false
+	}
+	if h, ok := errors.AsType[handlerReacher](err); ok && h.HandlerReached() {
 		return false
 	}
 	r, ok := errors.AsType[refusal](err)

@@ -373,7 +373,7 @@ const (
 // write is tried again, with backoff, under the replay's lease, which is kept extended, until
 // it lands (Replay then returns as above, later) or the lease is gone: another replay took the
 // letter, or no extension reached the database for ReplayLease. Replay then returns an error
-// saying the outcome is unknown (with no Resolution), and the letter's timeline will say so
+// matching ErrOutcomeUnknown (with no Resolution), and the letter's timeline will say so
 // too, once its lease has run out and it is replayed or looked at again: never that it failed.
 // This wait is past ctx's end, which does not cut it short: the handler's outcome is worth
 // the caller's wait of at most ReplayLease.
@@ -434,8 +434,8 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLette
 		if herr != nil {
 			did = fmt.Sprintf("its handler failed (%v)", herr)
 		}
-		return "", fmt.Errorf("durable: dead letter %d: the replay ran and %s, but its outcome could not be recorded before its lease was gone, so the outcome is unknown to the queue: the letter stays failed, and its timeline will show the replay as abandoned, outcome unknown, once the lease runs out: %w",
-			id, did, err)
+		return "", fmt.Errorf("durable: dead letter %d: the replay ran and %s, but its outcome could not be recorded before its lease was gone, so the outcome is unknown to the queue: the letter stays failed, and its timeline will show the replay as abandoned, outcome unknown, once the lease runs out: %w: %w",
+			id, did, ErrOutcomeUnknown, err)
 	case !applied:
 		return Conflict, fmt.Errorf("durable: dead letter %d: the replay ran (error: %v) but its lease ran out first and another replay or discard took the letter; nothing was recorded: %w",
 			id, herr, ErrConflict)

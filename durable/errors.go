@@ -20,10 +20,12 @@ var (
 	ErrStopped = errors.New("durable: scheduler stopped")
 	// ErrStarted reports a scheduler started while it runs.
 	ErrStarted = errors.New("durable: scheduler already started")
-	// ErrOutcomeUnknown reports an enqueue (or a deferral's write) whose outcome cannot be
-	// known: the insert was sent, and then the caller's deadline passed or the connection was
-	// lost before the answer came back, so the item may or may not have been stored. It is
-	// returned as an *OutcomeUnknownError carrying the item's token.
+	// ErrOutcomeUnknown reports a write whose outcome cannot be known. From an enqueue (or a
+	// deferral's write): the insert was sent, and then the caller's deadline passed or the
+	// connection was lost before the answer came back, so the item may or may not have been
+	// stored; it is returned as an *OutcomeUnknownError carrying the item's token. From a
+	// replay: the handler ran, but its outcome could not be recorded before the replay's lease
+	// was gone (see Queue.Replay).
 	ErrOutcomeUnknown = errors.New("durable: outcome unknown")
 	// ErrPayloadTooLarge reports a request whose encoded payload is longer than
 	// Config.MaxPayloadBytes; nothing was stored. It is returned as a *PayloadTooLargeError.

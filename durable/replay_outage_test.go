@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -288,7 +289,7 @@ func TestReplayOutcomeUnknownWhenLeaseIsGone(t *testing.T) {
 		return nil
 	}})
 	res, err := o.q.Replay(ctx, m, id, "ops")
-	if res != "" || err == nil || !strings.Contains(err.Error(), "handler succeeded") || !strings.Contains(err.Error(), "outcome is unknown") {
+	if res != "" || err == nil || !strings.Contains(err.Error(), "handler succeeded") || !strings.Contains(err.Error(), "outcome is unknown") || !errors.Is(err, durable.ErrOutcomeUnknown) {
 		t.Errorf("Replay with the database gone for longer than the lease = %q, %v; want no resolution and an error saying the success was not recorded", res, err)
 	}
 	if err := o.srv.restart(); err != nil {

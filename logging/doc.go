@@ -25,7 +25,8 @@
 // the values of the metrics' outcome label and the spans' switchboard.outcome) and, unless it
 // succeeded, error (the error's text: an error that prints its own stack with %+v does not put
 // it on the line). breaker is the circuit breaker's key: from the error of a call an open
-// breaker refused or whose failure tripped it, and for every call when Config.Breakers is set.
+// breaker refused or whose failure tripped it, and, when Config.Breakers is set, for every call
+// of a request type whose pipeline has a breaker.
 // When the call's context carries a valid OpenTelemetry span context (the tracing behavior's
 // span, or the caller's), trace_id and span_id name it. Config.Fields adds the application's
 // fields (an event id, a tenant) to every entry written.

@@ -254,6 +254,11 @@ func TestRefusalKeysAreBounded(t *testing.T) {
 		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: k})
 		require.ErrorIs(t, err, bulkhead.ErrFull)
 	}
+	// k1 and k2 refuse once more, held back: their windows outlive the interval.
+	for _, k := range keys[:2] {
+		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: k})
+		require.ErrorIs(t, err, bulkhead.ErrFull)
+	}
 	close(hold)
 	wg.Wait()
 	var refused []string
@@ -267,6 +272,26 @@ func TestRefusalKeysAreBounded(t *testing.T) {
 	assert.Contains(t, refused[0], `"k1"`)
 	assert.Contains(t, refused[1], `"k2"`)
 	assert.Contains(t, refused[2], `"k3"`)
+
+	// After the interval, the shared window's next entry counts the refusals of k4 and k5
+	// as shared: they were not k3's, nor are they this entry's key's alone.
+	clock.advance(time.Minute)
+	hold, wg = make(chan struct{}), sync.WaitGroup{}
+	wg.Go(func() { _, _ = mediator.Send(context.Background(), m, &Call{Endpoint: "k5"}) })
+	<-entered
+	_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "k5"})
+	require.ErrorIs(t, err, bulkhead.ErrFull)
+	close(hold)
+	wg.Wait()
+	var last map[string]any
+	for _, e := range logs.AllUntimed() {
+		if e.ContextMap()["outcome"] == "rejected" {
+			last = e.ContextMap()
+		}
+	}
+	assert.Contains(t, last["error"], `"k5"`)
+	assert.Equal(t, int64(2), last["suppressed_shared"], "%v", last)
+	assert.NotContains(t, last, "suppressed")
 }
 
 // With zap's production options (a stack from error up) a failure's entry carries no stack:

@@ -35,8 +35,9 @@ func newLimiter(clock behaviors.Clock, every time.Duration, keys int) *limiter {
 }
 
 // allow reports whether an entry of key may be written now and, when it may, how many entries
-// of key were held back since the last one written.
-func (l *limiter) allow(key string) (bool, int) {
+// of key were held back since the last one written, and whether key shares the overflow
+// window (the count is then that of every key in it).
+func (l *limiter) allow(key string) (ok bool, suppressed int, shared bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,13 +53,14 @@ func (l *limiter) allow(key string) (bool, int) {
 			w = &l.overflow
 		}
 	}
+	shared = w == &l.overflow
 	if !w.last.IsZero() && now.Sub(w.last) < l.every {
 		w.suppressed++
-		return false, 0
+		return false, 0, shared
 	}
 	n := w.suppressed
 	w.last, w.suppressed = now, 0
-	return true, n
+	return true, n, shared
 }
 
 // sweep forgets the windows whose interval has passed with nothing held back: the next entry

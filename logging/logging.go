@@ -72,8 +72,9 @@ type Config struct {
 	// RefusalKeys bounds the keys whose refusals are rate-limited one by one. Beyond it, a key
 	// shares one window with every other key that did not fit, so a flood of distinct keys
 	// costs bounded memory and writes at most one line per RefusalEvery between them.
-	// Default 1024: more breakers than most services have, at about 100 bytes each. Negative
-	// is an error.
+	// Such a key's entry counts the refusals held back in its suppressed_shared field (those
+	// of every key in the shared window, not its own alone). Default 1024: more breakers than
+	// most services have, at about 100 bytes each. Negative is an error.
 	RefusalKeys int
 	// Inner is the level of the entries of inner requests (sent with the context of a request
 	// that is in flight through this behavior: by its handler, or by the handlers of the
@@ -319,10 +320,10 @@ func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int)
 	if ce == nil {
 		return
 	}
-	suppressed := 0
+	suppressed, shared := 0, false
 	if c.outcome == behaviors.OutcomeRejected && level == b.refusal.Level() {
 		ok := false
-		if ok, suppressed = b.refusals.allow(b.refusalKey(c.req, c.err)); !ok {
+		if ok, suppressed, shared = b.refusals.allow(b.refusalKey(c.req, c.err)); !ok {
 			return
 		}
 	}
@@ -353,7 +354,11 @@ func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int)
 	if key, ok := b.breakerKey(c.req, c.err); ok {
 		fields = append(fields, zap.String("breaker", key))
 	}
-	if suppressed > 0 {
+	switch {
+	case suppressed > 0 && shared:
+		// The count is of every key beyond RefusalKeys, not of this entry's key alone.
+		fields = append(fields, zap.Int("suppressed_shared", suppressed))
+	case suppressed > 0:
 		fields = append(fields, zap.Int("suppressed", suppressed))
 	}
 	if outer != "" {

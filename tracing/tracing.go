@@ -205,7 +205,8 @@ func OnRetry(ctx context.Context, e retry.Event) {
 // (switchboard.fallback.outcome: answered, declined, failed or cancelled), the error it handled
 // (switchboard.error) and, when its function failed, that function's error
 // (switchboard.fallback.error); and a switchboard.breaker.rejected event when the error handled
-// is an open breaker's refusal. A dispatch a fallback answered succeeds, so without it the span
+// is an open breaker's refusal and the fallback did not decline it (a declined error reaches
+// the dispatch's end, which records the refusal). A dispatch a fallback answered succeeds, so without it the span
 // would not show that the answer was degraded. It does nothing when the span is not recording.
 func OnFallback(ctx context.Context, f fallback.Fallback) {
 	span := trace.SpanFromContext(ctx)
@@ -217,7 +218,11 @@ func OnFallback(ctx context.Context, f fallback.Fallback) {
 		attrs = append(attrs, keyFallbackError.String(errorText(f.FallbackErr)))
 	}
 	span.AddEvent(eventFallback, trace.WithAttributes(attrs...))
-	rejected(span, f.Err)
+	if f.Verdict != fallback.Declined {
+		// A declined fallback passes the error on unchanged: the dispatch's end records the
+		// refusal in it, once.
+		rejected(span, f.Err)
+	}
 }
 
 // Propagator returns the durable.Propagator that stores the trace context of the caller that

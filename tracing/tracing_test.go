@@ -379,3 +379,30 @@ func TestNoAllocationBeyondTheSpanWhenNotSampled(t *testing.T) {
 	}
 	t.Logf("not sampled: %v allocations per dispatch, all of them the tracer's Start", with-base)
 }
+
+// A fallback that declines an open breaker's refusal passes it on unchanged: the span has one
+// rejection event, the dispatch's, not one from the fallback hook too.
+func TestDeclinedFallbackRecordsTheRejectionOnce(t *testing.T) {
+	rec, tp := recorder(t)
+	reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "payments" }})
+	p, _ := reg.Gate("payments")
+	p.Success()
+	if err := reg.Trip("payments"); err != nil {
+		t.Fatal(err)
+	}
+	handler := func(context.Context, *Charge) (*Receipt, error) { return &Receipt{}, nil }
+	answer := func(context.Context, *Charge, error) (*Receipt, error) { return &Receipt{ID: "later"}, nil }
+	never := func(context.Context, any, error) bool { return false }
+	declining := build(t, handler, tracing.New(tracing.Config{TracerProvider: tp}), breaker.New(reg),
+		fallback.NewFor(answer, fallback.Config{When: never, OnFallback: tracing.OnFallback}))
+	if _, err := mediator.Send(context.Background(), declining, &Charge{}); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatal(err)
+	}
+	s := rec.Ended()[0]
+	if got, want := eventNames(s), []string{"switchboard.fallback", "switchboard.breaker.rejected", "exception"}; !equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if a := attrs(s.Events()[0].Attributes); a["switchboard.fallback.outcome"].AsString() != "declined" {
+		t.Errorf("fallback event %v", s.Events()[0].Attributes)
+	}
+}

@@ -69,5 +69,10 @@ func (e *ExhaustedError) As(target any) bool {
 	return e.handlerErr != nil && errors.As(e.handlerErr, target)
 }
 
+// HandlerReached reports whether an attempt reached the handler although the last one was
+// refused (an open breaker, a full bulkhead): the call was made and failed, so observers and
+// the durable scheduler report it as a failure and an attempt, not as a refusal.
+func (e *ExhaustedError) HandlerReached() bool { return e.handlerErr != nil }
+
 // Unwrap returns the last attempt's error.
 func (e *ExhaustedError) Unwrap() error { return e.Err }
