@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -347,4 +348,71 @@ func TestDashboardNoticeExpires(t *testing.T) {
 		poll(`!__visibleNotice()`),
 		chromedp.KeyEvent(kb.Escape),
 	))
+}
+
+// Times read the same whatever the operator's zone: shown in UTC with their Z (the local
+// time, with its offset, in the title), and the From/To filters read as UTC unless they give
+// a zone. The browser runs in India (+05:30) so that a local reading would show.
+func TestDashboardTimesAndFiltersAreUTC(t *testing.T) {
+	_, url := startFake(t)
+	tab := newBrowser(t, 1280, 800)
+	_, err := chromedp.Call(tab, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"})
+	must(t, err)
+	login(t, tab, url)
+	must(t, chromedp.Do(tab,
+		poll(`document.querySelector("#sched-rows tr")`),
+		chromedp.Evaluate[chromedp.Void](layoutJS),
+	))
+	eval := func(expr string) []string {
+		t.Helper()
+		out, err := chromedp.Run(tab, chromedp.Evaluate[[]string](expr))
+		must(t, err)
+		return out
+	}
+	if bad := eval(`__layout.badTimes()`); len(bad) > 0 {
+		t.Errorf("times without a zone: %q", bad)
+	}
+	title := eval(`[document.querySelector(` + js(rowSel(4)+` time`) + `).title, document.querySelector(` + js(rowSel(4)+` time`) + `).textContent]`)
+	if !strings.HasSuffix(title[0], "+05:30") || !strings.HasSuffix(title[1], "Z") {
+		t.Errorf("a time reads %q with the title %q; want UTC, and the local time in the title", title[1], title[0])
+	}
+
+	// The run log: one time per run with how long it took.
+	must(t, chromedp.Do(tab,
+		chromedp.Click(chromedp.CSS(`#sched-rows tr[data-key="crm-pull"] [data-act=runs]`)),
+		chromedp.WaitVisible(chromedp.ID("runs-dialog")),
+	))
+	runs, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("runs-list").innerText`))
+	must(t, err)
+	if !strings.Contains(runs, "took 4 s") || strings.Contains(runs, "→") {
+		t.Errorf("the run log reads %q", runs)
+	}
+	if bad := eval(`__layout.badTimes()`); len(bad) > 0 {
+		t.Errorf("times without a zone in the run log: %q", bad)
+	}
+	must(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("runs-close")), chromedp.WaitNotVisible(chromedp.ID("runs-dialog"))))
+
+	// A From that is not a time is refused, naming it, and nothing is filtered.
+	must(t, chromedp.Do(tab,
+		chromedp.SendKeys(chromedp.ID("f-from"), "yesterday"),
+		chromedp.Click(chromedp.CSS(`#dl-filters button[type=submit]`)),
+		poll(`document.getElementById("notice").textContent.indexOf('From "yesterday" is not a time') >= 0`),
+		poll(`document.getElementById("f-from").getAttribute("aria-invalid") === "true"`),
+		poll(`document.getElementById("dl-range").textContent === "1–6 of 6"`),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("f-from").value = ""`),
+	))
+	// To, before letter 4 was created: as UTC without a zone, and the same instant with one.
+	created := eval(`[document.querySelector(` + js(rowSel(4)+` time`) + `).textContent]`)[0]
+	at, err := time.Parse(time.RFC3339, created)
+	must(t, err)
+	for _, to := range []string{created, at.In(time.FixedZone("", 5*3600+1800)).Format("2006-01-02T15:04:05-07:00"), strings.TrimSuffix(created, "Z")} {
+		must(t, chromedp.Do(tab,
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("f-to").value = `+js(to)),
+			chromedp.Click(chromedp.CSS(`#dl-filters button[type=submit]`)),
+			poll(`document.getElementById("dl-range").textContent === "1–3 of 3"`),
+			chromedp.WaitVisible(chromedp.CSS(rowSel(3))),
+			chromedp.Click(chromedp.ID("f-clear")),
+			poll(`document.getElementById("dl-range").textContent === "1–6 of 6"`),
+		))
+	}
 }

@@ -97,8 +97,12 @@
     noticeTimer = setTimeout(function () { notify(""); }, isError ? 2 * ttl : ttl);
   }
 
-  // startAction clears the notice of the previous action as the next one starts.
-  function startAction() { notify(""); }
+  // startAction clears what the previous action reported (its notice, a bulk action's
+  // results) as the next one starts.
+  function startAction() {
+    notify("");
+    $("bulk-results").hidden = true;
+  }
 
   function failed(err) {
     notify(err && err.message ? err.message : String(err), true);
