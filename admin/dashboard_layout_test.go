@@ -129,6 +129,19 @@ const layoutJS = `window.__layout = (function () {
   };
 })();`
 
+// measure waits for ready, defines __layout in the page, and returns a function that
+// evaluates a JavaScript expression whose value is a list of strings.
+func measure(t *testing.T, tab context.Context, ready chromedp.Action[chromedp.Void]) func(expr string) []string {
+	t.Helper()
+	must(t, chromedp.Do(tab, ready, chromedp.Evaluate[chromedp.Void](layoutJS)))
+	return func(expr string) []string {
+		t.Helper()
+		out, err := chromedp.Run(tab, chromedp.Evaluate[[]string](expr))
+		must(t, err)
+		return out
+	}
+}
+
 // layoutFake is the fake API with what the layout must cope with: two- and three-digit ids,
 // dotted request names, URL keys, an error too long for its cell, a letter of a batch run
 // (no item, no recorded attempt), a zero-length attempt, and no schedule.
@@ -165,16 +178,7 @@ func testDashboardLayout(t *testing.T, width, height int) {
 	_, url := layoutFake(t)
 	tab := newBrowser(t, width, height)
 	login(t, tab, url)
-	must(t, chromedp.Do(tab,
-		chromedp.WaitVisible(chromedp.CSS(rowSel(123))),
-		chromedp.Evaluate[chromedp.Void](layoutJS),
-	))
-	eval := func(expr string) []string {
-		t.Helper()
-		out, err := chromedp.Run(tab, chromedp.Evaluate[[]string](expr))
-		must(t, err)
-		return out
-	}
+	eval := measure(t, tab, chromedp.WaitVisible(chromedp.CSS(rowSel(123))))
 	screenshot(t, tab, "dashboard")
 	noSideways := func(what string) {
 		t.Helper()
@@ -359,16 +363,7 @@ func TestDashboardTimesAndFiltersAreUTC(t *testing.T) {
 	_, err := chromedp.Call(tab, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"})
 	must(t, err)
 	login(t, tab, url)
-	must(t, chromedp.Do(tab,
-		poll(`document.querySelector("#sched-rows tr")`),
-		chromedp.Evaluate[chromedp.Void](layoutJS),
-	))
-	eval := func(expr string) []string {
-		t.Helper()
-		out, err := chromedp.Run(tab, chromedp.Evaluate[[]string](expr))
-		must(t, err)
-		return out
-	}
+	eval := measure(t, tab, poll(`document.querySelector("#sched-rows tr")`))
 	if bad := eval(`__layout.badTimes()`); len(bad) > 0 {
 		t.Errorf("times without a zone: %q", bad)
 	}
