@@ -385,7 +385,13 @@ func TestDashboardTimesAndFiltersAreUTC(t *testing.T) {
 	if bad := eval(`__layout.badTimes()`); len(bad) > 0 {
 		t.Errorf("times without a zone in the run log: %q", bad)
 	}
-	must(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("runs-close")), chromedp.WaitNotVisible(chromedp.ID("runs-dialog"))))
+	// The dialog's close event gives the focus back to the Runs button: wait for it, or the
+	// keys typed next would follow the focus there.
+	must(t, chromedp.Do(tab,
+		chromedp.Click(chromedp.ID("runs-close")),
+		chromedp.WaitNotVisible(chromedp.ID("runs-dialog")),
+		poll(`document.activeElement === document.querySelector('#sched-rows tr[data-key="crm-pull"] [data-act=runs]')`),
+	))
 
 	// A From that is not a time is refused, naming it, and nothing is filtered.
 	must(t, chromedp.Do(tab,
