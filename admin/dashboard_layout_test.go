@@ -322,6 +322,12 @@ func TestDashboardNoticeExpires(t *testing.T) {
 	_, url := startFake(t)
 	tab := newBrowser(t, 1280, 800)
 	login(t, tab, url)
+	// Every notice shown is recorded as [text, its time], however short it lives.
+	must(t, chromedp.Do(tab, chromedp.Evaluate[chromedp.Void](`window.__notices = [];
+	  new MutationObserver(function () {
+	    var n = document.getElementById("notice");
+	    if (n.textContent) window.__notices.push([n.textContent, (n.querySelector("time") || {}).textContent || ""]);
+	  }).observe(document.getElementById("notice"), { childList: true, subtree: true, characterData: true });`)))
 	reset := func(key string) {
 		t.Helper()
 		must(t, chromedp.Do(tab,
@@ -329,14 +335,14 @@ func TestDashboardNoticeExpires(t *testing.T) {
 			chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
 			chromedp.Click(chromedp.ID("confirm-ok")),
 			chromedp.WaitVisible(chromedp.CSS(breakerSel(key)+`[data-state=closed]`)),
-			poll(`document.getElementById("notice").textContent.indexOf(`+js(key)+`) >= 0`),
+			poll(`__notices.some(function (n) { return n[0].indexOf(`+js(key)+`) >= 0; })`),
 		))
 	}
 	// The lifetime is read from the element (data-ttl-ms), so the test need not wait for the
 	// default one.
 	must(t, chromedp.Do(tab, chromedp.Evaluate[chromedp.Void](`document.getElementById("notice").dataset.ttlMs = "400"`)))
 	reset("mailer")
-	stamp, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector("#notice time") || {}).textContent || ""`))
+	stamp, err := chromedp.Run(tab, chromedp.Evaluate[string](`__notices.filter(function (n) { return n[0].indexOf("mailer") >= 0; })[0][1]`))
 	must(t, err)
 	if !strings.HasSuffix(stamp, "Z") {
 		t.Errorf("the notice's time reads %q; want a time with its zone", stamp)
@@ -347,6 +353,7 @@ func TestDashboardNoticeExpires(t *testing.T) {
 	must(t, chromedp.Do(tab, chromedp.Evaluate[chromedp.Void](`document.getElementById("notice").dataset.ttlMs = "600000"`)))
 	reset("search-index")
 	must(t, chromedp.Do(tab,
+		poll(`__visibleNotice() && document.getElementById("notice").textContent.indexOf("search-index") >= 0`),
 		chromedp.Click(chromedp.CSS(breakerSel("mailer")+` [data-act=trip]`)),
 		chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
 		poll(`!__visibleNotice()`),
@@ -385,12 +392,13 @@ func TestDashboardTimesAndFiltersAreUTC(t *testing.T) {
 	if bad := eval(`__layout.badTimes()`); len(bad) > 0 {
 		t.Errorf("times without a zone in the run log: %q", bad)
 	}
-	// The dialog's close event gives the focus back to the Runs button: wait for it, or the
-	// keys typed next would follow the focus there.
+	// The page gives the focus back to the Runs button on the dialog's close event, which
+	// comes after the dialog is hidden: wait for it, or it takes the focus from the field
+	// typed into next.
 	must(t, chromedp.Do(tab,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("runs-dialog").addEventListener("close", function () { window.__runsClosed = true; }, { once: true })`),
 		chromedp.Click(chromedp.ID("runs-close")),
-		chromedp.WaitNotVisible(chromedp.ID("runs-dialog")),
-		poll(`document.activeElement === document.querySelector('#sched-rows tr[data-key="crm-pull"] [data-act=runs]')`),
+		poll(`window.__runsClosed === true`),
 	))
 
 	// A From that is not a time is refused, naming it, and nothing is filtered.
