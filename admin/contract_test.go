@@ -88,6 +88,12 @@ func TestEmptyBearerIsUnauthorized(t *testing.T) {
 		}
 	}
 	want(t, do(t, f.h, "GET", "/api/breakers", "", "Authorization", "Bearer wrong"), http.StatusForbidden)
+
+	// An empty bearer carries no credentials, so a session cookie beside it still counts.
+	login := bearer(t, f, "POST", "/api/session", "")
+	want(t, login, http.StatusOK)
+	cookie := login.Result().Cookies()[0]
+	want(t, do(t, f.h, "GET", "/api/breakers", "", "Authorization", "Bearer ", "Cookie", cookie.Name+"="+cookie.Value), http.StatusOK)
 }
 
 // Bulk ids are numbers or decimal strings (the operator contract has ids: string[]); they

@@ -86,8 +86,8 @@ func (s *sessions) end(id string) {
 	s.mu.Unlock()
 }
 
-// authorized runs h for an authorized principal. A request with an Authorization header is
-// judged by the Authorizer; otherwise a valid session cookie authorizes it, and a
+// authorized runs h for an authorized principal. A request whose Authorization header carries
+// credentials is judged by the Authorizer; otherwise a valid session cookie authorizes it, and a
 // state-changing request made with the cookie must carry the session's CSRF token; otherwise
 // the Authorizer judges it (an application's own single sign-on cookie, for example).
 func (s *server) authorized(h handlerFunc) http.Handler {
