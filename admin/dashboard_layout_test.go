@@ -289,10 +289,7 @@ func testDashboardLayout(t *testing.T, width, height int) {
 	}
 	must(t, chromedp.Do(tab, chromedp.Evaluate[chromedp.Void](`document.getElementById("inspect-timeline").scrollIntoView({block: "nearest"})`)))
 	viewportScreenshot(t, tab, "inspect-batch")
-	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.ID("inspect-close")),
-		chromedp.WaitNotVisible(chromedp.ID("inspect-dialog")),
-	))
+	closeDialog(t, tab, "inspect-dialog", "inspect-close")
 	openInspect(t, tab, 10)
 	twice := eval(`Array.prototype.filter.call(document.querySelectorAll("#inspect-timeline li"), function (li) {
 	  var ts = Array.prototype.map.call(li.querySelectorAll("time"), function (e) { return e.textContent; });
@@ -392,14 +389,7 @@ func TestDashboardTimesAndFiltersAreUTC(t *testing.T) {
 	if bad := eval(`__layout.badTimes()`); len(bad) > 0 {
 		t.Errorf("times without a zone in the run log: %q", bad)
 	}
-	// The page gives the focus back to the Runs button on the dialog's close event, which
-	// comes after the dialog is hidden: wait for it, or it takes the focus from the field
-	// typed into next.
-	must(t, chromedp.Do(tab,
-		chromedp.Evaluate[chromedp.Void](`document.getElementById("runs-dialog").addEventListener("close", function () { window.__runsClosed = true; }, { once: true })`),
-		chromedp.Click(chromedp.ID("runs-close")),
-		poll(`window.__runsClosed === true`),
-	))
+	closeDialog(t, tab, "runs-dialog", "runs-close")
 
 	// A From that is not a time is refused, naming it, and nothing is filtered.
 	must(t, chromedp.Do(tab,

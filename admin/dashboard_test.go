@@ -148,6 +148,18 @@ func openInspect(t *testing.T, tab context.Context, id int64) {
 	))
 }
 
+// closeDialog closes the dialog with the button closeID and waits for the dialog's close
+// event: the page gives the focus back to the dialog's opener then, which scrolls it into
+// view, after the dialog is hidden. A click aimed, or keys typed, before that can miss.
+func closeDialog(t *testing.T, tab context.Context, dialogID, closeID string) {
+	t.Helper()
+	must(t, chromedp.Do(tab,
+		chromedp.Evaluate[chromedp.Void](`window.__closed = false; document.getElementById(`+js(dialogID)+`).addEventListener("close", function () { window.__closed = true; }, { once: true })`),
+		chromedp.Click(chromedp.ID(closeID)),
+		poll(`window.__closed === true`),
+	))
+}
+
 // tabTo presses Tab until the element matching sel has the focus.
 func tabTo(t *testing.T, tab context.Context, sel string) {
 	t.Helper()
@@ -343,9 +355,8 @@ func TestDashboardDeadLetters(t *testing.T) {
 	must(t, chromedp.Do(tab,
 		chromedp.Click(chromedp.CSS(rowSel(5)+` [data-act=inspect]`)),
 		poll(`document.getElementById("inspect-payload").textContent === "not json: <b>raw</b> bytes"`),
-		chromedp.Click(chromedp.ID("inspect-close")),
-		chromedp.WaitNotVisible(chromedp.ID("inspect-dialog")),
 	))
+	closeDialog(t, tab, "inspect-dialog", "inspect-close")
 
 	// Discard needs a reason.
 	must(t, chromedp.Do(tab,
