@@ -427,7 +427,7 @@ func testDeadLetterRoutes(t *testing.T, qcfg durable.Config) {
 	if d, _, _ := f.q.DeadLetter(ctx, f.letters[2]); d.Status != durable.DeadLetterFailed || d.RetryCount != 1 {
 		t.Fatalf("101 ids did something: %+v", d)
 	}
-	for _, body := range []string{`{}`, `{"ids": []}`, `{"ids": ["1"]}`, `{"ids": [0]}`, `{"ids": [1.5]}`, `{"ids": 1}`, `[1]`, `{"ids": [1]} {}`, `{"ids": [1], "reason": "x"}`} {
+	for _, body := range []string{`{}`, `{"ids": []}`, `{"ids": ["one"]}`, `{"ids": [0]}`, `{"ids": [1.5]}`, `{"ids": 1}`, `[1]`, `{"ids": [1]} {}`, `{"ids": [1], "reason": "x"}`} {
 		res := auth(t, f.h, "POST", "/api/dead-letters/replay", body)
 		if res.Code != http.StatusBadRequest {
 			t.Fatalf("bulk replay %s: %d, want 400", body, res.Code)

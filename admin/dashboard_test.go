@@ -3,7 +3,8 @@ package admin_test
 // Browser tests of the dashboard (ui/) with chromedp driving headless Chromium. They run
 // against fakeAPI (fakeapi_test.go), an in-memory implementation of the API contract mounted
 // under /admin/, so they need no database. Without a chromium binary they skip, or fail when
-// CI=true. Set SWITCHBOARD_UPDATE_SCREENSHOT=1 to rewrite docs/dashboard.png.
+// CI=true. Screenshots go to $SWITCHBOARD_SCREENSHOTS, else to the test's artifact directory
+// (go test -artifacts); set SWITCHBOARD_UPDATE_SCREENSHOT=1 to rewrite docs/dashboard.png.
 
 import (
 	"context"
@@ -25,13 +26,14 @@ import (
 const testToken = "s3cret-admin-token"
 
 // probeScript runs before the page's own scripts and records what a strict CSP refused and
-// every uncaught error, so a test can fail on them.
+// every uncaught error, so a test can fail on them; it also defines __visibleNotice.
 const probeScript = `window.__problems = [];
 document.addEventListener("securitypolicyviolation", function (e) {
   window.__problems.push("CSP refused " + e.violatedDirective + ": " + e.blockedURI);
 });
 window.addEventListener("error", function (e) { window.__problems.push("error: " + e.message); });
-window.addEventListener("unhandledrejection", function (e) { window.__problems.push("unhandled rejection: " + e.reason); });`
+window.addEventListener("unhandledrejection", function (e) { window.__problems.push("unhandled rejection: " + e.reason); });
+window.__visibleNotice = function () { var n = document.getElementById("notice"); return !!(n && n.textContent && n.offsetHeight); };`
 
 func chromiumPath(t *testing.T) string {
 	t.Helper()
@@ -133,6 +135,28 @@ func login(t *testing.T, tab context.Context, url string) {
 		chromedp.WaitVisible(chromedp.ID("app")),
 		chromedp.WaitVisible(chromedp.CSS(`#breakers li.breaker`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dl-rows tr`)),
+	))
+}
+
+// openInspect opens the inspect dialog of the dead letter id and waits for its data.
+func openInspect(t *testing.T, tab context.Context, id int64) {
+	t.Helper()
+	must(t, chromedp.Do(tab,
+		chromedp.Click(chromedp.CSS(rowSel(id)+` [data-act=inspect]`)),
+		chromedp.WaitVisible(chromedp.ID("inspect-dialog")),
+		poll(`document.getElementById("inspect-title").textContent === "Dead letter `+strconv.FormatInt(id, 10)+`"`),
+	))
+}
+
+// closeDialog closes the dialog with the button closeID and waits for the dialog's close
+// event: the page gives the focus back to the dialog's opener then, which scrolls it into
+// view, after the dialog is hidden. A click aimed, or keys typed, before that can miss.
+func closeDialog(t *testing.T, tab context.Context, dialogID, closeID string) {
+	t.Helper()
+	must(t, chromedp.Do(tab,
+		chromedp.Evaluate[chromedp.Void](`window.__closed = false; document.getElementById(`+js(dialogID)+`).addEventListener("close", function () { window.__closed = true; }, { once: true })`),
+		chromedp.Click(chromedp.ID(closeID)),
+		poll(`window.__closed === true`),
 	))
 }
 
@@ -295,11 +319,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	must(t, chromedp.Do(tab, poll(`document.querySelector(`+js(rowSel(4)+` [data-f=error]`)+`).textContent.indexOf("<script>") >= 0 && !document.querySelector("#dl-rows script")`)))
 
 	// Inspect: pretty-printed payload, error, timeline; then replay from the dialog.
-	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(rowSel(1)+` [data-act=inspect]`)),
-		chromedp.WaitVisible(chromedp.ID("inspect-dialog")),
-		poll(`document.getElementById("inspect-title").textContent === "Dead letter 1"`),
-	))
+	openInspect(t, tab, 1)
 	payload, err := chromedp.Run(tab, chromedp.TextContent(chromedp.ID("inspect-payload")))
 	must(t, err)
 	want := "{\n  \"email\": \"ann@example\",\n  \"name\": \"Ann\",\n  \"tags\": [\n    \"vip\",\n    \"eu\"\n  ]\n}"
@@ -335,9 +355,8 @@ func TestDashboardDeadLetters(t *testing.T) {
 	must(t, chromedp.Do(tab,
 		chromedp.Click(chromedp.CSS(rowSel(5)+` [data-act=inspect]`)),
 		poll(`document.getElementById("inspect-payload").textContent === "not json: <b>raw</b> bytes"`),
-		chromedp.Click(chromedp.ID("inspect-close")),
-		chromedp.WaitNotVisible(chromedp.ID("inspect-dialog")),
 	))
+	closeDialog(t, tab, "inspect-dialog", "inspect-close")
 
 	// Discard needs a reason.
 	must(t, chromedp.Do(tab,
@@ -435,14 +454,8 @@ func TestDashboardPhoneWidthHasNoHorizontalScroll(t *testing.T) {
 		}
 	}
 	check("the dashboard")
-	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(t.ArtifactDir(), "dashboard-390.png"), png, 0o644))
-	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(rowSel(1)+` [data-act=inspect]`)),
-		chromedp.WaitVisible(chromedp.ID("inspect-dialog")),
-		poll(`document.getElementById("inspect-title").textContent === "Dead letter 1"`),
-	))
+	screenshot(t, tab, "dashboard-390")
+	openInspect(t, tab, 1)
 	check("the inspect dialog")
 	fits, err := chromedp.Run(tab, chromedp.Evaluate[bool](`document.getElementById("inspect-dialog").getBoundingClientRect().right <= window.innerWidth`))
 	must(t, err)
@@ -464,7 +477,7 @@ func TestDashboardScreenshot(t *testing.T) {
 	))
 	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
 	must(t, err)
-	out := filepath.Join(t.ArtifactDir(), "dashboard.png")
+	out := filepath.Join(screenshotDir(t), "dashboard.png")
 	must(t, os.WriteFile(out, png, 0o644))
 	t.Logf("screenshot: %s", out)
 	if os.Getenv("SWITCHBOARD_UPDATE_SCREENSHOT") != "" {

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +62,11 @@ type resolutionBody struct {
 }
 
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ string) {
-	f, err := deadLetterFilter(r.URL.Query())
+	q, ok := query(w, r, deadLetterParams...)
+	if !ok {
+		return
+	}
+	f, err := deadLetterFilter(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -85,27 +87,18 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ strin
 }
 
 // deadLetterParams are the query parameters of the listing.
-var deadLetterParams = map[string]bool{"status": true, "source": true, "from": true, "to": true, "limit": true, "offset": true}
+var deadLetterParams = []string{"status", "source", "from", "to", "limit", "offset"}
 
-// deadLetterFilter reads the listing's query; every malformed value is an error naming it.
+// deadLetterFilter reads the listing's query, whose names query has checked; every malformed
+// value is an error naming it.
 func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 	var f durable.DeadLetterFilter
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(q)) {
-		switch {
-		case !deadLetterParams[name]:
-			// A misspelt filter would otherwise be ignored and show letters the operator did
-			// not ask for.
-			errs = append(errs, fmt.Errorf("unknown query parameter %q: want status, source, from, to, limit or offset", name))
-		case len(q[name]) > 1:
-			errs = append(errs, fmt.Errorf("query parameter %q is given %d times: give it once", name, len(q[name])))
-		}
-	}
 	switch st := durable.DeadLetterStatus(q.Get("status")); st {
 	case "", durable.DeadLetterFailed, durable.DeadLetterReplayed, durable.DeadLetterDiscarded:
 		f.Status = st
 	default:
-		errs = append(errs, fmt.Errorf("status %q: want failed, replayed or discarded", st))
+		errs = append(errs, fmt.Errorf("status %s: want failed, replayed or discarded", quote(string(st))))
 	}
 	f.Source = q.Get("source")
 	for _, t := range []struct {
@@ -115,7 +108,7 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 		if v := q.Get(t.name); v != "" {
 			at, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, v))
+				errs = append(errs, fmt.Errorf("%s %s: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, quote(v)))
 			}
 			*t.to = at
 		}
@@ -131,23 +124,6 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 		errs = append(errs, err)
 	}
 	return f, errors.Join(errs...)
-}
-
-// intParam reads the integer query parameter name, absent meaning 0; it must be at least
-// minimum and, when maximum >= 0, at most maximum.
-func intParam(q url.Values, name string, minimum, maximum int) (int, error) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < minimum || (maximum >= 0 && n > maximum) {
-		if maximum >= 0 {
-			return 0, fmt.Errorf("%s %q: want an integer from %d to %d", name, v, minimum, maximum)
-		}
-		return 0, fmt.Errorf("%s %q: want an integer of at least %d", name, v, minimum)
-	}
-	return n, nil
 }
 
 // letterID reads the {id} wildcard; it answers 400 and returns false when it is not a
@@ -252,13 +228,46 @@ func (s *server) answerResolution(w http.ResponseWriter, r *http.Request, id dur
 }
 
 type bulkRequest struct {
-	IDs    []int64 `json:"ids"`
-	Reason string  `json:"reason"`
+	IDs    []bulkID `json:"ids"`
+	Reason string   `json:"reason"`
+}
+
+// bulkID is one id of a bulk body: a JSON number or a string of decimal digits ("42"), since
+// clients send either (the operator contract has ids as strings: a JavaScript number cannot
+// hold every 64-bit id).
+type bulkID int64
+
+// UnmarshalJSON reads a positive integer, as a number or a string of decimal digits; anything
+// else is a badIDError naming it.
+func (id *bulkID) UnmarshalJSON(b []byte) error {
+	digits, shown := string(b), cut(string(b), maxQuoted)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &digits); err != nil {
+			return badIDError{shown}
+		}
+		shown = quote(digits)
+	}
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return badIDError{shown}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 {
+		return badIDError{shown}
+	}
+	*id = bulkID(n)
+	return nil
+}
+
+// badIDError reports a bulk id that is not a positive integer; id is as the body gave it.
+type badIDError struct{ id string }
+
+func (e badIDError) Error() string {
+	return `field "ids": ` + e.id + ` is not a dead letter id (a positive integer, as a number or a string of decimal digits); nothing was done`
 }
 
 // bulkIDs decodes a bulk body and checks its ids (1 to 100 positive integers) and, when
 // reason is wanted, its reason; it answers 400 and returns false otherwise.
-func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]int64, reason *string) ([]durable.DeadLetterID, bool) {
+func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]bulkID, reason *string) ([]durable.DeadLetterID, bool) {
 	if !decodeBody(w, r, body) {
 		return nil, false
 	}
@@ -274,12 +283,8 @@ func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]int64, rea
 		return nil, false
 	}
 	out := make([]durable.DeadLetterID, len(*ids))
-	seen := make(map[int64]bool, len(*ids))
-	for i, id := range *ids {
-		if id <= 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(`field "ids": %d is not a dead letter id (a positive integer); nothing was done`, id))
-			return nil, false
-		}
+	seen := make(map[bulkID]bool, len(*ids))
+	for i, id := range *ids { // each a positive integer: bulkID.UnmarshalJSON saw to it
 		if seen[id] {
 			// A repeated id would replay its letter twice in one request.
 			writeError(w, http.StatusBadRequest, fmt.Sprintf(`field "ids": %d appears more than once; nothing was done`, id))
@@ -293,7 +298,7 @@ func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]int64, rea
 
 func (s *server) replayDeadLetters(w http.ResponseWriter, r *http.Request, principal string) {
 	var body struct {
-		IDs []int64 `json:"ids"`
+		IDs []bulkID `json:"ids"`
 	}
 	ids, ok := bulkIDs(w, r, &body, &body.IDs, nil)
 	if !ok {
@@ -332,5 +337,3 @@ func (s *server) answerBulk(w http.ResponseWriter, r *http.Request, results []du
 		Results []resolutionBody `json:"results"`
 	}{out})
 }
-
-func quote(s string) string { return strconv.Quote(s) }

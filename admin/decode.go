@@ -58,7 +58,10 @@ func decodeJSON(body io.Reader, v any) error {
 func describeJSONError(err error) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var badID badIDError
 	switch {
+	case errors.As(err, &badID):
+		return badID
 	case errors.As(err, &syntax):
 		return fmt.Errorf("malformed JSON body at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):

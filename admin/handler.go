@@ -5,10 +5,12 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 )
@@ -74,8 +76,15 @@ func (s *server) routes() {
 	})
 	assets := http.StripPrefix("/assets/", http.FileServerFS(mustSub(ui, "assets")))
 	s.mux.Handle("GET /assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		notFound := "no dashboard asset " + r.URL.Path
+		if strings.HasSuffix(r.URL.Path, "/") {
+			// The directory is not listed: the page names the files it loads.
+			writeError(w, http.StatusNotFound, notFound)
+			return
+		}
 		w.Header().Set("Cache-Control", "no-cache")
-		assets.ServeHTTP(w, r)
+		// The file server's plain-text 404 becomes a JSON error like every other answer.
+		assets.ServeHTTP(&muxError{ResponseWriter: w, r: r, notFound: notFound}, r)
 	}))
 
 	s.api("GET /api/session", s.getSession)
@@ -166,18 +175,24 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// muxError turns the mux's plain-text 404 and 405 into JSON errors.
+// muxError turns the plain-text 404 and 405 of the mux (or of the asset file server) into
+// JSON errors.
 type muxError struct {
 	http.ResponseWriter
-	r       *http.Request
-	swallow bool
+	r        *http.Request
+	notFound string // the 404's message; "" means "no route <method> <path>"
+	swallow  bool
 }
 
 func (m *muxError) WriteHeader(code int) {
 	switch code {
 	case http.StatusNotFound:
 		m.swallow = true
-		writeError(m.ResponseWriter, code, "no route "+m.r.Method+" "+m.r.URL.Path)
+		msg := m.notFound
+		if msg == "" {
+			msg = "no route " + m.r.Method + " " + m.r.URL.Path
+		}
+		writeError(m.ResponseWriter, code, msg)
 	case http.StatusMethodNotAllowed:
 		m.swallow = true
 		writeError(m.ResponseWriter, code, "method "+m.r.Method+" not allowed for "+m.r.URL.Path+"; allowed: "+m.Header().Get("Allow"))
@@ -206,8 +221,26 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
+// maxErrorBytes bounds the message of an error answer: a request can make a long one (a
+// path or parameter name of a megabyte echoed back), and a client needs only its start.
+const maxErrorBytes = 1024
+
+// writeError answers status with {"error": msg}, msg cut to maxErrorBytes.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
+	writeJSON(w, status, errorBody{Error: cut(msg, maxErrorBytes)})
+}
+
+// cut returns s when it has at most n bytes, else its first bytes up to n (on a rune
+// boundary) followed by an ellipsis and the number of bytes left out.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + fmt.Sprintf("… (%d more bytes)", len(s)-i)
 }
 
 // internal answers a failure the client cannot fix: the details go to the log, not to the

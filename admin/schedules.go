@@ -48,7 +48,11 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string)
 }
 
 func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) {
-	limit, err := intParam(r.URL.Query(), "limit", 1, 1000)
+	q, ok := query(w, r, "limit")
+	if !ok {
+		return
+	}
+	limit, err := intParam(q, "limit", 1, 1000)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -86,13 +86,13 @@ func (s *sessions) end(id string) {
 	s.mu.Unlock()
 }
 
-// authorized runs h for an authorized principal. A request with an Authorization header is
-// judged by the Authorizer; otherwise a valid session cookie authorizes it, and a
+// authorized runs h for an authorized principal. A request whose Authorization header carries
+// credentials is judged by the Authorizer; otherwise a valid session cookie authorizes it, and a
 // state-changing request made with the cookie must carry the session's CSRF token; otherwise
 // the Authorizer judges it (an application's own single sign-on cookie, for example).
 func (s *server) authorized(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "" {
+		if !presentsCredentials(r) {
 			if sess, _, ok := s.cookieSession(r); ok {
 				if !safeMethod(r.Method) && !csrfMatches(r.Header.Get(csrfHeader), sess.csrf) {
 					writeError(w, http.StatusForbidden, "missing or wrong "+csrfHeader+" header: a state-changing request with the session cookie must carry the session's CSRF token")
@@ -121,15 +121,27 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool
 		return p, true
 	case errors.Is(err, ErrForbidden):
 		writeError(w, http.StatusForbidden, "forbidden: not an admin")
-	case r.Header.Get("Authorization") != "":
+	case presentsCredentials(r):
 		// Credentials were presented and refused: the caller is known to have tried, and asking
 		// again (401) would not help. 401 is for a request that presented none.
 		writeError(w, http.StatusForbidden, "forbidden: the credentials are not an admin's (wrong token)")
+	case r.Header.Get("Authorization") != "":
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized: the Authorization header names the Bearer scheme with no token; send Authorization: Bearer <token>, or a session cookie")
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token>, or a session cookie")
 	}
 	return "", false
+}
+
+// presentsCredentials reports whether r's Authorization header carries credentials: an
+// absent or blank header, or the Bearer scheme with no token after it (a client whose token
+// variable was empty), carries none.
+func presentsCredentials(r *http.Request) bool {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	scheme, tok, _ := strings.Cut(h, " ")
+	return h != "" && !(strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) == "")
 }
 
 func (s *server) cookieSession(r *http.Request) (session, string, bool) {
@@ -180,7 +192,7 @@ func (s *server) postSession(w http.ResponseWriter, r *http.Request) {
 // again, so that a reloaded dashboard can go on (a cross-site page cannot read the answer).
 func (s *server) getSession(w http.ResponseWriter, r *http.Request, p string) {
 	body := sessionBody{Principal: p}
-	if r.Header.Get("Authorization") == "" {
+	if !presentsCredentials(r) {
 		if sess, _, ok := s.cookieSession(r); ok {
 			body.CSRFToken = sess.csrf
 		}

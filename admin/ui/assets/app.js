@@ -77,10 +77,31 @@
 
   // ---- notices ------------------------------------------------------------------------
 
-  function notify(text, isError) {
+  // A notice reports the last action (or a failed refresh) with the time it happened. It is
+  // cleared when the next action starts, replaced by the next notice, and goes away on its
+  // own after data-ttl-ms (twice that for an error): a stale notice would read as news.
+  var noticeTimer = 0;
+
+  function notify(text, isError, kind) {
     var n = $("notice");
-    n.textContent = text;
+    clearTimeout(noticeTimer);
+    n.textContent = "";
     n.classList.toggle("is-error", !!isError);
+    delete n.dataset.kind;
+    if (!text) return;
+    if (kind) n.dataset.kind = kind;
+    n.appendChild(document.createTextNode(text + " "));
+    var now = new Date();
+    n.appendChild(el("time", { className: "when", datetime: now.toISOString() }, isoUTC(now)));
+    var ttl = Number(n.dataset.ttlMs) || 8000;
+    noticeTimer = setTimeout(function () { notify(""); }, isError ? 2 * ttl : ttl);
+  }
+
+  // startAction clears what the previous action reported (its notice, a bulk action's
+  // results) as the next one starts.
+  function startAction() {
+    notify("");
+    $("bulk-results").hidden = true;
   }
 
   function failed(err) {
@@ -89,17 +110,93 @@
 
   // ---- formatting ---------------------------------------------------------------------
 
+  // Times are shown in ISO 8601, in UTC with its Z, as the API gives them and as server logs
+  // usually have them: one reading for every operator whatever their zone. The title gives
+  // the operator's local time, with its offset.
+  function pad(n) { return String(n).padStart(2, "0"); }
+
+  function isoUTC(d) { return d.toISOString().replace(/\.\d{3}Z$/, "Z"); }
+
+  function isoLocal(d) {
+    var off = -d.getTimezoneOffset(), a = Math.abs(off);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      (off >= 0 ? "+" : "-") + pad(Math.floor(a / 60)) + ":" + pad(a % 60);
+  }
+
   function fmtTime(s) {
     if (!s) return "–";
     var d = new Date(s);
     if (isNaN(d.getTime())) return String(s);
-    return d.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    return isoUTC(d);
   }
 
+  // timeEl is a <time> of the RFC 3339 string s ("–" when absent).
   function timeEl(s) {
     var t = el("time", null, fmtTime(s));
-    if (s) t.setAttribute("datetime", String(s));
+    if (s) {
+      t.setAttribute("datetime", String(s));
+      var d = new Date(s);
+      if (!isNaN(d.getTime())) t.title = "Local time " + isoLocal(d);
+    }
     return t;
+  }
+
+  // relative says how long ago (or in how long) s is, by the operator's clock: "3 min ago".
+  function relative(s) {
+    var t = Date.parse(s);
+    if (!s || isNaN(t)) return "";
+    var ms = t - Date.now(), sec = Math.round(Math.abs(ms) / 1000);
+    if (sec < 10) return ms < 0 ? "just now" : "in a few seconds";
+    var n, unit;
+    if (sec < 60) { n = sec; unit = "s"; }
+    else if (sec < 90 * 60) { n = Math.round(sec / 60); unit = "min"; }
+    else if (sec < 48 * 3600) { n = Math.round(sec / 3600); unit = "h"; }
+    else { n = Math.round(sec / 86400); unit = "d"; }
+    return ms < 0 ? n + " " + unit + " ago" : "in " + n + " " + unit;
+  }
+
+  // whenEl is the time s with, beside it, how long ago it is.
+  function whenEl(s) {
+    var span = el("span", { className: "stamp" });
+    span.appendChild(timeEl(s));
+    var rel = relative(s);
+    if (rel) span.appendChild(el("span", { className: "rel" }, rel));
+    return span;
+  }
+
+  // fmtDuration is a duration in milliseconds: "0 ms", "120 ms", "1.5 s", "2 min 5 s".
+  function fmtDuration(ms) {
+    if (ms < 1000) return Math.max(0, Math.round(ms)) + " ms";
+    if (ms < 60000) return String(Math.round(ms / 100) / 10) + " s";
+    var s = Math.round(ms / 1000);
+    return Math.floor(s / 60) + " min " + (s % 60) + " s";
+  }
+
+  // span of an attempt or run: its start, and how long it took (one time, never the same one
+  // twice), or that no end was recorded.
+  function spanEls(parent, start, end) {
+    parent.appendChild(timeEl(start));
+    var a = Date.parse(start), b = Date.parse(end);
+    if (end && !isNaN(a) && !isNaN(b)) parent.appendChild(document.createTextNode(", took " + fmtDuration(b - a)));
+    else if (start) parent.appendChild(document.createTextNode(", no end recorded"));
+  }
+
+  // breakable is s as text with a line-break opportunity (<wbr>) after each separator of
+  // names, keys and URLs (/ . ? & - _ : @ ,), so that they wrap between their parts and
+  // never in the middle of a word.
+  function breakable(s) {
+    var f = document.createDocumentFragment();
+    String(s).split(/(?<=[\/.?&\-_:@,])/).forEach(function (part, i) {
+      if (i > 0) f.appendChild(document.createElement("wbr"));
+      f.appendChild(document.createTextNode(part));
+    });
+    return f;
+  }
+
+  function setBreakable(e, s) {
+    e.textContent = "";
+    e.appendChild(breakable(s));
   }
 
   function fmtRemaining(ms) {
@@ -139,6 +236,7 @@
 
   // confirmAction opens the confirmation dialog and resolves to true when confirmed.
   function confirmAction(title, text, okLabel) {
+    startAction();
     var d = $("confirm-dialog");
     $("confirm-title").textContent = title;
     $("confirm-text").textContent = text;
@@ -156,6 +254,7 @@
 
   // askReason opens the discard dialog and resolves to the reason, or null when cancelled.
   function askReason(title) {
+    startAction();
     var d = $("discard-dialog");
     $("discard-title").textContent = title;
     $("discard-reason").value = "";
@@ -267,9 +366,13 @@
       section("dl-title", api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters)),
       section("sched-title", api("GET", "api/schedules").then(renderSchedules))
     ]).then(function () {
-      $("updated").textContent = "Updated " + new Date().toLocaleTimeString();
+      var now = new Date(), u = $("updated");
+      u.textContent = "Updated ";
+      u.appendChild(el("time", { datetime: now.toISOString(), title: "Local time " + isoLocal(now) }, isoUTC(now).slice(11)));
+      // A refresh that worked makes the notice of one that failed stale.
+      if ($("notice").dataset.kind === "refresh") notify("");
     }, function (err) {
-      if (polling) failed(err);
+      if (polling) notify("Refresh failed: " + (err && err.message ? err.message : String(err)), true, "refresh");
     }).then(function () {
       inFlight = null;
       schedule();
@@ -338,12 +441,12 @@
     var st = li.querySelector("[data-f=state]");
     st.textContent = b.state;
     st.className = "badge s-" + String(b.state).replace(/[^a-z_-]/gi, "");
-    li.querySelector("[data-f=key]").textContent = b.key;
+    setBreakable(li.querySelector("[data-f=key]"), b.key);
     li.querySelector("[data-f=failures]").textContent = b.failures + (b.failures === 1 ? " failure" : " failures");
     li.querySelector("[data-act=reset]").setAttribute("aria-label", "Reset breaker " + b.key);
     li.querySelector("[data-act=trip]").setAttribute("aria-label", "Trip breaker " + b.key);
     li.querySelector("[data-act=trip]").disabled = b.state === "open";
-    if (b.opened_at) li.title = "Opened " + fmtTime(b.opened_at);
+    if (b.opened_at) li.title = "Opened " + fmtTime(b.opened_at) + " (" + relative(b.opened_at) + ")";
     else li.removeAttribute("title");
   }
 
@@ -352,11 +455,18 @@
     Array.prototype.forEach.call($("breakers").children, function (li) {
       var c = li.querySelector("[data-f=countdown]");
       var end = deadlines[li.dataset.key];
+      var half = li.dataset.state === "half-open";
+      c.classList.toggle("is-half-open", half);
       if (li.dataset.state !== "open" || end === undefined) {
-        c.textContent = li.dataset.state === "half-open" ? "probe allowed" : "";
+        // Half-open is a normal step, not an alarm: the cooldown is over and the next call is
+        // let through as a trial. It can last a long time when no call comes.
+        c.textContent = half ? "next call is a trial" : "";
+        if (half) c.title = "Half-open: the cooldown is over. The next call goes through as a trial: a success closes the breaker, a failure opens it again.";
+        else c.removeAttribute("title");
         delete c.dataset.remainingS;
         return;
       }
+      c.removeAttribute("title");
       var ms = end - now;
       c.dataset.remainingS = String(Math.max(0, Math.ceil(ms / 1000)));
       c.textContent = ms > 0 ? "probe in " + fmtRemaining(ms) : "probe due";
@@ -396,10 +506,17 @@
 
   // ---- dead letters -------------------------------------------------------------------
 
-  function localToRFC3339(v) {
+  // filterTime reads a From or To field: an ISO 8601 date, or date and time, in UTC unless it
+  // gives a zone. It returns the RFC 3339 time, "" for an empty field, or null when invalid.
+  function filterTime(v) {
+    v = v.trim();
     if (!v) return "";
-    var d = new Date(v);
-    return isNaN(d.getTime()) ? "" : d.toISOString();
+    var m = /^(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d)(:\d\d(?:\.\d+)?)?)?\s*(Z|[+-]\d\d:?\d\d)?$/i.exec(v);
+    if (!m) return null;
+    var zone = (m[4] || "Z").toUpperCase();
+    if (zone !== "Z" && zone.indexOf(":") < 0) zone = zone.slice(0, 3) + ":" + zone.slice(3);
+    var d = new Date(m[1] + "T" + (m[2] || "00:00") + (m[3] || ":00") + zone);
+    return isNaN(d.getTime()) ? null : d.toISOString();
   }
 
   function dlQuery() {
@@ -407,7 +524,7 @@
     p.set("status", $("f-status").value || "failed");
     var src = $("f-source").value.trim();
     if (src) p.set("source", src);
-    var from = localToRFC3339($("f-from").value), to = localToRFC3339($("f-to").value);
+    var from = filterTime($("f-from").value), to = filterTime($("f-to").value);
     if (from) p.set("from", from);
     if (to) p.set("to", to);
     p.set("limit", $("f-limit").value);
@@ -417,21 +534,32 @@
 
   $("dl-filters").addEventListener("submit", function (ev) {
     ev.preventDefault();
+    startAction();
+    var bad = ["f-from", "f-to"].filter(function (id) { return filterTime($(id).value) === null; });
+    ["f-from", "f-to"].forEach(function (id) { $(id).setAttribute("aria-invalid", String(bad.indexOf(id) >= 0)); });
+    if (bad.length) {
+      notify((bad[0] === "f-from" ? "From" : "To") + " " + JSON.stringify($(bad[0]).value.trim()) + " is not a time: give an ISO 8601 date or date and time, such as 2026-01-31T08:00Z.", true);
+      $(bad[0]).focus();
+      return;
+    }
     page.offset = 0;
     selected.clear();
     refresh();
   });
   $("f-clear").addEventListener("click", function () {
+    startAction();
     $("dl-filters").reset();
     page.offset = 0;
     selected.clear();
     refresh();
   });
   $("dl-prev").addEventListener("click", function () {
+    startAction();
     page.offset = Math.max(0, page.offset - Number($("f-limit").value));
     refresh();
   });
   $("dl-next").addEventListener("click", function () {
+    startAction();
     page.offset += Number($("f-limit").value);
     refresh();
   });
@@ -454,7 +582,21 @@
     $("dl-prev").disabled = page.offset === 0;
     $("dl-next").disabled = page.offset + list.length >= page.total;
     updateSelection();
+    measureErrors();
   }
+
+  // measureErrors offers "Show all" on the errors their cell cuts (two lines), and only there.
+  function measureErrors() {
+    Array.prototype.forEach.call($("dl-rows").children, function (tr) {
+      var cellEl = tr.querySelector("[data-f=error]");
+      var text = cellEl.querySelector(".err-text"), more = cellEl.querySelector("button.more");
+      var open = cellEl.classList.contains("is-open");
+      more.hidden = !open && text.scrollHeight <= text.clientHeight + 1;
+      more.textContent = open ? "Show less" : "Show all";
+      more.setAttribute("aria-expanded", String(open));
+    });
+  }
+  window.addEventListener("resize", measureErrors);
 
   function cell(label, cls) {
     var td = el("td", cls ? { className: cls } : null);
@@ -478,7 +620,13 @@
     tr.appendChild(cell("Key", "mono")).setAttribute("data-f", "key");
     var err = cell("Error", "err");
     err.setAttribute("data-f", "error");
-    err.appendChild(el("span"));
+    err.appendChild(el("span", { className: "err-text", id: "dl-err-" + d.id }));
+    var more = el("button", { type: "button", className: "more", "aria-expanded": "false", "aria-controls": "dl-err-" + d.id, hidden: "" }, "Show all");
+    more.addEventListener("click", function () {
+      err.classList.toggle("is-open");
+      measureErrors();
+    });
+    err.appendChild(more);
     tr.appendChild(err);
     tr.appendChild(cell("Status")).setAttribute("data-f", "status");
     tr.appendChild(cell("Retries", "num")).setAttribute("data-f", "retries");
@@ -503,19 +651,24 @@
     tr.classList.toggle("is-selected", box.checked);
     tr.querySelector("[data-f=id]").textContent = String(d.id);
     var src = tr.querySelector("[data-f=source]");
-    src.textContent = d.source;
-    if (d.name && d.name !== d.source) src.appendChild(el("div", { className: "mono" }, d.name));
-    tr.querySelector("[data-f=key]").textContent = d.key || "–";
-    var err = tr.querySelector("[data-f=error] span");
+    setBreakable(src, d.source);
+    if (d.name && d.name !== d.source) {
+      var nm = el("div", { className: "mono" });
+      nm.appendChild(breakable(d.name));
+      src.appendChild(nm);
+    }
+    setBreakable(tr.querySelector("[data-f=key]"), d.key || "–");
+    var err = tr.querySelector("[data-f=error] .err-text");
     err.textContent = d.error || "";
     err.title = d.error || "";
+    tr.querySelector("[data-f=error] button.more").setAttribute("aria-label", "Show the whole error of " + label);
     var st = tr.querySelector("[data-f=status]");
     st.textContent = "";
     st.appendChild(badge(d.status));
     tr.querySelector("[data-f=retries]").textContent = String(d.retry_count);
     var cr = tr.querySelector("[data-f=created]");
     cr.textContent = "";
-    cr.appendChild(timeEl(d.created_at));
+    cr.appendChild(whenEl(d.created_at));
     var failedLetter = d.status === "failed";
     tr.querySelector("[data-act=replay]").disabled = !failedLetter;
     tr.querySelector("[data-act=discard]").disabled = !failedLetter;
@@ -620,6 +773,7 @@
   // ---- inspect ------------------------------------------------------------------------
 
   function inspect(id) {
+    startAction();
     inspecting = id;
     loadInspect(id).then(function () {
       var d = $("inspect-dialog");
@@ -642,31 +796,49 @@
       var facts = $("inspect-facts");
       facts.textContent = "";
       [["Status", badge(d.status)], ["Source", d.source], ["Request", d.name], ["Key", d.key || "–"],
-       ["Item", d.item_id ? String(d.item_id) : "– (batch capture)"], ["Retries", String(d.retry_count)],
-       ["Created", timeEl(d.created_at)], ["Updated", timeEl(d.updated_at)]].forEach(function (f) {
+       ["Item", d.item_id ? String(d.item_id) : "none: a failed item of a batch run"], ["Retries", String(d.retry_count)],
+       ["Created", whenEl(d.created_at)], ["Updated", whenEl(d.updated_at)]].forEach(function (f) {
         facts.appendChild(el("dt", null, f[0]));
         var dd = el("dd");
-        if (typeof f[1] === "string") dd.textContent = f[1]; else dd.appendChild(f[1]);
+        if (typeof f[1] !== "string") dd.appendChild(f[1]);
+        else if (f[0] === "Source" || f[0] === "Request" || f[0] === "Key") dd.appendChild(breakable(f[1]));
+        else dd.textContent = f[1];
         facts.appendChild(dd);
       });
       $("inspect-error").textContent = d.error || "(none)";
       $("inspect-payload").textContent = prettyPayload(d.payload);
       var ol = $("inspect-timeline");
       ol.textContent = "";
-      if (tl.length === 0) ol.appendChild(el("li", null, "No events."));
+      if (!d.item_id) {
+        // A failed item of a batch run has no queue item, so no attempt of its own was
+        // recorded: its one entry is the failure the batch run captured.
+        var bli = el("li", { "data-kind": "batch" });
+        bli.appendChild(el("strong", null, "Failed in batch run " + d.source + " "));
+        bli.appendChild(badge("failed"));
+        var bw = el("span", { className: "when" }, " ");
+        bw.appendChild(timeEl(d.created_at));
+        bw.appendChild(document.createTextNode(" · a batch run records no attempts of its items; this is the failure it captured"));
+        bli.appendChild(bw);
+        if (d.error) bli.appendChild(el("span", { className: "err" }, d.error));
+        ol.appendChild(bli);
+      }
       tl.forEach(function (ev) {
         var li = el("li", { "data-kind": String(ev.kind) });
         var head = ev.kind === "attempt" ? "Attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" : String(ev.kind);
-        li.appendChild(el("strong", null, head + " "));
+        li.appendChild(el("strong", null, head + (ev.actor ? " by " + ev.actor : "") + " "));
         if (ev.outcome) li.appendChild(badge(ev.outcome));
-        var who = ev.actor ? " by " + ev.actor : "";
-        var where = ev.instance ? " on " + ev.instance : "";
-        var when = el("span", { className: "when" }, " " + fmtTime(ev.started_at) + (ev.ended_at && ev.ended_at !== ev.started_at ? " → " + fmtTime(ev.ended_at) : "") + who + where);
+        var when = el("span", { className: "when" }, " ");
+        if (ev.kind === "discard") when.appendChild(timeEl(ev.started_at));
+        else spanEls(when, ev.started_at, ev.ended_at);
+        if (ev.instance) when.appendChild(document.createTextNode(" · on " + ev.instance));
         li.appendChild(when);
         if (ev.reason) li.appendChild(el("span", { className: "reason" }, "Reason: " + ev.reason));
         if (ev.error) li.appendChild(el("span", { className: "err" }, ev.error));
         ol.appendChild(li);
       });
+      ol.hidden = ol.children.length === 0;
+      $("inspect-timeline-empty").hidden = ol.children.length > 0;
+      $("inspect-timeline-empty").textContent = "No attempt was recorded.";
       var canAct = d.status === "failed";
       $("inspect-replay").disabled = !canAct;
       $("inspect-discard").disabled = !canAct;
@@ -681,6 +853,7 @@
   function renderSchedules(data) {
     var list = (data && data.schedules) || [];
     $("sched-empty").hidden = list.length > 0;
+    $("sched-table").hidden = list.length === 0; // no header over an empty table
     syncList($("sched-rows"), list, function (s) { return s.name; }, function () {
       var tr = el("tr");
       ["Name", "Spec", "Next run", "Running on", "Last outcome"].forEach(function (l) { tr.appendChild(cell(l)); });
@@ -692,14 +865,17 @@
       return tr;
     }, function (tr, s) {
       var c = tr.children;
-      c[0].textContent = s.name;
+      setBreakable(c[0], s.name);
       c[1].textContent = s.spec + (s.location && s.location !== "UTC" ? " (" + s.location + ")" : "");
-      c[2].textContent = ""; c[2].appendChild(timeEl(s.next_run));
+      c[2].textContent = ""; c[2].appendChild(whenEl(s.next_run));
       c[3].textContent = s.running_on || "–";
       c[4].textContent = "";
       if (s.last_outcome) {
         c[4].appendChild(badge(s.last_outcome));
-        if (s.last_ended_at || s.last_started_at) c[4].appendChild(el("span", { className: "when" }, " " + fmtTime(s.last_ended_at || s.last_started_at)));
+        if (s.last_ended_at || s.last_started_at) {
+          c[4].appendChild(document.createTextNode(" "));
+          c[4].appendChild(whenEl(s.last_ended_at || s.last_started_at));
+        }
         if (s.last_error) c[4].appendChild(el("div", { className: "err" }, s.last_error));
       } else {
         c[4].textContent = "not run yet";
@@ -709,16 +885,24 @@
   }
 
   function showRuns(name) {
+    startAction();
     api("GET", "api/schedules/" + seg(name) + "/runs?limit=20").then(function (data) {
       $("runs-title").textContent = "Runs of " + name;
       var ol = $("runs-list");
       ol.textContent = "";
       var runs = (data && data.runs) || [];
-      if (runs.length === 0) ol.appendChild(el("li", null, "No runs yet."));
+      ol.hidden = runs.length === 0;
+      $("runs-empty").hidden = runs.length > 0;
       runs.forEach(function (r) {
         var li = el("li");
         li.appendChild(badge(r.outcome || "running"));
-        li.appendChild(el("span", { className: "when" }, " due " + fmtTime(r.due_at) + ", ran " + fmtTime(r.started_at) + (r.ended_at ? " → " + fmtTime(r.ended_at) : "") + (r.instance ? " on " + r.instance : "")));
+        var when = el("span", { className: "when" }, " due ");
+        when.appendChild(timeEl(r.due_at));
+        when.appendChild(document.createTextNode(" · ran "));
+        if (r.ended_at) spanEls(when, r.started_at, r.ended_at);
+        else { when.appendChild(timeEl(r.started_at)); when.appendChild(document.createTextNode(r.outcome ? "" : ", still running")); }
+        if (r.instance) when.appendChild(document.createTextNode(" · on " + r.instance));
+        li.appendChild(when);
         if (r.error) li.appendChild(el("span", { className: "err" }, r.error));
         ol.appendChild(li);
       });

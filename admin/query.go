@@ -1,0 +1,102 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxListed is how many problems an error answer lists before it counts the rest: enough to
+// fix a request, few enough that a request with thousands of bad parameters gets a short
+// answer.
+const maxListed = 5
+
+// maxQuoted bounds a value a message quotes back (a parameter's name or value, a path
+// segment): its first runes identify it.
+const maxQuoted = 64
+
+// quote quotes s for a message, cut to maxQuoted runes.
+func quote(s string) string {
+	if n := 0; len(s) > maxQuoted {
+		for i := range s {
+			if n == maxQuoted {
+				return strconv.Quote(s[:i]) + fmt.Sprintf("… (%d bytes)", len(s))
+			}
+			n++
+		}
+	}
+	return strconv.Quote(s)
+}
+
+// joinAtMost joins errs as errors.Join does, listing the first maxListed and counting the
+// others.
+func joinAtMost(errs []error) error {
+	if len(errs) <= maxListed {
+		return errors.Join(errs...)
+	}
+	return errors.Join(append(slices.Clip(errs[:maxListed]), fmt.Errorf("and %d more problems with the query", len(errs)-maxListed))...)
+}
+
+// query parses r's query and checks that it names only known parameters, each once. A query
+// net/url cannot parse (a bad escape, a semicolon, more parameters than it reads) is refused
+// rather than read in part: r.URL.Query() would drop what it could not parse, and with it
+// the filters. On failure it has answered 400 and returns false.
+func query(w http.ResponseWriter, r *http.Request, known ...string) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		msg := "the query cannot be parsed: " + err.Error()
+		if n := strings.Count(r.URL.RawQuery, "&") + 1; n > defaultMaxParams {
+			msg += fmt.Sprintf(" (it has %d parameters; net/url reads at most %d unless GODEBUG urlmaxqueryparams says otherwise)", n, defaultMaxParams)
+		}
+		writeError(w, http.StatusBadRequest, msg+"; nothing was read")
+		return nil, false
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(known, name):
+			// A misspelt filter would otherwise be ignored and show what was not asked for.
+			errs = append(errs, fmt.Errorf("unknown query parameter %s: want %s", quote(name), orList(known)))
+		case len(q[name]) > 1:
+			errs = append(errs, fmt.Errorf("query parameter %q is given %d times: give it once", name, len(q[name])))
+		}
+	}
+	if len(errs) > 0 {
+		writeError(w, http.StatusBadRequest, joinAtMost(errs).Error())
+		return nil, false
+	}
+	return q, true
+}
+
+// defaultMaxParams is the number of query parameters net/url parses by default.
+const defaultMaxParams = 10_000
+
+// orList is "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// intParam reads the integer query parameter name, absent meaning 0; it must be at least
+// minimum and, when maximum >= 0, at most maximum.
+func intParam(q url.Values, name string, minimum, maximum int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < minimum || (maximum >= 0 && n > maximum) {
+		if maximum >= 0 {
+			return 0, fmt.Errorf("%s %s: want an integer from %d to %d", name, quote(v), minimum, maximum)
+		}
+		return 0, fmt.Errorf("%s %s: want an integer of at least %d", name, quote(v), minimum)
+	}
+	return n, nil
+}
