@@ -13,8 +13,11 @@ import (
 )
 
 // Seal is the argument of the durable methods meant for the module's own packages: a package
-// outside the module cannot import this one, so it cannot write a Seal.
-type Seal struct{}
+// outside the module cannot import this one, so it cannot write a Seal (its unexported field
+// keeps an unnamed struct literal from standing in for one).
+type Seal struct{ _ sealed }
+
+type sealed struct{}
 
 // Queue is what the module's packages reach of a durable queue beyond its exported API. C is
 // the scheduler's configuration type (durable.SchedulerConfig).
