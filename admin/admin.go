@@ -11,6 +11,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -21,20 +22,48 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
+// Operations is what the queue routes call of a durable queue; a *durable.Queue is one. The
+// handler depends on these methods alone, so a test or another store can stand in for it.
+type Operations interface {
+	DeadLetters(ctx context.Context, f durable.DeadLetterFilter) ([]durable.DeadLetter, int, error)
+	DeadLetter(ctx context.Context, id durable.DeadLetterID) (durable.DeadLetter, []durable.TimelineEntry, error)
+	Replay(ctx context.Context, sender mediator.Sender, id durable.DeadLetterID, actor string) (durable.Resolution, error)
+	ReplayMany(ctx context.Context, sender mediator.Sender, ids []durable.DeadLetterID, actor string) ([]durable.BulkResult, error)
+	Discard(ctx context.Context, id durable.DeadLetterID, actor, reason string) (durable.Resolution, error)
+	DiscardMany(ctx context.Context, ids []durable.DeadLetterID, actor, reason string) ([]durable.BulkResult, error)
+	Schedules(ctx context.Context) ([]durable.ScheduleInfo, error)
+	ScheduleRuns(ctx context.Context, name string, limit int) ([]durable.ScheduleRun, error)
+	Stats(ctx context.Context) (durable.Stats, error)
+}
+
+// Breakers is what the breaker routes call of a breaker registry; a *breaker.Registry is one.
+type Breakers interface {
+	Snapshot() []breaker.Snapshot
+	Get(key string) (breaker.Snapshot, error)
+	Trip(key string) error
+	Reset(key string) error
+}
+
+var (
+	_ Operations = (*durable.Queue)(nil)
+	_ Breakers   = (*breaker.Registry)(nil)
+)
+
 // Config configures the admin handler. Breakers or Queue (or both) say what it shows; an
 // Authorizer or a Token says who may use it. Every other zero field means its default.
 type Config struct {
-	// Breakers is the registry whose breakers the breaker routes list, trip and reset. nil:
-	// the breaker routes answer 404, saying no registry is configured.
-	Breakers *breaker.Registry
-	// Queue is the durable queue whose dead letters, schedules and counts the other routes
-	// show. nil: those routes answer 404, saying no queue is configured.
-	Queue *durable.Queue
+	// Breakers is the registry (a *breaker.Registry) whose breakers the breaker routes list,
+	// trip and reset. nil: the breaker routes answer 404, saying no registry is configured.
+	Breakers Breakers
+	// Queue is the durable queue (a *durable.Queue) whose dead letters, schedules and counts
+	// the other routes show. nil: those routes answer 404, saying no queue is configured.
+	Queue Operations
 	// Sender replays dead letters: the built mediator. Required with Queue, since a replay
 	// runs the request again through it.
 	Sender mediator.Sender
@@ -60,10 +89,11 @@ type Config struct {
 	// use. Default 12 hours: a working shift, after which the operator gives the token again.
 	SessionTTL time.Duration
 	// Logger receives the errors a client cannot fix (the database failed), which the client
-	// sees as a 500 without details. nil: zap.NewNop.
+	// sees as a 500 without details. nil: zap.L(), the process's global logger, as in every
+	// package of the module, so that one zap.ReplaceGlobals configures them all.
 	Logger *zap.Logger
-	// Clock is the time source of sessions. nil: time.Now.
-	Clock func() time.Time
+	// Clock is the time source of sessions. nil: behaviors.SystemClock.
+	Clock behaviors.Clock
 }
 
 // Validate reports every problem of c, joined, each naming its field.

@@ -1,14 +1,13 @@
 package admin_test
 
 // The dashboard against the real handler (admin.New) on loopback, over a breaker registry and
-// a SQLite durable queue: the acceptance walk of the operator surface in a browser.
+// a durable queue (durabletest.NewQueue): the acceptance walk of the operator surface in a browser.
 
 import (
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -33,9 +33,7 @@ func TestDashboardAgainstTheHandler(t *testing.T) {
 	tab := newBrowser(t, 1280, 800) // skips (or fails under CI) before any setup without Chromium
 	ctx := context.Background()
 
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(t.TempDir(), "queue.db"), Logger: zap.NewNop()})
-	must(t, err)
-	t.Cleanup(func() { _ = q.Close() })
+	q := durabletest.NewQueue(t, durable.Config{Logger: zap.NewNop()})
 	durable.Register[*dashContact](q, "crm.dash-contact")
 	fixed := false
 	m := mediator.New(nil, mediator.Config{})

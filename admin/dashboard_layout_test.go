@@ -142,40 +142,12 @@ func measure(t *testing.T, tab context.Context, ready chromedp.Action[chromedp.V
 	}
 }
 
-// layoutFake is the fake API with what the layout must cope with: two- and three-digit ids,
-// dotted request names, URL keys, an error too long for its cell, a letter of a batch run
-// (no item, no recorded attempt), a zero-length attempt, and no schedule.
-func layoutFake(t *testing.T) (*fakeAPI, string) {
-	f, url := startFake(t)
-	now := time.Now().UTC().Truncate(time.Second)
-	longErr := "POST https://api.payments.example/v1/charge?region=eu&attempt=3: 502 Bad Gateway: upstream connect error or disconnect/reset before headers. reset reason: connection termination; retried 5 times over 2m30s, the last after a 60s backoff; the processor's status page reports degraded authorisations in eu-west-1"
-	f.mu.Lock()
-	f.letters = append(f.letters,
-		&fakeLetter{ID: 10, ItemID: 210, Source: "payments", Name: "payments.charge-card", Key: "https://api.payments.example/v1/charge?region=eu&customer=cus_7781",
-			Error: longErr, Status: "failed", RetryCount: 2, CreatedAt: now.Add(-3 * time.Minute), UpdatedAt: now.Add(-3 * time.Minute),
-			payload: map[string]any{"order": 7781},
-			timeline: []fakeEvent{
-				{Kind: "attempt", Number: 1, StartedAt: now.Add(-5 * time.Minute), EndedAt: now.Add(-5 * time.Minute), Instance: "worker-1", Outcome: "failed", Error: "connection refused"},
-				{Kind: "attempt", Number: 2, StartedAt: now.Add(-4 * time.Minute), EndedAt: now.Add(-4*time.Minute + 1500*time.Millisecond), Instance: "worker-2", Outcome: "failed", Error: longErr},
-			}},
-		&fakeLetter{ID: 11, Source: "crm-sync", Name: "crm.import-contact", Key: "contact/ann.lee@example.com",
-			Error: `mapping: field "email" is required`, Status: "failed", CreatedAt: now.Add(-2 * time.Minute), UpdatedAt: now.Add(-2 * time.Minute),
-			payload: map[string]any{"name": "Ann Lee"}},
-		&fakeLetter{ID: 123, ItemID: 323, Source: "notifications.webhooks", Name: "notifications.deliver-webhook", Key: "https://hooks.partner.example/v2/events/order.created",
-			Error: "timeout after 10s", Status: "failed", RetryCount: 12, CreatedAt: now.Add(-1 * time.Minute), UpdatedAt: now.Add(-1 * time.Minute),
-			payload: "{}"},
-	)
-	f.schedules = nil
-	f.mu.Unlock()
-	return f, url
-}
-
 func TestDashboardLayoutAt1280(t *testing.T) { testDashboardLayout(t, 1280, 800) }
 
 func TestDashboardLayoutAt390(t *testing.T) { testDashboardLayout(t, 390, 844) }
 
 func testDashboardLayout(t *testing.T, width, height int) {
-	_, url := layoutFake(t)
+	url := layoutDashboard(t).url
 	tab := newBrowser(t, width, height)
 	login(t, tab, url)
 	eval := measure(t, tab, chromedp.WaitVisible(chromedp.CSS(rowSel(123))))
@@ -316,7 +288,7 @@ func testDashboardLayout(t *testing.T, width, height int) {
 // A notice is about the last action: it goes away after a while, and as soon as the next
 // action starts. It used to stay on screen, however stale.
 func TestDashboardNoticeExpires(t *testing.T) {
-	_, url := startFake(t)
+	url := startDashboard(t).url
 	tab := newBrowser(t, 1280, 800)
 	login(t, tab, url)
 	// Every notice shown is recorded as [text, its time], however short it lives.
@@ -362,7 +334,7 @@ func TestDashboardNoticeExpires(t *testing.T) {
 // time, with its offset, in the title), and the From/To filters read as UTC unless they give
 // a zone. The browser runs in India (+05:30) so that a local reading would show.
 func TestDashboardTimesAndFiltersAreUTC(t *testing.T) {
-	_, url := startFake(t)
+	url := startDashboard(t).url
 	tab := newBrowser(t, 1280, 800)
 	_, err := chromedp.Call(tab, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"})
 	must(t, err)

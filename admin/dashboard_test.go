@@ -1,15 +1,13 @@
 package admin_test
 
 // Browser tests of the dashboard (ui/) with chromedp driving headless Chromium. They run
-// against fakeAPI (fakeapi_test.go), an in-memory implementation of the API contract mounted
-// under /admin/, so they need no database. Without a chromium binary they skip, or fail when
-// CI=true. Screenshots go to $SWITCHBOARD_SCREENSHOTS, else to the test's artifact directory
+// against the real handler over a real breaker registry and durable queue (startDashboard in
+// dashboard_fixture_test.go), mounted under /admin/. Without a chromium binary they skip, or
+// fail when CI=true. Screenshots go to $SWITCHBOARD_SCREENSHOTS, else to the test's artifact directory
 // (go test -artifacts); set SWITCHBOARD_UPDATE_SCREENSHOT=1 to rewrite docs/dashboard.png.
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 )
 
 const testToken = "s3cret-admin-token"
@@ -88,17 +88,6 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 		}
 	})
 	return tab
-}
-
-// startFake serves a fresh fakeAPI under /admin/ and returns it with the dashboard's URL.
-func startFake(t *testing.T) (*fakeAPI, string) {
-	t.Helper()
-	f := newFakeAPI(testToken)
-	mux := http.NewServeMux()
-	mux.Handle("/admin/", http.StripPrefix("/admin", f.Handler()))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return f, srv.URL + "/admin/"
 }
 
 func must(t *testing.T, err error) {
@@ -176,7 +165,8 @@ func tabTo(t *testing.T, tab context.Context, sel string) {
 }
 
 func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
-	f, url := startFake(t)
+	f := startDashboard(t)
+	url := f.url
 	tab := newBrowser(t, 1280, 800)
 	key := "https://api.payments.example/v1/charge?region=eu"
 	sel := breakerSel(key)
@@ -191,7 +181,7 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 	))
 	cookieVisible, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.cookie`))
 	must(t, err)
-	if strings.Contains(cookieVisible, fakeCookie) {
+	if strings.Contains(cookieVisible, sessionCookie) {
 		t.Errorf("the session cookie is readable by the page: %q", cookieVisible)
 	}
 	tokenKept, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("token").value`))
@@ -228,7 +218,7 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 		chromedp.KeyEvent(kb.Escape),
 		chromedp.WaitNotVisible(chromedp.ID("confirm-dialog")),
 	))
-	if b := f.Breaker(key); b.State != "open" {
+	if b := f.Breaker(key); b.State != breaker.StateOpen {
 		t.Fatalf("after Escape the breaker is %s; want it still open", b.State)
 	}
 
@@ -248,7 +238,7 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 		// The focus went back to the Reset button.
 		poll(`document.activeElement === document.querySelector(`+js(sel+` [data-act=reset]`)+`)`),
 	))
-	if b := f.Breaker(key); b.State != "closed" || b.Failures != 0 {
+	if b := f.Breaker(key); b.State != breaker.StateClosed || b.Failures != 0 {
 		t.Fatalf("the API has the breaker %s with %d failures; want closed with 0", b.State, b.Failures)
 	}
 
@@ -294,13 +284,14 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 		chromedp.Click(chromedp.ID("confirm-ok")),
 		chromedp.WaitVisible(chromedp.CSS(breakerSel(other)+`[data-state=open]`)),
 	))
-	if b := f.Breaker(other); b.State != "open" {
+	if b := f.Breaker(other); b.State != breaker.StateOpen {
 		t.Fatalf("tripped %q is %s in the API", other, b.State)
 	}
 }
 
 func TestDashboardDeadLetters(t *testing.T) {
-	f, url := startFake(t)
+	f := startDashboard(t)
+	url := f.url
 	tab := newBrowser(t, 1280, 800)
 	login(t, tab, url)
 
@@ -426,9 +417,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	))
 
 	// Every state-changing request went through the session with its CSRF token.
-	f.mu.Lock()
-	posts := strings.Join(f.posts, "\n")
-	f.mu.Unlock()
+	posts := f.Posts()
 	for _, p := range []string{"POST /api/session", "POST /api/dead-letters/1/replay", "POST /api/dead-letters/2/discard", "POST /api/dead-letters/replay", "POST /api/dead-letters/discard"} {
 		if p == "POST /api/session" {
 			continue // not behind auth(): it is the exchange itself
@@ -440,7 +429,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 }
 
 func TestDashboardPhoneWidthHasNoHorizontalScroll(t *testing.T) {
-	_, url := startFake(t)
+	url := startDashboard(t).url
 	tab := newBrowser(t, 390, 844)
 	login(t, tab, url)
 	const noScroll = `document.documentElement.scrollWidth <= document.documentElement.clientWidth`
@@ -465,7 +454,7 @@ func TestDashboardPhoneWidthHasNoHorizontalScroll(t *testing.T) {
 }
 
 func TestDashboardScreenshot(t *testing.T) {
-	_, url := startFake(t)
+	url := startDashboard(t).url
 	tab := newBrowser(t, 1280, 800)
 	login(t, tab, url)
 	must(t, chromedp.Do(tab,

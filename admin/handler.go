@@ -46,15 +46,15 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
-	s := &server{cfg: cfg, auth: cfg.Authorizer, log: cfg.Logger, now: cfg.Clock, mux: http.NewServeMux()}
+	s := &server{cfg: cfg, auth: cfg.Authorizer, log: cfg.Logger, now: time.Now, mux: http.NewServeMux()}
 	if s.auth == nil {
 		s.auth = tokenAuthorizer{sum: sha256.Sum256([]byte(cfg.Token))}
 	}
 	if s.log == nil {
-		s.log = zap.NewNop()
+		s.log = zap.L()
 	}
-	if s.now == nil {
-		s.now = time.Now
+	if cfg.Clock != nil {
+		s.now = cfg.Clock.Now
 	}
 	s.sessions = newSessions(s.now, cfg.SessionTTL)
 	s.routes()

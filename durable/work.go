@@ -4,72 +4,74 @@ import (
 	"context"
 	"reflect"
 
+	"github.com/switchboard-go/switchboard/durable/internal/exec"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
-	"github.com/switchboard-go/switchboard/durable/internal/testhooks"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-func init() {
-	testhooks.Work = func(ctx context.Context, q any, sender mediator.Sender, cfg any) (testhooks.Counts, error) {
-		return work(ctx, q.(*Queue), sender, cfg.(SchedulerConfig))
+// Internal serves the module's own packages (durabletest runs the scheduler's per-item code
+// through it); a package outside the module cannot write its argument.
+func (q *Queue) Internal(exec.Seal) exec.Queue[SchedulerConfig] { return internal{q} }
+
+// internal is a Queue as package exec sees it.
+type internal struct{ q *Queue }
+
+func (i internal) NameOf(t reflect.Type) (string, bool) {
+	reg := i.q.reg.lookupType(t)
+	if reg == nil {
+		return "", false
 	}
-	testhooks.NameOf = func(q any, t reflect.Type) (string, bool) {
-		reg := q.(*Queue).reg.lookupType(t)
-		if reg == nil {
-			return "", false
-		}
-		return reg.name, true
-	}
-	testhooks.Decode = func(q any, name string, payload []byte) (any, error) {
-		return q.(*Queue).reg.decode(name, payload)
-	}
+	return reg.name, true
 }
 
-// work claims the items of q that are due, one at a time as a scheduler with one worker does,
-// and runs each through the scheduler's own per-item code (process) and completion, in the
-// calling goroutine, until none is due. Dispatches run under ctx; once ctx ends, work stops.
-func work(ctx context.Context, q *Queue, sender mediator.Sender, cfg SchedulerConfig) (testhooks.Counts, error) {
-	var n testhooks.Counts
-	s, err := newScheduler(q, sender, cfg)
+func (i internal) Decode(name string, payload []byte) (any, error) {
+	return i.q.reg.decode(name, payload)
+}
+
+// Executor returns a scheduler that is never started, as an exec.Executor: its items are
+// claimed one at a time, as a scheduler with one worker claims them, and run through the
+// scheduler's own per-item code (process) and completion.
+func (i internal) Executor(ctx context.Context, sender mediator.Sender, cfg SchedulerConfig) (exec.Executor, error) {
+	s, err := newScheduler(i.q, sender, cfg)
 	if err != nil {
-		return n, err
+		return nil, err
 	}
-	defer func() {
-		s.endLife()
-		s.endBase()
-	}()
-	s.life = ctx
-	for ctx.Err() == nil {
-		now := q.clock.Now()
-		items, err := q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
-		if err == nil && len(items) == 0 {
-			items, err = q.store.ClaimAlone(ctx, s.cfg.InstanceID, now, s.cfg.Lease, 1)
-		}
-		if err != nil {
-			return n, err
-		}
-		if len(items) == 0 {
-			return n, nil
-		}
-		comp := s.process(&items[0])
-		results, err := q.store.Complete(context.WithoutCancel(ctx), []store.Completion{comp})
-		if err != nil {
-			return n, err
-		}
-		if results[0] != nil {
-			return n, results[0]
-		}
-		s.notifyDead([]store.Completion{comp}, results)
-		switch {
-		case comp.Outcome == store.OutcomeSucceeded:
-			n.Succeeded++
-		case comp.State == store.StateDead:
-			n.Dead++
-		case comp.Outcome == "":
-			n.Refused++
-		default:
-			n.Retried++
-		}
+	s.life = ctx // dispatches run under the caller's context
+	return executor{s}, nil
+}
+
+// executor is a scheduler driven by exec.Work in the caller's goroutine.
+type executor struct{ s *scheduler }
+
+func (e executor) Claim(ctx context.Context) (*store.Claimed, error) {
+	s := e.s
+	now := s.q.clock.Now()
+	items, err := s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
+	if err == nil && len(items) == 0 {
+		items, err = s.q.store.ClaimAlone(ctx, s.cfg.InstanceID, now, s.cfg.Lease, 1)
 	}
-	return n, ctx.Err()
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	return &items[0], nil
+}
+
+func (e executor) Process(c *store.Claimed) store.Completion { return e.s.process(c) }
+
+func (e executor) Complete(ctx context.Context, comp store.Completion) error {
+	batch := []store.Completion{comp}
+	results, err := e.s.q.store.Complete(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if results[0] != nil {
+		return results[0]
+	}
+	e.s.notifyDead(batch, results)
+	return nil
+}
+
+func (e executor) Close() {
+	e.s.endLife()
+	e.s.endBase()
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/health"
@@ -78,4 +79,32 @@ func Example() {
 	//   migrations: ok
 	//   scheduler: ok
 	//   cache: ok
+}
+
+// releaseQueue stands for a queue whose database lacks a migration of this release.
+type releaseQueue struct{}
+
+func (releaseQueue) MissingMigrations(context.Context) ([]int, error) { return []int{9}, nil }
+func (releaseQueue) Scheduling() bool                                 { return true }
+
+// Config.Queue asks two methods of the queue, MissingMigrations and Scheduling: a
+// *durable.Queue has them, and so can a stand-in.
+func ExampleQueueState() {
+	probes, err := health.New(health.Config{Queue: releaseQueue{}})
+	if err != nil {
+		panic(err)
+	}
+	w := httptest.NewRecorder()
+	probes.Readiness().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var rep health.Report
+	_ = json.Unmarshal(w.Body.Bytes(), &rep)
+	fmt.Println(w.Code, rep.Status)
+	for _, c := range rep.Checks {
+		fmt.Printf("%s: %s\n", c.Name, strings.TrimSpace(string(c.Status)+" "+c.Error))
+	}
+	// Output:
+	// 503 failed
+	// store: ok
+	// migrations: failed the database lacks migrations [9]: run durable.Migrate (or apply durable.MigrationSQL) first
+	// scheduler: ok
 }

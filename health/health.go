@@ -20,9 +20,16 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/switchboard-go/switchboard/durable"
 )
+
+// QueueState is what the queue checks ask of a durable queue; a *durable.Queue is one.
+// Depending on these two methods alone, this package links no database driver.
+type QueueState interface {
+	// MissingMigrations returns the migrations this version embeds that the database lacks.
+	MissingMigrations(ctx context.Context) ([]int, error)
+	// Scheduling reports whether the queue's scheduler runs.
+	Scheduling() bool
+}
 
 // The names of the readiness checks Config.Queue adds.
 const (
@@ -47,8 +54,9 @@ type Config struct {
 	// Queue, when set, adds three readiness checks: "store" (its database answers a query
 	// within Timeout), "migrations" (the database has every migration this version of durable
 	// embeds: Queue.MissingMigrations) and "scheduler" (Queue.Start succeeded and Shutdown has
-	// not been called: Queue.Scheduling). Default nil: no queue checks.
-	Queue *durable.Queue
+	// not been called: Queue.Scheduling). Give it the *durable.Queue. Default nil: no queue
+	// checks.
+	Queue QueueState
 	// EnqueueOnly leaves the "scheduler" check out, for instances that enqueue into the queue
 	// and run no scheduler. Default false: an instance with a queue is expected to schedule, as
 	// durable recommends (Start in every instance).

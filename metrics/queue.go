@@ -22,6 +22,11 @@ type queueCollector struct {
 	reading chan struct{} // closed when the read in flight ends; nil when none is
 }
 
+// QueueStats is what CollectQueue reads of a durable queue; a *durable.Queue is one.
+type QueueStats interface {
+	Stats(ctx context.Context) (durable.Stats, error)
+}
+
 // CollectQueue registers a collector of q's depth and dead letters, read from q.Stats at
 // scrape time:
 //
@@ -33,7 +38,7 @@ type queueCollector struct {
 // Config.StatsTimeout (its context ends then, and the scrape stops waiting): a read that fails
 // or times out leaves the last values read, reported with their age, or no queue series before
 // the first read succeeds. Only one read runs at a time, however many scrapes come. It fails when a collector with the same names is already registered.
-func (r *Recorder) CollectQueue(q *durable.Queue) error {
+func (r *Recorder) CollectQueue(q QueueStats) error {
 	_, err := r.collectStats(q.Stats)
 	return err
 }
@@ -117,3 +122,5 @@ func (c *queueCollector) refresh(done chan struct{}) {
 	c.mu.Unlock()
 	close(done)
 }
+
+var _ QueueStats = (*durable.Queue)(nil)

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable"
-	"github.com/switchboard-go/switchboard/durable/internal/testhooks"
+	"github.com/switchboard-go/switchboard/durable/internal/exec"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -88,7 +88,8 @@ func postgresSchema(t testing.TB, dsn string) string {
 func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) bool) []Q {
 	t.Helper()
 	typ := reflect.TypeFor[Q]()
-	name, ok := testhooks.NameOf(q, typ)
+	in := q.Internal(exec.Seal{})
+	name, ok := in.NameOf(typ)
 	if !ok {
 		t.Fatalf("durabletest.RequireEnqueued: %s is not registered on the queue", typ)
 	}
@@ -108,7 +109,7 @@ func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) boo
 		for _, it := range items {
 			after = it.ID
 			pending++
-			v, err := testhooks.Decode(q, it.Name, it.Payload)
+			v, err := in.Decode(it.Name, it.Payload)
 			if err != nil {
 				t.Fatalf("durabletest.RequireEnqueued: item %d: %v", it.ID, err)
 			}
@@ -178,7 +179,12 @@ func Work(ctx context.Context, t testing.TB, q *durable.Queue, sender mediator.S
 	if c.InstanceID == "" {
 		c.InstanceID = "durabletest"
 	}
-	n, err := testhooks.Work(ctx, q, sender, c)
+	e, err := q.Internal(exec.Seal{}).Executor(ctx, sender, c)
+	if err != nil {
+		t.Fatalf("durabletest.Work: %v", err)
+	}
+	defer e.Close()
+	n, err := exec.Work(ctx, e)
 	if err != nil {
 		t.Fatalf("durabletest.Work: %v", err)
 	}
