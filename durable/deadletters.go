@@ -364,19 +364,22 @@ const (
 // failed with the new error, one more replay event and a retry count one higher, and returns
 // StillFailed with the handler's error. A letter that is not failed, or that another replay is
 // running, gets Conflict with an error matching ErrConflict; an unknown id NotFound with one
-// matching ErrNotFound. When ctx ends while the handler runs, nothing is recorded (the caller
-// gave up, the request did not fail): Replay returns ctx's error and the letter is free again.
-// So it is when this instance cannot run the request (its name is not registered here, or
-// sender has no handler for it): the error says so, and another instance may replay it.
+// matching ErrNotFound. When ctx ends while the handler runs, the caller gave up and the
+// request did not fail: the letter stays failed with its retry count, free again, and its
+// timeline gets an abandoned replay whose outcome is unknown (the handler may have had
+// effects); Replay returns ctx's error. When this instance cannot run the request (its name is
+// not registered here, or sender has no handler for it), nothing ran and nothing is recorded:
+// the error says so, and another instance may replay it.
 //
 // What the handler did is recorded even when the database fails as the handler returns: the
 // write is tried again, with backoff, under the replay's lease, which is kept extended, until
 // it lands (Replay then returns as above, later) or the lease is gone: another replay took the
 // letter, or no extension reached the database for ReplayLease. Replay then returns an error
-// matching ErrOutcomeUnknown (with no Resolution), and the letter's timeline will say so
-// too, once its lease has run out and it is replayed or looked at again: never that it failed.
-// This wait is past ctx's end, which does not cut it short: the handler's outcome is worth
-// the caller's wait of at most ReplayLease.
+// matching ErrOutcomeUnknown (with no Resolution), and the letter's timeline says so too,
+// as an abandoned replay, once its lease has run out and it is replayed or discarded: never
+// that it failed. This wait is past ctx's end, which does not cut it short: the handler's
+// outcome is worth the caller's wait of about ReplayLease at most (each try of the write ends
+// when the lease may).
 //
 // Concurrent replays of one letter (in this process or others) run its handler once: a replay
 // first takes a lease on the letter with one conditional update, and the others find it taken.
@@ -410,18 +413,28 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLette
 	started := q.clock.Now()
 	herr := q.runReplay(ctx, sender, d, owner)
 	ended := q.clock.Now()
-	if herr != nil && (ctx.Err() != nil || errors.Is(herr, ErrUnknownRequest) || q.cannotRun(herr, d.Name)) {
-		// The caller gave up, or this instance cannot run the request (another may): not a
-		// replay that ran. Free the letter and record nothing.
+	if herr != nil && (errors.Is(herr, ErrUnknownRequest) || q.cannotRun(herr, d.Name)) {
+		// This instance cannot run the request (another may): no handler ran. Free the letter
+		// and record nothing.
 		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		if err := q.store.ReleaseReplay(done, d.ID, owner); err != nil {
 			return "", errors.Join(herr, err)
 		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("durable: replay of dead letter %d cancelled: %w", id, ctx.Err())
-		}
 		return "", herr
+	}
+	if herr != nil && ctx.Err() != nil {
+		// The caller gave up while the handler ran: the request did not fail, so the letter
+		// stays as it was (no retry counted), but the handler may have had effects, so the
+		// timeline says a replay ran whose outcome is not known.
+		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended,
+			Outcome: string(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects"}
+		if err := q.store.AbandonReplay(done, d.ID, owner, ev); err != nil {
+			return "", errors.Join(herr, err)
+		}
+		return "", fmt.Errorf("durable: replay of dead letter %d cancelled: %w", id, ctx.Err())
 	}
 	ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, Outcome: store.OutcomeReplayed}
 	if herr != nil {
@@ -467,7 +480,9 @@ func (q *Queue) recordReplay(ctx context.Context, lease *replayHold, ok bool, ev
 	ctx = context.WithoutCancel(ctx)
 	delay := recordRetryFirst
 	for attempt := 1; ; attempt++ {
-		wctx, cancel := context.WithTimeout(ctx, finishTimeout)
+		// A try that hangs ends when the lease may: the caller waits at most about ReplayLease
+		// for the outcome, whatever finishTimeout allows one write.
+		wctx, cancel := context.WithTimeout(ctx, min(finishTimeout, max(lease.left(), minRecordTry)))
 		applied, err := q.store.FinishReplay(wctx, lease.id, lease.owner, ok, ev)
 		if err == nil && !applied && attempt > 1 {
 			applied, err = q.store.ReplayRecorded(wctx, lease.id, ev)
@@ -549,6 +564,21 @@ func (h *replayHold) extend(ctx context.Context) {
 }
 
 // gone reports whether the lease is lost to this replay: another took it, or it has run out.
+// left returns how long the lease runs unless extended: 0 once it is gone.
+func (h *replayHold) left() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost {
+		return 0
+	}
+	return max(time.Until(h.until), 0)
+}
+
+// minRecordTry is the shortest time one write of a replay's outcome is given, so a lease about
+// to run out still gets one real try (the write is fenced by owner: it lands if no other
+// replay took the letter).
+const minRecordTry = 250 * time.Millisecond
+
 func (h *replayHold) gone() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

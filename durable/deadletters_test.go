@@ -193,7 +193,9 @@ func TestReplayFailureThenSuccess(t *testing.T) {
 	})
 }
 
-// A replay whose caller gives up records nothing and frees the letter.
+// A replay whose caller gives up while its handler runs is not a failure: the letter stays
+// failed with its retry count, free again, and its timeline shows the replay as abandoned,
+// outcome unknown, since the handler may have had effects.
 func TestReplayCancelledIsNotAFailure(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newDLEnv(t, b, durable.Config{})
@@ -209,7 +211,9 @@ func TestReplayCancelledIsNotAFailure(t *testing.T) {
 			t.Fatalf("replay: %v, %v", res, err)
 		}
 		d, tl := e.letter(t, id)
-		if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
+		if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 1 ||
+			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
+			!strings.HasPrefix(tl[0].Error, "outcome unknown: the replay's caller gave up") {
 			t.Fatalf("after a cancelled replay: %+v %q", d, timeline(tl))
 		}
 		e.handle(nil)
@@ -505,6 +509,32 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
 			!tl[0].StartedAt.Equal(now) || !tl[0].EndedAt.Equal(now.Add(2*time.Minute)) ||
 			tl[1].Outcome != "replayed" || tl[1].Actor != "ops" {
+			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
+		}
+	})
+}
+
+// A letter discarded after a replay's lease ran out unrecorded keeps that replay in its
+// timeline, as abandoned, before the discard: its handler may have had effects, and a
+// discarded letter is never taken again to record it later.
+func TestDiscardAfterExpiredReplayLeaseRecordsTheReplay(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{ReplayLease: 2 * time.Minute})
+		id := e.capture(t, "sync", 1)[0]
+		now := e.clock.Now()
+		_, res, err := e.store.LeaseReplay(ctx, istore.DeadLetterID(id), "dead-process", "alice", now, now.Add(2*time.Minute))
+		if err != nil || res != istore.Done {
+			t.Fatal(res, err)
+		}
+		e.clock.Advance(2 * time.Minute)
+		if res, err := e.q.Discard(ctx, id, "ops", "stale"); res != durable.Discarded || err != nil {
+			t.Fatalf("discard after the lease ran out: %v, %v", res, err)
+		}
+		d, tl := e.letter(t, id)
+		if d.Status != durable.DeadLetterDiscarded || len(tl) != 2 ||
+			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
+			tl[1].Kind != durable.TimelineDiscard || tl[1].Actor != "ops" {
 			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
 		}
 	})

@@ -330,7 +330,7 @@ func TestEnqueueToken(t *testing.T) {
 		if _, err := q.ItemByToken(ctx, "nobody"); !errors.Is(err, sql.ErrNoRows) || !strings.Contains(err.Error(), "nobody") {
 			t.Fatalf("ItemByToken of an unknown token: %v", err)
 		}
-		for _, tok := range []string{"", strings.Repeat("t", durable.MaxTokenBytes+1)} {
+		for _, tok := range []string{"", strings.Repeat("t", durable.MaxTokenBytes+1), "\xff\xfe", "a\x00b"} {
 			if _, err := q.Enqueue(ctx, &Work{N: 5}, durable.WithToken(tok)); err == nil || !strings.Contains(err.Error(), "WithToken") {
 				t.Fatalf("WithToken of %d bytes: %v", len(tok), err)
 			}

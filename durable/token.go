@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // WithToken gives the item token as its identity, in place of the random one Enqueue makes:
@@ -16,7 +18,9 @@ import (
 // enqueued (the id of the event or record it comes from, say), so that enqueueing it again
 // after an ErrOutcomeUnknown, or after a crash, stores it once. A token names one request: the
 // request of a second enqueue with a held token is not compared with the first. It must not
-// be empty, and at most MaxTokenBytes long.
+// be empty, must be at most MaxTokenBytes long, and must be valid UTF-8 without NUL bytes
+// (PostgreSQL text refuses anything else; SQLite would keep it, so the rule is the same on
+// both and a token that works in tests works in production).
 func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
 
 // MaxTokenBytes is the longest token WithToken accepts.
@@ -32,6 +36,10 @@ func (c *enqueueConfig) itemToken() (string, error) {
 		return "", errors.New("durable: WithToken: the token is empty")
 	case len(t) > MaxTokenBytes:
 		return "", fmt.Errorf("durable: WithToken: the token is %d bytes long, more than MaxTokenBytes (%d)", len(t), MaxTokenBytes)
+	case !utf8.ValidString(t):
+		return "", fmt.Errorf("durable: WithToken: the token %q is not valid UTF-8", t)
+	case strings.IndexByte(t, 0) >= 0:
+		return "", fmt.Errorf("durable: WithToken: the token %q holds a NUL byte", t)
 	default:
 		return t, nil
 	}

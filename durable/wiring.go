@@ -40,7 +40,7 @@ func (q *Queue) checkHandlers(sender mediator.Sender) error {
 		return nil
 	}
 	if _, err := p.Pipeline(reflect.TypeFor[*buildProbe]()); errors.Is(err, mediator.ErrNotBuilt) {
-		return fmt.Errorf("durable: Start: the mediator was not built: call its Build before Start, or every item it is given fails: %w", err)
+		return fmt.Errorf("durable: Start: the mediator is not built (its Build was not called, or returned an error): build it before Start, or every item it is given fails: %w", err)
 	}
 	var errs []error
 	missing := func(what string, t reflect.Type) {

@@ -283,12 +283,7 @@ func (s *Store) DeadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int,
 func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner, actor string, now, until time.Time) (DeadLetter, LeaseResult, error) {
 	var d DeadLetter
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
-	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason)
-	SELECT id, 'replay', COALESCE(replay_actor, ''), COALESCE(replay_started, replay_until), replay_until, ?, ?, NULL
-	FROM switchboard_dead_letters
-	WHERE id = ? AND status = 'failed' AND replay_owner IS NOT NULL AND replay_until <= ?`),
-			string(OutcomeAbandoned), abandonedReplay, int64(id), micros(now)); err != nil {
+		if err := s.recordAbandoned(ctx, tx, id, now); err != nil {
 			return err
 		}
 		var err error
@@ -341,6 +336,28 @@ func (s *Store) ReleaseReplay(ctx context.Context, id DeadLetterID, owner string
 	return nil
 }
 
+// AbandonReplay frees the letter id leased to owner and appends ev, in one transaction, leaving
+// its status, error and retry count as they are: a replay whose handler ran but whose caller
+// gave up, so what the handler did is not known. It records nothing when owner no longer held
+// the lease.
+func (s *Store) AbandonReplay(ctx context.Context, id DeadLetterID, owner string, ev Event) error {
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters SET replay_owner = NULL, replay_until = NULL
+	WHERE id = ? AND replay_owner = ?`), int64(id), owner)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return s.insertEvent(ctx, tx, id, ev)
+	})
+	if err != nil {
+		return fmt.Errorf("durable: record abandoned replay of dead letter %d: %w", id, err)
+	}
+	return nil
+}
+
 // FinishReplay records a replay that ran, in one transaction: the letter (still leased to
 // owner) becomes replayed (ok) or stays failed with ev.Error as its error, its retry count
 // goes up by one, the lease is cleared, and ev is appended. It reports false, recording
@@ -388,11 +405,30 @@ func (s *Store) ReplayRecorded(ctx context.Context, id DeadLetterID, ev Event) (
 	return true, nil
 }
 
+// recordAbandoned appends, in tx, the abandoned replay event of the failed letter id whose
+// replay lease ran out at now while its replay was still its owner (the replaying process died
+// or lost the database before it could record what its handler did): the timeline shows every
+// replay that started, whatever takes the letter next.
+func (s *Store) recordAbandoned(ctx context.Context, tx *sql.Tx, id DeadLetterID, now time.Time) error {
+	_, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
+	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason)
+	SELECT id, 'replay', COALESCE(replay_actor, ''), COALESCE(replay_started, replay_until), replay_until, ?, ?, NULL
+	FROM switchboard_dead_letters
+	WHERE id = ? AND status = 'failed' AND replay_owner IS NOT NULL AND replay_until <= ?`),
+		string(OutcomeAbandoned), abandonedReplay, int64(id), micros(now))
+	return err
+}
+
 // Discard makes the failed letter id discarded and appends ev, in one transaction, unless a
-// replay holds an unexpired lease on it at ev.EndedAt.
+// replay holds an unexpired lease on it at ev.EndedAt. A replay whose lease ran out before its
+// outcome was recorded is recorded first, as abandoned (as LeaseReplay does), so a discarded
+// letter's timeline still shows the replay whose handler may have had effects.
 func (s *Store) Discard(ctx context.Context, id DeadLetterID, ev Event) (LeaseResult, error) {
 	res := Busy
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := s.recordAbandoned(ctx, tx, id, ev.EndedAt); err != nil {
+			return err
+		}
 		r, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
 	SET status = 'discarded', replay_owner = NULL, replay_until = NULL, updated_at = ?
 	WHERE id = ? AND status = 'failed' AND (replay_until IS NULL OR replay_until <= ?)`), micros(ev.EndedAt), int64(id), micros(ev.EndedAt))
