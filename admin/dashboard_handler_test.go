@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -33,7 +34,7 @@ func TestDashboardAgainstTheHandler(t *testing.T) {
 	tab := newBrowser(t, 1280, 800) // skips (or fails under CI) before any setup without Chromium
 	ctx := context.Background()
 
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(t.TempDir(), "queue.db"), Logger: zap.NewNop()})
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")), durable.Config{Logger: zap.NewNop()})
 	must(t, err)
 	t.Cleanup(func() { _ = q.Close() })
 	durable.Register[*dashContact](q, "crm.dash-contact")

@@ -43,7 +43,7 @@ type Engine interface {
 	// the database in a way its own wait does not cover).
 	transient(err error) bool
 	// appliedAt is the SQL expression of the current time in microseconds since the epoch,
-	// for the version rows of MigrationSQL.
+	// for the version rows of the driver packages' MigrationSQL.
 	appliedAt() string
 	// syntax is the lexical rules Split follows for the engine's scripts.
 	syntax() Syntax
