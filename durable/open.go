@@ -153,7 +153,7 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 		}
 		return nil, err
 	}
-	if err := connect(ctx, db, e); err != nil {
+	if err := store.Connect(ctx, db, e); err != nil {
 		return fail(err)
 	}
 	if cfg.SkipMigrations {
@@ -204,28 +204,6 @@ func (cfg Config) Validate() error {
 	}
 	errs = append(errs, checkPropagators(cfg.Propagators)...)
 	return errors.Join(errs...)
-}
-
-// connect checks that db answers, so that a wrong address or credentials are reported as
-// such, and on PostgreSQL that its search_path names a schema that exists, the usual mistake
-// when a DSN selects a schema nobody created.
-func connect(ctx context.Context, db *sql.DB, d store.Engine) error {
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("durable: Open %v: connect: %w", d, err)
-	}
-	if d.String() != "postgres" {
-		return nil
-	}
-	var schema sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return fmt.Errorf("durable: Open %v: connect: %w", d, err)
-	}
-	if !schema.Valid {
-		var path string
-		_ = db.QueryRowContext(ctx, "SHOW search_path").Scan(&path)
-		return fmt.Errorf("durable: Open %v: the search_path (%s) names no existing schema: create the schema first, or fix the DSN's search_path", d, path)
-	}
-	return nil
 }
 
 // checkVersion fails unless db has applied every embedded migration: its newest version is

@@ -295,3 +295,17 @@ func (*postgresEngine) versionTableExists() string {
 }
 
 func (*postgresEngine) syntax() Syntax { return PostgresSyntax }
+
+// checkConnection: the search_path must name a schema that exists.
+func (*postgresEngine) checkConnection(ctx context.Context, db *sql.DB) error {
+	var schema sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if !schema.Valid {
+		var path string
+		_ = db.QueryRowContext(ctx, "SHOW search_path").Scan(&path)
+		return fmt.Errorf("the search_path (%s) names no existing schema: create the schema first, or fix the DSN's search_path", path)
+	}
+	return nil
+}

@@ -269,3 +269,6 @@ func (*sqliteEngine) versionTableExists() string {
 }
 
 func (*sqliteEngine) syntax() Syntax { return SQLiteSyntax }
+
+// checkConnection: a file that opens has nothing more to check.
+func (*sqliteEngine) checkConnection(context.Context, *sql.DB) error { return nil }
