@@ -28,6 +28,11 @@ func TestOpenNamesDriverMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	pgxPool, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pgxPool.Close()
 	for name, c := range map[string]struct {
 		driver durable.Driver
 		want   string

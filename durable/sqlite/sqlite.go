@@ -12,9 +12,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	// Registers the "sqlite" database/sql driver.
-	_ "modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
@@ -41,6 +42,9 @@ func New(db *sql.DB) durable.Driver { return &driver{db: db} }
 // Database opens the driver's database for durable.Open.
 func (d *driver) Database() (store.Database, error) {
 	if d.db != nil {
+		if _, ok := d.db.Driver().(*msqlite.Driver); !ok {
+			return store.Database{}, fmt.Errorf("durable: Open sqlite: sqlite.New was given a pool of the database/sql driver %T; it needs modernc.org/sqlite's (\"sqlite\")", d.db.Driver())
+		}
 		return store.Database{DB: d.db, Engine: store.SQLite}, nil
 	}
 	if d.path == "" {
@@ -48,7 +52,7 @@ func (d *driver) Database() (store.Database, error) {
 	}
 	db, err := store.OpenSQLite(d.path)
 	if err != nil {
-		return store.Database{}, errors.Join(errors.New("durable: Open sqlite"), err)
+		return store.Database{}, fmt.Errorf("durable: Open sqlite: %w", err)
 	}
 	return store.Database{DB: db, Engine: store.SQLite, Owned: true}, nil
 }
