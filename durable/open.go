@@ -20,10 +20,10 @@ import (
 // sqlite.Open(path) or sqlite.New(db) of package durable/sqlite (an embedded database in one
 // file, nothing to run beside the application, one process writing at a time), or
 // postgres.Open(dsn) or postgres.New(db) of package durable/postgres (any number of instances
-// share one PostgreSQL database and divide the work). Each driver package owns its database
-// driver's import, its statements' differences and its migrations (Migrate, MigrationSQL), so
-// a program links only the database it uses. Switching databases is changing this one
-// argument of Open.
+// share one PostgreSQL database and divide the work). Each driver package alone imports its
+// database driver, opens its pool and applies its migrations (Migrate, MigrationSQL), so a
+// program links only the database it uses. Switching databases is changing this one argument
+// of Open.
 //
 // Its method names an internal type: only those packages implement it.
 type Driver interface {
