@@ -2,9 +2,6 @@ package admin_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +20,9 @@ import (
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -45,12 +45,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, qcfg durable.Config) *fixture {
 	t.Helper()
+	return newFixtureOn(t, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")), qcfg)
+}
+
+// newFixtureOn is newFixture with the queue on driver's database.
+func newFixtureOn(t *testing.T, driver durable.Driver, qcfg durable.Config) *fixture {
+	t.Helper()
 	ctx := context.Background()
-	if qcfg.SQLitePath == "" && qcfg.PostgresDSN == "" {
-		qcfg.SQLitePath = filepath.Join(t.TempDir(), "queue.db")
-	}
 	qcfg.Logger = zap.NewNop()
-	q, err := durable.Open(ctx, qcfg)
+	q, err := durable.Open(ctx, driver, qcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +142,7 @@ func TestNewRefusesWithoutAuthorization(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Breakers") {
 		t.Fatalf("New with nothing to administer: %v", err)
 	}
-	q, err := durable.Open(context.Background(), durable.Config{SQLitePath: filepath.Join(t.TempDir(), "q.db"), Logger: zap.NewNop()})
+	q, err := durable.Open(context.Background(), sqlite.Open(filepath.Join(t.TempDir(), "q.db")), durable.Config{Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +291,9 @@ func TestMountedUnderAPrefix(t *testing.T) {
 	}
 }
 
-func TestDeadLetterRoutes(t *testing.T) { testDeadLetterRoutes(t, durable.Config{}) }
+func TestDeadLetterRoutes(t *testing.T) {
+	testDeadLetterRoutes(t, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")))
+}
 
 func TestDeadLetterRoutesPostgres(t *testing.T) {
 	dsn := os.Getenv("SWITCHBOARD_TEST_PG_DSN")
@@ -298,42 +303,11 @@ func TestDeadLetterRoutesPostgres(t *testing.T) {
 		}
 		t.Skip("SWITCHBOARD_TEST_PG_DSN not set")
 	}
-	testDeadLetterRoutes(t, durable.Config{PostgresDSN: pgSchema(t, dsn)})
+	testDeadLetterRoutes(t, postgres.Open(durabletest.PostgresSchema(t, dsn)))
 }
 
-// pgSchema creates a schema of its own, dropped at the end of the test, and returns dsn
-// selecting it.
-func pgSchema(t *testing.T, dsn string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "sbadmin_" + hex.EncodeToString(b[:])
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = db.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
-		_ = db.Close()
-	})
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " search_path=" + schema
-}
-
-func testDeadLetterRoutes(t *testing.T, qcfg durable.Config) {
-	f := newFixture(t, qcfg)
+func testDeadLetterRoutes(t *testing.T, driver durable.Driver) {
+	f := newFixtureOn(t, driver, durable.Config{})
 	ctx := context.Background()
 	id := func(i int) string { return fmt.Sprint(f.letters[i]) }
 

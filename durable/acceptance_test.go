@@ -19,7 +19,7 @@ import (
 func seed(t testing.TB, store *istore.Store, n int, now time.Time) {
 	t.Helper()
 	ph := func(i int) string {
-		if store.Engine() == istore.Postgres {
+		if store.Engine().String() == "postgres" {
 			return fmt.Sprintf("$%d", i)
 		}
 		return "?"

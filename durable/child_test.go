@@ -51,11 +51,9 @@ func runChild(mode string) int {
 	}
 	ctx := context.Background()
 	var qcfg durable.Config
-	switch os.Getenv(childBackendEnv) {
-	case "sqlite":
-		qcfg.SQLitePath = os.Getenv(childTargetEnv)
-	case "postgres":
-		qcfg.PostgresDSN = os.Getenv(childTargetEnv)
+	kind := os.Getenv(childBackendEnv)
+	switch kind {
+	case "sqlite", "postgres":
 	default:
 		fmt.Fprintln(os.Stderr, "child: no backend")
 		return 2
@@ -75,7 +73,7 @@ func runChild(mode string) int {
 		}
 	}
 	qcfg.Policy = policy
-	q, err := durable.Open(ctx, qcfg)
+	q, err := durable.Open(ctx, targetDriver(kind, os.Getenv(childTargetEnv)), qcfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2

@@ -25,18 +25,16 @@ const childLetterEnv = "SWITCHBOARD_DURABLE_CHILD_LETTER"
 func runReplayChild() int {
 	ctx := context.Background()
 	var cfg durable.Config
-	switch os.Getenv(childBackendEnv) {
-	case "sqlite":
-		cfg.SQLitePath = os.Getenv(childTargetEnv)
-	case "postgres":
-		cfg.PostgresDSN = os.Getenv(childTargetEnv)
+	kind := os.Getenv(childBackendEnv)
+	switch kind {
+	case "sqlite", "postgres":
 	}
 	id, err := strconv.ParseInt(os.Getenv(childLetterEnv), 10, 64)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	q, err := durable.Open(ctx, cfg)
+	q, err := durable.Open(ctx, targetDriver(kind, os.Getenv(childTargetEnv)), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2

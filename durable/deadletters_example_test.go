@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -24,7 +25,7 @@ func Example_deadLetters() {
 	dir, _ := os.MkdirTemp("", "durable-dead-letters")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db"),
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
 		Logger: zap.NewNop()})
 	if err != nil {
 		fmt.Println(err)

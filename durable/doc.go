@@ -3,17 +3,18 @@
 //
 // A complete setup on the embedded default (see the package Example):
 //
-//	q, err := durable.Open(ctx, durable.Config{SQLitePath: "var/queue.db"}) // created and migrated on first use
-//	durable.Register[*SendInvoice](q, "billing.send-invoice")               // before Build
-//	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))                 // optional: defer failed sends
-//	err = q.Start(m, durable.SchedulerConfig{})                             // in every instance, after m.Build()
+//	q, err := durable.Open(ctx, sqlite.Open("var/queue.db"), durable.Config{}) // created and migrated on first use
+//	durable.Register[*SendInvoice](q, "billing.send-invoice")                  // before Build
+//	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))                    // optional: defer failed sends
+//	err = q.Start(m, durable.SchedulerConfig{})                                // in every instance, after m.Build()
 //	defer q.Shutdown(ctx)
 //
-// Open keeps the items in SQLite (Config.SQLitePath, a file: nothing to run beside the
-// application) or PostgreSQL (Config.PostgresDSN, or a pool of your own in Config.DB: several
-// instances sharing the work). Both have the same schema, created by versioned migrations that
-// Open applies; a team that manages its schema itself runs Migrate, or feeds MigrationSQL to
-// its own migration tool, and sets Config.SkipMigrations.
+// Open's Driver argument says where the items are kept: SQLite (package durable/sqlite, a
+// file: nothing to run beside the application) or PostgreSQL (package durable/postgres, from a
+// DSN or a pool of your own: several instances sharing the work); switching is changing that
+// argument. Both have the same schema, created by versioned migrations that Open applies; a
+// team that manages its schema itself runs the driver package's Migrate, or feeds its
+// MigrationSQL to its own migration tool, and sets Config.SkipMigrations.
 //
 // A request type becomes durable when it is registered on the queue (Register) under a stable
 // name with a Codec (JSON by default). Then:

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -32,7 +33,7 @@ func Example() {
 	ctx := context.Background()
 
 	// 1. Open the queue: an embedded SQLite file, created and migrated on first use.
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db")})
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -79,9 +80,8 @@ func ExampleNewDeferral() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	q, _ := durable.Open(ctx, durable.Config{
-		SQLitePath: filepath.Join(dir, "queue.db"),
-		Policy:     retry.Policy{BaseDelay: 10 * time.Millisecond, Jitter: behaviors.Off},
+	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
+		Policy: retry.Policy{BaseDelay: 10 * time.Millisecond, Jitter: behaviors.Off},
 	})
 	defer q.Close()
 	durable.Register[*SendInvoice](q, "billing.send-invoice")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -27,7 +28,7 @@ func ExampleFromContext() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	dead := make(chan durable.DeadLetter, 1)
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db"), Logger: zap.NewNop(),
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Logger: zap.NewNop(),
 		Policy: retry.Policy{MaxAttempts: 1}, OnDead: func(_ context.Context, d durable.DeadLetter) { dead <- d }})
 	if err != nil {
 		fmt.Println(err)

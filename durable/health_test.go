@@ -53,15 +53,4 @@ func TestMissingMigrationsReadsOnly(t *testing.T) {
 }
 
 // adminPool opens a pool of its own on b's database.
-func adminPool(t *testing.T, b backend) *sql.DB {
-	driver, dsn := "sqlite", b.db.SQLitePath
-	if b.db.PostgresDSN != "" {
-		driver, dsn = "pgx", b.db.PostgresDSN
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
+func adminPool(t *testing.T, b backend) *sql.DB { return b.pool(t) }

@@ -31,6 +31,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/internal/pgtest"
+	"github.com/switchboard-go/switchboard/durable/postgres"
 )
 
 // The scheduler's database health messages.
@@ -368,12 +370,16 @@ func hungProxiedPostgres(t *testing.T, dsn string) *hungPG {
 	}
 	network, upstream := pgconn.NetworkAddress(cfg.Host, cfg.Port)
 	proxy := newHungProxy(t, network, upstream)
-	schema := testSchema(t, dsn)
-	return &hungPG{
-		proxy:  proxy,
-		target: withSearchPath(t, hungWithAddr(t, dsn, proxy.Addr()), schema),
-		direct: withSearchPath(t, dsn, schema),
+	schema := pgtest.NewSchema(t, dsn, "sbtest_")
+	target, err := pgtest.WithSearchPath(hungWithAddr(t, dsn, proxy.Addr()), schema)
+	if err != nil {
+		t.Fatal(err)
 	}
+	direct, err := pgtest.WithSearchPath(dsn, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &hungPG{proxy: proxy, target: target, direct: direct}
 }
 
 // hungWithAddr points dsn at addr (host:port).
@@ -395,7 +401,7 @@ func hungWithAddr(t testing.TB, dsn, addr string) string {
 
 func (pg *hungPG) open(t testing.TB) *durable.Queue {
 	t.Helper()
-	return openQueue(t, durable.Config{PostgresDSN: pg.target, Policy: fastPolicy})
+	return openQueue(t, postgres.Open(pg.target), durable.Config{Policy: fastPolicy})
 }
 
 // drain closes store and waits until no connection is left through the proxy: pgx closes a
@@ -655,7 +661,7 @@ func TestHungDatabaseBehindProxy(t *testing.T) {
 				thaw:   func(*testing.T) { pg.proxy.Thaw() },
 			}
 			if other {
-				direct := durable.StoreOf(openQueue(t, durable.Config{PostgresDSN: pg.direct}))
+				direct := durable.StoreOf(openQueue(t, postgres.Open(pg.direct), durable.Config{}))
 				fault.sweep = func(t *testing.T) int {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
@@ -918,7 +924,7 @@ func (s *hungServer) destroy(t *testing.T) {
 func TestHungServerSIGSTOP(t *testing.T) {
 	hungLeakCheck(t)
 	srv := startHungServer(t)
-	store := openQueue(t, durable.Config{PostgresDSN: srv.dsn, Policy: fastPolicy})
+	store := openQueue(t, postgres.Open(srv.dsn), durable.Config{Policy: fastPolicy})
 	runHungScenario(t, store, hungFault{freeze: srv.stop, thaw: srv.cont})
 	_ = store.Close()
 }

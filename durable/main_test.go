@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +24,10 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -43,8 +45,8 @@ func TestMain(m *testing.M) {
 // one database (one SQLite file, one PostgreSQL schema), so several "instances" can be tested.
 type backend struct {
 	name string
-	// db holds the database fields of the Config of the backend's queues.
-	db durable.Config
+	// target is the SQLite file or the PostgreSQL DSN (with its schema's search_path).
+	target string
 	// env describes the database to a child process.
 	env []string
 }
@@ -53,8 +55,7 @@ type backend struct {
 // of the test; no request type is registered.
 func (b backend) bare(t testing.TB, cfg durable.Config) *durable.Queue {
 	t.Helper()
-	cfg.SQLitePath, cfg.PostgresDSN = b.db.SQLitePath, b.db.PostgresDSN
-	q, err := durable.Open(context.Background(), cfg)
+	q, err := durable.Open(context.Background(), b.driver(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +69,32 @@ func (b backend) queue(t testing.TB, cfg durable.Config, opts ...durable.Registe
 	q := b.bare(t, cfg)
 	registerTypes(q, opts...)
 	return q
+}
+
+// driver returns a driver of the backend's database that opens a pool of its own.
+func (b backend) driver() durable.Driver { return targetDriver(b.name, b.target) }
+
+// targetDriver returns the driver of the database of kind ("sqlite", "postgres") at target.
+func targetDriver(kind, target string) durable.Driver {
+	if kind == "postgres" {
+		return postgres.Open(target)
+	}
+	return sqlite.Open(target)
+}
+
+// pool opens a pool of its own on b's database, closed at the end of the test.
+func (b backend) pool(t testing.TB) *sql.DB {
+	t.Helper()
+	driverName := "sqlite"
+	if b.name == "postgres" {
+		driverName = "pgx"
+	}
+	db, err := sql.Open(driverName, b.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // open returns the store of a new queue on the backend's database.
@@ -94,9 +121,9 @@ func randomSuffix() string {
 func sqliteBackend(t testing.TB) backend {
 	path := filepath.Join(t.TempDir(), "db", "durable.db")
 	return backend{
-		name: "sqlite",
-		db:   durable.Config{SQLitePath: path},
-		env:  []string{childBackendEnv + "=sqlite", childTargetEnv + "=" + path},
+		name:   "sqlite",
+		target: path,
+		env:    []string{childBackendEnv + "=sqlite", childTargetEnv + "=" + path},
 	}
 }
 
@@ -104,47 +131,12 @@ func sqliteBackend(t testing.TB) backend {
 // search_path selects it; the schema is dropped at the end of the test.
 func postgresBackend(t testing.TB, dsn string) backend {
 	t.Helper()
-	schema := testSchema(t, dsn)
-	target := withSearchPath(t, dsn, schema)
+	target := durabletest.PostgresSchema(t, dsn)
 	return backend{
-		name: "postgres",
-		db:   durable.Config{PostgresDSN: target},
-		env:  []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
+		name:   "postgres",
+		target: target,
+		env:    []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
 	}
-}
-
-// testSchema creates a schema of its own on the server of dsn and drops it at the end of the
-// test.
-func testSchema(t testing.TB, dsn string) string {
-	t.Helper()
-	schema := "sbtest_" + randomSuffix()
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		_ = admin.Close()
-	})
-	return schema
-}
-
-func withSearchPath(t testing.TB, dsn, schema string) string {
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " search_path=" + schema
 }
 
 // eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
@@ -249,11 +241,11 @@ func (e retryableErr) Retryable() bool { return true }
 
 var errPermanent = errors.New("permanent failure")
 
-// openQueue opens a queue with cfg, closed at the end of the test, with the test request types
-// registered.
-func openQueue(t testing.TB, cfg durable.Config) *durable.Queue {
+// openQueue opens a queue on driver with cfg, closed at the end of the test, with the test
+// request types registered.
+func openQueue(t testing.TB, driver durable.Driver, cfg durable.Config) *durable.Queue {
 	t.Helper()
-	q, err := durable.Open(context.Background(), cfg)
+	q, err := durable.Open(context.Background(), driver, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -21,8 +22,7 @@ func ExampleCarry() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	q, err := durable.Open(ctx, durable.Config{
-		SQLitePath:  filepath.Join(dir, "queue.db"),
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
 		Propagators: []durable.Propagator{durable.Carry(TenantKey)},
 	})
 	if err != nil {

@@ -209,7 +209,7 @@ func TestMetadataLimits(t *testing.T) {
 		t.Fatalf("%d items stored", n)
 	}
 
-	cfg := durable.Config{SQLitePath: b.db.SQLitePath, Propagators: []durable.Propagator{
+	cfg := durable.Config{Propagators: []durable.Propagator{
 		durable.Carry(tenantKey), durable.Carry(mediator.NewKey[int]("tenant")), nil}}
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), `second key named "tenant"`) || !strings.Contains(err.Error(), "Propagators[2] is nil") {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,61 +16,27 @@ import (
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
-// Dialect names the database a queue keeps its items in.
-type Dialect int
-
-const (
-	// SQLite is an embedded database in one file (modernc.org/sqlite, pure Go, driver name
-	// "sqlite"): nothing to run beside the application. One process writes at a time.
-	SQLite Dialect = iota + 1
-	// Postgres is PostgreSQL (the pgx driver, driver name "pgx"): any number of instances
-	// share one database and divide the work.
-	Postgres
-)
-
-// String returns "sqlite" or "postgres".
-func (d Dialect) String() string {
-	switch d {
-	case SQLite:
-		return "sqlite"
-	case Postgres:
-		return "postgres"
-	}
-	return fmt.Sprintf("Dialect(%d)", int(d))
+// Driver is the database a Queue keeps its items in, made by a driver package:
+// sqlite.Open(path) or sqlite.New(db) of package durable/sqlite (an embedded database in one
+// file, nothing to run beside the application, one process writing at a time), or
+// postgres.Open(dsn) or postgres.New(db) of package durable/postgres (any number of instances
+// share one PostgreSQL database and divide the work). Each driver package alone imports its
+// database driver, opens its pool and applies its migrations (Migrate, MigrationSQL), so a
+// program links only the database it uses. Switching databases is changing this one argument
+// of Open.
+//
+// Its method names an internal type: only those packages implement it.
+type Driver interface {
+	// Database opens (or, for a pool the caller owns, wraps) the driver's database.
+	Database() (store.Database, error)
 }
 
-func (d Dialect) engine() (store.Engine, error) {
-	switch d {
-	case SQLite:
-		return store.SQLite, nil
-	case Postgres:
-		return store.Postgres, nil
-	}
-	return nil, fmt.Errorf("durable: unknown %v: use durable.SQLite or durable.Postgres", d)
-}
-
-// Config configures a Queue. Exactly one of SQLitePath, PostgresDSN and DB says where the items
-// are kept.
+// Config configures a Queue; the database is Open's Driver argument.
 type Config struct {
-	// SQLitePath is the SQLite database file, created (with its directory) on first use. The
-	// queue opens it with a single connection, WAL journal, a busy timeout and immediate write
-	// transactions, and Close closes it.
-	SQLitePath string
-	// PostgresDSN is a PostgreSQL connection string in any form pgx accepts; a search_path
-	// parameter selects the schema. The queue opens a pool, and Close closes it.
-	PostgresDSN string
-	// DB is a pool the caller opened and owns, of the database Dialect names: the queue never
-	// closes it. A SQLite pool should have one connection (db.SetMaxOpenConns(1)) and the
-	// "_txlock=immediate" parameter, as SQLitePath sets up; a PostgreSQL pool must use the pgx
-	// driver.
-	DB *sql.DB
-	// Dialect is the database of DB. Required with DB; with SQLitePath or PostgresDSN it may
-	// be left zero (it must match when set).
-	Dialect Dialect
 	// SkipMigrations makes Open apply no migration: it only checks that the database's schema
 	// is at least the version this package needs, and fails if not. Set it when the schema is
-	// managed by the team's own migration tool (see MigrationSQL) or by a deploy step that
-	// calls Migrate, and the application's database user may not change the schema. Default
+	// managed by the team's own migration tool (the driver package's MigrationSQL) or by a
+	// deploy step that calls its Migrate, and the application's database user may not change the schema. Default
 	// false: Open applies the migrations the database lacks, the simplest setup.
 	SkipMigrations bool
 
@@ -162,18 +127,22 @@ const DefaultMaxPayloadBytes = 4 << 20
 // would promise payloads neither database takes.
 const MaxPayloadLimit = 1_000_000_000
 
-// Open returns a Queue over the database cfg names, whose schema it migrates first (unless
+// Open returns a Queue over driver's database, whose schema it migrates first (unless
 // SkipMigrations is set). Register the request types on it, then enqueue, defer (NewDeferral)
-// and schedule (Start). Shutdown and Close the queue when done.
-func Open(ctx context.Context, cfg Config) (*Queue, error) {
+// and schedule (Start). Shutdown and Close the queue when done: Close closes a pool the driver
+// opened (sqlite.Open, postgres.Open), never one the caller passed (sqlite.New, postgres.New).
+func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
+	if driver == nil {
+		return nil, errors.New("durable: Open: the driver is nil: pass sqlite.Open(path) (package durable/sqlite) or postgres.Open(dsn) (package durable/postgres)")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	db, d, owns, err := cfg.database()
+	dbase, err := driver.Database()
 	if err != nil {
 		return nil, err
 	}
-	e, _ := d.engine()
+	db, e, owns := dbase.DB, dbase.Engine, dbase.Owned
 	if cfg.Logger == nil {
 		cfg.Logger = zap.L()
 	}
@@ -184,7 +153,7 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		}
 		return nil, err
 	}
-	if err := connect(ctx, db, d); err != nil {
+	if err := store.Connect(ctx, db, e); err != nil {
 		return fail(err)
 	}
 	if cfg.SkipMigrations {
@@ -214,15 +183,11 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	return q, nil
 }
 
-// Validate reports every problem of cfg, joined, each naming its field: no database or more
-// than one, a DB without its Dialect or a Dialect that does not match, a negative Recheck or
+// Validate reports every problem of cfg, joined, each naming its field: a negative Recheck or
 // ReplayLease, a MaxPayloadBytes that is negative or above MaxPayloadLimit, an invalid Policy
 // (see retry.Policy.Validate), a nil propagator or two carried keys of one name. Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
-	if _, _, err := cfg.dialect(); err != nil {
-		errs = append(errs, err)
-	}
 	if err := cfg.Policy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("durable: Open: Policy: %w", err))
 	}
@@ -241,90 +206,6 @@ func (cfg Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// database returns the pool cfg names, its dialect and whether the queue owns it.
-func (cfg Config) database() (*sql.DB, Dialect, bool, error) {
-	d, owned, err := cfg.dialect()
-	if err != nil {
-		return nil, 0, false, err
-	}
-	if !owned {
-		return cfg.DB, d, false, nil
-	}
-	var db *sql.DB
-	if d == SQLite {
-		db, err = store.OpenSQLite(cfg.SQLitePath)
-	} else {
-		db, err = store.OpenPostgres(cfg.PostgresDSN)
-	}
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("durable: Open %v: %w", d, err)
-	}
-	return db, d, true, nil
-}
-
-// dialect checks that cfg names exactly one database and returns its dialect, and whether
-// the queue opens (and so owns) the pool.
-func (cfg Config) dialect() (Dialect, bool, error) {
-	var set []string
-	if cfg.SQLitePath != "" {
-		set = append(set, "SQLitePath")
-	}
-	if cfg.PostgresDSN != "" {
-		set = append(set, "PostgresDSN")
-	}
-	if cfg.DB != nil {
-		set = append(set, "DB")
-	}
-	if len(set) != 1 {
-		what := "none is set"
-		if len(set) > 1 {
-			what = strings.Join(set, " and ") + " are set"
-		}
-		return 0, false, fmt.Errorf("durable: Open: set exactly one of Config.SQLitePath, Config.PostgresDSN and Config.DB (with Config.Dialect); %s", what)
-	}
-	var d Dialect
-	switch set[0] {
-	case "SQLitePath":
-		d = SQLite
-	case "PostgresDSN":
-		d = Postgres
-	default:
-		if cfg.Dialect == 0 {
-			return 0, false, errors.New("durable: Open: Config.DB needs Config.Dialect (durable.SQLite or durable.Postgres)")
-		}
-		if _, err := cfg.Dialect.engine(); err != nil {
-			return 0, false, err
-		}
-		return cfg.Dialect, false, nil
-	}
-	if cfg.Dialect != 0 && cfg.Dialect != d {
-		return 0, false, fmt.Errorf("durable: Open: Config.Dialect is %v but Config.%s is set", cfg.Dialect, set[0])
-	}
-	return d, true, nil
-}
-
-// connect checks that db answers, so that a wrong address or credentials are reported as
-// such, and on PostgreSQL that its search_path names a schema that exists, the usual mistake
-// when a DSN selects a schema nobody created.
-func connect(ctx context.Context, db *sql.DB, d Dialect) error {
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("durable: Open %v: connect: %w", d, err)
-	}
-	if d != Postgres {
-		return nil
-	}
-	var schema sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return fmt.Errorf("durable: Open %v: connect: %w", d, err)
-	}
-	if !schema.Valid {
-		var path string
-		_ = db.QueryRowContext(ctx, "SHOW search_path").Scan(&path)
-		return fmt.Errorf("durable: Open %v: the search_path (%s) names no existing schema: create the schema first, or fix the DSN's search_path", d, path)
-	}
-	return nil
-}
-
 // checkVersion fails unless db has applied every embedded migration: its newest version is
 // not enough, since a migration may be added beside an older one.
 func checkVersion(ctx context.Context, db *sql.DB, e store.Engine) error {
@@ -337,43 +218,8 @@ func checkVersion(ctx context.Context, db *sql.DB, e store.Engine) error {
 		return err
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d and the database lacks migrations %v: run durable.Migrate (or apply durable.MigrationSQL with your migration tool) first",
+		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d and the database lacks migrations %v: run the driver package's Migrate (or apply its MigrationSQL with your migration tool) first",
 			have, store.SchemaVersion(), missing)
 	}
 	return nil
-}
-
-// Migrate applies to db, a database of dialect d, the schema migrations it lacks: each in its
-// own transaction, statement by statement, recorded in the switchboard_schema_migrations
-// table. Concurrent calls (several instances starting at once) apply each migration once. Open
-// calls it unless Config.SkipMigrations is set; call it from a deploy step that owns the
-// schema.
-func Migrate(ctx context.Context, db *sql.DB, d Dialect) error {
-	e, err := d.engine()
-	if err != nil {
-		return err
-	}
-	return store.Migrate(ctx, db, e, nil)
-}
-
-// MigrationSQL returns every migration of dialect d, in order, as one script for a team's own
-// migration tool (or psql, sqlite3): first the version table, then each migration headed by a
-// comment with its version and name and followed by the insert of its row in the version
-// table, so that the database ends as Migrate leaves it and Open (with or without
-// SkipMigrations) accepts it. The script has no transaction statements; run it in one.
-func MigrationSQL(d Dialect) string {
-	e, err := d.engine()
-	if err != nil {
-		return "-- " + err.Error() + "\n"
-	}
-	ms, err := store.Migrations(e)
-	if err == nil {
-		var s string
-		if s, err = store.Script(e, ms); err == nil {
-			return s
-		}
-	}
-	// The migrations are embedded and checked by the tests: this cannot happen in a build
-	// that passed them.
-	panic(err)
 }

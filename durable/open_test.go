@@ -15,43 +15,49 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 )
 
-func TestOpenNeedsExactlyOneDatabase(t *testing.T) {
+// Open names a missing or wrong driver before touching any database, and reports every
+// problem of the Config at once, each naming its field.
+func TestOpenNamesDriverMistakes(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "q.db")
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "q.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	pgxPool, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pgxPool.Close()
 	for name, c := range map[string]struct {
-		cfg  durable.Config
-		want string
+		driver durable.Driver
+		want   string
 	}{
-		"none":          {durable.Config{}, "set exactly one of Config.SQLitePath, Config.PostgresDSN and Config.DB (with Config.Dialect); none is set"},
-		"two":           {durable.Config{SQLitePath: path, PostgresDSN: "postgres://x"}, "SQLitePath and PostgresDSN are set"},
-		"DB no dialect": {durable.Config{DB: db}, "Config.DB needs Config.Dialect"},
-		"bad dialect":   {durable.Config{DB: db, Dialect: 7}, "unknown Dialect(7)"},
-		"mismatch":      {durable.Config{SQLitePath: path, Dialect: durable.Postgres}, "Config.Dialect is postgres but Config.SQLitePath is set"},
+		"nil":            {nil, "the driver is nil: pass sqlite.Open(path)"},
+		"empty path":     {sqlite.Open(""), "sqlite.Open was given an empty path"},
+		"empty DSN":      {postgres.Open(""), "postgres.Open was given an empty DSN"},
+		"pool of SQLite": {postgres.New(db), "postgres.New was given a pool of the database/sql driver"},
 	} {
-		q, err := durable.Open(ctx, c.cfg)
+		q, err := durable.Open(ctx, c.driver, durable.Config{})
 		if q != nil || err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Open = %v, %v; want an error containing %q", name, q, err, c.want)
 		}
 	}
-	// Validate reports every problem at once, each naming its field; Open reports the same.
-	bad := durable.Config{SQLitePath: path, PostgresDSN: "postgres://x", Recheck: -time.Second,
-		Policy: retry.Policy{MaxAttempts: -1}}
-	for _, err := range []error{bad.Validate(), func() error { _, err := durable.Open(ctx, bad); return err }()} {
-		for _, want := range []string{"SQLitePath and PostgresDSN are set", "Recheck -1s is negative", "MaxAttempts -1 is negative"} {
+	bad := durable.Config{Recheck: -time.Second, Policy: retry.Policy{MaxAttempts: -1}}
+	path := filepath.Join(t.TempDir(), "never.db")
+	for _, err := range []error{bad.Validate(), func() error { _, err := durable.Open(ctx, sqlite.Open(path), bad); return err }()} {
+		for _, want := range []string{"Recheck -1s is negative", "MaxAttempts -1 is negative"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%v: want it to name %q", err, want)
 			}
 		}
 	}
-	if durable.SQLite.String() != "sqlite" || durable.Postgres.String() != "postgres" {
-		t.Errorf("dialect names %q %q", durable.SQLite, durable.Postgres)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("Open with a bad Config created the database file: %v", err)
 	}
 }
 
@@ -61,42 +67,44 @@ func TestOpenWithCallersPool(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		var (
-			db *sql.DB
-			d  durable.Dialect
+			db     *sql.DB
+			driver durable.Driver
 		)
 		switch b.name {
 		case "sqlite":
-			if err := os.MkdirAll(filepath.Dir(b.db.SQLitePath), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(b.target), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			db, d = must[*sql.DB](t)(sql.Open("sqlite", b.db.SQLitePath+"?_txlock=immediate")), durable.SQLite
+			db = must[*sql.DB](t)(sql.Open("sqlite", b.target+"?_txlock=immediate"))
 			db.SetMaxOpenConns(1)
+			driver = sqlite.New(db)
 		default:
-			db, d = must[*sql.DB](t)(sql.Open("pgx", b.db.PostgresDSN)), durable.Postgres
+			db = must[*sql.DB](t)(sql.Open("pgx", b.target))
+			driver = postgres.New(db)
 		}
 		defer db.Close()
-		_, err := durable.Open(ctx, durable.Config{DB: db, Dialect: d, SkipMigrations: true})
-		for _, want := range []string{"schema is at version 0", fmt.Sprintf("needs version %d", istore.SchemaVersion()), "durable.Migrate"} {
+		_, err := durable.Open(ctx, driver, durable.Config{SkipMigrations: true})
+		for _, want := range []string{"schema is at version 0", fmt.Sprintf("needs version %d", istore.SchemaVersion()), "Migrate"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("Open with SkipMigrations on an empty database: %v; want it to mention %q", err, want)
 			}
 		}
 		if b.name == "sqlite" {
-			if err := durable.Migrate(ctx, db, d); err != nil {
+			if err := sqlite.Migrate(ctx, db); err != nil {
 				t.Fatal(err)
 			}
 		} else {
 			// The script a team's migration tool would run, statement by statement as it
 			// would: here in one transaction.
 			tx := must[*sql.Tx](t)(db.BeginTx(ctx, nil))
-			if _, err := tx.Exec(durable.MigrationSQL(d)); err != nil {
+			if _, err := tx.Exec(postgres.MigrationSQL()); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		q, err := durable.Open(ctx, durable.Config{DB: db, Dialect: d, SkipMigrations: true})
+		q, err := durable.Open(ctx, driver, durable.Config{SkipMigrations: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,8 +125,7 @@ func TestOpenWithCallersPool(t *testing.T) {
 }
 
 func TestMigrationSQLHeadsEachMigration(t *testing.T) {
-	for _, d := range []durable.Dialect{durable.SQLite, durable.Postgres} {
-		s := durable.MigrationSQL(d)
+	for d, s := range map[string]string{"sqlite": sqlite.MigrationSQL(), "postgres": postgres.MigrationSQL()} {
 		for _, want := range []string{"CREATE TABLE IF NOT EXISTS switchboard_schema_migrations", "-- Migration 1: 0001_init.sql",
 			"-- Migration 3: 0003_isolation.sql", "INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (3, '0003_isolation.sql'"} {
 			if !strings.Contains(s, want) {
@@ -144,7 +151,7 @@ func TestOpenNamesConnectionMistakes(t *testing.T) {
 	q.Set("search_path", "no_such_schema_here")
 	u.RawQuery = q.Encode()
 	ctx := context.Background()
-	if _, err := durable.Open(ctx, durable.Config{PostgresDSN: u.String()}); err == nil ||
+	if _, err := durable.Open(ctx, postgres.Open(u.String()), durable.Config{}); err == nil ||
 		!strings.Contains(err.Error(), "no_such_schema_here") || !strings.Contains(err.Error(), "names no existing schema") {
 		t.Errorf("missing schema: %v", err)
 	}
@@ -155,7 +162,7 @@ func TestOpenNamesConnectionMistakes(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nothing listens there now: the connection is refused
 	refused := fmt.Sprintf("postgres://nobody@127.0.0.1:%d/x?sslmode=disable&connect_timeout=5", port)
-	if _, err := durable.Open(ctx, durable.Config{PostgresDSN: refused}); err == nil || !strings.Contains(err.Error(), "durable: Open postgres: connect:") {
+	if _, err := durable.Open(ctx, postgres.Open(refused), durable.Config{}); err == nil || !strings.Contains(err.Error(), "durable: Open postgres: connect:") {
 		t.Errorf("refused: %v", err)
 	}
 }
@@ -170,13 +177,13 @@ func TestSkipMigrationsFindsAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := durable.Migrate(ctx, db, durable.SQLite); err != nil {
+	if err := sqlite.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, "DELETE FROM switchboard_schema_migrations WHERE version = 4"); err != nil {
 		t.Fatal(err)
 	}
-	q, err := durable.Open(ctx, durable.Config{DB: db, Dialect: durable.SQLite, SkipMigrations: true})
+	q, err := durable.Open(ctx, sqlite.New(db), durable.Config{SkipMigrations: true})
 	if q != nil || err == nil || !strings.Contains(err.Error(), "lacks migrations [4]") {
 		t.Fatalf("Open = %v, %v; want it to name the missing migration 4", q, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 )
 
 // A request given the same token every time it is enqueued (here the invoice number) is
@@ -17,7 +18,7 @@ func ExampleWithToken() {
 	dir, _ := os.MkdirTemp("", "durable-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	q, _ := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db")})
+	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
 	defer q.Close()
 	durable.Register[*SendInvoice](q, "billing.send-invoice")
 
@@ -50,7 +51,7 @@ func ExamplePayloadTooLargeError() {
 	dir, _ := os.MkdirTemp("", "durable-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	q, _ := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db"), MaxPayloadBytes: 64})
+	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{MaxPayloadBytes: 64})
 	defer q.Close()
 	durable.Register[*SendInvoice](q, "billing.send-invoice")
 

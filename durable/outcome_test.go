@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/postgres"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -67,7 +68,7 @@ func TestDeferralUnknownOutcomeFrozenPostgres(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	warmConns := 2 * callers * 3 / 4
 	db.SetMaxIdleConns(warmConns)
-	q := openQueue(t, durable.Config{DB: db, Dialect: durable.Postgres, Policy: fastPolicy})
+	q := openQueue(t, postgres.New(db), durable.Config{Policy: fastPolicy})
 
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(ctx context.Context, r *Work) (mediator.Void, error) {
@@ -151,7 +152,7 @@ func TestDeferralUnknownOutcomeFrozenPostgres(t *testing.T) {
 		return err == nil && n == 0
 	})
 
-	q2 := openQueue(t, durable.Config{PostgresDSN: srv.dsn, Policy: fastPolicy})
+	q2 := openQueue(t, postgres.Open(srv.dsn), durable.Config{Policy: fastPolicy})
 	ctx := context.Background()
 	byN := func() map[int][]durable.Item {
 		t.Helper()

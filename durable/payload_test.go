@@ -126,12 +126,12 @@ func TestBatchLetterOverLimitKeptWithoutPayload(t *testing.T) {
 // refused naming the field.
 func TestConfigValidatePayloadLimit(t *testing.T) {
 	for _, n := range []int{-1, durable.MaxPayloadLimit + 1} {
-		err := durable.Config{SQLitePath: "x.db", MaxPayloadBytes: n}.Validate()
+		err := durable.Config{MaxPayloadBytes: n}.Validate()
 		if err == nil || !strings.Contains(err.Error(), "MaxPayloadBytes") {
 			t.Errorf("MaxPayloadBytes %d: %v", n, err)
 		}
 	}
-	if err := (durable.Config{SQLitePath: "x.db", MaxPayloadBytes: durable.MaxPayloadLimit}).Validate(); err != nil {
+	if err := (durable.Config{MaxPayloadBytes: durable.MaxPayloadLimit}).Validate(); err != nil {
 		t.Errorf("MaxPayloadLimit: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -369,7 +370,7 @@ func ExampleJSONCodec() {
 }
 
 func TestOpenRefusesInvalidPolicy(t *testing.T) {
-	q, err := durable.Open(context.Background(), durable.Config{SQLitePath: filepath.Join(t.TempDir(), "q.db"), Policy: retry.Policy{BaseDelay: -time.Second}})
+	q, err := durable.Open(context.Background(), sqlite.Open(filepath.Join(t.TempDir(), "q.db")), durable.Config{Policy: retry.Policy{BaseDelay: -time.Second}})
 	var ipe *retry.InvalidPolicyError
 	if q != nil || !errors.Is(err, retry.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "BaseDelay" {
 		t.Fatalf("Open = %v, %v", q, err)

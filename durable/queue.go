@@ -37,8 +37,8 @@ type Queue struct {
 	maxPayload int
 }
 
-// Close closes the database pool the queue opened (Config.SQLitePath, Config.PostgresDSN); a
-// pool given as Config.DB is left open. Call Shutdown first.
+// Close closes the database pool the driver opened (sqlite.Open, postgres.Open); a pool the
+// caller passed (sqlite.New, postgres.New) is left open. Call Shutdown first.
 func (q *Queue) Close() error { return q.store.Close() }
 
 // Start runs this instance's scheduler for q: it claims due items for its free workers (FOR

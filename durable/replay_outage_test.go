@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/postgres"
 )
 
 // stopImmediate stops the server as a crash would: pg_ctl stop -m immediate, no checkpoint,
@@ -235,7 +236,7 @@ func newReplayOutage(t *testing.T, n int, lease time.Duration) *replayOutage {
 		}
 	}})
 	t.Cleanup(func() { _ = db.Close() })
-	o.q = openQueue(t, durable.Config{DB: db, Dialect: durable.Postgres, Clock: o.clock, ReplayLease: lease,
+	o.q = openQueue(t, postgres.New(db), durable.Config{Clock: o.clock, ReplayLease: lease,
 		Policy: retry.Policy{MaxAttempts: 1}, Logger: zaptest.NewLogger(t)})
 	o.itemOf = make(map[int]durable.ItemID, n)
 	for i := range n {

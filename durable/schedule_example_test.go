@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -24,7 +25,7 @@ func ExampleSchedule() {
 	ctx := context.Background()
 	// A manual clock stands in for the night's wait; an application leaves Config.Clock zero.
 	clock := durabletest.NewManualClock(time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC))
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db"), Clock: clock})
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Clock: clock})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -28,7 +29,7 @@ import (
 // bubbleQueue opens a store on a new SQLite file inside the current bubble.
 func bubbleQueue(t *testing.T, path string, policy retry.Policy) *durable.Queue {
 	t.Helper()
-	q := openQueue(t, durable.Config{SQLitePath: path, Policy: policy, Rand: func() float64 { return 0.5 }})
+	q := openQueue(t, sqlite.Open(path), durable.Config{Policy: policy, Rand: func() float64 { return 0.5 }})
 	return q
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/health"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -21,7 +22,7 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "health-example")
 	defer os.RemoveAll(dir)
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(dir, "queue.db")})
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
 	if err != nil {
 		panic(err)
 	}

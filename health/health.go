@@ -128,7 +128,7 @@ func (cfg Config) queueChecks() []Check {
 				return fmt.Errorf("not known: the store did not answer: %w", err)
 			}
 			if len(missing) > 0 {
-				return fmt.Errorf("the database lacks migrations %v: run durable.Migrate (or apply durable.MigrationSQL) first", missing)
+				return fmt.Errorf("the database lacks migrations %v: run the driver package's Migrate (or apply its MigrationSQL) first", missing)
 			}
 			return nil
 		}},

@@ -2,9 +2,7 @@ package health_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -22,6 +20,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/health"
 	"github.com/switchboard-go/switchboard/mediator/mediatortest"
 )
@@ -33,7 +34,8 @@ const pgDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
 // backend opens queues on one kind of database and reaches below them to break the schema.
 type backend struct {
 	name string
-	cfg  durable.Config // its database fields
+	// driver opens a queue (a pool of its own) on the backend's database.
+	driver durable.Driver
 	// admin opens a pool on the queue's database, for the test's own statements.
 	admin func(t *testing.T) *sql.DB
 }
@@ -41,14 +43,14 @@ type backend struct {
 func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "queue.db")
-		fn(t, backend{name: "sqlite", cfg: durable.Config{SQLitePath: path}, admin: func(t *testing.T) *sql.DB {
+		fn(t, backend{name: "sqlite", driver: sqlite.Open(path), admin: func(t *testing.T) *sql.DB {
 			return openDB(t, "sqlite", path)
 		}})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn := pgDSN(t)
-		target := withSearchPath(t, dsn, testSchema(t, dsn))
-		fn(t, backend{name: "postgres", cfg: durable.Config{PostgresDSN: target}, admin: func(t *testing.T) *sql.DB {
+		target := durabletest.PostgresSchema(t, dsn)
+		fn(t, backend{name: "postgres", driver: postgres.Open(target), admin: func(t *testing.T) *sql.DB {
 			return openDB(t, "pgx", target)
 		}})
 	})
@@ -75,45 +77,10 @@ func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	return db
 }
 
-// testSchema creates a schema of its own on the server of dsn, dropped when the test ends.
-func testSchema(t *testing.T, dsn string) string {
+// open opens a queue on driver with cfg, closed when the test ends.
+func open(t *testing.T, driver durable.Driver, cfg durable.Config) *durable.Queue {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "sbhealth_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		_ = admin.Close()
-	})
-	return schema
-}
-
-func withSearchPath(t *testing.T, dsn, schema string) string {
-	if !strings.Contains(dsn, "://") {
-		return dsn + " search_path=" + schema
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// open opens a queue with cfg's database fields, closed when the test ends.
-func open(t *testing.T, cfg durable.Config) *durable.Queue {
-	t.Helper()
-	q, err := durable.Open(context.Background(), cfg)
+	q, err := durable.Open(context.Background(), driver, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +157,7 @@ func wantStatuses(t *testing.T, rep health.Report, want map[string]health.Status
 
 func TestReadinessOfAHealthyQueue(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		q := open(t, b.cfg)
+		q := open(t, b.driver, durable.Config{})
 		start(t, q)
 		p := probes(t, health.Config{Queue: q})
 
@@ -233,7 +200,7 @@ func TestReadinessOfAHealthyQueue(t *testing.T) {
 
 func TestReadinessNamesTheScheduler(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		q := open(t, b.cfg)
+		q := open(t, b.driver, durable.Config{})
 		p := probes(t, health.Config{Queue: q})
 		notRunning := map[string]health.Status{"store": health.StatusOK, "migrations": health.StatusOK, "scheduler": health.StatusFailed}
 
@@ -273,7 +240,7 @@ func TestReadinessNamesTheScheduler(t *testing.T) {
 
 func TestReadinessNamesAMissingMigration(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		q := open(t, b.cfg)
+		q := open(t, b.driver, durable.Config{})
 		// A migration that the newest one does not cover is missing too.
 		if _, err := b.admin(t).Exec("DELETE FROM switchboard_schema_migrations WHERE version = 1"); err != nil {
 			t.Fatal(err)
@@ -393,7 +360,7 @@ func (p *proxy) freeze() {
 // no idle connection, so every check dials anew and meets the proxy's current state.
 func proxiedQueue(t *testing.T) (*durable.Queue, *proxy) {
 	dsn := pgDSN(t)
-	target := withSearchPath(t, dsn, testSchema(t, dsn))
+	target := durabletest.PostgresSchema(t, dsn)
 	u, err := url.Parse(target)
 	if err != nil || u.Host == "" {
 		t.Skipf("the proxy tests need a URL DSN in %s", pgDSNEnv)
@@ -402,7 +369,7 @@ func proxiedQueue(t *testing.T) (*durable.Queue, *proxy) {
 	u.Host = px.ln.Addr().String()
 	db := openDB(t, "pgx", u.String())
 	db.SetMaxIdleConns(0)
-	return open(t, durable.Config{DB: db, Dialect: durable.Postgres}), px
+	return open(t, postgres.New(db), durable.Config{}), px
 }
 
 func TestReadinessNamesTheStoreWhenPostgresIsGone(t *testing.T) {
@@ -559,7 +526,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestACheckMayNotTakeAQueueCheckName(t *testing.T) {
-	q := open(t, durable.Config{SQLitePath: filepath.Join(t.TempDir(), "q.db")})
+	q := open(t, sqlite.Open(filepath.Join(t.TempDir(), "q.db")), durable.Config{})
 	_, err := health.New(health.Config{Queue: q, Checks: []health.Check{{Name: "store", Run: func(context.Context) error { return nil }}}})
 	if err == nil || !strings.Contains(err.Error(), `a check named "store" is already in the probe`) {
 		t.Errorf("error %v", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/httpcall"
 	"github.com/switchboard-go/switchboard/logging"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -110,9 +111,8 @@ func replayWebhooks(t *testing.T, cfg logging.Config, events int) webhookScenari
 	downURL := down.URL
 	down.Close() // connections are refused
 
-	q, err := durable.Open(context.Background(), durable.Config{
-		SQLitePath: filepath.Join(t.TempDir(), "queue.db"),
-		Logger:     zap.NewNop(),
+	q, err := durable.Open(context.Background(), sqlite.Open(filepath.Join(t.TempDir(), "queue.db")), durable.Config{
+		Logger: zap.NewNop(),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close() })

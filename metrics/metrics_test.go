@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 	"github.com/switchboard-go/switchboard/metrics"
 )
@@ -66,7 +67,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := durable.Open(ctx, durable.Config{SQLitePath: filepath.Join(t.TempDir(), "q.db"),
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(t.TempDir(), "q.db")), durable.Config{
 		Policy: retry.Policy{BaseDelay: time.Hour}})
 	if err != nil {
 		t.Fatal(err)

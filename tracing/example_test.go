@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 	"github.com/switchboard-go/switchboard/tracing"
 )
@@ -29,8 +30,7 @@ func Example() {
 	defer tp.Shutdown(ctx)
 
 	cfg := tracing.Config{TracerProvider: tp} // zero fields: the global provider, W3C trace context
-	q, err := durable.Open(ctx, durable.Config{
-		SQLitePath:  filepath.Join(dir, "queue.db"),
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
 		Policy:      retry.Policy{BaseDelay: 10 * time.Millisecond}, // retry stored work soon, for the example
 		Propagators: []durable.Propagator{tracing.Propagator(cfg)},  // the trace context travels with the item
 	})

@@ -2,19 +2,17 @@ package durabletest
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/internal/exec"
+	"github.com/switchboard-go/switchboard/durable/internal/pgtest"
+	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -24,19 +22,14 @@ const PostgresDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
 
 // NewQueue opens a throwaway queue with cfg: a SQLite file in t.TempDir(), or, when the
 // environment variable SWITCHBOARD_TEST_PG_DSN is set, a schema of its own on that PostgreSQL
-// server. The queue is closed, and the schema dropped, when the test ends. The database fields
-// of cfg (SQLitePath, PostgresDSN, DB, Dialect) must be empty; the others are used as given.
+// server (PostgresSchema). The queue is closed, and the schema dropped, when the test ends.
 func NewQueue(t testing.TB, cfg durable.Config) *durable.Queue {
 	t.Helper()
-	if cfg.SQLitePath != "" || cfg.PostgresDSN != "" || cfg.DB != nil || cfg.Dialect != 0 {
-		t.Fatal("durabletest.NewQueue: leave the database fields of the Config (SQLitePath, PostgresDSN, DB, Dialect) empty: NewQueue chooses the database")
-	}
+	var driver durable.Driver = sqlite.Open(filepath.Join(t.TempDir(), "durable.db"))
 	if dsn := os.Getenv(PostgresDSNEnv); dsn != "" {
-		cfg.PostgresDSN = postgresSchema(t, dsn)
-	} else {
-		cfg.SQLitePath = filepath.Join(t.TempDir(), "durable.db")
+		driver = postgres.Open(PostgresSchema(t, dsn))
 	}
-	q, err := durable.Open(context.Background(), cfg)
+	q, err := durable.Open(context.Background(), driver, cfg)
 	if err != nil {
 		t.Fatalf("durabletest.NewQueue: %v", err)
 	}
@@ -48,38 +41,13 @@ func NewQueue(t testing.TB, cfg durable.Config) *durable.Queue {
 	return q
 }
 
-// postgresSchema creates a schema on the server of dsn, drops it at the end of the test, and
-// returns dsn with that schema as its search_path.
-func postgresSchema(t testing.TB, dsn string) string {
+// PostgresSchema creates a schema of its own on the PostgreSQL server of dsn, for one test, and
+// returns dsn with that schema as its search_path: pass it to postgres.Open, or open pools of
+// your own on it. The schema, and everything in it, is dropped when the test ends, so tests
+// (and packages testing in parallel) share one server without seeing each other's items.
+func PostgresSchema(t testing.TB, dsn string) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "durabletest_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatalf("durabletest.NewQueue: %s: %v", PostgresDSNEnv, err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = admin.Close()
-		t.Fatalf("durabletest.NewQueue: create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("durabletest: drop schema %s: %v", schema, err)
-		}
-		_ = admin.Close()
-	})
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("durabletest.NewQueue: %s: %v", PostgresDSNEnv, err)
-		}
-		v := u.Query()
-		v.Set("search_path", schema)
-		u.RawQuery = v.Encode()
-		return u.String()
-	}
-	return dsn + " search_path=" + schema
+	return pgtest.Schema(t, dsn, "durabletest_")
 }
 
 // RequireEnqueued fails the test unless q holds a pending item of request type Q (as

@@ -175,14 +175,6 @@ func TestRequireEnqueued(t *testing.T) {
 	}
 }
 
-func TestNewQueueRefusesDatabaseFields(t *testing.T) {
-	rec := &recorder{TB: t}
-	runFatal(rec, func(tb testing.TB) { durabletest.NewQueue(tb, durable.Config{SQLitePath: "x.db"}) })
-	if !strings.Contains(rec.msg, "leave the database fields") {
-		t.Fatalf("message %q", rec.msg)
-	}
-}
-
 // recorder captures a Fatalf instead of failing the test.
 type recorder struct {
 	testing.TB

@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -40,10 +41,9 @@ func Example() {
 	clk := durabletest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	dir, _ := os.MkdirTemp("", "durabletest-example")
 	defer os.RemoveAll(dir)
-	q, err := durable.Open(ctx, durable.Config{
-		SQLitePath: filepath.Join(dir, "queue.db"),
-		Clock:      clk,
-		Policy:     retry.Policy{MaxAttempts: 2, BaseDelay: time.Minute, Jitter: behaviors.Off},
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
+		Clock:  clk,
+		Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Minute, Jitter: behaviors.Off},
 	})
 	if err != nil {
 		fmt.Println(err)

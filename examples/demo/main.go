@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -130,9 +131,8 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) error {
 		fmt.Fprintf(out, format+"\n", args...)
 	}
 
-	queue, err := durable.Open(ctx, durable.Config{
-		SQLitePath: dbPath,
-		Policy:     retry.Policy{MaxAttempts: 3, BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second, Jitter: behaviors.Off},
+	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{
+		Policy: retry.Policy{MaxAttempts: 3, BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second, Jitter: behaviors.Off},
 	})
 	if err != nil {
 		return err

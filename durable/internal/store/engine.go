@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -43,12 +44,28 @@ type Engine interface {
 	// the database in a way its own wait does not cover).
 	transient(err error) bool
 	// appliedAt is the SQL expression of the current time in microseconds since the epoch,
-	// for the version rows of MigrationSQL.
+	// for the version rows of the driver packages' MigrationSQL.
 	appliedAt() string
 	// syntax is the lexical rules Split follows for the engine's scripts.
 	syntax() Syntax
 	// versionTableExists is a query answering 1 when the version table exists, else 0.
 	versionTableExists() string
+	// checkConnection checks, on a database that answers, what the engine can tell of a
+	// mistake in the connection's settings before any migration runs.
+	checkConnection(ctx context.Context, db *sql.DB) error
+}
+
+// Connect checks that db answers, so that a wrong address or credentials are reported as such,
+// and what the engine can tell of a mistaken setting (on PostgreSQL a search_path naming no
+// schema, the usual mistake when a DSN selects a schema nobody created).
+func Connect(ctx context.Context, db *sql.DB, e Engine) error {
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("durable: Open %v: connect: %w", e, err)
+	}
+	if err := e.checkConnection(ctx, db); err != nil {
+		return fmt.Errorf("durable: Open %v: %w", e, err)
+	}
+	return nil
 }
 
 // statements are the statements every engine has, each in its engine's form.

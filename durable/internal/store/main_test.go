@@ -2,18 +2,19 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	// Registers the "sqlite" database/sql driver, as durable/sqlite does.
+	_ "modernc.org/sqlite"
+
+	"github.com/switchboard-go/switchboard/durable/internal/pgtest"
+	"github.com/switchboard-go/switchboard/durable/internal/pgxconn"
 )
 
 // The store's conformance suite: what every engine must do alike. Each test runs on SQLite,
@@ -69,42 +70,15 @@ func sqliteBackend(t testing.TB) backend {
 // test, and opens pools whose search_path selects it.
 func postgresBackend(t testing.TB, dsn string) backend {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "sbtest_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		_ = admin.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		_ = admin.Close()
-	})
-	target := dsn + " search_path=" + schema
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		target = u.String()
-	}
+	target := pgtest.Schema(t, dsn, "sbtest_")
 	return backend{name: "postgres", engine: Postgres, pool: func(t testing.TB) *sql.DB {
 		t.Helper()
-		db, err := OpenPostgres(target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		return db
+		return pgtest.Open(t, target)
 	}}
 }
+
+// Postgres is the PostgreSQL engine over pgx, as durable/postgres makes it.
+var Postgres = NewPostgres(PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch})
 
 // eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
 func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {

@@ -253,3 +253,16 @@ func Script(e Engine, ms []Migration) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// MustScript is Script of every embedded migration of e. The migrations are embedded and
+// checked by the tests, so an error cannot happen in a build that passed them: it panics.
+func MustScript(e Engine) string {
+	ms, err := Migrations(e)
+	if err == nil {
+		var s string
+		if s, err = Script(e, ms); err == nil {
+			return s
+		}
+	}
+	panic(err)
+}

@@ -3,27 +3,44 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	// Registers the "pgx" database/sql driver.
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// Postgres is the engine of PostgreSQL databases (the pgx stdlib driver, "pgx"): any number
-// of instances share one database, claiming with FOR UPDATE SKIP LOCKED.
-var Postgres Engine = newPostgres()
+// PostgresDriver is what the PostgreSQL engine needs from the database driver (pgx, through
+// its database/sql adapter), given by the driver package so that this package imports none.
+type PostgresDriver struct {
+	// NotApplied reports a driver error known to leave the statement unapplied (see
+	// Engine.notApplied); errors database/sql raises itself are classified here.
+	NotApplied func(err error) bool
+	// SendBatch sends queries as one batch on conn, in one round trip and one implicit
+	// transaction; read[i] reads the rows of queries[i].
+	SendBatch func(ctx context.Context, conn *sql.Conn, queries []BatchQuery, read []func(RowReader) error) error
+}
+
+// BatchQuery is one statement of a batch (an alias of an unnamed type, so that a driver's
+// function of the same shape is assignable without importing this package).
+type BatchQuery = struct {
+	SQL  string
+	Args []any
+}
+
+// NewPostgres returns the engine of PostgreSQL databases over drv: any number of instances
+// share one database, claiming with FOR UPDATE SKIP LOCKED.
+func NewPostgres(drv PostgresDriver) Engine {
+	e := newPostgres()
+	e.drv = drv
+	return e
+}
 
 type postgresEngine struct {
 	st           statements
 	completeMany string
 	extendStmt   string
 	sweepStmt    string
+	drv          PostgresDriver
 }
 
 // The PostgreSQL statements of the scheduler are written so that their generic plans probe
@@ -149,23 +166,10 @@ func (*postgresEngine) String() string       { return "postgres" }
 func (e *postgresEngine) stmts() *statements { return &e.st }
 func (*postgresEngine) transient(error) bool { return false }
 
-// notApplied: an error pgx raised before sending anything (it says so: SafeToRetry), a
-// failed connect, or an ERROR the server answered the statement with (the statement, or its
-// transaction, is rolled back). A FATAL or PANIC ends the session, possibly after the commit;
-// a deadline or a broken connection after the statement went out leaves it unknown.
-func (*postgresEngine) notApplied(err error) bool {
-	if notSent(err) || pgconn.SafeToRetry(err) {
-		return true
-	}
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-		sev := pgErr.SeverityUnlocalized
-		if sev == "" {
-			sev = pgErr.Severity
-		}
-		return sev == "ERROR"
-	}
-	_, ok := errors.AsType[*pgconn.ConnectError](err)
-	return ok
+// notApplied: an error database/sql raised before sending the statement, or one the driver
+// classifies as unapplied (see PostgresDriver.NotApplied).
+func (e *postgresEngine) notApplied(err error) bool {
+	return notSent(err) || e.drv.NotApplied(err)
 }
 func (*postgresEngine) appliedAt() string {
 	return "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT"
@@ -200,12 +204,6 @@ func (*postgresEngine) lockMigrations(ctx context.Context, conn *sql.Conn) (func
 	}, nil
 }
 
-// OpenPostgres opens a pool with the pgx driver (dsn in any form pgx accepts; a search_path
-// parameter selects the schema).
-func OpenPostgres(dsn string) (*sql.DB, error) {
-	return sql.Open("pgx", dsn)
-}
-
 func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
 	return scanClaims(db.QueryContext(ctx, stmt, args...))
 }
@@ -219,8 +217,8 @@ func (e *postgresEngine) complete(ctx context.Context, db *sql.DB, cs []Completi
 	return readFences(rows, accepted)
 }
 
-// completeAndClaim sends the completion and the claim as one pgx batch: one round trip, and
-// (before the batch's single Sync) one implicit transaction.
+// completeAndClaim sends the completion and the claim as one batch: one round trip, and (before
+// the batch's single Sync) one implicit transaction.
 func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -228,40 +226,17 @@ func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []
 	}
 	defer conn.Close()
 	var claimed []Claimed
-	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("the database/sql driver is %T, not pgx", dc)
-		}
-		b := &pgx.Batch{}
-		b.Queue(e.completeMany, completionArrays(cs)...)
-		b.Queue(e.st.claim, claimArgs...)
-		br := pc.Conn().SendBatch(ctx, b)
-		defer br.Close()
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		err = readFences(rows, accepted)
-		rows.Close()
-		if err != nil {
-			return err
-		}
-		if rows, err = br.Query(); err != nil {
-			return err
-		}
-		claimed, err = readClaims(rows)
-		rows.Close()
-		if err != nil {
-			return err
-		}
-		return br.Close()
-	})
+	err = e.drv.SendBatch(ctx, conn,
+		[]BatchQuery{{SQL: e.completeMany, Args: completionArrays(cs)}, {SQL: e.st.claim, Args: claimArgs}},
+		[]func(RowReader) error{
+			func(rows RowReader) error { return readFences(rows, accepted) },
+			func(rows RowReader) (err error) { claimed, err = readClaims(rows); return err },
+		})
 	return claimed, err
 }
 
 // readFences reads the fences a completion accepted.
-func readFences(rows rowReader, accepted map[Fence]bool) error {
+func readFences(rows RowReader, accepted map[Fence]bool) error {
 	for rows.Next() {
 		var (
 			id      int64
@@ -320,3 +295,17 @@ func (*postgresEngine) versionTableExists() string {
 }
 
 func (*postgresEngine) syntax() Syntax { return PostgresSyntax }
+
+// checkConnection: the search_path must name a schema that exists.
+func (*postgresEngine) checkConnection(ctx context.Context, db *sql.DB) error {
+	var schema sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if !schema.Valid {
+		var path string
+		_ = db.QueryRowContext(ctx, "SHOW search_path").Scan(&path)
+		return fmt.Errorf("the search_path (%s) names no existing schema: create the schema first, or fix the DSN's search_path", path)
+	}
+	return nil
+}

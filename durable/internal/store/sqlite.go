@@ -11,10 +11,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	// Registers the "sqlite" database/sql driver.
-	_ "modernc.org/sqlite"
 )
+
+// SQLiteDriverName is the database/sql driver OpenSQLite uses: modernc.org/sqlite's, registered
+// by the driver package durable/sqlite (this package imports no driver).
+const SQLiteDriverName = "sqlite"
 
 // SQLite is the engine of SQLite databases (the modernc.org/sqlite driver, "sqlite"). A
 // database has one writer at a time: claims and completions are immediate transactions.
@@ -116,7 +117,7 @@ func OpenSQLite(path string) (*sql.DB, error) {
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open(SQLiteDriverName, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -268,3 +269,6 @@ func (*sqliteEngine) versionTableExists() string {
 }
 
 func (*sqliteEngine) syntax() Syntax { return SQLiteSyntax }
+
+// checkConnection: a file that opens has nothing more to check.
+func (*sqliteEngine) checkConnection(context.Context, *sql.DB) error { return nil }

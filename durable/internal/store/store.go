@@ -564,8 +564,9 @@ func claimArgs(owner string, now time.Time, lease time.Duration, limit int, alon
 	return []any{owner, micros(now.Add(lease)), micros(now), micros(now), a, micros(now), limit}
 }
 
-// rowReader is what reading a result needs, from database/sql and from pgx alike.
-type rowReader interface {
+// RowReader is what reading a result needs, from database/sql and from a driver's batch alike.
+// It is an alias of an unnamed type, as BatchQuery is.
+type RowReader = interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
@@ -580,7 +581,7 @@ func scanClaims(rows *sql.Rows, err error) ([]Claimed, error) {
 }
 
 // readClaims reads the rows a claim returned.
-func readClaims(rows rowReader) ([]Claimed, error) {
+func readClaims(rows RowReader) ([]Claimed, error) {
 	var out []Claimed
 	for rows.Next() {
 		it, claimedAt, err := scanItem(rows)
@@ -696,3 +697,11 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 
 // LeaseExpired is the error recorded for an attempt whose lease ran out.
 const LeaseExpired = "lease expired before completion"
+
+// Database is what a driver package (durable/sqlite, durable/postgres) gives durable.Open: the
+// pool, the engine of its database, and whether the queue owns the pool (and so closes it).
+type Database struct {
+	DB     *sql.DB
+	Engine Engine
+	Owned  bool
+}

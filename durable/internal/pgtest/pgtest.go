@@ -1,0 +1,77 @@
+// Package pgtest creates the PostgreSQL schema of one test: the implementation of
+// durabletest.PostgresSchema, here so that the store's own tests, which durabletest's imports
+// would cycle with, use the same one.
+package pgtest
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/durable/internal/pgxconn"
+)
+
+// Schema creates a schema of its own on the server of dsn, dropped (with everything in it) when
+// the test ends, and returns dsn with that schema as its search_path. prefix starts the
+// schema's name, so that a leftover says which suite made it.
+func Schema(t testing.TB, dsn, prefix string) string {
+	t.Helper()
+	target, err := WithSearchPath(dsn, NewSchema(t, dsn, prefix))
+	if err != nil {
+		t.Fatalf("PostgreSQL schema: %v", err)
+	}
+	return target
+}
+
+// NewSchema creates a schema of its own on the server of dsn, dropped when the test ends, and
+// returns its name (for a test that reaches the server by more than one DSN).
+func NewSchema(t testing.TB, dsn, prefix string) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := prefix + hex.EncodeToString(b[:])
+	admin, err := pgxconn.Open(dsn)
+	if err != nil {
+		t.Fatalf("PostgreSQL schema: %v", err)
+	}
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		_ = admin.Close()
+		t.Fatalf("PostgreSQL schema: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("PostgreSQL schema: drop schema %s: %v", schema, err)
+		}
+		_ = admin.Close()
+	})
+	return schema
+}
+
+// WithSearchPath returns dsn (a URL or key=value DSN) with schema as its search_path.
+func WithSearchPath(dsn, schema string) (string, error) {
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		v := u.Query()
+		v.Set("search_path", schema)
+		u.RawQuery = v.Encode()
+		return u.String(), nil
+	}
+	return dsn + " search_path=" + schema, nil
+}
+
+// Open opens a pool on dsn, closed when the test ends.
+func Open(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := pgxconn.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}

@@ -1,0 +1,72 @@
+// Package postgres is the PostgreSQL driver of package durable, through pgx: any number of
+// instances share one database and divide the work (claims take FOR UPDATE SKIP LOCKED). Pass
+// it to durable.Open:
+//
+//	q, err := durable.Open(ctx, postgres.Open(dsn), durable.Config{})
+//
+// Importing this package registers pgx's database/sql driver, "pgx".
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/internal/pgxconn"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
+)
+
+// engine is the PostgreSQL engine of the store over pgx.
+var engine = store.NewPostgres(store.PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch})
+
+// driver is a PostgreSQL database for durable.Open, made by Open or New.
+type driver struct {
+	dsn string
+	db  *sql.DB
+}
+
+// Open returns the driver of the PostgreSQL database of dsn, a connection string in any form
+// pgx accepts; a search_path parameter selects the schema, which must exist. The queue opens a
+// pool when durable.Open is called, and its Close closes it.
+func Open(dsn string) durable.Driver { return &driver{dsn: dsn} }
+
+// New returns the driver of db, a pool of pgx's database/sql driver ("pgx", or
+// stdlib.OpenDB/OpenDBFromPool of github.com/jackc/pgx/v5/stdlib) that the caller opened and
+// owns: the queue never closes it.
+func New(db *sql.DB) durable.Driver { return &driver{db: db} }
+
+// Database opens the driver's database for durable.Open.
+func (d *driver) Database() (store.Database, error) {
+	if d.db != nil {
+		if !pgxconn.IsPgx(d.db) {
+			return store.Database{}, fmt.Errorf("durable: Open postgres: postgres.New was given a pool of the database/sql driver %T; it needs pgx's (github.com/jackc/pgx/v5/stdlib)", d.db.Driver())
+		}
+		return store.Database{DB: d.db, Engine: engine}, nil
+	}
+	if d.dsn == "" {
+		return store.Database{}, errors.New("durable: Open postgres: postgres.Open was given an empty DSN")
+	}
+	db, err := pgxconn.Open(d.dsn)
+	if err != nil {
+		return store.Database{}, fmt.Errorf("durable: Open postgres: %w", err)
+	}
+	return store.Database{DB: db, Engine: engine, Owned: true}, nil
+}
+
+// Migrate applies to db, a pool of pgx's database/sql driver, the schema migrations it lacks:
+// each in its own transaction, statement by statement, recorded in the
+// switchboard_schema_migrations table. Concurrent calls (several instances starting at once)
+// apply each migration once: they take a session advisory lock. durable.Open calls it unless
+// Config.SkipMigrations is set; call it from a deploy step that owns the schema.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	return store.Migrate(ctx, db, engine, nil)
+}
+
+// MigrationSQL returns every PostgreSQL migration, in order, as one script for a team's own
+// migration tool (or psql): first the version table, then each migration headed by a comment
+// with its version and name and followed by the insert of its row in the version table, so
+// that the database ends as Migrate leaves it and durable.Open (with or without
+// SkipMigrations) accepts it. The script has no transaction statements; run it in one.
+func MigrationSQL() string { return store.MustScript(engine) }
