@@ -15,7 +15,6 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
-	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -394,14 +393,13 @@ func (b *Behavior) breakerKey(req any, err error) (string, bool) {
 	return "", false
 }
 
-// refusalKey is the key a refusal is rate-limited by: the refusing breaker's or bulkhead's,
-// else the request type's.
+// refusalKey is the key a refusal is rate-limited by: the refusing behavior's (a breaker's, a
+// bulkhead's: behaviors.RefusalInfo.Key), else the request type's.
 func (b *Behavior) refusalKey(req any, err error) string {
-	if o, ok := errors.AsType[*breaker.OpenError](err); ok {
-		return o.Key
-	}
-	if f, ok := errors.AsType[*bulkhead.FullError](err); ok {
-		return f.Key
+	if r, ok := errors.AsType[behaviors.Refusal](err); ok {
+		if k := r.Refusal().Key; k != "" {
+			return k
+		}
 	}
 	if b.request != "" {
 		return b.request

@@ -68,11 +68,13 @@ type Config struct {
 	// Default 10: fewer calls say too little to judge a rate by.
 	RateMinCalls int
 	// Classifier decides which errors count as failures. Default CountsAsFailure: everything
-	// but validation errors, missing handlers, circuit-open errors, bulkhead rejections and 4xx
-	// status codes other than 408 and 429, which say nothing about the dependency's health.
-	// Whatever it says, the error of a call whose context is done is never counted: the
-	// caller gave up, and clients report that in their own ways (a gRPC Canceled status, a
-	// driver's connection error), not always as context.Canceled.
+	// but validation errors, missing handlers, refusals (circuit-open errors, bulkhead
+	// rejections) and 4xx status codes other than 408 and 429, which say nothing about the
+	// dependency's health. Whatever it says, the error of a call whose context is done is
+	// never counted: the caller gave up, and clients report that in their own ways (a gRPC
+	// Canceled status, a driver's connection error), not always as context.Canceled. Nor is a
+	// refusal (behaviors.IsRefusal, a refusing behavior of your own included): the call did
+	// not reach the dependency.
 	Classifier behaviors.Classifier
 	// MaxBreakers bounds the number of breakers held. Past it, a sweep evicts the breakers
 	// unused since the previous sweep that have nothing left to decide: closed ones, open ones
@@ -279,7 +281,7 @@ func (r *Registry) now() int64 { return max(int64(r.clock.Now().Sub(r.epoch)), 0
 func (r *Registry) timeAt(n int64) time.Time { return r.epoch.Add(time.Duration(n)) }
 
 func (r *Registry) isFailure(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && r.cfg.Classifier(err)
+	return ctx.Err() == nil && !behaviors.IsRefusal(err) && r.cfg.Classifier(err)
 }
 
 func (r *Registry) openDuration() time.Duration {

@@ -168,7 +168,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 	}
 	var bo backoff.BackOff
 	var handlerErr error // the last error of an attempt that reached the handler
-	if !refused(err) {
+	if !behaviors.IsRefusal(err) {
 		handlerErr = err
 	}
 	attempt := 1
@@ -209,7 +209,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		if mediator.IsCallerCancellation(ctx, err) {
 			return resp, err
 		}
-		if !refused(err) {
+		if !behaviors.IsRefusal(err) {
 			handlerErr = err
 		}
 	}
@@ -224,7 +224,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 // is a refusal.
 func exhausted(attempts int, err, handlerErr error) *ExhaustedError {
 	re := &ExhaustedError{Attempts: attempts, Err: err}
-	if refused(err) {
+	if behaviors.IsRefusal(err) {
 		re.handlerErr = handlerErr
 	}
 	return re
@@ -240,12 +240,15 @@ func shouldRetry(p Policy, err error) bool {
 	return p.Retries(err)
 }
 
-// adjustDelay applies a circuit breaker's remaining open time (capped at MaxDelay) and a
+// adjustDelay applies a refusal's wait (a circuit breaker's remaining open time, capped at
+// MaxDelay), a tripped breaker's remaining open time (capped likewise) and a
 // Retry-After hint, which wins when larger. A hint above MaxDelay is returned as hint: the
 // policy does not allow waiting that long, and retrying sooner is pointless.
 func adjustDelay(p Policy, err error, delay time.Duration) (d, hint time.Duration) {
-	if co, ok := errors.AsType[*breaker.OpenError](err); ok {
-		return min(max(co.Remaining, delay), p.MaxDelay), 0
+	if behaviors.IsRefusal(err) {
+		// Retried only when it says when it may pass (see Policy.WaitForBreaker): an open
+		// breaker's remaining time, a quota's refill.
+		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
 	}
 	if ct, ok := errors.AsType[*breaker.TrippedError](err); ok {
 		return min(max(ct.Remaining, delay), p.MaxDelay), 0
