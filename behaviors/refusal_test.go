@@ -102,10 +102,10 @@ func TestUserRefusalWithHintWaitsForBreaker(t *testing.T) {
 			mediator.HandleFunc(m, func(context.Context, *Call) (*Reply, error) { return &Reply{Text: "ok"}, nil })
 			var delays []time.Duration
 			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, WaitForBreaker: wait},
-				OnRetry: func(_ context.Context, e retry.Event) {
+				OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) {
 					delays = append(delays, e.Delay)
 					p.paused.Store(false)
-				}}))
+				}}}))
 			m.Use(p, mediator.WithOrder(behaviors.BulkheadOrder))
 			mustBuild(m)
 			r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "api"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -68,9 +69,12 @@ type Config struct {
 	Key behaviors.KeyFunc
 	// KeyPolicy returns the per-key layer of key; ok false means none. nil: no per-key layer.
 	KeyPolicy func(key string) (p Policy, ok bool)
-	// OnRetry is called before each wait, with the failed attempt, the delay and the error.
-	// nil: nothing is called.
-	OnRetry func(ctx context.Context, e Event)
+	// OnRetry are the observers called before each wait, with the failed attempt, the delay
+	// and the error: logging, metrics and tracing each attach one (logging.Behavior.OnRetry,
+	// metrics.Recorder.OnRetry, tracing.OnRetry). They run in the order listed, on the
+	// caller's goroutine (see Hooks in package behaviors). Empty: nothing is called, and no
+	// Event is made.
+	OnRetry []func(ctx context.Context, e Event)
 	// BackOff builds the delays of one call from its merged policy. It is called once per
 	// call, on the first failure that is retried; never on success. nil: the policy's own
 	// NewBackOff. Return backoff.Stop from NextBackOff to end the retries early.
@@ -100,6 +104,7 @@ type Behavior struct {
 // New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
 // mediator's Build calls it, so that Build reports every invalid behavior at once.
 func New(cfg Config) *Behavior {
+	cfg.OnRetry = slices.Clone(cfg.OnRetry)
 	b := &Behavior{cfg: cfg, base: DefaultPolicy.Merge(cfg.Policy), clock: cfg.Clock, rand: cfg.Rand}
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
@@ -195,8 +200,8 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		if !fitsDeadline(ctx, r.clock, delay) {
 			break
 		}
-		if r.cfg.OnRetry != nil {
-			r.cfg.OnRetry(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
+		for _, on := range r.cfg.OnRetry {
+			on(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
 		}
 		if werr := sleep(ctx, r.clock, delay); werr != nil {
 			return nil, werr

@@ -47,7 +47,7 @@ func TestRetryUntilSuccess(t *testing.T) {
 		var events []retry.Event
 		m, s, attempts := retrying(t, retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 4, Strategy: retry.Exponential, BaseDelay: 100 * time.Millisecond},
-			OnRetry: func(_ context.Context, e retry.Event) { events = append(events, e) },
+			OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) { events = append(events, e) }},
 		}, &statusErr{Code: 503}, &transientErr{Msg: "flaky"}, &statusErr{Code: 429})
 		start := time.Now()
 		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "e"})
@@ -171,7 +171,7 @@ func TestRetryAfterHint(t *testing.T) {
 		var delays []time.Duration
 		m, s, _ := retrying(t, retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 10 * time.Second},
-			OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) },
+			OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) }},
 		},
 			&statusErr{Code: 429, After: 3 * time.Second},        // hint larger: wins
 			&statusErr{Code: 503, After: 100 * time.Millisecond}, // smaller: backoff wins
@@ -343,7 +343,7 @@ func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 			retry.New(retry.Config{
 				Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second, Classifier: func(error) bool { return true }},
 				// An operator (or another instance) opens the breaker between the attempts.
-				OnRetry: func(context.Context, retry.Event) { _ = r.Trip("u") },
+				OnRetry: []func(context.Context, retry.Event){func(context.Context, retry.Event) { _ = r.Trip("u") }},
 			}),
 			breaker.New(r))
 		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "u"})
