@@ -84,11 +84,14 @@ func refusalOf(err error) (RefusalInfo, bool) {
 	if err == nil {
 		return RefusalInfo{}, false
 	}
-	if h, ok := errors.AsType[handlerReacher](err); ok && h.HandlerReached() {
-		return RefusalInfo{}, false
+	if r, ok := err.(Refusal); ok && !wraps(err) {
+		return r.Refusal(), true // the refusal itself, as retry meets it: nothing else to look at
 	}
 	r, ok := errors.AsType[Refusal](err)
 	if !ok {
+		return RefusalInfo{}, false
+	}
+	if h, ok := errors.AsType[handlerReacher](err); ok && h.HandlerReached() {
 		return RefusalInfo{}, false
 	}
 	return r.Refusal(), true
@@ -100,6 +103,15 @@ func refusalOf(err error) (RefusalInfo, bool) {
 type handlerReacher interface {
 	error
 	HandlerReached() bool
+}
+
+// wraps reports whether err wraps other errors.
+func wraps(err error) bool {
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		return true
+	}
+	return false
 }
 
 // Refused reports whether err says that the call of req was turned away before it reached its
