@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 )
 
 var (
@@ -59,7 +60,7 @@ func (e *OpenError) Refusal() behaviors.RefusalInfo {
 // the breaker lets a probe through, so retrying at once is pointless. It is matched by
 // *TrippedError, never by a refusal: a tripped call is a failure, not a refusal, and
 // does not match ErrOpen.
-var ErrTripped = errors.New("breaker: circuit tripped")
+var ErrTripped = classify.ErrTripped
 
 // TrippedError is returned by the breaker Behavior, in place of the handler's
 // error, for a call whose own counted failure opened the breaker. It matches ErrTripped

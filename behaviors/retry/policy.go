@@ -79,7 +79,8 @@ type Policy struct {
 	// that is down.)
 	RetryOnTransport behaviors.Switch
 	// WaitForBreaker retries a call refused by an open circuit breaker after waiting out the
-	// breaker's remaining open time, capped at MaxDelay; so too any refusal (behaviors.Refusal)
+	// breaker's remaining open time, capped at MaxDelay (and a call whose failure tripped the
+	// breaker after its open time, or the handler's Retry-After hint when longer); so too any refusal (behaviors.Refusal)
 	// that carries a Retry-After hint (behaviors.RetryAfterHinter), such as a quota of your
 	// own that says when it refills. A refusal without one (a full bulkhead) is never retried.
 	// Default Off: an open breaker ends the retries at once, since attempts spent against an

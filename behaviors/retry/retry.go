@@ -10,7 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/switchboard-go/switchboard/behaviors"
-	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -239,7 +239,7 @@ func exhausted(attempts int, err, handlerErr error) *ExhaustedError {
 // breaker ends the retries at once (the next attempt would be refused) unless the policy waits
 // for the breaker.
 func shouldRetry(p Policy, err error) bool {
-	if errors.Is(err, breaker.ErrTripped) {
+	if errors.Is(err, classify.ErrTripped) {
 		return p.WaitForBreaker == behaviors.On
 	}
 	return p.Retries(err)
@@ -255,8 +255,10 @@ func adjustDelay(p Policy, err error, delay time.Duration) (d, hint time.Duratio
 		// breaker's remaining time, a quota's refill.
 		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
 	}
-	if ct, ok := errors.AsType[*breaker.TrippedError](err); ok {
-		return min(max(ct.Remaining, delay), p.MaxDelay), 0
+	if errors.Is(err, classify.ErrTripped) {
+		// The breaker's open time (or the handler's own hint, when longer): no call gets
+		// through sooner. Reached only when the policy waits for the breaker.
+		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
 	}
 	if hint := behaviors.RetryAfter(err); hint > delay {
 		if hint > p.MaxDelay {

@@ -206,6 +206,36 @@ func TestRetryWaitForBreaker(t *testing.T) {
 	})
 }
 
+// After a call that tripped its breaker, WaitForBreaker waits the breaker's open time, or the
+// handler's own Retry-After hint when that is longer (capped at MaxDelay): no call gets
+// through sooner, and the server asked for the longer wait.
+func TestRetryWaitAfterTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, c := range []struct {
+			hint, want time.Duration
+		}{{0, 2 * time.Second}, {4 * time.Second, 4 * time.Second}, {time.Minute, 10 * time.Second}} {
+			var delays []time.Duration
+			calls := 0
+			rt := retry.New(retry.Config{
+				Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Second, WaitForBreaker: behaviors.On},
+				OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) {
+					delays = append(delays, e.Delay)
+				}},
+			})
+			_, err := rt.Handle(context.Background(), &Call{}, func(context.Context, any) (any, error) {
+				calls++
+				if calls == 1 {
+					return nil, &breaker.TrippedError{Key: "k", Remaining: 2 * time.Second, Err: &statusErr{Code: 503, After: c.hint}}
+				}
+				return &Reply{}, nil
+			})
+			if err != nil || len(delays) != 1 || delays[0] != c.want {
+				t.Fatalf("hint %s: %v, delays %v, want %s", c.hint, err, delays, c.want)
+			}
+		}
+	})
+}
+
 // Policies merge field by field: default → behavior → per key → per request; later wins.
 func TestRetryLayers(t *testing.T) {
 	rt := retry.New(retry.Config{
