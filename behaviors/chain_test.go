@@ -33,7 +33,7 @@ func TestChainFallbackRetryBreaker(t *testing.T) {
 			breaker.New(reg),
 			retry.New(retry.Config{
 				Policy:  retry.Policy{MaxAttempts: 3, BaseDelay: time.Second},
-				OnRetry: func(context.Context, retry.Event) { retries++ },
+				OnRetry: []func(context.Context, retry.Event){func(context.Context, retry.Event) { retries++ }},
 			}),
 			fallback.NewFor(func(_ context.Context, q *Call, err error) (*Reply, error) {
 				lastErr = err

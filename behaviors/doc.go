@@ -37,6 +37,25 @@
 // a breaker and never replaced by a fallback. A dispatch marked mediator.Unattended is never
 // answered by a fallback, and one marked mediator.SingleAttempt is attempted once.
 //
+// # Hooks
+//
+// Every hook of the module takes any number of observers: a slice of functions, empty by
+// default (retry.Config.OnRetry, fallback.Config.OnFallback, breaker.Config.OnRefusal,
+// OnStateChange, OnLateProbe and OnStoreError, durable.SchedulerConfig.OnClaim,
+// durable.Config.OnDead, mediator.Config.ErrorSink), so logging, metrics and tracing each
+// attach with one entry:
+//
+//	retry.Config{OnRetry: []func(context.Context, retry.Event){lg.OnRetry, rec.OnRetry, tracing.OnRetry}}
+//
+// Observers run one after another in the order listed (registration order), on the goroutine
+// the hook names, each after the one before it returned; a hook with none costs a length
+// check. The slice is copied when the behavior or registry is made, so changing it later
+// changes nothing. A panicking observer of a call's hook (retry, fallback, breaker) is not
+// recovered: the panic goes up the call as a panic of the handler would (a recovery behavior
+// outside it turns it into an error), and the observers after it are not called. The hooks of
+// the durable queue's own goroutines (OnClaim, OnDead) and the mediator's ErrorSink, which
+// have no caller to tell, recover an observer's panic, log it, and call the next one.
+//
 // docs/resilience.md explains the ordering rules and lists every default with the reason for
 // it.
 package behaviors

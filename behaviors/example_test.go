@@ -91,3 +91,35 @@ func Example_chain() {
 	//   fallback after: breaker: circuit open for "https://prices.example" (probe in 30s)
 	//   => -1 <nil>
 }
+
+// PausedError is the refusal of a behavior of your own: an operator paused billing.
+type PausedError struct{ req any }
+
+func (e *PausedError) Error() string { return "billing is paused" }
+func (e *PausedError) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "pause", Key: "billing", Request: e.req}
+}
+
+// A refusal of a behavior of your own is treated as a breaker's: retry does not retry it
+// (whatever its Classifier says), the breaker does not count it, and its outcome is rejected.
+func ExampleRefusal() {
+	reg := breaker.NewRegistry(breaker.Config{Key: quoteEndpoint, FailureThreshold: 1})
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return &Quote{Price: 1}, nil })
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, Classifier: func(error) bool { return true }}}))
+	m.Use(breaker.New(reg))
+	m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		fmt.Println("  refused")
+		return nil, &PausedError{req: req}
+	}), mediator.WithOrder(behaviors.BulkheadOrder))
+
+	ctx, req := context.Background(), &GetQuote{Endpoint: "billing"}
+	_, err := mediator.Send(ctx, mustBuild(m), req)
+	fmt.Println(err, behaviors.IsRefusal(err), behaviors.OutcomeOf(ctx, req, err))
+	s, _ := reg.Get("billing")
+	fmt.Println("breaker", s.State, "failures", s.Failures)
+	// Output:
+	//   refused
+	// billing is paused true rejected
+	// breaker closed failures 0
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,13 +180,13 @@ type BulkResult struct {
 
 // deadLetters is the queue's dead-letter configuration.
 type deadLetters struct {
-	onDead      func(ctx context.Context, d DeadLetter)
+	onDead      []func(ctx context.Context, d DeadLetter)
 	log         *zap.Logger
 	replayLease time.Duration
 }
 
 func (q *Queue) deadLetterConfig(cfg Config) {
-	q.onDead, q.log, q.replayLease = cfg.OnDead, cfg.Logger, cfg.ReplayLease
+	q.onDead, q.log, q.replayLease = slices.Clone(cfg.OnDead), cfg.Logger, cfg.ReplayLease
 	if q.log == nil {
 		q.log = zap.L()
 	}
@@ -208,16 +209,20 @@ func (q *Queue) announce(ctx context.Context, d DeadLetter) {
 		fields = append(fields, zap.String("key", d.Key))
 	}
 	q.log.Warn("durable: dead letter", fields...)
-	if q.onDead == nil {
-		return
+	for _, on := range q.onDead {
+		q.tellDead(ctx, d, on)
 	}
+}
+
+// tellDead calls one OnDead observer, recovering and logging its panic so the next one runs.
+func (q *Queue) tellDead(ctx context.Context, d DeadLetter, on func(context.Context, DeadLetter)) {
 	defer func() {
 		if p := recover(); p != nil {
 			q.log.Error("durable: OnDead panicked", zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
 				zap.String("panic", fmt.Sprint(p)))
 		}
 	}()
-	q.onDead(ctx, d)
+	on(ctx, d)
 }
 
 // notifyDead announces the dead letters of the items a written batch completed as dead. It

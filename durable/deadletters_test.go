@@ -32,11 +32,11 @@ func newDLEnv(t *testing.T, b backend, cfg durable.Config) *dlEnv {
 	e := &dlEnv{clock: newFakeClock()}
 	cfg.Policy, cfg.Clock, cfg.Rand = fastPolicy, e.clock, func() float64 { return 0.5 }
 	if cfg.OnDead == nil {
-		cfg.OnDead = func(_ context.Context, d durable.DeadLetter) {
+		cfg.OnDead = []func(context.Context, durable.DeadLetter){func(_ context.Context, d durable.DeadLetter) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.dead = append(e.dead, d)
-		}
+		}}
 	}
 	q := b.queue(t, cfg)
 	e.env = &env{store: durable.StoreOf(q), q: q, clock: e.clock}
@@ -591,20 +591,21 @@ func TestOnDeadOncePerDeadItem(t *testing.T) {
 			t.Fatalf("stats %+v", st)
 		}
 
-		// Through a running scheduler, with an OnDead that panics.
+		// Through a running scheduler, with an OnDead that panics: the observer after it is
+		// still called.
 		logs := &logRecorder{}
-		var calls atomic.Int64
-		e2 := newDLEnv(t, b, durable.Config{Logger: logs.logger(), OnDead: func(context.Context, durable.DeadLetter) {
+		var calls, after atomic.Int64
+		e2 := newDLEnv(t, b, durable.Config{Logger: logs.logger(), OnDead: []func(context.Context, durable.DeadLetter){func(context.Context, durable.DeadLetter) {
 			calls.Add(1)
 			panic("boom")
-		}})
+		}, func(context.Context, durable.DeadLetter) { after.Add(1) }}})
 		e2.handle(func(context.Context, *Work) error { return errPermanent })
 		id := must[durable.Enqueued](t)(e2.q.Enqueue(ctx, &Work{N: 9})).ID
 		start(t, e2.q, e2.m, durable.SchedulerConfig{})
 		waitState(t, e2.q, id, durable.StateDead)
 		eventually(t, 10*time.Second, "OnDead", func() bool { return logs.has("durable: OnDead panicked") })
-		if calls.Load() != 1 || !logs.has("durable: dead letter") {
-			t.Fatalf("OnDead calls %d", calls.Load())
+		if calls.Load() != 1 || after.Load() != 1 || !logs.has("durable: dead letter") {
+			t.Fatalf("OnDead calls %d, of the observer after the panicking one %d", calls.Load(), after.Load())
 		}
 	})
 }

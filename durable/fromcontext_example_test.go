@@ -29,7 +29,7 @@ func ExampleFromContext() {
 	ctx := context.Background()
 	dead := make(chan durable.DeadLetter, 1)
 	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Logger: zap.NewNop(),
-		Policy: retry.Policy{MaxAttempts: 1}, OnDead: func(_ context.Context, d durable.DeadLetter) { dead <- d }})
+		Policy: retry.Policy{MaxAttempts: 1}, OnDead: []func(context.Context, durable.DeadLetter){func(_ context.Context, d durable.DeadLetter) { dead <- d }}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -74,15 +74,16 @@ type Config struct {
 	// at once when it closes. Default 1 minute.
 	Recheck time.Duration
 
-	// OnDead, when set, is called once for each new dead letter: an item that became dead
-	// (attempts exhausted, a non-retryable error, a payload that no longer decodes) and a
-	// failed item of RunBatch. It is called after the letter is stored, outside any
-	// transaction, from the goroutine that stored it (the scheduler's loop for dead items):
-	// keep it quick and hand slow work (paging someone) to a goroutine of your own. A panic in
-	// it is recovered and logged. It is a notification, not a guarantee: a process that dies
-	// between the commit and the call never makes it; Stats.DeadLetters is the durable signal
-	// to alert on. Default nil: the warning logged for each letter is the only notice.
-	OnDead func(ctx context.Context, d DeadLetter)
+	// OnDead are the observers called once for each new dead letter, in the order listed: an
+	// item that became dead (attempts exhausted, a non-retryable error, a payload that no
+	// longer decodes) and a failed item of RunBatch. They are called after the letter is
+	// stored, outside any transaction, from the goroutine that stored it (the scheduler's loop
+	// for dead items): keep them quick and hand slow work (paging someone) to a goroutine of
+	// your own. A panic in one is recovered and logged, and the next one still runs. It is a
+	// notification, not a guarantee: a process that dies between the commit and the call
+	// never makes it; Stats.DeadLetters is the durable signal to alert on. Default empty: the
+	// warning logged for each letter is the only notice.
+	OnDead []func(ctx context.Context, d DeadLetter)
 	// Logger receives the queue's own messages: a warning for each new dead letter (item, name,
 	// last error), panics of OnDead, propagators that failed at enqueue, and each schema
 	// migration Open applies (at info level; Migrate logs nothing). Default zap.L() as it

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
-	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -322,10 +321,12 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 // retry behavior of its pipeline; the default policy without one) with the classification of
 // pol, its durable policy (policyFor), over it.
 func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol retry.Policy, err error) bool {
-	// The handler met back-pressure (a request it sent was refused by its bulkhead), or its own
-	// inner work was deferred: the item's work can succeed later. (A breaker's refusal met by
-	// the handler is the Retries layer's WaitForBreaker.)
-	if errors.Is(err, ErrDeferred) || errors.Is(err, bulkhead.ErrFull) {
+	// The handler met back-pressure (a request it sent was refused by a refusal that says no
+	// time to wait, as a full bulkhead's), or its own inner work was deferred: the item's work
+	// can succeed later. (A refusal with a Retry-After hint met by the handler, as an open
+	// breaker's, is the Retries layer's WaitForBreaker.)
+	var hinted behaviors.RetryAfterHinter
+	if errors.Is(err, ErrDeferred) || behaviors.IsRefusal(err) && !errors.As(err, &hinted) {
 		return true
 	}
 	p := retry.DefaultPolicy

@@ -80,13 +80,14 @@ type SchedulerConfig struct {
 	// jobs: long enough to look at yesterday's work, short enough that the table stays small. A
 	// negative value keeps succeeded items forever.
 	Retention time.Duration
-	// OnClaim is called after each database round trip that claimed items, with how long it
-	// took, how many items it claimed and its error (for a latency histogram: a slow claim is
-	// the first sign of a database in trouble). The round trip that claims after a batch of
-	// items finished also writes their outcomes, and its time includes the writes. It is
-	// called by the scheduler's claim loop, which waits for it, so keep it cheap. nil: nothing
-	// is called.
-	OnClaim func(took time.Duration, claimed int, err error)
+	// OnClaim are the observers called after each database round trip that claimed items, in
+	// the order listed, with how long it took, how many items it claimed and its error (for a
+	// latency histogram, metrics.Recorder.OnClaim: a slow claim is the first sign of a
+	// database in trouble). The round trip that claims after a batch of items finished also
+	// writes their outcomes, and its time includes the writes. They are called by the
+	// scheduler's claim loop, which waits for them, so keep them cheap. A panic in one is
+	// recovered and logged, and the next one still runs. Empty: nothing is called.
+	OnClaim []func(took time.Duration, claimed int, err error)
 }
 
 // logRepeat is how often a database failure that persists is logged again.
@@ -106,6 +107,7 @@ func (c SchedulerConfig) Validate() error {
 }
 
 func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
+	c.OnClaim = slices.Clone(c.OnClaim)
 	var errs []error
 	for _, d := range []struct {
 		name string
@@ -700,8 +702,19 @@ func (s *scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time
 
 // noteClaim tells SchedulerConfig.OnClaim about a claim that started at start.
 func (s *scheduler) noteClaim(start time.Time, claimed int, err error) {
-	if s.cfg.OnClaim != nil {
-		s.cfg.OnClaim(time.Since(start), claimed, err)
+	if len(s.cfg.OnClaim) == 0 {
+		return
+	}
+	took := time.Since(start)
+	for _, on := range s.cfg.OnClaim {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					s.cfg.Logger.Error("durable: OnClaim panicked", zap.String("panic", fmt.Sprint(p)))
+				}
+			}()
+			on(took, claimed, err)
+		}()
 	}
 }
 

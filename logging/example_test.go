@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -135,21 +136,25 @@ func (c *stoppedClock) After(time.Duration) (<-chan time.Time, func() bool) {
 }
 
 // withoutDuration wraps a core so that it leaves the duration field out of every entry.
-func withoutDuration(c zapcore.Core) zapcore.Core { return durationless{c} }
+func withoutDuration(c zapcore.Core) zapcore.Core { return without{c, []string{"duration"}} }
 
-type durationless struct{ zapcore.Core }
+// without is a core that leaves the fields named drop out of the entries it writes.
+type without struct {
+	zapcore.Core
+	drop []string
+}
 
-func (d durationless) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+func (d without) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if d.Enabled(e.Level) {
 		return ce.AddCore(e, d)
 	}
 	return ce
 }
 
-func (d durationless) Write(e zapcore.Entry, fields []zapcore.Field) error {
+func (d without) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	kept := fields[:0:0]
 	for _, f := range fields {
-		if f.Key != "duration" {
+		if !slices.Contains(d.drop, f.Key) {
 			kept = append(kept, f)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/recovery"
@@ -225,6 +226,41 @@ func TestRefusalsAreRateLimitedPerKey(t *testing.T) {
 		{zapcore.WarnLevel, "a", nil},
 		{zapcore.WarnLevel, "b", nil},
 		{zapcore.WarnLevel, "a", int64(5)}, // 4 in the first minute, 1 at its end
+	}, got)
+}
+
+// quotaError is the refusal of a user's own behavior, keyed by tenant.
+type quotaError struct {
+	tenant string
+	req    any
+}
+
+func (e *quotaError) Error() string { return "quota spent" }
+func (e *quotaError) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "quota", Key: e.tenant, Request: e.req}
+}
+
+// A refusal of a user's own behavior is logged as a breaker's is: outcome rejected, at
+// Config.Refusal, rate-limited by the refusal's own key.
+func TestUserRefusalIsLoggedAsARefusal(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	quota := mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		return nil, &quotaError{tenant: req.(*Call).Endpoint, req: req}
+	})
+	m := build(t, func(context.Context, *Call) (*Reply, error) { return &Reply{}, nil },
+		use(quota, mediator.WithOrder(behaviors.BulkheadOrder)),
+		use(logging.New(logging.Config{Logger: zap.New(core), Clock: clock, RefusalEvery: time.Minute})))
+	for _, tenant := range []string{"t1", "t1", "t2", "t1"} {
+		_, _ = mediator.Send(context.Background(), m, &Call{Endpoint: tenant})
+	}
+	var got []string
+	for _, e := range logs.AllUntimed() {
+		got = append(got, e.Level.String()+" "+e.Message+" "+e.ContextMap()["outcome"].(string))
+	}
+	assert.Equal(t, []string{ // t1 once, t2 once: the others of t1 held back
+		"warn switchboard: request rejected rejected",
+		"warn switchboard: request rejected rejected",
 	}, got)
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
-	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -85,6 +85,11 @@ type Config struct {
 	// its own level when the outer request failed, was refused or was cancelled, since it
 	// then explains what went wrong.
 	Inner zap.AtomicLevel
+	// Steps is the level of the entries of the behavior's ready hooks, Behavior.OnRetry (one
+	// per retry) and Behavior.OnFallback (one per failure a fallback handled). Default debug:
+	// the call's own entry says how it ended (a success after retries, the failure a fallback
+	// answered for); these entries tell the steps on the way, for debugging.
+	Steps zap.AtomicLevel
 	// MaxInner bounds the inner entries held for one outer request; the outer entry counts the
 	// ones beyond it in its inner_dropped field. Default 16: a handler rarely sends more
 	// requests than that, and a loop that sends thousands must not hold them all in memory.
@@ -132,6 +137,7 @@ type Behavior struct {
 	log                        *zap.Logger
 	success, failure, canceled zap.AtomicLevel
 	deferred, refusal, inner   zap.AtomicLevel
+	steps                      zap.AtomicLevel
 	maxInner                   int
 	fields                     []func(ctx context.Context, req any) []zap.Field
 	refusals                   *limiter
@@ -155,7 +161,7 @@ var never = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 // and mediator's Build calls it.
 func New(cfg Config) *Behavior {
 	b := &Behavior{cfg: cfg, log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled,
-		deferred: cfg.Deferred, refusal: cfg.Refusal, inner: cfg.Inner, maxInner: cfg.MaxInner,
+		deferred: cfg.Deferred, refusal: cfg.Refusal, inner: cfg.Inner, steps: cfg.Steps, maxInner: cfg.MaxInner,
 		fields: cfg.Fields, breakers: cfg.Breakers}
 	if b.log == nil {
 		b.log = zap.L()
@@ -169,6 +175,7 @@ func New(cfg Config) *Behavior {
 	}{
 		{&b.success, zapcore.DebugLevel}, {&b.failure, zapcore.ErrorLevel}, {&b.canceled, zapcore.DebugLevel},
 		{&b.deferred, zapcore.InfoLevel}, {&b.refusal, zapcore.WarnLevel}, {&b.inner, zapcore.DebugLevel},
+		{&b.steps, zapcore.DebugLevel},
 	} {
 		if *l.level == (zap.AtomicLevel{}) {
 			*l.level = zap.NewAtomicLevelAt(l.def)
@@ -367,13 +374,63 @@ func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int)
 	if dropped > 0 {
 		fields = append(fields, zap.Int("inner_dropped", dropped))
 	}
-	if sc := trace.SpanContextFromContext(c.ctx); sc.IsValid() {
+	ce.Write(b.around(c.ctx, c.req, fields)...)
+}
+
+// around appends the fields every entry has after its own: trace_id and span_id of ctx's
+// span context when valid, and Config.Fields.
+func (b *Behavior) around(ctx context.Context, req any, fields []zap.Field) []zap.Field {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		fields = append(fields, zap.Stringer("trace_id", sc.TraceID()), zap.Stringer("span_id", sc.SpanID()))
 	}
 	for _, f := range b.fields {
-		fields = append(fields, f(c.ctx, c.req)...)
+		fields = append(fields, f(ctx, req)...)
 	}
-	ce.Write(fields...)
+	return fields
+}
+
+// OnRetry is a ready retry.Config.OnRetry: it writes a "switchboard: retrying" entry at
+// Config.Steps (default debug) with request, attempt (the one that failed), delay (before the
+// next one), error, and the fields every entry has (trace_id, span_id, Config.Fields). Nothing
+// is built when the level is disabled. It attaches beside the other observers of the retry:
+//
+//	retry.Config{OnRetry: []func(context.Context, retry.Event){lg.OnRetry, rec.OnRetry, tracing.OnRetry}}
+func (b *Behavior) OnRetry(ctx context.Context, e retry.Event) {
+	ce := b.log.Check(b.steps.Level(), "switchboard: retrying")
+	if ce == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 8)
+	fields = append(fields, zap.String("request", behaviors.RequestName(reflect.TypeOf(e.Request))),
+		zap.Int("attempt", e.Attempt), zap.Duration("delay", e.Delay), zap.String("error", errorText(e.Err)))
+	ce.Write(b.around(ctx, e.Request, fields)...)
+}
+
+// OnFallback is a ready fallback.Config.OnFallback: it writes a "switchboard: fallback" entry
+// at Config.Steps (default debug) with request, fallback (what it did: answered, declined,
+// failed or cancelled), error (the failure it handled), fallback_error (its function's error,
+// when it failed), and the fields every entry has. Nothing is built when the level is
+// disabled.
+func (b *Behavior) OnFallback(ctx context.Context, f fallback.Fallback) {
+	ce := b.log.Check(b.steps.Level(), "switchboard: fallback")
+	if ce == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 8)
+	fields = append(fields, zap.String("request", behaviors.RequestName(reflect.TypeOf(f.Request))),
+		zap.String("fallback", f.Verdict.String()), zap.String("error", errorText(f.Err)))
+	if f.FallbackErr != nil {
+		fields = append(fields, zap.String("fallback_error", f.FallbackErr.Error()))
+	}
+	ce.Write(b.around(ctx, f.Request, fields)...)
+}
+
+// errorText is err's text, "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // breakerKey returns the key of the call's breaker: the one an error of the breaker names,
@@ -394,14 +451,13 @@ func (b *Behavior) breakerKey(req any, err error) (string, bool) {
 	return "", false
 }
 
-// refusalKey is the key a refusal is rate-limited by: the refusing breaker's or bulkhead's,
-// else the request type's.
+// refusalKey is the key a refusal is rate-limited by: the refusing behavior's (a breaker's, a
+// bulkhead's: behaviors.RefusalInfo.Key), else the request type's.
 func (b *Behavior) refusalKey(req any, err error) string {
-	if o, ok := errors.AsType[*breaker.OpenError](err); ok {
-		return o.Key
-	}
-	if f, ok := errors.AsType[*bulkhead.FullError](err); ok {
-		return f.Key
+	if r, ok := errors.AsType[behaviors.Refusal](err); ok {
+		if k := r.Refusal().Key; k != "" {
+			return k
+		}
 	}
 	if b.request != "" {
 		return b.request

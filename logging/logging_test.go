@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/logging"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -231,6 +232,27 @@ func TestSuccessAllocatesOnlyItsScopeWhenDisabled(t *testing.T) {
 	ctx, req := context.Background(), &Call{}
 	allocs := testing.AllocsPerRun(1000, func() { _, _ = lb.Handle(ctx, req, next) })
 	assert.Equal(t, 1.0, allocs)
+}
+
+// The ready hooks write their step entries at Config.Steps, and build nothing when it is
+// disabled.
+func TestStepHooks(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	lg := logging.New(logging.Config{Logger: zap.New(core)})
+	ctx, req := context.Background(), &Call{}
+	lg.OnRetry(ctx, retry.Event{Request: req, Attempt: 1, Delay: time.Second, Err: errors.New("down")})
+	lg.OnFallback(ctx, fallback.Fallback{Request: req, Err: errors.New("down"), Verdict: fallback.Failed, FallbackErr: errors.New("no cache")})
+	entries := logs.AllUntimed()
+	require.Len(t, entries, 2)
+	assert.Equal(t, "switchboard: retrying", entries[0].Message)
+	assert.Equal(t, zapcore.DebugLevel, entries[0].Level)
+	assert.Equal(t, map[string]any{"request": "logging_test.Call", "attempt": int64(1), "delay": time.Second, "error": "down"}, entries[0].ContextMap())
+	assert.Equal(t, "switchboard: fallback", entries[1].Message)
+	assert.Equal(t, map[string]any{"request": "logging_test.Call", "fallback": "failed", "error": "down", "fallback_error": "no cache"}, entries[1].ContextMap())
+
+	quiet := logging.New(logging.Config{Logger: zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(discard{}), zapcore.WarnLevel))})
+	e, f := retry.Event{Request: req, Attempt: 1, Err: errors.New("down")}, fallback.Fallback{Request: req, Verdict: fallback.Answered}
+	assert.Equal(t, 0.0, testing.AllocsPerRun(1000, func() { quiet.OnRetry(ctx, e); quiet.OnFallback(ctx, f) }))
 }
 
 // disabledBehavior returns the behavior bound for *Call over a logger at warn, and a next that

@@ -154,9 +154,9 @@ func Example_forInterface() {
 type OrderPlaced struct{ ID int }
 
 func publishDemo(strategy mediator.PublishStrategy) {
-	m := mediator.New(nil, mediator.Config{ErrorSink: func(_ context.Context, _ any, err error) {
+	m := mediator.New(nil, mediator.Config{ErrorSink: []func(context.Context, any, error){func(_ context.Context, _ any, err error) {
 		fmt.Println("sink:", err)
-	}})
+	}}})
 	mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
 		return fmt.Errorf("mailer down for order %d", n.ID)
 	})
@@ -187,9 +187,9 @@ func Example_publishStrategies() {
 
 // Fire-and-forget returns at once; errors go to the sink and Close waits for the handlers.
 func Example_fireAndForget() {
-	m := mediator.New(nil, mediator.Config{ErrorSink: func(_ context.Context, _ any, err error) {
+	m := mediator.New(nil, mediator.Config{ErrorSink: []func(context.Context, any, error){func(_ context.Context, _ any, err error) {
 		fmt.Println("sink:", err)
-	}})
+	}}})
 	release := make(chan struct{}) // holds the handler until the publish has been printed
 	mediator.SubscribeFunc(m, func(_ context.Context, n *OrderPlaced) error {
 		<-release

@@ -73,11 +73,14 @@ type Config struct {
 	// (PublishWith). Default StopOnFirstError: like a plain loop of calls, the first failure
 	// is the caller's answer and no later handler runs on top of a broken step.
 	PublishStrategy PublishStrategy
-	// ErrorSink receives the errors of fire-and-forget handlers, which have no caller to
-	// return them to. Default: each error logged to Logger at error level, with the
+	// ErrorSink are the observers of the errors of fire-and-forget handlers, which have no
+	// caller to return them to. They are called in the order listed, on the handler's
+	// goroutine; one that panics is recovered and logged to Logger, and the next one is
+	// called. Default (empty): each error logged to Logger at error level, with the
 	// notification's type.
-	ErrorSink func(ctx context.Context, n any, err error)
-	// Logger is where the default ErrorSink writes; it is unused when ErrorSink is set.
+	ErrorSink []func(ctx context.Context, n any, err error)
+	// Logger is where the default ErrorSink writes, and where a panicking ErrorSink observer
+	// is reported.
 	// Default zap.L() as it is when New is called: a no-op until the application installs its
 	// logger with zap.ReplaceGlobals, so the mediator follows the application's choice and
 	// never prints on its own.
@@ -101,11 +104,12 @@ func New(i do.Injector, cfg Config) *Mediator {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.L()
 	}
-	if cfg.ErrorSink == nil {
+	cfg.ErrorSink = slices.Clone(cfg.ErrorSink)
+	if len(cfg.ErrorSink) == 0 {
 		log := cfg.Logger
-		cfg.ErrorSink = func(_ context.Context, n any, err error) {
+		cfg.ErrorSink = []func(context.Context, any, error){func(_ context.Context, n any, err error) {
 			log.Error("mediator: notification handler failed", zap.String("notification", fmt.Sprintf("%T", n)), zap.Error(err))
-		}
+		}}
 	}
 	m := &Mediator{
 		injector: i,

@@ -3,7 +3,10 @@ package mediator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+
+	"go.uber.org/zap"
 )
 
 // PublishStrategy is how Publish delivers a notification to its handlers. The zero PublishStrategy means the
@@ -134,6 +137,18 @@ func publishParallel(ctx context.Context, calls []notifCall, n any, limit int) e
 	return errors.Join(errs...)
 }
 
+// sinkError calls one ErrorSink observer, recovering and logging its panic so that the next
+// one is called and the process goes on.
+func (m *Mediator) sinkError(sink func(context.Context, any, error), ctx context.Context, n any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.config.Logger.Error("mediator: ErrorSink panicked", zap.String("notification", fmt.Sprintf("%T", n)),
+				zap.Error(err), zap.String("panic", fmt.Sprint(p)))
+		}
+	}()
+	sink(ctx, n, err)
+}
+
 func (m *Mediator) publishDetached(ctx context.Context, calls []notifCall, n any) error {
 	m.closeMu.RLock()
 	defer m.closeMu.RUnlock()
@@ -152,7 +167,9 @@ func (m *Mediator) publishDetached(ctx context.Context, calls []notifCall, n any
 			defer m.running.Add(-1)
 			defer left.Done()
 			if err := c(dctx, n); err != nil {
-				m.config.ErrorSink(dctx, n, err)
+				for _, sink := range m.config.ErrorSink {
+					m.sinkError(sink, dctx, n, err)
+				}
 			}
 		}()
 	}

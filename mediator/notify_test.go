@@ -125,11 +125,11 @@ func TestFireAndForget(t *testing.T) {
 		var sunk []error
 		var mu sync.Mutex
 		boom := errors.New("mailer down")
-		m := mediator.New(nil, mediator.Config{ErrorSink: func(_ context.Context, n any, err error) {
+		m := mediator.New(nil, mediator.Config{ErrorSink: []func(context.Context, any, error){func(_ context.Context, n any, err error) {
 			mu.Lock()
 			sunk = append(sunk, err)
 			mu.Unlock()
-		}})
+		}}})
 		mediator.SubscribeFunc(m, func(ctx context.Context, _ *Shipped) error {
 			<-release
 			return boom
@@ -206,4 +206,27 @@ func TestShutdownWithDoneContextAndNothingRunning(t *testing.T) {
 		m = mediator.New(nil, mediator.Config{})
 		require.NoError(t, m.Shutdown(ctx))
 	}
+}
+
+// ErrorSink takes any number of observers, called in the order listed; one that panics is
+// recovered and logged, and the next one is called.
+func TestErrorSinkObservers(t *testing.T) {
+	core, logs := observer.New(zapcore.ErrorLevel)
+	var mu sync.Mutex
+	var heard []string
+	m := mediator.New(nil, mediator.Config{Logger: zap.New(core), ErrorSink: []func(context.Context, any, error){
+		func(context.Context, any, error) { panic("sink broke") },
+		func(_ context.Context, _ any, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			heard = append(heard, err.Error())
+		},
+	}})
+	mediator.SubscribeFunc(m, func(context.Context, *Shipped) error { return errors.New("mailer down") })
+	require.NoError(t, m.Build())
+	require.NoError(t, mediator.PublishWith(context.Background(), m, &Shipped{}, mediator.FireAndForget))
+	require.NoError(t, m.Close()) // waits for the handler and its sinks
+	assert.Equal(t, []string{"mailer down"}, heard)
+	require.Equal(t, 1, logs.FilterMessage("mediator: ErrorSink panicked").Len())
+	assert.Equal(t, "sink broke", logs.All()[0].ContextMap()["panic"])
 }

@@ -96,7 +96,7 @@ func TestOnFallbackAllocatesNothing(t *testing.T) {
 		ctx, req := context.Background(), &Fetch{}
 		return testing.AllocsPerRun(1000, func() { _, _ = mediator.Send(ctx, m, req) })
 	}
-	without, with := answered(fallback.Config{}), answered(fallback.Config{OnFallback: rec.OnFallback})
+	without, with := answered(fallback.Config{}), answered(fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback}})
 	if with != without {
 		t.Fatalf("answered path: %v allocs per send with OnFallback, %v without", with, without)
 	}

@@ -81,7 +81,7 @@ func TestBreakerSeriesBoundedUnderManyRefusedKeys(t *testing.T) {
 	}
 	clock := &manualClock{now: time.Unix(1e9, 0)}
 	reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: time.Minute, MaxBreakers: -1,
-		Clock: clock, OnRefusal: rec.OnRefusal})
+		Clock: clock, OnRefusal: []func(string){rec.OnRefusal}})
 	if err := rec.CollectBreakers(reg); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestBreakerKeyLabelAndBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &manualClock{now: time.Unix(1e9, 0)}
-	reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: time.Minute, Clock: clock, OnRefusal: rec.OnRefusal})
+	reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: time.Minute, Clock: clock, OnRefusal: []func(string){rec.OnRefusal}})
 	if err := rec.CollectBreakers(reg); err != nil {
 		t.Fatal(err)
 	}

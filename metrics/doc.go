@@ -5,16 +5,17 @@
 //
 // New registers every metric on Config.Registerer (nothing global unless that is
 // prometheus.DefaultRegisterer) under a prefix, switchboard by default. Wire the parts in one
-// line each:
+// line each; every hook takes any number of observers, so the Recorder's sit beside logging's
+// and tracing's:
 //
 //	rec, err := metrics.New(metrics.Config{})
-//	m.Use(rec.Behavior())                                    // requests_total, request_duration_seconds
-//	retry.New(retry.Config{OnRetry: rec.OnRetry})            // retries_total
-//	fallback.New(fn, fallback.Config{OnFallback: rec.OnFallback}) // fallbacks_total
-//	breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal}) // breaker_rejections_total
-//	rec.CollectBreakers(reg)                                 // circuit_breaker_state, circuit_breaker_half_open
-//	rec.CollectQueue(q)                                      // deferred_items, dead_letters
-//	q.Start(m, durable.SchedulerConfig{OnClaim: rec.OnClaim}) // scheduler_claim_seconds
+//	m.Use(rec.Behavior()) // requests_total, request_duration_seconds
+//	retry.Config{OnRetry: []func(context.Context, retry.Event){rec.OnRetry}}              // retries_total
+//	fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback}} // fallbacks_total
+//	breaker.Config{OnRefusal: []func(string){rec.OnRefusal}}                              // breaker_rejections_total
+//	rec.CollectBreakers(reg) // circuit_breaker_state, circuit_breaker_half_open
+//	rec.CollectQueue(q)      // deferred_items, dead_letters
+//	durable.SchedulerConfig{OnClaim: []func(time.Duration, int, error){rec.OnClaim}} // scheduler_claim_seconds
 //	http.Handle("/metrics", rec.Handler())
 //
 // Every label is bounded: request is a request type's name (bounded by the registered types),

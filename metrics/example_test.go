@@ -21,7 +21,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	breakers := breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal})
+	breakers := breaker.NewRegistry(breaker.Config{OnRefusal: []func(string){rec.OnRefusal}})
 	if err := rec.CollectBreakers(breakers); err != nil { // states read at every scrape
 		panic(err)
 	}
@@ -29,7 +29,7 @@ func Example() {
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *GetPrice) (int, error) { return 42, nil })
 	m.Use(rec.Behavior()) // requests_total, request_duration_seconds
-	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, OnRetry: rec.OnRetry}))
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, OnRetry: []func(context.Context, retry.Event){rec.OnRetry}}))
 	m.Use(breaker.New(breakers))
 	if err := m.Build(); err != nil {
 		panic(err)
@@ -70,7 +70,7 @@ func ExampleConfig_breakerKeys() {
 	if err != nil {
 		panic(err)
 	}
-	breakers := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OnRefusal: rec.OnRefusal})
+	breakers := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OnRefusal: []func(string){rec.OnRefusal}})
 	if err := rec.CollectBreakers(breakers); err != nil { // also drops the series of evicted keys
 		panic(err)
 	}

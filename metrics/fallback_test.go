@@ -36,7 +36,7 @@ func TestFallbacksTotalCountsOnlyAnswers(t *testing.T) {
 		return "", errors.New("cache down")
 	}, fallback.Config{
 		When:       func(_ context.Context, req any, _ error) bool { return req.(*MarketQuote).Market != "live" },
-		OnFallback: rec.OnFallback,
+		OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback},
 	}))
 	if err := m.Build(); err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	defer q.Close()
 	durable.Register[*Send](q, "test.send")
 
-	reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: time.Hour, OnRefusal: rec.OnRefusal})
+	reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: time.Hour, OnRefusal: []func(string){rec.OnRefusal}})
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *Ping) (string, error) { return "pong", nil })
 	flaky := 0
@@ -96,10 +96,10 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		return mediator.Void{}, transient{}
 	})
 	m.Use(rec.Behavior())
-	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}, OnRetry: rec.OnRetry}),
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}, OnRetry: []func(context.Context, retry.Event){rec.OnRetry}}),
 		mediator.ForRequest[*Flaky]())
 	m.Use(fallback.NewFor(func(context.Context, *Quote, error) (string, error) { return "cached", nil },
-		fallback.Config{OnFallback: rec.OnFallback}))
+		fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback}}))
 	m.Use(breaker.New(reg), mediator.ForTypes(func(i mediator.RequestInfo) bool {
 		return i.Request == quoteType || i.Request == lookupType
 	}))

@@ -159,9 +159,9 @@ func (r *Recorder) seriesOf(t reflect.Type) *series {
 	return s
 }
 
-// OnRetry counts a retry in retries_total; it has the signature of retry.Config.OnRetry:
+// OnRetry counts a retry in retries_total; it is an observer for retry.Config.OnRetry:
 //
-//	retry.New(retry.Config{OnRetry: rec.OnRetry})
+//	retry.New(retry.Config{OnRetry: []func(context.Context, retry.Event){rec.OnRetry}})
 func (r *Recorder) OnRetry(_ context.Context, e retry.Event) {
 	if e.Request != nil {
 		r.seriesOf(reflect.TypeOf(e.Request)).retries.Inc()
@@ -170,19 +170,19 @@ func (r *Recorder) OnRetry(_ context.Context, e retry.Event) {
 
 // OnFallback counts a failure a fallback handled in fallbacks_total, under the request type and
 // the outcome label of what the fallback did (fallback.Verdict: answered, declined, failed,
-// cancelled); it has the signature of fallback.Config.OnFallback:
+// cancelled); it is an observer for fallback.Config.OnFallback:
 //
-//	fallback.New(fn, fallback.Config{OnFallback: rec.OnFallback})
+//	fallback.New(fn, fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback}})
 func (r *Recorder) OnFallback(_ context.Context, f fallback.Fallback) {
 	if i := int(f.Verdict) - 1; f.Request != nil && i >= 0 && i < len(verdicts) {
 		r.seriesOf(reflect.TypeOf(f.Request)).fallbacks[i].Inc()
 	}
 }
 
-// OnRefusal counts a refused call in breaker_rejections_total; it has the signature of
+// OnRefusal counts a refused call in breaker_rejections_total; it is an observer for
 // breaker.Config.OnRefusal:
 //
-//	breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal})
+//	breaker.NewRegistry(breaker.Config{OnRefusal: []func(string){rec.OnRefusal}})
 //
 // A key has its own series from its first refusal while fewer than Config.MaxBreakerKeys keys
 // hold series, until the registry given to CollectBreakers evicts its breaker; the refusals of
@@ -238,8 +238,8 @@ func (r *Recorder) evicted(key string) {
 }
 
 // OnClaim observes a claim round trip in scheduler_claim_seconds, failed ones included (a
-// database that hangs shows as claims at StoreTimeout); it has the signature of
+// database that hangs shows as claims at StoreTimeout); it is an observer for
 // durable.SchedulerConfig.OnClaim:
 //
-//	q.Start(m, durable.SchedulerConfig{OnClaim: rec.OnClaim})
+//	q.Start(m, durable.SchedulerConfig{OnClaim: []func(time.Duration, int, error){rec.OnClaim}})
 func (r *Recorder) OnClaim(took time.Duration, _ int, _ error) { r.claims.Observe(took.Seconds()) }

@@ -53,7 +53,7 @@ func Example() {
 	m.Use(tracing.New(cfg)) // outermost: StagePre, behaviors.TracingOrder
 	m.Use(retry.New(retry.Config{
 		Policy:  retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond},
-		OnRetry: tracing.OnRetry, // a span event per retry
+		OnRetry: []func(context.Context, retry.Event){tracing.OnRetry}, // a span event per retry
 	}))
 	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {

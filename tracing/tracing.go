@@ -184,12 +184,12 @@ func errorText(err error) string {
 	return err.Error()
 }
 
-// OnRetry is a ready retry.Config.OnRetry: it adds a switchboard.retry event (the failed
+// OnRetry is a ready observer for retry.Config.OnRetry: it adds a switchboard.retry event (the failed
 // attempt, the delay before the next one in seconds, the error) to the span in ctx, the
 // dispatch's span when the tracing behavior is outside the retry behavior, as its default
 // order puts it; and a switchboard.breaker.rejected event when an open breaker refused the
-// attempt. It does nothing when the span is not recording. To call another function too, call
-// both from a function of your own.
+// attempt. It does nothing when the span is not recording. It attaches beside the other
+// observers of the retry (logging's, metrics'), in one list.
 func OnRetry(ctx context.Context, e retry.Event) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
@@ -200,7 +200,7 @@ func OnRetry(ctx context.Context, e retry.Event) {
 	rejected(span, e.Err)
 }
 
-// OnFallback is a ready fallback.Config.OnFallback: it adds a switchboard.fallback event to the
+// OnFallback is a ready observer for fallback.Config.OnFallback: it adds a switchboard.fallback event to the
 // span in ctx, after the fallback function ran, with what the fallback did
 // (switchboard.fallback.outcome: answered, declined, failed or cancelled), the error it handled
 // (switchboard.error) and, when its function failed, that function's error

@@ -116,7 +116,7 @@ func TestDeferredRequestIsOneTrace(t *testing.T) {
 		tracing.New(cfg),
 		retry.New(retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 3, BaseDelay: 200 * time.Millisecond},
-			OnRetry: tracing.OnRetry,
+			OnRetry: []func(context.Context, retry.Event){tracing.OnRetry},
 			Clock:   instantClock{},
 		}),
 		durable.NewDeferral(q, durable.DeferralConfig{}))
@@ -261,7 +261,7 @@ func TestBreakerRejectionAndFallback(t *testing.T) {
 	}
 	degraded := build(t, handler, tracing.New(tracing.Config{TracerProvider: tp}), breaker.New(reg),
 		fallback.NewFor(func(context.Context, *Charge, error) (*Receipt, error) { return &Receipt{ID: "later"}, nil },
-			fallback.Config{OnFallback: tracing.OnFallback}))
+			fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){tracing.OnFallback}}))
 	if r, err := mediator.Send(context.Background(), degraded, &Charge{}); err != nil || r.ID != "later" {
 		t.Fatal(r, err)
 	}
@@ -297,7 +297,7 @@ func TestFallbackThatFailsIsNotAnAnswer(t *testing.T) {
 	m := build(t, func(context.Context, *Charge) (*Receipt, error) { return nil, errors.New("gateway down") },
 		tracing.New(tracing.Config{TracerProvider: tp}),
 		fallback.NewFor(func(context.Context, *Charge, error) (*Receipt, error) { return nil, errors.New("no cached receipt") },
-			fallback.Config{OnFallback: tracing.OnFallback}))
+			fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){tracing.OnFallback}}))
 	if _, err := mediator.Send(context.Background(), m, &Charge{}); err == nil {
 		t.Fatal("answered")
 	}
@@ -394,7 +394,7 @@ func TestDeclinedFallbackRecordsTheRejectionOnce(t *testing.T) {
 	answer := func(context.Context, *Charge, error) (*Receipt, error) { return &Receipt{ID: "later"}, nil }
 	never := func(context.Context, any, error) bool { return false }
 	declining := build(t, handler, tracing.New(tracing.Config{TracerProvider: tp}), breaker.New(reg),
-		fallback.NewFor(answer, fallback.Config{When: never, OnFallback: tracing.OnFallback}))
+		fallback.NewFor(answer, fallback.Config{When: never, OnFallback: []func(context.Context, fallback.Fallback){tracing.OnFallback}}))
 	if _, err := mediator.Send(context.Background(), declining, &Charge{}); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatal(err)
 	}

@@ -306,8 +306,8 @@ func (b *breaker) allowSlow(w uint64) (Permit, error) {
 
 // refused tells Config.OnRefusal about a refusal, outside the lock, and returns its error.
 func (b *breaker) refused(err error) error {
-	if f := b.reg.cfg.OnRefusal; f != nil {
-		f(b.key)
+	for _, on := range b.reg.cfg.OnRefusal {
+		on(b.key)
 	}
 	return err
 }
@@ -401,9 +401,11 @@ func (b *breaker) recordSlow(p Permit, o outcome, err error) (t trip) {
 	if b.refreshLocked(now, &ev) != p.word { // began before a state change: stale
 		b.mu.Unlock()
 		b.announce(&ev)
-		if p.probe != 0 && o != outcomeReleased && b.reg.cfg.OnLateProbe != nil {
+		if p.probe != 0 && o != outcomeReleased && len(b.reg.cfg.OnLateProbe) > 0 {
 			if took := now - p.start; took >= int64(b.reg.cfg.ProbeTimeout) {
-				b.reg.cfg.OnLateProbe(LateProbe{Key: b.key, Took: time.Duration(took), Timeout: b.reg.cfg.ProbeTimeout, Err: err})
+				for _, on := range b.reg.cfg.OnLateProbe {
+					on(LateProbe{Key: b.key, Took: time.Duration(took), Timeout: b.reg.cfg.ProbeTimeout, Err: err})
+				}
 			}
 		}
 		return trip{}

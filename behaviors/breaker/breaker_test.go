@@ -61,7 +61,7 @@ func TestBreakerTransitions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var changes []string
 		r := breaker.NewRegistry(breaker.Config{
-			OnStateChange: func(c breaker.StateChange) { changes = append(changes, c.From.String()+"→"+c.To.String()) },
+			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) { changes = append(changes, c.From.String()+"→"+c.To.String()) }},
 		})
 		fail(t, r, "a", 4)
 		wantState(t, r, "a", breaker.StateClosed)
@@ -253,7 +253,7 @@ func TestBreakerHungProbeLateResultAlone(t *testing.T) {
 		var changes []string
 		r := breaker.NewRegistry(breaker.Config{
 			ProbeTimeout:  5 * time.Second,
-			OnStateChange: func(c breaker.StateChange) { changes = append(changes, c.From.String()+"→"+c.To.String()) },
+			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) { changes = append(changes, c.From.String()+"→"+c.To.String()) }},
 		})
 		fail(t, r, "h", 5)
 		time.Sleep(30 * time.Second)
@@ -539,7 +539,7 @@ func TestBreakerListenersMayCallRegistry(t *testing.T) {
 		var r *breaker.Registry
 		var seen []breaker.State
 		r = breaker.NewRegistry(breaker.Config{
-			OnStateChange: func(c breaker.StateChange) {
+			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
 				s, err := r.Get(c.Key)
 				if err != nil {
 					t.Error(err)
@@ -547,7 +547,7 @@ func TestBreakerListenersMayCallRegistry(t *testing.T) {
 				seen = append(seen, s.State)
 				_, _ = r.OpenFor(c.Key)
 				_ = r.Snapshot()
-			},
+			}},
 		})
 		resets := 0
 		r.AddListener(func(c breaker.StateChange) {
@@ -578,7 +578,7 @@ func TestBreakerChangesAnnouncedInOrder(t *testing.T) {
 		st := &memStore{}
 		r := breaker.NewRegistry(breaker.Config{
 			Store: st,
-			OnStateChange: func(c breaker.StateChange) {
+			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
 				if c.To == breaker.StateOpen && entered != nil {
 					close(entered)
 					entered = nil
@@ -587,7 +587,7 @@ func TestBreakerChangesAnnouncedInOrder(t *testing.T) {
 				mu.Lock()
 				heard = append(heard, c.From.String()+"→"+c.To.String())
 				mu.Unlock()
-			},
+			}},
 		})
 		p, _ := r.Gate("k")
 		p.Success()
@@ -617,12 +617,12 @@ func TestBreakerPanickingListenerDoesNotSilenceLaterChanges(t *testing.T) {
 	var heard []breaker.State
 	r := breaker.NewRegistry(breaker.Config{
 		FailureThreshold: 1,
-		OnStateChange: func(c breaker.StateChange) {
+		OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
 			heard = append(heard, c.To)
 			if len(heard) == 1 {
 				panic("listener broke")
 			}
-		},
+		}},
 	})
 	func() {
 		defer func() { _ = recover() }()

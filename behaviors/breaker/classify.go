@@ -3,7 +3,7 @@ package breaker
 import (
 	"errors"
 
-	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -11,7 +11,8 @@ import (
 
 // CountsAsFailure is the default Classifier of a Registry: it reports whether err says the
 // dependency behind a breaker is unhealthy. It reports false for nil, validation errors,
-// mediator.ErrNoHandler, circuit-open errors, bulkhead rejections and errors carrying a 4xx
+// mediator.ErrNoHandler, refusals (behaviors.IsRefusal: circuit-open errors, bulkhead
+// rejections, a refusing behavior of your own) and errors carrying a 4xx
 // status code other than 408 and 429 (the caller's fault, not the dependency's). Every other
 // error counts, timeouts included: a deadline set inside the breaker by the timeout behavior
 // is not the caller's. (The registry itself never counts the error of a call whose context is
@@ -21,7 +22,7 @@ func CountsAsFailure(err error) bool {
 		return false
 	}
 	if errors.Is(err, validation.ErrInvalid) || errors.Is(err, mediator.ErrNoHandler) ||
-		errors.Is(err, ErrOpen) || errors.Is(err, bulkhead.ErrFull) {
+		behaviors.IsRefusal(err) {
 		return false
 	}
 	if s, ok := errors.AsType[classify.StatusError](err); ok {

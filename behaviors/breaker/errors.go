@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 )
 
 var (
@@ -17,7 +18,8 @@ var (
 )
 
 // OpenError is returned instead of calling the handler while the breaker for Key is open. It
-// matches ErrOpen. behaviors.Refused tells whether it refused a given request.
+// matches ErrOpen, and is a behaviors.Refusal: behaviors.Refused tells whether it refused a
+// given request.
 type OpenError struct {
 	// Key is the breaker's key.
 	Key string
@@ -45,9 +47,12 @@ func (e *OpenError) RetryAfter() time.Duration { return e.Remaining }
 // that waits for the breaker, never by behaviors.Retryable.
 func (e *OpenError) Retryable() bool { return false }
 
-// Request returns the request the breaker behavior refused; nil for a refusal of
-// Registry.Gate, and for an OpenError made by hand. behaviors.Refused reads it.
-func (e *OpenError) Request() any { return e.req }
+// Refusal implements behaviors.Refusal: By "breaker", the breaker's Key, and the request the
+// breaker behavior refused (nil for a refusal of Registry.Gate, and for an OpenError made by
+// hand).
+func (e *OpenError) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "breaker", Key: e.Key, Request: e.req}
+}
 
 // ErrTripped reports a call whose own counted failure opened its circuit breaker: the
 // failure that reached FailureThreshold or FailureRate, or a probe's failure that opened a
@@ -55,7 +60,7 @@ func (e *OpenError) Request() any { return e.req }
 // the breaker lets a probe through, so retrying at once is pointless. It is matched by
 // *TrippedError, never by a refusal: a tripped call is a failure, not a refusal, and
 // does not match ErrOpen.
-var ErrTripped = errors.New("breaker: circuit tripped")
+var ErrTripped = classify.ErrTripped
 
 // TrippedError is returned by the breaker Behavior, in place of the handler's
 // error, for a call whose own counted failure opened the breaker. It matches ErrTripped

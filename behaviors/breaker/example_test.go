@@ -49,9 +49,9 @@ func ExampleNew() {
 		Key:              quoteEndpoint,
 		FailureThreshold: 3,
 		Clock:            fixedClock{time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)},
-		OnStateChange: func(c breaker.StateChange) {
+		OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
 			fmt.Printf("%s: %s → %s\n", c.Key, c.From, c.To)
-		},
+		}},
 	})
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(_ context.Context, q *GetQuote) (*Quote, error) {

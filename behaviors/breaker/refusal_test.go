@@ -19,7 +19,7 @@ func TestOnRefusal(t *testing.T) {
 	var heard []string
 	c := fixedClock{t: time.Unix(1000, 0)}
 	reg := breaker.NewRegistry(breaker.Config{Key: quoteEndpoint, FailureThreshold: 1, Clock: c,
-		OnRefusal: func(key string) { mu.Lock(); heard = append(heard, key); mu.Unlock() }})
+		OnRefusal: []func(string){func(key string) { mu.Lock(); heard = append(heard, key); mu.Unlock() }}})
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return nil, &httpError{503} })
 	m.Use(breaker.New(reg))

@@ -68,11 +68,13 @@ type Config struct {
 	// Default 10: fewer calls say too little to judge a rate by.
 	RateMinCalls int
 	// Classifier decides which errors count as failures. Default CountsAsFailure: everything
-	// but validation errors, missing handlers, circuit-open errors, bulkhead rejections and 4xx
-	// status codes other than 408 and 429, which say nothing about the dependency's health.
-	// Whatever it says, the error of a call whose context is done is never counted: the
-	// caller gave up, and clients report that in their own ways (a gRPC Canceled status, a
-	// driver's connection error), not always as context.Canceled.
+	// but validation errors, missing handlers, refusals (circuit-open errors, bulkhead
+	// rejections) and 4xx status codes other than 408 and 429, which say nothing about the
+	// dependency's health. Whatever it says, the error of a call whose context is done is
+	// never counted: the caller gave up, and clients report that in their own ways (a gRPC
+	// Canceled status, a driver's connection error), not always as context.Canceled. Nor is a
+	// refusal (behaviors.IsRefusal, a refusing behavior of your own included): the call did
+	// not reach the dependency.
 	Classifier behaviors.Classifier
 	// MaxBreakers bounds the number of breakers held. Past it, a sweep evicts the breakers
 	// unused since the previous sweep that have nothing left to decide: closed ones, open ones
@@ -88,17 +90,19 @@ type Config struct {
 	// minutes: the failure streak of a breaker unused for that long says little about the
 	// dependency now. Negative means never.
 	IdleTTL time.Duration
-	// OnStateChange is called after every state change, outside the breaker's lock, so it may
-	// call the registry. The changes of one breaker are announced one at a time, in the order
-	// they happened: usually by the goroutine that made the change, but a change made while an
-	// earlier one is still being announced is announced after it, by the goroutine announcing.
-	// nil: nothing is called. AddListener adds more.
-	OnStateChange func(StateChange)
+	// OnStateChange are the observers called after every state change, in the order listed
+	// and then the listeners AddListener added, in the order added; outside the breaker's
+	// lock, so they may call the registry. The changes of one breaker are announced one at a
+	// time, in the order they happened: usually by the goroutine that made the change, but a
+	// change made while an earlier one is still being announced is announced after it, by the
+	// goroutine announcing. Empty: nothing is called.
+	OnStateChange []func(StateChange)
 	// Store receives every state change, to share trip decisions between instances; Apply
 	// feeds decisions made elsewhere back in. nil: the state stays in this process.
 	Store Store
-	// OnStoreError receives errors of Store. nil: they are dropped.
-	OnStoreError func(error)
+	// OnStoreError are the observers of the errors of Store, called in the order listed.
+	// Empty: the errors are dropped.
+	OnStoreError []func(error)
 	// OnLateProbe is called when a probe reports its outcome after ProbeTimeout. By then the
 	// breaker has given up on the probe and opened again (with ReasonProbeTimedOut, unless
 	// another probe's failure, Trip, Reset or Apply changed its state first), so the outcome
@@ -107,18 +111,19 @@ type Config struct {
 	// Probes that keep arriving late mean ProbeTimeout is shorter than the dependency's
 	// latency, for example:
 	//
-	//	OnLateProbe: func(l breaker.LateProbe) {
+	//	OnLateProbe: []func(breaker.LateProbe){func(l breaker.LateProbe) {
 	//		logger.Warn("breaker probe too slow", zap.String("key", l.Key), zap.Duration("took", l.Took), zap.Duration("ProbeTimeout", l.Timeout))
-	//	},
+	//	}},
 	//
-	// A released probe (one that panicked, or was abandoned) is not reported. nil: nothing is
-	// called.
-	OnLateProbe func(LateProbe)
-	// OnRefusal is called with the key of a breaker each time it refuses a call (an
-	// *OpenError, through the Behavior or Gate), outside the breaker's lock, by the goroutine
-	// refused, so it may call the registry; keep it cheap, as every refused call makes one.
-	// nil: nothing is called.
-	OnRefusal func(key string)
+	// A released probe (one that panicked, or was abandoned) is not reported. The observers
+	// are called in the order listed. Empty: nothing is called.
+	OnLateProbe []func(LateProbe)
+	// OnRefusal are the observers called with the key of a breaker each time it refuses a call
+	// (an *OpenError, through the Behavior or Gate), in the order listed, outside the breaker's
+	// lock, by the goroutine refused, so they may call the registry; keep them cheap, as every
+	// refused call makes one call of each (metrics.Recorder.OnRefusal counts them). Empty:
+	// nothing is called.
+	OnRefusal []func(key string)
 	// Clock is the registry's time source. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 }
@@ -226,6 +231,8 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.IdleTTL == 0 {
 		cfg.IdleTTL = 10 * time.Minute
 	}
+	cfg.OnStateChange, cfg.OnStoreError = slices.Clone(cfg.OnStateChange), slices.Clone(cfg.OnStoreError)
+	cfg.OnLateProbe, cfg.OnRefusal = slices.Clone(cfg.OnLateProbe), slices.Clone(cfg.OnRefusal)
 	r := &Registry{cfg: cfg, clock: cfg.Clock}
 	if r.clock == nil {
 		r.clock = behaviors.SystemClock
@@ -279,7 +286,7 @@ func (r *Registry) now() int64 { return max(int64(r.clock.Now().Sub(r.epoch)), 0
 func (r *Registry) timeAt(n int64) time.Time { return r.epoch.Add(time.Duration(n)) }
 
 func (r *Registry) isFailure(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && r.cfg.Classifier(err)
+	return ctx.Err() == nil && !behaviors.IsRefusal(err) && r.cfg.Classifier(err)
 }
 
 func (r *Registry) openDuration() time.Duration {
@@ -606,7 +613,8 @@ func (b *breaker) evictableLocked(now int64) bool {
 	}
 }
 
-// AddListener adds fn to the functions called after every state change, outside locks, and
+// AddListener adds fn to the functions called after every state change (after
+// Config.OnStateChange, in the order added), outside locks, and
 // returns a function that removes it (a component that stops, such as a durable scheduler,
 // removes its listener so the registry does not keep it alive).
 func (r *Registry) AddListener(fn func(StateChange)) (remove func()) { return r.listeners.add(fn) }
@@ -714,12 +722,14 @@ func (r *Registry) deliver(batch []announcement) {
 	ls := r.listeners.load()
 	for _, a := range batch {
 		if r.cfg.Store != nil && !a.applied {
-			if err := r.cfg.Store.SaveBreaker(context.Background(), a.snap); err != nil && r.cfg.OnStoreError != nil {
-				r.cfg.OnStoreError(err)
+			if err := r.cfg.Store.SaveBreaker(context.Background(), a.snap); err != nil {
+				for _, on := range r.cfg.OnStoreError {
+					on(err)
+				}
 			}
 		}
-		if r.cfg.OnStateChange != nil {
-			r.cfg.OnStateChange(a.change)
+		for _, on := range r.cfg.OnStateChange {
+			on(a.change)
 		}
 		for _, l := range ls {
 			l.fn(a.change)

@@ -383,7 +383,7 @@ func TestBreakerChangeReasons(t *testing.T) {
 		var got []change
 		cfg := breaker.Config{
 			FailureThreshold: 2, ProbeTimeout: 5 * time.Second,
-			OnStateChange: func(c breaker.StateChange) { got = append(got, change{c.To, c.Reason}) },
+			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) { got = append(got, change{c.To, c.Reason}) }},
 		}
 		r := breaker.NewRegistry(cfg)
 		fail(t, r, "k", 2)
@@ -438,11 +438,11 @@ func TestBreakerLateProbeReported(t *testing.T) {
 		var reasons []breaker.ChangeReason
 		r = breaker.NewRegistry(breaker.Config{
 			Key: endpointKey,
-			OnLateProbe: func(l breaker.LateProbe) {
+			OnLateProbe: []func(breaker.LateProbe){func(l breaker.LateProbe) {
 				_, _ = r.Get(l.Key) // outside locks: may call the registry
 				late = append(late, l)
-			},
-			OnStateChange: func(c breaker.StateChange) { reasons = append(reasons, c.Reason) },
+			}},
+			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) { reasons = append(reasons, c.Reason) }},
 		})
 		latency, result := 45*time.Second, error(nil)
 		m := build(t, func(context.Context, *Call) (*Reply, error) {

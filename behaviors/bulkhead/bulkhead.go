@@ -15,8 +15,9 @@ import (
 // ErrFull reports a call rejected because its bulkhead had no free slot.
 var ErrFull = errors.New("bulkhead: full")
 
-// FullError reports a call rejected by a bulkhead. It matches ErrFull. A breaker does not
-// count it: it says nothing about the dependency's health.
+// FullError reports a call rejected by a bulkhead. It matches ErrFull and is a
+// behaviors.Refusal, so a breaker does not count it: it says nothing about the dependency's
+// health.
 type FullError struct {
 	// Key is the bulkhead's key.
 	Key string
@@ -38,9 +39,11 @@ func (e *FullError) Is(target error) bool { return target == ErrFull }
 // retrying at once only adds to it.
 func (e *FullError) Retryable() bool { return false }
 
-// Request returns the request the bulkhead refused; nil for a FullError made by hand.
-// behaviors.Refused reads it.
-func (e *FullError) Request() any { return e.req }
+// Refusal implements behaviors.Refusal: By "bulkhead", the bulkhead's Key, and the request it
+// refused (nil for a FullError made by hand).
+func (e *FullError) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "bulkhead", Key: e.Key, Request: e.req}
+}
 
 // Config configures New.
 type Config struct {

@@ -94,9 +94,9 @@ func ExampleConfig() {
 		return nil, fallback.ErrDecline // nothing cached: the caller gets the 503
 	}, fallback.Config{
 		When: func(_ context.Context, req any, _ error) bool { return req.(*GetQuote).Endpoint != "live" },
-		OnFallback: func(_ context.Context, f fallback.Fallback) {
+		OnFallback: []func(context.Context, fallback.Fallback){func(_ context.Context, f fallback.Fallback) {
 			fmt.Printf("%s %s: %v\n", f.Verdict, f.Request.(*GetQuote).Endpoint, f.Err)
-		},
+		}},
 	}))
 	mustBuild(m)
 	for _, endpoint := range []string{"eu", "us", "live"} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/switchboard-go/switchboard/behaviors"
@@ -26,11 +27,13 @@ type Config struct {
 	// answered. A function that finds it has no answer only once it runs (a cache miss)
 	// declines by returning ErrDecline instead.
 	When func(ctx context.Context, req any, err error) bool
-	// OnFallback is called once for every failure the fallback handled (one the Classifier let
-	// through), after its function ran (or When declined it), with what it did: Answered,
-	// Declined, Failed or Cancelled (see Verdict). A trace or a counter records it there,
-	// where the caller sees only a response. nil: nothing is called.
-	OnFallback func(ctx context.Context, f Fallback)
+	// OnFallback are the observers called once for every failure the fallback handled (one the
+	// Classifier let through), after its function ran (or When declined it), with what it did:
+	// Answered, Declined, Failed or Cancelled (see Verdict). A trace or a counter records it
+	// there, where the caller sees only a response. They run in the order listed, on the
+	// caller's goroutine, as every hook of the module does (see Hooks in package behaviors).
+	// Empty: nothing is called.
+	OnFallback []func(ctx context.Context, f Fallback)
 }
 
 // ErrDecline is returned by a fallback function (or wrapped in its error) that has no answer
@@ -97,7 +100,7 @@ type Behavior struct {
 	fn      func(ctx context.Context, req any, err error) (any, error)
 	catch   behaviors.Classifier
 	when    func(ctx context.Context, req any, err error) bool
-	on      func(ctx context.Context, f Fallback)
+	on      []func(ctx context.Context, f Fallback)
 }
 
 // New returns a fallback for any request type whose response type R can be assigned to: fn
@@ -108,7 +111,7 @@ func New[R any](fn func(ctx context.Context, req any, err error) (R, error), cfg
 	return &Behavior{
 		catch:  cfg.Classifier,
 		when:   cfg.When,
-		on:     cfg.OnFallback,
+		on:     slices.Clone(cfg.OnFallback),
 		result: reflect.TypeFor[R](),
 		fn: func(ctx context.Context, req any, err error) (any, error) {
 			return fn(ctx, req, err)
@@ -123,7 +126,7 @@ func NewFor[Q mediator.Request[R], R any](fn func(ctx context.Context, req Q, er
 	return &Behavior{
 		catch:   cfg.Classifier,
 		when:    cfg.When,
-		on:      cfg.OnFallback,
+		on:      slices.Clone(cfg.OnFallback),
 		result:  reflect.TypeFor[R](),
 		request: reflect.TypeFor[Q](),
 		fn: func(ctx context.Context, req any, err error) (any, error) {
@@ -188,8 +191,8 @@ func (f *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 }
 
 func (f *Behavior) report(ctx context.Context, fb Fallback) {
-	if f.on != nil {
-		f.on(ctx, fb)
+	for _, on := range f.on {
+		on(ctx, fb)
 	}
 }
 

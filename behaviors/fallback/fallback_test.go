@@ -82,7 +82,7 @@ func TestFallbackOnFallback(t *testing.T) {
 	var heard []error
 	cfg := fallback.Config{
 		Classifier: func(err error) bool { return err != errBoom },
-		OnFallback: func(_ context.Context, f fallback.Fallback) { heard = append(heard, f.Err) },
+		OnFallback: []func(context.Context, fallback.Fallback){func(_ context.Context, f fallback.Fallback) { heard = append(heard, f.Err) }},
 	}
 	results := []error{errOther, errBoom, nil}
 	s := &script{Results: results}

@@ -18,9 +18,9 @@ func TestFallbackOnFallbackHearsRequest(t *testing.T) {
 	fb := fallback.NewFor(func(context.Context, *Call, error) (*Reply, error) { return &Reply{Text: "fb"}, nil },
 		fallback.Config{
 			Classifier: func(err error) bool { return !errors.Is(err, breaker.ErrOpen) },
-			OnFallback: func(_ context.Context, f fallback.Fallback) {
+			OnFallback: []func(context.Context, fallback.Fallback){func(_ context.Context, f fallback.Fallback) {
 				reqs, heard = append(reqs, f.Request), append(heard, f.Err)
-			},
+			}},
 		})
 	var fail error
 	m := build(t, func(context.Context, *Call) (*Reply, error) { return &Reply{}, fail }, fb)

@@ -29,10 +29,10 @@ func TestFallbackHookHearsOutcomeAfterFunction(t *testing.T) {
 			return &Reply{Text: "cached"}, nil
 		}, fallback.Config{
 			When: func(_ context.Context, req any, err error) bool { return req.(*Call).Endpoint != "never" },
-			OnFallback: func(_ context.Context, f fallback.Fallback) {
+			OnFallback: []func(context.Context, fallback.Fallback){func(_ context.Context, f fallback.Fallback) {
 				order = append(order, "hook")
 				heard = append(heard, f)
-			},
+			}},
 		}))
 	for _, c := range []struct {
 		endpoint string
@@ -74,7 +74,7 @@ func TestFallbackCancelledWhileFunctionRuns(t *testing.T) {
 		fallback.NewFor(func(ctx context.Context, _ *Call, _ error) (*Reply, error) {
 			cancel()
 			return nil, ctx.Err()
-		}, fallback.Config{OnFallback: func(_ context.Context, f fallback.Fallback) { heard = append(heard, f.Verdict) }}))
+		}, fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){func(_ context.Context, f fallback.Fallback) { heard = append(heard, f.Verdict) }}}))
 	if _, err := mediator.Send(ctx, m, &Call{}); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestFallbackCancellationNeverReachesWhenOrHook(t *testing.T) {
 		},
 			fallback.Config{
 				When:       func(context.Context, any, error) bool { calls = append(calls, "when"); return true },
-				OnFallback: func(context.Context, fallback.Fallback) { calls = append(calls, "hook") },
+				OnFallback: []func(context.Context, fallback.Fallback){func(context.Context, fallback.Fallback) { calls = append(calls, "hook") }},
 			}))
 	if _, err := mediator.Send(ctx, m, &Call{}); err != errBoom || len(calls) != 0 {
 		t.Fatal(err, calls)

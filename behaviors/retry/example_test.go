@@ -55,9 +55,9 @@ func ExampleNew() {
 	})
 	m.Use(retry.New(retry.Config{
 		Policy: retry.Policy{MaxAttempts: 3, Strategy: retry.Exponential, BaseDelay: time.Microsecond},
-		OnRetry: func(_ context.Context, e retry.Event) {
+		OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) {
 			fmt.Printf("attempt %d failed (%v), next in %s\n", e.Attempt, e.Err, e.Delay)
-		},
+		}},
 	}))
 	mustBuild(m)
 	q, err := mediator.Send(context.Background(), m, &GetQuote{})

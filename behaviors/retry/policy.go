@@ -12,8 +12,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/switchboard-go/switchboard/behaviors"
-	"github.com/switchboard-go/switchboard/behaviors/breaker"
-	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/behaviors/validation"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -81,9 +79,12 @@ type Policy struct {
 	// that is down.)
 	RetryOnTransport behaviors.Switch
 	// WaitForBreaker retries a call refused by an open circuit breaker after waiting out the
-	// breaker's remaining open time, capped at MaxDelay. Default Off: an open breaker ends
-	// the retries at once, since attempts spent against an open circuit fail without trying
-	// and only delay the caller.
+	// breaker's remaining open time, capped at MaxDelay (and a call whose failure tripped the
+	// breaker after its open time, or the handler's Retry-After hint when longer); so too any refusal (behaviors.Refusal)
+	// that carries a Retry-After hint (behaviors.RetryAfterHinter), such as a quota of your
+	// own that says when it refills. A refusal without one (a full bulkhead) is never retried.
+	// Default Off: an open breaker ends the retries at once, since attempts spent against an
+	// open circuit fail without trying and only delay the caller.
 	WaitForBreaker behaviors.Switch
 	// RetryableStatusCodes are the status codes (see behaviors.StatusCoder) the default classifier
 	// retries. nil is unset; an empty non-nil slice retries no status code. Default 429, 502,
@@ -92,15 +93,16 @@ type Policy struct {
 	RetryableStatusCodes []int
 	// Classifier decides which errors are retried. nil is unset. Default: behaviors.Retryable with
 	// RetryableStatusCodes. Whatever it says, the caller's cancellation, validation errors,
-	// missing handlers, bulkhead rejections and (unless WaitForBreaker) circuit-open errors are
-	// never retried, timeouts follow RetryOnTimeout and transport errors RetryOnTransport
+	// missing handlers and refusals (behaviors.IsRefusal: bulkhead rejections, and unless
+	// WaitForBreaker circuit-open errors) are never retried, timeouts follow RetryOnTimeout and transport errors RetryOnTransport
 	// (when it is On; Off leaves them to Classifier).
 	Classifier behaviors.Classifier
 }
 
 // Retries reports whether p, resolved over DefaultPolicy, classifies err as worth another
 // attempt: the fixed rules first (never the caller's cancellation, validation errors, missing
-// handlers, bulkhead rejections; circuit-open errors only with WaitForBreaker), then timeouts by
+// handlers; a refusal (behaviors.IsRefusal) only with WaitForBreaker, and only one that says
+// when it may pass, as a circuit-open error does and a bulkhead rejection does not), then timeouts by
 // RetryOnTimeout, transport errors by RetryOnTransport when it is On, and the rest by Classifier,
 // or Retryable with RetryableStatusCodes. It says nothing about attempts left. The Retry
 // behavior decides with it, and so do the durable queue's deferral and scheduler, each with the
@@ -110,11 +112,11 @@ func (p Policy) Retries(err error) bool {
 		return false
 	}
 	p = p.Resolved()
-	if errors.Is(err, breaker.ErrOpen) {
-		return p.WaitForBreaker == behaviors.On
+	if behaviors.IsRefusal(err) {
+		return p.WaitForBreaker == behaviors.On && waitable(err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, validation.ErrInvalid) ||
-		errors.Is(err, mediator.ErrNoHandler) || errors.Is(err, bulkhead.ErrFull) {
+		errors.Is(err, mediator.ErrNoHandler) {
 		return false
 	}
 	if behaviors.IsTimeout(err) {
@@ -127,6 +129,14 @@ func (p Policy) Retries(err error) bool {
 		return p.Classifier(err)
 	}
 	return classify.RetryableWith(err, p.RetryableStatusCodes)
+}
+
+// waitable reports whether the refusal err says when it may pass: a Retry-After hint, as an
+// open breaker's remaining time (0 for a half-open breaker whose probes are all out: look
+// again soon).
+func waitable(err error) bool {
+	var h behaviors.RetryAfterHinter
+	return errors.As(err, &h)
 }
 
 // DefaultPolicy is the built-in bottom layer of every policy; each field's comment on

@@ -66,7 +66,7 @@ func TestPolicyDelay(t *testing.T) {
 	rt := retry.New(retry.Config{
 		Policy:  retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, Jitter: behaviors.On},
 		Rand:    func() float64 { return 0 },
-		OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) },
+		OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) }},
 	})
 	_, _ = rt.Handle(context.Background(), nil, func(context.Context, any) (any, error) { return nil, &statusErr{Code: 503} })
 	if len(delays) != 2 || delays[0] != 900*time.Microsecond || delays[1] != 900*time.Microsecond {

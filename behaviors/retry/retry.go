@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/switchboard-go/switchboard/behaviors"
-	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -68,9 +69,12 @@ type Config struct {
 	Key behaviors.KeyFunc
 	// KeyPolicy returns the per-key layer of key; ok false means none. nil: no per-key layer.
 	KeyPolicy func(key string) (p Policy, ok bool)
-	// OnRetry is called before each wait, with the failed attempt, the delay and the error.
-	// nil: nothing is called.
-	OnRetry func(ctx context.Context, e Event)
+	// OnRetry are the observers called before each wait, with the failed attempt, the delay
+	// and the error: logging, metrics and tracing each attach one (logging.Behavior.OnRetry,
+	// metrics.Recorder.OnRetry, tracing.OnRetry). They run in the order listed, on the
+	// caller's goroutine (see Hooks in package behaviors). Empty: nothing is called, and no
+	// Event is made.
+	OnRetry []func(ctx context.Context, e Event)
 	// BackOff builds the delays of one call from its merged policy. It is called once per
 	// call, on the first failure that is retried; never on success. nil: the policy's own
 	// NewBackOff. Return backoff.Stop from NextBackOff to end the retries early.
@@ -100,6 +104,7 @@ type Behavior struct {
 // New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
 // mediator's Build calls it, so that Build reports every invalid behavior at once.
 func New(cfg Config) *Behavior {
+	cfg.OnRetry = slices.Clone(cfg.OnRetry)
 	b := &Behavior{cfg: cfg, base: DefaultPolicy.Merge(cfg.Policy), clock: cfg.Clock, rand: cfg.Rand}
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
@@ -168,7 +173,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 	}
 	var bo backoff.BackOff
 	var handlerErr error // the last error of an attempt that reached the handler
-	if !refused(err) {
+	if !behaviors.IsRefusal(err) {
 		handlerErr = err
 	}
 	attempt := 1
@@ -195,8 +200,8 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		if !fitsDeadline(ctx, r.clock, delay) {
 			break
 		}
-		if r.cfg.OnRetry != nil {
-			r.cfg.OnRetry(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
+		for _, on := range r.cfg.OnRetry {
+			on(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
 		}
 		if werr := sleep(ctx, r.clock, delay); werr != nil {
 			return nil, werr
@@ -209,7 +214,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		if mediator.IsCallerCancellation(ctx, err) {
 			return resp, err
 		}
-		if !refused(err) {
+		if !behaviors.IsRefusal(err) {
 			handlerErr = err
 		}
 	}
@@ -224,7 +229,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 // is a refusal.
 func exhausted(attempts int, err, handlerErr error) *ExhaustedError {
 	re := &ExhaustedError{Attempts: attempts, Err: err}
-	if refused(err) {
+	if behaviors.IsRefusal(err) {
 		re.handlerErr = handlerErr
 	}
 	return re
@@ -234,21 +239,26 @@ func exhausted(attempts int, err, handlerErr error) *ExhaustedError {
 // breaker ends the retries at once (the next attempt would be refused) unless the policy waits
 // for the breaker.
 func shouldRetry(p Policy, err error) bool {
-	if errors.Is(err, breaker.ErrTripped) {
+	if errors.Is(err, classify.ErrTripped) {
 		return p.WaitForBreaker == behaviors.On
 	}
 	return p.Retries(err)
 }
 
-// adjustDelay applies a circuit breaker's remaining open time (capped at MaxDelay) and a
+// adjustDelay applies a refusal's wait (a circuit breaker's remaining open time, capped at
+// MaxDelay), a tripped breaker's remaining open time (capped likewise) and a
 // Retry-After hint, which wins when larger. A hint above MaxDelay is returned as hint: the
 // policy does not allow waiting that long, and retrying sooner is pointless.
 func adjustDelay(p Policy, err error, delay time.Duration) (d, hint time.Duration) {
-	if co, ok := errors.AsType[*breaker.OpenError](err); ok {
-		return min(max(co.Remaining, delay), p.MaxDelay), 0
+	if behaviors.IsRefusal(err) {
+		// Retried only when it says when it may pass (see Policy.WaitForBreaker): an open
+		// breaker's remaining time, a quota's refill.
+		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
 	}
-	if ct, ok := errors.AsType[*breaker.TrippedError](err); ok {
-		return min(max(ct.Remaining, delay), p.MaxDelay), 0
+	if errors.Is(err, classify.ErrTripped) {
+		// The breaker's open time (or the handler's own hint, when longer): no call gets
+		// through sooner. Reached only when the policy waits for the breaker.
+		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
 	}
 	if hint := behaviors.RetryAfter(err); hint > delay {
 		if hint > p.MaxDelay {

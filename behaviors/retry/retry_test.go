@@ -47,7 +47,7 @@ func TestRetryUntilSuccess(t *testing.T) {
 		var events []retry.Event
 		m, s, attempts := retrying(t, retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 4, Strategy: retry.Exponential, BaseDelay: 100 * time.Millisecond},
-			OnRetry: func(_ context.Context, e retry.Event) { events = append(events, e) },
+			OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) { events = append(events, e) }},
 		}, &statusErr{Code: 503}, &transientErr{Msg: "flaky"}, &statusErr{Code: 429})
 		start := time.Now()
 		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "e"})
@@ -171,7 +171,7 @@ func TestRetryAfterHint(t *testing.T) {
 		var delays []time.Duration
 		m, s, _ := retrying(t, retry.Config{
 			Policy:  retry.Policy{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 10 * time.Second},
-			OnRetry: func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) },
+			OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) { delays = append(delays, e.Delay) }},
 		},
 			&statusErr{Code: 429, After: 3 * time.Second},        // hint larger: wins
 			&statusErr{Code: 503, After: 100 * time.Millisecond}, // smaller: backoff wins
@@ -202,6 +202,36 @@ func TestRetryWaitForBreaker(t *testing.T) {
 		// 3 s (capped), still open with 2 s left, 2 s, then the probe succeeds.
 		if calls != 1 || time.Since(start) != 5*time.Second {
 			t.Fatalf("%d calls after %s", calls, time.Since(start))
+		}
+	})
+}
+
+// After a call that tripped its breaker, WaitForBreaker waits the breaker's open time, or the
+// handler's own Retry-After hint when that is longer (capped at MaxDelay): no call gets
+// through sooner, and the server asked for the longer wait.
+func TestRetryWaitAfterTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, c := range []struct {
+			hint, want time.Duration
+		}{{0, 2 * time.Second}, {4 * time.Second, 4 * time.Second}, {time.Minute, 10 * time.Second}} {
+			var delays []time.Duration
+			calls := 0
+			rt := retry.New(retry.Config{
+				Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Second, WaitForBreaker: behaviors.On},
+				OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) {
+					delays = append(delays, e.Delay)
+				}},
+			})
+			_, err := rt.Handle(context.Background(), &Call{}, func(context.Context, any) (any, error) {
+				calls++
+				if calls == 1 {
+					return nil, &breaker.TrippedError{Key: "k", Remaining: 2 * time.Second, Err: &statusErr{Code: 503, After: c.hint}}
+				}
+				return &Reply{}, nil
+			})
+			if err != nil || len(delays) != 1 || delays[0] != c.want {
+				t.Fatalf("hint %s: %v, delays %v, want %s", c.hint, err, delays, c.want)
+			}
 		}
 	})
 }
@@ -343,7 +373,7 @@ func TestRetryErrorKeepsHandlerErrorBehindRefusal(t *testing.T) {
 			retry.New(retry.Config{
 				Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second, Classifier: func(error) bool { return true }},
 				// An operator (or another instance) opens the breaker between the attempts.
-				OnRetry: func(context.Context, retry.Event) { _ = r.Trip("u") },
+				OnRetry: []func(context.Context, retry.Event){func(context.Context, retry.Event) { _ = r.Trip("u") }},
 			}),
 			breaker.New(r))
 		_, err := mediator.Send(context.Background(), m, &Call{Endpoint: "u"})

@@ -144,9 +144,9 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) error {
 		Key:              endpointKey,
 		FailureThreshold: 3,
 		OpenDuration:     300 * time.Millisecond,
-		OnStateChange: func(c breaker.StateChange) {
+		OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
 			say("  breaker %s: %s -> %s", c.Key, c.From, c.To)
-		},
+		}},
 	})
 	net := &network{down: map[string]bool{}, calls: map[string]int{}}
 	done := make(chan string, 16)
@@ -167,9 +167,9 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) error {
 		breaker.New(breakers),
 		retry.New(retry.Config{
 			Policy: retry.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, Strategy: retry.Exponential},
-			OnRetry: func(_ context.Context, e retry.Event) {
+			OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) {
 				say("  retry after attempt %d: %v", e.Attempt, e.Err)
-			},
+			}},
 		}),
 		fallback.NewFor(func(_ context.Context, r *Rate, err error) (float64, error) {
 			say("  fallback for %s: %v", r.Endpoint, err)

@@ -8,6 +8,10 @@ import (
 	"slices"
 )
 
+// ErrTripped is breaker.ErrTripped, declared here so that retry recognises a call that
+// opened its breaker without importing the breaker package.
+var ErrTripped = errors.New("breaker: circuit tripped")
+
 // RetryableStatusCodes are the status codes retried by default: too many requests, bad
 // gateway, service unavailable, gateway timeout, the common gateway-retry set. Read it, never
 // change it.

@@ -1,0 +1,56 @@
+package metrics_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+	"github.com/switchboard-go/switchboard/metrics"
+)
+
+// quotaError is the refusal of a user's own behavior: a quota spent.
+type quotaError struct{ req any }
+
+func (e *quotaError) Error() string { return "quota spent" }
+func (e *quotaError) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "quota", Key: "tenant-1", Request: e.req}
+}
+
+// A refusal of a user's own behavior is counted with the outcome rejected, as a breaker's is;
+// a refusal of another request, met by the handler, is the handler's failure.
+func TestUserRefusalIsRejected(t *testing.T) {
+	rec, err := metrics.New(metrics.Config{AppID: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Ping) (string, error) { return "", &quotaError{req: &Quote{}} })
+	mediator.HandleFunc(m, func(context.Context, *Quote) (string, error) { return "ok", nil })
+	m.Use(rec.Behavior())
+	m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+		if _, ok := req.(*Quote); ok {
+			return nil, &quotaError{req: req}
+		}
+		return next(ctx, req)
+	}), mediator.WithOrder(behaviors.BulkheadOrder))
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = mediator.Send(context.Background(), m, &Quote{})
+	_, _ = mediator.Send(context.Background(), m, &Ping{})
+	scrape(t, rec, `
+# HELP shop_requests_total Requests sent through the mediator, by request type and outcome (success, failure, cancelled, rejected, deferred).
+# TYPE shop_requests_total counter
+shop_requests_total{outcome="cancelled",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="deferred",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="failure",request="metrics_test.Ping"} 1
+shop_requests_total{outcome="rejected",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="success",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="cancelled",request="metrics_test.Quote"} 0
+shop_requests_total{outcome="deferred",request="metrics_test.Quote"} 0
+shop_requests_total{outcome="failure",request="metrics_test.Quote"} 0
+shop_requests_total{outcome="rejected",request="metrics_test.Quote"} 1
+shop_requests_total{outcome="success",request="metrics_test.Quote"} 0
+`, "shop_requests_total")
+}
