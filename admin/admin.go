@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -107,6 +108,16 @@ func (c Config) Validate() error {
 		// out, since no request can send it.
 		errs = append(errs, errors.New("admin: Config.Token has leading or trailing white space (a newline from a secrets file?): trim it"))
 	}
+	for _, f := range []struct {
+		name string
+		v    any
+	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}} {
+		if nilValue(f.v) {
+			// A nil pointer in the interface is not a missing field: the first request that
+			// used it would panic.
+			errs = append(errs, fmt.Errorf("admin: Config.%s is a nil %T: leave it unset, or pass a value", f.name, f.v))
+		}
+	}
 	if c.Breakers == nil && c.Queue == nil {
 		errs = append(errs, errors.New("admin: Config.Breakers or Config.Queue is required: there is nothing to administer"))
 	}
@@ -120,6 +131,19 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("admin: Config.SessionTTL is negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// nilValue reports whether v is an interface holding a nil pointer (or another nil value of a
+// kind that can be nil): set, but to nothing.
+func nilValue(v any) bool {
+	if v == nil {
+		return false
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // Authorizer decides who a request comes from. Authorize returns the principal's name,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // A token with white space around it (a newline read from a secrets file) is refused by New:
@@ -17,6 +19,27 @@ func TestNewRefusesAPaddedToken(t *testing.T) {
 	for _, tok := range []string{" padded ", "secret\n", "   "} {
 		if _, err := admin.New(admin.Config{Breakers: reg, Token: tok}); err == nil {
 			t.Errorf("New accepted the token %q", tok)
+		}
+	}
+}
+
+// A typed nil in an interface field (a nil *durable.Queue, *breaker.Registry or
+// *mediator.Mediator) is refused by New, naming the field: it used to count as set, and the
+// first request that used it panicked.
+func TestNewRefusesTypedNils(t *testing.T) {
+	reg := breaker.NewRegistry(breaker.Config{})
+	var (
+		noQueue    *durable.Queue
+		noRegistry *breaker.Registry
+		noSender   *mediator.Mediator
+	)
+	for field, cfg := range map[string]admin.Config{
+		"Config.Queue is a nil *durable.Queue":       {Breakers: reg, Queue: noQueue, Sender: mediator.New(nil, mediator.Config{}), Token: token},
+		"Config.Breakers is a nil *breaker.Registry": {Breakers: noRegistry, Token: token},
+		"Config.Sender is a nil *mediator.Mediator":  {Breakers: reg, Queue: noQueue, Sender: noSender, Token: token},
+	} {
+		if _, err := admin.New(cfg); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("New: %v; want an error saying %q", err, field)
 		}
 	}
 }

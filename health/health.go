@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"time"
 )
 
@@ -85,9 +86,27 @@ func (cfg Config) Validate() error {
 	if cfg.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("health: Config.Timeout %v is negative", cfg.Timeout))
 	}
+	if nilValue(cfg.Queue) {
+		// A nil *durable.Queue in the interface is not a missing queue: its checks would
+		// panic at the first probe.
+		errs = append(errs, fmt.Errorf("health: Config.Queue is a nil %T: leave it unset, or pass the open queue", cfg.Queue))
+	}
 	errs = append(errs, validateChecks("Checks", cfg.queueChecks(), cfg.Checks)...)
 	errs = append(errs, validateChecks("LivenessChecks", nil, cfg.LivenessChecks)...)
 	return errors.Join(errs...)
+}
+
+// nilValue reports whether v is an interface holding a nil pointer (or another nil value of a
+// kind that can be nil): set, but to nothing.
+func nilValue(v any) bool {
+	if v == nil {
+		return false
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 func validateChecks(field string, builtin, checks []Check) []error {

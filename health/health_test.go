@@ -525,6 +525,15 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// A nil *durable.Queue is refused, naming the field: it used to count as a queue, and the
+// first readiness probe panicked.
+func TestConfigRefusesATypedNilQueue(t *testing.T) {
+	var q *durable.Queue
+	if _, err := health.New(health.Config{Queue: q}); err == nil || !strings.Contains(err.Error(), "Config.Queue is a nil *durable.Queue") {
+		t.Errorf("New: %v", err)
+	}
+}
+
 func TestACheckMayNotTakeAQueueCheckName(t *testing.T) {
 	q := open(t, sqlite.Open(filepath.Join(t.TempDir(), "q.db")), durable.Config{})
 	_, err := health.New(health.Config{Queue: q, Checks: []health.Check{{Name: "store", Run: func(context.Context) error { return nil }}}})
