@@ -473,12 +473,7 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 		ctx := context.Background()
 		e := newDLEnv(t, b, durable.Config{ReplayLease: 2 * time.Minute})
 		id := e.capture(t, "sync", 1)[0]
-		now := e.clock.Now()
-		// A replay that took the lease in a process that then died.
-		_, res, err := e.store.LeaseReplay(ctx, istore.DeadLetterID(id), "dead-process", "alice", now, now.Add(2*time.Minute))
-		if err != nil || res != istore.Done {
-			t.Fatal(res, err)
-		}
+		now := leaseToADeadProcess(t, e, id)
 		e.runs.Store(0)
 		if res, err := e.q.Replay(ctx, e.m, id, "ops"); res != durable.Conflict || !errors.Is(err, durable.ErrConflict) {
 			t.Fatalf("replay under a live lease: %v, %v", res, err)
@@ -514,6 +509,18 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 	})
 }
 
+// leaseToADeadProcess takes a two-minute replay lease on letter id for alice, as a process that
+// then died would have, and returns when it was taken.
+func leaseToADeadProcess(t *testing.T, e *dlEnv, id durable.DeadLetterID) time.Time {
+	t.Helper()
+	now := e.clock.Now()
+	_, res, err := e.store.LeaseReplay(context.Background(), istore.DeadLetterID(id), "dead-process", "alice", now, now.Add(2*time.Minute))
+	if err != nil || res != istore.Done {
+		t.Fatal(res, err)
+	}
+	return now
+}
+
 // A letter discarded after a replay's lease ran out unrecorded keeps that replay in its
 // timeline, as abandoned, before the discard: its handler may have had effects, and a
 // discarded letter is never taken again to record it later.
@@ -522,11 +529,7 @@ func TestDiscardAfterExpiredReplayLeaseRecordsTheReplay(t *testing.T) {
 		ctx := context.Background()
 		e := newDLEnv(t, b, durable.Config{ReplayLease: 2 * time.Minute})
 		id := e.capture(t, "sync", 1)[0]
-		now := e.clock.Now()
-		_, res, err := e.store.LeaseReplay(ctx, istore.DeadLetterID(id), "dead-process", "alice", now, now.Add(2*time.Minute))
-		if err != nil || res != istore.Done {
-			t.Fatal(res, err)
-		}
+		leaseToADeadProcess(t, e, id)
 		e.clock.Advance(2 * time.Minute)
 		if res, err := e.q.Discard(ctx, id, "ops", "stale"); res != durable.Discarded || err != nil {
 			t.Fatalf("discard after the lease ran out: %v, %v", res, err)
