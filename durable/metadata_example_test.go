@@ -61,25 +61,3 @@ func ExampleCarry() {
 	// sent INV-1 for tenant "acme" (true)
 	// sent INV-2 for tenant "" (false)
 }
-
-// Counts gives Stats' counts keyed by name, for an observer (metrics.CollectQueue) that reads
-// a queue without importing durable.
-func ExampleQueue_Counts() {
-	dir, _ := os.MkdirTemp("", "durable-example")
-	defer os.RemoveAll(dir)
-	ctx := context.Background()
-
-	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer q.Close()
-	durable.Register[*SendInvoice](q, "billing.send-invoice")
-	_, _ = q.Enqueue(ctx, &SendInvoice{Invoice: "INV-1"})
-
-	items, deadLetters, err := q.Counts(ctx)
-	fmt.Println(items, deadLetters, err)
-	// Output:
-	// map[dead:0 pending:1 running:0 succeeded:0] map[discarded:0 failed:0 replayed:0] <nil>
-}
