@@ -34,6 +34,7 @@ func main() {
 	rec.OnRetry(ctx, retry.Event{})
 	rec.OnFallback(ctx, fallback.Fallback{})
 	rec.OnClaim(time.Millisecond, 1, nil)
-	_ = rec.CollectBreakers(breaker.NewRegistry(breaker.Config{OnRefusal: rec.OnRefusal}))
+	rec.OnRefusal("k")
+	_ = rec.CollectBreakers(breaker.NewRegistry(breaker.Config{}))
 	http.Handle("/metrics", rec.Handler())
 }
