@@ -603,7 +603,7 @@ func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.D
 		return err
 	}
 	ctx = q.withMetadata(ctx, d.Metadata, q.log, ItemID(d.ItemID), d.Name)
-	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(d.ItemID), Name: d.Name, DeadLetter: DeadLetterID(d.ID), Replay: owner})
+	ctx = q.withDispatch(ctx, req, Dispatch{ItemID: ItemID(d.ItemID), Name: d.Name, DeadLetter: DeadLetterID(d.ID), Replay: owner}, q.log)
 	return send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
 }
 

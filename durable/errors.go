@@ -107,6 +107,13 @@ func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 // behavior outside the deferral passes it on (see behaviors.Deferring).
 func (e *DeferredError) Deferred() bool { return true }
 
+// DeferredItem returns ItemID, Duplicate and Cause in types of the standard library, so that
+// an observer reports a deferral without importing durable, and so without linking it: package
+// tracing finds a deferral's item this way.
+func (e *DeferredError) DeferredItem() (item int64, duplicate bool, cause error) {
+	return int64(e.ItemID), e.Duplicate, e.Cause
+}
+
 // unknownRequestError names an unregistered request name or type; it matches ErrUnknownRequest.
 type unknownRequestError struct {
 	// Name is the item's request name; empty when Type is set.

@@ -67,10 +67,13 @@ func Example() {
 
 	st, _ := q.Stats(ctx)
 	fmt.Println("succeeded:", st.Counts[durable.StateSucceeded])
+	items, deadLetters, _ := q.Counts(ctx) // the same counts by name, as metrics.CollectQueue reads them
+	fmt.Println(items, deadLetters)
 	// Output:
 	// enqueued item 1
 	// sent INV-1 (item 1, attempt 1)
 	// succeeded: 1
+	// map[dead:0 pending:0 running:0 succeeded:1] map[discarded:0 failed:0 replayed:0]
 }
 
 // The deferral behavior turns a retryable failure into a durable item and a *DeferredError;

@@ -20,6 +20,17 @@ import (
 //
 // Both methods are called from several goroutines at once. A propagator reads and writes only
 // its own entries of the carrier, and Extract must not keep the carrier.
+//
+// A propagator that also has the method
+//
+//	Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context
+//
+// is told of every dispatch of an item, by a scheduler or durabletest.Work, and of every replay
+// of a dead letter (attempt 0, instance empty), metadata or none, after Extract: the context it
+// returns is the dispatch's. The arguments are FromContext's Dispatch in types of the standard
+// library, so a package can describe the dispatch (package tracing's spans carry the item, its
+// attempt and instance) without importing durable. A panic or a nil context from it is logged
+// and the dispatch goes on without it.
 type Propagator interface {
 	// Inject writes the values of ctx it carries into carrier.
 	Inject(ctx context.Context, carrier map[string]string)
@@ -224,4 +235,44 @@ func decodeMetadata(md []byte) map[string]string {
 		return nil
 	}
 	return m
+}
+
+// dispatching is the optional method of a Propagator told of each dispatch (see Propagator).
+type dispatching interface {
+	Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context
+}
+
+// withDispatch returns ctx marked as the dispatch d of req (FromContext), with what the
+// propagators that have a Dispatching method make of it. One that panics or returns a nil
+// context is skipped and logged.
+func (q *Queue) withDispatch(ctx context.Context, req any, d Dispatch, log *zap.Logger) context.Context {
+	ctx = dispatchKey.WithFor(ctx, req, d)
+	for i, p := range q.propagators {
+		dp, ok := p.(dispatching)
+		if !ok {
+			continue
+		}
+		next, err := tellDispatch(ctx, dp, req, d)
+		if err != nil {
+			log.Error("durable: a propagator failed at dispatch; dispatching without its values",
+				zap.Int64("item", int64(d.ItemID)), zap.String("name", d.Name), zap.Int("propagator", i), zap.Error(err))
+			continue
+		}
+		ctx = next
+	}
+	return ctx
+}
+
+// tellDispatch runs one propagator's Dispatching, turning a panic or a nil context into an
+// error.
+func tellDispatch(ctx context.Context, p dispatching, req any, d Dispatch) (out context.Context, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panic in Dispatching: %v", r)
+		}
+	}()
+	if out = p.Dispatching(ctx, req, int64(d.ItemID), d.Name, d.Attempt, d.Instance); out == nil {
+		return nil, errors.New("Dispatching returned a nil context")
+	}
+	return out, nil
 }

@@ -3,6 +3,8 @@ package durable_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -268,6 +270,92 @@ func TestMetadataSurvivesIntoReplay(t *testing.T) {
 			if got.tenant[n] != "acme" || got.trace[n].TraceID != "4bf92f3577b34da6" || got.corr[n] {
 				t.Errorf("replay of %d saw tenant %q, trace %+v, correlation set %v", n, got.tenant[n], got.trace[n], got.corr[n])
 			}
+		}
+	})
+}
+
+// dispatchNoted is a propagator with a Dispatching method: it notes each dispatch it is told
+// of and marks the context with it; panicking makes it panic instead.
+type dispatchNoted struct {
+	panicking bool
+	mu        *sync.Mutex
+	told      *[]string
+}
+
+var notedKey = mediator.NewKey[string]("noted")
+
+func (dispatchNoted) Inject(context.Context, map[string]string) {}
+
+func (dispatchNoted) Extract(ctx context.Context, _ map[string]string) context.Context { return ctx }
+
+func (p dispatchNoted) Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context {
+	if p.panicking {
+		panic("dispatching exploded")
+	}
+	note := fmt.Sprintf("%T item=%d name=%s attempt=%d instance=%q", req, item, name, attempt, instance)
+	p.mu.Lock()
+	*p.told = append(*p.told, note)
+	p.mu.Unlock()
+	return notedKey.With(ctx, note)
+}
+
+// A propagator with a Dispatching method is told of each dispatch of an item (metadata or none)
+// and of each replay, with FromContext's values, and the handler runs with the context it
+// returns; one that panics is logged and skipped.
+func TestPropagatorToldOfDispatch(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		rec := &logRecorder{}
+		t.Cleanup(zap.ReplaceGlobals(rec.logger())) // the queue's default logger is zap.L()
+		var mu sync.Mutex
+		var told []string
+		q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: newFakeClock(), Propagators: []durable.Propagator{
+			dispatchNoted{panicking: true}, dispatchNoted{mu: &mu, told: &told}}})
+		var handled []string
+		fail := true
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			note, _ := notedKey.Get(ctx)
+			handled = append(handled, note)
+			if fail {
+				return errors.New("not worth another try")
+			}
+			return nil
+		}})
+		id := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1})).ID
+		if r := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{InstanceID: "w1", Logger: rec.logger()}); r.Dead != 1 {
+			t.Fatalf("Work = %+v, want one dead item", r)
+		}
+		letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		if err != nil || len(letters) != 1 {
+			t.Fatalf("letters %+v, %v", letters, err)
+		}
+		fail = false
+		if r, err := q.Replay(context.Background(), m, letters[0].ID, "ops"); r != durable.Replayed || err != nil {
+			t.Fatalf("Replay = %v, %v", r, err)
+		}
+		want := []string{
+			fmt.Sprintf(`*durable_test.Work item=%d name=test.work attempt=1 instance="w1"`, id),
+			fmt.Sprintf(`*durable_test.Work item=%d name=test.work attempt=0 instance=""`, id),
+		}
+		if !slices.Equal(told, want) || !slices.Equal(handled, want) {
+			t.Errorf("told %q, handled with %q; want %q", told, handled, want)
+		}
+		if !rec.has("durable: a propagator failed at dispatch; dispatching without its values") {
+			t.Error("the panic of Dispatching was not logged")
+		}
+	})
+}
+
+// Counts reports Stats' counts by name.
+func TestCountsByName(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: newFakeClock()})
+		must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1}))
+		items, dead, err := q.Counts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if items["pending"] != 1 || items["dead"] != 0 || len(items) != 4 || len(dead) != 3 || dead["failed"] != 0 {
+			t.Errorf("Counts = %v, %v", items, dead)
 		}
 	})
 }

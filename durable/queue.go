@@ -300,6 +300,26 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return out, err
 }
 
+// Counts returns Stats' item counts per state and dead-letter counts per status, keyed by
+// their names ("pending", "failed"), in types of the standard library, so that an observer
+// reads them without importing durable, and so without linking it: metrics.CollectQueue reads
+// a queue this way. On an error it returns nil maps.
+func (q *Queue) Counts(ctx context.Context) (items, deadLetters map[string]int64, err error) {
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	items = make(map[string]int64, len(st.Counts))
+	for state, n := range st.Counts {
+		items[string(state)] = n
+	}
+	deadLetters = make(map[string]int64, len(st.DeadLetters))
+	for status, n := range st.DeadLetters {
+		deadLetters[string(status)] = int64(n)
+	}
+	return items, deadLetters, nil
+}
+
 // retryPolicySource is implemented by the retry behavior (*retry.Behavior): the merged policy
 // a call of req runs under in process.
 type retryPolicySource interface {

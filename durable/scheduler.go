@@ -783,7 +783,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	ctx := s.q.withMetadata(s.life, c.Metadata, s.cfg.Logger, ItemID(c.ID), c.Name)
 	c.Metadata = nil
 	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
-	ctx = dispatchKey.WithFor(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID})
+	ctx = s.q.withDispatch(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID}, s.cfg.Logger)
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()

@@ -37,13 +37,13 @@ type Config struct {
 	// native histograms too (see prometheus.HistogramOpts), with this growth factor between
 	// buckets; above 1. 0: classic buckets only, which every Prometheus server reads.
 	NativeHistogramBucketFactor float64
-	// StatsTimeout bounds the Queue.Stats call a scrape makes (CollectQueue): the scrape waits
+	// StatsTimeout bounds the Queue.Counts call a scrape makes (CollectQueue): the scrape waits
 	// for it no longer, and the call's context ends then. A scrape whose read did not succeed
 	// in time gets the last values read (queue_stats_age_seconds says how old they are), or no
 	// queue series when none was ever read. Default 2 s: well under Prometheus's default scrape
 	// timeout of 10 s, so a slow database never fails the whole scrape.
 	StatsTimeout time.Duration
-	// StatsMaxAge is how long values read from Queue.Stats are served before a scrape reads
+	// StatsMaxAge is how long values read from Queue.Counts are served before a scrape reads
 	// them again. Default 10 s: several Prometheus servers (or a 1 s scrape interval) then
 	// cost the database one count per 10 s, and queue depths change slower than that matters.
 	// Negative: read on every scrape.

@@ -6,46 +6,48 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/switchboard-go/switchboard/durable"
 )
 
-// queueCollector reads a durable queue's Stats at scrape time, with a timeout and a cache.
+// queueCollector reads a durable queue's counts at scrape time, with a timeout and a cache.
 type queueCollector struct {
-	stats            func(context.Context) (durable.Stats, error)
+	counts           func(context.Context) (items, deadLetters map[string]int64, err error)
 	timeout, maxAge  time.Duration
 	items, dead, age *prometheus.Desc
 
-	mu      sync.Mutex
-	last    durable.Stats
-	readAt  time.Time     // when last was read; zero before the first read
-	reading chan struct{} // closed when the read in flight ends; nil when none is
+	mu                  sync.Mutex
+	lastItems, lastDead map[string]int64 // the values last read
+	readAt              time.Time        // when last was read; zero before the first read
+	reading             chan struct{}    // closed when the read in flight ends; nil when none is
 }
 
-// QueueStats is what CollectQueue reads of a durable queue; a *durable.Queue is one.
+// QueueStats is what CollectQueue reads of a durable queue; a *durable.Queue is one. Its
+// method names only standard types, so that package metrics does not import durable, and a
+// program with metrics links no queue and no database driver it does not use.
 type QueueStats interface {
-	Stats(ctx context.Context) (durable.Stats, error)
+	// Counts returns the number of items per state ("pending", "running", "succeeded",
+	// "dead") and of dead letters per status ("failed", "replayed", "discarded").
+	Counts(ctx context.Context) (items, deadLetters map[string]int64, err error)
 }
 
-// CollectQueue registers a collector of q's depth and dead letters, read from q.Stats at
+// CollectQueue registers a collector of q's depth and dead letters, read from q.Counts at
 // scrape time:
 //
 //	<prefix>_deferred_items{state}    items per state: pending, running, succeeded, dead
 //	<prefix>_dead_letters{status}     dead letters per status: failed, replayed, discarded
 //	<prefix>_queue_stats_age_seconds  how old the values above are
 //
-// A scrape reads Stats at most every Config.StatsMaxAge, and the read is bounded by
+// A scrape reads Counts at most every Config.StatsMaxAge, and the read is bounded by
 // Config.StatsTimeout (its context ends then, and the scrape stops waiting): a read that fails
 // or times out leaves the last values read, reported with their age, or no queue series before
 // the first read succeeds. Only one read runs at a time, however many scrapes come. It fails when a collector with the same names is already registered.
 func (r *Recorder) CollectQueue(q QueueStats) error {
-	_, err := r.collectStats(q.Stats)
+	_, err := r.collectCounts(q.Counts)
 	return err
 }
 
-func (r *Recorder) collectStats(stats func(context.Context) (durable.Stats, error)) (*queueCollector, error) {
+func (r *Recorder) collectCounts(counts func(context.Context) (items, deadLetters map[string]int64, err error)) (*queueCollector, error) {
 	c := &queueCollector{
-		stats:   stats,
+		counts:  counts,
 		timeout: r.cfg.StatsTimeout,
 		maxAge:  r.cfg.StatsMaxAge,
 		items: prometheus.NewDesc(r.name("deferred_items"),
@@ -53,7 +55,7 @@ func (r *Recorder) collectStats(stats func(context.Context) (durable.Stats, erro
 		dead: prometheus.NewDesc(r.name("dead_letters"),
 			"Dead letters per status (failed: waiting for an operator; replayed; discarded), read at scrape time.", []string{"status"}, nil),
 		age: prometheus.NewDesc(r.name("queue_stats_age_seconds"),
-			"Age of the queue values reported: above the cache age, reads of Queue.Stats are failing or slow.", nil, nil),
+			"Age of the queue values reported: above the cache age, reads of the queue's counts are failing or slow.", nil, nil),
 	}
 	if c.timeout == 0 {
 		c.timeout = 2 * time.Second
@@ -71,22 +73,22 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	s, at, ok := c.read()
+	items, dead, at, ok := c.read()
 	if !ok {
 		return
 	}
-	for state, n := range s.Counts {
-		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(n), string(state))
+	for state, n := range items {
+		ch <- prometheus.MustNewConstMetric(c.items, prometheus.GaugeValue, float64(n), state)
 	}
-	for status, n := range s.DeadLetters {
-		ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(n), string(status))
+	for status, n := range dead {
+		ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(n), status)
 	}
 	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, time.Since(at).Seconds())
 }
 
 // read returns the values to report, reading them again when they are older than maxAge and
 // waiting for that read up to timeout; ok is false when nothing was ever read.
-func (c *queueCollector) read() (s durable.Stats, at time.Time, ok bool) {
+func (c *queueCollector) read() (items, deadLetters map[string]int64, at time.Time, ok bool) {
 	c.mu.Lock()
 	if c.readAt.IsZero() || c.maxAge < 0 || time.Since(c.readAt) >= c.maxAge {
 		if c.reading == nil {
@@ -105,22 +107,20 @@ func (c *queueCollector) read() (s durable.Stats, at time.Time, ok bool) {
 		c.mu.Lock()
 	}
 	defer c.mu.Unlock()
-	return c.last, c.readAt, !c.readAt.IsZero()
+	return c.lastItems, c.lastDead, c.readAt, !c.readAt.IsZero()
 }
 
-// refresh reads Stats, with a context that ends at the timeout (a read the database does not
+// refresh reads the counts, with a context that ends at the timeout (a read the database does not
 // answer by then is given up; the next scrape starts another), and keeps a successful result.
 func (c *queueCollector) refresh(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	s, err := c.stats(ctx)
+	items, dead, err := c.counts(ctx)
 	cancel()
 	c.mu.Lock()
 	if err == nil {
-		c.last, c.readAt = s, time.Now()
+		c.lastItems, c.lastDead, c.readAt = items, dead, time.Now()
 	}
 	c.reading = nil
 	c.mu.Unlock()
 	close(done)
 }
-
-var _ QueueStats = (*durable.Queue)(nil)

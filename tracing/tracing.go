@@ -15,7 +15,6 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
-	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -119,9 +118,9 @@ func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 	ctx, span := b.tracer.Start(ctx, b.name)
 	recording := span.IsRecording()
 	if recording {
-		if d, ok := durable.FromContext(ctx, req); ok {
-			span.SetAttributes(keyItemID.Int64(int64(d.ItemID)), keyItemName.String(d.Name),
-				keyAttempt.Int(d.Attempt), keyInstance.String(d.Instance))
+		if d, ok := dispatchKey.GetFor(ctx, req); ok {
+			span.SetAttributes(keyItemID.Int64(d.item), keyItemName.String(d.name),
+				keyAttempt.Int(d.attempt), keyInstance.String(d.instance))
 		}
 	}
 	done := false
@@ -144,6 +143,15 @@ func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 	return resp, err
 }
 
+// deferredItem is what the tracing behavior reads of a deferral's error (behaviors.Deferring):
+// the item stored, whether it was already pending, and the last in-process error. The durable
+// package's *DeferredError is one; reading it through this method set keeps durable, and the
+// database drivers it is built for, out of a traced program.
+type deferredItem interface {
+	error
+	DeferredItem() (item int64, duplicate bool, cause error)
+}
+
 // finish records a dispatch's error on its span under its outcome (behaviors.OutcomeOf): the
 // caller's cancellation as such, deferred work as deferred, anything else as a failure.
 func finish(ctx context.Context, span trace.Span, req any, err error) {
@@ -155,10 +163,11 @@ func finish(ctx context.Context, span trace.Span, req any, err error) {
 		span.AddEvent(eventCancelled, trace.WithAttributes(keyError.String(err.Error())))
 	case behaviors.OutcomeDeferred:
 		// Accepted for later, not failed: the deferral's own answer.
-		if deferred, ok := errors.AsType[*durable.DeferredError](err); ok {
-			span.AddEvent(eventDeferred, trace.WithAttributes(keyItemID.Int64(int64(deferred.ItemID)),
-				keyDuplicate.Bool(deferred.Duplicate), keyError.String(errorText(deferred.Cause))))
-			rejected(span, deferred.Cause)
+		if deferred, ok := errors.AsType[deferredItem](err); ok {
+			item, duplicate, cause := deferred.DeferredItem()
+			span.AddEvent(eventDeferred, trace.WithAttributes(keyItemID.Int64(item),
+				keyDuplicate.Bool(duplicate), keyError.String(errorText(cause))))
+			rejected(span, cause)
 		}
 	default:
 		rejected(span, err)
@@ -225,26 +234,56 @@ func OnFallback(ctx context.Context, f fallback.Fallback) {
 	}
 }
 
-// Propagator returns the durable.Propagator that stores the trace context of the caller that
+// Propagator returns the ItemPropagator that stores the trace context of the caller that
 // enqueues or defers an item (the span of its dispatch, and its baggage) as the item's
 // metadata, in cfg.Propagator's format, and restores it into the context of the item's
 // dispatch. Give it to the queue (durable.Config.Propagators): the tracing behavior's span of
-// each dispatch of the item is then a child of the span that stored it, in the same trace.
-func Propagator(cfg Config) durable.Propagator {
+// each dispatch of the item is then a child of the span that stored it, in the same trace, and
+// names the item, its attempt and the dispatching instance.
+func Propagator(cfg Config) ItemPropagator {
 	p := cfg.Propagator
 	if p == nil {
 		p = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
-	return textMap{p}
+	return ItemPropagator{p: p}
 }
 
-// textMap adapts a propagation.TextMapPropagator to a durable.Propagator.
-type textMap struct{ p propagation.TextMapPropagator }
+// ItemPropagator carries a trace context with a durable queue's items: it is a
+// durable.Propagator (its methods mention only standard and OpenTelemetry types, so the
+// tracing package does not import durable, and a traced program links no queue or database
+// driver it does not use). Make it with Propagator; the zero ItemPropagator carries nothing.
+type ItemPropagator struct{ p propagation.TextMapPropagator }
 
-func (t textMap) Inject(ctx context.Context, carrier map[string]string) {
-	t.p.Inject(ctx, propagation.MapCarrier(carrier))
+// Inject implements durable.Propagator: it writes the trace context of ctx into carrier.
+func (t ItemPropagator) Inject(ctx context.Context, carrier map[string]string) {
+	if t.p != nil {
+		t.p.Inject(ctx, propagation.MapCarrier(carrier))
+	}
 }
 
-func (t textMap) Extract(ctx context.Context, carrier map[string]string) context.Context {
+// Extract implements durable.Propagator: it returns ctx with the trace context stored in
+// carrier, the parent of the dispatch's span.
+func (t ItemPropagator) Extract(ctx context.Context, carrier map[string]string) context.Context {
+	if t.p == nil {
+		return ctx
+	}
 	return t.p.Extract(ctx, propagation.MapCarrier(carrier))
 }
+
+// Dispatching is the method a durable queue calls at the start of each dispatch of an item
+// (see durable.Propagator): it returns ctx telling the tracing behavior's span of req the
+// item's id, request name, durable attempt and dispatching instance
+// (switchboard.durable.item_id, .name, .attempt, .instance).
+func (t ItemPropagator) Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context {
+	return dispatchKey.WithFor(ctx, req, dispatch{item: item, name: name, attempt: attempt, instance: instance})
+}
+
+// dispatch is the durable dispatch a context belongs to, as Dispatching was told of it.
+type dispatch struct {
+	item     int64
+	name     string
+	attempt  int
+	instance string
+}
+
+var dispatchKey = mediator.NewKey[dispatch]("tracing.dispatch")

@@ -406,3 +406,82 @@ func TestDeclinedFallbackRecordsTheRejectionOnce(t *testing.T) {
 		t.Errorf("fallback event %v", s.Events()[0].Attributes)
 	}
 }
+
+// The propagator Propagator returns is a durable.Propagator, and the queue tells it of each
+// dispatch, although package tracing does not import durable; a deferral's error is read
+// through its methods.
+var (
+	_ durable.Propagator = tracing.ItemPropagator{}
+	_ interface {
+		Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context
+	} = tracing.ItemPropagator{}
+	_ interface {
+		DeferredItem() (item int64, duplicate bool, cause error)
+	} = (*durable.DeferredError)(nil)
+)
+
+// An item enqueued without a span stores no trace context, yet its durable dispatch's span
+// still names the item, its attempt and the instance: the queue tells the propagator of every
+// dispatch, metadata or none.
+func TestDispatchWithoutStoredContextNamesTheItem(t *testing.T) {
+	rec, tp := recorder(t)
+	cfg := tracing.Config{TracerProvider: tp}
+	q := durabletest.NewQueue(t, durable.Config{Propagators: []durable.Propagator{tracing.Propagator(cfg)}})
+	durable.Register[*Charge](q, "billing.charge")
+	m := build(t, func(context.Context, *Charge) (*Receipt, error) { return &Receipt{ID: "r"}, nil }, tracing.New(cfg))
+	res, err := q.Enqueue(context.Background(), &Charge{Invoice: "INV-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := q.Item(context.Background(), res.ID); err != nil || len(it.Metadata) != 0 {
+		t.Fatalf("item metadata %v (%v), want none", it.Metadata, err)
+	}
+	if r := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{InstanceID: "worker-2"}); r.Succeeded != 1 {
+		t.Fatal(r)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("want 1 span, got %d", len(spans))
+	}
+	a := attrs(spans[0].Attributes())
+	if a["switchboard.durable.item_id"].AsInt64() != int64(res.ID) || a["switchboard.durable.attempt"].AsInt64() != 1 ||
+		a["switchboard.durable.instance"].AsString() != "worker-2" || a["switchboard.durable.name"].AsString() != "billing.charge" {
+		t.Errorf("durable dispatch attributes: %v", spans[0].Attributes())
+	}
+	if spans[0].Parent().IsValid() {
+		t.Error("a dispatch of an item stored without a trace context has a parent")
+	}
+}
+
+// The requests a durable dispatch's handler sends are not that dispatch: their spans carry no
+// item attributes.
+func TestNestedRequestIsNotTheDispatch(t *testing.T) {
+	rec, tp := recorder(t)
+	cfg := tracing.Config{TracerProvider: tp}
+	q := durabletest.NewQueue(t, durable.Config{Propagators: []durable.Propagator{tracing.Propagator(cfg)}})
+	durable.Register[*Charge](q, "billing.charge")
+	var m *mediator.Mediator
+	m = build(t, func(ctx context.Context, c *Charge) (*Receipt, error) {
+		if c.Invoice == "outer" {
+			return mediator.Send(ctx, m, &Charge{Invoice: "inner"})
+		}
+		return &Receipt{ID: "r"}, nil
+	}, tracing.New(cfg))
+	if _, err := q.Enqueue(context.Background(), &Charge{Invoice: "outer"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{}); r.Succeeded != 1 {
+		t.Fatal(r)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("want 2 spans, got %d", len(spans))
+	}
+	inner, outer := attrs(spans[0].Attributes()), attrs(spans[1].Attributes())
+	if _, ok := inner["switchboard.durable.item_id"]; ok {
+		t.Errorf("the nested request's span names the item: %v", spans[0].Attributes())
+	}
+	if _, ok := outer["switchboard.durable.item_id"]; !ok {
+		t.Errorf("the dispatch's span does not name the item: %v", spans[1].Attributes())
+	}
+}
