@@ -104,7 +104,7 @@ func TestFallbackCancellationNeverReachesWhenOrHook(t *testing.T) {
 
 func TestVerdictString(t *testing.T) {
 	for v, want := range map[fallback.Verdict]string{0: "unknown", fallback.Answered: "answered", fallback.Declined: "declined",
-		fallback.Failed: "failed", fallback.Cancelled: "cancelled", 9: "Verdict(9)"} {
+		fallback.Failed: "failed", fallback.Cancelled: "cancelled", fallback.Cancelled + 1: "Verdict(5)", 9: "Verdict(9)"} {
 		if got := v.String(); got != want {
 			t.Errorf("%d: %q, want %q", v, got, want)
 		}
