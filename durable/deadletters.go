@@ -153,19 +153,6 @@ const (
 	Conflict Resolution = "conflict"
 )
 
-// Sentinel errors of the dead-letter operations.
-var (
-	// ErrNotFound reports a dead letter id that does not exist.
-	ErrNotFound = errors.New("durable: dead letter not found")
-	// ErrConflict reports a dead letter that cannot be replayed or discarded now: it is not
-	// failed, or another replay of it is running.
-	ErrConflict = errors.New("durable: dead letter conflict")
-	// ErrTooMany reports a bulk call with more ids than it takes (100: what an operator selects
-	// and confirms on one screen, and few enough that one call does not hold the database or
-	// keep the caller waiting for long); nothing was done.
-	ErrTooMany = errors.New("durable: too many dead letter ids")
-)
-
 // BulkResult is the outcome of one id of ReplayMany or DiscardMany.
 type BulkResult struct {
 	// ID is the letter.

@@ -63,9 +63,6 @@ type DeferralConfig struct {
 	PersistTimeout time.Duration
 }
 
-// DefaultPersistTimeout is the default of DeferralConfig.PersistTimeout.
-const DefaultPersistTimeout = 5 * time.Second
-
 // Validate reports every problem of cfg, joined, each naming its field: a negative
 // PersistTimeout. NewDeferral calls it.
 func (cfg DeferralConfig) Validate() error {

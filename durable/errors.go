@@ -3,33 +3,57 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
-// Sentinel errors. The errors durable returns match one of them with errors.Is, and say
-// which request, name or item they are about in their message.
+// Limits and defaults.
+const (
+	// DefaultMaxPayloadBytes is the default of Config.MaxPayloadBytes: 4 MiB.
+	DefaultMaxPayloadBytes = 4 << 20
+	// MaxPayloadLimit is the largest Config.MaxPayloadBytes accepted: 10⁹ bytes, the longest
+	// value SQLite stores by default, just under PostgreSQL's 1 GiB limit on a field.
+	MaxPayloadLimit = 1_000_000_000
+	// MaxMetadataSize is the largest metadata an item may carry, in bytes of its JSON
+	// encoding: room for a W3C trace context and baggage (8 KiB) and a few identifiers, and
+	// no more, since every row and claim carries it.
+	MaxMetadataSize = 16 << 10
+	// MaxTokenBytes is the longest token WithToken accepts.
+	MaxTokenBytes = 200
+	// DefaultPersistTimeout is the default of DeferralConfig.PersistTimeout.
+	DefaultPersistTimeout = 5 * time.Second
+)
+
+// Sentinel errors. The errors durable returns match one of them with errors.Is and name the
+// request, item or letter in their message.
 var (
-	// ErrDeferred reports a request that was not completed now but persisted for a later retry.
-	// It is returned by the Deferral behavior as a *DeferredError carrying the item id.
+	// ErrDeferred: the request was persisted for a later retry, not failed (a *DeferredError).
 	ErrDeferred = errors.New("durable: deferred for retry")
-	// ErrUnknownRequest reports an item whose name is not registered, or a request type that is
-	// not registered.
+	// ErrUnknownRequest: an item's name or a request's type is not registered.
 	ErrUnknownRequest = errors.New("durable: unknown request")
-	// ErrDecode reports an item whose payload does not decode into its registered type.
+	// ErrDecode: an item's payload does not decode into its registered type.
 	ErrDecode = errors.New("durable: payload does not decode")
-	// ErrStopped reports a scheduler started after Shutdown: a scheduler runs once.
+	// ErrEncode: the request's codec failed or panicked; nothing was stored.
+	ErrEncode = errors.New("durable: request does not encode")
+	// ErrStopped: Start after Shutdown; a queue schedules once.
 	ErrStopped = errors.New("durable: scheduler stopped")
-	// ErrStarted reports a scheduler started while it runs.
+	// ErrStarted: Start while the scheduler runs.
 	ErrStarted = errors.New("durable: scheduler already started")
-	// ErrOutcomeUnknown reports a write whose outcome cannot be known. From an enqueue (or a
-	// deferral's write): the insert was sent, and then the caller's deadline passed or the
-	// connection was lost before the answer came back, so the item may or may not have been
-	// stored; it is returned as an *OutcomeUnknownError carrying the item's token. From a
-	// replay: the handler ran, but its outcome could not be recorded before the replay's lease
-	// was gone (see Queue.Replay).
+	// ErrOutcomeUnknown: a write was sent but its outcome is unknown. From an enqueue or
+	// deferral the item may or may not be stored (an *OutcomeUnknownError carries its token);
+	// from a replay, the handler ran but its outcome was not recorded (see Queue.Replay).
 	ErrOutcomeUnknown = errors.New("durable: outcome unknown")
-	// ErrPayloadTooLarge reports a request whose encoded payload is longer than
-	// Config.MaxPayloadBytes; nothing was stored. It is returned as a *PayloadTooLargeError.
+	// ErrPayloadTooLarge: the encoded request exceeds Config.MaxPayloadBytes; nothing was
+	// stored (a *PayloadTooLargeError).
 	ErrPayloadTooLarge = errors.New("durable: payload too large")
+	// ErrMetadataTooLarge: the item's metadata exceeds MaxMetadataSize; nothing was stored.
+	ErrMetadataTooLarge = errors.New("durable: request metadata too large")
+	// ErrNotFound: no dead letter has that id.
+	ErrNotFound = errors.New("durable: dead letter not found")
+	// ErrConflict: the dead letter is not failed, or another replay of it runs.
+	ErrConflict = errors.New("durable: dead letter conflict")
+	// ErrTooMany: a bulk call got more than 100 ids (one operator's screen, and one call that
+	// does not hold the database long); nothing was done.
+	ErrTooMany = errors.New("durable: too many dead letter ids")
 )
 
 // OutcomeUnknownError reports an insert that may or may not have been stored: it was sent,
@@ -145,10 +169,6 @@ func (e *decodeError) Is(target error) bool { return target == ErrDecode }
 
 // Unwrap returns the codec's error.
 func (e *decodeError) Unwrap() error { return e.Err }
-
-// ErrEncode reports a request whose codec failed or panicked while encoding it; nothing was
-// stored.
-var ErrEncode = errors.New("durable: request does not encode")
 
 // encodeError reports a request that its codec could not encode. It matches ErrEncode and
 // unwraps to the codec's error.

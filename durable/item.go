@@ -22,15 +22,19 @@ const (
 	StateDead ItemState = "dead"
 )
 
-// Outcome is how one attempt ended.
+// Outcome is how an attempt (Attempt.Outcome) or a scheduled run (ScheduleRun.Outcome) ended.
 type Outcome string
 
-// Attempt outcomes.
+// Outcomes. A scheduled run ends succeeded, failed (an error, a panic, or a shutdown
+// interrupting it) or skipped; an attempt in any but skipped.
 const (
 	// OutcomeSucceeded: the dispatch returned no error.
 	OutcomeSucceeded Outcome = "succeeded"
 	// OutcomeFailed: the dispatch returned an error.
 	OutcomeFailed Outcome = "failed"
+	// OutcomeSkipped: a scheduled run was due while the previous run of its schedule still
+	// ran, so it was not started.
+	OutcomeSkipped Outcome = "skipped"
 	// OutcomeAbandoned: the lease expired before the holder completed the item (the holder died
 	// or lost its database connection). The handler may or may not have run.
 	OutcomeAbandoned Outcome = "abandoned"

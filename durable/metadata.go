@@ -27,16 +27,6 @@ type Propagator interface {
 	Extract(ctx context.Context, carrier map[string]string) context.Context
 }
 
-// ErrMetadataTooLarge reports an item whose metadata, JSON-encoded, is larger than
-// MaxMetadataSize; nothing was stored.
-var ErrMetadataTooLarge = errors.New("durable: request metadata too large")
-
-// MaxMetadataSize is the largest metadata an item may carry, in bytes of its JSON encoding. It
-// leaves room for a full W3C trace context and baggage header (whose own limit is 8 KiB) and a
-// few identifiers, and stops a propagator that carries far more than it should before it makes
-// every row and every claim of the queue heavier.
-const MaxMetadataSize = 16 << 10
-
 // Carry returns a Propagator that carries the value of one typed context key: at Enqueue, the
 // value key.Get finds in the caller's context is JSON-encoded into the metadata under the
 // key's name (its String); at dispatch, it is decoded into a new T and set with key.With, so

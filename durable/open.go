@@ -119,14 +119,6 @@ type Config struct {
 	MaxPayloadBytes int
 }
 
-// DefaultMaxPayloadBytes is the default of Config.MaxPayloadBytes: 4 MiB.
-const DefaultMaxPayloadBytes = 4 << 20
-
-// MaxPayloadLimit is the largest Config.MaxPayloadBytes accepted: 10⁹ bytes, the longest value
-// SQLite stores by default, just under PostgreSQL's 1 GiB limit on a field. A larger limit
-// would promise payloads neither database takes.
-const MaxPayloadLimit = 1_000_000_000
-
 // Open returns a Queue over driver's database, whose schema it migrates first (unless
 // SkipMigrations is set). Register the request types on it, then enqueue, defer (NewDeferral)
 // and schedule (Start). Shutdown and Close the queue when done: Close closes a pool the driver

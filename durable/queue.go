@@ -117,13 +117,11 @@ func (q *Queue) policyFor(name string) retry.Policy {
 	return q.reg.policyFor(name)
 }
 
-// Deduplicated is implemented by request types that carry their own dedupe key. The
-// WithDedupeKey option wins over it.
-type Deduplicated interface{ DedupeKey() string }
+// deduplicated is a request type that carries its own dedupe key (see WithDedupeKey).
+type deduplicated interface{ DedupeKey() string }
 
-// Ordered is implemented by request types that carry their own ordering key. The WithOrderingKey
-// option wins over it.
-type Ordered interface{ OrderingKey() string }
+// ordered is a request type that carries its own ordering key (see WithOrderingKey).
+type ordered interface{ OrderingKey() string }
 
 // EnqueueOption configures one Enqueue.
 type EnqueueOption func(*enqueueConfig)
@@ -145,12 +143,14 @@ func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at
 func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
 // WithDedupeKey sets the item's dedupe key: while an item with the same key is pending or running,
-// Enqueue inserts nothing and reports that item. An empty key disables deduplication.
+// Enqueue inserts nothing and reports that item. An empty key disables deduplication. Without
+// the option, a request with a method DedupeKey() string gives the key.
 func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
 
 // WithOrderingKey sets the item's ordering key: items with the same key are dispatched one at a
 // time, in the order they were enqueued; an item waits while an earlier one is pending
-// (including backing off) or running.
+// (including backing off) or running. Without the option, a request with a method
+// OrderingKey() string gives the key.
 func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
 
 // Enqueued reports the result of Enqueue.
@@ -225,12 +225,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		Metadata: md, Token: token}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
-	} else if d, ok := req.(Deduplicated); ok {
+	} else if d, ok := req.(deduplicated); ok {
 		it.DedupeKey = d.DedupeKey()
 	}
 	if c.ordering != nil {
 		it.OrderingKey = *c.ordering
-	} else if o, ok := req.(Ordered); ok {
+	} else if o, ok := req.(ordered); ok {
 		it.OrderingKey = o.OrderingKey()
 	}
 	var (

@@ -34,21 +34,6 @@ func WithLocation(loc *time.Location) ScheduleOption {
 	return func(c *scheduleConfig) { c.loc = loc }
 }
 
-// ScheduleOutcome is how one run of a schedule ended.
-type ScheduleOutcome string
-
-// Schedule run outcomes.
-const (
-	// ScheduleSucceeded: the request's dispatch returned no error.
-	ScheduleSucceeded ScheduleOutcome = "succeeded"
-	// ScheduleFailed: the dispatch returned an error, or it (or the newRequest function)
-	// panicked, or a shutdown interrupted it.
-	ScheduleFailed ScheduleOutcome = "failed"
-	// ScheduleSkipped: the run was due while the schedule's previous run still ran, so it was
-	// not started.
-	ScheduleSkipped ScheduleOutcome = "skipped"
-)
-
 // ScheduleInfo describes a schedule as its row in the database says: the schedules of every
 // instance's registrations, including ones no longer registered anywhere (rows are never
 // deleted: the run log stays readable).
@@ -67,9 +52,8 @@ type ScheduleInfo struct {
 	// LastStartedAt and LastEndedAt are the times of the last run that ended; zero before one
 	// has.
 	LastStartedAt, LastEndedAt time.Time
-	// LastOutcome is the outcome of that run (ScheduleSucceeded or ScheduleFailed; skipped
-	// runs are only in the run log).
-	LastOutcome ScheduleOutcome
+	// LastOutcome is that run's outcome (skipped runs are only in the run log).
+	LastOutcome Outcome
 	// LastError is that run's error; empty when it succeeded.
 	LastError string
 }
@@ -88,7 +72,7 @@ type ScheduleRun struct {
 	// StartedAt and EndedAt are when the run started and ended; equal for a skipped run.
 	StartedAt, EndedAt time.Time
 	// Outcome is how it ended.
-	Outcome ScheduleOutcome
+	Outcome Outcome
 	// Error is its error, or for a skipped run why it was skipped; empty when it succeeded.
 	Error string
 }
@@ -117,7 +101,7 @@ type ScheduleRun struct {
 //   - A run's next due time is moved on when the run is claimed, before it starts, so a run
 //     that fails or panics keeps its schedule's cadence (the failure is in the run log).
 //   - Runs of one schedule never overlap: a run due while the previous one still runs (on any
-//     instance) is skipped and logged as ScheduleSkipped. Queuing it instead would let a
+//     instance) is skipped and logged as OutcomeSkipped. Queuing it instead would let a
 //     schedule whose runs outlast its interval fall further behind at every run, and running
 //     it beside the previous one would have two runs of a job, written to run one at a time,
 //     work on the same data.
@@ -242,7 +226,7 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	out := make([]ScheduleInfo, len(rows))
 	for i, r := range rows {
 		out[i] = ScheduleInfo{Name: r.Name, Spec: r.Spec, Location: r.Location, NextRun: r.NextAt,
-			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: ScheduleOutcome(r.LastOutcome), LastError: r.LastError}
+			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: Outcome(r.LastOutcome), LastError: r.LastError}
 		if r.Running(now) {
 			out[i].RunningOn = r.RunOwner
 		}
@@ -264,7 +248,7 @@ func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]Sch
 	out := make([]ScheduleRun, len(rows))
 	for i, r := range rows {
 		out[i] = ScheduleRun{ID: r.ID, Name: r.Name, Instance: r.Instance, DueAt: r.DueAt, StartedAt: r.StartedAt,
-			EndedAt: r.EndedAt, Outcome: ScheduleOutcome(r.Outcome), Error: r.Error}
+			EndedAt: r.EndedAt, Outcome: Outcome(r.Outcome), Error: r.Error}
 	}
 	return out, nil
 }
@@ -469,10 +453,10 @@ func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time) {
 	go func() {
 		err := c.run(e)
 		run := store.ScheduleRunRow{Name: e.name, Instance: s.cfg.InstanceID, DueAt: due, StartedAt: started,
-			EndedAt: s.q.clock.Now(), Outcome: string(ScheduleSucceeded)}
+			EndedAt: s.q.clock.Now(), Outcome: string(OutcomeSucceeded)}
 		interrupted := err != nil && s.life.Err() != nil
 		if err != nil {
-			run.Outcome, run.Error = string(ScheduleFailed), err.Error()
+			run.Outcome, run.Error = string(OutcomeFailed), err.Error()
 			if interrupted {
 				run.Error = "interrupted by shutdown: " + run.Error
 			}

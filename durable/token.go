@@ -23,9 +23,6 @@ import (
 // both and a token that works in tests works in production).
 func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
 
-// MaxTokenBytes is the longest token WithToken accepts.
-const MaxTokenBytes = 200
-
 // itemToken returns the token WithToken gave, checked, or a new random one.
 func (c *enqueueConfig) itemToken() (string, error) {
 	if c.token == nil {
