@@ -16,16 +16,12 @@ import (
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
-// Driver is the database a Queue keeps its items in, made by a driver package:
-// sqlite.Open(path) or sqlite.New(db) of package durable/sqlite (an embedded database in one
-// file, nothing to run beside the application, one process writing at a time), or
-// postgres.Open(dsn) or postgres.New(db) of package durable/postgres (any number of instances
-// share one PostgreSQL database and divide the work). Each driver package alone imports its
-// database driver, opens its pool and applies its migrations (Migrate, MigrationSQL), so a
-// program links only the database it uses. Switching databases is changing this one argument
-// of Open.
-//
-// Its method names an internal type: only those packages implement it.
+// Driver is the database a Queue keeps its items in: sqlite.Open(path) or sqlite.New(db) of
+// package durable/sqlite (one file, one process writing at a time), or postgres.Open(dsn) or
+// postgres.New(db) of package durable/postgres (any number of instances divide the work).
+// Each driver package alone imports its database driver and owns its migrations (Migrate,
+// MigrationSQL), so a program links only the database it uses. Only those packages implement
+// it: its method names an internal type.
 type Driver interface {
 	// Database opens (or, for a pool the caller owns, wraps) the driver's database.
 	Database() (store.Database, error)
@@ -33,45 +29,35 @@ type Driver interface {
 
 // Config configures a Queue; the database is Open's Driver argument.
 type Config struct {
-	// SkipMigrations makes Open apply no migration: it only checks that the database's schema
-	// is at least the version this package needs, and fails if not. Set it when the schema is
-	// managed by the team's own migration tool (the driver package's MigrationSQL) or by a
-	// deploy step that calls its Migrate, and the application's database user may not change the schema. Default
-	// false: Open applies the migrations the database lacks, the simplest setup.
+	// SkipMigrations makes Open only check that the schema is at least the version this
+	// package needs, for a schema managed by a migration tool (the driver's MigrationSQL) or a
+	// deploy step (its Migrate). Default false: Open applies the missing migrations.
 	SkipMigrations bool
 
-	// Policy is the retry policy of durable items, in the retry behavior's vocabulary; a
-	// registration's WithPolicy is merged over it, field by field. Its timing fields say when
-	// a failed item is tried again and when it gives up: MaxAttempts counts durable attempts
-	// (scheduler dispatches; in-process attempts made before the item was deferred do not
-	// count, nor do attempts interrupted by a scheduler's shutdown). Its classification fields
-	// (RetryOnTimeout, RetryOnTransport, WaitForBreaker, RetryableStatusCodes, Classifier) are
-	// layered over each request's own in-process retry policy (the retry behavior of its
-	// pipeline, else retry.DefaultPolicy) to decide which failures are worth another try: the
-	// deferral defers them, the scheduler tries them again.
+	// Policy is the retry policy of durable items; a registration's WithPolicy is merged over
+	// it field by field. MaxAttempts counts scheduler dispatches (not in-process attempts
+	// before the deferral, nor attempts a shutdown interrupted). Its classification fields
+	// are layered over each request's in-process retry policy to decide what is worth another
+	// try: deferred, and tried again by the scheduler.
 	//
-	// Zero fields mean the durable defaults, which differ from the in-process ones because
-	// nobody is waiting: 10 attempts (with these delays they span about eight and a half
-	// minutes, enough to outlast a restart or failover of the downstream), Exponential from
-	// 1 s doubling up to 1 h (a long outage costs few attempts, and an item runs again soon
-	// after its downstream recovers), Jitter On (items that failed together do not return
-	// together), and timeouts, transport errors and open circuits retried (durable work exists
-	// for the dependency that is down or hung). Open refuses a policy that Validate rejects.
+	// Zero fields mean durable defaults, which differ from the in-process ones because nobody
+	// waits: 10 attempts, Exponential from 1 s doubling up to 1 h (about eight and a half
+	// minutes in all, enough to outlast a restart or failover downstream, and a long outage
+	// costs few attempts), Jitter On (items that failed together do not return together),
+	// and timeouts, transport errors and open circuits retried (durable work exists for the
+	// dependency that is down or hung).
 	Policy retry.Policy
-	// Clock tells the time used for due times, leases and attempt timestamps; inject a fake
-	// one in tests to make items due or leases expire without waiting (a breaker registry in
-	// the same test takes the same clock). Polling, heartbeat and sweep intervals are measured
-	// with real timers whatever the Clock says. Default behaviors.SystemClock.
+	// Clock tells the time of due times, leases and attempt timestamps; a fake one in tests
+	// makes items due or leases expire without waiting. Intervals (polling, heartbeats,
+	// sweeps) use real timers. Default behaviors.SystemClock.
 	Clock behaviors.Clock
-	// Rand returns uniform random numbers in [0, 1) for backoff jitter; it is called from
-	// several goroutines at once. Default math/rand/v2.
+	// Rand returns uniform numbers in [0, 1) for jitter, from several goroutines at once.
+	// Default math/rand/v2.
 	Rand func() float64
 	// Recheck is the longest an item the scheduler could not start waits before it is looked
-	// at again: one refused by an open circuit breaker (however long the breaker says it stays
-	// open: a breaker tripped by hand for a day, then reset in another instance, must not hold
-	// it for a day), or one whose request name this instance does not know (during a rolling
-	// deploy an instance on the newer version does). Items put off by a breaker are also freed
-	// at once when it closes. Default 1 minute.
+	// at again: one refused by an open breaker (a breaker tripped by hand for a day and reset
+	// elsewhere must not hold it a day; a breaker closing here frees it at once), or one whose
+	// name this instance does not know (a rolling deploy's newer instance may). Default 1 minute.
 	Recheck time.Duration
 
 	// OnDead, when set, is called once for each new dead letter: an item that became dead
@@ -83,46 +69,33 @@ type Config struct {
 	// between the commit and the call never makes it; Stats.DeadLetters is the durable signal
 	// to alert on. Default nil: the warning logged for each letter is the only notice.
 	OnDead func(ctx context.Context, d DeadLetter)
-	// Logger receives the queue's own messages: a warning for each new dead letter (item, name,
-	// last error), panics of OnDead, propagators that failed at enqueue, and each schema
-	// migration Open applies (at info level; Migrate logs nothing). Default zap.L() as it
-	// is when Open is called: a no-op until the application installs its logger with
-	// zap.ReplaceGlobals, so the queue follows the application's choice and never prints on
-	// its own.
+	// Logger receives the queue's messages: a warning per new dead letter, panics of OnDead,
+	// failed propagators, and each migration Open applies. Default zap.L() as of Open: a no-op
+	// until the application calls zap.ReplaceGlobals, so the queue never prints on its own.
 	Logger *zap.Logger
-	// ReplayLease is how long a replay (Queue.Replay) holds its dead letter before another
-	// replay may take it: the replay extends it every third of it while the handler runs, so
-	// it runs out only when the replaying process died or lost its database; the letter is
-	// then free again at most ReplayLease later. Default 1 minute: short enough that an
-	// operator retrying after a crash waits little, long enough that a database hiccup does
+	// ReplayLease is how long a replay holds its dead letter; it is extended while the handler
+	// runs, so it runs out only when the replaying process died or lost its database. Default
+	// 1 minute: an operator retrying after a crash waits little, and a database hiccup does
 	// not let a second replay in beside a running one.
 	ReplayLease time.Duration
-	// Propagators carry chosen values of the enqueuing caller's context (trace context,
-	// tenant, correlation id) to the dispatch of the item, as its metadata (Item.Metadata):
-	// each Injects at Enqueue, EnqueueTx and deferral, and each Extracts, in order, into the
-	// context of that item's dispatch (by a scheduler or durabletest.Work). Metadata is limited
-	// to MaxMetadataSize; a propagator that panics is skipped and logged, and the item is
-	// stored and dispatched without its values, never lost over them (logged to Logger at
-	// Enqueue, to the scheduler's Logger at dispatch). Carry makes one for a mediator.Key. Default:
-	// none, and items carry no metadata.
+	// Propagators carry values of the enqueuing caller's context (trace context, tenant) to
+	// the item's dispatch, as its metadata (at most MaxMetadataSize): each Injects when an
+	// item is stored and Extracts, in order, at its dispatch. A propagator that panics is
+	// skipped and logged; the item is never lost over it. Carry makes one for a mediator.Key.
+	// Default none.
 	Propagators []Propagator
-	// MaxPayloadBytes is the longest encoded request the queue stores: Enqueue, EnqueueTx, the
-	// deferral and RunBatch's dead letters refuse a longer one with an error matching
-	// ErrPayloadTooLarge, before any database call (a letter is kept without its payload).
-	// Default 4 MiB (DefaultMaxPayloadBytes): ordinary requests encode to a few KiB, so it
-	// leaves three orders of magnitude of room, while a payload is held in memory several
-	// times on its way (the encoded copy, the driver's buffer, each claim that reads it back),
-	// and a database connection that carried a huge value keeps a buffer of its size until the
-	// pool closes: one 1 GB request costs a gigabyte of heap for the life of the process, and
-	// the database takes its time refusing it. Keep large documents elsewhere (a blob store)
-	// and their key in the request. At most MaxPayloadLimit.
+	// MaxPayloadBytes is the longest encoded request stored; a longer one is refused before
+	// any database call with an error matching ErrPayloadTooLarge (a RunBatch letter is kept
+	// without its payload). Default 4 MiB (DefaultMaxPayloadBytes): three orders of magnitude
+	// above ordinary requests, while a payload is held in memory several times on its way and
+	// a connection that carried a huge value keeps a buffer of its size until the pool
+	// closes. Keep large documents in a blob store and their key in the request. At most
+	// MaxPayloadLimit.
 	MaxPayloadBytes int
 }
 
-// Open returns a Queue over driver's database, whose schema it migrates first (unless
-// SkipMigrations is set). Register the request types on it, then enqueue, defer (NewDeferral)
-// and schedule (Start). Shutdown and Close the queue when done: Close closes a pool the driver
-// opened (sqlite.Open, postgres.Open), never one the caller passed (sqlite.New, postgres.New).
+// Open returns a Queue over driver's database, migrated first unless SkipMigrations. Shutdown
+// and Close the queue when done.
 func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	if driver == nil {
 		return nil, errors.New("durable: Open: the driver is nil: pass sqlite.Open(path) (package durable/sqlite) or postgres.Open(dsn) (package durable/postgres)")
@@ -175,9 +148,7 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	return q, nil
 }
 
-// Validate reports every problem of cfg, joined, each naming its field: a negative Recheck or
-// ReplayLease, a MaxPayloadBytes that is negative or above MaxPayloadLimit, an invalid Policy
-// (see retry.Policy.Validate), a nil propagator or two carried keys of one name. Open calls it.
+// Validate reports every problem of cfg, joined, each naming its field. Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
 	if err := cfg.Policy.Validate(); err != nil {

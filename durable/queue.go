@@ -14,10 +14,7 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Queue keeps durable requests in a database: Enqueue stores them, a Deferral (NewDeferral)
-// stores the requests whose in-process attempts failed, and the scheduler Start runs in each
-// instance dispatches them. Request types are registered on it with Register. Open returns
-// one; Shutdown and Close it when done.
+// Queue keeps durable requests in a database; Open returns one.
 type Queue struct {
 	mu      sync.Mutex
 	sched   *scheduler // started by Start
@@ -37,29 +34,20 @@ type Queue struct {
 	maxPayload int
 }
 
-// Close closes the database pool the driver opened (sqlite.Open, postgres.Open); a pool the
-// caller passed (sqlite.New, postgres.New) is left open. Call Shutdown first.
+// Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
+// passed (sqlite.New, postgres.New). Call Shutdown first.
 func (q *Queue) Close() error { return q.store.Close() }
 
-// Start runs this instance's scheduler for q: it claims due items for its free workers (FOR
-// UPDATE SKIP LOCKED on PostgreSQL, so instances sharing a database divide the work, each
-// item going to one instance at a time), holds a lease on each with heartbeats, dispatches
-// each through sender (the *mediator.Mediator, built) as exactly one attempt, and records the
-// outcome under a fence, so a late completion from a worker whose lease ran out is rejected.
-// Call it in every instance, once the mediator is built.
+// Start runs this instance's scheduler (see the package doc and SchedulerConfig): call it in
+// every instance once sender, the *mediator.Mediator, is built; instances sharing a database
+// divide the work, each item going to one instance at a time.
 //
-// It refuses wiring mistakes, each of which would otherwise fail or crash on the first item: a
-// nil sender (a nil *mediator.Mediator included), a mediator that was not built (matching
-// mediator.ErrNotBuilt), and one without a handler for some of the request types registered
-// on q or scheduled on it (one error naming every such type, each matching
-// mediator.ErrNoHandler). A sender that is not a *mediator.Mediator and does not list its
-// pipelines cannot be asked and is taken as it is; an item it turns away with
-// mediator.ErrNoHandler for the item's type waits, not attempted, as an item of a name this
-// instance does not know does (Config.Recheck), for an instance that can run it.
-//
-// It refuses a cfg with negative values or durations that would derive to zero, and fails
-// with ErrStarted while the scheduler runs and with ErrStopped once Shutdown was called: a
-// queue schedules once.
+// It refuses wiring mistakes that would otherwise fail on the first item: a nil sender, a
+// mediator not built (mediator.ErrNotBuilt), one without a handler for request types
+// registered or scheduled on q (one error naming each, matching mediator.ErrNoHandler). A
+// Sender of another kind cannot be asked; an item it turns away with mediator.ErrNoHandler
+// waits unattempted for an instance that can run it (Config.Recheck). It fails with
+// ErrStarted while the scheduler runs and ErrStopped after Shutdown: a queue schedules once.
 func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -83,23 +71,17 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	return nil
 }
 
-// Shutdown stops the scheduler Start started and waits for it to stop: it claims nothing
-// more, releases claimed items that have not started, waits for the items being dispatched
-// and writes their outcomes. If ctx ends first, it cancels the dispatches' contexts; the
-// handlers then have SchedulerConfig.ShutdownGrace to return (they must honour cancellation),
-// and their attempts are recorded as interrupted. Outcomes are written as each handler
-// returns; once every handler has returned (or ShutdownGrace after ctx ended has passed), the
-// database has what is left of the grace to take the rest, and the store call still in flight
-// when the grace ends is cancelled. So Shutdown returns within ctx's deadline plus
-// ShutdownGrace, even when a handler ignores cancellation or the database is gone; what it
-// could not finish keeps its lease until the lease runs out and is then swept and run again,
-// never lost.
+// Shutdown stops the scheduler: it claims nothing more, releases claimed items not started,
+// and waits for running items and writes their outcomes. If ctx ends first it cancels the
+// dispatches, whose attempts are recorded as interrupted; handlers and the database then have
+// SchedulerConfig.ShutdownGrace, after which the store call in flight is cancelled. So
+// Shutdown returns within ctx's deadline plus ShutdownGrace even when a handler ignores
+// cancellation (its goroutine alone may outlive Shutdown) or the database is gone; an outcome
+// not written keeps its lease until it runs out, and the item runs again, never lost.
 //
-// Every call, concurrent ones included, waits for the same stop and returns its outcome: nil
-// when every item was completed or released, otherwise an error saying what was left (items
-// interrupted, handlers that had not returned, outcomes the database did not take) and why.
-// Shutdown before Start returns nil, and Start then fails with ErrStopped. A handler that
-// ignores cancellation is the only goroutine that may outlive Shutdown.
+// Every call, concurrent ones too, returns the same outcome: nil when every item was
+// completed or released, else an error saying what was left and why. Shutdown before Start
+// returns nil, and Start then fails with ErrStopped.
 func (q *Queue) Shutdown(ctx context.Context) error {
 	q.mu.Lock()
 	q.stopped = true
@@ -155,37 +137,28 @@ func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) {
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
-	// ID is the new item, or the item already holding the token or pending under the dedupe
-	// key.
+	// ID is the new item, or the one already holding the token or the dedupe key.
 	ID ItemID
-	// Duplicate is true when nothing was inserted: an item holds the token, or is pending or
-	// running under the dedupe key.
+	// Duplicate is true when nothing was inserted because of such an item.
 	Duplicate bool
-	// Token is the token of the enqueue: the one WithToken gave, or the random one made for
-	// the item. It is the token of ID unless the dedupe key made it a Duplicate.
+	// Token is the enqueue's token (WithToken's, or a random one); ID's unless the dedupe key
+	// made it a Duplicate.
 	Token string
 }
 
-// Enqueue persists req (a registered request pointer) to be dispatched by a scheduler (Start).
-//
-// The item gets its token (WithToken, or a random one) before it is inserted. When the
-// outcome of the insert cannot be known — ctx ended, or the connection was lost, after the
-// statement was sent — the error matches ErrOutcomeUnknown and is an *OutcomeUnknownError
-// carrying the token: look the item up with ItemByToken, or enqueue the request again with
-// WithToken(token), which stores it if the first insert did not land and reports the item
-// (Duplicate) if it did. Any other error means nothing was stored. A payload longer than
-// Config.MaxPayloadBytes is refused, before any database call, with an error matching
-// ErrPayloadTooLarge.
+// Enqueue persists req (a registered request pointer) for a scheduler to dispatch. The item
+// gets its token (WithToken, or a random one) before the insert; when the insert's outcome
+// cannot be known (ctx ended or the connection broke after it was sent), the error is an
+// *OutcomeUnknownError carrying it. Any other error means nothing was stored.
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
 	return q.enqueue(ctx, nil, req, opts)
 }
 
-// EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item is
-// dispatched only if tx commits, together with the application's own writes (a transactional
-// outbox). On SQLite, whose pool has a single connection, do not use the queue outside tx
-// until tx ends. An error matching ErrOutcomeUnknown says the insert may have taken effect in
-// tx: roll tx back (then nothing is stored), or, if the application commits it, find the item
-// by the error's token once the commit's outcome is known.
+// EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item exists only
+// if tx commits with the application's own writes (a transactional outbox). On SQLite, whose
+// pool has one connection, use the queue only through tx until tx ends. After an
+// ErrOutcomeUnknown, roll tx back, or find the item by the error's token once the commit is
+// known.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")

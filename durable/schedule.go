@@ -23,105 +23,76 @@ type scheduleConfig struct {
 	loc *time.Location
 }
 
-// WithLocation sets the time zone the schedule's cron expression is read in: "0 9 * * *" in
-// America/New_York runs at nine in New York, at 14:00 UTC in winter and 13:00 UTC in summer.
-// Default UTC, not time.Local: every instance must compute the same next run from the same
-// spec, and the local zone of hosts and containers differs (a container is often UTC, a
-// developer's machine is not); UTC also has no daylight-saving changes, so a schedule in it
-// never skips or repeats a wall-clock hour. Choose a zone only for schedules that follow
-// people's working hours.
+// WithLocation sets the time zone spec is read in ("0 9 * * *" in America/New_York runs at
+// nine in New York). Default UTC, not time.Local: every instance must compute the same next
+// run, and hosts' local zones differ; UTC also never skips or repeats an hour. Choose a zone
+// only for schedules that follow people's working hours.
 func WithLocation(loc *time.Location) ScheduleOption {
 	return func(c *scheduleConfig) { c.loc = loc }
 }
 
-// ScheduleInfo describes a schedule as its row in the database says: the schedules of every
-// instance's registrations, including ones no longer registered anywhere (rows are never
-// deleted: the run log stays readable).
+// ScheduleInfo is a schedule as stored, including ones no longer registered anywhere (rows are
+// never deleted, so their run logs stay readable).
 type ScheduleInfo struct {
-	// Name is the schedule's name.
-	Name string
-	// Spec is its cron expression.
-	Spec string
-	// Location is the name of the time zone Spec is read in (time.Location.String).
-	Location string
-	// NextRun is when its next run is due.
-	NextRun time.Time
-	// RunningOn is the instance running it now, or empty. A run of an instance that died stays
-	// listed until its lease runs out.
+	Name     string
+	Spec     string
+	Location string // the time zone Spec is read in (time.Location.String)
+	NextRun  time.Time
+	// RunningOn is the instance running it now, or empty; a dead instance's run stays listed
+	// until its lease runs out.
 	RunningOn string
-	// LastStartedAt and LastEndedAt are the times of the last run that ended; zero before one
-	// has.
+	// LastStartedAt and LastEndedAt are of the last run that ended; zero before one has.
 	LastStartedAt, LastEndedAt time.Time
 	// LastOutcome is that run's outcome (skipped runs are only in the run log).
 	LastOutcome Outcome
-	// LastError is that run's error; empty when it succeeded.
-	LastError string
+	LastError   string
 }
 
 // ScheduleRun is one entry of a schedule's run log (Queue.ScheduleRuns).
 type ScheduleRun struct {
-	// ID is the run's own id, increasing.
-	ID int64
-	// Name is the schedule.
-	Name string
-	// Instance is the scheduler instance that ran (or skipped) it.
-	Instance string
-	// DueAt is the time the run was due. A catch-up run after downtime is due long before it
-	// started.
-	DueAt time.Time
-	// StartedAt and EndedAt are when the run started and ended; equal for a skipped run.
-	StartedAt, EndedAt time.Time
-	// Outcome is how it ended.
-	Outcome Outcome
-	// Error is its error, or for a skipped run why it was skipped; empty when it succeeded.
-	Error string
+	ID       int64 // increasing
+	Name     string
+	Instance string // the scheduler instance that ran (or skipped) it
+	// DueAt is when the run was due; a catch-up run after downtime started long after.
+	DueAt              time.Time
+	StartedAt, EndedAt time.Time // equal for a skipped run
+	Outcome            Outcome
+	Error              string // the error, or why the run was skipped
+
 }
 
-// Schedule registers a request to be sent through the mediator on a schedule: at each time
-// spec names, the scheduler (Queue.Start) of one instance, whichever claims that run first in
-// the database, sends newRequest() and records the run in the run log (Queue.ScheduleRuns).
+// Schedule has the scheduler (Queue.Start) of one instance, whichever claims each run first,
+// send newRequest() through the mediator at each time spec names, and log the run
+// (Queue.ScheduleRuns). spec is a standard five-field cron expression ("*/15 * * * *") or a
+// descriptor ("@hourly", "@every 90s"), read in UTC unless WithLocation says otherwise (a
+// "CRON_TZ=" prefix is refused, so a zone is said one way). The first run is the first time
+// spec names after the schedule is first stored.
 //
-// spec is a cron expression as robfig/cron/v3 parses it with ParseStandard: five fields
-// (minute, hour, day of month, month, day of week: "*/15 * * * *", "0 9 * * MON-FRI") or a
-// descriptor ("@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@every 90s"). It is read
-// in UTC unless WithLocation says otherwise; a "CRON_TZ=" or "TZ=" prefix is refused in favour
-// of WithLocation, so a schedule's zone is said one way. The first run is the first time spec
-// names after the schedule is first written to the database.
+// Q (a pointer type) needs a handler in Start's mediator, not a Register: a scheduled request
+// is built at each run, never stored. If it is registered and its pipeline has the deferral, a
+// failing run is deferred as any failing send, and logged as failed. The dispatch is marked
+// mediator.Unattended, so the log shows what the handler did, not a fallback.
 //
-// Q is the request type as it is sent (a pointer type, *Cleanup), with a handler in the
-// mediator given to Start (Start fails otherwise). It need not be registered with Register:
-// a scheduled request is never stored, only built by newRequest at each run. If it is
-// registered and its pipeline has the deferral, a failing run is deferred to the queue like any
-// failing send, and the run is logged as failed with the *DeferredError. The dispatch is marked
-// mediator.Unattended for that request, so a fallback or exception handler does not answer for
-// the handler and the run log shows what the handler did.
+// Runs, and the reasons for them:
+//   - Each run is its own goroutine: one slow run never delays another schedule.
+//   - The next due time moves on when a run is claimed, so a run that fails keeps the cadence.
+//   - Runs of one schedule never overlap: a run due while the previous one runs anywhere is
+//     logged OutcomeSkipped (queuing would fall ever further behind, and overlapping runs of
+//     a job written to run alone would share its data).
+//   - After downtime, one catch-up run is made, not one per missed time: each run does the
+//     whole job, and repeats would only load a downstream that is coming back.
+//   - A run holds a lease (SchedulerConfig.Lease); a run whose instance died leaves no log
+//     entry, and the schedule continues once the lease runs out.
+//   - Shutdown waits for running runs as for items, with the same context and grace.
 //
-// The run semantics, and the reasons for them:
-//   - Each run is its own goroutine: a slow or failing run never delays another schedule.
-//   - A run's next due time is moved on when the run is claimed, before it starts, so a run
-//     that fails or panics keeps its schedule's cadence (the failure is in the run log).
-//   - Runs of one schedule never overlap: a run due while the previous one still runs (on any
-//     instance) is skipped and logged as OutcomeSkipped. Queuing it instead would let a
-//     schedule whose runs outlast its interval fall further behind at every run, and running
-//     it beside the previous one would have two runs of a job, written to run one at a time,
-//     work on the same data.
-//   - After downtime (no instance ran for several due times), exactly one catch-up run is
-//     made, and the cadence resumes from then: a schedule's runs each do the whole job, so
-//     repeating the missed ones would only load the downstream when it is coming back.
-//   - A run holds a lease (SchedulerConfig.Lease, extended by heartbeats); a run whose
-//     instance died leaves no log entry, and its schedule continues once the lease runs out.
-//   - Shutdown waits for running scheduled runs as it waits for items, with the same context
-//     and grace: when its context ends they are cancelled.
+// Every instance should register the same schedules. Start stores them: a new name is
+// inserted, a changed spec or location replaces the stored one; schedules no longer registered
+// are left (and run by no one). Between two versions' specs for one name, the instance started
+// last wins.
 //
-// Every instance that runs a scheduler should register the same schedules. Start writes the
-// registered schedules to the database: a new name is inserted, a changed spec or location
-// replaces the stored one and recomputes the next run; schedules no longer registered are left
-// as they are (and run by no one). While instances of two versions with different specs for one
-// name share a database, the one started last defines it and the others leave it alone.
-//
-// Registration is setup: Schedule panics, with a message naming the problem, on a nil queue or
-// newRequest, an empty or already scheduled name, a Q that is not a pointer type, a spec that
-// does not parse or never names a time, a nil location, or a call after Start.
+// Schedule panics, naming the problem, on a nil queue or newRequest, an empty or taken name, a
+// Q not a pointer, a spec that does not parse or never names a time, a nil location, or a call
+// after Start.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
 	if q == nil {
 		panic("durable: Schedule: nil queue")

@@ -21,64 +21,48 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// SchedulerConfig configures the scheduler a queue runs (Queue.Start). The zero value of each field means its default; a
-// negative duration or count is an error, except a negative Retention, which keeps items forever.
+// SchedulerConfig configures the scheduler a queue runs (Queue.Start). Zero fields mean their
+// defaults; a negative duration or count is an error, except a negative Retention.
 type SchedulerConfig struct {
 	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
 	// Default: host name, process id and a random suffix.
 	InstanceID string
-	// Workers is the number of items dispatched concurrently. The scheduler claims items only
-	// for workers that are free, so every item it holds is running: a crash of the process
-	// charges only those. Default 4.
+	// Workers is the number of items dispatched at once. Items are claimed only for free
+	// workers, so a crash charges only the items that were running. Default 4.
 	Workers int
-	// BatchSize caps the items claimed, and the outcomes written, per database round trip.
-	// Default 100.
+	// BatchSize caps the items claimed, and outcomes written, per round trip. Default 100.
 	BatchSize int
-	// PollInterval is how long the scheduler waits before claiming again when no item was due.
-	// Default 1 s.
+	// PollInterval is the wait before claiming again when no item was due. Default 1 s.
 	PollInterval time.Duration
-	// Lease is how long a claim holds an item. Heartbeats extend the leases of items still in
-	// flight; an item whose lease runs out (its holder died) is swept back to pending and its
-	// holder's late completion is rejected. Default 30 s.
+	// Lease is how long a claim holds an item (and a scheduled run), extended by heartbeats
+	// while it runs; an item whose lease ran out (its holder died) is swept back to pending and
+	// its holder's late completion rejected. Default 30 s.
 	Lease time.Duration
-	// HeartbeatInterval is how often the leases of in-flight items are extended; it must be
-	// shorter than Lease (Start refuses it otherwise), and well under it. Default
-	// Lease/3.
+	// HeartbeatInterval is how often leases are extended; well under Lease. Default Lease/3.
 	HeartbeatInterval time.Duration
-	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
+	// SweepInterval is how often expired leases are swept back. Default Lease/2.
 	SweepInterval time.Duration
-	// StoreTimeout bounds every database call of the scheduler (claims, outcome writes,
-	// heartbeats, sweeps), so a database that hangs is noticed, logged and retried instead of
-	// stalling the scheduler. It must be shorter than Lease. Default Lease/3, which leaves a
+	// StoreTimeout bounds every database call of the scheduler, so a hung database is logged
+	// and retried rather than stalling it; shorter than Lease. Default Lease/3, which leaves a
 	// heartbeat that timed out time for another before the lease runs out.
 	StoreTimeout time.Duration
-	// ShutdownGrace is how long Shutdown still waits once its context has ended (or, when it
-	// has not, once every handler has returned): for the cancelled handlers to return and for
-	// the database to take the outcomes. At its end the store call in flight is cancelled and
-	// Shutdown returns whatever is left; the items whose outcome was not written keep their
-	// leases until they run out and are swept, and run again. Default 5 s.
+	// ShutdownGrace is how long Shutdown still waits once its context ended, for cancelled
+	// handlers to return and outcomes to be written (see Queue.Shutdown). Default 5 s.
 	ShutdownGrace time.Duration
 	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
-	// key (Registry.KeyOf, the key the breaker behavior uses) is open, the item is not
-	// attempted (no attempt row, attempt count unchanged) and is due again when the breaker may
-	// let a probe through (at most the queue's Config.Recheck later), or at once when it closes
-	// (a Reset in this instance frees it). Default: none; a refusal by the pipeline's own
-	// breaker is then found at dispatch, still without an attempt.
+	// key (Registry.KeyOf) is open the item is not attempted, and is due again when the
+	// breaker may let a probe through (at most Config.Recheck later) or when it closes.
+	// Default none: the pipeline's own breaker refuses at dispatch, still without an attempt.
 	Breakers *breaker.Registry
-	// Logger receives operational errors (database failures, rejected completions). A
-	// database that keeps failing is logged once, then at most every 30 seconds, then once
-	// more when it recovers. Default zap.L() as it is when Start (or Work) is called: a no-op
-	// until the application installs its logger with zap.ReplaceGlobals, so the scheduler
-	// follows the application's choice and never prints on its own.
+	// Logger receives operational errors; a database that keeps failing is logged once, then
+	// at most every 30 s, and when it recovers. Default zap.L() as of Start (see
+	// Config.Logger).
 	Logger *zap.Logger
-	// Retention is how long succeeded items, and their attempt rows, are kept after their
-	// success: the scheduler deletes older ones when it starts and then every minute, 500 items
-	// per transaction (so it never holds locks for long), one instance at a time (PostgreSQL: the
-	// instance that holds a transaction-level advisory lock; the others skip the pass). Items in
-	// any other state are never deleted: pending and running items are work to do, and dead
-	// items are the history of the dead letters. Default 24 h, as River's cleaner of completed
-	// jobs: long enough to look at yesterday's work, short enough that the table stays small. A
-	// negative value keeps succeeded items forever.
+	// Retention is how long succeeded items and their attempts are kept: older ones are
+	// deleted at Start and every minute, 500 per transaction, by one instance at a time. Items
+	// in other states are never deleted (pending and running are work, dead ones the dead
+	// letters' history). Default 24 h: yesterday's work stays visible and the table small. A
+	// negative value keeps them forever.
 	Retention time.Duration
 	// OnClaim is called after each database round trip that claimed items, with how long it
 	// took, how many items it claimed and its error (for a latency histogram: a slow claim is
@@ -98,8 +82,7 @@ const logRepeat = 30 * time.Second
 // alone costs nothing.
 const isolationCheck = time.Second
 
-// Validate reports every problem of c, joined, each naming its field: negative values, and
-// durations that would derive to zero or outlast the lease they serve. Start calls it.
+// Validate reports every problem of c, joined, each naming its field. Start calls it.
 func (c SchedulerConfig) Validate() error {
 	_, err := c.withDefaults()
 	return err
