@@ -12,14 +12,10 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Propagator carries chosen values of a context (trace context, tenant, correlation id) from
-// the caller that enqueues an item to the item's dispatch, as the item's metadata: Inject
-// writes them into the carrier when the item is stored, Extract restores them into the
-// dispatch's context. It has the shape of OpenTelemetry's propagation.TextMapPropagator, which
-// an adapter of a few lines turns into one. Carry makes one for a mediator.Key.
-//
-// Both methods are called from several goroutines at once. A propagator reads and writes only
-// its own entries of the carrier, and Extract must not keep the carrier.
+// Propagator carries values of the enqueuing caller's context (trace context, tenant) to the
+// item's dispatch, as the item's metadata (see Config.Propagators). It has the shape of
+// OpenTelemetry's propagation.TextMapPropagator, which a few lines adapt. Its methods are called
+// concurrently; each touches only its own carrier entries, and Extract must not keep the carrier.
 type Propagator interface {
 	// Inject writes the values of ctx it carries into carrier.
 	Inject(ctx context.Context, carrier map[string]string)
@@ -27,18 +23,12 @@ type Propagator interface {
 	Extract(ctx context.Context, carrier map[string]string) context.Context
 }
 
-// Carry returns a Propagator that carries the value of one typed context key: at Enqueue, the
-// value key.Get finds in the caller's context is JSON-encoded into the metadata under the
-// key's name (its String); at dispatch, it is decoded into a new T and set with key.With, so
-// the handler, and the requests it sends, see it. A context without a value carries nothing,
-// and the dispatch then has none either. A value bound to one request with WithFor is not
-// carried: it belongs to that dispatch.
-//
-// The key's name becomes the stored entry's name, so keep it stable, and distinct from the
-// other carried names (Open refuses two carried keys of one name). A value that does not encode
-// (a T that encoding/json cannot handle) is left out of the metadata and logged; one that no
-// longer decodes into T (the type changed since it was stored) is left out of the dispatch's
-// context and logged. Carry panics on a nil key or a key with an empty name.
+// Carry returns a Propagator for one typed context key: the value key.Get finds at Enqueue is
+// JSON-encoded under the key's name, and set with key.With at dispatch, so the handler and the
+// requests it sends see it. A value bound to one request (WithFor) is not carried. Keep the name
+// stable and distinct from other carried names (Open refuses two alike). A value that does not
+// encode, or no longer decodes into T, is left out and logged. Carry panics on a nil key or an
+// empty name.
 func Carry[T any](key *mediator.Key[T]) Propagator {
 	if key == nil || key.String() == "" {
 		panic("durable: Carry: a key with a name is required")

@@ -11,16 +11,13 @@ import (
 	"unicode/utf8"
 )
 
-// WithToken gives the item token as its identity, in place of the random one Enqueue makes:
-// an item holds its token for as long as it is kept (until retention removes it after it
-// succeeded), and an enqueue whose token an item already holds inserts nothing and reports
-// that item as a Duplicate, whatever its state. Give a request the same token every time it is
-// enqueued (the id of the event or record it comes from, say), so that enqueueing it again
-// after an ErrOutcomeUnknown, or after a crash, stores it once. A token names one request: the
-// request of a second enqueue with a held token is not compared with the first. It must not
-// be empty, must be at most MaxTokenBytes long, and must be valid UTF-8 without NUL bytes
-// (PostgreSQL text refuses anything else; SQLite would keep it, so the rule is the same on
-// both and a token that works in tests works in production).
+// WithToken gives the item token as its identity in place of a random one: while an item
+// holding it is kept (until retention), an enqueue with the same token inserts nothing and
+// reports that item as a Duplicate. Derive it from the request's source (an event's id, say),
+// so enqueueing again after an ErrOutcomeUnknown or a crash stores the request once; the second
+// request is not compared with the first. A token is non-empty, at most MaxTokenBytes, valid
+// UTF-8 without NUL (what PostgreSQL stores, enforced on SQLite too so tests and production
+// agree).
 func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
 
 // itemToken returns the token WithToken gave, checked, or a new random one.
