@@ -23,12 +23,9 @@ type DeadLetterStatus string
 
 // The statuses of a dead letter. A letter starts failed; replayed and discarded are terminal.
 const (
-	// DeadLetterFailed: waiting for an operator, also after a failed replay.
-	DeadLetterFailed DeadLetterStatus = "failed"
-	// DeadLetterReplayed: a replay succeeded.
-	DeadLetterReplayed DeadLetterStatus = "replayed"
-	// DeadLetterDiscarded: an operator retired it, saying why.
-	DeadLetterDiscarded DeadLetterStatus = "discarded"
+	DeadLetterFailed    DeadLetterStatus = "failed"    // waiting for an operator, also after a failed replay
+	DeadLetterReplayed  DeadLetterStatus = "replayed"  // a replay succeeded
+	DeadLetterDiscarded DeadLetterStatus = "discarded" // an operator retired it, saying why
 )
 
 // DeadLetter is a request that failed for good and waits for an operator: a dead item, or a
@@ -58,12 +55,9 @@ type TimelineKind string
 
 // The kinds of timeline entries.
 const (
-	// TimelineAttempt is an attempt of the dead item by a scheduler.
-	TimelineAttempt TimelineKind = "attempt"
-	// TimelineReplay is a replay by an operator.
-	TimelineReplay TimelineKind = "replay"
-	// TimelineDiscard is the discard by an operator.
-	TimelineDiscard TimelineKind = "discard"
+	TimelineAttempt TimelineKind = "attempt" // an attempt of the dead item by a scheduler
+	TimelineReplay  TimelineKind = "replay"  // a replay by an operator
+	TimelineDiscard TimelineKind = "discard" // the discard by an operator
 )
 
 // TimelineEntry is one thing that happened to a dead letter's request: the dead item's
@@ -110,17 +104,11 @@ type Resolution string
 
 // The resolutions of Replay and Discard.
 const (
-	// Replayed: the replay's handler succeeded; the letter is replayed.
-	Replayed Resolution = "replayed"
-	// StillFailed: the handler failed; the letter stays failed, its replay counted.
-	StillFailed Resolution = "still_failed"
-	// Discarded: the letter is discarded.
-	Discarded Resolution = "discarded"
-	// NotFound: there is no letter with that id (ErrNotFound).
-	NotFound Resolution = "not_found"
-	// Conflict: the letter is not failed, or another replay of it runs (ErrConflict). Nothing
-	// was done.
-	Conflict Resolution = "conflict"
+	Replayed    Resolution = "replayed"     // the replay's handler succeeded; the letter is replayed
+	StillFailed Resolution = "still_failed" // the handler failed; the letter stays failed, its replay counted
+	Discarded   Resolution = "discarded"    // the letter is discarded
+	NotFound    Resolution = "not_found"    // there is no letter with that id (ErrNotFound)
+	Conflict    Resolution = "conflict"     // not failed, or another replay runs (ErrConflict); nothing done
 )
 
 // BulkResult is the outcome of one id of ReplayMany or DiscardMany.

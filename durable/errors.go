@@ -26,48 +26,33 @@ const (
 // Sentinel errors. The errors durable returns match one of them with errors.Is and name the
 // request, item or letter in their message.
 var (
-	// ErrDeferred: the request was persisted for a later retry, not failed (a *DeferredError).
-	ErrDeferred = errors.New("durable: deferred for retry")
-	// ErrUnknownRequest: an item's name or a request's type is not registered.
-	ErrUnknownRequest = errors.New("durable: unknown request")
-	// ErrDecode: an item's payload does not decode into its registered type.
-	ErrDecode = errors.New("durable: payload does not decode")
-	// ErrEncode: the request's codec failed or panicked; nothing was stored.
-	ErrEncode = errors.New("durable: request does not encode")
-	// ErrStopped: Start after Shutdown; a queue schedules once.
-	ErrStopped = errors.New("durable: scheduler stopped")
-	// ErrStarted: Start while the scheduler runs.
-	ErrStarted = errors.New("durable: scheduler already started")
+	ErrDeferred       = errors.New("durable: deferred for retry") // stored for later, not failed: a *DeferredError
+	ErrUnknownRequest = errors.New("durable: unknown request")    // a name or type not registered
+	ErrDecode         = errors.New("durable: payload does not decode")
+	ErrEncode         = errors.New("durable: request does not encode") // the codec failed; nothing stored
+	ErrStopped        = errors.New("durable: scheduler stopped")       // Start after Shutdown
+	ErrStarted        = errors.New("durable: scheduler already started")
 	// ErrOutcomeUnknown: a write was sent but its outcome is unknown. From an enqueue or
 	// deferral the item may or may not be stored (an *OutcomeUnknownError carries its token);
 	// from a replay, the handler ran but its outcome was not recorded (see Queue.Replay).
-	ErrOutcomeUnknown = errors.New("durable: outcome unknown")
-	// ErrPayloadTooLarge: the encoded request exceeds Config.MaxPayloadBytes; nothing was
-	// stored (a *PayloadTooLargeError).
-	ErrPayloadTooLarge = errors.New("durable: payload too large")
-	// ErrMetadataTooLarge: the item's metadata exceeds MaxMetadataSize; nothing was stored.
-	ErrMetadataTooLarge = errors.New("durable: request metadata too large")
-	// ErrNotFound: no dead letter has that id.
-	ErrNotFound = errors.New("durable: dead letter not found")
-	// ErrConflict: the dead letter is not failed, or another replay of it runs.
-	ErrConflict = errors.New("durable: dead letter conflict")
-	// ErrTooMany: a bulk call got more than 100 ids (one operator's screen, and one call that
+	ErrOutcomeUnknown   = errors.New("durable: outcome unknown")
+	ErrPayloadTooLarge  = errors.New("durable: payload too large")          // see Config.MaxPayloadBytes
+	ErrMetadataTooLarge = errors.New("durable: request metadata too large") // see MaxMetadataSize
+	ErrNotFound         = errors.New("durable: dead letter not found")
+	ErrConflict         = errors.New("durable: dead letter conflict") // not failed, or being replayed
+	// ErrTooMany: a bulk call got more than 100 ids (one operator's screen, and a call that
 	// does not hold the database long); nothing was done.
 	ErrTooMany = errors.New("durable: too many dead letter ids")
 )
 
-// OutcomeUnknownError reports an insert that may or may not have been stored: it was sent,
-// and its answer never came (the caller's deadline passed while the database ran or committed
-// it, the connection broke). It matches ErrOutcomeUnknown and unwraps to Cause. What to do:
-// look the item up with Queue.ItemByToken(Token) once the database answers again, or enqueue
-// the same request again with WithToken(Token), which stores it once either way.
+// OutcomeUnknownError reports an insert sent whose answer never came (a deadline, a broken
+// connection): the item may or may not be stored. It matches ErrOutcomeUnknown and unwraps to
+// Cause. Find the item with Queue.ItemByToken(Token), or enqueue again with WithToken(Token),
+// which stores it once either way.
 type OutcomeUnknownError struct {
-	// Token is the item's token: the item, if it was stored, holds it.
-	Token string
-	// Name is the request's registered name.
-	Name string
-	// Cause is the error the insert met.
-	Cause error
+	Token string // the item, if stored, holds it
+	Name  string
+	Cause error // what the insert met
 }
 
 // Error implements error.
@@ -81,15 +66,11 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 // Unwrap returns Cause.
 func (e *OutcomeUnknownError) Unwrap() error { return e.Cause }
 
-// PayloadTooLargeError reports a request refused because its encoded payload is longer than
-// the queue's limit (Config.MaxPayloadBytes). It matches ErrPayloadTooLarge.
+// PayloadTooLargeError reports a request over Config.MaxPayloadBytes. It matches ErrPayloadTooLarge.
 type PayloadTooLargeError struct {
-	// Name is the request's registered name.
-	Name string
-	// Size is the encoded payload's length in bytes.
-	Size int
-	// Limit is the queue's Config.MaxPayloadBytes (or its default).
-	Limit int
+	Name  string
+	Size  int // the encoded payload's length
+	Limit int // Config.MaxPayloadBytes, or its default
 }
 
 // Error implements error.
@@ -100,20 +81,15 @@ func (e *PayloadTooLargeError) Error() string {
 // Is reports whether target is ErrPayloadTooLarge.
 func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
 
-// DeferredError is the result of a request the Deferral behavior persisted for later. It
-// matches ErrDeferred. It deliberately does not unwrap to Cause: the caller's request did not
-// fail, it was accepted for later.
+// DeferredError is the result of a request the Deferral stored for later. It matches
+// ErrDeferred and does not unwrap to Cause: the request did not fail, it was accepted.
 type DeferredError struct {
-	// ItemID is the persisted item, or the item already pending under the same dedupe key.
-	ItemID ItemID
-	// Duplicate is true when an item with the same dedupe key was already pending or running,
-	// so nothing new was persisted.
+	// ItemID is the stored item, or, when Duplicate, the one pending under its dedupe key;
+	// Token is that item's token.
+	ItemID    ItemID
 	Duplicate bool
-	// Token is the token the deferral's write gave the item (see WithToken): the item's own,
-	// unless Duplicate (the item pending under the dedupe key holds its own token).
-	Token string
-	// Cause is the error of the last in-process attempt.
-	Cause error
+	Token     string
+	Cause     error // the last in-process attempt's error
 }
 
 // Error implements error.
@@ -127,8 +103,8 @@ func (e *DeferredError) Error() string {
 // Is reports whether target is ErrDeferred.
 func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 
-// Deferred reports true: the request was accepted for later, not failed, so a fallback
-// behavior outside the deferral passes it on (see behaviors.Deferring).
+// Deferred reports true, so a fallback outside the deferral passes it on (see
+// behaviors.Deferring).
 func (e *DeferredError) Deferred() bool { return true }
 
 // unknownRequestError names an unregistered request name or type; it matches ErrUnknownRequest.

@@ -11,12 +11,9 @@ type ItemState string
 
 // The states of an item. See docs/durable.md for the state machine.
 const (
-	// StatePending: waiting for its next attempt, due at Item.NextAt.
-	StatePending ItemState = "pending"
-	// StateRunning: claimed by a scheduler that holds a lease on it.
-	StateRunning ItemState = "running"
-	// StateSucceeded: an attempt succeeded. Terminal.
-	StateSucceeded ItemState = "succeeded"
+	StatePending   ItemState = "pending"   // waiting for its next attempt, due at Item.NextAt
+	StateRunning   ItemState = "running"   // claimed by a scheduler that holds a lease on it
+	StateSucceeded ItemState = "succeeded" // an attempt succeeded; terminal
 	// StateDead: attempts exhausted, a non-retryable error, or a payload that does not decode;
 	// the row is kept with its payload and last error.
 	StateDead ItemState = "dead"
@@ -28,18 +25,13 @@ type Outcome string
 // Outcomes. A scheduled run ends succeeded, failed (an error, a panic, or a shutdown
 // interrupting it) or skipped; an attempt in any but skipped.
 const (
-	// OutcomeSucceeded: the dispatch returned no error.
-	OutcomeSucceeded Outcome = "succeeded"
-	// OutcomeFailed: the dispatch returned an error.
-	OutcomeFailed Outcome = "failed"
-	// OutcomeSkipped: a scheduled run was due while the previous run of its schedule still
-	// ran, so it was not started.
-	OutcomeSkipped Outcome = "skipped"
+	OutcomeSucceeded Outcome = "succeeded" // the dispatch returned no error
+	OutcomeFailed    Outcome = "failed"    // the dispatch returned an error
+	OutcomeSkipped   Outcome = "skipped"   // a scheduled run due while the previous one still ran
 	// OutcomeAbandoned: the lease ran out before the holder completed the item (it died or lost
 	// its database); the handler may or may not have run.
-	OutcomeAbandoned Outcome = "abandoned"
-	// OutcomeInterrupted: the scheduler shut down while the dispatch ran and cancelled it.
-	OutcomeInterrupted Outcome = "interrupted"
+	OutcomeAbandoned   Outcome = "abandoned"
+	OutcomeInterrupted Outcome = "interrupted" // a shutdown cancelled the dispatch
 )
 
 // ItemID identifies an item in its queue's database.

@@ -29,35 +29,26 @@ type Driver interface {
 
 // Config configures a Queue; the database is Open's Driver argument.
 type Config struct {
-	// SkipMigrations makes Open only check that the schema is at least the version this
-	// package needs, for a schema managed by a migration tool (the driver's MigrationSQL) or a
-	// deploy step (its Migrate). Default false: Open applies the missing migrations.
+	// SkipMigrations makes Open only check the schema's version, for a schema managed by a
+	// migration tool (the driver's MigrationSQL). Default false: Open applies what is missing.
 	SkipMigrations bool
 
-	// Policy is the retry policy of durable items; a registration's WithPolicy is merged over
-	// it field by field. MaxAttempts counts scheduler dispatches (not in-process attempts
-	// before the deferral, nor attempts a shutdown interrupted). Its classification fields
-	// are layered over each request's in-process retry policy to decide what is worth another
-	// try: deferred, and tried again by the scheduler.
-	//
-	// Zero fields mean durable defaults, which differ from the in-process ones because nobody
-	// waits: 10 attempts, Exponential from 1 s doubling up to 1 h (about eight and a half
-	// minutes in all, enough to outlast a restart or failover downstream, and a long outage
-	// costs few attempts), Jitter On (items that failed together do not return together),
-	// and timeouts, transport errors and open circuits retried (durable work exists for the
-	// dependency that is down or hung).
+	// Policy is the retry policy of durable items, under each registration's WithPolicy.
+	// MaxAttempts counts scheduler dispatches (see Item.Counted). Its classification is layered over each
+	// request's in-process retry policy to decide what is deferred and tried again. Zero
+	// fields mean durable defaults, not the in-process ones, since nobody waits: 10 attempts,
+	// Exponential from 1 s doubling to 1 h (eight and a half minutes in all, enough to outlast
+	// a restart or failover downstream), Jitter On (items that failed together do not return
+	// together), and timeouts, transport errors and open circuits retried (durable work is
+	// for the dependency that is down or hung).
 	Policy retry.Policy
-	// Clock tells the time of due times, leases and attempt timestamps; a fake one in tests
-	// makes items due or leases expire without waiting. Intervals (polling, heartbeats,
-	// sweeps) use real timers. Default behaviors.SystemClock.
+	// Clock tells due times, leases and timestamps; a fake one makes items due in tests
+	// (intervals use real timers). Default behaviors.SystemClock.
 	Clock behaviors.Clock
-	// Rand returns uniform numbers in [0, 1) for jitter, from several goroutines at once.
-	// Default math/rand/v2.
-	Rand func() float64
-	// Recheck is the longest an item the scheduler could not start waits before it is looked
-	// at again: one refused by an open breaker (a breaker tripped by hand for a day and reset
-	// elsewhere must not hold it a day; a breaker closing here frees it at once), or one whose
-	// name this instance does not know (a rolling deploy's newer instance may). Default 1 minute.
+	Rand  func() float64 // [0, 1) for jitter, called concurrently; default math/rand/v2
+	// Recheck is the longest an item the scheduler could not start (an open breaker, a name
+	// this instance does not know) waits before it is looked at again: a breaker tripped for a
+	// day and reset elsewhere must not hold it a day. Default 1 minute.
 	Recheck time.Duration
 
 	// OnDead, when set, is called once for each new dead letter: an item that became dead
@@ -69,28 +60,21 @@ type Config struct {
 	// between the commit and the call never makes it; Stats.DeadLetters is the durable signal
 	// to alert on. Default nil: the warning logged for each letter is the only notice.
 	OnDead func(ctx context.Context, d DeadLetter)
-	// Logger receives the queue's messages: a warning per new dead letter, panics of OnDead,
-	// failed propagators, and each migration Open applies. Default zap.L() as of Open: a no-op
-	// until the application calls zap.ReplaceGlobals, so the queue never prints on its own.
+	// Logger gets dead letters, OnDead panics, failed propagators and migrations. Default
+	// zap.L() as of Open: silent until the application calls zap.ReplaceGlobals.
 	Logger *zap.Logger
-	// ReplayLease is how long a replay holds its dead letter; it is extended while the handler
-	// runs, so it runs out only when the replaying process died or lost its database. Default
-	// 1 minute: an operator retrying after a crash waits little, and a database hiccup does
-	// not let a second replay in beside a running one.
+	// ReplayLease is how long a replay holds its letter, extended while it runs. Default 1
+	// minute: an operator retrying after a crash waits little, and a hiccup does not let a
+	// second replay in beside a running one.
 	ReplayLease time.Duration
 	// Propagators carry values of the enqueuing caller's context (trace context, tenant) to
-	// the item's dispatch, as its metadata (at most MaxMetadataSize): each Injects when an
-	// item is stored and Extracts, in order, at its dispatch. A propagator that panics is
-	// skipped and logged; the item is never lost over it. Carry makes one for a mediator.Key.
-	// Default none.
+	// the dispatch, as the item's metadata: each Injects when an item is stored and Extracts
+	// at its dispatch; one that panics is skipped and logged. See Carry. Default none.
 	Propagators []Propagator
-	// MaxPayloadBytes is the longest encoded request stored; a longer one is refused before
-	// any database call with an error matching ErrPayloadTooLarge (a RunBatch letter is kept
-	// without its payload). Default 4 MiB (DefaultMaxPayloadBytes): three orders of magnitude
-	// above ordinary requests, while a payload is held in memory several times on its way and
-	// a connection that carried a huge value keeps a buffer of its size until the pool
-	// closes. Keep large documents in a blob store and their key in the request. At most
-	// MaxPayloadLimit.
+	// MaxPayloadBytes is the longest encoded request stored (ErrPayloadTooLarge, before any
+	// database call). Default 4 MiB (DefaultMaxPayloadBytes): far above ordinary requests,
+	// while a payload is copied in memory on its way and a connection keeps a buffer of the
+	// largest value it carried. Keep large documents in a blob store. At most MaxPayloadLimit.
 	MaxPayloadBytes int
 }
 

@@ -24,45 +24,35 @@ import (
 // SchedulerConfig configures the scheduler a queue runs (Queue.Start). Zero fields mean their
 // defaults; a negative duration or count is an error, except a negative Retention.
 type SchedulerConfig struct {
-	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
+	// InstanceID names this scheduler in leases and attempts; unique per running instance.
 	// Default: host name, process id and a random suffix.
 	InstanceID string
-	// Workers is the number of items dispatched at once. Items are claimed only for free
-	// workers, so a crash charges only the items that were running. Default 4.
-	Workers int
-	// BatchSize caps the items claimed, and outcomes written, per round trip. Default 100.
-	BatchSize int
-	// PollInterval is the wait before claiming again when no item was due. Default 1 s.
-	PollInterval time.Duration
-	// Lease is how long a claim holds an item (and a scheduled run), extended by heartbeats
-	// while it runs; an item whose lease ran out (its holder died) is swept back to pending and
-	// its holder's late completion rejected. Default 30 s.
-	Lease time.Duration
-	// HeartbeatInterval is how often leases are extended; well under Lease. Default Lease/3.
-	HeartbeatInterval time.Duration
-	// SweepInterval is how often expired leases are swept back. Default Lease/2.
-	SweepInterval time.Duration
-	// StoreTimeout bounds every database call of the scheduler, so a hung database is logged
-	// and retried rather than stalling it; shorter than Lease. Default Lease/3, which leaves a
-	// heartbeat that timed out time for another before the lease runs out.
-	StoreTimeout time.Duration
-	// ShutdownGrace is how long Shutdown still waits once its context ended, for cancelled
-	// handlers to return and outcomes to be written (see Queue.Shutdown). Default 5 s.
-	ShutdownGrace time.Duration
-	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
-	// key (Registry.KeyOf) is open the item is not attempted, and is due again when the
-	// breaker may let a probe through (at most Config.Recheck later) or when it closes.
-	// Default none: the pipeline's own breaker refuses at dispatch, still without an attempt.
+	// Workers is the number of items run at once; items are claimed only for free workers,
+	// so a crash charges only the items that ran. Default 4.
+	Workers      int
+	BatchSize    int           // items claimed, and outcomes written, per round trip; default 100
+	PollInterval time.Duration // the wait when no item was due; default 1 s
+	// Lease is how long a claim holds an item or scheduled run, extended by heartbeats; an
+	// item whose holder died is swept back when it runs out, and a late completion rejected.
+	// Default 30 s.
+	Lease             time.Duration
+	HeartbeatInterval time.Duration // how often leases are extended; default Lease/3
+	SweepInterval     time.Duration // how often expired leases are swept; default Lease/2
+	// StoreTimeout bounds each database call, so a hung database is logged and retried, not
+	// waited on. Default Lease/3: a heartbeat that timed out has time for another.
+	StoreTimeout  time.Duration
+	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
+	// Breakers, when set, is consulted before each dispatch: an item whose breaker (by
+	// Registry.KeyOf) is open is not attempted, and is due when a probe may pass or the breaker
+	// closes. Default none: the pipeline's breaker refuses at dispatch, still not an attempt.
 	Breakers *breaker.Registry
-	// Logger receives operational errors; a database that keeps failing is logged once, then
-	// at most every 30 s, and when it recovers. Default zap.L() as of Start (see
-	// Config.Logger).
+	// Logger gets operational errors; a failing database is logged once, then at most every
+	// 30 s, and on recovery. Default zap.L() as of Start.
 	Logger *zap.Logger
-	// Retention is how long succeeded items and their attempts are kept: older ones are
-	// deleted at Start and every minute, 500 per transaction, by one instance at a time. Items
-	// in other states are never deleted (pending and running are work, dead ones the dead
-	// letters' history). Default 24 h: yesterday's work stays visible and the table small. A
-	// negative value keeps them forever.
+	// Retention is how long succeeded items are kept; older ones are deleted every minute by
+	// one instance, 500 per transaction. Other states are never deleted (pending and running
+	// items are work, dead ones the letters' history). Default 24 h: yesterday's work stays
+	// visible and the table small. Negative: forever.
 	Retention time.Duration
 	// OnClaim is called after each database round trip that claimed items, with how long it
 	// took, how many items it claimed and its error (for a latency histogram: a slow claim is
