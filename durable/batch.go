@@ -25,23 +25,15 @@ type BatchResult struct {
 	DeadLetters []DeadLetterID // the letters of the failed items, in order
 }
 
-// RunBatch sends items' requests through sender one after another and isolates their failures:
-// an item whose send fails (an error, or a panic) is captured as a dead letter with source
-// (required: listings filter on it), its key, payload (unless over Config.MaxPayloadBytes) and
-// error, and the rest still run. A pass over many records thus completes however many are bad,
-// and each bad one waits for an operator with what is needed to replay it. Every request type
-// must be registered (the letter's payload is encoded and decoded by the registry): an
-// unregistered one refuses the batch before anything is sent (ErrUnknownRequest, naming each).
-//
-// Letters of a batch are never retried automatically: a batch item usually fails for a reason of
-// its own (bad data, a mapping mistake) that fails it every time until someone fixes it, so a
-// replay is the operator's decision; transient failures are for the pipeline's in-process retry.
-// Sends are marked mediator.Stored, so a deferral does not store a failure a second time.
-//
-// When ctx ends, RunBatch stops before the next item and returns ctx's error with the counts so
-// far; a send failed by ctx's end is not captured (the caller gave up). An error storing a letter
-// stops the batch too. A batch is not durable work: if the process dies, the letters captured
-// survive and the rest is the caller's to know; Enqueue items that must survive a crash.
+// RunBatch sends items' requests through sender in order and isolates their failures: an item
+// whose send fails (an error, a panic) becomes a dead letter with source (required), its key,
+// payload and error, and the rest still run, so a pass over many records completes however many
+// are bad. Every request type must be registered, or nothing is sent (ErrUnknownRequest).
+// A batch's letters are never retried automatically: a batch item usually fails for a reason of
+// its own (bad data) until someone fixes it, so a replay is the operator's call. Sends are marked
+// mediator.Stored, so a deferral does not store a failure twice. When ctx ends, or a letter
+// cannot be stored, RunBatch stops and returns the error with the counts so far (a send failed
+// by ctx is not captured). A batch is not durable: after a crash the rest is the caller's to know.
 func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source string, items []BatchItem) (BatchResult, error) {
 	var res BatchResult
 	if sender == nil {

@@ -28,9 +28,8 @@ const (
 	DeadLetterDiscarded DeadLetterStatus = "discarded" // an operator retired it, saying why
 )
 
-// DeadLetter is a request that failed for good and waits for an operator: a dead item, or a
-// failed item of RunBatch. Letters are never deleted: replay and discard change the status and
-// append to the timeline (Queue.DeadLetter).
+// DeadLetter is a dead item, or a failed item of RunBatch, waiting for an operator. Letters are
+// never deleted: replay and discard change Status and append to the timeline.
 type DeadLetter struct {
 	ID     DeadLetterID
 	ItemID ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
@@ -60,8 +59,7 @@ const (
 	TimelineDiscard TimelineKind = "discard" // the discard by an operator
 )
 
-// TimelineEntry is one thing that happened to a dead letter's request: the dead item's
-// attempts, then the operators' replays and discard, in order.
+// TimelineEntry is an attempt of a dead letter's item, or a replay or discard, in order.
 type TimelineEntry struct {
 	Kind               TimelineKind
 	Number             int // an attempt's number; 0 for the other kinds
@@ -294,23 +292,17 @@ const (
 )
 
 // Replay runs the request of failed letter id again through sender while the caller waits, as
-// the scheduler dispatches an item (one attempt, marked mediator.Unattended, SingleAttempt and
-// Stored), so its handler must be idempotent (FromContext gives it the letter's item id, the
-// letter and this replay's id). actor names who replays, for the timeline; it is required.
+// the scheduler runs an item (one attempt, mediator.Unattended, SingleAttempt and Stored), so its
+// handler must be idempotent. actor, required, names who replays. Success returns Replayed; a
+// failure StillFailed with the handler's error; a letter not failed or being replayed Conflict
+// (ErrConflict); an unknown id NotFound (ErrNotFound). When ctx ends while the handler runs, the
+// letter stays failed, the timeline gets an abandoned replay, and ctx's error is returned. When
+// this instance cannot run the request, nothing is recorded.
 //
-// Success returns Replayed; a failure (an error or a panic) keeps the letter failed, counts the
-// replay, and returns StillFailed with the handler's error. A letter not failed, or one another
-// replay runs, gets Conflict and ErrConflict; an unknown id NotFound and ErrNotFound. When ctx
-// ends while the handler runs, the letter stays failed and free, its timeline gets an abandoned
-// replay of unknown outcome, and Replay returns ctx's error. When this instance cannot run the
-// request (name not registered, no handler), nothing is recorded and another instance may.
-//
-// The handler's outcome is written even when the database fails as it returns: the write is
-// retried under the replay's lease, past ctx's end, for about Config.ReplayLease at most; if
-// the lease is lost first, Replay returns ErrOutcomeUnknown and the timeline records an
-// abandoned replay, never a failure. Concurrent replays of one letter, in any process, run its
-// handler once (the lease). No transaction is held while the handler runs, so it may use the
-// database itself.
+// The outcome is written past ctx's end and through database failures, under the replay's lease
+// (Config.ReplayLease); if the lease is lost first, Replay returns ErrOutcomeUnknown and the
+// timeline shows an abandoned replay, never a failure. Concurrent replays of a letter run its
+// handler once. No transaction is held while the handler runs, so it may use the database.
 func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLetterID, actor string) (Resolution, error) {
 	if err := checkSender("Replay", sender); err != nil {
 		return "", err

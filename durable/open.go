@@ -16,12 +16,9 @@ import (
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
-// Driver is the database a Queue keeps its items in: sqlite.Open(path) or sqlite.New(db) of
-// package durable/sqlite (one file, one process writing at a time), or postgres.Open(dsn) or
-// postgres.New(db) of package durable/postgres (any number of instances divide the work).
-// Each driver package alone imports its database driver and owns its migrations (Migrate,
-// MigrationSQL), so a program links only the database it uses. Only those packages implement
-// it: its method names an internal type.
+// Driver is the database a Queue keeps its items in, made by package durable/sqlite (one file,
+// one writing process) or durable/postgres (instances divide the work). Each alone imports its
+// database driver and owns its migrations, so a program links only the database it uses.
 type Driver interface {
 	// Database opens (or, for a pool the caller owns, wraps) the driver's database.
 	Database() (store.Database, error)
@@ -33,22 +30,21 @@ type Config struct {
 	// migration tool (the driver's MigrationSQL). Default false: Open applies what is missing.
 	SkipMigrations bool
 
-	// Policy is the retry policy of durable items, under each registration's WithPolicy.
-	// MaxAttempts counts scheduler dispatches (see Item.Counted). Its classification is layered over each
-	// request's in-process retry policy to decide what is deferred and tried again. Zero
-	// fields mean durable defaults, not the in-process ones, since nobody waits: 10 attempts,
-	// Exponential from 1 s doubling to 1 h (eight and a half minutes in all, enough to outlast
-	// a restart or failover downstream), Jitter On (items that failed together do not return
+	// Policy is the retry policy of durable items, under each registration's WithPolicy; its
+	// classification, over each request's in-process policy, decides what is deferred and
+	// retried. Zero fields mean durable defaults, since nobody waits: 10 attempts (see
+	// Item.Counted), Exponential from 1 s doubling to 1 h (eight and a half minutes, enough
+	// to outlast a restart downstream), Jitter On (items that failed together do not return
 	// together), and timeouts, transport errors and open circuits retried (durable work is
-	// for the dependency that is down or hung).
+	// for the dependency that is down).
 	Policy retry.Policy
 	// Clock tells due times, leases and timestamps; a fake one makes items due in tests
 	// (intervals use real timers). Default behaviors.SystemClock.
 	Clock behaviors.Clock
 	Rand  func() float64 // [0, 1) for jitter, called concurrently; default math/rand/v2
-	// Recheck is the longest an item the scheduler could not start (an open breaker, a name
-	// this instance does not know) waits before it is looked at again: a breaker tripped for a
-	// day and reset elsewhere must not hold it a day. Default 1 minute.
+	// Recheck is the longest an item the scheduler could not start (an open breaker, an
+	// unknown name) waits to be looked at again: a breaker tripped for a day and reset
+	// elsewhere must not hold it a day. Default 1 minute.
 	Recheck time.Duration
 
 	// OnDead, when set, is called once for each new dead letter: an item that became dead

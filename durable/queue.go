@@ -38,16 +38,12 @@ type Queue struct {
 // passed (sqlite.New, postgres.New). Call Shutdown first.
 func (q *Queue) Close() error { return q.store.Close() }
 
-// Start runs this instance's scheduler (see the package doc and SchedulerConfig): call it in
-// every instance once sender, the *mediator.Mediator, is built; instances sharing a database
-// divide the work, each item going to one instance at a time.
-//
-// It refuses wiring mistakes that would otherwise fail on the first item: a nil sender, a
-// mediator not built (mediator.ErrNotBuilt), one without a handler for request types
-// registered or scheduled on q (one error naming each, matching mediator.ErrNoHandler). A
-// Sender of another kind cannot be asked; an item it turns away with mediator.ErrNoHandler
-// waits unattempted for an instance that can run it (Config.Recheck). It fails with
-// ErrStarted while the scheduler runs and ErrStopped after Shutdown: a queue schedules once.
+// Start runs this instance's scheduler: call it in every instance once sender, the
+// *mediator.Mediator, is built; instances sharing a database divide the work. It refuses a nil
+// sender, a mediator not built (mediator.ErrNotBuilt), or one lacking a handler for request
+// types registered or scheduled on q (naming each, mediator.ErrNoHandler); an item another
+// Sender turns away with mediator.ErrNoHandler waits, unattempted (Config.Recheck). It fails
+// with ErrStarted while the scheduler runs and ErrStopped after Shutdown.
 func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -71,17 +67,12 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	return nil
 }
 
-// Shutdown stops the scheduler: it claims nothing more, releases claimed items not started,
-// and waits for running items and writes their outcomes. If ctx ends first it cancels the
-// dispatches, whose attempts are recorded as interrupted; handlers and the database then have
-// SchedulerConfig.ShutdownGrace, after which the store call in flight is cancelled. So
-// Shutdown returns within ctx's deadline plus ShutdownGrace even when a handler ignores
-// cancellation (its goroutine alone may outlive Shutdown) or the database is gone; an outcome
-// not written keeps its lease until it runs out, and the item runs again, never lost.
-//
-// Every call, concurrent ones too, returns the same outcome: nil when every item was
-// completed or released, else an error saying what was left and why. Shutdown before Start
-// returns nil, and Start then fails with ErrStopped.
+// Shutdown stops the scheduler: it claims nothing more, releases unstarted items, and waits for
+// running ones and their outcomes. If ctx ends first it cancels them (recorded as interrupted)
+// and waits SchedulerConfig.ShutdownGrace more, so it returns even if a handler ignores
+// cancellation (its goroutine alone outlives Shutdown) or the database is gone; an unwritten
+// outcome keeps its lease, and the item runs again. Every call returns the same result: nil, or
+// an error saying what was left. Before Start it returns nil.
 func (q *Queue) Shutdown(ctx context.Context) error {
 	q.mu.Lock()
 	q.stopped = true
@@ -124,26 +115,20 @@ func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at
 // WithDelay makes the item due d from now (by the queue's clock).
 func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
-// WithDedupeKey sets the item's dedupe key: while an item with the same key is pending or running,
-// Enqueue inserts nothing and reports that item. An empty key disables deduplication. Without
-// the option, a request with a method DedupeKey() string gives the key.
+// WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running,
+// Enqueue inserts nothing and reports it. Without it, a request's method DedupeKey() string gives
+// the key; empty disables.
 func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
 
-// WithOrderingKey sets the item's ordering key: items with the same key are dispatched one at a
-// time, in the order they were enqueued; an item waits while an earlier one is pending
-// (including backing off) or running. Without the option, a request with a method
-// OrderingKey() string gives the key.
+// WithOrderingKey sets the item's ordering key: items with one key run one at a time, in enqueue
+// order. Without it, a request's method OrderingKey() string gives the key.
 func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
-	// ID is the new item, or the one already holding the token or the dedupe key.
-	ID ItemID
-	// Duplicate is true when nothing was inserted because of such an item.
-	Duplicate bool
-	// Token is the enqueue's token (WithToken's, or a random one); ID's unless the dedupe key
-	// made it a Duplicate.
-	Token string
+	ID        ItemID // the new item, or the one holding the token or dedupe key
+	Duplicate bool   // nothing was inserted because of such an item
+	Token     string // the enqueue's token; ID's unless the dedupe key made it a Duplicate
 }
 
 // Enqueue persists req (a registered request pointer) for a scheduler to dispatch. The item

@@ -31,21 +31,17 @@ func WithLocation(loc *time.Location) ScheduleOption {
 	return func(c *scheduleConfig) { c.loc = loc }
 }
 
-// ScheduleInfo is a schedule as stored, including ones no longer registered anywhere (rows are
-// never deleted, so their run logs stay readable).
+// ScheduleInfo is a stored schedule, registered or not (rows are never deleted).
 type ScheduleInfo struct {
-	Name     string
-	Spec     string
-	Location string // the time zone Spec is read in (time.Location.String)
-	NextRun  time.Time
-	// RunningOn is the instance running it now, or empty; a dead instance's run stays listed
-	// until its lease runs out.
-	RunningOn string
-	// LastStartedAt and LastEndedAt are of the last run that ended; zero before one has.
+	Name, Spec string
+	Location   string // the time zone Spec is read in (time.Location.String)
+	NextRun    time.Time
+	RunningOn  string // the instance running it now; a dead one until its lease runs out
+	// LastStartedAt, LastEndedAt, LastOutcome and LastError are of the last run that ended
+	// (skipped runs are only in the run log).
 	LastStartedAt, LastEndedAt time.Time
-	// LastOutcome is that run's outcome (skipped runs are only in the run log).
-	LastOutcome Outcome
-	LastError   string
+	LastOutcome                Outcome
+	LastError                  string
 }
 
 // ScheduleRun is one entry of a schedule's run log (Queue.ScheduleRuns).
@@ -61,38 +57,22 @@ type ScheduleRun struct {
 
 }
 
-// Schedule has the scheduler (Queue.Start) of one instance, whichever claims each run first,
-// send newRequest() through the mediator at each time spec names, and log the run
-// (Queue.ScheduleRuns). spec is a standard five-field cron expression ("*/15 * * * *") or a
-// descriptor ("@hourly", "@every 90s"), read in UTC unless WithLocation says otherwise (a
-// "CRON_TZ=" prefix is refused, so a zone is said one way). The first run is the first time
-// spec names after the schedule is first stored.
+// Schedule has one instance's scheduler, whichever claims each run first, send newRequest()
+// through the mediator at each time spec names, and log the run (Queue.ScheduleRuns). spec is a
+// five-field cron expression ("*/15 * * * *") or a descriptor ("@hourly", "@every 90s"), in UTC
+// unless WithLocation says otherwise. Q needs a handler in Start's mediator, not a Register: it
+// is never stored. Every instance should register the same schedules; Start stores them (a
+// changed spec replaces the stored one).
 //
-// Q (a pointer type) needs a handler in Start's mediator, not a Register: a scheduled request
-// is built at each run, never stored. If it is registered and its pipeline has the deferral, a
-// failing run is deferred as any failing send, and logged as failed. The dispatch is marked
-// mediator.Unattended, so the log shows what the handler did, not a fallback.
+// Each run is its own goroutine, so a slow run delays no other schedule; its next due time moves
+// on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
+// due while the previous runs is OutcomeSkipped, as queuing would fall ever further behind. After
+// downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
+// holds a lease (SchedulerConfig.Lease): a dead instance's run is not logged, and its schedule
+// goes on when the lease runs out. Shutdown waits for runs as for items.
 //
-// Runs, and the reasons for them:
-//   - Each run is its own goroutine: one slow run never delays another schedule.
-//   - The next due time moves on when a run is claimed, so a run that fails keeps the cadence.
-//   - Runs of one schedule never overlap: a run due while the previous one runs anywhere is
-//     logged OutcomeSkipped (queuing would fall ever further behind, and overlapping runs of
-//     a job written to run alone would share its data).
-//   - After downtime, one catch-up run is made, not one per missed time: each run does the
-//     whole job, and repeats would only load a downstream that is coming back.
-//   - A run holds a lease (SchedulerConfig.Lease); a run whose instance died leaves no log
-//     entry, and the schedule continues once the lease runs out.
-//   - Shutdown waits for running runs as for items, with the same context and grace.
-//
-// Every instance should register the same schedules. Start stores them: a new name is
-// inserted, a changed spec or location replaces the stored one; schedules no longer registered
-// are left (and run by no one). Between two versions' specs for one name, the instance started
-// last wins.
-//
-// Schedule panics, naming the problem, on a nil queue or newRequest, an empty or taken name, a
-// Q not a pointer, a spec that does not parse or never names a time, a nil location, or a call
-// after Start.
+// Schedule panics, naming the mistake, on a nil queue or newRequest, an empty or taken name, a Q
+// not a pointer, a bad spec, a nil location, or a call after Start.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
 	if q == nil {
 		panic("durable: Schedule: nil queue")
@@ -205,9 +185,8 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return out, nil
 }
 
-// ScheduleRuns returns the run log of the schedule name, newest first: at most limit runs.
-// A zero limit means 100, a few days of an hourly schedule, enough to see a pattern without
-// paging; a negative limit is an error.
+// ScheduleRuns returns schedule name's run log, newest first, at most limit runs (0 means 100,
+// a few days of an hourly schedule).
 func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]ScheduleRun, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("durable: ScheduleRuns: limit %d is negative", limit)
