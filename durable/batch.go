@@ -11,10 +11,8 @@ import (
 
 // BatchItem is one request of a batch run (Queue.RunBatch).
 type BatchItem struct {
-	// Key is the caller's name for the item (its record's id, say), kept by its dead letter so
-	// an operator can tell which record failed. It may be empty.
-	Key     string
-	Request any // a pointer of a registered type, so a failure can be stored and replayed
+	Key     string // the caller's name for it (its record's id), kept by its dead letter
+	Request any    // a pointer of a registered type
 }
 
 // BatchResult reports a batch run.

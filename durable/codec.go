@@ -14,28 +14,23 @@ import (
 
 // Codec turns requests into payload bytes and back.
 type Codec interface {
-	// Marshal encodes v, a request pointer.
-	Marshal(v any) ([]byte, error)
-	// Unmarshal decodes data into v, a pointer to a new request value.
-	Unmarshal(data []byte, v any) error
+	Marshal(v any) ([]byte, error)      // v is a request pointer
+	Unmarshal(data []byte, v any) error // v points to a new request value
 }
 
 // JSONCodec encodes with encoding/json; the default Codec. By default it ignores payload fields
-// the type does not have: items outlive the code that wrote them, and during a rolling deploy an
-// instance of the previous version must not turn items with an added field into dead letters.
-// The price is that a removed field is dropped silently (see Strict). A payload that is not
-// exactly one JSON value of the request's shape fails to decode, and its item becomes dead.
+// the type lacks: during a rolling deploy, an instance of the previous version must not turn
+// items with an added field into dead letters (the price: a removed field is dropped silently).
 type JSONCodec struct {
-	// Strict rejects payloads with fields the request type does not have, for queues whose
-	// instances always run one version of the types, or where losing a renamed field is worse
-	// than a dead letter. Default false (see JSONCodec).
+	// Strict rejects payload fields the type lacks, for instances that always run one version
+	// of the types, or where losing a renamed field is worse than a dead letter.
 	Strict bool
 }
 
 // Marshal implements Codec.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Unmarshal implements Codec.
+// Unmarshal implements Codec: data must be one JSON value of v's shape, then only whitespace.
 func (c JSONCodec) Unmarshal(data []byte, v any) error {
 	if !c.Strict {
 		// json.Unmarshal validates the whole input, trailing data included, and decodes
@@ -88,13 +83,10 @@ func WithPolicy(p retry.Policy) RegisterOption {
 	return func(r *registration) { r.policy, r.hasPol = p, true }
 }
 
-// Register registers request type Q (a pointer type, as sent: *SendInvoice) on q under name,
-// before it is enqueued or deferred, in every instance whose scheduler may find the name. Names
-// are stored with items: keep them stable across renames of the Go type.
-//
-// Like http.ServeMux.Handle, Register panics, with an error naming the mistake: Q not a pointer,
-// an empty or taken name or type, an invalid WithPolicy (retry.ErrInvalidPolicy), or a call after
-// a Build that included q's deferral (that Build decided what it defers).
+// Register registers request type Q (a pointer, as sent: *SendInvoice) on q under name, in
+// every instance whose scheduler may find the name; keep names stable across Go renames. Like
+// http.ServeMux.Handle it panics, with an error naming the mistake: Q not a pointer, an empty or
+// taken name or type, an invalid WithPolicy, or a call after a Build that included q's deferral.
 func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
 	if q == nil {
 		panic("durable: Register: nil queue")

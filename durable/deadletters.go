@@ -31,21 +31,19 @@ const (
 // DeadLetter is a dead item, or a failed item of RunBatch, waiting for an operator. Letters are
 // never deleted: replay and discard change Status and append to the timeline.
 type DeadLetter struct {
-	ID     DeadLetterID
-	ItemID ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
-	// Source is the request name of a dead item, or the batch's source; listings filter on it.
-	Source  string
-	Name    string // the registered name the payload decodes as, for replay
+	ID      DeadLetterID
+	ItemID  ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
+	Source  string // the dead item's request name, or the batch's source
+	Name    string // the registered name the payload decodes as
 	Key     string // the batch item's key, or the dead item's dedupe key
 	Payload []byte
-	// Error is the last error: the item's, the batch item's, or the last failed replay's.
-	Error  string
-	Status DeadLetterStatus
+	Error   string // the last error, of the item, the batch item or the last failed replay
+	Status  DeadLetterStatus
 	// RetryCount counts the replays that ran; one the caller cancelled does not count.
 	RetryCount           int
 	CreatedAt, UpdatedAt time.Time
-	// Metadata is the item's metadata (see Config.Propagators), or what the propagators took
-	// from RunBatch's context; a replay runs with it, so it keeps its trace context and tenant.
+	// Metadata is the item's metadata (see Config.Propagators), or what RunBatch's context
+	// gave; a replay runs with it, so it keeps its trace context and tenant.
 	Metadata map[string]string
 }
 
@@ -62,28 +60,23 @@ const (
 // TimelineEntry is an attempt of a dead letter's item, or a replay or discard, in order.
 type TimelineEntry struct {
 	Kind               TimelineKind
-	Number             int // an attempt's number; 0 for the other kinds
+	Number             int // an attempt's number
 	StartedAt, EndedAt time.Time
 	Instance           string // the scheduler instance of an attempt
 	Actor              string // the operator of a replay or discard
-	// Outcome is an attempt's Outcome, a replay's Resolution (Replayed or StillFailed), or
-	// Discarded.
-	Outcome string
-	Error   string
-	Reason  string // why the letter was discarded
+	Outcome            string // an attempt's Outcome, a replay's Resolution, or Discarded
+	Error              string
+	Reason             string // why the letter was discarded
 }
 
 // DeadLetterFilter selects the letters Queue.DeadLetters lists.
 type DeadLetterFilter struct {
-	// Status keeps only letters in that status. Zero means DeadLetterFailed, the letters that
-	// wait for an operator.
-	Status   DeadLetterStatus
-	Source   string    // when not empty, only letters of that source
-	From, To time.Time // when not zero, only letters created in [From, To)
-	// Limit caps the letters returned. Zero means 50, a dashboard's page; at most 500, so a
+	Status   DeadLetterStatus // zero means DeadLetterFailed, the letters waiting for an operator
+	Source   string           // when not empty, only letters of that source
+	From, To time.Time        // when not zero, only letters created in [From, To)
+	// Limit caps the letters returned: zero means 50, a dashboard's page; at most 500, so a
 	// listing's payloads stay a bounded response.
-	Limit  int
-	Offset int
+	Limit, Offset int
 }
 
 // Listing limits of DeadLetterFilter.
@@ -111,11 +104,9 @@ const (
 
 // BulkResult is the outcome of one id of ReplayMany or DiscardMany.
 type BulkResult struct {
-	ID DeadLetterID
-	// Resolution is what became of it; empty when it could not be worked on (a database error,
-	// the caller's cancellation), which Error says.
-	Resolution Resolution
-	Error      string // the replay's error, or why nothing was done
+	ID         DeadLetterID
+	Resolution Resolution // empty when it could not be worked on, as Error says
+	Error      string     // the replay's error, or why nothing was done
 }
 
 // deadLetters is the queue's dead-letter configuration.

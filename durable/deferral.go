@@ -11,19 +11,14 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Deferral is a behavior that parks failing requests in the queue instead of failing them: when
-// the pipeline inside it ends in an error worth another try (the request's retry policy, found
-// at Build, with Config.Policy's classification over it) or a circuit-open refusal, it stores
-// the request and returns a *DeferredError. The item is due after the policy's first delay, or
-// later when the error carries a Retry-After hint or an open breaker's wait.
-//
-// It defers only request types registered before Build, and never a dispatch marked
-// mediator.Stored (it is stored already), a request whose caller's context is done (the caller
-// gave up), or one whose write fails (it returns the original error joined with the store's).
-// When the write was sent but its answer did not come within DeferralConfig.PersistTimeout, it
-// returns the original error joined with an *OutcomeUnknownError carrying the item's token.
-//
-// A deferred request runs again through the whole pipeline: its handler must be idempotent.
+// Deferral is a behavior that stores failing requests in the queue instead of failing them: when
+// the pipeline inside it ends in an error worth another try (the request's retry policy with
+// Config.Policy's classification over it) or a circuit-open refusal, it stores the request, due
+// after the policy's first delay or a Retry-After hint, and returns a *DeferredError. It defers
+// only types registered before Build, and never a dispatch marked mediator.Stored, a request
+// whose caller gave up, or one it fails to store (then it returns the error joined with the
+// store's, or with an *OutcomeUnknownError when the write's outcome is unknown). A deferred
+// request runs again through the whole pipeline: its handler must be idempotent.
 type Deferral struct {
 	q        *Queue
 	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
@@ -68,9 +63,8 @@ func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	return &Deferral{q: q, classify: cfg.Classifier, persist: persist}
 }
 
-// Placement implements mediator.PlacedBehavior: "durable-deferral" at behaviors.DeferralOrder,
-// inside a fallback and outside retry and the breaker, so it sees the in-process attempts' final
-// result.
+// Placement implements mediator.PlacedBehavior: at behaviors.DeferralOrder, outside retry and
+// the breaker, so it sees the final in-process result.
 func (d *Deferral) Placement() mediator.Placement {
 	return mediator.Placement{Name: "durable-deferral", Stage: mediator.StageDefault, Order: behaviors.DeferralOrder}
 }
@@ -80,11 +74,10 @@ func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
 	return !info.Stream && d.q.reg.has(info.Request)
 }
 
-// Built implements mediator.BuiltBehavior: after a Build including the deferral, Register
-// panics, since that Build's pipelines would never defer the new type.
+// Built implements mediator.BuiltBehavior: after such a Build, Register panics.
 func (d *Deferral) Built() { d.q.reg.seal() }
 
-// Bind implements mediator.BindingBehavior: it finds the pipeline's retry policy.
+// Bind implements mediator.BindingBehavior.
 func (d *Deferral) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	b := *d
 	b.src = findPolicySource(info.Behaviors)
@@ -152,9 +145,8 @@ func parkedOn(key string) EnqueueOption {
 // Dispatch is the scheduler's attempt of an item, or the replay of a dead letter, that a
 // context belongs to.
 type Dispatch struct {
-	// ItemID is the item, or the dead item a replayed letter stands for: the same for every
-	// attempt and replay, so a key for idempotence. 0 in a replay of a RunBatch letter (use
-	// DeadLetter).
+	// ItemID is the item, or the dead item a replayed letter stands for: the same in every
+	// attempt and replay, a key for idempotence. 0 for a RunBatch letter (use DeadLetter).
 	ItemID     ItemID
 	Name       string
 	Attempt    int          // the durable attempt number, from 1; 0 in a replay

@@ -8,19 +8,15 @@ import (
 
 // Limits and defaults.
 const (
-	// DefaultMaxPayloadBytes is the default of Config.MaxPayloadBytes: 4 MiB.
-	DefaultMaxPayloadBytes = 4 << 20
-	// MaxPayloadLimit is the largest Config.MaxPayloadBytes accepted: 10⁹ bytes, the longest
-	// value SQLite stores by default, just under PostgreSQL's 1 GiB limit on a field.
+	DefaultMaxPayloadBytes = 4 << 20 // the default of Config.MaxPayloadBytes
+	// MaxPayloadLimit is the largest Config.MaxPayloadBytes: the longest value SQLite stores by
+	// default, just under PostgreSQL's 1 GiB limit on a field.
 	MaxPayloadLimit = 1_000_000_000
-	// MaxMetadataSize is the largest metadata an item may carry, in bytes of its JSON
-	// encoding: room for a W3C trace context and baggage (8 KiB) and a few identifiers, and
-	// no more, since every row and claim carries it.
-	MaxMetadataSize = 16 << 10
-	// MaxTokenBytes is the longest token WithToken accepts.
-	MaxTokenBytes = 200
-	// DefaultPersistTimeout is the default of DeferralConfig.PersistTimeout.
-	DefaultPersistTimeout = 5 * time.Second
+	// MaxMetadataSize bounds an item's JSON-encoded metadata: room for a W3C trace context and
+	// baggage (8 KiB) and a few ids, and no more, since every row and claim carries it.
+	MaxMetadataSize       = 16 << 10
+	MaxTokenBytes         = 200             // the longest token WithToken accepts
+	DefaultPersistTimeout = 5 * time.Second // the default of DeferralConfig.PersistTimeout
 )
 
 // Sentinel errors. The errors durable returns match one of them with errors.Is and name the
@@ -45,14 +41,12 @@ var (
 	ErrTooMany = errors.New("durable: too many dead letter ids")
 )
 
-// OutcomeUnknownError reports an insert sent whose answer never came (a deadline, a broken
-// connection): the item may or may not be stored. It matches ErrOutcomeUnknown and unwraps to
-// Cause. Find the item with Queue.ItemByToken(Token), or enqueue again with WithToken(Token),
-// which stores it once either way.
+// OutcomeUnknownError reports an insert sent whose answer never came: the item may or may not be
+// stored. It matches ErrOutcomeUnknown and unwraps to Cause. Find the item with
+// Queue.ItemByToken(Token), or enqueue again WithToken(Token): it is stored once either way.
 type OutcomeUnknownError struct {
-	Token string // the item, if stored, holds it
-	Name  string
-	Cause error // what the insert met
+	Token, Name string
+	Cause       error // what the insert met
 }
 
 // Error implements error.
@@ -84,12 +78,10 @@ func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPaylo
 // DeferredError is the result of a request the Deferral stored for later. It matches
 // ErrDeferred and does not unwrap to Cause: the request did not fail, it was accepted.
 type DeferredError struct {
-	// ItemID is the stored item, or, when Duplicate, the one pending under its dedupe key;
-	// Token is that item's token.
-	ItemID    ItemID
+	ItemID    ItemID // the stored item, or when Duplicate the one pending under the dedupe key
 	Duplicate bool
-	Token     string
-	Cause     error // the last in-process attempt's error
+	Token     string // ItemID's token
+	Cause     error  // the last in-process attempt's error
 }
 
 // Error implements error.

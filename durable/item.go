@@ -43,27 +43,21 @@ type Item struct {
 	Name     string // the name the request type was registered under
 	Payload  []byte
 	State    ItemState
-	Attempts int // the attempts made (the rows Queue.Attempts lists)
-	// Interruptions and Unattributed count attempts that do not count against MaxAttempts
-	// (see Counted): those a shutdown interrupted, and those abandoned while other items ran
-	// beside it in an instance that died, when nothing says which item killed it.
+	Attempts int // the attempts made (Queue.Attempts)
+	// Interruptions (by a shutdown) and Unattributed (abandoned while other items ran in an
+	// instance that died, so nothing says which killed it) do not count (see Counted).
 	Interruptions, Unattributed int
-	// Isolate is true when the last lease ran out while the item ran: its next claim runs it
-	// alone in its instance, so a crash then is its own.
-	Isolate bool
-	// ParkedKey is the breaker key a pending item waits on; the breaker closing frees it.
-	ParkedKey            string
-	DedupeKey            string    // see WithDedupeKey
-	OrderingKey          string    // see WithOrderingKey
-	NextAt               time.Time // when a pending item is due
-	LeaseOwner           string    // the instance holding a running item's lease, until LeaseUntil
-	LeaseUntil           time.Time
-	LastError            string // of the last failed attempt or deferral
-	CreatedAt, UpdatedAt time.Time
-	// Metadata holds what Config.Propagators took from the enqueuing caller; nil for none.
-	Metadata map[string]string
-	// Token is the item's identity (WithToken's, or random; see Queue.ItemByToken); empty for
-	// items enqueued before the schema had tokens.
+	Isolate                     bool      // its lease ran out while it ran: its next claim runs it alone
+	ParkedKey                   string    // the breaker a pending item waits on; its closing frees it
+	DedupeKey, OrderingKey      string    // see WithDedupeKey, WithOrderingKey
+	NextAt                      time.Time // when a pending item is due
+	LeaseOwner                  string    // the instance holding a running item, until LeaseUntil
+	LeaseUntil                  time.Time
+	LastError                   string // of the last failed attempt or deferral
+	CreatedAt, UpdatedAt        time.Time
+	Metadata                    map[string]string // what Config.Propagators took at enqueue
+	// Token is the item's identity (see WithToken, Queue.ItemByToken); empty for items stored
+	// before the schema had tokens.
 	Token string
 }
 
@@ -72,13 +66,12 @@ func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattr
 
 // Attempt is one real try of an item (a refusal is none).
 type Attempt struct {
-	ID       int64
-	ItemID   ItemID
-	Number   int    // from 1
-	Instance string // the scheduler instance that made it
-	// StartedAt is when the dispatch started, or for OutcomeAbandoned when the item was claimed.
-	StartedAt time.Time
-	EndedAt   time.Time // when it ended, or was found abandoned
+	ID        int64
+	ItemID    ItemID
+	Number    int       // from 1
+	Instance  string    // the scheduler instance that made it
+	StartedAt time.Time // for OutcomeAbandoned, when the item was claimed
+	EndedAt   time.Time // for OutcomeAbandoned, when the expired lease was found
 	Outcome   Outcome
 	Error     string
 }

@@ -12,23 +12,18 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Propagator carries values of the enqueuing caller's context (trace context, tenant) to the
-// item's dispatch, as the item's metadata (see Config.Propagators). It has the shape of
-// OpenTelemetry's propagation.TextMapPropagator, which a few lines adapt. Its methods are called
-// concurrently; each touches only its own carrier entries, and Extract must not keep the carrier.
+// Propagator carries values of the enqueuing caller's context to the item's dispatch (see
+// Config.Propagators), in the shape of OpenTelemetry's propagation.TextMapPropagator. It is
+// called concurrently, touches only its own carrier entries, and Extract must not keep carrier.
 type Propagator interface {
-	// Inject writes the values of ctx it carries into carrier.
-	Inject(ctx context.Context, carrier map[string]string)
-	// Extract returns ctx with the values it finds in carrier.
+	Inject(ctx context.Context, carrier map[string]string) // write ctx's values into carrier
 	Extract(ctx context.Context, carrier map[string]string) context.Context
 }
 
-// Carry returns a Propagator for one typed context key: the value key.Get finds at Enqueue is
-// JSON-encoded under the key's name, and set with key.With at dispatch, so the handler and the
-// requests it sends see it. A value bound to one request (WithFor) is not carried. Keep the name
-// stable and distinct from other carried names (Open refuses two alike). A value that does not
-// encode, or no longer decodes into T, is left out and logged. Carry panics on a nil key or an
-// empty name.
+// Carry returns a Propagator for one typed context key: the caller's value, JSON-encoded under
+// the key's name, is set with key.With at dispatch (a WithFor value is not carried). Keep names
+// stable and distinct (Open refuses two alike); a value that does not encode or decode is left
+// out and logged. Carry panics on a nil key or an empty name.
 func Carry[T any](key *mediator.Key[T]) Propagator {
 	if key == nil || key.String() == "" {
 		panic("durable: Carry: a key with a name is required")

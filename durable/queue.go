@@ -131,19 +131,16 @@ type Enqueued struct {
 	Token     string // the enqueue's token; ID's unless the dedupe key made it a Duplicate
 }
 
-// Enqueue persists req (a registered request pointer) for a scheduler to dispatch. The item
-// gets its token (WithToken, or a random one) before the insert; when the insert's outcome
-// cannot be known (ctx ended or the connection broke after it was sent), the error is an
-// *OutcomeUnknownError carrying it. Any other error means nothing was stored.
+// Enqueue stores req, a registered request pointer, for a scheduler to dispatch. When the
+// insert's outcome cannot be known (ctx ended, or the connection broke, after it was sent) the
+// error is an *OutcomeUnknownError; any other error means nothing was stored.
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
 	return q.enqueue(ctx, nil, req, opts)
 }
 
-// EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item exists only
-// if tx commits with the application's own writes (a transactional outbox). On SQLite, whose
-// pool has one connection, use the queue only through tx until tx ends. After an
-// ErrOutcomeUnknown, roll tx back, or find the item by the error's token once the commit is
-// known.
+// EnqueueTx is Enqueue inside tx, on the queue's database: the item exists only if tx commits (a
+// transactional outbox). On SQLite, whose pool has one connection, use the queue only through tx
+// until it ends. After an ErrOutcomeUnknown, roll tx back, or find the item by its token.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")
@@ -244,8 +241,7 @@ func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 	return out, nil
 }
 
-// Stats counts the queue's items by state and its dead letters by status, and measures the
-// oldest due item's wait.
+// Stats counts items by state and letters by status, and the oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st, err := q.store.Stats(ctx, q.clock.Now())
 	out := Stats{Counts: make(map[ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}

@@ -11,13 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// WithToken gives the item token as its identity in place of a random one: while an item
-// holding it is kept (until retention), an enqueue with the same token inserts nothing and
-// reports that item as a Duplicate. Derive it from the request's source (an event's id, say),
-// so enqueueing again after an ErrOutcomeUnknown or a crash stores the request once; the second
-// request is not compared with the first. A token is non-empty, at most MaxTokenBytes, valid
-// UTF-8 without NUL (what PostgreSQL stores, enforced on SQLite too so tests and production
-// agree).
+// WithToken gives the item token as its identity in place of a random one: while an item holding
+// it is kept, an enqueue with it inserts nothing and reports that item as a Duplicate. Derive it
+// from the request's source (an event's id), so enqueueing again after an ErrOutcomeUnknown or a
+// crash stores the request once. A token is non-empty, valid UTF-8 without NUL, and at most
+// MaxTokenBytes: what PostgreSQL stores, enforced on SQLite too.
 func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
 
 // itemToken returns the token WithToken gave, checked, or a new random one.
