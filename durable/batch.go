@@ -9,7 +9,7 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// BatchItem is one request of a batch run (Queue.RunBatch).
+// BatchItem is one request of Queue.RunBatch.
 type BatchItem struct {
 	Key     string // the caller's name for it (its record's id), kept by its dead letter
 	Request any    // a pointer of a registered type

@@ -30,7 +30,7 @@ type JSONCodec struct {
 // Marshal implements Codec.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Unmarshal implements Codec: data must be one JSON value of v's shape, then only whitespace.
+// Unmarshal implements Codec: data is one JSON value, then only whitespace.
 func (c JSONCodec) Unmarshal(data []byte, v any) error {
 	if !c.Strict {
 		// json.Unmarshal validates the whole input, trailing data included, and decodes
@@ -83,10 +83,10 @@ func WithPolicy(p retry.Policy) RegisterOption {
 	return func(r *registration) { r.policy, r.hasPol = p, true }
 }
 
-// Register registers request type Q (a pointer, as sent: *SendInvoice) on q under name, in
-// every instance whose scheduler may find the name; keep names stable across Go renames. Like
-// http.ServeMux.Handle it panics, with an error naming the mistake: Q not a pointer, an empty or
-// taken name or type, an invalid WithPolicy, or a call after a Build that included q's deferral.
+// Register registers request type Q (a pointer: *SendInvoice) on q under name, in every
+// instance whose scheduler may find the name; keep names stable across Go renames. Like
+// http.ServeMux.Handle it panics, naming the mistake: Q not a pointer, an empty or taken name or
+// type, an invalid WithPolicy, or a call after a Build that included q's deferral.
 func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
 	if q == nil {
 		panic("durable: Register: nil queue")

@@ -21,7 +21,7 @@ type DeadLetterID int64
 // DeadLetterStatus is where a dead letter stands in an operator's work.
 type DeadLetterStatus string
 
-// The statuses of a dead letter. A letter starts failed; replayed and discarded are terminal.
+// Dead letter statuses; replayed and discarded are terminal.
 const (
 	DeadLetterFailed    DeadLetterStatus = "failed"    // waiting for an operator, also after a failed replay
 	DeadLetterReplayed  DeadLetterStatus = "replayed"  // a replay succeeded
@@ -186,7 +186,7 @@ func (q *Queue) deadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int,
 	return out, err
 }
 
-// DeadLetters lists the letters f selects, newest first, and how many match in all.
+// DeadLetters lists the letters f selects, newest first, and the total match.
 func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
 	if f.Status == "" {
 		f.Status = DeadLetterFailed
@@ -221,8 +221,8 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	return out, total, nil
 }
 
-// DeadLetter returns one letter and its timeline: the dead item's attempts, then the replays
-// and the discard, in order; an unknown id gets ErrNotFound.
+// DeadLetter returns a letter and its timeline: its item's attempts, then the
+// replays and the discard; an unknown id gets ErrNotFound.
 func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []TimelineEntry, error) {
 	d, found, err := q.store.DeadLetter(ctx, store.DeadLetterID(id))
 	if err != nil {
@@ -526,9 +526,8 @@ func replayToken() string {
 	return "replay-" + hex.EncodeToString(b[:])
 }
 
-// Discard retires failed letter id without a replay: it becomes discarded (terminal), and actor
-// and reason, both required (an audit must say who and why), join its timeline. Conflict and
-// NotFound as for Replay.
+// Discard retires failed letter id unreplayed; actor and reason are required (an
+// audit says who and why). Conflict and NotFound as for Replay.
 func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason string) (Resolution, error) {
 	var errs []error
 	if actor == "" {
@@ -561,9 +560,9 @@ func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason stri
 	return Discarded, nil
 }
 
-// ReplayMany replays ids one after another (see Replay), one result per id in order; one
-// letter's failure never stops the others. More than 100 ids get ErrTooMany before anything
-// runs. When ctx ends, the letters not yet replayed get ctx's error, which it returns too.
+// ReplayMany replays ids in turn (see Replay), one result per id in order; one
+// failure never stops the others. Over 100 ids get ErrTooMany, doing nothing.
+// When ctx ends, the letters not yet replayed get its error, returned too.
 func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []DeadLetterID, actor string) ([]BulkResult, error) {
 	if err := checkSender("ReplayMany", sender); err != nil {
 		return nil, err
@@ -574,8 +573,8 @@ func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []De
 	return bulk(ctx, "ReplayMany", ids, func(id DeadLetterID) (Resolution, error) { return q.Replay(ctx, sender, id, actor) })
 }
 
-// DiscardMany discards ids (see Discard), one result per id in order; one letter's failure
-// never stops the others. More than 100 ids get ErrTooMany, before anything is done.
+// DiscardMany discards ids (see Discard), one result per id in order; one
+// failure never stops the others. Over 100 ids get ErrTooMany, doing nothing.
 func (q *Queue) DiscardMany(ctx context.Context, ids []DeadLetterID, actor, reason string) ([]BulkResult, error) {
 	if actor == "" || reason == "" {
 		_, err := q.Discard(ctx, 0, actor, reason)

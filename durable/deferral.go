@@ -12,13 +12,13 @@ import (
 )
 
 // Deferral is a behavior that stores failing requests in the queue instead of failing them: when
-// the pipeline inside it ends in an error worth another try (the request's retry policy with
-// Config.Policy's classification over it) or a circuit-open refusal, it stores the request, due
-// after the policy's first delay or a Retry-After hint, and returns a *DeferredError. It defers
-// only types registered before Build, and never a dispatch marked mediator.Stored, a request
-// whose caller gave up, or one it fails to store (then it returns the error joined with the
-// store's, or with an *OutcomeUnknownError when the write's outcome is unknown). A deferred
-// request runs again through the whole pipeline: its handler must be idempotent.
+// the pipeline inside it ends in an error worth another try (the request's retry policy under
+// Config.Policy's classification) or a circuit-open refusal, it stores the request, due after the
+// policy's first delay or a Retry-After hint, and returns a *DeferredError. It defers only types
+// registered before Build, and never a dispatch marked mediator.Stored, a request whose caller
+// gave up, or one it fails to store (it returns the error joined with the store's, or with an
+// *OutcomeUnknownError). A deferred request runs again through the whole pipeline: its handler
+// must be idempotent.
 type Deferral struct {
 	q        *Queue
 	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
@@ -39,7 +39,7 @@ type DeferralConfig struct {
 	PersistTimeout time.Duration
 }
 
-// Validate reports every problem of cfg, joined, each naming its field. NewDeferral calls it.
+// Validate reports each problem of cfg, naming its field.
 func (cfg DeferralConfig) Validate() error {
 	if cfg.PersistTimeout < 0 {
 		return fmt.Errorf("durable: NewDeferral: PersistTimeout %v is negative", cfg.PersistTimeout)
@@ -47,8 +47,8 @@ func (cfg DeferralConfig) Validate() error {
 	return nil
 }
 
-// NewDeferral returns q's deferral behavior, to Use before Build (after registering the request
-// types it defers). It panics on a nil q or an invalid cfg.
+// NewDeferral returns q's deferral, to Use before Build, after Register. It
+// panics on a nil q or an invalid cfg.
 func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	if q == nil {
 		panic("durable: NewDeferral: nil queue")
@@ -63,18 +63,18 @@ func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	return &Deferral{q: q, classify: cfg.Classifier, persist: persist}
 }
 
-// Placement implements mediator.PlacedBehavior: at behaviors.DeferralOrder, outside retry and
-// the breaker, so it sees the final in-process result.
+// Placement implements mediator.PlacedBehavior: behaviors.DeferralOrder, outside
+// retry and the breaker, so it sees the final in-process result.
 func (d *Deferral) Placement() mediator.Placement {
 	return mediator.Placement{Name: "durable-deferral", Stage: mediator.StageDefault, Order: behaviors.DeferralOrder}
 }
 
-// AppliesTo implements mediator.SelectiveBehavior: registered request types.
+// AppliesTo implements mediator.SelectiveBehavior.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
 	return !info.Stream && d.q.reg.has(info.Request)
 }
 
-// Built implements mediator.BuiltBehavior: after such a Build, Register panics.
+// Built implements mediator.BuiltBehavior: Register then panics.
 func (d *Deferral) Built() { d.q.reg.seal() }
 
 // Bind implements mediator.BindingBehavior.
@@ -157,6 +157,6 @@ type Dispatch struct {
 
 var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
 
-// FromContext returns the dispatch of req, the request the handler was given; the requests that
-// handler sends get false.
+// FromContext returns the dispatch of req, the handler's request (the requests
+// it sends get false).
 func FromContext(ctx context.Context, req any) (Dispatch, bool) { return dispatchKey.GetFor(ctx, req) }

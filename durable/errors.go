@@ -28,9 +28,8 @@ var (
 	ErrEncode         = errors.New("durable: request does not encode") // the codec failed; nothing stored
 	ErrStopped        = errors.New("durable: scheduler stopped")       // Start after Shutdown
 	ErrStarted        = errors.New("durable: scheduler already started")
-	// ErrOutcomeUnknown: a write was sent but its outcome is unknown. From an enqueue or
-	// deferral the item may or may not be stored (an *OutcomeUnknownError carries its token);
-	// from a replay, the handler ran but its outcome was not recorded (see Queue.Replay).
+	// ErrOutcomeUnknown: a write was sent, its outcome unknown: an enqueue's item may or may
+	// not be stored (an *OutcomeUnknownError); a replay's handler ran, unrecorded.
 	ErrOutcomeUnknown   = errors.New("durable: outcome unknown")
 	ErrPayloadTooLarge  = errors.New("durable: payload too large")          // see Config.MaxPayloadBytes
 	ErrMetadataTooLarge = errors.New("durable: request metadata too large") // see MaxMetadataSize
@@ -41,9 +40,9 @@ var (
 	ErrTooMany = errors.New("durable: too many dead letter ids")
 )
 
-// OutcomeUnknownError reports an insert sent whose answer never came: the item may or may not be
-// stored. It matches ErrOutcomeUnknown and unwraps to Cause. Find the item with
-// Queue.ItemByToken(Token), or enqueue again WithToken(Token): it is stored once either way.
+// OutcomeUnknownError reports an insert sent whose answer never came. It matches
+// ErrOutcomeUnknown and unwraps to Cause. Find the item with Queue.ItemByToken,
+// or enqueue again WithToken(Token): it is stored once either way.
 type OutcomeUnknownError struct {
 	Token, Name string
 	Cause       error // what the insert met
@@ -95,8 +94,7 @@ func (e *DeferredError) Error() string {
 // Is reports whether target is ErrDeferred.
 func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 
-// Deferred reports true, so a fallback outside the deferral passes it on (see
-// behaviors.Deferring).
+// Deferred reports true, so an outer fallback passes it on (behaviors.Deferring).
 func (e *DeferredError) Deferred() bool { return true }
 
 // unknownRequestError names an unregistered request name or type; it matches ErrUnknownRequest.

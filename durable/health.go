@@ -14,8 +14,8 @@ func (q *Queue) Scheduling() bool {
 	return q.sched != nil && !q.stopped
 }
 
-// MissingMigrations returns the versions of the embedded migrations q's database lacks, in
-// order: the check Open makes with Config.SkipMigrations. It applies nothing.
+// MissingMigrations returns, in order, the migrations q's database lacks: the
+// check Open makes with Config.SkipMigrations. It applies nothing.
 func (q *Queue) MissingMigrations(ctx context.Context) ([]int, error) {
 	return store.MissingMigrations(ctx, q.store.DB(), q.store.Engine())
 }

@@ -19,11 +19,10 @@ const (
 	StateDead ItemState = "dead"
 )
 
-// Outcome is how an attempt (Attempt.Outcome) or a scheduled run (ScheduleRun.Outcome) ended.
+// Outcome is how an attempt or a scheduled run ended.
 type Outcome string
 
-// Outcomes. A scheduled run ends succeeded, failed (an error, a panic, or a shutdown
-// interrupting it) or skipped; an attempt in any but skipped.
+// Outcomes; a scheduled run's failure includes a panic and an interruption.
 const (
 	OutcomeSucceeded Outcome = "succeeded" // the dispatch returned no error
 	OutcomeFailed    Outcome = "failed"    // the dispatch returned an error
@@ -61,10 +60,10 @@ type Item struct {
 	Token string
 }
 
-// Counted is the number of attempts that count against the retry policy's MaxAttempts.
+// Counted is the number of attempts that count against MaxAttempts.
 func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
 
-// Attempt is one real try of an item (a refusal is none).
+// Attempt is one real try of an item.
 type Attempt struct {
 	ID        int64
 	ItemID    ItemID
@@ -80,9 +79,8 @@ type Attempt struct {
 type Stats struct {
 	Counts    map[ItemState]int64 // items per state; every state is present
 	OldestDue time.Duration       // how long the oldest due item has waited; zero for none
-	// DeadLetters counts letters per status, every status present. Alert on
-	// DeadLetters[DeadLetterFailed]: it falls as operators deal with letters, where
-	// Counts[StateDead] only grows.
+	// DeadLetters counts letters per status, every status present. Alert on its
+	// DeadLetterFailed: it falls as letters are dealt with, where StateDead only grows.
 	DeadLetters map[DeadLetterStatus]int
 }
 

@@ -12,18 +12,18 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Propagator carries values of the enqueuing caller's context to the item's dispatch (see
-// Config.Propagators), in the shape of OpenTelemetry's propagation.TextMapPropagator. It is
-// called concurrently, touches only its own carrier entries, and Extract must not keep carrier.
+// Propagator carries the enqueuing caller's context values to the dispatch (see
+// Config.Propagators), shaped as OpenTelemetry's TextMapPropagator. It is called
+// concurrently, touches only its own entries, and must not keep the carrier.
 type Propagator interface {
 	Inject(ctx context.Context, carrier map[string]string) // write ctx's values into carrier
 	Extract(ctx context.Context, carrier map[string]string) context.Context
 }
 
-// Carry returns a Propagator for one typed context key: the caller's value, JSON-encoded under
-// the key's name, is set with key.With at dispatch (a WithFor value is not carried). Keep names
-// stable and distinct (Open refuses two alike); a value that does not encode or decode is left
-// out and logged. Carry panics on a nil key or an empty name.
+// Carry returns a Propagator of one key's value, JSON-encoded under its name (so
+// keep it stable; Open refuses two alike). A WithFor value is not carried; one
+// that does not encode or decode is left out and logged. Carry panics on a nil
+// or unnamed key.
 func Carry[T any](key *mediator.Key[T]) Propagator {
 	if key == nil || key.String() == "" {
 		panic("durable: Carry: a key with a name is required")

@@ -16,9 +16,9 @@ import (
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
-// Driver is the database a Queue keeps its items in, made by package durable/sqlite (one file,
-// one writing process) or durable/postgres (instances divide the work). Each alone imports its
-// database driver and owns its migrations, so a program links only the database it uses.
+// Driver is the database a Queue keeps items in, made by package durable/sqlite or
+// durable/postgres. Each alone imports its database driver and owns its migrations,
+// so a program links only the database it uses.
 type Driver interface {
 	// Database opens (or, for a pool the caller owns, wraps) the driver's database.
 	Database() (store.Database, error)
@@ -26,8 +26,8 @@ type Driver interface {
 
 // Config configures a Queue; the database is Open's Driver argument.
 type Config struct {
-	// SkipMigrations makes Open only check the schema's version, for a schema managed by a
-	// migration tool (the driver's MigrationSQL). Default false: Open applies what is missing.
+	// SkipMigrations makes Open only check the schema's version, for a schema a migration tool
+	// manages (the driver's MigrationSQL). Default false: Open applies what is missing.
 	SkipMigrations bool
 
 	// Policy is the retry policy of durable items, under each registration's WithPolicy; its
@@ -38,10 +38,8 @@ type Config struct {
 	// together), and timeouts, transport errors and open circuits retried (durable work is
 	// for the dependency that is down).
 	Policy retry.Policy
-	// Clock tells due times, leases and timestamps; a fake one makes items due in tests
-	// (intervals use real timers). Default behaviors.SystemClock.
-	Clock behaviors.Clock
-	Rand  func() float64 // [0, 1) for jitter, called concurrently; default math/rand/v2
+	Clock  behaviors.Clock // of due times and leases; default behaviors.SystemClock
+	Rand   func() float64  // [0, 1) for jitter, called concurrently; default math/rand/v2
 	// Recheck is the longest an item the scheduler could not start (an open breaker, an
 	// unknown name) waits to be looked at again: a breaker tripped for a day and reset
 	// elsewhere must not hold it a day. Default 1 minute.
@@ -64,18 +62,16 @@ type Config struct {
 	// second replay in beside a running one.
 	ReplayLease time.Duration
 	// Propagators carry values of the enqueuing caller's context (trace context, tenant) to
-	// the dispatch, as the item's metadata: each Injects when an item is stored and Extracts
-	// at its dispatch; one that panics is skipped and logged. See Carry. Default none.
+	// the dispatch as the item's metadata; one that panics is skipped and logged. Default none.
 	Propagators []Propagator
 	// MaxPayloadBytes is the longest encoded request stored (ErrPayloadTooLarge, before any
-	// database call). Default 4 MiB (DefaultMaxPayloadBytes): far above ordinary requests,
-	// while a payload is copied in memory on its way and a connection keeps a buffer of the
-	// largest value it carried. Keep large documents in a blob store. At most MaxPayloadLimit.
+	// database call). Default 4 MiB: far above ordinary requests, while a payload is copied on
+	// its way and a connection keeps a buffer of the largest value it carried. Keep large
+	// documents in a blob store. At most MaxPayloadLimit.
 	MaxPayloadBytes int
 }
 
-// Open returns a Queue over driver's database, migrated first unless SkipMigrations. Shutdown
-// and Close the queue when done.
+// Open returns a Queue over driver's database, migrating it unless SkipMigrations.
 func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	if driver == nil {
 		return nil, errors.New("durable: Open: the driver is nil: pass sqlite.Open(path) (package durable/sqlite) or postgres.Open(dsn) (package durable/postgres)")
@@ -128,7 +124,7 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	return q, nil
 }
 
-// Validate reports every problem of cfg, joined, each naming its field. Open calls it.
+// Validate reports each problem of cfg, naming its field. Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
 	if err := cfg.Policy.Validate(); err != nil {

@@ -131,16 +131,16 @@ type Enqueued struct {
 	Token     string // the enqueue's token; ID's unless the dedupe key made it a Duplicate
 }
 
-// Enqueue stores req, a registered request pointer, for a scheduler to dispatch. When the
-// insert's outcome cannot be known (ctx ended, or the connection broke, after it was sent) the
-// error is an *OutcomeUnknownError; any other error means nothing was stored.
+// Enqueue stores req, a registered request pointer, for a scheduler. An insert
+// sent whose outcome is unknown (ctx ended, the connection broke) gets an
+// *OutcomeUnknownError; any other error means nothing was stored.
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
 	return q.enqueue(ctx, nil, req, opts)
 }
 
-// EnqueueTx is Enqueue inside tx, on the queue's database: the item exists only if tx commits (a
-// transactional outbox). On SQLite, whose pool has one connection, use the queue only through tx
-// until it ends. After an ErrOutcomeUnknown, roll tx back, or find the item by its token.
+// EnqueueTx is Enqueue in tx, on the queue's database: the item exists only if
+// tx commits (an outbox). On SQLite (one connection) use the queue only through
+// tx until it ends. After ErrOutcomeUnknown, roll back or look up the token.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")

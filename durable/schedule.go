@@ -23,10 +23,9 @@ type scheduleConfig struct {
 	loc *time.Location
 }
 
-// WithLocation sets the time zone spec is read in ("0 9 * * *" in America/New_York runs at
-// nine in New York). Default UTC, not time.Local: every instance must compute the same next
-// run, and hosts' local zones differ; UTC also never skips or repeats an hour. Choose a zone
-// only for schedules that follow people's working hours.
+// WithLocation sets the zone spec is read in. Default UTC, not time.Local: every
+// instance must compute the same next run, and hosts' zones differ; UTC never
+// skips or repeats an hour. Choose a zone for schedules of people's hours.
 func WithLocation(loc *time.Location) ScheduleOption {
 	return func(c *scheduleConfig) { c.loc = loc }
 }
@@ -59,10 +58,11 @@ type ScheduleRun struct {
 
 // Schedule has one instance's scheduler, whichever claims each run first, send newRequest()
 // through the mediator at each time spec names, and log the run (Queue.ScheduleRuns). spec is a
-// five-field cron expression ("*/15 * * * *") or a descriptor ("@hourly", "@every 90s"), in UTC
-// unless WithLocation says otherwise. Q needs a handler in Start's mediator, not a Register: it
-// is never stored. Every instance should register the same schedules; Start stores them (a
-// changed spec replaces the stored one).
+// five-field cron expression or a descriptor ("@hourly", "@every 90s"), in UTC unless
+// WithLocation says otherwise. Q needs a handler in Start's mediator, not a Register: it is never
+// stored. Every instance should register the same schedules; Start stores them (a changed spec
+// replaces the stored one). It panics, naming the mistake, on a nil queue or newRequest, an
+// empty or taken name, a Q not a pointer, a bad spec or location, or a call after Start.
 //
 // Each run is its own goroutine, so a slow run delays no other schedule; its next due time moves
 // on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
@@ -70,9 +70,6 @@ type ScheduleRun struct {
 // downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
 // holds a lease (SchedulerConfig.Lease): a dead instance's run is not logged, and its schedule
 // goes on when the lease runs out. Shutdown waits for runs as for items.
-//
-// Schedule panics, naming the mistake, on a nil queue or newRequest, an empty or taken name, a Q
-// not a pointer, a bad spec, a nil location, or a call after Start.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
 	if q == nil {
 		panic("durable: Schedule: nil queue")
@@ -185,8 +182,8 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return out, nil
 }
 
-// ScheduleRuns returns schedule name's run log, newest first, at most limit runs (0 means 100,
-// a few days of an hourly schedule).
+// ScheduleRuns returns name's run log, newest first, at most limit runs (0 means
+// 100, days of an hourly schedule).
 func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]ScheduleRun, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("durable: ScheduleRuns: limit %d is negative", limit)

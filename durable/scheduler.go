@@ -21,38 +21,34 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// SchedulerConfig configures the scheduler a queue runs (Queue.Start). Zero fields mean their
-// defaults; a negative duration or count is an error, except a negative Retention.
+// SchedulerConfig configures Queue.Start: zero fields mean defaults; a negative
+// value is an error, except for Retention.
 type SchedulerConfig struct {
-	// InstanceID names this scheduler in leases and attempts; unique per running instance.
-	// Default: host name, process id and a random suffix.
-	InstanceID string
+	InstanceID string // unique per instance; default host name, process id and a random suffix
 	// Workers is the number of items run at once; items are claimed only for free workers,
 	// so a crash charges only the items that ran. Default 4.
 	Workers      int
 	BatchSize    int           // items claimed, and outcomes written, per round trip; default 100
 	PollInterval time.Duration // the wait when no item was due; default 1 s
-	// Lease is how long a claim holds an item or scheduled run, extended by heartbeats; an
-	// item whose holder died is swept back when it runs out, and a late completion rejected.
+	// Lease is how long a claim holds an item or scheduled run, extended by heartbeats; when a
+	// dead holder's lease runs out the item is swept back and a late completion rejected.
 	// Default 30 s.
 	Lease             time.Duration
 	HeartbeatInterval time.Duration // how often leases are extended; default Lease/3
 	SweepInterval     time.Duration // how often expired leases are swept; default Lease/2
-	// StoreTimeout bounds each database call, so a hung database is logged and retried, not
-	// waited on. Default Lease/3: a heartbeat that timed out has time for another.
+	// StoreTimeout bounds each database call, so a hung database is retried, not waited on.
+	// Default Lease/3: a heartbeat that timed out has time for another.
 	StoreTimeout  time.Duration
 	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
-	// Breakers, when set, is consulted before each dispatch: an item whose breaker (by
-	// Registry.KeyOf) is open is not attempted, and is due when a probe may pass or the breaker
-	// closes. Default none: the pipeline's breaker refuses at dispatch, still not an attempt.
+	// Breakers, when set, is consulted before each dispatch: an item whose breaker is open is
+	// not attempted, and is due when a probe may pass or the breaker closes. Default none: the
+	// pipeline's breaker refuses at dispatch, still not an attempt.
 	Breakers *breaker.Registry
-	// Logger gets operational errors; a failing database is logged once, then at most every
-	// 30 s, and on recovery. Default zap.L() as of Start.
-	Logger *zap.Logger
-	// Retention is how long succeeded items are kept; older ones are deleted every minute by
-	// one instance, 500 per transaction. Other states are never deleted (pending and running
-	// items are work, dead ones the letters' history). Default 24 h: yesterday's work stays
-	// visible and the table small. Negative: forever.
+	Logger   *zap.Logger // operational errors, a failing database at most every 30 s; default zap.L()
+	// Retention is how long succeeded items are kept; one instance deletes older ones every
+	// minute. Other states are never deleted (pending and running are work, dead ones the
+	// letters' history). Default 24 h: yesterday's work stays visible, the table small.
+	// Negative: forever.
 	Retention time.Duration
 	// OnClaim is called after each database round trip that claimed items, with how long it
 	// took, how many items it claimed and its error (for a latency histogram: a slow claim is
@@ -72,7 +68,7 @@ const logRepeat = 30 * time.Second
 // alone costs nothing.
 const isolationCheck = time.Second
 
-// Validate reports every problem of c, joined, each naming its field. Start calls it.
+// Validate reports each problem of c, naming its field. Start calls it.
 func (c SchedulerConfig) Validate() error {
 	_, err := c.withDefaults()
 	return err

@@ -11,11 +11,10 @@ import (
 	"unicode/utf8"
 )
 
-// WithToken gives the item token as its identity in place of a random one: while an item holding
-// it is kept, an enqueue with it inserts nothing and reports that item as a Duplicate. Derive it
-// from the request's source (an event's id), so enqueueing again after an ErrOutcomeUnknown or a
-// crash stores the request once. A token is non-empty, valid UTF-8 without NUL, and at most
-// MaxTokenBytes: what PostgreSQL stores, enforced on SQLite too.
+// WithToken gives the item token as its identity, not a random one: while an item holding it is
+// kept, an enqueue with it inserts nothing and reports that item (Duplicate). Derive it from the
+// request's source (an event's id), so a retry after ErrOutcomeUnknown or a crash stores it once.
+// It is non-empty UTF-8 without NUL, at most MaxTokenBytes: what PostgreSQL stores.
 func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
 
 // itemToken returns the token WithToken gave, checked, or a new random one.
@@ -54,8 +53,8 @@ func newToken() string {
 	return string(h[:])
 }
 
-// ItemByToken returns the item holding token (see WithToken, OutcomeUnknownError); an error
-// wrapping sql.ErrNoRows if there is none.
+// ItemByToken returns the item holding token (see WithToken); an error wrapping
+// sql.ErrNoRows if there is none.
 func (q *Queue) ItemByToken(ctx context.Context, token string) (Item, error) {
 	it, err := q.store.ItemByToken(ctx, token)
 	if err != nil {
