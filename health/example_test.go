@@ -106,6 +106,6 @@ func ExampleQueueState() {
 	// Output:
 	// 503 failed
 	// store: ok
-	// migrations: failed the database lacks migrations [9]: run durable.Migrate (or apply durable.MigrationSQL) first
+	// migrations: failed the database lacks migrations [9]: run the driver package's Migrate (or apply its MigrationSQL) first
 	// scheduler: ok
 }
