@@ -8,25 +8,25 @@ import (
 )
 
 type scheduleBody struct {
-	Name          string                  `json:"name"`
-	Spec          string                  `json:"spec"`
-	Location      string                  `json:"location"`
-	NextRun       *time.Time              `json:"next_run"`
-	RunningOn     string                  `json:"running_on"`
-	LastStartedAt *time.Time              `json:"last_started_at"`
-	LastEndedAt   *time.Time              `json:"last_ended_at"`
-	LastOutcome   durable.ScheduleOutcome `json:"last_outcome"`
-	LastError     string                  `json:"last_error"`
+	Name          string          `json:"name"`
+	Spec          string          `json:"spec"`
+	Location      string          `json:"location"`
+	NextRun       *time.Time      `json:"next_run"`
+	RunningOn     string          `json:"running_on"`
+	LastStartedAt *time.Time      `json:"last_started_at"`
+	LastEndedAt   *time.Time      `json:"last_ended_at"`
+	LastOutcome   durable.Outcome `json:"last_outcome"`
+	LastError     string          `json:"last_error"`
 }
 
 type runBody struct {
-	ID        int64                   `json:"id"`
-	Instance  string                  `json:"instance"`
-	DueAt     *time.Time              `json:"due_at"`
-	StartedAt *time.Time              `json:"started_at"`
-	EndedAt   *time.Time              `json:"ended_at"`
-	Outcome   durable.ScheduleOutcome `json:"outcome"`
-	Error     string                  `json:"error"`
+	ID        int64           `json:"id"`
+	Instance  string          `json:"instance"`
+	DueAt     *time.Time      `json:"due_at"`
+	StartedAt *time.Time      `json:"started_at"`
+	EndedAt   *time.Time      `json:"ended_at"`
+	Outcome   durable.Outcome `json:"outcome"`
+	Error     string          `json:"error"`
 }
 
 func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string) {

@@ -14,37 +14,23 @@ import (
 
 // Codec turns requests into payload bytes and back.
 type Codec interface {
-	// Marshal encodes v, a request pointer.
-	Marshal(v any) ([]byte, error)
-	// Unmarshal decodes data into v, a pointer to a new request value.
-	Unmarshal(data []byte, v any) error
+	Marshal(v any) ([]byte, error)      // v is a request pointer
+	Unmarshal(data []byte, v any) error // v points to a new request value
 }
 
-// JSONCodec encodes with encoding/json; the default Codec.
-//
-// By default it ignores fields of the payload that the request type does not have. Items
-// outlive the code that wrote them: during a rolling deploy an instance still running the
-// previous version claims items written by a newer one, and a field added to the request type
-// must not turn those items into dead letters. The price is that a field the type no longer
-// has is dropped silently; set Strict to fail such payloads instead.
-//
-// Either way, a payload that is not exactly one JSON value of the request's shape (malformed
-// JSON, a value of the wrong type, trailing data after the value) fails to decode, and its item
-// becomes a dead letter with the decode error.
+// JSONCodec encodes with encoding/json; the default Codec. By default it ignores payload fields
+// the type lacks: during a rolling deploy, an instance of the previous version must not turn
+// items with an added field into dead letters (the price: a removed field is dropped silently).
 type JSONCodec struct {
-	// Strict rejects payloads with fields the request type does not have. Use it when every
-	// instance always runs the same version of the request types, or when losing a field that
-	// was renamed or removed is worse than dead-lettering the item: a payload written by another
-	// version of the type then fails loudly. Strict decoding reads the payload through a
-	// json.Decoder, which copies it into the decoder's buffer. Default false: unknown fields
-	// are ignored, so that versions that differ by an added field can share a queue.
+	// Strict rejects payload fields the type lacks, for instances that always run one version
+	// of the types, or where losing a renamed field is worse than a dead letter.
 	Strict bool
 }
 
 // Marshal implements Codec.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Unmarshal implements Codec. Whitespace may follow the value; anything else is an error.
+// Unmarshal implements Codec: data is one JSON value, then only whitespace.
 func (c JSONCodec) Unmarshal(data []byte, v any) error {
 	if !c.Strict {
 		// json.Unmarshal validates the whole input, trailing data included, and decodes
@@ -91,25 +77,16 @@ type RegisterOption func(*registration)
 // WithCodec sets the codec of the registration. Default JSONCodec.
 func WithCodec(c Codec) RegisterOption { return func(r *registration) { r.codec = c } }
 
-// WithPolicy sets the retry policy of the registration's items: its set fields win over the
-// queue's policy (Config.Policy), field by field. Register panics when p is invalid (see
-// retry.Policy.Validate).
+// WithPolicy sets the retry policy of the registration's items; its set fields win over
+// Config.Policy's, field by field.
 func WithPolicy(p retry.Policy) RegisterOption {
 	return func(r *registration) { r.policy, r.hasPol = p, true }
 }
 
-// Register registers request type Q (a pointer type, as sent: *SendInvoice) on q under name.
-// A request type must be registered before it can be enqueued or deferred, and every instance
-// that runs a scheduler must register the names it will find in the queue. Names are stored
-// with each item, so keep them stable across renames of the Go type.
-//
-// Registration is setup: like http.ServeMux.Handle, Register panics on a programmer error,
-// with a message naming it: Q not a pointer type, an empty name, a name or type registered
-// already, a policy given by WithPolicy that retry.Policy.Validate rejects, or a registration after
-// a mediator whose pipelines include q's deferral was built (Build decided which request
-// types the deferral applies to, so a type registered later would silently never be
-// deferred). The value it panics with is an error (matching retry.ErrInvalidPolicy for an invalid
-// policy).
+// Register registers request type Q (a pointer: *SendInvoice) on q under name, in every
+// instance whose scheduler may find the name; keep names stable across Go renames. Like
+// http.ServeMux.Handle it panics, naming the mistake: Q not a pointer, an empty or taken name or
+// type, an invalid WithPolicy, or a call after a Build that included q's deferral.
 func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
 	if q == nil {
 		panic("durable: Register: nil queue")

@@ -22,50 +22,29 @@ type DeadLetterID int64
 // DeadLetterStatus is where a dead letter stands in an operator's work.
 type DeadLetterStatus string
 
-// The statuses of a dead letter. A letter starts failed; replayed and discarded are terminal.
+// Dead letter statuses; replayed and discarded are terminal.
 const (
-	// DeadLetterFailed: waiting for an operator (a replay that failed leaves it failed).
-	DeadLetterFailed DeadLetterStatus = "failed"
-	// DeadLetterReplayed: a replay succeeded. Terminal.
-	DeadLetterReplayed DeadLetterStatus = "replayed"
-	// DeadLetterDiscarded: an operator retired it without a replay, saying why. Terminal.
-	DeadLetterDiscarded DeadLetterStatus = "discarded"
+	DeadLetterFailed    DeadLetterStatus = "failed"    // waiting for an operator, also after a failed replay
+	DeadLetterReplayed  DeadLetterStatus = "replayed"  // a replay succeeded
+	DeadLetterDiscarded DeadLetterStatus = "discarded" // an operator retired it, saying why
 )
 
-// DeadLetter is a request that failed for good and waits for an operator: an item that became
-// dead, or a failed item of a batch run (RunBatch). Dead letters are kept in a table of their
-// own that is never deleted from: replay and discard change a letter's status, and what they
-// did is appended to its timeline (Queue.DeadLetter). The dead item's own row stays too.
+// DeadLetter is a dead item, or a failed item of RunBatch, waiting for an operator. Letters are
+// never deleted: replay and discard change Status and append to the timeline.
 type DeadLetter struct {
-	// ID is the letter's own id.
-	ID DeadLetterID
-	// ItemID is the dead item, whose attempts open the letter's timeline; 0 for a letter
-	// captured by RunBatch, which has no item.
-	ItemID ItemID
-	// Source is where the failure came from: the registered request name for a dead item, the
-	// batch's source for a batch item. Listings filter on it.
-	Source string
-	// Name is the registered request name the payload decodes as, for replay.
-	Name string
-	// Key is the batch item's key, or the dead item's dedupe key; empty when it had none.
-	Key string
-	// Payload is the encoded request.
+	ID      DeadLetterID
+	ItemID  ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
+	Source  string // the dead item's request name, or the batch's source
+	Name    string // the registered name the payload decodes as
+	Key     string // the batch item's key, or the dead item's dedupe key
 	Payload []byte
-	// Error is the last error: the item's last error, the batch item's error, or the error of
-	// the last replay that failed.
-	Error string
-	// Status is where the letter stands.
-	Status DeadLetterStatus
-	// RetryCount counts the replays that ran (succeeded or failed); a replay the caller
-	// cancelled does not count.
-	RetryCount int
-	// CreatedAt is when the letter was captured.
-	CreatedAt time.Time
-	// UpdatedAt is when the letter last changed.
-	UpdatedAt time.Time
-	// Metadata is the request metadata the letter keeps (see Config.Propagators): its item's,
-	// or what the propagators took from RunBatch's context. A replay runs with it, so the
-	// request has the trace context and tenant it was sent with. Nil when there is none.
+	Error   string // the last error, of the item, the batch item or the last failed replay
+	Status  DeadLetterStatus
+	// RetryCount counts the replays that ran; one the caller cancelled does not count.
+	RetryCount           int
+	CreatedAt, UpdatedAt time.Time
+	// Metadata is the item's metadata (see Config.Propagators), or what RunBatch's context
+	// gave; a replay runs with it, so it keeps its trace context and tenant.
 	Metadata map[string]string
 }
 
@@ -74,54 +53,31 @@ type TimelineKind string
 
 // The kinds of timeline entries.
 const (
-	// TimelineAttempt is an attempt of the dead item by a scheduler (see Attempt).
-	TimelineAttempt TimelineKind = "attempt"
-	// TimelineReplay is a replay by an operator.
-	TimelineReplay TimelineKind = "replay"
-	// TimelineDiscard is the discard by an operator.
-	TimelineDiscard TimelineKind = "discard"
+	TimelineAttempt TimelineKind = "attempt" // an attempt of the dead item by a scheduler
+	TimelineReplay  TimelineKind = "replay"  // a replay by an operator
+	TimelineDiscard TimelineKind = "discard" // the discard by an operator
 )
 
-// TimelineEntry is one thing that happened to a dead letter's request: the dead item's
-// attempts, then the operators' replays and discard, in order.
+// TimelineEntry is an attempt of a dead letter's item, or a replay or discard, in order.
 type TimelineEntry struct {
-	// Kind says what the entry records.
-	Kind TimelineKind
-	// Number is the attempt number of an attempt; 0 for the other kinds.
-	Number int
-	// StartedAt is when the attempt or replay started; for a discard, when it was made.
-	StartedAt time.Time
-	// EndedAt is when it ended.
-	EndedAt time.Time
-	// Instance is the scheduler instance that made an attempt; empty for the other kinds.
-	Instance string
-	// Actor is the operator who replayed or discarded; empty for attempts.
-	Actor string
-	// Outcome is an attempt's Outcome, a replay's Resolution (Replayed or StillFailed), or
-	// Discarded.
-	Outcome string
-	// Error is the attempt's or the replay's error; empty on success.
-	Error string
-	// Reason is why the letter was discarded; empty for the other kinds.
-	Reason string
+	Kind               TimelineKind
+	Number             int // an attempt's number
+	StartedAt, EndedAt time.Time
+	Instance           string // the scheduler instance of an attempt
+	Actor              string // the operator of a replay or discard
+	Outcome            string // an attempt's Outcome, a replay's Resolution, or Discarded
+	Error              string
+	Reason             string // why the letter was discarded
 }
 
 // DeadLetterFilter selects the letters Queue.DeadLetters lists.
 type DeadLetterFilter struct {
-	// Status keeps only letters in that status. Zero means DeadLetterFailed: the letters that
-	// wait for an operator are what a listing is for.
-	Status DeadLetterStatus
-	// Source, when not empty, keeps only letters of that source.
-	Source string
-	// From, when not zero, keeps only letters created at or after it.
-	From time.Time
-	// To, when not zero, keeps only letters created before it.
-	To time.Time
-	// Limit caps the letters returned. Zero means 50, a page of a dashboard; at most 500, so
-	// that one listing's payloads stay a bounded response (page with Offset for more).
-	Limit int
-	// Offset skips that many matching letters, for paging.
-	Offset int
+	Status   DeadLetterStatus // zero means DeadLetterFailed, the letters waiting for an operator
+	Source   string           // when not empty, only letters of that source
+	From, To time.Time        // when not zero, only letters created in [From, To)
+	// Limit caps the letters returned: zero means 50, a dashboard's page; at most 500, so a
+	// listing's payloads stay a bounded response.
+	Limit, Offset int
 }
 
 // Listing limits of DeadLetterFilter.
@@ -140,42 +96,18 @@ type Resolution string
 
 // The resolutions of Replay and Discard.
 const (
-	// Replayed: the replay's handler succeeded; the letter is replayed.
-	Replayed Resolution = "replayed"
-	// StillFailed: the replay's handler failed; the letter stays failed, with the error, one
-	// more replay event and a retry count one higher.
-	StillFailed Resolution = "still_failed"
-	// Discarded: the letter is discarded.
-	Discarded Resolution = "discarded"
-	// NotFound: there is no letter with that id (ErrNotFound).
-	NotFound Resolution = "not_found"
-	// Conflict: the letter is not failed (already replayed or discarded), or another replay
-	// of it is running (ErrConflict). Nothing was done.
-	Conflict Resolution = "conflict"
-)
-
-// Sentinel errors of the dead-letter operations.
-var (
-	// ErrNotFound reports a dead letter id that does not exist.
-	ErrNotFound = errors.New("durable: dead letter not found")
-	// ErrConflict reports a dead letter that cannot be replayed or discarded now: it is not
-	// failed, or another replay of it is running.
-	ErrConflict = errors.New("durable: dead letter conflict")
-	// ErrTooMany reports a bulk call with more ids than it takes (100: what an operator selects
-	// and confirms on one screen, and few enough that one call does not hold the database or
-	// keep the caller waiting for long); nothing was done.
-	ErrTooMany = errors.New("durable: too many dead letter ids")
+	Replayed    Resolution = "replayed"     // the replay's handler succeeded; the letter is replayed
+	StillFailed Resolution = "still_failed" // the handler failed; the letter stays failed, its replay counted
+	Discarded   Resolution = "discarded"    // the letter is discarded
+	NotFound    Resolution = "not_found"    // there is no letter with that id (ErrNotFound)
+	Conflict    Resolution = "conflict"     // not failed, or another replay runs (ErrConflict); nothing done
 )
 
 // BulkResult is the outcome of one id of ReplayMany or DiscardMany.
 type BulkResult struct {
-	// ID is the letter.
-	ID DeadLetterID
-	// Resolution is what became of it; empty when it could not be worked on (a database error,
-	// the caller's cancellation), which Error then says.
-	Resolution Resolution
-	// Error is the replay's handler error, or why nothing was done; empty on success.
-	Error string
+	ID         DeadLetterID
+	Resolution Resolution // empty when it could not be worked on, as Error says
+	Error      string     // the replay's error, or why nothing was done
 }
 
 // deadLetters is the queue's dead-letter configuration.
@@ -259,8 +191,7 @@ func (q *Queue) deadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int,
 	return out, err
 }
 
-// DeadLetters lists the letters f selects, newest first, and says how many match in all (for
-// paging). It refuses a negative Limit or Offset, a Limit over 500 and an unknown Status.
+// DeadLetters lists the letters f selects, newest first, and the total match.
 func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
 	if f.Status == "" {
 		f.Status = DeadLetterFailed
@@ -295,9 +226,8 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	return out, total, nil
 }
 
-// DeadLetter returns one letter and its timeline: the dead item's attempts (none for a letter
-// of a batch run), then the replays and the discard, in order. An unknown id gets an error
-// matching ErrNotFound.
+// DeadLetter returns a letter and its timeline: its item's attempts, then the
+// replays and the discard; an unknown id gets ErrNotFound.
 func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []TimelineEntry, error) {
 	d, found, err := q.store.DeadLetter(ctx, store.DeadLetterID(id))
 	if err != nil {
@@ -357,41 +287,18 @@ const (
 	recordRetryMax   = time.Second
 )
 
-// Replay runs the request of failed letter id again, synchronously, through sender (the built
-// mediator) while the caller waits, marked mediator.Unattended, SingleAttempt and Stored for
-// that request, as the scheduler dispatches items: one attempt, no fallback answering for the
-// handler, no deferral storing it again. Handlers of replayable requests must be idempotent,
-// as for any durable request: FromContext gives the handler the letter's item id (the same
-// key every attempt of the item had), the letter and an id of this replay. actor names who
-// replays, for the timeline; it is required.
+// Replay runs the request of failed letter id again through sender while the caller waits, as
+// the scheduler runs an item (one attempt, mediator.Unattended, SingleAttempt and Stored), so its
+// handler must be idempotent. actor, required, names who replays. Success returns Replayed; a
+// failure StillFailed with the handler's error; a letter not failed or being replayed Conflict
+// (ErrConflict); an unknown id NotFound (ErrNotFound). When ctx ends while the handler runs, the
+// letter stays failed, the timeline gets an abandoned replay, and ctx's error is returned. When
+// this instance cannot run the request, nothing is recorded.
 //
-// Success makes the letter replayed (Replayed, nil). A failure (an error or a panic) leaves it
-// failed with the new error, one more replay event and a retry count one higher, and returns
-// StillFailed with the handler's error. A letter that is not failed, or that another replay is
-// running, gets Conflict with an error matching ErrConflict; an unknown id NotFound with one
-// matching ErrNotFound. When ctx ends while the handler runs, the caller gave up and the
-// request did not fail: the letter stays failed with its retry count, free again, and its
-// timeline gets an abandoned replay whose outcome is unknown (the handler may have had
-// effects); Replay returns ctx's error. When this instance cannot run the request (its name is
-// not registered here, or sender has no handler for it), nothing ran and nothing is recorded:
-// the error says so, and another instance may replay it.
-//
-// What the handler did is recorded even when the database fails as the handler returns: the
-// write is tried again, with backoff, under the replay's lease, which is kept extended, until
-// it lands (Replay then returns as above, later) or the lease is gone: another replay took the
-// letter, or no extension reached the database for ReplayLease. Replay then returns an error
-// matching ErrOutcomeUnknown (with no Resolution), and the letter's timeline says so too,
-// as an abandoned replay, once its lease has run out and it is replayed or discarded: never
-// that it failed. This wait is past ctx's end, which does not cut it short: the handler's
-// outcome is worth the caller's wait of about ReplayLease at most (each try of the write ends
-// when the lease may).
-//
-// Concurrent replays of one letter (in this process or others) run its handler once: a replay
-// first takes a lease on the letter with one conditional update, and the others find it taken.
-// No transaction is held while the handler runs, so the handler may use the database itself
-// (on SQLite, one held open would deadlock it). The lease lasts Config.ReplayLease and is
-// extended every third of it while the handler runs and its outcome is written; a replay whose
-// process died leaves the letter leased until the lease runs out, then any replay may take it.
+// The outcome is written past ctx's end and through database failures, under the replay's lease
+// (Config.ReplayLease); if the lease is lost first, Replay returns ErrOutcomeUnknown and the
+// timeline shows an abandoned replay, never a failure. Concurrent replays of a letter run its
+// handler once. No transaction is held while the handler runs, so it may use the database.
 func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLetterID, actor string) (Resolution, error) {
 	if err := checkSender("Replay", sender); err != nil {
 		return "", err
@@ -624,11 +531,8 @@ func replayToken() string {
 	return "replay-" + hex.EncodeToString(b[:])
 }
 
-// Discard retires failed letter id without a replay: the letter becomes discarded (terminal)
-// and the discard, with actor and reason, is appended to its timeline; the row stays. Both
-// actor and reason are required: an audit that cannot say who and why is no audit. A letter
-// that is not failed, or that a replay is running, gets Conflict with an error matching
-// ErrConflict; an unknown id NotFound with one matching ErrNotFound.
+// Discard retires failed letter id unreplayed; actor and reason are required (an
+// audit says who and why). Conflict and NotFound as for Replay.
 func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason string) (Resolution, error) {
 	var errs []error
 	if actor == "" {
@@ -661,10 +565,9 @@ func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason stri
 	return Discarded, nil
 }
 
-// ReplayMany replays the letters ids one after another (see Replay) and returns one result per
-// id, in their order; one letter's failure never stops the others. More than 100 ids get an
-// error matching ErrTooMany before anything runs. When ctx ends, the letters not yet replayed
-// get a result with an empty Resolution and ctx's error, which ReplayMany returns too.
+// ReplayMany replays ids in turn (see Replay), one result per id in order; one
+// failure never stops the others. Over 100 ids get ErrTooMany, doing nothing.
+// When ctx ends, the letters not yet replayed get its error, returned too.
 func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []DeadLetterID, actor string) ([]BulkResult, error) {
 	if err := checkSender("ReplayMany", sender); err != nil {
 		return nil, err
@@ -675,9 +578,8 @@ func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []De
 	return bulk(ctx, "ReplayMany", ids, func(id DeadLetterID) (Resolution, error) { return q.Replay(ctx, sender, id, actor) })
 }
 
-// DiscardMany discards the letters ids (see Discard) and returns one result per id, in their
-// order; one letter's failure never stops the others. More than 100 ids get an error matching
-// ErrTooMany, and a missing actor or reason an error naming it, before anything is done.
+// DiscardMany discards ids (see Discard), one result per id in order; one
+// failure never stops the others. Over 100 ids get ErrTooMany, doing nothing.
 func (q *Queue) DiscardMany(ctx context.Context, ids []DeadLetterID, actor, reason string) ([]BulkResult, error) {
 	if actor == "" || reason == "" {
 		_, err := q.Discard(ctx, 0, actor, reason)

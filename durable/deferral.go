@@ -11,33 +11,14 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Deferral is a behavior that parks failing requests in the queue instead of failing them.
-// When the pipeline inside it ends in an error worth another try, or in a circuit-open
-// refusal, it persists the request and returns a *DeferredError carrying the item id. "Worth
-// another try" is the request's own retry policy — the retry behavior of its pipeline, found
-// at Build, so a policy that widens RetryableStatusCodes widens what is deferred too — with the
-// classification of the queue's Config.Policy over it (timeouts, transport errors and open
-// circuits included by default).
-// The item is due after the policy's first delay, later when the error carries a Retry-After
-// hint (a server's, or the open time of the breaker the failure tripped), or when an open
-// breaker may let a probe through.
-//
-// It applies only to request types registered before Build, and never defers a dispatch
-// marked mediator.Stored (a scheduler running the item: that would store it twice), a request
-// whose caller's context is done by the time the pipeline returns (whatever the error: the
-// caller gave up), or a request whose persistence fails (it then returns the original error
-// joined with the store's, and nothing was stored).
-//
-// The write gives the item a token first (DeferredError.Token) and waits for the database at
-// most DeferralConfig.PersistTimeout, and never past the caller's own deadline. When the
-// write was sent but its answer did not come in time (or the connection broke), the item may
-// or may not be stored: the deferral then returns the original error joined with an
-// *OutcomeUnknownError (matching ErrOutcomeUnknown) that carries the token, never a failure,
-// so the caller can find the item (Queue.ItemByToken) or enqueue the request again under the
-// token (WithToken) without storing it twice.
-//
-// A deferred request runs again later through the whole pipeline, so handlers of deferrable
-// requests must be idempotent.
+// Deferral is a behavior that stores failing requests in the queue instead of failing them: when
+// the pipeline inside it ends in an error worth another try (the request's retry policy under
+// Config.Policy's classification) or a circuit-open refusal, it stores the request, due after the
+// policy's first delay or a Retry-After hint, and returns a *DeferredError. It defers only types
+// registered before Build, and never a dispatch marked mediator.Stored, a request whose caller
+// gave up, or one it fails to store (it returns the error joined with the store's, or with an
+// *OutcomeUnknownError). A deferred request runs again through the whole pipeline: its handler
+// must be idempotent.
 type Deferral struct {
 	q        *Queue
 	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
@@ -47,27 +28,18 @@ type Deferral struct {
 
 // DeferralConfig configures a Deferral.
 type DeferralConfig struct {
-	// Classifier decides which errors are deferred, in place of the request's retry policy.
-	// Circuit-open refusals are deferred whatever it says. Default nil: the request's own retry
-	// policy (the retry behavior of its pipeline) with the classification of the queue's
-	// Config.Policy over it, so that what is retried in process and what is deferred are
-	// configured once.
+	// Classifier decides which errors are deferred (circuit-open refusals always are). Default
+	// nil: the request's own retry policy with Config.Policy's classification over it, so what
+	// is retried in process and what is deferred are configured once.
 	Classifier behaviors.Classifier
-	// PersistTimeout bounds the write of a deferred request; the caller's own deadline, when
-	// sooner, bounds it too. A write that runs out of time before it was sent fails (nothing
-	// is stored, and the caller gets the original error with the store's); one that was sent
-	// ends with an outcome unknown (see Deferral). Default 5 seconds (DefaultPersistTimeout):
-	// the insert of one row takes milliseconds, and a database still silent after seconds is
-	// hung or gone, so a caller without a deadline of its own learns it soon rather than
-	// waiting on it, while a lock wait or a pool's brief exhaustion under load still fits.
+	// PersistTimeout bounds the write of a deferred request, as does the caller's deadline.
+	// Default 5 seconds (DefaultPersistTimeout): one insert takes milliseconds, and a database
+	// silent for seconds is hung or gone, so a caller without a deadline learns it soon, while
+	// a lock wait or a briefly exhausted pool still fits.
 	PersistTimeout time.Duration
 }
 
-// DefaultPersistTimeout is the default of DeferralConfig.PersistTimeout.
-const DefaultPersistTimeout = 5 * time.Second
-
-// Validate reports every problem of cfg, joined, each naming its field: a negative
-// PersistTimeout. NewDeferral calls it.
+// Validate reports each problem of cfg, naming its field.
 func (cfg DeferralConfig) Validate() error {
 	if cfg.PersistTimeout < 0 {
 		return fmt.Errorf("durable: NewDeferral: PersistTimeout %v is negative", cfg.PersistTimeout)
@@ -75,9 +47,8 @@ func (cfg DeferralConfig) Validate() error {
 	return nil
 }
 
-// NewDeferral returns the deferral behavior of q; register it with mediator.Use before Build,
-// and register the request types it is to defer (Register) before that Build too. It panics,
-// as Register does on a programmer's error, on a nil q and on a cfg that Validate refuses.
+// NewDeferral returns q's deferral, to Use before Build, after Register. It
+// panics on a nil q or an invalid cfg.
 func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	if q == nil {
 		panic("durable: NewDeferral: nil queue")
@@ -92,26 +63,21 @@ func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	return &Deferral{q: q, classify: cfg.Classifier, persist: persist}
 }
 
-// Placement implements mediator.PlacedBehavior: Explain shows it as "durable-deferral", in
-// mediator.StageDefault, at behaviors.DeferralOrder: inside a fallback, outside retry and the circuit breaker, so it
-// sees the final result of the in-process attempts (see the table of orders in package behaviors).
+// Placement implements mediator.PlacedBehavior: behaviors.DeferralOrder, outside
+// retry and the breaker, so it sees the final in-process result.
 func (d *Deferral) Placement() mediator.Placement {
 	return mediator.Placement{Name: "durable-deferral", Stage: mediator.StageDefault, Order: behaviors.DeferralOrder}
 }
 
-// AppliesTo implements mediator.SelectiveBehavior: only registered request types are
-// deferrable.
+// AppliesTo implements mediator.SelectiveBehavior.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
 	return !info.Stream && d.q.reg.has(info.Request)
 }
 
-// Built implements mediator.BuiltBehavior: once a Build that includes the deferral succeeded,
-// the queue refuses new registrations (Register panics), since that Build's pipelines would never
-// defer them. A failed Build leaves it open.
+// Built implements mediator.BuiltBehavior: Register then panics.
 func (d *Deferral) Built() { d.q.reg.seal() }
 
-// Bind implements mediator.BindingBehavior: it finds the retry behavior of the request type's
-// pipeline, whose policy decides what is deferred.
+// Bind implements mediator.BindingBehavior.
 func (d *Deferral) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	b := *d
 	b.src = findPolicySource(info.Behaviors)
@@ -176,30 +142,21 @@ func parkedOn(key string) EnqueueOption {
 	return func(c *enqueueConfig) { c.parkedKey = key }
 }
 
-// Dispatch describes the dispatch a context belongs to: a scheduler's attempt of an item, or a
-// replay of a dead letter (Queue.Replay).
+// Dispatch is the scheduler's attempt of an item, or the replay of a dead letter, that a
+// context belongs to.
 type Dispatch struct {
-	// ItemID is the item being dispatched, or the dead item a replayed letter stands for; use
-	// it (or a key in the request) to make the handler idempotent: it is the same for every
-	// attempt and every replay of the request. 0 in a replay of a letter RunBatch captured,
-	// which has no item (DeadLetter is then the key to use).
-	ItemID ItemID
-	// Name is the item's registered request name.
-	Name string
-	// Attempt is the durable attempt number, from 1; 0 in a replay.
-	Attempt int
-	// Instance is the id of the dispatching scheduler instance; empty in a replay.
-	Instance string
-	// DeadLetter is the letter being replayed; 0 in a scheduler's dispatch.
-	DeadLetter DeadLetterID
-	// Replay identifies this replay of the letter, a new id for every replay; empty in a
-	// scheduler's dispatch.
-	Replay string
+	// ItemID is the item, or the dead item a replayed letter stands for: the same in every
+	// attempt and replay, a key for idempotence. 0 for a RunBatch letter (use DeadLetter).
+	ItemID     ItemID
+	Name       string
+	Attempt    int          // the durable attempt number, from 1; 0 in a replay
+	Instance   string       // the dispatching scheduler instance; empty in a replay
+	DeadLetter DeadLetterID // the letter replayed; 0 in a scheduler's dispatch
+	Replay     string       // this replay's own id; empty in a scheduler's dispatch
 }
 
 var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
 
-// FromContext returns the dispatch when ctx belongs to a scheduler's dispatch of req, or to a
-// replay of the dead letter whose request req is, req being the request the handler was given.
-// The requests that handler sends are not that dispatch: for them it reports false.
+// FromContext returns the dispatch of req, the handler's request (the requests
+// it sends get false).
 func FromContext(ctx context.Context, req any) (Dispatch, bool) { return dispatchKey.GetFor(ctx, req) }

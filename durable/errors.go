@@ -3,47 +3,41 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
-// Sentinel errors. The errors durable returns match one of them with errors.Is, and say
-// which request, name or item they are about in their message.
+// Limits and defaults.
+const (
+	DefaultMaxPayloadBytes = 4 << 20         // the default of Config.MaxPayloadBytes
+	MaxPayloadLimit        = 1_000_000_000   // the largest MaxPayloadBytes: SQLite's longest value, under PostgreSQL's 1 GiB
+	MaxMetadataSize        = 16 << 10        // an item's JSON metadata: a trace context, baggage and ids; every claim carries it
+	MaxTokenBytes          = 200             // the longest token WithToken accepts
+	DefaultPersistTimeout  = 5 * time.Second // the default of DeferralConfig.PersistTimeout
+)
+
+// Sentinel errors. The errors durable returns match one of them with errors.Is and name the
+// request, item or letter in their message.
 var (
-	// ErrDeferred reports a request that was not completed now but persisted for a later retry.
-	// It is returned by the Deferral behavior as a *DeferredError carrying the item id.
-	ErrDeferred = errors.New("durable: deferred for retry")
-	// ErrUnknownRequest reports an item whose name is not registered, or a request type that is
-	// not registered.
-	ErrUnknownRequest = errors.New("durable: unknown request")
-	// ErrDecode reports an item whose payload does not decode into its registered type.
-	ErrDecode = errors.New("durable: payload does not decode")
-	// ErrStopped reports a scheduler started after Shutdown: a scheduler runs once.
-	ErrStopped = errors.New("durable: scheduler stopped")
-	// ErrStarted reports a scheduler started while it runs.
-	ErrStarted = errors.New("durable: scheduler already started")
-	// ErrOutcomeUnknown reports a write whose outcome cannot be known. From an enqueue (or a
-	// deferral's write): the insert was sent, and then the caller's deadline passed or the
-	// connection was lost before the answer came back, so the item may or may not have been
-	// stored; it is returned as an *OutcomeUnknownError carrying the item's token. From a
-	// replay: the handler ran, but its outcome could not be recorded before the replay's lease
-	// was gone (see Queue.Replay).
-	ErrOutcomeUnknown = errors.New("durable: outcome unknown")
-	// ErrPayloadTooLarge reports a request whose encoded payload is longer than
-	// Config.MaxPayloadBytes; nothing was stored. It is returned as a *PayloadTooLargeError.
-	ErrPayloadTooLarge = errors.New("durable: payload too large")
+	ErrDeferred         = errors.New("durable: deferred for retry") // stored for later, not failed: a *DeferredError
+	ErrUnknownRequest   = errors.New("durable: unknown request")    // a name or type not registered
+	ErrDecode           = errors.New("durable: payload does not decode")
+	ErrEncode           = errors.New("durable: request does not encode") // the codec failed; nothing stored
+	ErrStopped          = errors.New("durable: scheduler stopped")       // Start after Shutdown
+	ErrStarted          = errors.New("durable: scheduler already started")
+	ErrOutcomeUnknown   = errors.New("durable: outcome unknown")            // sent, unanswered: see OutcomeUnknownError, Queue.Replay
+	ErrPayloadTooLarge  = errors.New("durable: payload too large")          // see Config.MaxPayloadBytes
+	ErrMetadataTooLarge = errors.New("durable: request metadata too large") // see MaxMetadataSize
+	ErrNotFound         = errors.New("durable: dead letter not found")
+	ErrConflict         = errors.New("durable: dead letter conflict")     // not failed, or being replayed
+	ErrTooMany          = errors.New("durable: too many dead letter ids") // over 100 (a screen; a short call); nothing done
 )
 
-// OutcomeUnknownError reports an insert that may or may not have been stored: it was sent,
-// and its answer never came (the caller's deadline passed while the database ran or committed
-// it, the connection broke). It matches ErrOutcomeUnknown and unwraps to Cause. What to do:
-// look the item up with Queue.ItemByToken(Token) once the database answers again, or enqueue
-// the same request again with WithToken(Token), which stores it once either way.
+// OutcomeUnknownError reports an insert sent whose answer never came. It matches
+// ErrOutcomeUnknown and unwraps to Cause. Find the item with Queue.ItemByToken,
+// or enqueue again WithToken(Token): it is stored once either way.
 type OutcomeUnknownError struct {
-	// Token is the item's token: the item, if it was stored, holds it.
-	Token string
-	// Name is the request's registered name.
-	Name string
-	// Cause is the error the insert met.
-	Cause error
+	Token, Name string
+	Cause       error // what the insert met
 }
 
 // Error implements error.
@@ -57,15 +51,11 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 // Unwrap returns Cause.
 func (e *OutcomeUnknownError) Unwrap() error { return e.Cause }
 
-// PayloadTooLargeError reports a request refused because its encoded payload is longer than
-// the queue's limit (Config.MaxPayloadBytes). It matches ErrPayloadTooLarge.
+// PayloadTooLargeError reports a request over Config.MaxPayloadBytes. It matches ErrPayloadTooLarge.
 type PayloadTooLargeError struct {
-	// Name is the request's registered name.
-	Name string
-	// Size is the encoded payload's length in bytes.
-	Size int
-	// Limit is the queue's Config.MaxPayloadBytes (or its default).
-	Limit int
+	Name  string
+	Size  int // the encoded payload's length
+	Limit int // Config.MaxPayloadBytes, or its default
 }
 
 // Error implements error.
@@ -76,20 +66,13 @@ func (e *PayloadTooLargeError) Error() string {
 // Is reports whether target is ErrPayloadTooLarge.
 func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
 
-// DeferredError is the result of a request the Deferral behavior persisted for later. It
-// matches ErrDeferred. It deliberately does not unwrap to Cause: the caller's request did not
-// fail, it was accepted for later.
+// DeferredError is the result of a request the Deferral stored for later. It matches
+// ErrDeferred and does not unwrap to Cause: the request did not fail, it was accepted.
 type DeferredError struct {
-	// ItemID is the persisted item, or the item already pending under the same dedupe key.
-	ItemID ItemID
-	// Duplicate is true when an item with the same dedupe key was already pending or running,
-	// so nothing new was persisted.
+	ItemID    ItemID // the stored item, or when Duplicate the one pending under the dedupe key
 	Duplicate bool
-	// Token is the token the deferral's write gave the item (see WithToken): the item's own,
-	// unless Duplicate (the item pending under the dedupe key holds its own token).
-	Token string
-	// Cause is the error of the last in-process attempt.
-	Cause error
+	Token     string // ItemID's token
+	Cause     error  // the last in-process attempt's error
 }
 
 // Error implements error.
@@ -103,8 +86,7 @@ func (e *DeferredError) Error() string {
 // Is reports whether target is ErrDeferred.
 func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 
-// Deferred reports true: the request was accepted for later, not failed, so a fallback
-// behavior outside the deferral passes it on (see behaviors.Deferring).
+// Deferred reports true, so an outer fallback passes it on (behaviors.Deferring).
 func (e *DeferredError) Deferred() bool { return true }
 
 // DeferredItem returns ItemID, Duplicate and Cause in types of the standard library, so that
@@ -152,10 +134,6 @@ func (e *decodeError) Is(target error) bool { return target == ErrDecode }
 
 // Unwrap returns the codec's error.
 func (e *decodeError) Unwrap() error { return e.Err }
-
-// ErrEncode reports a request whose codec failed or panicked while encoding it; nothing was
-// stored.
-var ErrEncode = errors.New("durable: request does not encode")
 
 // encodeError reports a request that its codec could not encode. It matches ErrEncode and
 // unwraps to the codec's error.

@@ -12,54 +12,25 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Propagator carries chosen values of a context (trace context, tenant, correlation id) from
-// the caller that enqueues an item to the item's dispatch, as the item's metadata: Inject
-// writes them into the carrier when the item is stored, Extract restores them into the
-// dispatch's context. It has the shape of OpenTelemetry's propagation.TextMapPropagator, which
-// an adapter of a few lines turns into one. Carry makes one for a mediator.Key.
+// Propagator carries the enqueuing caller's context values to the dispatch (see
+// Config.Propagators), shaped as OpenTelemetry's TextMapPropagator. It is called
+// concurrently, touches only its own entries, and must not keep the carrier.
 //
-// Both methods are called from several goroutines at once. A propagator reads and writes only
-// its own entries of the carrier, and Extract must not keep the carrier.
-//
-// A propagator that also has the method
+// One that also has the method
 //
 //	Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context
 //
-// is told of every dispatch of an item, by a scheduler or durabletest.Work, and of every replay
-// of a dead letter (attempt 0, instance empty), metadata or none, after Extract: the context it
-// returns is the dispatch's. The arguments are FromContext's Dispatch in types of the standard
-// library, so a package can describe the dispatch (package tracing's spans carry the item, its
-// attempt and instance) without importing durable. A panic or a nil context from it is logged
-// and the dispatch goes on without it.
+// is told of every item dispatch and replay (attempt 0) after Extract, in standard types (for
+// package tracing); its context is the dispatch's. A panic or nil context is logged, skipped.
 type Propagator interface {
-	// Inject writes the values of ctx it carries into carrier.
-	Inject(ctx context.Context, carrier map[string]string)
-	// Extract returns ctx with the values it finds in carrier.
+	Inject(ctx context.Context, carrier map[string]string) // write ctx's values into carrier
 	Extract(ctx context.Context, carrier map[string]string) context.Context
 }
 
-// ErrMetadataTooLarge reports an item whose metadata, JSON-encoded, is larger than
-// MaxMetadataSize; nothing was stored.
-var ErrMetadataTooLarge = errors.New("durable: request metadata too large")
-
-// MaxMetadataSize is the largest metadata an item may carry, in bytes of its JSON encoding. It
-// leaves room for a full W3C trace context and baggage header (whose own limit is 8 KiB) and a
-// few identifiers, and stops a propagator that carries far more than it should before it makes
-// every row and every claim of the queue heavier.
-const MaxMetadataSize = 16 << 10
-
-// Carry returns a Propagator that carries the value of one typed context key: at Enqueue, the
-// value key.Get finds in the caller's context is JSON-encoded into the metadata under the
-// key's name (its String); at dispatch, it is decoded into a new T and set with key.With, so
-// the handler, and the requests it sends, see it. A context without a value carries nothing,
-// and the dispatch then has none either. A value bound to one request with WithFor is not
-// carried: it belongs to that dispatch.
-//
-// The key's name becomes the stored entry's name, so keep it stable, and distinct from the
-// other carried names (Open refuses two carried keys of one name). A value that does not encode
-// (a T that encoding/json cannot handle) is left out of the metadata and logged; one that no
-// longer decodes into T (the type changed since it was stored) is left out of the dispatch's
-// context and logged. Carry panics on a nil key or a key with an empty name.
+// Carry returns a Propagator of one key's value, JSON-encoded under its name (so
+// keep it stable; Open refuses two alike). A WithFor value is not carried; one
+// that does not encode or decode is left out and logged. Carry panics on a nil
+// or unnamed key.
 func Carry[T any](key *mediator.Key[T]) Propagator {
 	if key == nil || key.String() == "" {
 		panic("durable: Carry: a key with a name is required")

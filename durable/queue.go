@@ -13,10 +13,7 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Queue keeps durable requests in a database: Enqueue stores them, a Deferral (NewDeferral)
-// stores the requests whose in-process attempts failed, and the scheduler Start runs in each
-// instance dispatches them. Request types are registered on it with Register. Open returns
-// one; Shutdown and Close it when done.
+// Queue keeps durable requests in a database; Open returns one.
 type Queue struct {
 	mu      sync.Mutex
 	sched   *scheduler // started by Start
@@ -36,29 +33,16 @@ type Queue struct {
 	maxPayload int
 }
 
-// Close closes the database pool the driver opened (sqlite.Open, postgres.Open); a pool the
-// caller passed (sqlite.New, postgres.New) is left open. Call Shutdown first.
+// Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
+// passed (sqlite.New, postgres.New). Call Shutdown first.
 func (q *Queue) Close() error { return q.store.Close() }
 
-// Start runs this instance's scheduler for q: it claims due items for its free workers (FOR
-// UPDATE SKIP LOCKED on PostgreSQL, so instances sharing a database divide the work, each
-// item going to one instance at a time), holds a lease on each with heartbeats, dispatches
-// each through sender (the *mediator.Mediator, built) as exactly one attempt, and records the
-// outcome under a fence, so a late completion from a worker whose lease ran out is rejected.
-// Call it in every instance, once the mediator is built.
-//
-// It refuses wiring mistakes, each of which would otherwise fail or crash on the first item: a
-// nil sender (a nil *mediator.Mediator included), a mediator that was not built (matching
-// mediator.ErrNotBuilt), and one without a handler for some of the request types registered
-// on q or scheduled on it (one error naming every such type, each matching
-// mediator.ErrNoHandler). A sender that is not a *mediator.Mediator and does not list its
-// pipelines cannot be asked and is taken as it is; an item it turns away with
-// mediator.ErrNoHandler for the item's type waits, not attempted, as an item of a name this
-// instance does not know does (Config.Recheck), for an instance that can run it.
-//
-// It refuses a cfg with negative values or durations that would derive to zero, and fails
-// with ErrStarted while the scheduler runs and with ErrStopped once Shutdown was called: a
-// queue schedules once.
+// Start runs this instance's scheduler: call it in every instance once sender, the
+// *mediator.Mediator, is built; instances sharing a database divide the work. It refuses a nil
+// sender, a mediator not built (mediator.ErrNotBuilt), or one lacking a handler for request
+// types registered or scheduled on q (naming each, mediator.ErrNoHandler); an item another
+// Sender turns away with mediator.ErrNoHandler waits, unattempted (Config.Recheck). It fails
+// with ErrStarted while the scheduler runs and ErrStopped after Shutdown.
 func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -82,23 +66,12 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 	return nil
 }
 
-// Shutdown stops the scheduler Start started and waits for it to stop: it claims nothing
-// more, releases claimed items that have not started, waits for the items being dispatched
-// and writes their outcomes. If ctx ends first, it cancels the dispatches' contexts; the
-// handlers then have SchedulerConfig.ShutdownGrace to return (they must honour cancellation),
-// and their attempts are recorded as interrupted. Outcomes are written as each handler
-// returns; once every handler has returned (or ShutdownGrace after ctx ended has passed), the
-// database has what is left of the grace to take the rest, and the store call still in flight
-// when the grace ends is cancelled. So Shutdown returns within ctx's deadline plus
-// ShutdownGrace, even when a handler ignores cancellation or the database is gone; what it
-// could not finish keeps its lease until the lease runs out and is then swept and run again,
-// never lost.
-//
-// Every call, concurrent ones included, waits for the same stop and returns its outcome: nil
-// when every item was completed or released, otherwise an error saying what was left (items
-// interrupted, handlers that had not returned, outcomes the database did not take) and why.
-// Shutdown before Start returns nil, and Start then fails with ErrStopped. A handler that
-// ignores cancellation is the only goroutine that may outlive Shutdown.
+// Shutdown stops the scheduler: it claims nothing more, releases unstarted items, and waits for
+// running ones and their outcomes. If ctx ends first it cancels them (recorded as interrupted)
+// and waits SchedulerConfig.ShutdownGrace more, so it returns even if a handler ignores
+// cancellation (its goroutine alone outlives Shutdown) or the database is gone; an unwritten
+// outcome keeps its lease, and the item runs again. Every call returns the same result: nil, or
+// an error saying what was left. Before Start it returns nil.
 func (q *Queue) Shutdown(ctx context.Context) error {
 	q.mu.Lock()
 	q.stopped = true
@@ -116,13 +89,11 @@ func (q *Queue) policyFor(name string) retry.Policy {
 	return q.reg.policyFor(name)
 }
 
-// Deduplicated is implemented by request types that carry their own dedupe key. The
-// WithDedupeKey option wins over it.
-type Deduplicated interface{ DedupeKey() string }
+// deduplicated is a request type that carries its own dedupe key (see WithDedupeKey).
+type deduplicated interface{ DedupeKey() string }
 
-// Ordered is implemented by request types that carry their own ordering key. The WithOrderingKey
-// option wins over it.
-type Ordered interface{ OrderingKey() string }
+// ordered is a request type that carries its own ordering key (see WithOrderingKey).
+type ordered interface{ OrderingKey() string }
 
 // EnqueueOption configures one Enqueue.
 type EnqueueOption func(*enqueueConfig)
@@ -143,48 +114,32 @@ func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at
 // WithDelay makes the item due d from now (by the queue's clock).
 func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
-// WithDedupeKey sets the item's dedupe key: while an item with the same key is pending or running,
-// Enqueue inserts nothing and reports that item. An empty key disables deduplication.
+// WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running,
+// Enqueue inserts nothing and reports it. Without it, a request's method DedupeKey() string gives
+// the key; empty disables.
 func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
 
-// WithOrderingKey sets the item's ordering key: items with the same key are dispatched one at a
-// time, in the order they were enqueued; an item waits while an earlier one is pending
-// (including backing off) or running.
+// WithOrderingKey sets the item's ordering key: items with one key run one at a time, in enqueue
+// order. Without it, a request's method OrderingKey() string gives the key.
 func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
-	// ID is the new item, or the item already holding the token or pending under the dedupe
-	// key.
-	ID ItemID
-	// Duplicate is true when nothing was inserted: an item holds the token, or is pending or
-	// running under the dedupe key.
-	Duplicate bool
-	// Token is the token of the enqueue: the one WithToken gave, or the random one made for
-	// the item. It is the token of ID unless the dedupe key made it a Duplicate.
-	Token string
+	ID        ItemID // the new item, or the one holding the token or dedupe key
+	Duplicate bool   // nothing was inserted because of such an item
+	Token     string // the enqueue's token; ID's unless the dedupe key made it a Duplicate
 }
 
-// Enqueue persists req (a registered request pointer) to be dispatched by a scheduler (Start).
-//
-// The item gets its token (WithToken, or a random one) before it is inserted. When the
-// outcome of the insert cannot be known — ctx ended, or the connection was lost, after the
-// statement was sent — the error matches ErrOutcomeUnknown and is an *OutcomeUnknownError
-// carrying the token: look the item up with ItemByToken, or enqueue the request again with
-// WithToken(token), which stores it if the first insert did not land and reports the item
-// (Duplicate) if it did. Any other error means nothing was stored. A payload longer than
-// Config.MaxPayloadBytes is refused, before any database call, with an error matching
-// ErrPayloadTooLarge.
+// Enqueue stores req, a registered request pointer, for a scheduler. An insert
+// sent whose outcome is unknown (ctx ended, the connection broke) gets an
+// *OutcomeUnknownError; any other error means nothing was stored.
 func (q *Queue) Enqueue(ctx context.Context, req any, opts ...EnqueueOption) (Enqueued, error) {
 	return q.enqueue(ctx, nil, req, opts)
 }
 
-// EnqueueTx is Enqueue inside tx, a transaction on the queue's database: the item is
-// dispatched only if tx commits, together with the application's own writes (a transactional
-// outbox). On SQLite, whose pool has a single connection, do not use the queue outside tx
-// until tx ends. An error matching ErrOutcomeUnknown says the insert may have taken effect in
-// tx: roll tx back (then nothing is stored), or, if the application commits it, find the item
-// by the error's token once the commit's outcome is known.
+// EnqueueTx is Enqueue in tx, on the queue's database: the item exists only if
+// tx commits (an outbox). On SQLite (one connection) use the queue only through
+// tx until it ends. After ErrOutcomeUnknown, roll back or look up the token.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sql.Tx, req any, opts ...EnqueueOption) (Enqueued, error) {
 	if tx == nil {
 		return Enqueued{}, errors.New("durable: EnqueueTx: nil transaction")
@@ -224,12 +179,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		Metadata: md, Token: token}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
-	} else if d, ok := req.(Deduplicated); ok {
+	} else if d, ok := req.(deduplicated); ok {
 		it.DedupeKey = d.DedupeKey()
 	}
 	if c.ordering != nil {
 		it.OrderingKey = *c.ordering
-	} else if o, ok := req.(Ordered); ok {
+	} else if o, ok := req.(ordered); ok {
 		it.OrderingKey = o.OrderingKey()
 	}
 	var (
@@ -285,8 +240,7 @@ func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 	return out, nil
 }
 
-// Stats counts the queue's items by state and its dead letters by status, and measures the
-// oldest due item's wait.
+// Stats counts items by state and letters by status, and the oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st, err := q.store.Stats(ctx, q.clock.Now())
 	out := Stats{Counts: make(map[ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
@@ -300,10 +254,8 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	return out, err
 }
 
-// Counts returns Stats' item counts per state and dead-letter counts per status, keyed by
-// their names ("pending", "failed"), in types of the standard library, so that an observer
-// reads them without importing durable, and so without linking it: metrics.CollectQueue reads
-// a queue this way. On an error it returns nil maps.
+// Counts is Stats' counts keyed by name ("pending", "failed"), for observers that do not
+// import durable (metrics.CollectQueue); nil maps on an error.
 func (q *Queue) Counts(ctx context.Context) (items, deadLetters map[string]int64, err error) {
 	st, err := q.Stats(ctx)
 	if err != nil {

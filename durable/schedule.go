@@ -23,121 +23,53 @@ type scheduleConfig struct {
 	loc *time.Location
 }
 
-// WithLocation sets the time zone the schedule's cron expression is read in: "0 9 * * *" in
-// America/New_York runs at nine in New York, at 14:00 UTC in winter and 13:00 UTC in summer.
-// Default UTC, not time.Local: every instance must compute the same next run from the same
-// spec, and the local zone of hosts and containers differs (a container is often UTC, a
-// developer's machine is not); UTC also has no daylight-saving changes, so a schedule in it
-// never skips or repeats a wall-clock hour. Choose a zone only for schedules that follow
-// people's working hours.
+// WithLocation sets the zone spec is read in. Default UTC, not time.Local: every
+// instance must compute the same next run, and hosts' zones differ; UTC never
+// skips or repeats an hour. Choose a zone for schedules of people's hours.
 func WithLocation(loc *time.Location) ScheduleOption {
 	return func(c *scheduleConfig) { c.loc = loc }
 }
 
-// ScheduleOutcome is how one run of a schedule ended.
-type ScheduleOutcome string
-
-// Schedule run outcomes.
-const (
-	// ScheduleSucceeded: the request's dispatch returned no error.
-	ScheduleSucceeded ScheduleOutcome = "succeeded"
-	// ScheduleFailed: the dispatch returned an error, or it (or the newRequest function)
-	// panicked, or a shutdown interrupted it.
-	ScheduleFailed ScheduleOutcome = "failed"
-	// ScheduleSkipped: the run was due while the schedule's previous run still ran, so it was
-	// not started.
-	ScheduleSkipped ScheduleOutcome = "skipped"
-)
-
-// ScheduleInfo describes a schedule as its row in the database says: the schedules of every
-// instance's registrations, including ones no longer registered anywhere (rows are never
-// deleted: the run log stays readable).
+// ScheduleInfo is a stored schedule, registered or not (rows are never deleted).
 type ScheduleInfo struct {
-	// Name is the schedule's name.
-	Name string
-	// Spec is its cron expression.
-	Spec string
-	// Location is the name of the time zone Spec is read in (time.Location.String).
-	Location string
-	// NextRun is when its next run is due.
-	NextRun time.Time
-	// RunningOn is the instance running it now, or empty. A run of an instance that died stays
-	// listed until its lease runs out.
-	RunningOn string
-	// LastStartedAt and LastEndedAt are the times of the last run that ended; zero before one
-	// has.
+	Name, Spec string
+	Location   string // the time zone Spec is read in (time.Location.String)
+	NextRun    time.Time
+	RunningOn  string // the instance running it now; a dead one until its lease runs out
+	// LastStartedAt, LastEndedAt, LastOutcome and LastError are of the last run that ended
+	// (skipped runs are only in the run log).
 	LastStartedAt, LastEndedAt time.Time
-	// LastOutcome is the outcome of that run (ScheduleSucceeded or ScheduleFailed; skipped
-	// runs are only in the run log).
-	LastOutcome ScheduleOutcome
-	// LastError is that run's error; empty when it succeeded.
-	LastError string
+	LastOutcome                Outcome
+	LastError                  string
 }
 
 // ScheduleRun is one entry of a schedule's run log (Queue.ScheduleRuns).
 type ScheduleRun struct {
-	// ID is the run's own id, increasing.
-	ID int64
-	// Name is the schedule.
-	Name string
-	// Instance is the scheduler instance that ran (or skipped) it.
-	Instance string
-	// DueAt is the time the run was due. A catch-up run after downtime is due long before it
-	// started.
-	DueAt time.Time
-	// StartedAt and EndedAt are when the run started and ended; equal for a skipped run.
-	StartedAt, EndedAt time.Time
-	// Outcome is how it ended.
-	Outcome ScheduleOutcome
-	// Error is its error, or for a skipped run why it was skipped; empty when it succeeded.
-	Error string
+	ID       int64 // increasing
+	Name     string
+	Instance string // the scheduler instance that ran (or skipped) it
+	// DueAt is when the run was due; a catch-up run after downtime started long after.
+	DueAt              time.Time
+	StartedAt, EndedAt time.Time // equal for a skipped run
+	Outcome            Outcome
+	Error              string // the error, or why the run was skipped
+
 }
 
-// Schedule registers a request to be sent through the mediator on a schedule: at each time
-// spec names, the scheduler (Queue.Start) of one instance, whichever claims that run first in
-// the database, sends newRequest() and records the run in the run log (Queue.ScheduleRuns).
+// Schedule has one instance's scheduler, whichever claims each run first, send newRequest()
+// through the mediator at each time spec names, and log the run (Queue.ScheduleRuns). spec is a
+// five-field cron expression or a descriptor ("@hourly", "@every 90s"), in UTC unless
+// WithLocation says otherwise. Q needs a handler in Start's mediator, not a Register: it is never
+// stored. Every instance should register the same schedules; Start stores them (a changed spec
+// replaces the stored one). It panics, naming the mistake, on a nil queue or newRequest, an
+// empty or taken name, a Q not a pointer, a bad spec or location, or a call after Start.
 //
-// spec is a cron expression as robfig/cron/v3 parses it with ParseStandard: five fields
-// (minute, hour, day of month, month, day of week: "*/15 * * * *", "0 9 * * MON-FRI") or a
-// descriptor ("@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@every 90s"). It is read
-// in UTC unless WithLocation says otherwise; a "CRON_TZ=" or "TZ=" prefix is refused in favour
-// of WithLocation, so a schedule's zone is said one way. The first run is the first time spec
-// names after the schedule is first written to the database.
-//
-// Q is the request type as it is sent (a pointer type, *Cleanup), with a handler in the
-// mediator given to Start (Start fails otherwise). It need not be registered with Register:
-// a scheduled request is never stored, only built by newRequest at each run. If it is
-// registered and its pipeline has the deferral, a failing run is deferred to the queue like any
-// failing send, and the run is logged as failed with the *DeferredError. The dispatch is marked
-// mediator.Unattended for that request, so a fallback or exception handler does not answer for
-// the handler and the run log shows what the handler did.
-//
-// The run semantics, and the reasons for them:
-//   - Each run is its own goroutine: a slow or failing run never delays another schedule.
-//   - A run's next due time is moved on when the run is claimed, before it starts, so a run
-//     that fails or panics keeps its schedule's cadence (the failure is in the run log).
-//   - Runs of one schedule never overlap: a run due while the previous one still runs (on any
-//     instance) is skipped and logged as ScheduleSkipped. Queuing it instead would let a
-//     schedule whose runs outlast its interval fall further behind at every run, and running
-//     it beside the previous one would have two runs of a job, written to run one at a time,
-//     work on the same data.
-//   - After downtime (no instance ran for several due times), exactly one catch-up run is
-//     made, and the cadence resumes from then: a schedule's runs each do the whole job, so
-//     repeating the missed ones would only load the downstream when it is coming back.
-//   - A run holds a lease (SchedulerConfig.Lease, extended by heartbeats); a run whose
-//     instance died leaves no log entry, and its schedule continues once the lease runs out.
-//   - Shutdown waits for running scheduled runs as it waits for items, with the same context
-//     and grace: when its context ends they are cancelled.
-//
-// Every instance that runs a scheduler should register the same schedules. Start writes the
-// registered schedules to the database: a new name is inserted, a changed spec or location
-// replaces the stored one and recomputes the next run; schedules no longer registered are left
-// as they are (and run by no one). While instances of two versions with different specs for one
-// name share a database, the one started last defines it and the others leave it alone.
-//
-// Registration is setup: Schedule panics, with a message naming the problem, on a nil queue or
-// newRequest, an empty or already scheduled name, a Q that is not a pointer type, a spec that
-// does not parse or never names a time, a nil location, or a call after Start.
+// Each run is its own goroutine, so a slow run delays no other schedule; its next due time moves
+// on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
+// due while the previous runs is OutcomeSkipped, as queuing would fall ever further behind. After
+// downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
+// holds a lease (SchedulerConfig.Lease): a dead instance's run is not logged, and its schedule
+// goes on when the lease runs out. Shutdown waits for runs as for items.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
 	if q == nil {
 		panic("durable: Schedule: nil queue")
@@ -242,7 +174,7 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	out := make([]ScheduleInfo, len(rows))
 	for i, r := range rows {
 		out[i] = ScheduleInfo{Name: r.Name, Spec: r.Spec, Location: r.Location, NextRun: r.NextAt,
-			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: ScheduleOutcome(r.LastOutcome), LastError: r.LastError}
+			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: Outcome(r.LastOutcome), LastError: r.LastError}
 		if r.Running(now) {
 			out[i].RunningOn = r.RunOwner
 		}
@@ -250,9 +182,8 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return out, nil
 }
 
-// ScheduleRuns returns the run log of the schedule name, newest first: at most limit runs.
-// A zero limit means 100, a few days of an hourly schedule, enough to see a pattern without
-// paging; a negative limit is an error.
+// ScheduleRuns returns name's run log, newest first, at most limit runs (0 means
+// 100, days of an hourly schedule).
 func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]ScheduleRun, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("durable: ScheduleRuns: limit %d is negative", limit)
@@ -264,7 +195,7 @@ func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]Sch
 	out := make([]ScheduleRun, len(rows))
 	for i, r := range rows {
 		out[i] = ScheduleRun{ID: r.ID, Name: r.Name, Instance: r.Instance, DueAt: r.DueAt, StartedAt: r.StartedAt,
-			EndedAt: r.EndedAt, Outcome: ScheduleOutcome(r.Outcome), Error: r.Error}
+			EndedAt: r.EndedAt, Outcome: Outcome(r.Outcome), Error: r.Error}
 	}
 	return out, nil
 }
@@ -469,10 +400,10 @@ func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time) {
 	go func() {
 		err := c.run(e)
 		run := store.ScheduleRunRow{Name: e.name, Instance: s.cfg.InstanceID, DueAt: due, StartedAt: started,
-			EndedAt: s.q.clock.Now(), Outcome: string(ScheduleSucceeded)}
+			EndedAt: s.q.clock.Now(), Outcome: string(OutcomeSucceeded)}
 		interrupted := err != nil && s.life.Err() != nil
 		if err != nil {
-			run.Outcome, run.Error = string(ScheduleFailed), err.Error()
+			run.Outcome, run.Error = string(OutcomeFailed), err.Error()
 			if interrupted {
 				run.Error = "interrupted by shutdown: " + run.Error
 			}

@@ -135,7 +135,7 @@ func TestScheduleFailingKeepsCadenceAndOthersRun(t *testing.T) {
 		for _, in := range infos {
 			byName[in.Name] = in
 		}
-		if f := byName["fail"]; f.LastOutcome != durable.ScheduleFailed || f.LastError != "downstream says no" ||
+		if f := byName["fail"]; f.LastOutcome != durable.OutcomeFailed || f.LastError != "downstream says no" ||
 			!f.NextRun.Equal(cronStart.Add(4*time.Minute)) || f.Location != "UTC" || f.Spec != "@every 1m" {
 			t.Errorf("fail info %+v", f)
 		}
@@ -189,7 +189,7 @@ func TestScheduleDowntimeOneCatchUp(t *testing.T) {
 		durable.Schedule(second, "job", "@every 1m", tick("job"))
 		start(t, second, m, durable.SchedulerConfig{InstanceID: "second"})
 		rs := waitRuns(t, second, "job", 1)
-		if rs[0].Outcome != durable.ScheduleSucceeded || !rs[0].DueAt.Equal(cronStart.Add(time.Minute)) ||
+		if rs[0].Outcome != durable.OutcomeSucceeded || !rs[0].DueAt.Equal(cronStart.Add(time.Minute)) ||
 			!rs[0].StartedAt.Equal(cronStart.Add(time.Hour)) || rs[0].Instance != "second" {
 			t.Fatalf("catch-up run %+v", rs[0])
 		}
@@ -235,7 +235,7 @@ func TestScheduleTwoInstancesRunEachDueRunOnce(t *testing.T) {
 		}
 		rs := waitRuns(t, reader, "job", ticks)
 		for i, r := range rs {
-			if want := cronStart.Add(time.Duration(i+1) * time.Minute); !r.DueAt.Equal(want) || r.Outcome != durable.ScheduleSucceeded {
+			if want := cronStart.Add(time.Duration(i+1) * time.Minute); !r.DueAt.Equal(want) || r.Outcome != durable.OutcomeSucceeded {
 				t.Fatalf("run %d: %+v, want due %v, succeeded", i, r, want)
 			}
 		}
@@ -297,7 +297,7 @@ func TestScheduleExpiredLeaseContinues(t *testing.T) {
 		}
 		clock.Advance(2 * time.Minute)
 		rs := waitRuns(t, q, "job", 1)
-		if rs[0].Outcome != durable.ScheduleSucceeded || rs[0].Instance != "live" || !rs[0].DueAt.Equal(cronStart.Add(2*time.Minute)) {
+		if rs[0].Outcome != durable.OutcomeSucceeded || rs[0].Instance != "live" || !rs[0].DueAt.Equal(cronStart.Add(2*time.Minute)) {
 			t.Fatalf("run %+v", rs[0])
 		}
 	})
@@ -343,10 +343,10 @@ func TestScheduleShutdownWaitsForRuns(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 		// Recorded before Shutdown returned: no waiting here.
-		if rs := scheduleRuns(t, q, "patient"); len(rs) != 1 || rs[0].Outcome != durable.ScheduleSucceeded {
+		if rs := scheduleRuns(t, q, "patient"); len(rs) != 1 || rs[0].Outcome != durable.OutcomeSucceeded {
 			t.Fatalf("patient %+v", rs)
 		}
-		if rs := waitRuns(t, q, "cancellable", 1); rs[0].Outcome != durable.ScheduleFailed ||
+		if rs := waitRuns(t, q, "cancellable", 1); rs[0].Outcome != durable.OutcomeFailed ||
 			!strings.HasPrefix(rs[0].Error, "interrupted by shutdown") {
 			t.Fatalf("cancellable %+v", rs[0])
 		}

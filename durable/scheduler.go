@@ -21,72 +21,39 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// SchedulerConfig configures the scheduler a queue runs (Queue.Start). The zero value of each field means its default; a
-// negative duration or count is an error, except a negative Retention, which keeps items forever.
+// SchedulerConfig configures Queue.Start: zero fields mean defaults; a negative
+// value is an error, except for Retention.
 type SchedulerConfig struct {
-	// InstanceID names this scheduler in leases and attempt rows; unique per running instance.
-	// Default: host name, process id and a random suffix.
-	InstanceID string
-	// Workers is the number of items dispatched concurrently. The scheduler claims items only
-	// for workers that are free, so every item it holds is running: a crash of the process
-	// charges only those. Default 4.
-	Workers int
-	// BatchSize caps the items claimed, and the outcomes written, per database round trip.
-	// Default 100.
-	BatchSize int
-	// PollInterval is how long the scheduler waits before claiming again when no item was due.
-	// Default 1 s.
-	PollInterval time.Duration
-	// Lease is how long a claim holds an item. Heartbeats extend the leases of items still in
-	// flight; an item whose lease runs out (its holder died) is swept back to pending and its
-	// holder's late completion is rejected. Default 30 s.
-	Lease time.Duration
-	// HeartbeatInterval is how often the leases of in-flight items are extended; it must be
-	// shorter than Lease (Start refuses it otherwise), and well under it. Default
-	// Lease/3.
-	HeartbeatInterval time.Duration
-	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
-	SweepInterval time.Duration
-	// StoreTimeout bounds every database call of the scheduler (claims, outcome writes,
-	// heartbeats, sweeps), so a database that hangs is noticed, logged and retried instead of
-	// stalling the scheduler. It must be shorter than Lease. Default Lease/3, which leaves a
-	// heartbeat that timed out time for another before the lease runs out.
-	StoreTimeout time.Duration
-	// ShutdownGrace is how long Shutdown still waits once its context has ended (or, when it
-	// has not, once every handler has returned): for the cancelled handlers to return and for
-	// the database to take the outcomes. At its end the store call in flight is cancelled and
-	// Shutdown returns whatever is left; the items whose outcome was not written keep their
-	// leases until they run out and are swept, and run again. Default 5 s.
-	ShutdownGrace time.Duration
-	// Breakers, when set, is consulted before each dispatch: while the breaker for the item's
-	// key (Registry.KeyOf, the key the breaker behavior uses) is open, the item is not
-	// attempted (no attempt row, attempt count unchanged) and is due again when the breaker may
-	// let a probe through (at most the queue's Config.Recheck later), or at once when it closes
-	// (a Reset in this instance frees it). Default: none; a refusal by the pipeline's own
-	// breaker is then found at dispatch, still without an attempt.
+	InstanceID string // unique per instance; default host name, process id and a random suffix
+	// Workers is the number of items run at once; items are claimed only for free workers,
+	// so a crash charges only the items that ran. Default 4.
+	Workers      int
+	BatchSize    int           // items claimed, and outcomes written, per round trip; default 100
+	PollInterval time.Duration // the wait when no item was due; default 1 s
+	// Lease is how long a claim holds an item or scheduled run, extended by heartbeats; when a
+	// dead holder's lease runs out the item is swept back and a late completion rejected.
+	// Default 30 s.
+	Lease             time.Duration
+	HeartbeatInterval time.Duration // how often leases are extended; default Lease/3
+	SweepInterval     time.Duration // how often expired leases are swept; default Lease/2
+	// StoreTimeout bounds each database call, so a hung database is retried, not waited on.
+	// Default Lease/3: a heartbeat that timed out has time for another.
+	StoreTimeout  time.Duration
+	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
+	// Breakers, when set, is consulted before each dispatch: an item whose breaker is open is
+	// not attempted, and is due when a probe may pass or the breaker closes. Default none: the
+	// pipeline's breaker refuses at dispatch, still not an attempt.
 	Breakers *breaker.Registry
-	// Logger receives operational errors (database failures, rejected completions). A
-	// database that keeps failing is logged once, then at most every 30 seconds, then once
-	// more when it recovers. Default zap.L() as it is when Start (or Work) is called: a no-op
-	// until the application installs its logger with zap.ReplaceGlobals, so the scheduler
-	// follows the application's choice and never prints on its own.
-	Logger *zap.Logger
-	// Retention is how long succeeded items, and their attempt rows, are kept after their
-	// success: the scheduler deletes older ones when it starts and then every minute, 500 items
-	// per transaction (so it never holds locks for long), one instance at a time (PostgreSQL: the
-	// instance that holds a transaction-level advisory lock; the others skip the pass). Items in
-	// any other state are never deleted: pending and running items are work to do, and dead
-	// items are the history of the dead letters. Default 24 h, as River's cleaner of completed
-	// jobs: long enough to look at yesterday's work, short enough that the table stays small. A
-	// negative value keeps succeeded items forever.
+	Logger   *zap.Logger // operational errors, a failing database at most every 30 s; default zap.L()
+	// Retention is how long succeeded items are kept; one instance deletes older ones every
+	// minute. Other states are never deleted (pending and running are work, dead ones the
+	// letters' history). Default 24 h: yesterday's work stays visible, the table small.
+	// Negative: forever.
 	Retention time.Duration
-	// OnClaim are the observers called after each database round trip that claimed items, in
-	// the order listed, with how long it took, how many items it claimed and its error (for a
-	// latency histogram, metrics.Recorder.OnClaim: a slow claim is the first sign of a
-	// database in trouble). The round trip that claims after a batch of items finished also
-	// writes their outcomes, and its time includes the writes. They are called by the
-	// scheduler's claim loop, which waits for them, so keep them cheap. A panic in one is
-	// recovered and logged, and the next one still runs. Empty: nothing is called.
+	// OnClaim are called, in order, after each claiming round trip (which also writes the
+	// outcomes of the items just finished) with its time, items claimed and error: a slow
+	// claim is the first sign of a database in trouble (metrics.Recorder.OnClaim). The claim
+	// loop waits for them: keep them cheap. A panic in one is logged and the next still runs.
 	OnClaim []func(took time.Duration, claimed int, err error)
 }
 
@@ -99,8 +66,7 @@ const logRepeat = 30 * time.Second
 // alone costs nothing.
 const isolationCheck = time.Second
 
-// Validate reports every problem of c, joined, each naming its field: negative values, and
-// durations that would derive to zero or outlast the lease they serve. Start calls it.
+// Validate reports each problem of c, naming its field. Start calls it.
 func (c SchedulerConfig) Validate() error {
 	_, err := c.withDefaults()
 	return err

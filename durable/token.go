@@ -11,20 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// WithToken gives the item token as its identity, in place of the random one Enqueue makes:
-// an item holds its token for as long as it is kept (until retention removes it after it
-// succeeded), and an enqueue whose token an item already holds inserts nothing and reports
-// that item as a Duplicate, whatever its state. Give a request the same token every time it is
-// enqueued (the id of the event or record it comes from, say), so that enqueueing it again
-// after an ErrOutcomeUnknown, or after a crash, stores it once. A token names one request: the
-// request of a second enqueue with a held token is not compared with the first. It must not
-// be empty, must be at most MaxTokenBytes long, and must be valid UTF-8 without NUL bytes
-// (PostgreSQL text refuses anything else; SQLite would keep it, so the rule is the same on
-// both and a token that works in tests works in production).
+// WithToken gives the item token as its identity, not a random one: while an item holding it is
+// kept, an enqueue with it inserts nothing and reports that item (Duplicate). Derive it from the
+// request's source (an event's id), so a retry after ErrOutcomeUnknown or a crash stores it once.
+// It is non-empty UTF-8 without NUL, at most MaxTokenBytes: what PostgreSQL stores.
 func WithToken(token string) EnqueueOption { return func(c *enqueueConfig) { c.token = &token } }
-
-// MaxTokenBytes is the longest token WithToken accepts.
-const MaxTokenBytes = 200
 
 // itemToken returns the token WithToken gave, checked, or a new random one.
 func (c *enqueueConfig) itemToken() (string, error) {
@@ -62,8 +53,8 @@ func newToken() string {
 	return string(h[:])
 }
 
-// ItemByToken returns the item holding token (see WithToken, OutcomeUnknownError); an error
-// wrapping sql.ErrNoRows if there is none.
+// ItemByToken returns the item holding token (see WithToken); an error wrapping
+// sql.ErrNoRows if there is none.
 func (q *Queue) ItemByToken(ctx context.Context, token string) (Item, error) {
 	it, err := q.store.ItemByToken(ctx, token)
 	if err != nil {

@@ -9,8 +9,7 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Internal serves the module's own packages (durabletest runs the scheduler's per-item code
-// through it); a package outside the module cannot write its argument.
+// Internal serves the module's own packages (durabletest) alone.
 func (q *Queue) Internal(exec.Seal) exec.Queue[SchedulerConfig] { return internal{q} }
 
 // internal is a Queue as package exec sees it.
