@@ -197,7 +197,7 @@ type Dispatch struct {
 	Replay string
 }
 
-var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
+var dispatchKey = mediator.NewContextKey[Dispatch]("durable.dispatch")
 
 // FromContext returns the dispatch when ctx belongs to a scheduler's dispatch of req, or to a
 // replay of the dead letter whose request req is, req being the request the handler was given.

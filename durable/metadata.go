@@ -16,7 +16,7 @@ import (
 // the caller that enqueues an item to the item's dispatch, as the item's metadata: Inject
 // writes them into the carrier when the item is stored, Extract restores them into the
 // dispatch's context. It has the shape of OpenTelemetry's propagation.TextMapPropagator, which
-// an adapter of a few lines turns into one. Carry makes one for a mediator.Key.
+// an adapter of a few lines turns into one. Carry makes one for a mediator.ContextKey.
 //
 // Both methods are called from several goroutines at once. A propagator reads and writes only
 // its own entries of the carrier, and Extract must not keep the carrier.
@@ -49,7 +49,7 @@ const MaxMetadataSize = 16 << 10
 // (a T that encoding/json cannot handle) is left out of the metadata and logged; one that no
 // longer decodes into T (the type changed since it was stored) is left out of the dispatch's
 // context and logged. Carry panics on a nil key or a key with an empty name.
-func Carry[T any](key *mediator.Key[T]) Propagator {
+func Carry[T any](key *mediator.ContextKey[T]) Propagator {
 	if key == nil || key.String() == "" {
 		panic("durable: Carry: a key with a name is required")
 	}
@@ -57,7 +57,7 @@ func Carry[T any](key *mediator.Key[T]) Propagator {
 }
 
 // carried is the Propagator Carry returns.
-type carried[T any] struct{ key *mediator.Key[T] }
+type carried[T any] struct{ key *mediator.ContextKey[T] }
 
 func (c *carried[T]) name() string { return c.key.String() }
 

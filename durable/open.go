@@ -104,7 +104,7 @@ type Config struct {
 	// context of that item's dispatch (by a scheduler or durabletest.Work). Metadata is limited
 	// to MaxMetadataSize; a propagator that panics is skipped and logged, and the item is
 	// stored and dispatched without its values, never lost over them (logged to Logger at
-	// Enqueue, to the scheduler's Logger at dispatch). Carry makes one for a mediator.Key. Default:
+	// Enqueue, to the scheduler's Logger at dispatch). Carry makes one for a mediator.ContextKey. Default:
 	// none, and items carry no metadata.
 	Propagators []Propagator
 	// MaxPayloadBytes is the longest encoded request the queue stores: Enqueue, EnqueueTx, the
