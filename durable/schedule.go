@@ -124,7 +124,7 @@ type ScheduleRun struct {
 //   - After downtime (no instance ran for several due times), exactly one catch-up run is
 //     made, and the cadence resumes from then: a schedule's runs each do the whole job, so
 //     repeating the missed ones would only load the downstream when it is coming back.
-//   - A run holds a lease (SchedulerConfig.Lease, extended by heartbeats); a run whose
+//   - A run holds a lease (SchedulerConfig.ScheduleLease, extended by heartbeats); a run whose
 //     instance died leaves no log entry, and its schedule continues once the lease runs out.
 //   - Shutdown waits for running scheduled runs as it waits for items, with the same context
 //     and grace: when its context ends they are cancelled.
@@ -358,7 +358,7 @@ func (c *cronLoop) loop() error {
 		case <-hb.C:
 			if c.running() > 0 {
 				ctx, cancel := s.storeCtx()
-				err := s.q.store.ExtendScheduleRuns(ctx, s.cfg.InstanceID, s.q.clock.Now().Add(s.cfg.Lease))
+				err := s.q.store.ExtendScheduleRuns(ctx, s.cfg.InstanceID, s.q.clock.Now().Add(s.cfg.ScheduleLease))
 				cancel()
 				s.noteStore("extend schedule leases", err)
 			}
@@ -436,7 +436,7 @@ func (c *cronLoop) turn() (wait time.Duration, ok bool) {
 			acted, err = s.q.store.SkipScheduleRun(ctx, d, s.cfg.InstanceID, now, reason)
 			s.noteStore("skip a schedule run", err)
 		} else {
-			acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.Lease))
+			acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.ScheduleLease))
 			s.noteStore("claim a schedule run", err)
 			if acted {
 				c.launch(e, d.DueAt, now)

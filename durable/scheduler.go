@@ -41,15 +41,20 @@ type SchedulerConfig struct {
 	// flight; an item whose lease runs out (its holder died) is swept back to pending and its
 	// holder's late completion is rejected. Default 30 s.
 	Lease time.Duration
-	// HeartbeatInterval is how often the leases of in-flight items are extended; it must be
-	// shorter than Lease (Start refuses it otherwise), and well under it. Default
-	// Lease/3.
+	// ScheduleLease is how long a claimed schedule run (Schedule) holds its schedule.
+	// Heartbeats extend it while the run goes on; when its instance dies, the schedule's due
+	// runs are skipped until it runs out, then run elsewhere. Default Lease: the same
+	// heartbeat extends both, so one value is right for both until a schedule needs its own.
+	ScheduleLease time.Duration
+	// HeartbeatInterval is how often the leases of in-flight items and schedule runs are
+	// extended; it must be shorter than Lease and ScheduleLease (Start refuses it otherwise),
+	// and well under them. Default Lease/3.
 	HeartbeatInterval time.Duration
 	// SweepInterval is how often expired leases are swept back to pending. Default Lease/2.
 	SweepInterval time.Duration
 	// StoreTimeout bounds every database call of the scheduler (claims, outcome writes,
 	// heartbeats, sweeps), so a database that hangs is noticed, logged and retried instead of
-	// stalling the scheduler. It must be shorter than Lease. Default Lease/3, which leaves a
+	// stalling the scheduler. It must be shorter than Lease and ScheduleLease. Default Lease/3, which leaves a
 	// heartbeat that timed out time for another before the lease runs out.
 	StoreTimeout time.Duration
 	// ShutdownGrace is how long Shutdown still waits once its context has ended (or, when it
@@ -112,7 +117,7 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"PollInterval", c.PollInterval}, {"Lease", c.Lease}, {"HeartbeatInterval", c.HeartbeatInterval},
+	}{{"PollInterval", c.PollInterval}, {"Lease", c.Lease}, {"ScheduleLease", c.ScheduleLease}, {"HeartbeatInterval", c.HeartbeatInterval},
 		{"SweepInterval", c.SweepInterval}, {"StoreTimeout", c.StoreTimeout}, {"ShutdownGrace", c.ShutdownGrace}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
@@ -141,6 +146,9 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	}
 	if c.Lease == 0 {
 		c.Lease = 30 * time.Second
+	}
+	if c.ScheduleLease == 0 {
+		c.ScheduleLease = c.Lease
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.Lease / 3
@@ -176,6 +184,14 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		if c.StoreTimeout >= c.Lease {
 			errs = append(errs, fmt.Errorf("StoreTimeout (%v) must be shorter than Lease (%v), or a slow heartbeat outlives the lease it extends",
 				c.StoreTimeout, c.Lease))
+		}
+		if c.HeartbeatInterval >= c.ScheduleLease {
+			errs = append(errs, fmt.Errorf("HeartbeatInterval (%v) must be shorter than ScheduleLease (%v), or leases run out while schedule runs run",
+				c.HeartbeatInterval, c.ScheduleLease))
+		}
+		if c.StoreTimeout >= c.ScheduleLease {
+			errs = append(errs, fmt.Errorf("StoreTimeout (%v) must be shorter than ScheduleLease (%v), or a slow heartbeat outlives the lease it extends",
+				c.StoreTimeout, c.ScheduleLease))
 		}
 	}
 	if len(errs) > 0 {
