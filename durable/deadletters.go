@@ -97,9 +97,10 @@ type TimelineEntry struct {
 	Instance string
 	// Actor is the operator who replayed or discarded; empty for attempts.
 	Actor string
-	// Outcome is an attempt's Outcome, a replay's Resolution (Replayed or StillFailed), or
-	// Discarded.
-	Outcome string
+	// Outcome is how the dispatch of an attempt or a replay ended, in the attempts' one
+	// vocabulary: OutcomeSucceeded, OutcomeFailed, OutcomeAbandoned (a replay's when its
+	// outcome is unknown) or OutcomeInterrupted. Empty for a discard: the Kind says it all.
+	Outcome Outcome
 	// Error is the attempt's or the replay's error; empty on success.
 	Error string
 	// Reason is why the letter was discarded; empty for the other kinds.
@@ -314,7 +315,7 @@ func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []
 		}
 		for _, a := range as {
 			tl = append(tl, TimelineEntry{Kind: TimelineAttempt, Number: a.Number, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
-				Instance: a.Instance, Outcome: string(a.Outcome), Error: a.Error})
+				Instance: a.Instance, Outcome: Outcome(a.Outcome), Error: a.Error})
 		}
 	}
 	evs, err := q.store.Events(ctx, store.DeadLetterID(id))
@@ -323,9 +324,17 @@ func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []
 	}
 	for _, e := range evs {
 		tl = append(tl, TimelineEntry{Kind: TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
-			Outcome: e.Outcome, Error: e.Error, Reason: e.Reason})
+			Outcome: eventOutcome[e.Outcome], Error: e.Error, Reason: e.Reason})
 	}
 	return letterOf(d), tl, nil
+}
+
+// eventOutcome maps a stored event's outcome to the Outcome of its dispatch (none for a
+// discard).
+var eventOutcome = map[string]Outcome{
+	store.OutcomeReplayed:          OutcomeSucceeded,
+	store.OutcomeStillFailed:       OutcomeFailed,
+	string(store.OutcomeAbandoned): OutcomeAbandoned,
 }
 
 func notFound(id DeadLetterID) error {
