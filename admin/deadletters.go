@@ -49,7 +49,7 @@ type timelineBody struct {
 	EndedAt   *time.Time           `json:"ended_at"`
 	Instance  string               `json:"instance"`
 	Actor     string               `json:"actor"`
-	Outcome   string               `json:"outcome"`
+	Outcome   durable.Outcome      `json:"outcome"`
 	Error     string               `json:"error"`
 	Reason    string               `json:"reason"`
 }

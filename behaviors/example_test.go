@@ -55,7 +55,7 @@ func Example_chain() {
 	})
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
-		fmt.Println("  handler, attempt", retry.Attempt(ctx))
+		fmt.Println("  handler, attempt", retry.AttemptNumber(ctx))
 		return nil, &httpError{503}
 	})
 	// Registration order does not matter: each behavior knows its place.

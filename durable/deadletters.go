@@ -63,9 +63,9 @@ type TimelineEntry struct {
 	Kind               TimelineKind
 	Number             int // an attempt's number
 	StartedAt, EndedAt time.Time
-	Instance           string // the scheduler instance of an attempt
-	Actor              string // the operator of a replay or discard
-	Outcome            string // an attempt's Outcome, a replay's Resolution, or Discarded
+	Instance           string  // the scheduler instance of an attempt
+	Actor              string  // the operator of a replay or discard
+	Outcome            Outcome // how an attempt's or a replay's dispatch ended; empty for a discard
 	Error              string
 	Reason             string // why the letter was discarded
 }
@@ -244,7 +244,7 @@ func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []
 		}
 		for _, a := range as {
 			tl = append(tl, TimelineEntry{Kind: TimelineAttempt, Number: a.Number, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
-				Instance: a.Instance, Outcome: string(a.Outcome), Error: a.Error})
+				Instance: a.Instance, Outcome: Outcome(a.Outcome), Error: a.Error})
 		}
 	}
 	evs, err := q.store.Events(ctx, store.DeadLetterID(id))
@@ -253,9 +253,17 @@ func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []
 	}
 	for _, e := range evs {
 		tl = append(tl, TimelineEntry{Kind: TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
-			Outcome: e.Outcome, Error: e.Error, Reason: e.Reason})
+			Outcome: eventOutcome[e.Outcome], Error: e.Error, Reason: e.Reason})
 	}
 	return letterOf(d), tl, nil
+}
+
+// eventOutcome maps a stored event's outcome to the Outcome of its dispatch (none for a
+// discard).
+var eventOutcome = map[string]Outcome{
+	store.OutcomeReplayed:          OutcomeSucceeded,
+	store.OutcomeStillFailed:       OutcomeFailed,
+	string(store.OutcomeAbandoned): OutcomeAbandoned,
 }
 
 func notFound(id DeadLetterID) error {

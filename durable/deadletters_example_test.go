@@ -74,7 +74,7 @@ func Example_deadLetters() {
 	d, timeline, _ := q.DeadLetter(ctx, res.DeadLetters[1])
 	fmt.Println("c3 is", d.Status)
 	for _, e := range timeline {
-		fmt.Printf("  %s by %s: %s (%s)\n", e.Kind, e.Actor, e.Outcome, e.Reason)
+		fmt.Printf("  %s by %s (%s)\n", e.Kind, e.Actor, e.Reason)
 	}
 	st, _ := q.Stats(ctx)
 	fmt.Println("open letters:", st.DeadLetters[durable.DeadLetterFailed])
@@ -87,6 +87,6 @@ func Example_deadLetters() {
 	// discard c3: discarded <nil>
 	// replay c3: conflict true
 	// c3 is discarded
-	//   discard by alice: discarded (record has no email)
+	//   discard by alice (record has no email)
 	// open letters: 0
 }

@@ -155,7 +155,7 @@ type Dispatch struct {
 	Replay     string       // this replay's own id; empty in a scheduler's dispatch
 }
 
-var dispatchKey = mediator.NewKey[Dispatch]("durable.dispatch")
+var dispatchKey = mediator.NewContextKey[Dispatch]("durable.dispatch")
 
 // FromContext returns the dispatch of req, the handler's request (the requests
 // it sends get false).

@@ -31,7 +31,7 @@ type Propagator interface {
 // keep it stable; Open refuses two alike). A WithFor value is not carried; one
 // that does not encode or decode is left out and logged. Carry panics on a nil
 // or unnamed key.
-func Carry[T any](key *mediator.Key[T]) Propagator {
+func Carry[T any](key *mediator.ContextKey[T]) Propagator {
 	if key == nil || key.String() == "" {
 		panic("durable: Carry: a key with a name is required")
 	}
@@ -39,7 +39,7 @@ func Carry[T any](key *mediator.Key[T]) Propagator {
 }
 
 // carried is the Propagator Carry returns.
-type carried[T any] struct{ key *mediator.Key[T] }
+type carried[T any] struct{ key *mediator.ContextKey[T] }
 
 func (c *carried[T]) name() string { return c.key.String() }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // TenantKey is the application's context key for the tenant a request acts for.
-var TenantKey = mediator.NewKey[string]("tenant")
+var TenantKey = mediator.NewContextKey[string]("tenant")
 
 // A value of the enqueuing caller's context travels with the item, as its metadata, to the
 // context of the item's dispatch.

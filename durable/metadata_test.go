@@ -23,9 +23,9 @@ type traceInfo struct {
 }
 
 var (
-	tenantKey      = mediator.NewKey[string]("tenant")
-	traceKey       = mediator.NewKey[traceInfo]("trace")
-	correlationKey = mediator.NewKey[string]("correlation")
+	tenantKey      = mediator.NewContextKey[string]("tenant")
+	traceKey       = mediator.NewContextKey[traceInfo]("trace")
+	correlationKey = mediator.NewContextKey[string]("correlation")
 )
 
 // seen records the carried values a handler found in its context, by item number.
@@ -212,7 +212,7 @@ func TestMetadataLimits(t *testing.T) {
 	}
 
 	cfg := durable.Config{Propagators: []durable.Propagator{
-		durable.Carry(tenantKey), durable.Carry(mediator.NewKey[int]("tenant")), nil}}
+		durable.Carry(tenantKey), durable.Carry(mediator.NewContextKey[int]("tenant")), nil}}
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), `second key named "tenant"`) || !strings.Contains(err.Error(), "Propagators[2] is nil") {
 		t.Fatalf("Validate = %v", err)
@@ -282,7 +282,7 @@ type dispatchNoted struct {
 	told      *[]string
 }
 
-var notedKey = mediator.NewKey[string]("noted")
+var notedKey = mediator.NewContextKey[string]("noted")
 
 func (dispatchNoted) Inject(context.Context, map[string]string) {}
 

@@ -305,7 +305,7 @@ func TestReplayOutcomeUnknownWhenLeaseIsGone(t *testing.T) {
 		t.Fatalf("second Replay = %q, %v", res, err)
 	}
 	d, tl = must2[durable.DeadLetter, []durable.TimelineEntry](t)(o.q.DeadLetter(ctx, id))
-	if len(tl) != 3 || tl[1].Outcome != "abandoned" || !strings.HasPrefix(tl[1].Error, "outcome unknown") || tl[2].Outcome != string(durable.Replayed) ||
+	if len(tl) != 3 || tl[1].Outcome != "abandoned" || !strings.HasPrefix(tl[1].Error, "outcome unknown") || tl[2].Outcome != "succeeded" ||
 		d.Status != durable.DeadLetterReplayed {
 		t.Errorf("after the second replay: %s, timeline %s; want the first replay abandoned, outcome unknown, then replayed", d.Status, timeline(tl))
 	}
@@ -389,7 +389,7 @@ func TestReplayCommitAnswerLost(t *testing.T) {
 		t.Errorf("Replay whose commit's answer was lost = %q, %v; want replayed", r.res, r.err)
 	}
 	d, tl := must2[durable.DeadLetter, []durable.TimelineEntry](t)(q.DeadLetter(ctx, id))
-	if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || timeline(tl) != "attempt:failed(permanent failure) replay:replayed/ops" {
+	if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || timeline(tl) != "attempt:failed(permanent failure) replay:succeeded/ops" {
 		t.Errorf("letter %s, retries %d, timeline %s; want one replay, replayed", d.Status, d.RetryCount, timeline(tl))
 	}
 	pg.drain(t, q)

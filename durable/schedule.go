@@ -68,7 +68,7 @@ type ScheduleRun struct {
 // on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
 // due while the previous runs is OutcomeSkipped, as queuing would fall ever further behind. After
 // downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
-// holds a lease (SchedulerConfig.Lease): a dead instance's run is not logged, and its schedule
+// holds a lease (SchedulerConfig.ScheduleLease): a dead instance's run is not logged, and its schedule
 // goes on when the lease runs out. Shutdown waits for runs as for items.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
 	if q == nil {
@@ -289,7 +289,7 @@ func (c *cronLoop) loop() error {
 		case <-hb.C:
 			if c.running() > 0 {
 				ctx, cancel := s.storeCtx()
-				err := s.q.store.ExtendScheduleRuns(ctx, s.cfg.InstanceID, s.q.clock.Now().Add(s.cfg.Lease))
+				err := s.q.store.ExtendScheduleRuns(ctx, s.cfg.InstanceID, s.q.clock.Now().Add(s.cfg.ScheduleLease))
 				cancel()
 				s.noteStore("extend schedule leases", err)
 			}
@@ -367,7 +367,7 @@ func (c *cronLoop) turn() (wait time.Duration, ok bool) {
 			acted, err = s.q.store.SkipScheduleRun(ctx, d, s.cfg.InstanceID, now, reason)
 			s.noteStore("skip a schedule run", err)
 		} else {
-			acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.Lease))
+			acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.ScheduleLease))
 			s.noteStore("claim a schedule run", err)
 			if acted {
 				c.launch(e, d.DueAt, now)

@@ -419,3 +419,30 @@ func TestScheduleMisuse(t *testing.T) {
 		t.Fatalf("after Start: %v", err)
 	}
 }
+
+// TestScheduleLeaseIsItsOwn: a schedule run's lease lasts SchedulerConfig.ScheduleLease, not
+// the items' Lease, so each can be sized for what it guards.
+func TestScheduleLeaseIsItsOwn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		clock := durabletest.NewManualClock(cronStart)
+		q := b.bare(t, durable.Config{Clock: clock})
+		durable.Schedule(q, "stuck", "@every 1m", tick("stuck"))
+		started, release := make(chan struct{}), make(chan struct{})
+		m := tickMediator(t, tickHandlers{"stuck": func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		}})
+		start(t, q, m, durable.SchedulerConfig{InstanceID: "a", Lease: time.Minute, ScheduleLease: time.Hour})
+		t.Cleanup(func() { close(release) })
+		clock.Advance(time.Minute)
+		<-started
+		rows, err := durable.StoreOf(q).Schedules(context.Background())
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("schedules: %v %v", rows, err)
+		}
+		if want := cronStart.Add(time.Minute + time.Hour); !rows[0].RunUntil.Equal(want) {
+			t.Errorf("run lease until %v; want %v (ScheduleLease after the claim)", rows[0].RunUntil, want)
+		}
+	})
+}

@@ -30,14 +30,14 @@ type SchedulerConfig struct {
 	Workers      int
 	BatchSize    int           // items claimed, and outcomes written, per round trip; default 100
 	PollInterval time.Duration // the wait when no item was due; default 1 s
-	// Lease is how long a claim holds an item or scheduled run, extended by heartbeats; when a
-	// dead holder's lease runs out the item is swept back and a late completion rejected.
-	// Default 30 s.
+	// Lease is how long a claim holds an item, extended by heartbeats; when a dead holder's
+	// lease runs out the item is swept back and a late completion rejected. Default 30 s.
 	Lease             time.Duration
-	HeartbeatInterval time.Duration // how often leases are extended; default Lease/3
+	ScheduleLease     time.Duration // a schedule run's lease on its schedule; default Lease
+	HeartbeatInterval time.Duration // how often leases are extended; under both leases; default Lease/3
 	SweepInterval     time.Duration // how often expired leases are swept; default Lease/2
-	// StoreTimeout bounds each database call, so a hung database is retried, not waited on.
-	// Default Lease/3: a heartbeat that timed out has time for another.
+	// StoreTimeout bounds each database call, so a hung database is retried, not waited on;
+	// under both leases. Default Lease/3: a heartbeat that timed out has time for another.
 	StoreTimeout  time.Duration
 	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
 	// Breakers, when set, is consulted before each dispatch: an item whose breaker is open is
@@ -78,7 +78,7 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"PollInterval", c.PollInterval}, {"Lease", c.Lease}, {"HeartbeatInterval", c.HeartbeatInterval},
+	}{{"PollInterval", c.PollInterval}, {"Lease", c.Lease}, {"ScheduleLease", c.ScheduleLease}, {"HeartbeatInterval", c.HeartbeatInterval},
 		{"SweepInterval", c.SweepInterval}, {"StoreTimeout", c.StoreTimeout}, {"ShutdownGrace", c.ShutdownGrace}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
@@ -107,6 +107,9 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 	}
 	if c.Lease == 0 {
 		c.Lease = 30 * time.Second
+	}
+	if c.ScheduleLease == 0 {
+		c.ScheduleLease = c.Lease
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.Lease / 3
@@ -142,6 +145,14 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		if c.StoreTimeout >= c.Lease {
 			errs = append(errs, fmt.Errorf("StoreTimeout (%v) must be shorter than Lease (%v), or a slow heartbeat outlives the lease it extends",
 				c.StoreTimeout, c.Lease))
+		}
+		if c.HeartbeatInterval >= c.ScheduleLease {
+			errs = append(errs, fmt.Errorf("HeartbeatInterval (%v) must be shorter than ScheduleLease (%v), or leases run out while schedule runs run",
+				c.HeartbeatInterval, c.ScheduleLease))
+		}
+		if c.StoreTimeout >= c.ScheduleLease {
+			errs = append(errs, fmt.Errorf("StoreTimeout (%v) must be shorter than ScheduleLease (%v), or a slow heartbeat outlives the lease it extends",
+				c.StoreTimeout, c.ScheduleLease))
 		}
 	}
 	if len(errs) > 0 {

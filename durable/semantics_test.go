@@ -588,6 +588,8 @@ func TestSchedulerConfigIsValidated(t *testing.T) {
 		"negative poll":    {durable.SchedulerConfig{PollInterval: -time.Second}, "PollInterval -1s is negative"},
 		"heartbeat":        {durable.SchedulerConfig{Lease: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval (1s) must be shorter than Lease (1s)"},
 		"store timeout":    {durable.SchedulerConfig{Lease: time.Second, StoreTimeout: 2 * time.Second}, "StoreTimeout (2s) must be shorter than Lease (1s)"},
+		"schedule lease":   {durable.SchedulerConfig{Lease: time.Minute, ScheduleLease: time.Second}, "HeartbeatInterval (20s) must be shorter than ScheduleLease (1s)"},
+		"negative sched":   {durable.SchedulerConfig{ScheduleLease: -time.Second}, "ScheduleLease -1s is negative"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Validate = %v; want an error containing %q", name, err, c.want)

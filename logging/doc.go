@@ -19,7 +19,7 @@
 // # Fields
 //
 // Every entry has request (the request type, as behaviors.RequestName names it: the metrics'
-// request label and the span name are the same), attempt (retry.Attempt; outside retry, the
+// request label and the span name are the same), attempt (retry.AttemptNumber; outside retry, the
 // number of the last attempt a *retry.ExhaustedError reports), duration, outcome (one of the
 // module's outcomes, behaviors.OutcomeOf: success, failure, cancelled, rejected, deferred —
 // the values of the metrics' outcome label and the spans' switchboard.outcome) and, unless it

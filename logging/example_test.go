@@ -46,7 +46,7 @@ type Shipped struct{ Order int }
 // requests the handler sends have it too) and, when a span is active, its trace and span ids.
 func ExampleConfig_fields() {
 	logger := zap.NewExample(zap.WrapCore(withoutDuration)) // (durations vary: the example leaves them out)
-	eventID := mediator.NewKey[string]("event")
+	eventID := mediator.NewContextKey[string]("event")
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *Notify) (mediator.Void, error) { return mediator.Void{}, nil })
 	m.Use(logging.New(logging.Config{Logger: logger, Fields: []func(context.Context, any) []zap.Field{

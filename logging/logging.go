@@ -344,7 +344,7 @@ func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int)
 	if request == "" { // used without Build's binding (a hand-made pipeline)
 		request = behaviors.RequestName(reflect.TypeOf(c.req))
 	}
-	attempt := retry.Attempt(c.ctx)
+	attempt := retry.AttemptNumber(c.ctx)
 	if x, ok := errors.AsType[*retry.ExhaustedError](c.err); ok && (b.retried || b.request == "") {
 		attempt = x.Attempts // outside retry: the attempt whose error this is
 	}

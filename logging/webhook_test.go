@@ -43,7 +43,7 @@ type Deliver struct {
 }
 
 // eventKey carries the id of the inbound event a dispatch works for.
-var eventKey = mediator.NewKey[string]("event")
+var eventKey = mediator.NewContextKey[string]("event")
 
 // webhookFields are the fields hooks of the dispatcher: the event id of every entry (from the
 // context, so the inner HTTP calls have it too) and the receiver of a delivery's entry.

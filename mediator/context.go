@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Key is a typed key for values carried through one dispatch: set by a behavior, read by inner
+// ContextKey is a typed key for values carried through one dispatch: set by a behavior, read by inner
 // behaviors and the handler (the retry attempt number, a breaker key, a trace id). Values ride
 // on the context.Context, so setting one costs a context allocation and reading one costs a
 // context lookup; a dispatch that sets nothing pays nothing. A value set with With is visible to
@@ -15,27 +15,27 @@ import (
 //
 // Create keys once, at package level:
 //
-//	var TenantKey = mediator.NewKey[string]("tenant")
-type Key[T any] struct {
+//	var TenantKey = mediator.NewContextKey[string]("tenant")
+type ContextKey[T any] struct {
 	name string
 }
 
-// NewKey returns a new key; name is for diagnostics only and need not be unique.
-func NewKey[T any](name string) *Key[T] { return &Key[T]{name: name} }
+// NewContextKey returns a new key; name is for diagnostics only and need not be unique.
+func NewContextKey[T any](name string) *ContextKey[T] { return &ContextKey[T]{name: name} }
 
 // With returns a copy of ctx carrying v under k.
-func (k *Key[T]) With(ctx context.Context, v T) context.Context {
+func (k *ContextKey[T]) With(ctx context.Context, v T) context.Context {
 	return context.WithValue(ctx, k, v)
 }
 
 // Get returns the value under k and whether one was set.
-func (k *Key[T]) Get(ctx context.Context) (T, bool) {
+func (k *ContextKey[T]) Get(ctx context.Context) (T, bool) {
 	v, ok := ctx.Value(k).(T)
 	return v, ok
 }
 
 // GetOr returns the value under k, or def when none was set.
-func (k *Key[T]) GetOr(ctx context.Context, def T) T {
+func (k *ContextKey[T]) GetOr(ctx context.Context, def T) T {
 	if v, ok := k.Get(ctx); ok {
 		return v
 	}
@@ -43,7 +43,7 @@ func (k *Key[T]) GetOr(ctx context.Context, def T) T {
 }
 
 // String returns the key's name.
-func (k *Key[T]) String() string { return k.name }
+func (k *ContextKey[T]) String() string { return k.name }
 
 // bound is a value that belongs to one request: the dispatch of that request sees it, requests
 // its handler sends with the same context do not.
@@ -62,13 +62,13 @@ type bound[T any] struct {
 // value the dispatch was given, and comparing never panics). A request type without fields has no identity of its
 // own (Go may give every such value one address), so a handler that sends another value of
 // the same empty type would see it too; give such types a field if that matters.
-func (k *Key[T]) WithFor(ctx context.Context, req any, v T) context.Context {
+func (k *ContextKey[T]) WithFor(ctx context.Context, req any, v T) context.Context {
 	return context.WithValue(ctx, k, bound[T]{req: req, v: v})
 }
 
 // GetFor returns the value set under k by WithFor for the dispatch of req, and whether one was.
 // A value set for another request, or with With, is not returned.
-func (k *Key[T]) GetFor(ctx context.Context, req any) (T, bool) {
+func (k *ContextKey[T]) GetFor(ctx context.Context, req any) (T, bool) {
 	b, ok := ctx.Value(k).(bound[T])
 	if !ok || !sameRequest(b.req, req) {
 		var zero T
@@ -118,7 +118,7 @@ func (m Mark) String() string {
 	return strings.Join(parts, "|")
 }
 
-var marksKey = NewKey[Mark]("mediator.marks")
+var marksKey = NewContextKey[Mark]("mediator.marks")
 
 // WithMarks returns a copy of ctx on which the dispatch of req carries marks, in addition to
 // any set for req before. Send req with the returned context:

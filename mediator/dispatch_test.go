@@ -60,7 +60,7 @@ func TestMarksBindToOneRequest(t *testing.T) {
 }
 
 func TestKeyWithForIsInvisibleToOtherRequests(t *testing.T) {
-	k := mediator.NewKey[string]("tenant")
+	k := mediator.NewContextKey[string]("tenant")
 	a, b := &Outer{N: 1}, &Outer{N: 2}
 	ctx := k.WithFor(context.Background(), a, "acme")
 	v, ok := k.GetFor(ctx, a)

@@ -19,7 +19,7 @@
 // stage lower order is outer; ties keep registration order. Explain shows the resolved chain.
 //
 // A caller says something about one dispatch with WithMarks (Unattended, SingleAttempt, Stored)
-// or Key.WithFor: such values bind to the request they are set for, so the requests its handler
+// or ContextKey.WithFor: such values bind to the request they are set for, so the requests its handler
 // sends with the same context do not inherit them. A caller whose context is already done gets
 // its context's error before anything runs.
 //

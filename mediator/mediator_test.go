@@ -341,7 +341,7 @@ func TestTypedSenderWithoutBehaviors(t *testing.T) {
 	assert.ErrorIs(t, err, mediator.ErrNotBuilt)
 }
 
-var tenantKey = mediator.NewKey[string]("tenant")
+var tenantKey = mediator.NewContextKey[string]("tenant")
 
 func TestRequestContextCarriesTypedValues(t *testing.T) {
 	m := built(t, func(m *mediator.Mediator) {

@@ -286,4 +286,4 @@ type dispatch struct {
 	instance string
 }
 
-var dispatchKey = mediator.NewKey[dispatch]("tracing.dispatch")
+var dispatchKey = mediator.NewContextKey[dispatch]("tracing.dispatch")

@@ -47,8 +47,8 @@ func mustBuild(m *mediator.Mediator) *mediator.Mediator {
 func ExampleNew() {
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
-		fmt.Println("attempt", retry.Attempt(ctx))
-		if retry.Attempt(ctx) < 3 {
+		fmt.Println("attempt", retry.AttemptNumber(ctx))
+		if retry.AttemptNumber(ctx) < 3 {
 			return nil, &httpError{503}
 		}
 		return &Quote{Price: 42}, nil

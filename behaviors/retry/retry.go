@@ -15,23 +15,23 @@ import (
 )
 
 var (
-	attemptKey  = mediator.NewKey[int]("retry.attempt")
-	overrideKey = mediator.NewKey[Policy]("retry.override")
+	attemptKey  = mediator.NewContextKey[int]("retry.attempt")
+	overrideKey = mediator.NewContextKey[Policy]("retry.override")
 )
 
-// Attempt returns the number of the current attempt of the innermost retrying call on ctx:
+// AttemptNumber returns the number of the current attempt of the innermost retrying call on ctx:
 // 1 for the first attempt, and when no retry behavior is involved. The first attempt sets
 // nothing on the context, so a request sent from inside a handler on its first attempt sees
 // the attempt of the enclosing call.
 //
 // It counts in-process attempts only: under the durable queue's scheduler each dispatch is
-// one attempt (Attempt is 1), and the durable attempt number is durable.FromContext's
+// one attempt (AttemptNumber is 1), and the durable attempt number is durable.FromContext's
 // Dispatch.Attempt.
-func Attempt(ctx context.Context) int { return attemptKey.GetOr(ctx, 1) }
+func AttemptNumber(ctx context.Context) int { return attemptKey.GetOr(ctx, 1) }
 
 // WithOverride returns a copy of ctx on which the dispatch of req is retried under p
 // merged over every other layer: the per-request override. Unset fields of p keep the lower
-// layers' values. The override binds to req (see mediator.Key.WithFor): the requests req's
+// layers' values. The override binds to req (see mediator.ContextKey.WithFor): the requests req's
 // handler sends with the same context run under their own policies. A later override for the
 // same request is merged over an earlier one. (To make a dispatch exactly one attempt, mark it
 // mediator.SingleAttempt.)

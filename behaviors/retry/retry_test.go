@@ -27,7 +27,7 @@ func retrying(t *testing.T, cfg retry.Config, results ...error) (*mediator.Media
 	s := &script{Results: results}
 	var attempts []int
 	m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
-		attempts = append(attempts, retry.Attempt(ctx))
+		attempts = append(attempts, retry.AttemptNumber(ctx))
 		return s.Handle(ctx, q)
 	}, retry.New(cfg))
 	return m, s, &attempts
@@ -330,7 +330,7 @@ func TestRetryValidate(t *testing.T) {
 }
 
 func TestAttemptUnset(t *testing.T) {
-	if retry.Attempt(context.Background()) != 1 {
+	if retry.AttemptNumber(context.Background()) != 1 {
 		t.Fatal("Attempt without retry is not 1")
 	}
 }

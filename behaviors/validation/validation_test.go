@@ -87,7 +87,7 @@ func retrying(t *testing.T, cfg retry.Config, results ...error) (*mediator.Media
 	s := &script{Results: results}
 	var attempts []int
 	m := build(t, func(ctx context.Context, q *Call) (*Reply, error) {
-		attempts = append(attempts, retry.Attempt(ctx))
+		attempts = append(attempts, retry.AttemptNumber(ctx))
 		return s.Handle(ctx, q)
 	}, retry.New(cfg))
 	return m, s, &attempts

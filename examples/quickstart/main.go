@@ -48,7 +48,7 @@ func (h *placeOrderHandler) Handle(ctx context.Context, q *PlaceOrder) (*Order, 
 	return o, mediator.PublishWith(ctx, h.pub, &OrderPlaced{Order: o}, mediator.ContinueOnError)
 }
 
-var traceID = mediator.NewKey[string]("trace-id")
+var traceID = mediator.NewContextKey[string]("trace-id")
 
 // step is a behavior that prints when a request enters and leaves it.
 type step struct {
