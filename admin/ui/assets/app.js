@@ -357,7 +357,14 @@
 
   var inFlight = null;
 
+  // refresh loads every section anew, after the load in flight if there is one: an action's
+  // refresh must show what the action did, never an answer fetched before it (the focus moves
+  // by what it shows). The poll reuses a load in flight (load).
   function refresh() {
+    return inFlight ? inFlight.then(load) : load();
+  }
+
+  function load() {
     if (!polling) return Promise.resolve();
     if (inFlight) return inFlight;
     inFlight = Promise.all([
@@ -396,7 +403,7 @@
     pollTimer = setTimeout(function tick() {
       // No refresh under an open dialog, while paused or in a hidden tab: try again later.
       if (paused || anyDialogOpen() || document.hidden) { schedule(); return; }
-      refresh();
+      load();
     }, POLL_MS);
   }
 
