@@ -26,20 +26,21 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // Operations is what the queue routes call of a durable queue; a *durable.Queue is one. The
 // handler depends on these methods alone, so a test or another store can stand in for it.
 type Operations interface {
-	DeadLetters(ctx context.Context, f durable.DeadLetterFilter) ([]durable.DeadLetter, int, error)
-	DeadLetter(ctx context.Context, id durable.DeadLetterID) (durable.DeadLetter, []durable.TimelineEntry, error)
-	Replay(ctx context.Context, sender mediator.Sender, id durable.DeadLetterID, actor string) (durable.Resolution, error)
-	ReplayMany(ctx context.Context, sender mediator.Sender, ids []durable.DeadLetterID, actor string) ([]durable.BulkResult, error)
-	Discard(ctx context.Context, id durable.DeadLetterID, actor, reason string) (durable.Resolution, error)
-	DiscardMany(ctx context.Context, ids []durable.DeadLetterID, actor, reason string) ([]durable.BulkResult, error)
-	Schedules(ctx context.Context) ([]durable.ScheduleInfo, error)
-	ScheduleRuns(ctx context.Context, name string, limit int) ([]durable.ScheduleRun, error)
+	DeadLetters(ctx context.Context, f durable.DeadLetterFilter) ([]record.DeadLetter, int, error)
+	DeadLetter(ctx context.Context, id record.DeadLetterID) (record.DeadLetter, []record.TimelineEntry, error)
+	Replay(ctx context.Context, sender mediator.Sender, id record.DeadLetterID, actor string) (durable.Resolution, error)
+	ReplayMany(ctx context.Context, sender mediator.Sender, ids []record.DeadLetterID, actor string) ([]durable.BulkResult, error)
+	Discard(ctx context.Context, id record.DeadLetterID, actor, reason string) (durable.Resolution, error)
+	DiscardMany(ctx context.Context, ids []record.DeadLetterID, actor, reason string) ([]durable.BulkResult, error)
+	Schedules(ctx context.Context) ([]record.ScheduleInfo, error)
+	ScheduleRuns(ctx context.Context, name string, limit int) ([]record.ScheduleRun, error)
 	Stats(ctx context.Context) (durable.Stats, error)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -39,7 +40,7 @@ type fixture struct {
 	h       http.Handler
 	reg     *breaker.Registry
 	q       *durable.Queue
-	letters []durable.DeadLetterID
+	letters []record.DeadLetterID
 	fixed   *bool
 }
 
@@ -372,7 +373,7 @@ func testDeadLetterRoutes(t *testing.T, driver durable.Driver) {
 		t.Fatal(err)
 	}
 	last := timeline[len(timeline)-1]
-	if last.Kind != durable.TimelineDiscard || last.Actor != "admin" || last.Reason != "duplicate record" {
+	if last.Kind != record.TimelineDiscard || last.Actor != "admin" || last.Reason != "duplicate record" {
 		t.Fatalf("discard entry = %+v", last)
 	}
 	res = auth(t, f.h, "GET", "/api/dead-letters/"+id(1), "")
@@ -398,7 +399,7 @@ func testDeadLetterRoutes(t *testing.T, driver durable.Driver) {
 	}
 	want(t, auth(t, f.h, "POST", "/api/dead-letters/discard", `{"ids": [`+strings.Join(ids, ",")+`], "reason": "x"}`), http.StatusBadRequest)
 	want(t, auth(t, f.h, "POST", "/api/dead-letters/replay", `{"ids": [`+strings.Join(ids, ",")+`]}`), http.StatusBadRequest)
-	if d, _, _ := f.q.DeadLetter(ctx, f.letters[2]); d.Status != durable.DeadLetterFailed || d.RetryCount != 1 {
+	if d, _, _ := f.q.DeadLetter(ctx, f.letters[2]); d.Status != record.DeadLetterFailed || d.RetryCount != 1 {
 		t.Fatalf("101 ids did something: %+v", d)
 	}
 	for _, body := range []string{`{}`, `{"ids": []}`, `{"ids": ["one"]}`, `{"ids": [0]}`, `{"ids": [1.5]}`, `{"ids": 1}`, `[1]`, `{"ids": [1]} {}`, `{"ids": [1], "reason": "x"}`} {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 func bearer(t *testing.T, f *fixture, method, path, body string) response {
@@ -114,7 +114,7 @@ func TestBulkIDsAcceptStringsAndNumbers(t *testing.T) {
 		}
 	}
 	for _, id := range f.letters[:2] {
-		if d, _, err := f.q.DeadLetter(t.Context(), id); err != nil || d.Status != durable.DeadLetterDiscarded {
+		if d, _, err := f.q.DeadLetter(t.Context(), id); err != nil || d.Status != record.DeadLetterDiscarded {
 			t.Errorf("letter %d: %+v, %v", id, d, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestBulkIDsAcceptStringsAndNumbers(t *testing.T) {
 			t.Errorf("%s: %d %s; want 400 naming %s", body, res.Code, res.Body, wantMsg)
 		}
 	}
-	if d, _, err := f.q.DeadLetter(t.Context(), f.letters[2]); err != nil || d.Status != durable.DeadLetterFailed || d.RetryCount != 0 {
+	if d, _, err := f.q.DeadLetter(t.Context(), f.letters[2]); err != nil || d.Status != record.DeadLetterFailed || d.RetryCount != 0 {
 		t.Errorf("a refused bulk request touched letter %d: %+v, %v", f.letters[2], d, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -96,8 +97,8 @@ func (d *dashboard) Breaker(key string) breaker.Snapshot {
 }
 
 // Letter returns the queue's dead letter id with its timeline.
-func (d *dashboard) Letter(id int64) (durable.DeadLetter, []durable.TimelineEntry) {
-	l, tl, _ := d.q.DeadLetter(context.Background(), durable.DeadLetterID(id))
+func (d *dashboard) Letter(id int64) (record.DeadLetter, []record.TimelineEntry) {
+	l, tl, _ := d.q.DeadLetter(context.Background(), record.DeadLetterID(id))
 	return l, tl
 }
 
@@ -281,7 +282,7 @@ func (d *dashboard) dieAll(t *testing.T, req any, dedupe string, instances ...st
 }
 
 // batch runs req as the one item of a batch of source, which fails, and returns its letter.
-func (d *dashboard) batch(t *testing.T, source, key string, req any) durable.DeadLetterID {
+func (d *dashboard) batch(t *testing.T, source, key string, req any) record.DeadLetterID {
 	t.Helper()
 	res, err := d.q.RunBatch(context.Background(), d.m, source, []durable.BatchItem{{Key: key, Request: req}})
 	if err != nil || len(res.DeadLetters) != 1 {

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -117,7 +118,7 @@ func TestDashboardAgainstTheHandler(t *testing.T) {
 		chromedp.WaitNotVisible(chromedp.ID("inspect-dialog")),
 		chromedp.WaitNotPresent(chromedp.CSS(rowSel(int64(id)))),
 	))
-	if d, _, err := q.DeadLetter(ctx, id); err != nil || d.Status != durable.DeadLetterReplayed {
+	if d, _, err := q.DeadLetter(ctx, id); err != nil || d.Status != record.DeadLetterReplayed {
 		t.Fatalf("letter %d after replay: %+v, %v", id, d, err)
 	}
 
@@ -134,9 +135,9 @@ func TestDashboardAgainstTheHandler(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#bulk-results-list li[data-id="`+strconv.FormatInt(b, 10)+`"][data-resolution=discarded]`)),
 		chromedp.WaitVisible(chromedp.ID("dl-empty")),
 	))
-	for _, id := range []durable.DeadLetterID{res.DeadLetters[0], res.DeadLetters[2]} {
+	for _, id := range []record.DeadLetterID{res.DeadLetters[0], res.DeadLetters[2]} {
 		d, tl, err := q.DeadLetter(ctx, id)
-		if err != nil || d.Status != durable.DeadLetterDiscarded || len(tl) == 0 || !strings.Contains(tl[len(tl)-1].Reason, "duplicates of c2") {
+		if err != nil || d.Status != record.DeadLetterDiscarded || len(tl) == 0 || !strings.Contains(tl[len(tl)-1].Reason, "duplicates of c2") {
 			t.Errorf("letter %d after bulk discard: %+v, %+v, %v", id, d, tl, err)
 		}
 	}

@@ -12,25 +12,26 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // maxBulk is the most ids one bulk request takes, as durable.Queue.ReplayMany does.
 const maxBulk = 100
 
 type deadLetterBody struct {
-	ID         durable.DeadLetterID     `json:"id"`
-	ItemID     durable.ItemID           `json:"item_id"`
-	Source     string                   `json:"source"`
-	Name       string                   `json:"name"`
-	Key        string                   `json:"key"`
-	Error      string                   `json:"error"`
-	Status     durable.DeadLetterStatus `json:"status"`
-	RetryCount int                      `json:"retry_count"`
-	CreatedAt  time.Time                `json:"created_at"`
-	UpdatedAt  time.Time                `json:"updated_at"`
+	ID         record.DeadLetterID     `json:"id"`
+	ItemID     record.ItemID           `json:"item_id"`
+	Source     string                  `json:"source"`
+	Name       string                  `json:"name"`
+	Key        string                  `json:"key"`
+	Error      string                  `json:"error"`
+	Status     record.DeadLetterStatus `json:"status"`
+	RetryCount int                     `json:"retry_count"`
+	CreatedAt  time.Time               `json:"created_at"`
+	UpdatedAt  time.Time               `json:"updated_at"`
 }
 
-func deadLetterOf(d durable.DeadLetter) deadLetterBody {
+func deadLetterOf(d record.DeadLetter) deadLetterBody {
 	return deadLetterBody{ID: d.ID, ItemID: d.ItemID, Source: d.Source, Name: d.Name, Key: d.Key,
 		Error: d.Error, Status: d.Status, RetryCount: d.RetryCount,
 		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
@@ -43,22 +44,22 @@ type deadLetterDetail struct {
 }
 
 type timelineBody struct {
-	Kind      durable.TimelineKind `json:"kind"`
-	Number    int                  `json:"number"`
-	StartedAt *time.Time           `json:"started_at"`
-	EndedAt   *time.Time           `json:"ended_at"`
-	Instance  string               `json:"instance"`
-	Actor     string               `json:"actor"`
-	Outcome   durable.Outcome      `json:"outcome"`
-	Error     string               `json:"error"`
-	Reason    string               `json:"reason"`
+	Kind      record.TimelineKind `json:"kind"`
+	Number    int                 `json:"number"`
+	StartedAt *time.Time          `json:"started_at"`
+	EndedAt   *time.Time          `json:"ended_at"`
+	Instance  string              `json:"instance"`
+	Actor     string              `json:"actor"`
+	Outcome   record.Outcome      `json:"outcome"`
+	Error     string              `json:"error"`
+	Reason    string              `json:"reason"`
 }
 
 // resolutionBody is the outcome of a replay or discard of one letter.
 type resolutionBody struct {
-	ID         durable.DeadLetterID `json:"id"`
-	Resolution durable.Resolution   `json:"resolution"`
-	Error      string               `json:"error"`
+	ID         record.DeadLetterID `json:"id"`
+	Resolution durable.Resolution  `json:"resolution"`
+	Error      string              `json:"error"`
 }
 
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ string) {
@@ -94,8 +95,8 @@ var deadLetterParams = []string{"status", "source", "from", "to", "limit", "offs
 func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 	var f durable.DeadLetterFilter
 	var errs []error
-	switch st := durable.DeadLetterStatus(q.Get("status")); st {
-	case "", durable.DeadLetterFailed, durable.DeadLetterReplayed, durable.DeadLetterDiscarded:
+	switch st := record.DeadLetterStatus(q.Get("status")); st {
+	case "", record.DeadLetterFailed, record.DeadLetterReplayed, record.DeadLetterDiscarded:
 		f.Status = st
 	default:
 		errs = append(errs, fmt.Errorf("status %s: want failed, replayed or discarded", quote(string(st))))
@@ -128,7 +129,7 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 
 // letterID reads the {id} wildcard; it answers 400 and returns false when it is not a
 // positive integer.
-func letterID(w http.ResponseWriter, r *http.Request) (durable.DeadLetterID, bool) {
+func letterID(w http.ResponseWriter, r *http.Request) (record.DeadLetterID, bool) {
 	v := r.PathValue("id")
 	if v == "replay" || v == "discard" { // the bulk routes, with a method they do not take
 		w.Header().Set("Allow", "POST")
@@ -140,7 +141,7 @@ func letterID(w http.ResponseWriter, r *http.Request) (durable.DeadLetterID, boo
 		writeError(w, http.StatusBadRequest, "dead letter id "+quote(v)+" is not a positive integer")
 		return 0, false
 	}
-	return durable.DeadLetterID(id), true
+	return record.DeadLetterID(id), true
 }
 
 func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request, _ string) {
@@ -206,7 +207,7 @@ func (s *server) discardDeadLetter(w http.ResponseWriter, r *http.Request, princ
 
 // answerResolution answers one replay or discard: 404 for not_found, 409 for conflict, 200
 // for the others (still_failed included: the replay ran), 500 when the store failed.
-func (s *server) answerResolution(w http.ResponseWriter, r *http.Request, id durable.DeadLetterID, res durable.Resolution, err error) {
+func (s *server) answerResolution(w http.ResponseWriter, r *http.Request, id record.DeadLetterID, res durable.Resolution, err error) {
 	body := resolutionBody{ID: id, Resolution: res}
 	if err != nil {
 		body.Error = err.Error()
@@ -267,7 +268,7 @@ func (e badIDError) Error() string {
 
 // bulkIDs decodes a bulk body and checks its ids (1 to 100 positive integers) and, when
 // reason is wanted, its reason; it answers 400 and returns false otherwise.
-func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]bulkID, reason *string) ([]durable.DeadLetterID, bool) {
+func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]bulkID, reason *string) ([]record.DeadLetterID, bool) {
 	if !decodeBody(w, r, body) {
 		return nil, false
 	}
@@ -282,7 +283,7 @@ func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]bulkID, re
 		writeError(w, http.StatusBadRequest, `field "reason" is required: a discard says why`)
 		return nil, false
 	}
-	out := make([]durable.DeadLetterID, len(*ids))
+	out := make([]record.DeadLetterID, len(*ids))
 	seen := make(map[bulkID]bool, len(*ids))
 	for i, id := range *ids { // each a positive integer: bulkID.UnmarshalJSON saw to it
 		if seen[id] {
@@ -291,7 +292,7 @@ func bulkIDs(w http.ResponseWriter, r *http.Request, body any, ids *[]bulkID, re
 			return nil, false
 		}
 		seen[id] = true
-		out[i] = durable.DeadLetterID(id)
+		out[i] = record.DeadLetterID(id)
 	}
 	return out, true
 }

@@ -4,29 +4,29 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 type scheduleBody struct {
-	Name          string          `json:"name"`
-	Spec          string          `json:"spec"`
-	Location      string          `json:"location"`
-	NextRun       *time.Time      `json:"next_run"`
-	RunningOn     string          `json:"running_on"`
-	LastStartedAt *time.Time      `json:"last_started_at"`
-	LastEndedAt   *time.Time      `json:"last_ended_at"`
-	LastOutcome   durable.Outcome `json:"last_outcome"`
-	LastError     string          `json:"last_error"`
+	Name          string         `json:"name"`
+	Spec          string         `json:"spec"`
+	Location      string         `json:"location"`
+	NextRun       *time.Time     `json:"next_run"`
+	RunningOn     string         `json:"running_on"`
+	LastStartedAt *time.Time     `json:"last_started_at"`
+	LastEndedAt   *time.Time     `json:"last_ended_at"`
+	LastOutcome   record.Outcome `json:"last_outcome"`
+	LastError     string         `json:"last_error"`
 }
 
 type runBody struct {
-	ID        int64           `json:"id"`
-	Instance  string          `json:"instance"`
-	DueAt     *time.Time      `json:"due_at"`
-	StartedAt *time.Time      `json:"started_at"`
-	EndedAt   *time.Time      `json:"ended_at"`
-	Outcome   durable.Outcome `json:"outcome"`
-	Error     string          `json:"error"`
+	ID        int64          `json:"id"`
+	Instance  string         `json:"instance"`
+	DueAt     *time.Time     `json:"due_at"`
+	StartedAt *time.Time     `json:"started_at"`
+	EndedAt   *time.Time     `json:"ended_at"`
+	Outcome   record.Outcome `json:"outcome"`
+	Error     string         `json:"error"`
 }
 
 func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string) {
@@ -108,7 +108,7 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 		Items       items   `json:"items"`
 		DeadLetters letters `json:"dead_letters"`
 	}{
-		items{st.Counts[durable.StatePending], st.Counts[durable.StateRunning], st.Counts[durable.StateSucceeded], st.Counts[durable.StateDead]},
-		letters{st.DeadLetters[durable.DeadLetterFailed], st.DeadLetters[durable.DeadLetterReplayed], st.DeadLetters[durable.DeadLetterDiscarded]},
+		items{st.Counts[record.StatePending], st.Counts[record.StateRunning], st.Counts[record.StateSucceeded], st.Counts[record.StateDead]},
+		letters{st.DeadLetters[record.DeadLetterFailed], st.DeadLetters[record.DeadLetterReplayed], st.DeadLetters[record.DeadLetterDiscarded]},
 	})
 }

@@ -35,15 +35,16 @@ var floors = map[string][]string{
 	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
 	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
 	"health":                   {"mediator", "behaviors"},
-	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "durable/internal/exec", "durable/internal/store"},
+	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "durable/record", "durable/internal/exec", "durable/internal/store"},
+	"durable/record":           {},
 	"durable/internal/store":   {},
 	"durable/internal/exec":    {"mediator", "durable/internal/store"},
 	"durable/internal/pgxconn": {},
 	"durable/internal/pgtest":  {"durable/internal/pgxconn"},
 	"durable/sqlite":           {"durable", "durable/internal/store"},
 	"durable/postgres":         {"durable", "durable/internal/store", "durable/internal/pgxconn"},
-	"durable/durabletest":      {"mediator", "durable", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
-	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "durable"},
+	"durable/durabletest":      {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
+	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "durable", "durable/record"},
 }
 
 // driverFree are the packages that must not link a database driver, directly or through
@@ -51,7 +52,7 @@ var floors = map[string][]string{
 // what it chose (the drivers live in durable/sqlite and durable/postgres).
 var driverFree = []string{
 	"mediator", "handlers", "behaviors/...", "httpcall", "logging", "metrics", "tracing", "health", "admin",
-	"durable", "durable/internal/store", "durable/internal/exec",
+	"durable", "durable/record", "durable/internal/store", "durable/internal/exec",
 }
 
 // drivers are the import paths of database drivers, as prefixes.

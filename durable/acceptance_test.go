@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // seed inserts n Work items due now with multi-row inserts, much faster than n Enqueue calls.
@@ -84,12 +85,12 @@ func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
 			start(t, q, m, durable.SchedulerConfig{InstanceID: id, Workers: 8, BatchSize: 100, PollInterval: 5 * time.Millisecond})
 		}
 		eventually(t, 5*time.Minute, "every item to succeed", func() bool {
-			return stats(t, queues[0]).Counts[durable.StateSucceeded] == int64(n)
+			return stats(t, queues[0]).Counts[record.StateSucceeded] == int64(n)
 		})
 		t.Logf("%s: %d items, %d dispatches in %s", b.name, n, calls.Load(), time.Since(begin).Round(time.Millisecond))
 
 		st := stats(t, queues[0])
-		if st.Counts[durable.StatePending]+st.Counts[durable.StateRunning]+st.Counts[durable.StateDead] != 0 {
+		if st.Counts[record.StatePending]+st.Counts[record.StateRunning]+st.Counts[record.StateDead] != 0 {
 			t.Fatalf("stats %+v", st.Counts)
 		}
 		var distinct int

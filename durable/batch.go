@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -17,10 +18,10 @@ type BatchItem struct {
 
 // BatchResult reports a batch run.
 type BatchResult struct {
-	Processed   int            // items sent: Succeeded + Invalid
-	Succeeded   int            // sends that returned no error
-	Invalid     int            // sends that failed, each captured as a dead letter
-	DeadLetters []DeadLetterID // the letters of the failed items, in order
+	Processed   int                   // items sent: Succeeded + Invalid
+	Succeeded   int                   // sends that returned no error
+	Invalid     int                   // sends that failed, each captured as a dead letter
+	DeadLetters []record.DeadLetterID // the letters of the failed items, in order
 }
 
 // RunBatch sends items' requests through sender in order; an item whose send fails (an error,
@@ -75,7 +76,7 @@ func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source str
 }
 
 // capture stores the dead letter of a failed batch item and announces it.
-func (q *Queue) capture(ctx context.Context, source string, it BatchItem, failure error) (DeadLetterID, error) {
+func (q *Queue) capture(ctx context.Context, source string, it BatchItem, failure error) (record.DeadLetterID, error) {
 	msg := failure.Error()
 	name, payload, err := q.reg.encode(it.Request)
 	if err == nil && len(payload) > q.maxPayload {
@@ -96,7 +97,7 @@ func (q *Queue) capture(ctx context.Context, source string, it BatchItem, failur
 	if err != nil {
 		return 0, fmt.Errorf("durable: RunBatch: item %q failed (%v) and its dead letter was not stored: %w", it.Key, failure, err)
 	}
-	q.announce(ctx, DeadLetter{ID: DeadLetterID(id), Source: source, Name: name, Key: it.Key, Payload: payload, Error: msg,
-		Status: DeadLetterFailed, CreatedAt: now, UpdatedAt: now, Metadata: decodeMetadata(md)})
-	return DeadLetterID(id), nil
+	q.announce(ctx, record.DeadLetter{ID: record.DeadLetterID(id), Source: source, Name: name, Key: it.Key, Payload: payload, Error: msg,
+		Status: record.DeadLetterFailed, CreatedAt: now, UpdatedAt: now, Metadata: decodeMetadata(md)})
+	return record.DeadLetterID(id), nil
 }

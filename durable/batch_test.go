@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // A batch of 1,000 with 7 poisoned items (5 errors, 2 panics): the rest all run, and each
@@ -50,7 +51,7 @@ func TestRunBatchIsolatesPoisonedItems(t *testing.T) {
 			n := order[i]
 			d, tl := e.letter(t, id)
 			if d.ItemID != 0 || d.Source != "crm-sync" || d.Name != "test.work" || d.Key != fmt.Sprintf("rec-%d", n) ||
-				string(d.Payload) != fmt.Sprintf(`{"n":%d}`, n) || d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
+				string(d.Payload) != fmt.Sprintf(`{"n":%d}`, n) || d.Status != record.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
 				t.Fatalf("letter %d: %+v %q", i, d, timeline(tl))
 			}
 			want := fmt.Sprintf("mapping failed for record %d", n)
@@ -64,11 +65,11 @@ func TestRunBatchIsolatesPoisonedItems(t *testing.T) {
 		if got := e.onDead(); len(got) != 7 {
 			t.Fatalf("OnDead called %d times", len(got))
 		}
-		if st := stats(t, e.q); st.DeadLetters[durable.DeadLetterFailed] != 7 {
+		if st := stats(t, e.q); st.DeadLetters[record.DeadLetterFailed] != 7 {
 			t.Fatalf("stats %v", st.DeadLetters)
 		}
 		// Nothing is retried automatically: the queue holds no item.
-		if st := stats(t, e.q); st.Counts[durable.StatePending] != 0 {
+		if st := stats(t, e.q); st.Counts[record.StatePending] != 0 {
 			t.Fatalf("stats %v", st.Counts)
 		}
 		// Fixed, the operator replays them.
@@ -131,7 +132,7 @@ func TestRunBatchCancellation(t *testing.T) {
 		if e.runs.Load() != 4 {
 			t.Fatalf("handler ran %d times", e.runs.Load())
 		}
-		if st := stats(t, e.q); st.DeadLetters[durable.DeadLetterFailed] != 1 {
+		if st := stats(t, e.q); st.DeadLetters[record.DeadLetterFailed] != 1 {
 			t.Fatalf("stats %v", st.DeadLetters)
 		}
 	})

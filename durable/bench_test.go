@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 type benchBackend struct {
@@ -48,8 +49,8 @@ func benchScheduler(b *testing.B, be backend, workers int) {
 	elapsed := runDrain(b, q, b.N, workers)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "items/s")
-	if st := must[durable.Stats](b)(q.Stats(context.Background())); st.Counts[durable.StateSucceeded] != int64(b.N) {
-		b.Fatalf("succeeded %d of %d", st.Counts[durable.StateSucceeded], b.N)
+	if st := must[durable.Stats](b)(q.Stats(context.Background())); st.Counts[record.StateSucceeded] != int64(b.N) {
+		b.Fatalf("succeeded %d of %d", st.Counts[record.StateSucceeded], b.N)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -87,12 +88,12 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
 
 		// A: fails (503), hangs (timeout), succeeds; one scheduler dispatch per attempt.
-		rows := func(id durable.ItemID, n int) []durable.Attempt {
+		rows := func(id record.ItemID, n int) []record.Attempt {
 			t.Helper()
-			var as []durable.Attempt
+			var as []record.Attempt
 			eventually(t, 20*time.Second, "attempt rows", func() bool {
 				as = attempts(t, e.q, id)
-				return len(as) >= n && item(t, e.q, id).State != durable.StateRunning
+				return len(as) >= n && item(t, e.q, id).State != record.StateRunning
 			})
 			return as
 		}
@@ -100,7 +101,7 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		e.clock.Advance(time.Second)
 		rows(a, 2)
 		e.clock.Advance(2 * time.Second)
-		waitState(t, e.q, a, durable.StateSucceeded)
+		waitState(t, e.q, a, record.StateSucceeded)
 		as := attempts(t, e.q, a)
 		if outcomes(as) != "1:failed 2:failed 3:succeeded" || as[0].Error != "status 503" || !strings.Contains(as[1].Error, "timeout: exceeded after 50ms") {
 			t.Fatalf("A rows %s %+v", outcomes(as), as)
@@ -112,14 +113,14 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		e.clock.Set(t0.Add(time.Hour))
 		eventually(t, 20*time.Second, "B's refusal", func() bool {
 			it := item(t, e.q, bID)
-			return it.State == durable.StatePending && it.NextAt.After(t0.Add(time.Hour))
+			return it.State == record.StatePending && it.NextAt.After(t0.Add(time.Hour))
 		})
 		if it := item(t, e.q, bID); it.Attempts != 0 || len(attempts(t, e.q, bID)) != 0 {
 			t.Fatalf("B after the bulkhead refusal: %+v", it)
 		}
 		close(hold)
 		e.clock.Advance(time.Minute)
-		it := waitState(t, e.q, bID, durable.StateDead)
+		it := waitState(t, e.q, bID, record.StateDead)
 		if as := attempts(t, e.q, bID); outcomes(as) != "1:failed" || as[0].Error != "status 400" || it.Attempts != 1 {
 			t.Fatalf("B: %+v rows %s", it, outcomes(as))
 		}
@@ -135,7 +136,7 @@ func TestChainUnderTheScheduler(t *testing.T) {
 			t.Fatalf("C after the breaker refusal: %+v", it)
 		}
 		e.clock.Advance(29 * time.Second)
-		waitState(t, e.q, c, durable.StateSucceeded)
+		waitState(t, e.q, c, record.StateSucceeded)
 		if as := attempts(t, e.q, c); outcomes(as) != "1:succeeded" {
 			t.Fatalf("C rows %s", outcomes(as))
 		}
@@ -146,7 +147,7 @@ func TestChainUnderTheScheduler(t *testing.T) {
 				t.Errorf("item %d: steps left %v", n, left)
 			}
 		}
-		if st := stats(t, e.q); st.Counts[durable.StateSucceeded] != 2 || st.Counts[durable.StateDead] != 1 || st.Counts[durable.StatePending] != 0 {
+		if st := stats(t, e.q); st.Counts[record.StateSucceeded] != 2 || st.Counts[record.StateDead] != 1 || st.Counts[record.StatePending] != 0 {
 			t.Fatalf("final %+v", st.Counts)
 		}
 	})

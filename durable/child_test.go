@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -236,7 +237,7 @@ func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
 		}
 		deadOwner := f[2]
 		it := item(t, q, id)
-		if it.State != durable.StateRunning || it.LeaseOwner != deadOwner || it.Attempts != 1 {
+		if it.State != record.StateRunning || it.LeaseOwner != deadOwner || it.Attempts != 1 {
 			t.Fatalf("held item %+v", it)
 		}
 		c.kill(t)
@@ -246,7 +247,7 @@ func TestKilledWorkerIsReclaimedAndItsLateCompletionRejected(t *testing.T) {
 		clock.Set(it.LeaseUntil.Add(time.Second))
 		q2 := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock})
 		s := start(t, q2, mediatorFor(t, handlers{}), durable.SchedulerConfig{InstanceID: "survivor"})
-		done := waitState(t, q, id, durable.StateSucceeded)
+		done := waitState(t, q, id, record.StateSucceeded)
 		as := attempts(t, q, id)
 		if done.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != deadOwner || as[1].Instance != s.InstanceID() {
 			t.Fatalf("item %+v rows %s %+v", done, outcomes(as), as)
@@ -281,11 +282,11 @@ func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 	first := startChild(t, b, "run", extra...)
 	first.line(t, "READY")
 	eventually(t, 60*time.Second, "the first process to make progress", func() bool {
-		return stats(t, q).Counts[durable.StateSucceeded] >= n/5
+		return stats(t, q).Counts[record.StateSucceeded] >= n/5
 	})
 	first.kill(t)
 	mid := stats(t, q)
-	if mid.Counts[durable.StateSucceeded] == n {
+	if mid.Counts[record.StateSucceeded] == n {
 		t.Fatalf("the first process finished before it was killed: %+v", mid.Counts)
 	}
 	t.Logf("killed with %+v", mid.Counts)
@@ -293,12 +294,12 @@ func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 	second := startChild(t, b, "run", extra...)
 	second.line(t, "READY")
 	eventually(t, 60*time.Second, "every item to succeed", func() bool {
-		return stats(t, q).Counts[durable.StateSucceeded] == n
+		return stats(t, q).Counts[record.StateSucceeded] == n
 	})
 	second.stop(t)
 
 	final := stats(t, q)
-	if final.Counts[durable.StatePending]+final.Counts[durable.StateRunning]+final.Counts[durable.StateDead] != 0 {
+	if final.Counts[record.StatePending]+final.Counts[record.StateRunning]+final.Counts[record.StateDead] != 0 {
 		t.Fatalf("final %+v", final.Counts)
 	}
 	logged, err := os.ReadFile(logPath)
@@ -309,7 +310,7 @@ func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 	for _, l := range strings.Fields(string(logged)) {
 		seen[l] = true
 	}
-	items := must[[]durable.Item](t)(q.List(ctx, durable.Filter{Limit: n + 1}))
+	items := must[[]record.Item](t)(q.List(ctx, durable.Filter{Limit: n + 1}))
 	if len(items) != n {
 		t.Fatalf("%d items, want %d", len(items), n)
 	}
@@ -323,7 +324,7 @@ func TestSQLiteProcessRestartLosesNothing(t *testing.T) {
 
 // checkAttemptRows checks that a succeeded item's rows are numbered 1..Attempts, that the
 // last succeeded and that every earlier one has an outcome in allowed.
-func checkAttemptRows(t testing.TB, q *durable.Queue, it durable.Item, allowed ...string) {
+func checkAttemptRows(t testing.TB, q *durable.Queue, it record.Item, allowed ...string) {
 	t.Helper()
 	as := attempts(t, q, it.ID)
 	if len(as) != it.Attempts || len(as) == 0 {
@@ -334,7 +335,7 @@ func checkAttemptRows(t testing.TB, q *durable.Queue, it durable.Item, allowed .
 		last := i == len(as)-1
 		ok := a.Number == i+1 && a.ItemID == it.ID && !a.EndedAt.Before(a.StartedAt)
 		if last {
-			ok = ok && a.Outcome == durable.OutcomeSucceeded
+			ok = ok && a.Outcome == record.OutcomeSucceeded
 		} else {
 			ok = ok && strings.Contains(" "+strings.Join(allowed, " ")+" ", " "+string(a.Outcome)+" ")
 		}

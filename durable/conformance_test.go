@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -36,19 +37,19 @@ func TestEnqueueDispatchSucceeds(t *testing.T) {
 			got.Store(w.N, d)
 			return nil
 		}})
-		var ids []durable.ItemID
+		var ids []record.ItemID
 		for n := range 3 {
 			res := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: n}))
 			ids = append(ids, res.ID)
 		}
 		s := start(t, e.q, m, durable.SchedulerConfig{InstanceID: "a"})
 		for n, id := range ids {
-			it := waitState(t, e.q, id, durable.StateSucceeded)
+			it := waitState(t, e.q, id, record.StateSucceeded)
 			if it.Attempts != 1 || it.LeaseOwner != "" {
 				t.Errorf("item %d: attempts %d, lease owner %q", id, it.Attempts, it.LeaseOwner)
 			}
 			as := attempts(t, e.q, id)
-			if len(as) != 1 || as[0].Outcome != durable.OutcomeSucceeded || as[0].Instance != s.InstanceID() || as[0].Number != 1 {
+			if len(as) != 1 || as[0].Outcome != record.OutcomeSucceeded || as[0].Instance != s.InstanceID() || as[0].Number != 1 {
 				t.Errorf("item %d attempts: %+v", id, as)
 			}
 			d, _ := got.Load(n)
@@ -72,20 +73,20 @@ func TestRetryBackoffThenSuccess(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{})
 		t0 := e.clock.Now()
 		eventually(t, 20*time.Second, "first failure", func() bool {
-			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == durable.StatePending
+			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == record.StatePending
 		})
 		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "attempt 1 failed" {
 			t.Fatalf("after attempt 1: next %v (want %v), last error %q", it.NextAt, t0.Add(time.Second), it.LastError)
 		}
 		e.clock.Advance(time.Second)
 		eventually(t, 20*time.Second, "second failure", func() bool {
-			return item(t, e.q, id).Attempts == 2 && item(t, e.q, id).State == durable.StatePending
+			return item(t, e.q, id).Attempts == 2 && item(t, e.q, id).State == record.StatePending
 		})
 		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(3 * time.Second)) {
 			t.Fatalf("after attempt 2: next %v, want %v", it.NextAt, t0.Add(3*time.Second))
 		}
 		e.clock.Advance(2 * time.Second)
-		it := waitState(t, e.q, id, durable.StateSucceeded)
+		it := waitState(t, e.q, id, record.StateSucceeded)
 		as := attempts(t, e.q, id)
 		if it.Attempts != 3 || outcomes(as) != "1:failed 2:failed 3:succeeded" {
 			t.Fatalf("attempts %d, rows %s", it.Attempts, outcomes(as))
@@ -105,11 +106,11 @@ func TestMaxAttemptsDeadLetter(t *testing.T) {
 		for n := 1; n < fastPolicy.MaxAttempts; n++ {
 			eventually(t, 20*time.Second, fmt.Sprintf("attempt %d", n), func() bool {
 				it := item(t, e.q, id)
-				return it.Attempts == n && it.State == durable.StatePending
+				return it.Attempts == n && it.State == record.StatePending
 			})
 			e.clock.Advance(time.Hour)
 		}
-		it := waitState(t, e.q, id, durable.StateDead)
+		it := waitState(t, e.q, id, record.StateDead)
 		as := attempts(t, e.q, id)
 		if it.Attempts != 5 || len(as) != 5 || it.LastError != "down" || string(it.Payload) != `{"n":1}` {
 			t.Fatalf("dead item: %+v, %d attempt rows", it, len(as))
@@ -123,7 +124,7 @@ func TestNonRetryableDeadLetter(t *testing.T) {
 		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { return errPermanent }})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		it := waitState(t, e.q, id, durable.StateDead)
+		it := waitState(t, e.q, id, record.StateDead)
 		if as := attempts(t, e.q, id); it.Attempts != 1 || outcomes(as) != "1:failed" || as[0].Error != errPermanent.Error() {
 			t.Fatalf("item %+v attempts %s", it, outcomes(as))
 		}
@@ -149,11 +150,11 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 		}
 		good := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		first := start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1, BatchSize: 1, Logger: lines.logger()})
-		waitState(t, e.q, good, durable.StateSucceeded)
-		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.q, durable.ItemID(unknown)).LastError != "" })
-		u := item(t, e.q, durable.ItemID(unknown))
-		if u.State != durable.StatePending || u.LastError != `durable: unknown request name "test.renamed"` || u.Attempts != 0 ||
-			len(attempts(t, e.q, durable.ItemID(unknown))) != 0 || !u.NextAt.Equal(now.Add(time.Minute)) {
+		waitState(t, e.q, good, record.StateSucceeded)
+		eventually(t, 20*time.Second, "the unknown item to be put off", func() bool { return item(t, e.q, record.ItemID(unknown)).LastError != "" })
+		u := item(t, e.q, record.ItemID(unknown))
+		if u.State != record.StatePending || u.LastError != `durable: unknown request name "test.renamed"` || u.Attempts != 0 ||
+			len(attempts(t, e.q, record.ItemID(unknown))) != 0 || !u.NextAt.Equal(now.Add(time.Minute)) {
 			t.Errorf("unknown: %+v", u)
 		}
 		if !lines.has("durable: request name not registered in this instance; its items wait for an instance that knows it") {
@@ -170,14 +171,14 @@ func TestUnknownWaitsUndecodableDeadLetterSchedulerContinues(t *testing.T) {
 		})
 		e.clock.Advance(time.Minute)
 		start(t, q2, m2, durable.SchedulerConfig{Workers: 1})
-		waitState(t, e.q, durable.ItemID(unknown), durable.StateSucceeded)
-		d := waitState(t, e.q, durable.ItemID(broken), durable.StateDead)
-		if d.Attempts != 0 || len(attempts(t, e.q, durable.ItemID(broken))) != 0 || d.LastError == "" {
+		waitState(t, e.q, record.ItemID(unknown), record.StateSucceeded)
+		d := waitState(t, e.q, record.ItemID(broken), record.StateDead)
+		if d.Attempts != 0 || len(attempts(t, e.q, record.ItemID(broken))) != 0 || d.LastError == "" {
 			t.Errorf("undecodable: %+v", d)
 		}
 		// The scheduler keeps going after both.
 		later := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2})).ID
-		waitState(t, e.q, later, durable.StateSucceeded)
+		waitState(t, e.q, later, record.StateSucceeded)
 	})
 }
 
@@ -199,13 +200,13 @@ func TestOpenBreakerMakesNoAttempt(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: br})
 		eventually(t, 20*time.Second, "the breaker to be consulted", func() bool {
 			it := item(t, e.q, id)
-			return it.ParkedKey == "endpoint-1" && it.State == durable.StatePending && it.NextAt.Equal(t0.Add(10*time.Second))
+			return it.ParkedKey == "endpoint-1" && it.State == record.StatePending && it.NextAt.Equal(t0.Add(10*time.Second))
 		})
 		if it, as := item(t, e.q, id), attempts(t, e.q, id); it.Attempts != 0 || len(as) != 0 || calls.Load() != 0 {
 			t.Fatalf("open breaker: attempts %d, rows %d, handler calls %d", it.Attempts, len(as), calls.Load())
 		}
 		e.clock.Advance(10 * time.Second) // the breaker may probe, and the item is due
-		it := waitState(t, e.q, id, durable.StateSucceeded)
+		it := waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); it.Attempts != 1 || outcomes(as) != "1:succeeded" {
 			t.Fatalf("after the breaker closed: attempts %d, rows %s", it.Attempts, outcomes(as))
 		}
@@ -236,12 +237,12 @@ func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
 		t0 := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{})
 		eventually(t, 20*time.Second, "the refused dispatch", func() bool { return item(t, e.q, id).ParkedKey == "x" })
-		if it := item(t, e.q, id); it.Attempts != 0 || it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(7*time.Second)) ||
+		if it := item(t, e.q, id); it.Attempts != 0 || it.State != record.StatePending || !it.NextAt.Equal(t0.Add(7*time.Second)) ||
 			len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("after circuit open: %+v", it)
 		}
 		e.clock.Advance(7 * time.Second)
-		waitState(t, e.q, id, durable.StateSucceeded)
+		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
@@ -260,14 +261,14 @@ func TestDedupeKey(t *testing.T) {
 			t.Fatalf("first %+v second %+v other %+v option %+v", first, second, other, viaOption)
 		}
 		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{})
-		waitState(t, e.q, first.ID, durable.StateSucceeded)
+		waitState(t, e.q, first.ID, record.StateSucceeded)
 		// Once the first is done, the key is free again.
 		third := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
 		if third.Duplicate || third.ID == first.ID {
 			t.Fatalf("after completion: %+v", third)
 		}
-		waitState(t, e.q, third.ID, durable.StateSucceeded)
-		if st := stats(t, e.q); st.Counts[durable.StateSucceeded] != 3 {
+		waitState(t, e.q, third.ID, record.StateSucceeded)
+		if st := stats(t, e.q); st.Counts[record.StateSucceeded] != 3 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
@@ -306,7 +307,7 @@ func TestOrderingKeyInOrderOneAtATime(t *testing.T) {
 			return nil
 		}})
 		const perKey = 15
-		var last durable.ItemID
+		var last record.ItemID
 		for i := range perKey {
 			for _, key := range []string{"a", "b", "c"} {
 				last = must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Keyed{Key: key, Seq: i})).ID
@@ -314,7 +315,7 @@ func TestOrderingKeyInOrderOneAtATime(t *testing.T) {
 		}
 		free := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 8, BatchSize: 10})
-		waitState(t, e.q, free, durable.StateSucceeded)
+		waitState(t, e.q, free, record.StateSucceeded)
 		eventually(t, 20*time.Second, "a/0 to fail once", func() bool { return failed.Load() })
 		mu.Lock()
 		if len(seen["a"]) != 0 {
@@ -322,8 +323,8 @@ func TestOrderingKeyInOrderOneAtATime(t *testing.T) {
 		}
 		mu.Unlock()
 		e.clock.Advance(time.Second)
-		waitState(t, e.q, last, durable.StateSucceeded)
-		eventually(t, 20*time.Second, "every keyed item", func() bool { return stats(t, e.q).Counts[durable.StateSucceeded] == 3*perKey+1 })
+		waitState(t, e.q, last, record.StateSucceeded)
+		eventually(t, 20*time.Second, "every keyed item", func() bool { return stats(t, e.q).Counts[record.StateSucceeded] == 3*perKey+1 })
 		mu.Lock()
 		defer mu.Unlock()
 		want := make([]int, perKey)
@@ -382,7 +383,7 @@ func TestFenceRejectsLateCompletion(t *testing.T) {
 		}
 		it := item(t, e.q, id)
 		as := attempts(t, e.q, id)
-		if it.State != durable.StateSucceeded || it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "worker-a" || as[1].Instance != "worker-b" {
+		if it.State != record.StateSucceeded || it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || as[0].Instance != "worker-a" || as[1].Instance != "worker-b" {
 			t.Fatalf("item %+v, rows %s", it, outcomes(as))
 		}
 		// A second completion of the same lease is rejected too.
@@ -419,7 +420,7 @@ func TestHeartbeatKeepsLongItemLeased(t *testing.T) {
 			t.Fatalf("a heartbeated item was swept")
 		}
 		close(release)
-		waitState(t, e.q, id, durable.StateSucceeded)
+		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
@@ -435,7 +436,7 @@ func TestShutdownInterruptsAndReleases(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}})
-		var ids []durable.ItemID
+		var ids []record.ItemID
 		for n := range 5 {
 			ids = append(ids, must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: n})).ID)
 		}
@@ -452,7 +453,7 @@ func TestShutdownInterruptsAndReleases(t *testing.T) {
 		var interrupted, untouched int
 		for _, id := range ids {
 			it := item(t, e.q, id)
-			if it.State != durable.StatePending || it.LeaseOwner != "" {
+			if it.State != record.StatePending || it.LeaseOwner != "" {
 				t.Fatalf("item %d after shutdown: %+v", id, it)
 			}
 			switch as := attempts(t, e.q, id); outcomes(as) {
@@ -505,7 +506,7 @@ func TestShutdownWaitsForRunningItems(t *testing.T) {
 		}
 		// Every goroutine the scheduler started has ended.
 		goleak.VerifyNone(t, before)
-		if it := item(t, e.q, id); it.State != durable.StateSucceeded {
+		if it := item(t, e.q, id); it.State != record.StateSucceeded {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -516,7 +517,7 @@ func TestStats(t *testing.T) {
 		e := newEnv(t, b)
 		ctx := context.Background()
 		st := stats(t, e.q)
-		if st.OldestDue != 0 || st.Counts[durable.StatePending] != 0 || len(st.Counts) != 4 {
+		if st.OldestDue != 0 || st.Counts[record.StatePending] != 0 || len(st.Counts) != 4 {
 			t.Fatalf("empty stats %+v", st)
 		}
 		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1}))
@@ -525,12 +526,12 @@ func TestStats(t *testing.T) {
 		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 3}, durable.WithDelay(time.Hour)))
 		e.clock.Advance(30 * time.Second)
 		st = stats(t, e.q)
-		if st.Counts[durable.StatePending] != 3 || st.OldestDue != 90*time.Second {
+		if st.Counts[record.StatePending] != 3 || st.OldestDue != 90*time.Second {
 			t.Fatalf("stats %+v", st)
 		}
 		must[[]istore.Claimed](t)(e.store.Claim(ctx, "x", e.clock.Now(), time.Minute, 1))
 		st = stats(t, e.q)
-		if st.Counts[durable.StatePending] != 2 || st.Counts[durable.StateRunning] != 1 || st.OldestDue != 30*time.Second {
+		if st.Counts[record.StatePending] != 2 || st.Counts[record.StateRunning] != 1 || st.OldestDue != 30*time.Second {
 			t.Fatalf("stats after a claim %+v", st)
 		}
 	})
@@ -566,7 +567,7 @@ func TestDeferral(t *testing.T) {
 			t.Fatalf("retryable: %v", err)
 		}
 		it := item(t, e.q, deferred.ItemID)
-		if it.State != durable.StatePending || !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "busy" || it.Attempts != 0 || string(it.Payload) != `{"n":3}` {
+		if it.State != record.StatePending || !it.NextAt.Equal(t0.Add(time.Second)) || it.LastError != "busy" || it.Attempts != 0 || string(it.Payload) != `{"n":3}` {
 			t.Fatalf("deferred item %+v", it)
 		}
 		failWith.Store(ptr(error(&breaker.OpenError{Key: "k", Remaining: 42 * time.Second})))
@@ -601,7 +602,7 @@ func TestDeferral(t *testing.T) {
 		}
 		failWith.Store(ptr(error(nil)))
 		e.clock.Advance(time.Hour)
-		waitState(t, e.q, deferred.ItemID, durable.StateSucceeded)
+		waitState(t, e.q, deferred.ItemID, record.StateSucceeded)
 	})
 }
 
@@ -644,7 +645,7 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
 		eventually(t, 20*time.Second, "the first attempt", func() bool {
-			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == durable.StatePending
+			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == record.StatePending
 		})
 		if calls.Load() != 1 || !marked.Load() {
 			t.Fatalf("one scheduler dispatch made %d handler calls (marked %v)", calls.Load(), marked.Load())
@@ -676,7 +677,7 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
 		eventually(t, 20*time.Second, "the item to be put off", func() bool { return item(t, e.q, id).NextAt.After(t0) })
 		it := item(t, e.q, id)
-		if it.State != durable.StatePending || it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
+		if it.State != record.StatePending || it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("with the breaker open: %+v, handler calls %d", it, calls.Load())
 		}
 		if wait := it.NextAt.Sub(t0); wait <= 29*time.Second || wait > 30*time.Second {
@@ -686,7 +687,7 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.clock.Advance(30 * time.Second)
-		waitState(t, e.q, id, durable.StateSucceeded)
+		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
 			t.Fatalf("rows %s, calls %d", outcomes(as), calls.Load())
 		}
@@ -700,7 +701,7 @@ func TestConcurrentDedupeInsertsOnce(t *testing.T) {
 		var (
 			wg    sync.WaitGroup
 			mu    sync.Mutex
-			ids   = map[durable.ItemID]int{}
+			ids   = map[record.ItemID]int{}
 			fresh atomic.Int64
 		)
 		for i := range 16 {
@@ -828,7 +829,7 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if it := item(t, e.q, committed.ID); it.State != durable.StatePending || string(it.Payload) != `{"n":2}` {
+		if it := item(t, e.q, committed.ID); it.State != record.StatePending || string(it.Payload) != `{"n":2}` {
 			t.Fatalf("committed item %+v", it)
 		}
 	})
@@ -888,7 +889,7 @@ func TestStaleWorkerDoesNotEndNewClaimOfSameInstance(t *testing.T) {
 			return !item(t, e.q, id).LeaseUntil.Before(want)
 		})
 		unblock()
-		it := waitState(t, e.q, id, durable.StateSucceeded)
+		it := waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); it.Attempts != 2 || outcomes(as) != "1:abandoned 2:succeeded" || calls.Load() != 2 {
 			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())
 		}
@@ -930,15 +931,15 @@ func TestPanickingCodecDeadLettersItem(t *testing.T) {
 			mediator.HandleFunc(m, func(ctx context.Context, f *Fragile) (mediator.Void, error) { return mediator.Void{}, nil })
 		})
 		start(t, q, m, durable.SchedulerConfig{Workers: 1, BatchSize: 1})
-		it := waitState(t, e.q, durable.ItemID(bad), durable.StateDead)
-		if it.Attempts != 0 || len(attempts(t, e.q, durable.ItemID(bad))) != 0 || it.LastError == "" {
+		it := waitState(t, e.q, record.ItemID(bad), record.StateDead)
+		if it.Attempts != 0 || len(attempts(t, e.q, record.ItemID(bad))) != 0 || it.LastError == "" {
 			t.Fatalf("item %+v", it)
 		}
 		if _, err := durable.DecodeFor(q, "test.fragile", []byte("corrupt")); !errors.Is(err, durable.ErrDecode) {
 			t.Fatalf("decode: %v", err)
 		}
 		good := must[durable.Enqueued](t)(q.Enqueue(ctx, &Fragile{V: "ok"})).ID
-		waitState(t, e.q, good, durable.StateSucceeded)
+		waitState(t, e.q, good, record.StateSucceeded)
 	})
 }
 
@@ -999,7 +1000,7 @@ func TestShutdownDoesNotHangOnBlockedStore(t *testing.T) {
 		unlock()
 		// The completion was abandoned: the item is still leased and will be swept, unless the
 		// cancelled statement got through just before its cancellation did.
-		if it := item(t, e.q, id); it.State != durable.StateRunning && it.State != durable.StateSucceeded {
+		if it := item(t, e.q, id); it.State != record.StateRunning && it.State != record.StateSucceeded {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -1033,7 +1034,7 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 		}
 		eventually(t, 20*time.Second, "the first failure", func() bool {
 			it := item(t, e.q, id)
-			return it.Attempts == 1 && it.State == durable.StatePending
+			return it.Attempts == 1 && it.State == record.StatePending
 		})
 		e.clock.Advance(time.Hour)
 		<-started
@@ -1043,7 +1044,7 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 		start(t, q, m, durable.SchedulerConfig{})
-		it := waitState(t, e.q, id, durable.StateSucceeded)
+		it := waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); it.Attempts != 3 || outcomes(as) != "1:failed 2:interrupted 3:succeeded" || calls.Load() != 3 {
 			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())
 		}
@@ -1062,8 +1063,8 @@ func TestPanickingBreakerKeyDoesNotStopScheduler(t *testing.T) {
 		keyed := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Keyed{Key: "k"})).ID
 		work := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Breakers: br})
-		waitState(t, e.q, work, durable.StateSucceeded)
-		if it := waitState(t, e.q, keyed, durable.StateSucceeded); it.Attempts != 1 {
+		waitState(t, e.q, work, record.StateSucceeded)
+		if it := waitState(t, e.q, keyed, record.StateSucceeded); it.Attempts != 1 {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -1093,7 +1094,7 @@ func TestShutdownInterruptionWithHandlersOwnError(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 		it := item(t, e.q, id)
-		if as := attempts(t, e.q, id); it.State != durable.StatePending || !it.NextAt.Equal(e.clock.Now()) || outcomes(as) != "1:interrupted" {
+		if as := attempts(t, e.q, id); it.State != record.StatePending || !it.NextAt.Equal(e.clock.Now()) || outcomes(as) != "1:interrupted" {
 			t.Fatalf("item %+v rows %s", it, outcomes(as))
 		}
 	})
@@ -1114,7 +1115,7 @@ func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
 		if errors.Is(err, durable.ErrDeferred) || err == nil || err.Error() != "upstream 503" {
 			t.Fatalf("send: %v", err)
 		}
-		if st := stats(t, e.q); st.Counts[durable.StatePending] != 0 {
+		if st := stats(t, e.q); st.Counts[record.StatePending] != 0 {
 			t.Fatalf("persisted for a caller that gave up: %+v", st.Counts)
 		}
 	})

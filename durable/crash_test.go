@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // The crash test: real OS processes, one item whose handler kills its process.
@@ -57,7 +58,7 @@ func crashTest(t *testing.T, b backend, workers int) {
 	begin := time.Now()
 	ctx := context.Background()
 	q := b.queue(t, durable.Config{Policy: fastPolicy})
-	ids := make([]durable.ItemID, crashItems)
+	ids := make([]record.ItemID, crashItems)
 	for i := range ids {
 		ids[i] = must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i + 1})).ID
 	}
@@ -94,7 +95,7 @@ func crashTest(t *testing.T, b backend, workers int) {
 				return true
 			}
 			st := stats(t, q)
-			clean = st.Counts[durable.StatePending]+st.Counts[durable.StateRunning] == 0
+			clean = st.Counts[record.StatePending]+st.Counts[record.StateRunning] == 0
 			return clean
 		})
 		if !clean {
@@ -136,7 +137,7 @@ func crashTest(t *testing.T, b backend, workers int) {
 	}
 	pit := item(t, q, poison)
 	prows := attempts(t, q, poison)
-	if pit.State != durable.StateDead || pit.Attempts != crashMaxAttempts+unattributed || pit.Unattributed != unattributed ||
+	if pit.State != record.StateDead || pit.Attempts != crashMaxAttempts+unattributed || pit.Unattributed != unattributed ||
 		pit.Interruptions != 0 || pit.Counted() != crashMaxAttempts ||
 		!strings.HasPrefix(pit.LastError, fmt.Sprintf("attempts exhausted (%d)", crashMaxAttempts)) {
 		t.Errorf("poison item %d: state %s, attempts %d, unattributed %d, interruptions %d, counted %d, last error %q; want dead, %d attempts, %d unattributed, %d counted, attempts exhausted",
@@ -173,7 +174,7 @@ func crashTest(t *testing.T, b backend, workers int) {
 		it := item(t, q, id)
 		rows := attempts(t, q, id)
 		switch {
-		case it.State != durable.StateSucceeded:
+		case it.State != record.StateSucceeded:
 			wrong = append(wrong, fmt.Sprintf("item %d is %s: rows %s, last error %q", id, it.State, outcomes(rows), it.LastError))
 		case len(rows) == 1 && outcomes(rows) == "1:succeeded":
 		case workers > 1 && len(rows) == 2 && outcomes(rows) == "1:abandoned 2:succeeded" && rows[0].Instance == firstCrash:
@@ -198,12 +199,12 @@ func crashTest(t *testing.T, b backend, workers int) {
 // crashReport counts the outcome of a crash test.
 type crashReport struct {
 	succeeded    int
-	dead         []durable.ItemID
+	dead         []record.ItemID
 	lost         int // enqueued, neither succeeded nor dead (missing, pending or running)
 	stuck        int // pending or running
 	runTwice     int // items other than the poison with more than one attempt
 	handledTwice int // items other than the poison whose handler completed more than once
-	handled      map[durable.ItemID][]int
+	handled      map[record.ItemID][]int
 	other        []string // the items that are neither succeeded at their first attempt nor the dead poison
 }
 
@@ -225,7 +226,7 @@ func (r crashReport) details() string {
 	return strings.Join(other, "; ")
 }
 
-func summarise(t *testing.T, q *durable.Queue, ids []durable.ItemID, poison durable.ItemID, logPath string) crashReport {
+func summarise(t *testing.T, q *durable.Queue, ids []record.ItemID, poison record.ItemID, logPath string) crashReport {
 	t.Helper()
 	r := crashReport{handled: readHandled(t, logPath)}
 	for _, id := range ids {
@@ -237,14 +238,14 @@ func summarise(t *testing.T, q *durable.Queue, ids []durable.ItemID, poison dura
 		}
 		rows := attempts(t, q, id)
 		switch it.State {
-		case durable.StateSucceeded:
+		case record.StateSucceeded:
 			r.succeeded++
-		case durable.StateDead:
+		case record.StateDead:
 			r.dead = append(r.dead, id)
-		case durable.StatePending, durable.StateRunning:
+		case record.StatePending, record.StateRunning:
 			r.stuck++
 		}
-		if it.State != durable.StateSucceeded && it.State != durable.StateDead {
+		if it.State != record.StateSucceeded && it.State != record.StateDead {
 			r.lost++
 		}
 		if id != poison && len(rows) > 1 {
@@ -253,7 +254,7 @@ func summarise(t *testing.T, q *durable.Queue, ids []durable.ItemID, poison dura
 		if id != poison && len(r.handled[id]) > 1 {
 			r.handledTwice++
 		}
-		if (id == poison && it.State != durable.StateDead) || (id != poison && outcomes(rows) != "1:succeeded") {
+		if (id == poison && it.State != record.StateDead) || (id != poison && outcomes(rows) != "1:succeeded") {
 			r.other = append(r.other, fmt.Sprintf("item %d %s rows %q", id, it.State, outcomes(rows)))
 		}
 	}
@@ -261,9 +262,9 @@ func summarise(t *testing.T, q *durable.Queue, ids []durable.ItemID, poison dura
 }
 
 // readHandled reads the children's log: the attempts at which each item's handler completed.
-func readHandled(t *testing.T, path string) map[durable.ItemID][]int {
+func readHandled(t *testing.T, path string) map[record.ItemID][]int {
 	t.Helper()
-	out := map[durable.ItemID][]int{}
+	out := map[record.ItemID][]int{}
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return out
@@ -281,12 +282,12 @@ func readHandled(t *testing.T, path string) map[durable.ItemID][]int {
 		if err1 != nil || err2 != nil {
 			t.Fatalf("log line %q", l)
 		}
-		out[durable.ItemID(id)] = append(out[durable.ItemID(id)], n)
+		out[record.ItemID(id)] = append(out[record.ItemID(id)], n)
 	}
 	return out
 }
 
-func instances(as []durable.Attempt) []string {
+func instances(as []record.Attempt) []string {
 	out := make([]string, len(as))
 	for i, a := range as {
 		out[i] = a.Instance
@@ -296,7 +297,7 @@ func instances(as []durable.Attempt) []string {
 
 // poisonLine is what a child prints just before the poison kills it.
 type poisonLine struct {
-	item     durable.ItemID
+	item     record.ItemID
 	instance string
 	attempt  int
 }
@@ -335,7 +336,7 @@ func startPoisonChild(t *testing.T, b backend, env ...string) *poisonChild {
 				bad = append(bad, l)
 				continue
 			}
-			c.poison = &poisonLine{item: durable.ItemID(id), instance: f[2], attempt: n}
+			c.poison = &poisonLine{item: record.ItemID(id), instance: f[2], attempt: n}
 		}
 		c.err = c.cmd.Wait()
 		c.state = c.cmd.ProcessState

@@ -13,68 +13,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// DeadLetterID identifies a dead letter in its queue's database.
-type DeadLetterID int64
-
-// DeadLetterStatus is where a dead letter stands in an operator's work.
-type DeadLetterStatus string
-
-// Dead letter statuses; replayed and discarded are terminal.
-const (
-	DeadLetterFailed    DeadLetterStatus = "failed"    // waiting for an operator, also after a failed replay
-	DeadLetterReplayed  DeadLetterStatus = "replayed"  // a replay succeeded
-	DeadLetterDiscarded DeadLetterStatus = "discarded" // an operator retired it, saying why
-)
-
-// DeadLetter is a dead item, or a failed item of RunBatch, waiting for an operator. Letters are
-// never deleted: replay and discard change Status and append to the timeline.
-type DeadLetter struct {
-	ID      DeadLetterID
-	ItemID  ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
-	Source  string // the dead item's request name, or the batch's source
-	Name    string // the registered name the payload decodes as
-	Key     string // the batch item's key, or the dead item's dedupe key
-	Payload []byte
-	Error   string // the last error, of the item, the batch item or the last failed replay
-	Status  DeadLetterStatus
-	// RetryCount counts the replays that ran; one the caller cancelled does not count.
-	RetryCount           int
-	CreatedAt, UpdatedAt time.Time
-	// Metadata is the item's metadata (see Config.Propagators), or what RunBatch's context
-	// gave; a replay runs with it, so it keeps its trace context and tenant.
-	Metadata map[string]string
-}
-
-// TimelineKind says what a timeline entry records.
-type TimelineKind string
-
-// The kinds of timeline entries.
-const (
-	TimelineAttempt TimelineKind = "attempt" // an attempt of the dead item by a scheduler
-	TimelineReplay  TimelineKind = "replay"  // a replay by an operator
-	TimelineDiscard TimelineKind = "discard" // the discard by an operator
-)
-
-// TimelineEntry is an attempt of a dead letter's item, or a replay or discard, in order.
-type TimelineEntry struct {
-	Kind               TimelineKind
-	Number             int // an attempt's number
-	StartedAt, EndedAt time.Time
-	Instance           string  // the scheduler instance of an attempt
-	Actor              string  // the operator of a replay or discard
-	Outcome            Outcome // how an attempt's or a replay's dispatch ended; empty for a discard
-	Error              string
-	Reason             string // why the letter was discarded
-}
-
 // DeadLetterFilter selects the letters Queue.DeadLetters lists.
 type DeadLetterFilter struct {
-	Status   DeadLetterStatus // zero means DeadLetterFailed, the letters waiting for an operator
-	Source   string           // when not empty, only letters of that source
-	From, To time.Time        // when not zero, only letters created in [From, To)
+	Status   record.DeadLetterStatus // zero means record.DeadLetterFailed, the letters waiting for an operator
+	Source   string                  // when not empty, only letters of that source
+	From, To time.Time               // when not zero, only letters created in [From, To)
 	// Limit caps the letters returned: zero means 50, a dashboard's page; at most 500, so a
 	// listing's payloads stay a bounded response.
 	Limit, Offset int
@@ -105,14 +52,14 @@ const (
 
 // BulkResult is the outcome of one id of ReplayMany or DiscardMany.
 type BulkResult struct {
-	ID         DeadLetterID
+	ID         record.DeadLetterID
 	Resolution Resolution // empty when it could not be worked on, as Error says
 	Error      string     // the replay's error, or why nothing was done
 }
 
 // deadLetters is the queue's dead-letter configuration.
 type deadLetters struct {
-	onDead      []func(ctx context.Context, d DeadLetter)
+	onDead      []func(ctx context.Context, d record.DeadLetter)
 	log         *zap.Logger
 	replayLease time.Duration
 }
@@ -127,14 +74,14 @@ func (q *Queue) deadLetterConfig(cfg Config) {
 	}
 }
 
-func letterOf(d store.DeadLetter) DeadLetter {
-	return DeadLetter{ID: DeadLetterID(d.ID), ItemID: ItemID(d.ItemID), Source: d.Source, Name: d.Name, Key: d.Key,
-		Payload: d.Payload, Error: d.Error, Status: DeadLetterStatus(d.Status), RetryCount: d.RetryCount,
+func letterOf(d store.DeadLetter) record.DeadLetter {
+	return record.DeadLetter{ID: record.DeadLetterID(d.ID), ItemID: record.ItemID(d.ItemID), Source: d.Source, Name: d.Name, Key: d.Key,
+		Payload: d.Payload, Error: d.Error, Status: record.DeadLetterStatus(d.Status), RetryCount: d.RetryCount,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, Metadata: decodeMetadata(d.Metadata)}
 }
 
 // announce logs a new dead letter and calls Config.OnDead with it.
-func (q *Queue) announce(ctx context.Context, d DeadLetter) {
+func (q *Queue) announce(ctx context.Context, d record.DeadLetter) {
 	fields := []zap.Field{zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
 		zap.String("source", d.Source), zap.String("name", d.Name), zap.String("error", d.Error)}
 	if d.Key != "" {
@@ -147,7 +94,7 @@ func (q *Queue) announce(ctx context.Context, d DeadLetter) {
 }
 
 // tellDead calls one OnDead observer, recovering and logging its panic so the next one runs.
-func (q *Queue) tellDead(ctx context.Context, d DeadLetter, on func(context.Context, DeadLetter)) {
+func (q *Queue) tellDead(ctx context.Context, d record.DeadLetter, on func(context.Context, record.DeadLetter)) {
 	defer func() {
 		if p := recover(); p != nil {
 			q.log.Error("durable: OnDead panicked", zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
@@ -182,23 +129,23 @@ func (s *scheduler) notifyDead(batch []store.Completion, results []error) {
 	}
 }
 
-func (q *Queue) deadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int, error) {
+func (q *Queue) deadLetterCounts(ctx context.Context) (map[record.DeadLetterStatus]int, error) {
 	counts, err := q.store.DeadLetterCounts(ctx)
-	out := make(map[DeadLetterStatus]int, len(counts))
+	out := make(map[record.DeadLetterStatus]int, len(counts))
 	for k, v := range counts {
-		out[DeadLetterStatus(k)] = v
+		out[record.DeadLetterStatus(k)] = v
 	}
 	return out, err
 }
 
 // DeadLetters lists the letters f selects, newest first, and the total match.
-func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
+func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]record.DeadLetter, int, error) {
 	if f.Status == "" {
-		f.Status = DeadLetterFailed
+		f.Status = record.DeadLetterFailed
 	}
 	var errs []error
 	switch f.Status {
-	case DeadLetterFailed, DeadLetterReplayed, DeadLetterDiscarded:
+	case record.DeadLetterFailed, record.DeadLetterReplayed, record.DeadLetterDiscarded:
 	default:
 		errs = append(errs, fmt.Errorf("Status %q is not failed, replayed or discarded", f.Status))
 	}
@@ -219,7 +166,7 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]DeadLetter, len(ls))
+	out := make([]record.DeadLetter, len(ls))
 	for i, d := range ls {
 		out[i] = letterOf(d)
 	}
@@ -228,31 +175,31 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 
 // DeadLetter returns a letter and its timeline: its item's attempts, then the
 // replays and the discard; an unknown id gets ErrNotFound.
-func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []TimelineEntry, error) {
+func (q *Queue) DeadLetter(ctx context.Context, id record.DeadLetterID) (record.DeadLetter, []record.TimelineEntry, error) {
 	d, found, err := q.store.DeadLetter(ctx, store.DeadLetterID(id))
 	if err != nil {
-		return DeadLetter{}, nil, err
+		return record.DeadLetter{}, nil, err
 	}
 	if !found {
-		return DeadLetter{}, nil, notFound(id)
+		return record.DeadLetter{}, nil, notFound(id)
 	}
-	var tl []TimelineEntry
+	var tl []record.TimelineEntry
 	if d.ItemID != 0 {
 		as, err := q.store.Attempts(ctx, d.ItemID)
 		if err != nil {
-			return DeadLetter{}, nil, err
+			return record.DeadLetter{}, nil, err
 		}
 		for _, a := range as {
-			tl = append(tl, TimelineEntry{Kind: TimelineAttempt, Number: a.Number, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
-				Instance: a.Instance, Outcome: Outcome(a.Outcome), Error: a.Error})
+			tl = append(tl, record.TimelineEntry{Kind: record.TimelineAttempt, Number: a.Number, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
+				Instance: a.Instance, Outcome: record.Outcome(a.Outcome), Error: a.Error})
 		}
 	}
 	evs, err := q.store.Events(ctx, store.DeadLetterID(id))
 	if err != nil {
-		return DeadLetter{}, nil, err
+		return record.DeadLetter{}, nil, err
 	}
 	for _, e := range evs {
-		tl = append(tl, TimelineEntry{Kind: TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
+		tl = append(tl, record.TimelineEntry{Kind: record.TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
 			Outcome: eventOutcome[e.Outcome], Error: e.Error, Reason: e.Reason})
 	}
 	return letterOf(d), tl, nil
@@ -260,13 +207,13 @@ func (q *Queue) DeadLetter(ctx context.Context, id DeadLetterID) (DeadLetter, []
 
 // eventOutcome maps a stored event's outcome to the Outcome of its dispatch (none for a
 // discard).
-var eventOutcome = map[string]Outcome{
-	store.OutcomeReplayed:          OutcomeSucceeded,
-	store.OutcomeStillFailed:       OutcomeFailed,
-	string(store.OutcomeAbandoned): OutcomeAbandoned,
+var eventOutcome = map[string]record.Outcome{
+	store.OutcomeReplayed:          record.OutcomeSucceeded,
+	store.OutcomeStillFailed:       record.OutcomeFailed,
+	string(store.OutcomeAbandoned): record.OutcomeAbandoned,
 }
 
-func notFound(id DeadLetterID) error {
+func notFound(id record.DeadLetterID) error {
 	return fmt.Errorf("durable: dead letter %d: %w", id, ErrNotFound)
 }
 
@@ -307,7 +254,7 @@ const (
 // (Config.ReplayLease); if the lease is lost first, Replay returns ErrOutcomeUnknown and the
 // timeline shows an abandoned replay, never a failure. Concurrent replays of a letter run its
 // handler once. No transaction is held while the handler runs, so it may use the database.
-func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id DeadLetterID, actor string) (Resolution, error) {
+func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.DeadLetterID, actor string) (Resolution, error) {
 	if err := checkSender("Replay", sender); err != nil {
 		return "", err
 	}
@@ -517,8 +464,8 @@ func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.D
 	if err != nil {
 		return err
 	}
-	ctx = q.withMetadata(ctx, d.Metadata, q.log, ItemID(d.ItemID), d.Name)
-	ctx = q.withDispatch(ctx, req, Dispatch{ItemID: ItemID(d.ItemID), Name: d.Name, DeadLetter: DeadLetterID(d.ID), Replay: owner}, q.log)
+	ctx = q.withMetadata(ctx, d.Metadata, q.log, record.ItemID(d.ItemID), d.Name)
+	ctx = q.withDispatch(ctx, req, Dispatch{ItemID: record.ItemID(d.ItemID), Name: d.Name, DeadLetter: record.DeadLetterID(d.ID), Replay: owner}, q.log)
 	return send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
 }
 
@@ -541,7 +488,7 @@ func replayToken() string {
 
 // Discard retires failed letter id unreplayed; actor and reason are required (an
 // audit says who and why). Conflict and NotFound as for Replay.
-func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason string) (Resolution, error) {
+func (q *Queue) Discard(ctx context.Context, id record.DeadLetterID, actor, reason string) (Resolution, error) {
 	var errs []error
 	if actor == "" {
 		errs = append(errs, errors.New("actor is required: the timeline records who discarded"))
@@ -576,31 +523,31 @@ func (q *Queue) Discard(ctx context.Context, id DeadLetterID, actor, reason stri
 // ReplayMany replays ids in turn (see Replay), one result per id in order; one
 // failure never stops the others. Over 100 ids get ErrTooMany, doing nothing.
 // When ctx ends, the letters not yet replayed get its error, returned too.
-func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []DeadLetterID, actor string) ([]BulkResult, error) {
+func (q *Queue) ReplayMany(ctx context.Context, sender mediator.Sender, ids []record.DeadLetterID, actor string) ([]BulkResult, error) {
 	if err := checkSender("ReplayMany", sender); err != nil {
 		return nil, err
 	}
 	if actor == "" {
 		return nil, errors.New("durable: ReplayMany: actor is required: the timeline records who replayed")
 	}
-	return bulk(ctx, "ReplayMany", ids, func(id DeadLetterID) (Resolution, error) { return q.Replay(ctx, sender, id, actor) })
+	return bulk(ctx, "ReplayMany", ids, func(id record.DeadLetterID) (Resolution, error) { return q.Replay(ctx, sender, id, actor) })
 }
 
 // DiscardMany discards ids (see Discard), one result per id in order; one
 // failure never stops the others. Over 100 ids get ErrTooMany, doing nothing.
-func (q *Queue) DiscardMany(ctx context.Context, ids []DeadLetterID, actor, reason string) ([]BulkResult, error) {
+func (q *Queue) DiscardMany(ctx context.Context, ids []record.DeadLetterID, actor, reason string) ([]BulkResult, error) {
 	if actor == "" || reason == "" {
 		_, err := q.Discard(ctx, 0, actor, reason)
 		return nil, err
 	}
-	return bulk(ctx, "DiscardMany", ids, func(id DeadLetterID) (Resolution, error) { return q.Discard(ctx, id, actor, reason) })
+	return bulk(ctx, "DiscardMany", ids, func(id record.DeadLetterID) (Resolution, error) { return q.Discard(ctx, id, actor, reason) })
 }
 
-func bulk(ctx context.Context, op string, ids []DeadLetterID, one func(DeadLetterID) (Resolution, error)) ([]BulkResult, error) {
+func bulk(ctx context.Context, op string, ids []record.DeadLetterID, one func(record.DeadLetterID) (Resolution, error)) ([]BulkResult, error) {
 	if len(ids) > maxBulk {
 		return nil, fmt.Errorf("durable: %s: %d ids, at most %d at once: %w", op, len(ids), maxBulk, ErrTooMany)
 	}
-	seen := make(map[DeadLetterID]bool, len(ids))
+	seen := make(map[record.DeadLetterID]bool, len(ids))
 	for _, id := range ids {
 		if seen[id] {
 			// Replaying a letter twice in one call would run its request twice.

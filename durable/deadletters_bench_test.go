@@ -7,19 +7,20 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // seedLetters stores n failed dead letters of Work requests and returns their ids.
-func seedLetters(b *testing.B, s *istore.Store, n int) []durable.DeadLetterID {
+func seedLetters(b *testing.B, s *istore.Store, n int) []record.DeadLetterID {
 	b.Helper()
-	ids := make([]durable.DeadLetterID, n)
+	ids := make([]record.DeadLetterID, n)
 	for i := range ids {
 		id, err := s.InsertDeadLetter(context.Background(), istore.NewDeadLetter{Source: "bench", Name: "test.work",
 			Payload: []byte(`{"n":1}`), Error: "bad", Now: time.Now()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		ids[i] = durable.DeadLetterID(id)
+		ids[i] = record.DeadLetterID(id)
 	}
 	return ids
 }

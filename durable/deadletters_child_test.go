@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -58,7 +59,7 @@ func runReplayChild() int {
 	fmt.Println("READY")
 	for in.Scan() && in.Text() != "go" {
 	}
-	res, err := q.Replay(ctx, m, durable.DeadLetterID(id), fmt.Sprintf("process-%d", os.Getpid()))
+	res, err := q.Replay(ctx, m, record.DeadLetterID(id), fmt.Sprintf("process-%d", os.Getpid()))
 	fmt.Println("RESULT", res, err)
 	return 0
 }
@@ -69,7 +70,7 @@ type replayChild struct {
 	stdin interface{ Write([]byte) (int, error) }
 }
 
-func startReplayChild(t *testing.T, b backend, id durable.DeadLetterID) *replayChild {
+func startReplayChild(t *testing.T, b backend, id record.DeadLetterID) *replayChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(append(os.Environ(), childEnv+"=replay", childLetterEnv+"="+strconv.FormatInt(int64(id), 10)), b.env...)
@@ -165,7 +166,7 @@ func TestConcurrentReplayTwoProcesses(t *testing.T) {
 			}
 		}
 		d, tl := e.letter(t, id)
-		if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 || !strings.HasPrefix(tl[0].Actor, "process-") {
+		if d.Status != record.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 || !strings.HasPrefix(tl[0].Actor, "process-") {
 			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
 		}
 	})

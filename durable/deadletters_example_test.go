@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -77,7 +78,7 @@ func Example_deadLetters() {
 		fmt.Printf("  %s by %s (%s)\n", e.Kind, e.Actor, e.Reason)
 	}
 	st, _ := q.Stats(ctx)
-	fmt.Println("open letters:", st.DeadLetters[durable.DeadLetterFailed])
+	fmt.Println("open letters:", st.DeadLetters[record.DeadLetterFailed])
 	// Output:
 	// processed 3, succeeded 1, invalid 2
 	// failed letters: 2

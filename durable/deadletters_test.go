@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -23,7 +24,7 @@ type dlEnv struct {
 	runs  atomic.Int64
 	mu    sync.Mutex
 	fn    func(ctx context.Context, w *Work) error
-	dead  []durable.DeadLetter // OnDead calls
+	dead  []record.DeadLetter // OnDead calls
 	clock *fakeClock
 }
 
@@ -32,7 +33,7 @@ func newDLEnv(t *testing.T, b backend, cfg durable.Config) *dlEnv {
 	e := &dlEnv{clock: newFakeClock()}
 	cfg.Policy, cfg.Clock, cfg.Rand = fastPolicy, e.clock, func() float64 { return 0.5 }
 	if cfg.OnDead == nil {
-		cfg.OnDead = []func(context.Context, durable.DeadLetter){func(_ context.Context, d durable.DeadLetter) {
+		cfg.OnDead = []func(context.Context, record.DeadLetter){func(_ context.Context, d record.DeadLetter) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.dead = append(e.dead, d)
@@ -59,15 +60,15 @@ func (e *dlEnv) handle(fn func(ctx context.Context, w *Work) error) {
 	e.fn = fn
 }
 
-func (e *dlEnv) onDead() []durable.DeadLetter {
+func (e *dlEnv) onDead() []record.DeadLetter {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]durable.DeadLetter(nil), e.dead...)
+	return append([]record.DeadLetter(nil), e.dead...)
 }
 
 // capture makes n dead letters of source through RunBatch, with a handler that fails every
 // item, and returns their ids; item i is Work{N: i} with key "k<i>".
-func (e *dlEnv) capture(t *testing.T, source string, n int) []durable.DeadLetterID {
+func (e *dlEnv) capture(t *testing.T, source string, n int) []record.DeadLetterID {
 	t.Helper()
 	e.handle(func(_ context.Context, w *Work) error { return fmt.Errorf("bad record %d", w.N) })
 	items := make([]durable.BatchItem, n)
@@ -85,7 +86,7 @@ func (e *dlEnv) capture(t *testing.T, source string, n int) []durable.DeadLetter
 	return res.DeadLetters
 }
 
-func (e *dlEnv) letter(t *testing.T, id durable.DeadLetterID) (durable.DeadLetter, []durable.TimelineEntry) {
+func (e *dlEnv) letter(t *testing.T, id record.DeadLetterID) (record.DeadLetter, []record.TimelineEntry) {
 	t.Helper()
 	d, tl, err := e.q.DeadLetter(context.Background(), id)
 	if err != nil {
@@ -94,7 +95,7 @@ func (e *dlEnv) letter(t *testing.T, id durable.DeadLetterID) (durable.DeadLette
 	return d, tl
 }
 
-func timeline(tl []durable.TimelineEntry) string {
+func timeline(tl []record.TimelineEntry) string {
 	var parts []string
 	for _, x := range tl {
 		s := string(x.Kind)
@@ -142,10 +143,10 @@ func TestReplayFailureThenSuccess(t *testing.T) {
 		}
 		d := letters[0]
 		if d.ItemID != enq.ID || d.Source != "test.work" || d.Name != "test.work" || d.Key != "order-7" ||
-			d.Error != errPermanent.Error() || d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || string(d.Payload) != `{"n":7}` {
+			d.Error != errPermanent.Error() || d.Status != record.DeadLetterFailed || d.RetryCount != 0 || string(d.Payload) != `{"n":7}` {
 			t.Fatalf("letter %+v", d)
 		}
-		if it := item(t, e.q, enq.ID); it.State != durable.StateDead {
+		if it := item(t, e.q, enq.ID); it.State != record.StateDead {
 			t.Fatalf("item %+v", it)
 		}
 
@@ -156,7 +157,7 @@ func TestReplayFailureThenSuccess(t *testing.T) {
 			t.Fatalf("replay: %v, %v", res, err)
 		}
 		got, tl := e.letter(t, d.ID)
-		if got.Status != durable.DeadLetterFailed || got.RetryCount != 1 || got.Error != "still broken" {
+		if got.Status != record.DeadLetterFailed || got.RetryCount != 1 || got.Error != "still broken" {
 			t.Fatalf("after a failed replay: %+v", got)
 		}
 		if want := "attempt:failed(permanent failure) replay:failed/alice(still broken)"; timeline(tl) != want {
@@ -169,7 +170,7 @@ func TestReplayFailureThenSuccess(t *testing.T) {
 			t.Fatalf("replay: %v, %v", res, err)
 		}
 		got, tl = e.letter(t, d.ID)
-		if got.Status != durable.DeadLetterReplayed || got.RetryCount != 2 || !got.UpdatedAt.Equal(e.clock.Now()) {
+		if got.Status != record.DeadLetterReplayed || got.RetryCount != 2 || !got.UpdatedAt.Equal(e.clock.Now()) {
 			t.Fatalf("after a replay: %+v", got)
 		}
 		if want := "attempt:failed(permanent failure) replay:failed/alice(still broken) replay:succeeded/bob"; timeline(tl) != want {
@@ -214,8 +215,8 @@ func TestReplayCancelledIsNotAFailure(t *testing.T) {
 			t.Fatalf("replay: %v, %v", res, err)
 		}
 		d, tl := e.letter(t, id)
-		if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 1 ||
-			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
+		if d.Status != record.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 1 ||
+			tl[0].Kind != record.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
 			!strings.HasPrefix(tl[0].Error, "outcome unknown: the replay's caller gave up") {
 			t.Fatalf("after a cancelled replay: %+v %q", d, timeline(tl))
 		}
@@ -259,7 +260,7 @@ func TestDiscardAuditedRowKept(t *testing.T) {
 			t.Fatalf("%d rows after the discard, %d before", after, before)
 		}
 		d, tl := e.letter(t, ids[0])
-		if d.Status != durable.DeadLetterDiscarded || d.Key != "k0" || d.Error != "bad record 0" {
+		if d.Status != record.DeadLetterDiscarded || d.Key != "k0" || d.Error != "bad record 0" {
 			t.Fatalf("discarded letter %+v", d)
 		}
 		if want := "discard/alice[customer deleted]"; timeline(tl) != want || !tl[0].EndedAt.Equal(e.clock.Now()) {
@@ -269,7 +270,7 @@ func TestDiscardAuditedRowKept(t *testing.T) {
 		if err != nil || total != 2 || len(failed) != 2 || failed[0].ID != ids[2] || failed[1].ID != ids[1] {
 			t.Fatalf("failed letters %+v total %d err %v", failed, total, err)
 		}
-		discarded, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Status: durable.DeadLetterDiscarded})
+		discarded, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Status: record.DeadLetterDiscarded})
 		if err != nil || total != 1 || discarded[0].ID != ids[0] {
 			t.Fatalf("discarded letters %+v total %d err %v", discarded, total, err)
 		}
@@ -286,7 +287,7 @@ func TestDeadLettersListing(t *testing.T) {
 		ctx := context.Background()
 		e := newDLEnv(t, b, durable.Config{})
 		start := e.clock.Now()
-		var ids []durable.DeadLetterID
+		var ids []record.DeadLetterID
 		for range 5 {
 			ids = append(ids, e.capture(t, "a", 1)...)
 			e.clock.Advance(time.Minute)
@@ -324,10 +325,10 @@ func TestBulkMixedOutcomes(t *testing.T) {
 			}
 			return nil
 		})
-		replay := append([]durable.DeadLetterID(nil), ids[:70]...)
+		replay := append([]record.DeadLetterID(nil), ids[:70]...)
 		replay = append(replay, ids[70:]...)
 		for i := range 10 {
-			replay = append(replay, ids[89]+durable.DeadLetterID(1000+i))
+			replay = append(replay, ids[89]+record.DeadLetterID(1000+i))
 		}
 		e.runs.Store(0)
 		results, err := e.q.ReplayMany(ctx, e.m, replay, "ops")
@@ -354,10 +355,10 @@ func TestBulkMixedOutcomes(t *testing.T) {
 		if e.runs.Load() != 70 {
 			t.Fatalf("handler ran %d times, want 70", e.runs.Load())
 		}
-		discard := append([]durable.DeadLetterID(nil), ids[40:70]...)
+		discard := append([]record.DeadLetterID(nil), ids[40:70]...)
 		discard = append(discard, ids[:40]...)
 		for i := range 30 {
-			discard = append(discard, ids[89]+durable.DeadLetterID(2000+i))
+			discard = append(discard, ids[89]+record.DeadLetterID(2000+i))
 		}
 		results, err = e.q.DiscardMany(ctx, discard, "ops", "cleanup")
 		if err != nil || len(results) != 100 {
@@ -376,7 +377,7 @@ func TestBulkMixedOutcomes(t *testing.T) {
 			}
 		}
 		st := stats(t, e.q)
-		want := map[durable.DeadLetterStatus]int{durable.DeadLetterFailed: 0, durable.DeadLetterReplayed: 40, durable.DeadLetterDiscarded: 50}
+		want := map[record.DeadLetterStatus]int{record.DeadLetterFailed: 0, record.DeadLetterReplayed: 40, record.DeadLetterDiscarded: 50}
 		if fmt.Sprint(st.DeadLetters) != fmt.Sprint(want) {
 			t.Fatalf("stats %v, want %v", st.DeadLetters, want)
 		}
@@ -407,14 +408,14 @@ func TestBulkTooMany(t *testing.T) {
 		if e.runs.Load() != 0 {
 			t.Fatalf("handler ran %d times", e.runs.Load())
 		}
-		if st := stats(t, e.q); st.DeadLetters[durable.DeadLetterFailed] != 101 {
+		if st := stats(t, e.q); st.DeadLetters[record.DeadLetterFailed] != 101 {
 			t.Fatalf("stats %v", st.DeadLetters)
 		}
 		if n := rowCount(t, e, "switchboard_dead_letter_events"); n != 0 {
 			t.Fatalf("%d events", n)
 		}
 		// A repeated id would replay its letter twice: refused before anything runs.
-		if results, err := e.q.ReplayMany(ctx, e.m, []durable.DeadLetterID{ids[0], ids[1], ids[0]}, "ops"); err == nil ||
+		if results, err := e.q.ReplayMany(ctx, e.m, []record.DeadLetterID{ids[0], ids[1], ids[0]}, "ops"); err == nil ||
 			!strings.Contains(err.Error(), "appears more than once") || results != nil || e.runs.Load() != 0 {
 			t.Fatalf("repeated id: %v, %v, %d runs", results, err, e.runs.Load())
 		}
@@ -463,7 +464,7 @@ func TestConcurrentReplayRunsOnce(t *testing.T) {
 			t.Fatalf("handler ran %d times", e.runs.Load())
 		}
 		d, tl := e.letter(t, id)
-		if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 {
+		if d.Status != record.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 1 {
 			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
 		}
 	})
@@ -503,8 +504,8 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 		}
 		// The dead replay is in the timeline, abandoned, by its actor, before the one that ran.
 		d, tl := e.letter(t, id)
-		if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 2 ||
-			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
+		if d.Status != record.DeadLetterReplayed || d.RetryCount != 1 || len(tl) != 2 ||
+			tl[0].Kind != record.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
 			!tl[0].StartedAt.Equal(now) || !tl[0].EndedAt.Equal(now.Add(2*time.Minute)) ||
 			tl[1].Outcome != "succeeded" || tl[1].Actor != "ops" {
 			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
@@ -514,7 +515,7 @@ func TestExpiredReplayLeaseFreesLetter(t *testing.T) {
 
 // leaseToADeadProcess takes a two-minute replay lease on letter id for alice, as a process that
 // then died would have, and returns when it was taken.
-func leaseToADeadProcess(t *testing.T, e *dlEnv, id durable.DeadLetterID) time.Time {
+func leaseToADeadProcess(t *testing.T, e *dlEnv, id record.DeadLetterID) time.Time {
 	t.Helper()
 	now := e.clock.Now()
 	_, res, err := e.store.LeaseReplay(context.Background(), istore.DeadLetterID(id), "dead-process", "alice", now, now.Add(2*time.Minute))
@@ -538,9 +539,9 @@ func TestDiscardAfterExpiredReplayLeaseRecordsTheReplay(t *testing.T) {
 			t.Fatalf("discard after the lease ran out: %v, %v", res, err)
 		}
 		d, tl := e.letter(t, id)
-		if d.Status != durable.DeadLetterDiscarded || len(tl) != 2 ||
-			tl[0].Kind != durable.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
-			tl[1].Kind != durable.TimelineDiscard || tl[1].Actor != "ops" {
+		if d.Status != record.DeadLetterDiscarded || len(tl) != 2 ||
+			tl[0].Kind != record.TimelineReplay || tl[0].Outcome != "abandoned" || tl[0].Actor != "alice" ||
+			tl[1].Kind != record.TimelineDiscard || tl[1].Actor != "ops" {
 			t.Fatalf("letter %+v, timeline %q", d, timeline(tl))
 		}
 	})
@@ -576,24 +577,24 @@ func TestOnDeadOncePerDeadItem(t *testing.T) {
 		if len(got) != 3 {
 			t.Fatalf("OnDead calls %+v", got)
 		}
-		byItem := map[durable.ItemID]durable.DeadLetter{}
+		byItem := map[record.ItemID]record.DeadLetter{}
 		for _, d := range got {
 			if _, dup := byItem[d.ItemID]; dup {
 				t.Fatalf("OnDead twice for item %d", d.ItemID)
 			}
 			byItem[d.ItemID] = d
-			if it := item(t, e.q, d.ItemID); it.LastError != d.Error || it.State != durable.StateDead {
+			if it := item(t, e.q, d.ItemID); it.LastError != d.Error || it.State != record.StateDead {
 				t.Fatalf("letter %+v, item %+v", d, it)
 			}
 		}
 		if byItem[permanent.ID].Error != "permanent 1" || !strings.HasPrefix(byItem[exhausted.ID].Error, "transient") ||
-			!strings.Contains(byItem[durable.ItemID(undecodable)].Error, "does not decode") {
+			!strings.Contains(byItem[record.ItemID(undecodable)].Error, "does not decode") {
 			t.Fatalf("letters %+v", byItem)
 		}
 		if _, tl := e.letter(t, byItem[exhausted.ID].ID); len(tl) != fastPolicy.MaxAttempts {
 			t.Fatalf("timeline %q", timeline(tl))
 		}
-		if st := stats(t, e.q); st.DeadLetters[durable.DeadLetterFailed] != 3 || st.Counts[durable.StateDead] != 3 {
+		if st := stats(t, e.q); st.DeadLetters[record.DeadLetterFailed] != 3 || st.Counts[record.StateDead] != 3 {
 			t.Fatalf("stats %+v", st)
 		}
 
@@ -601,14 +602,14 @@ func TestOnDeadOncePerDeadItem(t *testing.T) {
 		// still called.
 		logs := &logRecorder{}
 		var calls, after atomic.Int64
-		e2 := newDLEnv(t, b, durable.Config{Logger: logs.logger(), OnDead: []func(context.Context, durable.DeadLetter){func(context.Context, durable.DeadLetter) {
+		e2 := newDLEnv(t, b, durable.Config{Logger: logs.logger(), OnDead: []func(context.Context, record.DeadLetter){func(context.Context, record.DeadLetter) {
 			calls.Add(1)
 			panic("boom")
-		}, func(context.Context, durable.DeadLetter) { after.Add(1) }}})
+		}, func(context.Context, record.DeadLetter) { after.Add(1) }}})
 		e2.handle(func(context.Context, *Work) error { return errPermanent })
 		id := must[durable.Enqueued](t)(e2.q.Enqueue(ctx, &Work{N: 9})).ID
 		start(t, e2.q, e2.m, durable.SchedulerConfig{})
-		waitState(t, e2.q, id, durable.StateDead)
+		waitState(t, e2.q, id, record.StateDead)
 		eventually(t, 10*time.Second, "OnDead", func() bool { return logs.has("durable: OnDead panicked") })
 		if calls.Load() != 1 || after.Load() != 1 || !logs.has("durable: dead letter") {
 			t.Fatalf("OnDead calls %d, of the observer after the panicking one %d", calls.Load(), after.Load())
@@ -624,7 +625,7 @@ func TestStatsDeadLetters(t *testing.T) {
 		want := func(failed, replayed, discarded int) {
 			t.Helper()
 			st := stats(t, e.q)
-			w := map[durable.DeadLetterStatus]int{durable.DeadLetterFailed: failed, durable.DeadLetterReplayed: replayed, durable.DeadLetterDiscarded: discarded}
+			w := map[record.DeadLetterStatus]int{record.DeadLetterFailed: failed, record.DeadLetterReplayed: replayed, record.DeadLetterDiscarded: discarded}
 			if fmt.Sprint(st.DeadLetters) != fmt.Sprint(w) {
 				t.Fatalf("stats %v, want %v", st.DeadLetters, w)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -147,12 +148,12 @@ func parkedOn(key string) EnqueueOption {
 type Dispatch struct {
 	// ItemID is the item, or the dead item a replayed letter stands for: the same in every
 	// attempt and replay, a key for idempotence. 0 for a RunBatch letter (use DeadLetter).
-	ItemID     ItemID
+	ItemID     record.ItemID
 	Name       string
-	Attempt    int          // the durable attempt number, from 1; 0 in a replay
-	Instance   string       // the dispatching scheduler instance; empty in a replay
-	DeadLetter DeadLetterID // the letter replayed; 0 in a scheduler's dispatch
-	Replay     string       // this replay's own id; empty in a scheduler's dispatch
+	Attempt    int                 // the durable attempt number, from 1; 0 in a replay
+	Instance   string              // the dispatching scheduler instance; empty in a replay
+	DeadLetter record.DeadLetterID // the letter replayed; 0 in a scheduler's dispatch
+	Replay     string              // this replay's own id; empty in a scheduler's dispatch
 }
 
 var dispatchKey = mediator.NewContextKey[Dispatch]("durable.dispatch")

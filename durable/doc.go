@@ -21,6 +21,8 @@
 //
 // Delivery is at least once: a handler may run again after its instance died past the
 // handler's side effect, so handlers must be idempotent (FromContext gives the item id).
-// Package durabletest runs items in tests. See docs/durable.md and docs/dead-letters.md for the
+// What the queue stores and its readers return (items, attempts, dead letters, schedules, their
+// states and outcomes) is plain data in package durable/record. Package durabletest runs items
+// in tests. See docs/durable.md and docs/dead-letters.md for the
 // state machine, failure modes and tuning.
 package durable

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // drainItems, drainWorkers and drainHistory size BenchmarkDrainHistory.
@@ -97,7 +98,7 @@ func drain(b *testing.B, q *durable.Queue, analyze bool) time.Duration {
 	b.Helper()
 	b.StopTimer()
 	ctx := context.Background()
-	before := must[durable.Stats](b)(q.Stats(ctx)).Counts[durable.StateSucceeded]
+	before := must[durable.Stats](b)(q.Stats(ctx)).Counts[record.StateSucceeded]
 	seed(b, store, drainItems, time.Now())
 	if analyze {
 		for _, q := range []string{"ANALYZE switchboard_items", "ANALYZE switchboard_attempts"} {
@@ -109,7 +110,7 @@ func drain(b *testing.B, q *durable.Queue, analyze bool) time.Duration {
 	b.StartTimer()
 	elapsed := runDrain(b, q, drainItems, drainWorkers)
 	b.StopTimer()
-	after := must[durable.Stats](b)(q.Stats(ctx)).Counts[durable.StateSucceeded]
+	after := must[durable.Stats](b)(q.Stats(ctx)).Counts[record.StateSucceeded]
 	if after-before != drainItems {
 		b.Fatalf("succeeded %d of %d", after-before, drainItems)
 	}

@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"time"
 )
 
@@ -69,7 +70,7 @@ func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPaylo
 // DeferredError is the result of a request the Deferral stored for later. It matches
 // ErrDeferred and does not unwrap to Cause: the request did not fail, it was accepted.
 type DeferredError struct {
-	ItemID    ItemID // the stored item, or when Duplicate the one pending under the dedupe key
+	ItemID    record.ItemID // the stored item, or when Duplicate the one pending under the dedupe key
 	Duplicate bool
 	Token     string // ItemID's token
 	Cause     error  // the last in-process attempt's error

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -66,7 +67,7 @@ func Example() {
 	_ = q.Shutdown(ctx)
 
 	st, _ := q.Stats(ctx)
-	fmt.Println("succeeded:", st.Counts[durable.StateSucceeded])
+	fmt.Println("succeeded:", st.Counts[record.StateSucceeded])
 	items, deadLetters, _ := q.Counts(ctx) // the same counts by name, as metrics.CollectQueue reads them
 	fmt.Println(items, deadLetters)
 	// Output:

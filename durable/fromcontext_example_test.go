@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -27,9 +28,9 @@ func ExampleFromContext() {
 	dir, _ := os.MkdirTemp("", "durable-from-context")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	dead := make(chan durable.DeadLetter, 1)
+	dead := make(chan record.DeadLetter, 1)
 	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Logger: zap.NewNop(),
-		Policy: retry.Policy{MaxAttempts: 1}, OnDead: []func(context.Context, durable.DeadLetter){func(_ context.Context, d durable.DeadLetter) { dead <- d }}})
+		Policy: retry.Policy{MaxAttempts: 1}, OnDead: []func(context.Context, record.DeadLetter){func(_ context.Context, d record.DeadLetter) { dead <- d }}})
 	if err != nil {
 		fmt.Println(err)
 		return

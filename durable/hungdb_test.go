@@ -33,6 +33,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/internal/pgtest"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // The scheduler's database health messages.
@@ -462,7 +463,7 @@ func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFi
 	var fig hungFigures
 	ctx := context.Background()
 	q := store
-	ids := make([]durable.ItemID, items)
+	ids := make([]record.ItemID, items)
 	for i := range items {
 		ids[i] = must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i})).ID
 	}
@@ -554,7 +555,7 @@ func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFi
 	fig.recovered = rec.at.Sub(thawedAt)
 	fig.recoveredFailures = rec.attrs["failures"]
 	eventually(t, 15*time.Second, "every item to succeed", func() bool {
-		return stats(t, q).Counts[durable.StateSucceeded] == items
+		return stats(t, q).Counts[record.StateSucceeded] == items
 	})
 	fig.allSucceeded = time.Since(thawedAt)
 	shutdownCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -565,8 +566,8 @@ func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFi
 
 	// Nothing lost, nothing stuck, a second run only after a lease ran out while frozen.
 	st := stats(t, q)
-	if st.Counts[durable.StatePending] != 0 || st.Counts[durable.StateRunning] != 0 || st.Counts[durable.StateDead] != 0 ||
-		st.Counts[durable.StateSucceeded] != items || st.OldestDue != 0 {
+	if st.Counts[record.StatePending] != 0 || st.Counts[record.StateRunning] != 0 || st.Counts[record.StateDead] != 0 ||
+		st.Counts[record.StateSucceeded] != items || st.OldestDue != 0 {
 		t.Errorf("stats after recovery: %+v", st)
 	}
 	var twice []string
@@ -575,7 +576,7 @@ func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFi
 		as := attempts(t, store, id)
 		r := int(runs[i].Load())
 		switch {
-		case it.State != durable.StateSucceeded:
+		case it.State != record.StateSucceeded:
 			t.Errorf("item %d (%d runs) is %s: %s", id, r, it.State, outcomes(as))
 			continue
 		case r == 0:
@@ -586,9 +587,9 @@ func runHungScenario(t *testing.T, store *durable.Queue, fault hungFault) hungFi
 			continue
 		}
 		for j, a := range as {
-			want := durable.OutcomeAbandoned
+			want := record.OutcomeAbandoned
 			if j == len(as)-1 {
-				want = durable.OutcomeSucceeded
+				want = record.OutcomeSucceeded
 			}
 			if a.Outcome != want || a.Number != j+1 {
 				t.Errorf("item %d: %d runs, rows %s: want abandoned rows then one success", id, r, outcomes(as))
@@ -969,20 +970,20 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			t.Cleanup(pg.proxy.Thaw)
 			q := store
 			key := "ambiguous-" + randomSuffix()
-			byKey := func() []durable.ItemID {
+			byKey := func() []record.ItemID {
 				t.Helper()
 				rows, err := direct.Query("SELECT id FROM switchboard_items WHERE dedupe_key = $1 ORDER BY id", key)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer rows.Close()
-				var ids []durable.ItemID
+				var ids []record.ItemID
 				for rows.Next() {
 					var id int64
 					if err := rows.Scan(&id); err != nil {
 						t.Fatal(err)
 					}
-					ids = append(ids, durable.ItemID(id))
+					ids = append(ids, record.ItemID(id))
 				}
 				if err := rows.Err(); err != nil {
 					t.Fatal(err)
@@ -1048,7 +1049,7 @@ func TestAmbiguousEnqueueCommit(t *testing.T) {
 			if tc.drop && again.Duplicate {
 				t.Fatalf("retry returned %+v; the first INSERT was dropped, so the retry should have inserted", again)
 			}
-			if it := item(t, store, again.ID); it.State != durable.StatePending || it.Token != unknown.Token {
+			if it := item(t, store, again.ID); it.State != record.StatePending || it.Token != unknown.Token {
 				t.Fatalf("item %+v; want it pending under token %q", it, unknown.Token)
 			}
 			if again.Duplicate {
@@ -1146,7 +1147,7 @@ func TestRefusedConnectionLogsOnceAndRecovers(t *testing.T) {
 	}
 	rec, _ := log.first(hungMsgRecovered, mark)
 	eventually(t, 10*time.Second, "every item to succeed", func() bool {
-		return stats(t, q).Counts[durable.StateSucceeded] == items
+		return stats(t, q).Counts[record.StateSucceeded] == items
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -329,19 +330,19 @@ func stats(t testing.TB, q *durable.Queue) durable.Stats {
 	return must[durable.Stats](t)(q.Stats(context.Background()))
 }
 
-func item(t testing.TB, q *durable.Queue, id durable.ItemID) durable.Item {
+func item(t testing.TB, q *durable.Queue, id record.ItemID) record.Item {
 	t.Helper()
-	return must[durable.Item](t)(q.Item(context.Background(), id))
+	return must[record.Item](t)(q.Item(context.Background(), id))
 }
 
-func attempts(t testing.TB, q *durable.Queue, id durable.ItemID) []durable.Attempt {
+func attempts(t testing.TB, q *durable.Queue, id record.ItemID) []record.Attempt {
 	t.Helper()
-	return must[[]durable.Attempt](t)(q.Attempts(context.Background(), id))
+	return must[[]record.Attempt](t)(q.Attempts(context.Background(), id))
 }
 
-func waitState(t testing.TB, q *durable.Queue, id durable.ItemID, want durable.ItemState) durable.Item {
+func waitState(t testing.TB, q *durable.Queue, id record.ItemID, want record.ItemState) record.Item {
 	t.Helper()
-	var it durable.Item
+	var it record.Item
 	eventually(t, 20*time.Second, fmt.Sprintf("item %d to be %s", id, want), func() bool {
 		it = item(t, q, id)
 		return it.State == want
@@ -349,7 +350,7 @@ func waitState(t testing.TB, q *durable.Queue, id durable.ItemID, want durable.I
 	return it
 }
 
-func outcomes(as []durable.Attempt) string {
+func outcomes(as []record.Attempt) string {
 	var parts []string
 	for _, a := range as {
 		parts = append(parts, fmt.Sprintf("%d:%s", a.Number, a.Outcome))

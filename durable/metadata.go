@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -155,7 +156,7 @@ func inject(ctx context.Context, p Propagator, carrier map[string]string) (err e
 // metadata. A propagator that panics (or, made by Carry, cannot decode its value) is skipped
 // and logged: the item is dispatched without its values rather than not at all. Metadata that is
 // not a JSON object of strings (written by hand) is logged and ignored.
-func (q *Queue) withMetadata(ctx context.Context, md []byte, log *zap.Logger, item ItemID, name string) context.Context {
+func (q *Queue) withMetadata(ctx context.Context, md []byte, log *zap.Logger, item record.ItemID, name string) context.Context {
 	if len(md) == 0 || len(q.propagators) == 0 {
 		return ctx
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -83,7 +84,7 @@ func TestMetadataReachesDispatch(t *testing.T) {
 
 		ctx := tenantKey.With(context.Background(), "acme")
 		ctx = traceKey.With(ctx, traceInfo{TraceID: "4bf92f3577b34da6", Sampled: true})
-		ids := map[int]durable.ItemID{}
+		ids := map[int]record.ItemID{}
 		// 1: Enqueue.
 		ids[1] = must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1})).ID
 		// 2: EnqueueTx.
@@ -135,7 +136,7 @@ func TestMetadataReachesDispatch(t *testing.T) {
 		// The same through a running scheduler.
 		id := must[durable.Enqueued](t)(q.Enqueue(correlationKey.With(context.Background(), "req-7"), &Work{N: 5})).ID
 		start(t, q, m, durable.SchedulerConfig{})
-		waitState(t, q, id, durable.StateSucceeded)
+		waitState(t, q, id, record.StateSucceeded)
 		got.mu.Lock()
 		defer got.mu.Unlock()
 		if !got.corr[5] || got.tenant[5] != "" {
@@ -207,7 +208,7 @@ func TestMetadataLimits(t *testing.T) {
 	if _, err := q.Enqueue(big, &Work{N: 1}); !errors.Is(err, durable.ErrMetadataTooLarge) || !strings.Contains(err.Error(), "test.work") {
 		t.Fatalf("Enqueue = %v, want ErrMetadataTooLarge naming the request", err)
 	}
-	if n := stats(t, q).Counts[durable.StatePending]; n != 0 {
+	if n := stats(t, q).Counts[record.StatePending]; n != 0 {
 		t.Fatalf("%d items stored", n)
 	}
 
@@ -252,7 +253,7 @@ func TestMetadataSurvivesIntoReplay(t *testing.T) {
 		if err != nil || len(res.DeadLetters) != 1 {
 			t.Fatalf("RunBatch = %+v, %v", res, err)
 		}
-		for _, d := range []durable.DeadLetterID{itemLetter.ID, res.DeadLetters[0]} {
+		for _, d := range []record.DeadLetterID{itemLetter.ID, res.DeadLetters[0]} {
 			letter, _, err := q.DeadLetter(context.Background(), d)
 			if err != nil || letter.Metadata["tenant"] != `"acme"` {
 				t.Fatalf("letter %d metadata %v, %v", d, letter.Metadata, err)
@@ -261,7 +262,7 @@ func TestMetadataSurvivesIntoReplay(t *testing.T) {
 
 		fixed = true
 		// The operator's context carries nothing: the values come from the letters.
-		for _, d := range []durable.DeadLetterID{itemLetter.ID, res.DeadLetters[0]} {
+		for _, d := range []record.DeadLetterID{itemLetter.ID, res.DeadLetters[0]} {
 			if r, err := q.Replay(context.Background(), m, d, "ops"); r != durable.Replayed || err != nil {
 				t.Fatalf("Replay(%d) = %v, %v", d, r, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // OnClaim hears every claim round trip, with its time, the items it claimed and its error:
@@ -40,7 +41,7 @@ func TestSchedulerOnClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, q, e.ID, durable.StateSucceeded)
+		waitState(t, q, e.ID, record.StateSucceeded)
 		eventually(t, 10*time.Second, "an idle claim after the item", func() bool {
 			mu.Lock()
 			defer mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // Driver is the database a Queue keeps items in, made by package durable/sqlite or
@@ -33,7 +34,7 @@ type Config struct {
 	// Policy is the retry policy of durable items, under each registration's WithPolicy; its
 	// classification, over each request's in-process policy, decides what is deferred and
 	// retried. Zero fields mean durable defaults, since nobody waits: 10 attempts (see
-	// Item.Counted), Exponential from 1 s doubling to 1 h (eight and a half minutes, enough
+	// record.Item.Counted), Exponential from 1 s doubling to 1 h (eight and a half minutes, enough
 	// to outlast a restart downstream), Jitter On (items that failed together do not return
 	// together), and timeouts, transport errors and open circuits retried (durable work is
 	// for the dependency that is down).
@@ -50,7 +51,7 @@ type Config struct {
 	// that stored it: keep them quick. A panic in one is logged and the next still runs. A
 	// process that dies after the commit never calls them: alert on Stats.DeadLetters.
 	// Default empty: the warning logged for each letter is the only notice.
-	OnDead []func(ctx context.Context, d DeadLetter)
+	OnDead []func(ctx context.Context, d record.DeadLetter)
 	// Logger gets dead letters, OnDead panics, failed propagators and migrations. Default
 	// zap.L() as of Open: silent until the application calls zap.ReplaceGlobals.
 	Logger *zap.Logger

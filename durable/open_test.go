@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 )
 
@@ -118,7 +119,7 @@ func TestOpenWithCallersPool(t *testing.T) {
 		}
 		// Open without SkipMigrations finds nothing to do and sees the item.
 		q = b.queue(t, durable.Config{})
-		if it := item(t, q, id); it.State != durable.StatePending {
+		if it := item(t, q, id); it.State != record.StatePending {
 			t.Fatalf("item %+v", it)
 		}
 	})

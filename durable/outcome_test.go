@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -37,7 +38,7 @@ type outcomeCaller struct {
 	enqueue bool   // Enqueue rather than the deferral
 	token   string // the item's token, when the caller was told it
 	told    outcomeTold
-	id      durable.ItemID // when stored
+	id      record.ItemID // when stored
 	err     error
 	over    time.Duration // how long past its deadline the call returned
 }
@@ -154,10 +155,10 @@ func TestDeferralUnknownOutcomeFrozenPostgres(t *testing.T) {
 
 	q2 := openQueue(t, postgres.Open(srv.dsn), durable.Config{Policy: fastPolicy})
 	ctx := context.Background()
-	byN := func() map[int][]durable.Item {
+	byN := func() map[int][]record.Item {
 		t.Helper()
-		out := map[int][]durable.Item{}
-		var after durable.ItemID
+		out := map[int][]record.Item{}
+		var after record.ItemID
 		for {
 			items, err := q2.List(ctx, durable.Filter{AfterID: after, Limit: 500})
 			if err != nil {
@@ -266,8 +267,8 @@ func classifyOutcome(c *outcomeCaller) {
 	}
 }
 
-func ids(items []durable.Item) []durable.ItemID {
-	out := make([]durable.ItemID, len(items))
+func ids(items []record.Item) []record.ItemID {
+	out := make([]record.ItemID, len(items))
 	for i, it := range items {
 		out[i] = it.ID
 	}
@@ -287,7 +288,7 @@ func TestEnqueueToken(t *testing.T) {
 		if len(a.Token) != 32 || a.Token == c.Token || a.Duplicate || c.Duplicate {
 			t.Fatalf("random tokens: %+v, %+v", a, c)
 		}
-		if it := must[durable.Item](t)(q.ItemByToken(ctx, a.Token)); it.ID != a.ID || it.Token != a.Token {
+		if it := must[record.Item](t)(q.ItemByToken(ctx, a.Token)); it.ID != a.ID || it.Token != a.Token {
 			t.Fatalf("ItemByToken(%q) = %+v; want item %d", a.Token, it, a.ID)
 		}
 
@@ -324,7 +325,7 @@ func TestEnqueueToken(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if it := must[durable.Item](t)(q.ItemByToken(ctx, "tx-4")); it.ID != in.ID {
+		if it := must[record.Item](t)(q.ItemByToken(ctx, "tx-4")); it.ID != in.ID {
 			t.Fatalf("ItemByToken after the commit: %+v; want %d", it, in.ID)
 		}
 
@@ -336,7 +337,7 @@ func TestEnqueueToken(t *testing.T) {
 				t.Fatalf("WithToken of %d bytes: %v", len(tok), err)
 			}
 		}
-		if n := len(must[[]durable.Item](t)(q.List(ctx, durable.Filter{}))); n != 5 {
+		if n := len(must[[]record.Item](t)(q.List(ctx, durable.Filter{}))); n != 5 {
 			t.Fatalf("%d items; want 5", n)
 		}
 	})
@@ -361,7 +362,7 @@ func TestDeferredErrorCarriesToken(t *testing.T) {
 		if !ok || deferred.Token == "" {
 			t.Fatalf("Send: %v", err)
 		}
-		if it := must[durable.Item](t)(q.ItemByToken(ctx, deferred.Token)); it.ID != deferred.ItemID {
+		if it := must[record.Item](t)(q.ItemByToken(ctx, deferred.Token)); it.ID != deferred.ItemID {
 			t.Fatalf("ItemByToken: %+v; want item %d", it, deferred.ItemID)
 		}
 	})
@@ -379,7 +380,7 @@ func TestEnqueueNothingSentIsNotUnknown(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || errors.Is(err, durable.ErrOutcomeUnknown) {
 			t.Fatalf("Enqueue with a cancelled context: %v; want context.Canceled, not an unknown outcome", err)
 		}
-		if items := must[[]durable.Item](t)(q.List(context.Background(), durable.Filter{})); len(items) != 0 {
+		if items := must[[]record.Item](t)(q.List(context.Background(), durable.Filter{})); len(items) != 0 {
 			t.Fatalf("items %+v", items)
 		}
 	})
@@ -456,7 +457,7 @@ func TestDeferralPersistTimeoutBoundsWrite(t *testing.T) {
 	}
 	pg.proxy.Thaw()
 	again := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1}, durable.WithToken(unknown.Token)))
-	it := must[durable.Item](t)(q.ItemByToken(ctx, unknown.Token))
+	it := must[record.Item](t)(q.ItemByToken(ctx, unknown.Token))
 	if it.ID != again.ID {
 		t.Fatalf("token %q: item %d, enqueue again said %+v", unknown.Token, it.ID, again)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -70,7 +71,7 @@ func TestPayloadOverLimitRefusedBeforeDatabase(t *testing.T) {
 			t.Fatalf("the deferral returned %v; want the handler's error joined with the refusal", err)
 		}
 
-		if items := must[[]durable.Item](t)(q.List(ctx, durable.Filter{})); len(items) != 0 {
+		if items := must[[]record.Item](t)(q.List(ctx, durable.Filter{})); len(items) != 0 {
 			t.Fatalf("items after refusals: %+v", items)
 		}
 		if _, err := q.Enqueue(ctx, small); err != nil {
@@ -92,7 +93,7 @@ func TestPayloadOverLimitRefusedBeforeDatabase(t *testing.T) {
 		if tooLarge, ok := errors.AsType[*durable.PayloadTooLargeError](err); !ok || tooLarge.Limit != durable.DefaultMaxPayloadBytes {
 			t.Fatalf("a request over the default limit: %v", err)
 		}
-		if items := must[[]durable.Item](t)(qd.List(ctx, durable.Filter{})); len(items) != 1 {
+		if items := must[[]record.Item](t)(qd.List(ctx, durable.Filter{})); len(items) != 1 {
 			t.Fatalf("items: %+v; want the one small request", items)
 		}
 	})

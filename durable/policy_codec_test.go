@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -65,12 +66,12 @@ func TestItemWithAddedFieldRunsOnOlderInstance(t *testing.T) {
 		return nil
 	}})
 	start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
-	var it durable.Item
+	var it record.Item
 	eventually(t, 20*time.Second, "the item to succeed or die", func() bool {
-		it = item(t, e.q, durable.ItemID(id))
-		return it.State == durable.StateSucceeded || it.State == durable.StateDead
+		it = item(t, e.q, record.ItemID(id))
+		return it.State == record.StateSucceeded || it.State == record.StateDead
 	})
-	if it.State != durable.StateSucceeded {
+	if it.State != record.StateSucceeded {
 		t.Fatalf("item is %s: %s", it.State, it.LastError)
 	}
 	if n := <-got; n != 5 || it.Attempts != 1 {
@@ -213,7 +214,7 @@ func TestEncodeRecoversCodecPanic(t *testing.T) {
 			t.Errorf("the handler's error is lost: %v", err)
 		}
 	})
-	if st := stats(t, q); st.Counts[durable.StatePending] != 0 {
+	if st := stats(t, q); st.Counts[record.StatePending] != 0 {
 		t.Errorf("stored items: %+v", st.Counts)
 	}
 }
@@ -252,7 +253,7 @@ func TestEncodeRefusesNilRequest(t *testing.T) {
 		t.Errorf("EnqueueTx(nil *Work): %v", err)
 	}
 	_ = tx.Rollback()
-	if st := stats(t, e.q); st.Counts[durable.StatePending] != 0 {
+	if st := stats(t, e.q); st.Counts[record.StatePending] != 0 {
 		t.Errorf("stored items: %+v", st.Counts)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -125,9 +126,9 @@ func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) {
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
-	ID        ItemID // the new item, or the one holding the token or dedupe key
-	Duplicate bool   // nothing was inserted because of such an item
-	Token     string // the enqueue's token; ID's unless the dedupe key made it a Duplicate
+	ID        record.ItemID // the new item, or the one holding the token or dedupe key
+	Duplicate bool          // nothing was inserted because of such an item
+	Token     string        // the enqueue's token; ID's unless the dedupe key made it a Duplicate
 }
 
 // Enqueue stores req, a registered request pointer, for a scheduler. An insert
@@ -202,25 +203,25 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		}
 		return Enqueued{}, err
 	}
-	return Enqueued{ID: ItemID(id), Duplicate: existed, Token: token}, nil
+	return Enqueued{ID: record.ItemID(id), Duplicate: existed, Token: token}, nil
 }
 
 // Item returns one item; an error wrapping sql.ErrNoRows if there is none.
-func (q *Queue) Item(ctx context.Context, id ItemID) (Item, error) {
+func (q *Queue) Item(ctx context.Context, id record.ItemID) (record.Item, error) {
 	it, err := q.store.Item(ctx, store.ItemID(id))
 	if err != nil {
-		return Item{}, err
+		return record.Item{}, err
 	}
 	return itemOf(it), nil
 }
 
 // List returns the items f selects, in id order.
-func (q *Queue) List(ctx context.Context, f Filter) ([]Item, error) {
+func (q *Queue) List(ctx context.Context, f Filter) ([]record.Item, error) {
 	items, err := q.store.List(ctx, store.Filter{State: store.State(f.State), Name: f.Name, AfterID: store.ItemID(f.AfterID), Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Item, len(items))
+	out := make([]record.Item, len(items))
 	for i, it := range items {
 		out[i] = itemOf(it)
 	}
@@ -228,12 +229,12 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]Item, error) {
 }
 
 // Attempts lists the attempts of an item in order.
-func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
+func (q *Queue) Attempts(ctx context.Context, id record.ItemID) ([]record.Attempt, error) {
 	as, err := q.store.Attempts(ctx, store.ItemID(id))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Attempt, len(as))
+	out := make([]record.Attempt, len(as))
 	for i, a := range as {
 		out[i] = attemptOf(a)
 	}
@@ -243,9 +244,9 @@ func (q *Queue) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 // Stats counts items by state and letters by status, and the oldest due item's wait.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st, err := q.store.Stats(ctx, q.clock.Now())
-	out := Stats{Counts: make(map[ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
+	out := Stats{Counts: make(map[record.ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
 	for k, v := range st.Counts {
-		out.Counts[ItemState(k)] = v
+		out.Counts[record.ItemState(k)] = v
 	}
 	if err != nil {
 		return out, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -38,13 +39,13 @@ func TestUserRefusalIsNoAttempt(t *testing.T) {
 		})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == durable.StatePending })
+		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == record.StatePending })
 		if it := item(t, e.q, id); it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 {
 			t.Fatalf("after the refusal: %+v rows %s", it, outcomes(attempts(t, e.q, id)))
 		}
 		paused.Store(false)
 		e.clock.Advance(time.Minute)
-		waitState(t, e.q, id, durable.StateSucceeded)
+		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}

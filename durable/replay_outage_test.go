@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // stopImmediate stops the server as a crash would: pg_ctl stop -m immediate, no checkpoint,
@@ -100,7 +101,7 @@ func TestReplayManySurvivesPostgresRestart(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		runs      int
-		succeeded = map[durable.ItemID]int{}
+		succeeded = map[record.ItemID]int{}
 		replays   = map[string]bool{}
 		problems  []string
 	)
@@ -133,7 +134,7 @@ func TestReplayManySurvivesPostgresRestart(t *testing.T) {
 	}})
 
 	// check compares every letter's status with what its handler did.
-	check := func(pass string) (failed []durable.DeadLetterID) {
+	check := func(pass string) (failed []record.DeadLetterID) {
 		t.Helper()
 		mu.Lock()
 		defer mu.Unlock()
@@ -144,13 +145,13 @@ func TestReplayManySurvivesPostgresRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			ran := succeeded[id]
-			if (ran > 0) != (d.Status == durable.DeadLetterReplayed) {
+			if (ran > 0) != (d.Status == record.DeadLetterReplayed) {
 				disagree = append(disagree, fmt.Sprintf("letter %d: status %s, handler succeeded %d times, timeline %s", d.ID, d.Status, ran, timeline(tl)))
 			}
 			if ran > 1 {
 				twice = append(twice, fmt.Sprintf("letter %d: handler succeeded %d times, timeline %s", d.ID, ran, timeline(tl)))
 			}
-			if d.Status == durable.DeadLetterFailed {
+			if d.Status == record.DeadLetterFailed {
 				failed = append(failed, d.ID)
 			}
 		}
@@ -213,9 +214,9 @@ type replayOutage struct {
 	q        *durable.Queue
 	clock    *fakeClock
 	lease    time.Duration
-	itemOf   map[int]durable.ItemID
-	letterOf map[durable.ItemID]durable.DeadLetterID
-	ids      []durable.DeadLetterID
+	itemOf   map[int]record.ItemID
+	letterOf map[record.ItemID]record.DeadLetterID
+	ids      []record.DeadLetterID
 	refused  atomic.Pointer[func()]
 }
 
@@ -238,7 +239,7 @@ func newReplayOutage(t *testing.T, n int, lease time.Duration) *replayOutage {
 	t.Cleanup(func() { _ = db.Close() })
 	o.q = openQueue(t, postgres.New(db), durable.Config{Clock: o.clock, ReplayLease: lease,
 		Policy: retry.Policy{MaxAttempts: 1}, Logger: zaptest.NewLogger(t)})
-	o.itemOf = make(map[int]durable.ItemID, n)
+	o.itemOf = make(map[int]record.ItemID, n)
 	for i := range n {
 		o.itemOf[i] = must[durable.Enqueued](t)(o.q.Enqueue(ctx, &Work{N: i})).ID
 	}
@@ -250,7 +251,7 @@ func newReplayOutage(t *testing.T, n int, lease time.Duration) *replayOutage {
 	if err != nil || total != n {
 		t.Fatalf("dead letters: %d, %v", total, err)
 	}
-	o.letterOf = make(map[durable.ItemID]durable.DeadLetterID, n)
+	o.letterOf = make(map[record.ItemID]record.DeadLetterID, n)
 	for _, d := range letters {
 		o.letterOf[d.ItemID] = d.ID
 		o.ids = append(o.ids, d.ID)
@@ -297,16 +298,16 @@ func TestReplayOutcomeUnknownWhenLeaseIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.clock.Advance(2 * o.lease)
-	d, tl := must2[durable.DeadLetter, []durable.TimelineEntry](t)(o.q.DeadLetter(ctx, id))
-	if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || timeline(tl) != "attempt:failed(permanent failure)" {
+	d, tl := must2[record.DeadLetter, []record.TimelineEntry](t)(o.q.DeadLetter(ctx, id))
+	if d.Status != record.DeadLetterFailed || d.RetryCount != 0 || timeline(tl) != "attempt:failed(permanent failure)" {
 		t.Errorf("after the lost outcome: %s, retries %d, timeline %s; want it failed, with no replay recorded as failed", d.Status, d.RetryCount, timeline(tl))
 	}
 	if res, err := o.q.Replay(ctx, m, id, "ops"); res != durable.Replayed || err != nil {
 		t.Fatalf("second Replay = %q, %v", res, err)
 	}
-	d, tl = must2[durable.DeadLetter, []durable.TimelineEntry](t)(o.q.DeadLetter(ctx, id))
+	d, tl = must2[record.DeadLetter, []record.TimelineEntry](t)(o.q.DeadLetter(ctx, id))
 	if len(tl) != 3 || tl[1].Outcome != "abandoned" || !strings.HasPrefix(tl[1].Error, "outcome unknown") || tl[2].Outcome != "succeeded" ||
-		d.Status != durable.DeadLetterReplayed {
+		d.Status != record.DeadLetterReplayed {
 		t.Errorf("after the second replay: %s, timeline %s; want the first replay abandoned, outcome unknown, then replayed", d.Status, timeline(tl))
 	}
 	mu.Lock()
@@ -380,7 +381,7 @@ func TestReplayCommitAnswerLost(t *testing.T) {
 		if err := direct.QueryRow("SELECT status FROM switchboard_dead_letters WHERE id = $1", int64(id)).Scan(&status); err != nil {
 			t.Fatal(err)
 		}
-		return status == string(durable.DeadLetterReplayed)
+		return status == string(record.DeadLetterReplayed)
 	})
 	trig.conn.kill() // the commit's answer is lost with its connection
 	pg.proxy.Thaw()
@@ -388,8 +389,8 @@ func TestReplayCommitAnswerLost(t *testing.T) {
 	if r.res != durable.Replayed || r.err != nil {
 		t.Errorf("Replay whose commit's answer was lost = %q, %v; want replayed", r.res, r.err)
 	}
-	d, tl := must2[durable.DeadLetter, []durable.TimelineEntry](t)(q.DeadLetter(ctx, id))
-	if d.Status != durable.DeadLetterReplayed || d.RetryCount != 1 || timeline(tl) != "attempt:failed(permanent failure) replay:succeeded/ops" {
+	d, tl := must2[record.DeadLetter, []record.TimelineEntry](t)(q.DeadLetter(ctx, id))
+	if d.Status != record.DeadLetterReplayed || d.RetryCount != 1 || timeline(tl) != "attempt:failed(permanent failure) replay:succeeded/ops" {
 		t.Errorf("letter %s, retries %d, timeline %s; want one replay, replayed", d.Status, d.RetryCount, timeline(tl))
 	}
 	pg.drain(t, q)

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // countItems counts the rows of the items and attempts tables, by the item's state.
-func countItems(t testing.TB, q *durable.Queue, state durable.ItemState) (items, attempts int) {
+func countItems(t testing.TB, q *durable.Queue, state record.ItemState) (items, attempts int) {
 	t.Helper()
 	db := durable.StoreOf(q).DB()
 	var p string
@@ -75,33 +76,33 @@ func TestRetentionKeepsTableBounded(t *testing.T) {
 		// A lease far longer than the clock moves, so the running item stays running.
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 8, BatchSize: 500, Retention: time.Hour, Lease: 1000 * time.Hour,
 			Logger: rec.logger()})
-		waitState(t, e.q, dead, durable.StateDead)
-		waitState(t, e.q, running, durable.StateRunning)
+		waitState(t, e.q, dead, record.StateDead)
+		waitState(t, e.q, running, record.StateRunning)
 
 		const rounds, perRound = 4, 1250
 		for r := range rounds {
 			enqueueMany(t, e.q, perRound)
 			eventually(t, 60*time.Second, "the round's items to succeed", func() bool {
-				n, _ := countItems(t, e.q, durable.StateSucceeded)
+				n, _ := countItems(t, e.q, record.StateSucceeded)
 				return n == perRound
 			})
-			if n, a := countItems(t, e.q, durable.StateSucceeded); n != perRound || a != perRound {
+			if n, a := countItems(t, e.q, record.StateSucceeded); n != perRound || a != perRound {
 				t.Fatalf("round %d: %d succeeded items with %d attempt rows before pruning: the table is not bounded", r, n, a)
 			}
 			e.clock.Advance(2 * time.Hour)
 			eventually(t, 60*time.Second, "the round's items to be pruned", func() bool {
-				n, _ := countItems(t, e.q, durable.StateSucceeded)
+				n, _ := countItems(t, e.q, record.StateSucceeded)
 				return n == 0
 			})
-			if n, a := countItems(t, e.q, durable.StateSucceeded); n != 0 || a != 0 {
+			if n, a := countItems(t, e.q, record.StateSucceeded); n != 0 || a != 0 {
 				t.Fatalf("round %d: %d succeeded items, %d attempt rows left", r, n, a)
 			}
 		}
 		if n := rec.count(0, -1, "durable: pruned succeeded items"); n < rounds {
 			t.Fatalf("%d prune passes deleted items, want at least %d", n, rounds)
 		}
-		for id, want := range map[durable.ItemID]durable.ItemState{dead: durable.StateDead, running: durable.StateRunning,
-			pending: durable.StatePending} {
+		for id, want := range map[record.ItemID]record.ItemState{dead: record.StateDead, running: record.StateRunning,
+			pending: record.StatePending} {
 			if it := item(t, e.q, id); it.State != want {
 				t.Fatalf("item %d is %s, want %s", id, it.State, want)
 			}
@@ -125,7 +126,7 @@ func TestRetentionNegativeAndDefault(t *testing.T) {
 		enqueueMany(t, e.q, 30)
 		forever := start(t, e.q, m, durable.SchedulerConfig{Retention: -1})
 		eventually(t, 20*time.Second, "the items to succeed", func() bool {
-			n, _ := countItems(t, e.q, durable.StateSucceeded)
+			n, _ := countItems(t, e.q, record.StateSucceeded)
 			return n == 30
 		})
 		e.clock.Advance(100000 * time.Hour)
@@ -231,6 +232,6 @@ func TestRetentionOnePrunerAtATime(t *testing.T) {
 }
 
 func countRemaining(t testing.TB, q *durable.Queue) int {
-	n, _ := countItems(t, q, durable.StateSucceeded)
+	n, _ := countItems(t, q, record.StateSucceeded)
 	return n
 }

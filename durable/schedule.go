@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -30,32 +31,6 @@ func WithLocation(loc *time.Location) ScheduleOption {
 	return func(c *scheduleConfig) { c.loc = loc }
 }
 
-// ScheduleInfo is a stored schedule, registered or not (rows are never deleted).
-type ScheduleInfo struct {
-	Name, Spec string
-	Location   string // the time zone Spec is read in (time.Location.String)
-	NextRun    time.Time
-	RunningOn  string // the instance running it now; a dead one until its lease runs out
-	// LastStartedAt, LastEndedAt, LastOutcome and LastError are of the last run that ended
-	// (skipped runs are only in the run log).
-	LastStartedAt, LastEndedAt time.Time
-	LastOutcome                Outcome
-	LastError                  string
-}
-
-// ScheduleRun is one entry of a schedule's run log (Queue.ScheduleRuns).
-type ScheduleRun struct {
-	ID       int64 // increasing
-	Name     string
-	Instance string // the scheduler instance that ran (or skipped) it
-	// DueAt is when the run was due; a catch-up run after downtime started long after.
-	DueAt              time.Time
-	StartedAt, EndedAt time.Time // equal for a skipped run
-	Outcome            Outcome
-	Error              string // the error, or why the run was skipped
-
-}
-
 // Schedule has one instance's scheduler, whichever claims each run first, send newRequest()
 // through the mediator at each time spec names, and log the run (Queue.ScheduleRuns). spec is a
 // five-field cron expression or a descriptor ("@hourly", "@every 90s"), in UTC unless
@@ -66,8 +41,8 @@ type ScheduleRun struct {
 //
 // Each run is its own goroutine, so a slow run delays no other schedule; its next due time moves
 // on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
-// due while the previous runs is OutcomeSkipped, as queuing would fall ever further behind. After
-// downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
+// due while the previous runs is record.OutcomeSkipped, as queuing would fall ever further
+// behind. After downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
 // holds a lease (SchedulerConfig.ScheduleLease): a dead instance's run is not logged, and its schedule
 // goes on when the lease runs out. Shutdown waits for runs as for items.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
@@ -165,16 +140,16 @@ func (q *Queue) schedule(t reflect.Type, name, spec string, newRequest func() an
 }
 
 // Schedules lists the schedules in the queue's database, in name order.
-func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+func (q *Queue) Schedules(ctx context.Context) ([]record.ScheduleInfo, error) {
 	rows, err := q.store.Schedules(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := q.clock.Now()
-	out := make([]ScheduleInfo, len(rows))
+	out := make([]record.ScheduleInfo, len(rows))
 	for i, r := range rows {
-		out[i] = ScheduleInfo{Name: r.Name, Spec: r.Spec, Location: r.Location, NextRun: r.NextAt,
-			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: Outcome(r.LastOutcome), LastError: r.LastError}
+		out[i] = record.ScheduleInfo{Name: r.Name, Spec: r.Spec, Location: r.Location, NextRun: r.NextAt,
+			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: record.Outcome(r.LastOutcome), LastError: r.LastError}
 		if r.Running(now) {
 			out[i].RunningOn = r.RunOwner
 		}
@@ -184,7 +159,7 @@ func (q *Queue) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 
 // ScheduleRuns returns name's run log, newest first, at most limit runs (0 means
 // 100, days of an hourly schedule).
-func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]ScheduleRun, error) {
+func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]record.ScheduleRun, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("durable: ScheduleRuns: limit %d is negative", limit)
 	}
@@ -192,10 +167,10 @@ func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]Sch
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ScheduleRun, len(rows))
+	out := make([]record.ScheduleRun, len(rows))
 	for i, r := range rows {
-		out[i] = ScheduleRun{ID: r.ID, Name: r.Name, Instance: r.Instance, DueAt: r.DueAt, StartedAt: r.StartedAt,
-			EndedAt: r.EndedAt, Outcome: Outcome(r.Outcome), Error: r.Error}
+		out[i] = record.ScheduleRun{ID: r.ID, Name: r.Name, Instance: r.Instance, DueAt: r.DueAt, StartedAt: r.StartedAt,
+			EndedAt: r.EndedAt, Outcome: record.Outcome(r.Outcome), Error: r.Error}
 	}
 	return out, nil
 }
@@ -400,10 +375,10 @@ func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time) {
 	go func() {
 		err := c.run(e)
 		run := store.ScheduleRunRow{Name: e.name, Instance: s.cfg.InstanceID, DueAt: due, StartedAt: started,
-			EndedAt: s.q.clock.Now(), Outcome: string(OutcomeSucceeded)}
+			EndedAt: s.q.clock.Now(), Outcome: string(record.OutcomeSucceeded)}
 		interrupted := err != nil && s.life.Err() != nil
 		if err != nil {
-			run.Outcome, run.Error = string(OutcomeFailed), err.Error()
+			run.Outcome, run.Error = string(record.OutcomeFailed), err.Error()
 			if interrupted {
 				run.Error = "interrupted by shutdown: " + run.Error
 			}

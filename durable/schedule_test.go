@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -49,15 +50,15 @@ func tick(name string) func() *Tick { return func() *Tick { return &Tick{Schedul
 // cronStart is 03:00 UTC, a whole minute, so "@every 1m" runs fall on whole minutes.
 var cronStart = time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
 
-func scheduleRuns(t testing.TB, q *durable.Queue, name string) []durable.ScheduleRun {
+func scheduleRuns(t testing.TB, q *durable.Queue, name string) []record.ScheduleRun {
 	t.Helper()
-	return must[[]durable.ScheduleRun](t)(q.ScheduleRuns(context.Background(), name, 1000))
+	return must[[]record.ScheduleRun](t)(q.ScheduleRuns(context.Background(), name, 1000))
 }
 
 // waitRuns waits until the run log of name has n entries and returns them, oldest first.
-func waitRuns(t testing.TB, q *durable.Queue, name string, n int) []durable.ScheduleRun {
+func waitRuns(t testing.TB, q *durable.Queue, name string, n int) []record.ScheduleRun {
 	t.Helper()
-	var rs []durable.ScheduleRun
+	var rs []record.ScheduleRun
 	eventually(t, 20*time.Second, fmt.Sprintf("%d runs of %s", n, name), func() bool {
 		rs = scheduleRuns(t, q, name)
 		return len(rs) >= n
@@ -71,7 +72,7 @@ func waitRuns(t testing.TB, q *durable.Queue, name string, n int) []durable.Sche
 	return rs
 }
 
-func runSummary(rs []durable.ScheduleRun) string {
+func runSummary(rs []record.ScheduleRun) string {
 	var b strings.Builder
 	for i, r := range rs {
 		if i > 0 {
@@ -130,12 +131,12 @@ func TestScheduleFailingKeepsCadenceAndOthersRun(t *testing.T) {
 		if n := stuckStarted.Load(); n != 1 {
 			t.Errorf("stuck started %d times, want 1", n)
 		}
-		infos := must[[]durable.ScheduleInfo](t)(q.Schedules(context.Background()))
-		byName := map[string]durable.ScheduleInfo{}
+		infos := must[[]record.ScheduleInfo](t)(q.Schedules(context.Background()))
+		byName := map[string]record.ScheduleInfo{}
 		for _, in := range infos {
 			byName[in.Name] = in
 		}
-		if f := byName["fail"]; f.LastOutcome != durable.OutcomeFailed || f.LastError != "downstream says no" ||
+		if f := byName["fail"]; f.LastOutcome != record.OutcomeFailed || f.LastError != "downstream says no" ||
 			!f.NextRun.Equal(cronStart.Add(4*time.Minute)) || f.Location != "UTC" || f.Spec != "@every 1m" {
 			t.Errorf("fail info %+v", f)
 		}
@@ -189,11 +190,11 @@ func TestScheduleDowntimeOneCatchUp(t *testing.T) {
 		durable.Schedule(second, "job", "@every 1m", tick("job"))
 		start(t, second, m, durable.SchedulerConfig{InstanceID: "second"})
 		rs := waitRuns(t, second, "job", 1)
-		if rs[0].Outcome != durable.OutcomeSucceeded || !rs[0].DueAt.Equal(cronStart.Add(time.Minute)) ||
+		if rs[0].Outcome != record.OutcomeSucceeded || !rs[0].DueAt.Equal(cronStart.Add(time.Minute)) ||
 			!rs[0].StartedAt.Equal(cronStart.Add(time.Hour)) || rs[0].Instance != "second" {
 			t.Fatalf("catch-up run %+v", rs[0])
 		}
-		info := must[[]durable.ScheduleInfo](t)(second.Schedules(context.Background()))
+		info := must[[]record.ScheduleInfo](t)(second.Schedules(context.Background()))
 		if len(info) != 1 || !info[0].NextRun.Equal(cronStart.Add(61*time.Minute)) {
 			t.Fatalf("after the catch-up: %+v", info)
 		}
@@ -235,7 +236,7 @@ func TestScheduleTwoInstancesRunEachDueRunOnce(t *testing.T) {
 		}
 		rs := waitRuns(t, reader, "job", ticks)
 		for i, r := range rs {
-			if want := cronStart.Add(time.Duration(i+1) * time.Minute); !r.DueAt.Equal(want) || r.Outcome != durable.OutcomeSucceeded {
+			if want := cronStart.Add(time.Duration(i+1) * time.Minute); !r.DueAt.Equal(want) || r.Outcome != record.OutcomeSucceeded {
 				t.Fatalf("run %d: %+v, want due %v, succeeded", i, r, want)
 			}
 		}
@@ -260,14 +261,14 @@ func TestScheduleCronAcrossDST(t *testing.T) {
 		q := b.bare(t, durable.Config{Clock: clock})
 		durable.Schedule(q, "morning", "0 9 * * *", tick("morning"), durable.WithLocation(ny))
 		start(t, q, tickMediator(t, nil), durable.SchedulerConfig{})
-		info := must[[]durable.ScheduleInfo](t)(q.Schedules(context.Background()))
+		info := must[[]record.ScheduleInfo](t)(q.Schedules(context.Background()))
 		if len(info) != 1 || info[0].Location != "America/New_York" ||
 			!info[0].NextRun.Equal(time.Date(2030, 3, 9, 14, 0, 0, 0, time.UTC)) {
 			t.Fatalf("before: %+v", info)
 		}
 		clock.Advance(2 * time.Hour)
 		waitRuns(t, q, "morning", 1)
-		info = must[[]durable.ScheduleInfo](t)(q.Schedules(context.Background()))
+		info = must[[]record.ScheduleInfo](t)(q.Schedules(context.Background()))
 		if !info[0].NextRun.Equal(time.Date(2030, 3, 10, 13, 0, 0, 0, time.UTC)) {
 			t.Fatalf("next run after the change %v, want 13:00 UTC", info[0].NextRun)
 		}
@@ -297,7 +298,7 @@ func TestScheduleExpiredLeaseContinues(t *testing.T) {
 		}
 		clock.Advance(2 * time.Minute)
 		rs := waitRuns(t, q, "job", 1)
-		if rs[0].Outcome != durable.OutcomeSucceeded || rs[0].Instance != "live" || !rs[0].DueAt.Equal(cronStart.Add(2*time.Minute)) {
+		if rs[0].Outcome != record.OutcomeSucceeded || rs[0].Instance != "live" || !rs[0].DueAt.Equal(cronStart.Add(2*time.Minute)) {
 			t.Fatalf("run %+v", rs[0])
 		}
 	})
@@ -343,10 +344,10 @@ func TestScheduleShutdownWaitsForRuns(t *testing.T) {
 			t.Fatalf("shutdown: %v", err)
 		}
 		// Recorded before Shutdown returned: no waiting here.
-		if rs := scheduleRuns(t, q, "patient"); len(rs) != 1 || rs[0].Outcome != durable.OutcomeSucceeded {
+		if rs := scheduleRuns(t, q, "patient"); len(rs) != 1 || rs[0].Outcome != record.OutcomeSucceeded {
 			t.Fatalf("patient %+v", rs)
 		}
-		if rs := waitRuns(t, q, "cancellable", 1); rs[0].Outcome != durable.OutcomeFailed ||
+		if rs := waitRuns(t, q, "cancellable", 1); rs[0].Outcome != record.OutcomeFailed ||
 			!strings.HasPrefix(rs[0].Error, "interrupted by shutdown") {
 			t.Fatalf("cancellable %+v", rs[0])
 		}
@@ -370,7 +371,7 @@ func TestScheduleStartRecomputesChangedSpec(t *testing.T) {
 	q2 := b.bare(t, durable.Config{Clock: clock})
 	durable.Schedule(q2, "a", "*/15 * * * *", tick("a"))
 	start(t, q2, m, durable.SchedulerConfig{})
-	info := must[[]durable.ScheduleInfo](t)(q2.Schedules(context.Background()))
+	info := must[[]record.ScheduleInfo](t)(q2.Schedules(context.Background()))
 	if len(info) != 2 || info[0].Name != "a" || info[0].Spec != "*/15 * * * *" || !info[0].NextRun.Equal(cronStart.Add(15*time.Minute)) ||
 		info[1].Name != "gone" || !info[1].NextRun.Equal(time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("%+v", info)

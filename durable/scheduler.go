@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -757,10 +758,10 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	if s.life.Err() != nil {
 		return s.release(*c) // shutting down: not started
 	}
-	ctx := s.q.withMetadata(s.life, c.Metadata, s.cfg.Logger, ItemID(c.ID), c.Name)
+	ctx := s.q.withMetadata(s.life, c.Metadata, s.cfg.Logger, record.ItemID(c.ID), c.Name)
 	c.Metadata = nil
 	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
-	ctx = s.q.withDispatch(ctx, req, Dispatch{ItemID: ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID}, s.cfg.Logger)
+	ctx = s.q.withDispatch(ctx, req, Dispatch{ItemID: record.ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID}, s.cfg.Logger)
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()

@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -60,7 +61,7 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{})
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
 		it := item(t, e.q, id)
-		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || as[0].Error != "status 503" || it.State != durable.StatePending {
+		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || as[0].Error != "status 503" || it.State != record.StatePending {
 			t.Fatalf("item %+v, rows %s", it, outcomes(as))
 		}
 	})
@@ -132,7 +133,7 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 		}
 		outer := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 7})).ID
 		start(t, q, m, durable.SchedulerConfig{})
-		waitState(t, q, outer, durable.StateSucceeded)
+		waitState(t, q, outer, record.StateSucceeded)
 		if as := attempts(t, q, outer); outcomes(as) != "1:succeeded" {
 			t.Fatalf("outer rows %s", outcomes(as))
 		}
@@ -142,14 +143,14 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 		if s := innerErr.Load().(string); !strings.Contains(s, "deferred as item") {
 			t.Fatalf("inner deferred: %s", s)
 		}
-		items := must[[]durable.Item](t)(q.List(context.Background(), durable.Filter{Name: "test.inner-deferred"}))
-		if len(items) != 1 || items[0].State != durable.StatePending || items[0].Attempts != 0 {
+		items := must[[]record.Item](t)(q.List(context.Background(), durable.Filter{Name: "test.inner-deferred"}))
+		if len(items) != 1 || items[0].State != record.StatePending || items[0].Attempts != 0 {
 			t.Fatalf("inner deferred items %+v", items)
 		}
 		// The inner item runs later as its own stored work.
 		deferredUp.Store(true)
 		clock.Advance(time.Minute)
-		waitState(t, q, items[0].ID, durable.StateSucceeded)
+		waitState(t, q, items[0].ID, record.StateSucceeded)
 		if as := attempts(t, q, items[0].ID); outcomes(as) != "1:succeeded" {
 			t.Fatalf("inner rows %s", outcomes(as))
 		}
@@ -187,14 +188,14 @@ func TestFullBulkheadIsNoAttempt(t *testing.T) {
 		<-held
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == durable.StatePending })
+		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == record.StatePending })
 		if it := item(t, e.q, id); it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 {
 			t.Fatalf("after the refusal: %+v rows %s", it, outcomes(attempts(t, e.q, id)))
 		}
 		close(hold)
 		<-done
 		e.clock.Advance(time.Minute)
-		waitState(t, e.q, id, durable.StateSucceeded)
+		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
@@ -242,15 +243,15 @@ func TestDurableWorkRetriesTimeoutsAndTransportErrors(t *testing.T) {
 		hung := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		refused := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 2})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		for _, id := range []durable.ItemID{hung, refused} {
+		for _, id := range []record.ItemID{hung, refused} {
 			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
-			if it := item(t, e.q, id); it.State != durable.StatePending {
+			if it := item(t, e.q, id); it.State != record.StatePending {
 				t.Fatalf("item %d after one failure: %+v", id, it)
 			}
 		}
 		e.clock.Advance(time.Minute)
-		for _, id := range []durable.ItemID{hung, refused} {
-			waitState(t, e.q, id, durable.StateSucceeded)
+		for _, id := range []record.ItemID{hung, refused} {
+			waitState(t, e.q, id, record.StateSucceeded)
 			if as := attempts(t, e.q, id); outcomes(as) != "1:failed 2:succeeded" {
 				t.Fatalf("item %d rows %s", id, outcomes(as))
 			}
@@ -293,15 +294,15 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 		narrowed := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Keyed{Key: "n", Seq: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, widened)) == 1 })
-		if it := item(t, e.q, widened); it.State != durable.StatePending {
+		if it := item(t, e.q, widened); it.State != record.StatePending {
 			t.Fatalf("a 500 the policy retries was not retried: %+v", it)
 		}
-		it := waitState(t, e.q, narrowed, durable.StateDead)
+		it := waitState(t, e.q, narrowed, record.StateDead)
 		if as := attempts(t, e.q, narrowed); outcomes(as) != "1:failed" || it.LastError != "status 503" {
 			t.Fatalf("narrowed: %+v rows %s", it, outcomes(as))
 		}
 		e.clock.Advance(time.Minute)
-		waitState(t, e.q, widened, durable.StateSucceeded)
+		waitState(t, e.q, widened, record.StateSucceeded)
 	})
 }
 
@@ -357,7 +358,7 @@ func TestRetryAfterHintSchedulesTheItem(t *testing.T) {
 			t.Fatalf("after a hinted failure due %v, want the hint (90s), more than the backoff (1s)", it.NextAt)
 		}
 		e.clock.Advance(90 * time.Second)
-		waitState(t, e.q, d.ItemID, durable.StateSucceeded)
+		waitState(t, e.q, d.ItemID, record.StateSucceeded)
 	})
 }
 
@@ -375,7 +376,7 @@ func TestConcurrentShutdownsAllWait(t *testing.T) {
 			<-release
 			return nil
 		}}, durable.SchedulerConfig{Workers: 4, PollInterval: time.Second})
-		var ids []durable.ItemID
+		var ids []record.ItemID
 		for n := range 4 {
 			ids = append(ids, must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n})).ID)
 		}
@@ -404,7 +405,7 @@ func TestConcurrentShutdownsAllWait(t *testing.T) {
 			}
 		}
 		for _, id := range ids {
-			if it := item(t, q, id); it.State != durable.StateSucceeded {
+			if it := item(t, q, id); it.State != record.StateSucceeded {
 				t.Fatalf("item %+v", it)
 			}
 		}
@@ -504,7 +505,7 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 		}})
 		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 4, PollInterval: time.Second,
 			ShutdownGrace: 2 * time.Second, Logger: lines.logger()}))
-		var ids []durable.ItemID
+		var ids []record.ItemID
 		for n := range 20 {
 			ids = append(ids, must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n})).ID)
 		}
@@ -529,11 +530,11 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 			t.Fatalf("log:\n%s", lines.dump(0, begin))
 		}
 		st := stats(t, q)
-		if st.Counts[durable.StateRunning] != 4 || st.Counts[durable.StatePending] != 16 {
+		if st.Counts[record.StateRunning] != 4 || st.Counts[record.StatePending] != 16 {
 			t.Fatalf("after shutdown %+v: only the 4 started items may be held", st.Counts)
 		}
 		for _, id := range ids {
-			if it := item(t, q, id); it.State == durable.StatePending && (it.Attempts != 0 || len(attempts(t, q, id)) != 0) {
+			if it := item(t, q, id); it.State == record.StatePending && (it.Attempts != 0 || len(attempts(t, q, id)) != 0) {
 				t.Fatalf("an item that never started was charged: %+v", it)
 			}
 		}
@@ -567,7 +568,7 @@ func TestBreakerResetFreesParkedItem(t *testing.T) {
 		if err := reg.Reset("k"); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, e.q, id, durable.StateSucceeded) // the clock does not move: Reset freed it
+		waitState(t, e.q, id, record.StateSucceeded) // the clock does not move: Reset freed it
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" || calls.Load() != 1 {
 			t.Fatalf("rows %s, %d calls", outcomes(as), calls.Load())
 		}
@@ -663,7 +664,7 @@ func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		start(t, q, m, durable.SchedulerConfig{Workers: 1})
-		eventually(t, 60*time.Second, "every blob", func() bool { return stats(t, q).Counts[durable.StateSucceeded] == items })
+		eventually(t, 60*time.Second, "every blob", func() bool { return stats(t, q).Counts[record.StateSucceeded] == items })
 		grew := int64(peak.Load()) - int64(base.HeapAlloc)
 		t.Logf("live heap during a dispatch: +%.1f MiB over the start, payload %d MiB", float64(grew)/(1<<20), size>>20)
 		limit := int64(3 * size)
@@ -710,11 +711,11 @@ func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
 		it := item(t, e.q, id)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || !strings.Contains(as[0].Error, `circuit open for "inner"`) ||
-			it.State != durable.StatePending || it.ParkedKey != "" || !it.NextAt.Equal(t0.Add(40*time.Second)) {
+			it.State != record.StatePending || it.ParkedKey != "" || !it.NextAt.Equal(t0.Add(40*time.Second)) {
 			t.Fatalf("item %+v rows %s", it, outcomes(as))
 		}
 		e.clock.Advance(40 * time.Second)
-		waitState(t, e.q, id, durable.StateSucceeded)
+		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:failed 2:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
@@ -793,7 +794,7 @@ func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 		if err := reg.Reset("pay"); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, e.q, d.ItemID, durable.StateSucceeded) // the clock does not move
+		waitState(t, e.q, d.ItemID, record.StateSucceeded) // the clock does not move
 		if calls.Load() != 1 {
 			t.Fatalf("%d calls", calls.Load())
 		}
@@ -835,7 +836,7 @@ func TestSchedulerTakesNilBreakers(t *testing.T) {
 	var reg *breaker.Registry
 	id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 	start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
-	waitState(t, e.q, id, durable.StateSucceeded)
+	waitState(t, e.q, id, record.StateSucceeded)
 }
 
 type Limited struct {
@@ -885,17 +886,17 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 		bulk := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 1})).ID
 		deferred := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 2})).ID
 		start(t, q, m, durable.SchedulerConfig{})
-		for _, id := range []durable.ItemID{bulk, deferred} {
+		for _, id := range []record.ItemID{bulk, deferred} {
 			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, q, id)) == 1 })
-			if it := item(t, q, id); it.State != durable.StatePending {
+			if it := item(t, q, id); it.State != record.StatePending {
 				t.Fatalf("item %d after meeting back-pressure: %+v rows %s", id, it, outcomes(attempts(t, q, id)))
 			}
 		}
 		close(hold)
 		innerUp.Store(true)
 		clock.Advance(time.Minute)
-		for _, id := range []durable.ItemID{bulk, deferred} {
-			waitState(t, q, id, durable.StateSucceeded)
+		for _, id := range []record.ItemID{bulk, deferred} {
+			waitState(t, q, id, record.StateSucceeded)
 			if as := attempts(t, q, id); outcomes(as) != "1:failed 2:succeeded" {
 				t.Fatalf("item %d rows %s", id, outcomes(as))
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -184,7 +185,7 @@ func TestBubbleShutdownDeadline(t *testing.T) {
 			t.Fatalf("shutdown waited %v, want the 10s deadline", waited)
 		}
 		it := item(t, q, id)
-		if it.State != durable.StatePending || outcomes(attempts(t, q, id)) != "1:interrupted" {
+		if it.State != record.StatePending || outcomes(attempts(t, q, id)) != "1:interrupted" {
 			t.Fatalf("item %+v", it)
 		}
 	})
@@ -207,11 +208,11 @@ func TestBubbleClaimsOnlyForFreeWorkers(t *testing.T) {
 		}}, durable.SchedulerConfig{Workers: 2, BatchSize: 10, PollInterval: time.Second})
 		time.Sleep(10 * time.Second) // many poll intervals
 		synctest.Wait()
-		if st := stats(t, q); st.Counts[durable.StateRunning] != 2 || st.Counts[durable.StatePending] != 4 {
+		if st := stats(t, q); st.Counts[record.StateRunning] != 2 || st.Counts[record.StatePending] != 4 {
 			t.Fatalf("held %+v, want 2 running", st.Counts)
 		}
 		close(release)
-		for stats(t, q).Counts[durable.StateSucceeded] != 6 {
+		for stats(t, q).Counts[record.StateSucceeded] != 6 {
 			time.Sleep(time.Second)
 		}
 		if err := s.Shutdown(ctx); err != nil {
@@ -263,7 +264,7 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 		synctest.Wait()
 		tries := refusedTries.Load()
 		close(release)
-		for item(t, q, refused).State != durable.StateSucceeded || item(t, q, probe).State != durable.StateSucceeded {
+		for item(t, q, refused).State != record.StateSucceeded || item(t, q, probe).State != record.StateSucceeded {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if err := s.Shutdown(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -55,10 +56,10 @@ func newToken() string {
 
 // ItemByToken returns the item holding token (see WithToken); an error wrapping
 // sql.ErrNoRows if there is none.
-func (q *Queue) ItemByToken(ctx context.Context, token string) (Item, error) {
+func (q *Queue) ItemByToken(ctx context.Context, token string) (record.Item, error) {
 	it, err := q.store.ItemByToken(ctx, token)
 	if err != nil {
-		return Item{}, err
+		return record.Item{}, err
 	}
 	return itemOf(it), nil
 }

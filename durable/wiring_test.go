@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -38,7 +39,7 @@ func TestStartRefusesTypedNilSender(t *testing.T) {
 	if _, err := e.q.Replay(context.Background(), m, 1, "ops"); err == nil || !strings.Contains(err.Error(), "nil *mediator.Mediator") {
 		t.Errorf("Replay = %v, want a refusal naming the nil *mediator.Mediator", err)
 	}
-	if _, err := e.q.ReplayMany(context.Background(), m, []durable.DeadLetterID{1}, "ops"); err == nil || !strings.Contains(err.Error(), "nil *mediator.Mediator") {
+	if _, err := e.q.ReplayMany(context.Background(), m, []record.DeadLetterID{1}, "ops"); err == nil || !strings.Contains(err.Error(), "nil *mediator.Mediator") {
 		t.Errorf("ReplayMany = %v, want a refusal naming the nil *mediator.Mediator", err)
 	}
 	// The refusal leaves the queue startable.
@@ -127,11 +128,11 @@ func TestItemWithoutHandlerWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		it := item(t, e.q, id)
-		if it.State != durable.StatePending || it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 ||
+		if it.State != record.StatePending || it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 ||
 			!it.NextAt.Equal(now.Add(time.Minute)) || !strings.Contains(it.LastError, "no handler") {
 			t.Errorf("item without a handler: %+v, attempts %s", it, outcomes(attempts(t, e.q, id)))
 		}
-		if n := stats(t, e.q).DeadLetters[durable.DeadLetterFailed]; n != 0 {
+		if n := stats(t, e.q).DeadLetters[record.DeadLetterFailed]; n != 0 {
 			t.Errorf("%d dead letters, want none", n)
 		}
 		if !lines.has("durable: no handler for the request in this instance; its items wait for an instance that has one") {
@@ -139,7 +140,7 @@ func TestItemWithoutHandlerWaits(t *testing.T) {
 		}
 		e.clock.Advance(time.Minute)
 		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{Workers: 1})
-		done := waitState(t, e.q, id, durable.StateSucceeded)
+		done := waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); done.Attempts != 1 || outcomes(as) != "1:succeeded" {
 			t.Errorf("after a sender with the handler took over: %+v, attempts %s", done, outcomes(as))
 		}
@@ -163,7 +164,7 @@ func TestReplayWithoutHandlerIsNotAFailedReplay(t *testing.T) {
 		t.Errorf("Replay without a handler = %q, %v; want no resolution and an error matching mediator.ErrNoHandler", res, err)
 	}
 	d, tl := e.letter(t, id)
-	if d.Status != durable.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
+	if d.Status != record.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 0 {
 		t.Errorf("after a replay without a handler: %s, retries %d, timeline %s; want it failed, untouched", d.Status, d.RetryCount, timeline(tl))
 	}
 	if res, err := e.q.Replay(ctx, e.m, id, "ops"); res != durable.Replayed || err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // durabletest.Work runs the scheduler's per-item code in the test's goroutine: the handler runs
@@ -31,7 +32,7 @@ func TestWorkWithoutScheduler(t *testing.T) {
 		if got := durabletest.Work(ctx, t, e.q, m); got != (durabletest.Result{Succeeded: 1}) || calls != 1 {
 			t.Fatalf("Work = %v, %d calls", got, calls)
 		}
-		if it := item(t, e.q, ok); it.State != durable.StateSucceeded || outcomes(attempts(t, e.q, ok)) != "1:succeeded" {
+		if it := item(t, e.q, ok); it.State != record.StateSucceeded || outcomes(attempts(t, e.q, ok)) != "1:succeeded" {
 			t.Fatalf("item %+v", it)
 		}
 
@@ -43,7 +44,7 @@ func TestWorkWithoutScheduler(t *testing.T) {
 			}
 			it := item(t, e.q, id)
 			delay := fastPolicy.Delay(n, 0.5)
-			if it.State != durable.StatePending || !it.NextAt.Equal(e.clock.Now().Add(delay)) {
+			if it.State != record.StatePending || !it.NextAt.Equal(e.clock.Now().Add(delay)) {
 				t.Fatalf("after attempt %d: %+v, want due in %v", n, it, delay)
 			}
 			if got := durabletest.Work(ctx, t, e.q, m); got != (durabletest.Result{}) {
@@ -55,7 +56,7 @@ func TestWorkWithoutScheduler(t *testing.T) {
 			t.Fatalf("last attempt: Work = %v", got)
 		}
 		it := item(t, e.q, id)
-		if it.State != durable.StateDead || it.Attempts != fastPolicy.MaxAttempts || calls != fastPolicy.MaxAttempts ||
+		if it.State != record.StateDead || it.Attempts != fastPolicy.MaxAttempts || calls != fastPolicy.MaxAttempts ||
 			outcomes(attempts(t, e.q, id)) != "1:failed 2:failed 3:failed 4:failed 5:failed" {
 			t.Fatalf("dead letter %+v rows %s, %d calls", it, outcomes(attempts(t, e.q, id)), calls)
 		}

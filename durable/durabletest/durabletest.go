@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable/internal/exec"
 	"github.com/switchboard-go/switchboard/durable/internal/pgtest"
 	"github.com/switchboard-go/switchboard/durable/postgres"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -64,10 +65,10 @@ func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) boo
 	var (
 		found   []Q
 		pending int
-		after   durable.ItemID
+		after   record.ItemID
 	)
 	for {
-		items, err := q.List(context.Background(), durable.Filter{State: durable.StatePending, Name: name, AfterID: after, Limit: 500})
+		items, err := q.List(context.Background(), durable.Filter{State: record.StatePending, Name: name, AfterID: after, Limit: 500})
 		if err != nil {
 			t.Fatalf("durabletest.RequireEnqueued: %v", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -50,7 +51,7 @@ func newFixture(t *testing.T, maxAttempts int) *fixture {
 	return f
 }
 
-func (f *fixture) enqueue(t *testing.T, invoice string) durable.ItemID {
+func (f *fixture) enqueue(t *testing.T, invoice string) record.ItemID {
 	t.Helper()
 	res, err := f.q.Enqueue(context.Background(), &SendInvoice{Invoice: invoice})
 	if err != nil {
@@ -70,11 +71,11 @@ func TestWorkRunsEachDueItemOnce(t *testing.T) {
 		t.Fatalf("handler ran %d times", n)
 	}
 	it, err := f.q.Item(ctx, id)
-	if err != nil || it.State != durable.StateSucceeded || it.Attempts != 1 {
+	if err != nil || it.State != record.StateSucceeded || it.Attempts != 1 {
 		t.Fatalf("item %+v, %v", it, err)
 	}
 	as, err := f.q.Attempts(ctx, id)
-	if err != nil || len(as) != 1 || as[0].Outcome != durable.OutcomeSucceeded || as[0].Instance != "durabletest" {
+	if err != nil || len(as) != 1 || as[0].Outcome != record.OutcomeSucceeded || as[0].Instance != "durabletest" {
 		t.Fatalf("attempts %+v, %v", as, err)
 	}
 	// Nothing is due any more.
@@ -93,7 +94,7 @@ func TestWorkRetriesThenDeadLetters(t *testing.T) {
 			t.Fatalf("attempt %d: Work = %v", i+1, got)
 		}
 		it, _ := f.q.Item(ctx, id)
-		if it.State != durable.StatePending || !it.NextAt.Equal(f.clock.Now().Add(delay)) || it.LastError != errDown.Error() {
+		if it.State != record.StatePending || !it.NextAt.Equal(f.clock.Now().Add(delay)) || it.LastError != errDown.Error() {
 			t.Fatalf("after attempt %d: %+v", i+1, it)
 		}
 		// Not due before its backoff has passed.
@@ -108,7 +109,7 @@ func TestWorkRetriesThenDeadLetters(t *testing.T) {
 	}
 	it, _ := f.q.Item(ctx, id)
 	as, _ := f.q.Attempts(ctx, id)
-	if it.State != durable.StateDead || it.Attempts != 3 || len(as) != 3 || f.calls.Load() != 3 {
+	if it.State != record.StateDead || it.Attempts != 3 || len(as) != 3 || f.calls.Load() != 3 {
 		t.Fatalf("dead letter %+v, %d rows, %d calls", it, len(as), f.calls.Load())
 	}
 }
@@ -129,7 +130,7 @@ func TestWorkHonoursAnOpenBreaker(t *testing.T) {
 		t.Fatalf("Work = %v, %d calls", got, f.calls.Load())
 	}
 	it, _ := f.q.Item(ctx, id)
-	if it.State != durable.StatePending || it.Attempts != 0 || it.ParkedKey != "invoices" || !it.NextAt.Equal(f.clock.Now().Add(30*time.Second)) {
+	if it.State != record.StatePending || it.Attempts != 0 || it.ParkedKey != "invoices" || !it.NextAt.Equal(f.clock.Now().Add(30*time.Second)) {
 		t.Fatalf("refused item %+v", it)
 	}
 	f.clock.Advance(30 * time.Second)

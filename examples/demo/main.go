@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -259,7 +260,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) error {
 		if err != nil {
 			return err
 		}
-		if st.Counts[durable.StateDead] == 1 || time.Now().After(deadline) {
+		if st.Counts[record.StateDead] == 1 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -273,7 +274,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range []durable.ItemState{durable.StatePending, durable.StateSucceeded, durable.StateDead} {
+	for _, s := range []record.ItemState{record.StatePending, record.StateSucceeded, record.StateDead} {
 		say("   %-9s %d", s, st.Counts[s])
 	}
 	attempts, err := queue.Attempts(ctx, enq.ID)

@@ -7,7 +7,7 @@
 //   - No exported type name is declared by two packages, except Config and Behavior, which mean
 //     the same in every package: its component's configuration and the behavior it provides.
 //   - No exported name is a type in one package and a function, constant or variable in
-//     another: a reader who knows durable.Attempt (an attempt row) reads retry.Attempt(ctx) as
+//     another: a reader who knows record.Attempt (an attempt row) reads retry.Attempt(ctx) as
 //     something that returns one. The exceptions (homonyms) are functions that mean the type:
 //     tracing.Propagator returns a durable.Propagator.
 //   - A few field and method names are reserved to one meaning, which the field's type (a

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// DeadLetterStatus is the status of a dead letter (durable.DeadLetterStatus).
+// DeadLetterStatus is the status of a dead letter (record.DeadLetterStatus).
 type DeadLetterStatus string
 
 // The statuses of a dead letter.
@@ -22,7 +22,7 @@ const (
 // DeadLetterID identifies a dead letter.
 type DeadLetterID int64
 
-// DeadLetter is one dead-letter row; its fields are documented on durable.DeadLetter.
+// DeadLetter is one dead-letter row; its fields are documented on record.DeadLetter.
 type DeadLetter struct {
 	ID          DeadLetterID
 	ItemID      ItemID

@@ -9,7 +9,7 @@ import (
 )
 
 // ScheduleRow is one row of switchboard_schedules; its fields are documented on
-// durable.ScheduleInfo.
+// record.ScheduleInfo.
 type ScheduleRow struct {
 	Name          string
 	Spec          string
@@ -29,7 +29,7 @@ func (r ScheduleRow) Running(now time.Time) bool {
 	return r.RunOwner != "" && !r.RunUntil.Before(now)
 }
 
-// ScheduleRunRow is one row of the run log; its fields are documented on durable.ScheduleRun.
+// ScheduleRunRow is one row of the run log; its fields are documented on record.ScheduleRun.
 type ScheduleRunRow struct {
 	ID        int64
 	Name      string

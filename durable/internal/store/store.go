@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// State is the lifecycle state of an item (durable.ItemState).
+// State is the lifecycle state of an item (record.ItemState).
 type State string
 
 // The states of an item.
@@ -22,7 +22,7 @@ const (
 	StateDead      State = "dead"
 )
 
-// Outcome is how one attempt ended (durable.Outcome).
+// Outcome is how one attempt ended (record.Outcome).
 type Outcome string
 
 // Attempt outcomes.
@@ -36,7 +36,7 @@ const (
 // ItemID identifies an item.
 type ItemID int64
 
-// Item is one stored item; its fields are documented on durable.Item.
+// Item is one stored item; its fields are documented on record.Item.
 type Item struct {
 	ID            ItemID
 	Name          string
@@ -66,7 +66,7 @@ type Item struct {
 // attempt but those a shutdown interrupted and those abandoned beside other items.
 func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
 
-// Attempt is one attempt row; its fields are documented on durable.Attempt.
+// Attempt is one attempt row; its fields are documented on record.Attempt.
 type Attempt struct {
 	ID        int64
 	ItemID    ItemID

@@ -1,0 +1,59 @@
+package record
+
+import "time"
+
+// DeadLetterID identifies a dead letter in its queue's database.
+type DeadLetterID int64
+
+// DeadLetterStatus is where a dead letter stands in an operator's work.
+type DeadLetterStatus string
+
+// Dead letter statuses; replayed and discarded are terminal.
+const (
+	DeadLetterFailed    DeadLetterStatus = "failed"    // waiting for an operator, also after a failed replay
+	DeadLetterReplayed  DeadLetterStatus = "replayed"  // a replay succeeded
+	DeadLetterDiscarded DeadLetterStatus = "discarded" // an operator retired it, saying why
+)
+
+// DeadLetter is a dead item, or a failed item of durable.Queue.RunBatch, waiting for an
+// operator. Letters are never deleted: replay and discard change Status and append to the
+// timeline.
+type DeadLetter struct {
+	ID      DeadLetterID
+	ItemID  ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
+	Source  string // the dead item's request name, or the batch's source
+	Name    string // the registered name the payload decodes as
+	Key     string // the batch item's key, or the dead item's dedupe key
+	Payload []byte
+	Error   string // the last error, of the item, the batch item or the last failed replay
+	Status  DeadLetterStatus
+	// RetryCount counts the replays that ran; one the caller cancelled does not count.
+	RetryCount           int
+	CreatedAt, UpdatedAt time.Time
+	// Metadata is the item's metadata (see durable.Config.Propagators), or what
+	// durable.Queue.RunBatch's context gave; a replay runs with it, so it keeps its trace
+	// context and tenant.
+	Metadata map[string]string
+}
+
+// TimelineKind says what a timeline entry records.
+type TimelineKind string
+
+// The kinds of timeline entries.
+const (
+	TimelineAttempt TimelineKind = "attempt" // an attempt of the dead item by a scheduler
+	TimelineReplay  TimelineKind = "replay"  // a replay by an operator
+	TimelineDiscard TimelineKind = "discard" // the discard by an operator
+)
+
+// TimelineEntry is an attempt of a dead letter's item, or a replay or discard, in order.
+type TimelineEntry struct {
+	Kind               TimelineKind
+	Number             int // an attempt's number
+	StartedAt, EndedAt time.Time
+	Instance           string  // the scheduler instance of an attempt
+	Actor              string  // the operator of a replay or discard
+	Outcome            Outcome // how an attempt's or a replay's dispatch ended; empty for a discard
+	Error              string
+	Reason             string // why the letter was discarded
+}

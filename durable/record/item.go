@@ -1,0 +1,72 @@
+package record
+
+import "time"
+
+// ItemState is the lifecycle state of an item.
+type ItemState string
+
+// The states of an item. See docs/durable.md for the state machine.
+const (
+	StatePending   ItemState = "pending"   // waiting for its next attempt, due at Item.NextAt
+	StateRunning   ItemState = "running"   // claimed by a scheduler that holds a lease on it
+	StateSucceeded ItemState = "succeeded" // an attempt succeeded; terminal
+	// StateDead: attempts exhausted, a non-retryable error, or a payload that does not decode;
+	// the row is kept with its payload and last error.
+	StateDead ItemState = "dead"
+)
+
+// Outcome is how an attempt or a scheduled run ended.
+type Outcome string
+
+// Outcomes; a scheduled run's failure includes a panic and an interruption.
+const (
+	OutcomeSucceeded Outcome = "succeeded" // the dispatch returned no error
+	OutcomeFailed    Outcome = "failed"    // the dispatch returned an error
+	OutcomeSkipped   Outcome = "skipped"   // a scheduled run due while the previous one still ran
+	// OutcomeAbandoned: the lease ran out before the holder completed the item (it died or lost
+	// its database); the handler may or may not have run.
+	OutcomeAbandoned   Outcome = "abandoned"
+	OutcomeInterrupted Outcome = "interrupted" // a shutdown cancelled the dispatch
+)
+
+// ItemID identifies an item in its queue's database.
+type ItemID int64
+
+// Item is one durable request.
+type Item struct {
+	ID       ItemID
+	Name     string // the name the request type was registered under
+	Payload  []byte
+	State    ItemState
+	Attempts int // the attempts made (durable.Queue.Attempts)
+	// Interruptions (by a shutdown) and Unattributed (abandoned while other items ran in an
+	// instance that died, so nothing says which killed it) do not count (see Counted).
+	Interruptions, Unattributed int
+	Isolate                     bool      // its lease ran out while it ran: its next claim runs it alone
+	ParkedKey                   string    // the breaker a pending item waits on; its closing frees it
+	DedupeKey, OrderingKey      string    // see durable.WithDedupeKey, durable.WithOrderingKey
+	NextAt                      time.Time // when a pending item is due
+	LeaseOwner                  string    // the instance holding a running item, until LeaseUntil
+	LeaseUntil                  time.Time
+	LastError                   string // of the last failed attempt or deferral
+	CreatedAt, UpdatedAt        time.Time
+	Metadata                    map[string]string // what durable.Config.Propagators took at enqueue
+	// Token is the item's identity (see durable.WithToken, durable.Queue.ItemByToken); empty
+	// for items stored before the schema had tokens.
+	Token string
+}
+
+// Counted is the number of attempts that count against the retry policy's MaxAttempts.
+func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
+
+// Attempt is one real try of an item.
+type Attempt struct {
+	ID        int64
+	ItemID    ItemID
+	Number    int       // from 1
+	Instance  string    // the scheduler instance that made it
+	StartedAt time.Time // for OutcomeAbandoned, when the item was claimed
+	EndedAt   time.Time // for OutcomeAbandoned, when the expired lease was found
+	Outcome   Outcome
+	Error     string
+}
