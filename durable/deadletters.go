@@ -297,11 +297,11 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.De
 		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended,
-			Outcome: string(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects"}
+			Outcome: string(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects; it returned: " + herr.Error()}
 		if err := q.store.AbandonReplay(done, d.ID, owner, ev); err != nil {
 			return "", errors.Join(herr, err)
 		}
-		return "", fmt.Errorf("durable: replay of dead letter %d cancelled: %w", id, ctx.Err())
+		return "", fmt.Errorf("durable: replay of dead letter %d cancelled: %w (the handler returned: %w)", id, ctx.Err(), herr)
 	}
 	ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, Outcome: store.OutcomeReplayed}
 	if herr != nil {
@@ -328,7 +328,7 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.De
 // cannotRun reports whether herr, a replay's error, says the sender has no handler for the
 // request of letter name (or was not built): the handler did not run.
 func (q *Queue) cannotRun(herr error, name string) bool {
-	if errors.Is(herr, mediator.ErrNotBuilt) {
+	if herr == mediator.ErrNotBuilt { // compared, not matched in the chain: a handler that wrapped one did run
 		return true
 	}
 	e, ok := errors.AsType[*mediator.NoHandlerError](herr)

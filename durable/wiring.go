@@ -77,5 +77,7 @@ func noHandler(err error, req any) bool {
 	if e, ok := errors.AsType[*mediator.NoHandlerError](err); ok && e.Type == reflect.TypeOf(req) {
 		return true
 	}
-	return errors.Is(err, mediator.ErrNotBuilt)
+	// Compared, not matched in the chain: an unbuilt sender answers ErrNotBuilt itself, before
+	// any handler runs, whereas a handler that met an unbuilt mediator of its own did run.
+	return err == mediator.ErrNotBuilt
 }

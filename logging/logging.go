@@ -270,7 +270,7 @@ func (b *Behavior) handleInner(s *scope, ctx context.Context, req any, next medi
 	level := b.levelOf(outcome)
 	c := call{ctx: ctx, req: req, took: took, outcome: outcome, err: err}
 	if level > b.inner.Level() && b.log.Core().Enabled(level) {
-		c.at = time.Now()
+		c.at = start.Add(took)
 		if s.hold(held{b: b, level: level, call: c}, b.maxInner) {
 			return resp, err
 		}

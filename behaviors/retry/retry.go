@@ -250,14 +250,11 @@ func shouldRetry(p Policy, err error) bool {
 // Retry-After hint, which wins when larger. A hint above MaxDelay is returned as hint: the
 // policy does not allow waiting that long, and retrying sooner is pointless.
 func adjustDelay(p Policy, err error, delay time.Duration) (d, hint time.Duration) {
-	if behaviors.IsRefusal(err) {
-		// Retried only when it says when it may pass (see Policy.WaitForBreaker): an open
-		// breaker's remaining time, a quota's refill.
-		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
-	}
-	if errors.Is(err, classify.ErrTripped) {
-		// The breaker's open time (or the handler's own hint, when longer): no call gets
-		// through sooner. Reached only when the policy waits for the breaker.
+	if behaviors.IsRefusal(err) || errors.Is(err, classify.ErrTripped) {
+		// A refusal is retried only when it says when it may pass (see Policy.WaitForBreaker:
+		// an open breaker's remaining time, a quota's refill), and a trip only when the policy
+		// waits for the breaker (its open time, or the handler's own hint when longer): no
+		// call gets through sooner.
 		return min(max(behaviors.RetryAfter(err), delay), p.MaxDelay), 0
 	}
 	if hint := behaviors.RetryAfter(err); hint > delay {

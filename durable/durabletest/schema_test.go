@@ -17,6 +17,9 @@ import (
 func TestPostgresSchema(t *testing.T) {
 	dsn := os.Getenv(durabletest.PostgresDSNEnv)
 	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not set: under CI the PostgreSQL suite must run", durabletest.PostgresDSNEnv)
+		}
 		t.Skipf("%s not set", durabletest.PostgresDSNEnv)
 	}
 	var schema string
