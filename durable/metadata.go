@@ -214,20 +214,23 @@ type dispatching interface {
 	Dispatching(ctx context.Context, req any, item int64, name string, attempt int, instance string) context.Context
 }
 
+// dispatcher is a propagator that has the Dispatching method, with its place in
+// Config.Propagators (for the log).
+type dispatcher struct {
+	index int
+	p     dispatching
+}
+
 // withDispatch returns ctx marked as the dispatch d of req (FromContext), with what the
 // propagators that have a Dispatching method make of it. One that panics or returns a nil
 // context is skipped and logged.
 func (q *Queue) withDispatch(ctx context.Context, req any, d Dispatch, log *zap.Logger) context.Context {
 	ctx = dispatchKey.WithFor(ctx, req, d)
-	for i, p := range q.propagators {
-		dp, ok := p.(dispatching)
-		if !ok {
-			continue
-		}
-		next, err := tellDispatch(ctx, dp, req, d)
+	for _, dp := range q.dispatchers {
+		next, err := tellDispatch(ctx, dp.p, req, d)
 		if err != nil {
 			log.Error("durable: a propagator failed at dispatch; dispatching without its values",
-				zap.Int64("item", int64(d.ItemID)), zap.String("name", d.Name), zap.Int("propagator", i), zap.Error(err))
+				zap.Int64("item", int64(d.ItemID)), zap.String("name", d.Name), zap.Int("propagator", dp.index), zap.Error(err))
 			continue
 		}
 		ctx = next

@@ -112,6 +112,11 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	}
 	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
 		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes}
+	for i, p := range q.propagators {
+		if dp, ok := p.(dispatching); ok {
+			q.dispatchers = append(q.dispatchers, dispatcher{index: i, p: dp})
+		}
+	}
 	if q.clock == nil {
 		q.clock = behaviors.SystemClock
 	}

@@ -29,6 +29,8 @@ type Queue struct {
 	deadLetters // Config.OnDead, Logger and ReplayLease (deadletters.go)
 	// propagators carry context values with each item (Config.Propagators).
 	propagators []Propagator
+	// dispatchers are the propagators that have the Dispatching method, found once at Open.
+	dispatchers []dispatcher
 	schedules   timetable // registered by Schedule
 	// maxPayload is Config.MaxPayloadBytes, or its default.
 	maxPayload int

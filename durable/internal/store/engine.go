@@ -73,6 +73,7 @@ type statements struct {
 	insert        string
 	byDedupe      string
 	byToken       string
+	itemByToken   string
 	claim         string
 	claimIsolated string
 	isolatedDue   string

@@ -152,6 +152,7 @@ func newPostgres() *postgresEngine {
 		insert:        e.rebind(insertSQL),
 		byDedupe:      e.rebind(byDedupeSQL),
 		byToken:       e.rebind(byTokenSQL),
+		itemByToken:   e.rebind(itemByTokenSQL),
 		claim:         postgresClaim(0),
 		claimIsolated: postgresClaim(1),
 		isolatedDue:   e.rebind(isolatedDueSQL),

@@ -56,6 +56,7 @@ func newSQLite() *sqliteEngine {
 			insert:        insertSQL,
 			byDedupe:      byDedupeSQL,
 			byToken:       byTokenSQL,
+			itemByToken:   itemByTokenSQL,
 			claim:         claim(0),
 			claimIsolated: claim(1),
 			isolatedDue:   isolatedDueSQL,

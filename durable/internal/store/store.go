@@ -345,12 +345,15 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 
 // ItemByToken returns the item holding token; sql.ErrNoRows (wrapped) if there is none.
 func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
-	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items WHERE token = ?"), token))
+	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.stmts().itemByToken, token))
 	if err != nil {
 		return Item{}, fmt.Errorf("durable: item with token %q: %w", token, err)
 	}
 	return it, nil
 }
+
+// itemByTokenSQL reads the item holding a token whole.
+const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
 
 const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token"
 
