@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/internal/pgtest"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/postgres"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -32,8 +33,8 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// pgDSNEnv names the environment variable holding the PostgreSQL DSN of the conformance suite.
-const pgDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
+// pgDSNEnv names the environment variable holding the PostgreSQL DSN of the tests.
+const pgDSNEnv = pgtest.DSNEnv
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
@@ -105,13 +106,7 @@ func (b backend) open(t testing.TB) *istore.Store {
 }
 
 // pgDSN returns the PostgreSQL DSN, failing the test under CI when none is set.
-func pgDSN(t testing.TB) string {
-	dsn := os.Getenv(pgDSNEnv)
-	if dsn == "" && os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not set under CI=true: the PostgreSQL suite must run (use scripts/with-postgres.sh)", pgDSNEnv)
-	}
-	return dsn
-}
+func pgDSN(t testing.TB) string { t.Helper(); return pgtest.DSN(t) }
 
 func randomSuffix() string {
 	var b [6]byte

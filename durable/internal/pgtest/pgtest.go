@@ -8,11 +8,26 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable/internal/pgxconn"
 )
+
+// DSNEnv names the environment variable holding the DSN of the PostgreSQL server the tests use.
+const DSNEnv = "SWITCHBOARD_TEST_PG_DSN"
+
+// DSN returns the DSN in DSNEnv, or "" when it is unset, so a suite may skip; under CI=true an
+// unset DSN fails the test instead, so the PostgreSQL suites never skip in CI.
+func DSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(DSNEnv)
+	if dsn == "" && os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set under CI=true: the PostgreSQL suite must run (use scripts/with-postgres.sh)", DSNEnv)
+	}
+	return dsn
+}
 
 // Schema creates a schema of its own on the server of dsn, dropped (with everything in it) when
 // the test ends, and returns dsn with that schema as its search_path. prefix starts the

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -20,19 +19,13 @@ import (
 // The store's conformance suite: what every engine must do alike. Each test runs on SQLite,
 // and on PostgreSQL when SWITCHBOARD_TEST_PG_DSN is set (under CI=true it must be).
 
-// pgDSNEnv names the environment variable holding the PostgreSQL DSN of the test server.
-const pgDSNEnv = "SWITCHBOARD_TEST_PG_DSN"
+// pgDSNEnv names the environment variable holding the PostgreSQL DSN of the tests.
+const pgDSNEnv = pgtest.DSNEnv
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // pgDSN returns the PostgreSQL DSN, failing the test under CI when none is set.
-func pgDSN(t testing.TB) string {
-	dsn := os.Getenv(pgDSNEnv)
-	if dsn == "" && os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not set under CI=true: the PostgreSQL suite must run (use scripts/with-postgres.sh)", pgDSNEnv)
-	}
-	return dsn
-}
+func pgDSN(t testing.TB) string { t.Helper(); return pgtest.DSN(t) }
 
 // backend opens stores of one engine; every store opened by one backend value shares one
 // database (one SQLite file, one PostgreSQL schema).
