@@ -200,8 +200,8 @@ type scheduler struct {
 	stop      chan struct{} // closed by Shutdown: claim no more
 	wake      chan struct{} // claim now
 	unpark    chan struct{} // a breaker closed
-	work      chan store.Claimed
-	done      chan store.Completion
+	work      chan job
+	done      chan finished
 	keeperEnd chan struct{}
 	finished  chan struct{}
 
@@ -247,8 +247,8 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		stop:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		unpark:    make(chan struct{}, 1),
-		work:      make(chan store.Claimed),
-		done:      make(chan store.Completion, cfg.Workers),
+		work:      make(chan job, cfg.Workers), // never full: items go only to free workers
+		done:      make(chan finished, cfg.Workers),
 		keeperEnd: make(chan struct{}),
 		finished:  make(chan struct{}),
 		graceEnd:  make(chan struct{}),
@@ -400,16 +400,31 @@ func (s *scheduler) run() (idle bool) {
 		lastCheck time.Time          // last look for a due item to run alone
 		writeWait = 10 * time.Millisecond
 		lastErr   error
+		trip      time.Duration // a recent round trip's time, smoothed: how long gathering may take
+		claims    uint64        // claims so far, the tag of the items each hands out
+		fresh     uint64        // the first claim since outcomes were last written
+		young     int           // items of those claims still running: the ones gathering waits for
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	retry := time.NewTimer(writeWait)
-	retry.Stop()    // armed only when a write fails
-	stopC := s.stop // nil once seen closed, so the select does not spin on it
-	collect := func(c store.Completion) {
+	retry.Stop() // armed only when a write fails
+	gathering := time.NewTimer(0)
+	gathering.Stop() // armed only while gathering
+	stopC := s.stop  // nil once seen closed, so the select does not spin on it
+	collect := func(f finished) {
 		running--
-		pending = append(pending, c)
+		if f.claim >= fresh {
+			young--
+		}
+		pending = append(pending, f.Completion)
 	}
+	hand := func(items []store.Claimed) int {
+		claims++
+		young += len(items)
+		return s.handOut(items, claims)
+	}
+	written := func() { fresh, young = claims+1, 0 }
 	for {
 		// Take every completion that has arrived.
 	drain:
@@ -443,14 +458,36 @@ func (s *scheduler) run() (idle bool) {
 		if !stopping && len(pending) > 0 && len(pending) <= s.cfg.BatchSize && !isolating && !drain && s.cfg.Workers > running {
 			// The usual turn: the outcomes of the items that finished and the claim of as many
 			// items as there are free workers, in one round trip.
+			if young > 0 && lastErr == nil {
+				// Wait a little for the items claimed since the last write that still run, so
+				// this round trip also carries their outcomes and claims for their workers (see
+				// gatherWait). Items that were already running then are not waited for: they
+				// have shown they are slow.
+				gathering.Reset(gatherWait(trip))
+			gather:
+				for young > 0 && len(pending) < s.cfg.BatchSize {
+					select {
+					case c := <-s.done:
+						collect(c)
+					case <-gathering.C:
+						break gather
+					case <-stopC:
+						break gather
+					}
+				}
+				gathering.Stop()
+				now = s.q.clock.Now()
+			}
 			n := min(s.cfg.Workers-running, s.cfg.BatchSize)
-			items, err := s.writeAndClaim(pending, n, now, lastErr != nil)
+			items, took, err := s.writeAndClaim(pending, n, now, lastErr != nil)
+			trip = (3*trip + took) / 4
 			if err != nil {
 				writeFailed, lastErr = true, err
 			} else {
 				pending, claimed, short = pending[:0], true, len(items) < n
 				writeWait, lastErr = 10*time.Millisecond, nil
-				running += s.handOut(items)
+				written()
+				running += hand(items)
 			}
 		}
 		for !writeFailed && len(pending) > 0 {
@@ -461,6 +498,7 @@ func (s *scheduler) run() (idle bool) {
 			}
 			pending = slices.Delete(pending, 0, n)
 			writeWait, lastErr = 10*time.Millisecond, nil
+			written()
 		}
 		if stopping {
 			if running == 0 {
@@ -476,7 +514,7 @@ func (s *scheduler) run() (idle bool) {
 			switch {
 			case claimed || isolating || free == 0:
 			case running == 0 && drain:
-				if n := s.handOut(s.claim(true, 1, now)); n > 0 {
+				if n := hand(s.claim(true, 1, now)); n > 0 {
 					isolating, drain, running = true, false, running+n
 					break
 				}
@@ -484,7 +522,7 @@ func (s *scheduler) run() (idle bool) {
 				fallthrough
 			case !drain:
 				n := min(free, s.cfg.BatchSize)
-				got := s.handOut(s.claim(false, n, now))
+				got := hand(s.claim(false, n, now))
 				running += got
 				short = got < n
 			}
@@ -580,11 +618,23 @@ func (s *scheduler) claim(alone bool, n int, now time.Time) []store.Claimed {
 	return items
 }
 
-// handOut gives claimed items to free workers, each of which starts at once, and returns how
-// many.
-func (s *scheduler) handOut(items []store.Claimed) int {
+// job is a claimed item handed to a worker, tagged with the claim that claimed it.
+type job struct {
+	store.Claimed
+	claim uint64
+}
+
+// finished is the outcome of a job, with the job's tag.
+type finished struct {
+	store.Completion
+	claim uint64
+}
+
+// handOut gives claimed items, tagged with claim, to free workers, each of which starts at once,
+// and returns how many.
+func (s *scheduler) handOut(items []store.Claimed, claim uint64) int {
 	for i := range items {
-		s.work <- items[i]
+		s.work <- job{items[i], claim}
 		items[i] = store.Claimed{} // the worker holds the only copy of the payload now
 	}
 	return len(items)
@@ -663,19 +713,41 @@ func (s *scheduler) alreadyRecorded(c store.Completion) bool {
 
 // writeAndClaim stores completions and claims up to n items in one round trip (see write and
 // claim).
-func (s *scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time, retried bool) ([]store.Claimed, error) {
+// and how long the round trip took.
+func (s *scheduler) writeAndClaim(batch []store.Completion, n int, now time.Time, retried bool) ([]store.Claimed, time.Duration, error) {
 	ctx, cancel := s.storeCtx()
 	start := time.Now()
 	results, items, err := s.q.store.CompleteAndClaim(ctx, batch, s.cfg.InstanceID, now, s.cfg.Lease, n, s.cfg.Workers == 1)
+	took := time.Since(start)
 	cancel()
 	s.noteClaim(start, len(items), err)
 	s.noteStore("record outcomes and claim", err)
 	if err != nil {
-		return nil, err
+		return nil, took, err
 	}
 	s.settle(batch, results, retried)
 	s.hold(items)
-	return items, nil
+	return items, took, nil
+}
+
+// minGather and maxGather bound gatherWait. Below a millisecond the bound hardly matters: an
+// idle process wakes from a shorter timer about a millisecond late anyway. Above maxGather a
+// round trip is slow enough to be the drain's limit, and outcomes are not held back longer for
+// the sake of a fuller batch.
+const (
+	minGather = 100 * time.Microsecond
+	maxGather = 5 * time.Millisecond
+)
+
+// gatherWait is how long the claim loop waits for the items claimed since the last write before
+// it writes the outcomes of those that finished and claims for their workers: half a recent
+// round trip. With fast handlers they finish well within it, so each round trip carries a whole
+// batch instead of the workers splitting into groups that take turns at the database (each
+// paying a round trip for part of the batch). When one of them is slow, the loop goes ahead
+// after at most half a round trip, the most a fuller batch could have saved, and does not wait
+// for that item again.
+func gatherWait(trip time.Duration) time.Duration {
+	return min(max(trip/2, minGather), maxGather)
 }
 
 // noteClaim tells SchedulerConfig.OnClaim about a claim that started at start.
@@ -706,12 +778,12 @@ func (s *scheduler) noteStore(op string, err error) {
 }
 
 func (s *scheduler) worker() {
-	for c := range s.work {
+	for j := range s.work {
 		if s.stopping() {
-			s.done <- s.release(c)
+			s.done <- finished{s.release(j.Claimed), j.claim}
 			continue
 		}
-		s.done <- s.process(&c)
+		s.done <- finished{s.process(&j.Claimed), j.claim}
 	}
 }
 

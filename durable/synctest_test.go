@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,6 +280,95 @@ func TestBubbleBusyProbeSlotDoesNotSpin(t *testing.T) {
 		}
 		if as := attempts(t, q, probe); outcomes(as) != "1:failed 2:succeeded" {
 			t.Fatalf("probe item rows %s", outcomes(as))
+		}
+	})
+}
+
+// With fast handlers every claiming round trip carries a whole batch: the outcomes of all the
+// items that ran and claims for all their workers, not a part of them while the rest of the
+// workers take turns with it.
+func TestBubbleRoundTripsCarryWholeBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := bubbleQueue(t, path, fastPolicy)
+		const workers, items = 8, 64
+		for n := range items {
+			must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n}))
+		}
+		var (
+			mu     sync.Mutex
+			sizes  []int
+			ran    atomic.Int64
+			allRan = make(chan struct{})
+		)
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			if ran.Add(1) == items {
+				close(allRan)
+			}
+			return nil
+		}}, durable.SchedulerConfig{Workers: workers, BatchSize: 100, PollInterval: time.Second,
+			OnClaim: []func(time.Duration, int, error){func(_ time.Duration, n int, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && n > 0 {
+					sizes = append(sizes, n)
+				}
+			}}})
+		s.Wake()
+		<-allRan
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sizes) != items/workers || slices.ContainsFunc(sizes, func(n int) bool { return n != workers }) {
+			t.Fatalf("claims of %v items, want %d claims of %d", sizes, items/workers, workers)
+		}
+		if st := stats(t, q); st.Counts[record.StateSucceeded] != items {
+			t.Fatalf("counts %+v", st.Counts)
+		}
+	})
+}
+
+// A slow item does not hold back the others: the claim loop waits for the items it has just
+// claimed, not for one that was already running.
+func TestBubbleSlowItemDoesNotHoldBackBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := bubbleQueue(t, path, fastPolicy)
+		const fast = 60
+		must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: -1}))
+		for n := range fast {
+			must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n}))
+		}
+		var (
+			ran     atomic.Int64
+			allFast = make(chan struct{})
+			release = make(chan struct{})
+		)
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			if w.N < 0 {
+				<-release
+				return nil
+			}
+			if ran.Add(1) == fast {
+				close(allFast)
+			}
+			return nil
+		}}, durable.SchedulerConfig{Workers: 4, BatchSize: 100, PollInterval: time.Second})
+		begin := time.Now()
+		s.Wake()
+		<-allFast
+		// Twenty round trips of three fast items each; waiting for the slow item before each
+		// of them would have cost twenty waits.
+		if took := time.Since(begin); took > time.Millisecond {
+			t.Errorf("the fast items took %v beside a slow one, want at most a millisecond", took)
+		}
+		close(release)
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
