@@ -90,7 +90,7 @@ func BenchmarkPostgresDriverPath(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				claimed, err := readClaims(rows)
+				claimed, err := readClaims(rows, 10)
 				done()
 				if err != nil || len(claimed) == 0 {
 					b.Fatalf("claim: %d, %v", len(claimed), err)

@@ -206,7 +206,8 @@ func (*postgresEngine) lockMigrations(ctx context.Context, conn *sql.Conn) (func
 }
 
 func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
-	return scanClaims(db.QueryContext(ctx, stmt, args...))
+	rows, err := db.QueryContext(ctx, stmt, args...)
+	return scanClaims(args, rows, err)
 }
 
 func (e *postgresEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
@@ -231,23 +232,24 @@ func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []
 		[]BatchQuery{{SQL: e.completeMany, Args: completionArrays(cs)}, {SQL: e.st.claim, Args: claimArgs}},
 		[]func(RowReader) error{
 			func(rows RowReader) error { return readFences(rows, accepted) },
-			func(rows RowReader) (err error) { claimed, err = readClaims(rows); return err },
+			func(rows RowReader) (err error) { claimed, err = readClaims(rows, claimLimit(claimArgs)); return err },
 		})
 	return claimed, err
 }
 
 // readFences reads the fences a completion accepted.
 func readFences(rows RowReader, accepted map[Fence]bool) error {
+	var (
+		f    Fence
+		id   int64
+		dest = []any{&id, &f.Owner, &f.Attempt} // once for all rows, not per row
+	)
 	for rows.Next() {
-		var (
-			id      int64
-			owner   string
-			attempt int
-		)
-		if err := rows.Scan(&id, &owner, &attempt); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		accepted[Fence{ItemID: ItemID(id), Owner: owner, Attempt: attempt}] = true
+		f.ItemID = ItemID(id)
+		accepted[f] = true
 	}
 	return rows.Err()
 }

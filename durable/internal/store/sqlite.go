@@ -139,8 +139,8 @@ func sqliteBusy(err error) bool {
 func (e *sqliteEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
 	var out []Claimed
 	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		var err error
-		out, err = scanClaims(tx.QueryContext(ctx, stmt, args...))
+		rows, err := tx.QueryContext(ctx, stmt, args...)
+		out, err = scanClaims(args, rows, err)
 		return err
 	})
 	return out, err
@@ -156,8 +156,8 @@ func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Co
 		if err := e.completeTx(ctx, tx, cs, accepted); err != nil {
 			return err
 		}
-		var err error
-		claimed, err = scanClaims(tx.QueryContext(ctx, e.st.claim, claimArgs...))
+		rows, err := tx.QueryContext(ctx, e.st.claim, claimArgs...)
+		claimed, err = scanClaims(claimArgs, rows, err)
 		return err
 	})
 	return claimed, err

@@ -359,31 +359,46 @@ const itemColumns = "id, name, payload, state, attempts, interruptions, unattrib
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanItem(r rowScanner) (Item, int64, error) {
-	var (
-		it                                          Item
-		id, nextAt, createdAt, updatedAt, isolate   int64
-		leaseUntil, claimedAt                       sql.NullInt64
-		state                                       string
-		dedupe, ordering, owner, lastErrStr, parked sql.NullString
-		metadata, token                             sql.NullString
-	)
-	err := r.Scan(&id, &it.Name, &it.Payload, &state, &it.Attempts, &it.Interruptions, &it.Unattributed, &isolate, &parked,
-		&dedupe, &ordering, &nextAt, &owner, &leaseUntil, &claimedAt, &lastErrStr, &createdAt, &updatedAt, &metadata, &token)
-	if err != nil {
+func scanItem(r rowScanner) (Item, int64, error) { return newItemScan().scan(r) }
+
+// itemScan holds the destinations of an item row's columns. Scanning through it allocates the
+// destinations once for all the rows of a result, not once per column per row (each pointer to
+// a local passed to Scan escapes).
+type itemScan struct {
+	it                                          Item
+	id, nextAt, createdAt, updatedAt, isolate   int64
+	leaseUntil, claimedAt                       sql.NullInt64
+	state                                       string
+	dedupe, ordering, owner, lastErrStr, parked sql.NullString
+	metadata, token                             sql.NullString
+	dest                                        []any
+}
+
+func newItemScan() *itemScan {
+	s := &itemScan{}
+	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.state, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
+		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token}
+	return s
+}
+
+// scan reads one row (of itemColumns) and returns its item and claimed_at.
+func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
+	s.it = Item{}
+	if err := r.Scan(s.dest...); err != nil {
 		return Item{}, 0, err
 	}
-	it.ID = ItemID(id)
-	it.Isolate, it.ParkedKey = isolate != 0, parked.String
-	it.State = State(state)
-	it.DedupeKey, it.OrderingKey, it.LeaseOwner, it.LastError = dedupe.String, ordering.String, owner.String, lastErrStr.String
-	it.NextAt, it.LeaseUntil = fromMicros(nextAt), fromMicros(leaseUntil.Int64)
-	it.CreatedAt, it.UpdatedAt = fromMicros(createdAt), fromMicros(updatedAt)
-	if metadata.Valid {
-		it.Metadata = []byte(metadata.String)
+	it := s.it
+	it.ID = ItemID(s.id)
+	it.Isolate, it.ParkedKey = s.isolate != 0, s.parked.String
+	it.State = State(s.state)
+	it.DedupeKey, it.OrderingKey, it.LeaseOwner, it.LastError = s.dedupe.String, s.ordering.String, s.owner.String, s.lastErrStr.String
+	it.NextAt, it.LeaseUntil = fromMicros(s.nextAt), fromMicros(s.leaseUntil.Int64)
+	it.CreatedAt, it.UpdatedAt = fromMicros(s.createdAt), fromMicros(s.updatedAt)
+	if s.metadata.Valid {
+		it.Metadata = []byte(s.metadata.String)
 	}
-	it.Token = token.String
-	return it, claimedAt.Int64, nil
+	it.Token = s.token.String
+	return it, s.claimedAt.Int64, nil
 }
 
 // Item returns one item; sql.ErrNoRows (wrapped) if there is none.
@@ -419,8 +434,9 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Item, error) {
 	}
 	defer rows.Close()
 	var out []Item
+	sc := newItemScan()
 	for rows.Next() {
-		it, _, err := scanItem(rows)
+		it, _, err := sc.scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("durable: list: %w", err)
 		}
@@ -575,19 +591,32 @@ type RowReader = interface {
 	Err() error
 }
 
-func scanClaims(rows *sql.Rows, err error) ([]Claimed, error) {
+// scanClaims reads the rows of a claim made with args (claimArgs).
+func scanClaims(args []any, rows *sql.Rows, err error) ([]Claimed, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	return readClaims(rows)
+	return readClaims(rows, claimLimit(args))
+}
+
+// claimLimit is the most items a claim made with args (claimArgs) returns.
+func claimLimit(args []any) int {
+	n, _ := args[len(args)-1].(int)
+	return n
 }
 
 // readClaims reads the rows a claim returned.
-func readClaims(rows RowReader) ([]Claimed, error) {
-	var out []Claimed
+func readClaims(rows RowReader, limit int) ([]Claimed, error) {
+	var (
+		out []Claimed
+		sc  *itemScan
+	)
 	for rows.Next() {
-		it, claimedAt, err := scanItem(rows)
+		if sc == nil {
+			out, sc = make([]Claimed, 0, limit), newItemScan()
+		}
+		it, claimedAt, err := sc.scan(rows)
 		if err != nil {
 			return nil, err
 		}
