@@ -389,8 +389,9 @@ func (s *scheduler) storeCtx() (context.Context, context.CancelFunc) {
 
 // run is the claim loop. It claims items only for free workers, after writing the outcomes of
 // the items that finished, so an item never starts before the outcome of one that finished
-// earlier is stored (an item that then crashes the process is not charged to them). It returns
-// when the scheduler has stopped, reporting whether every worker is idle.
+// earlier is stored (an item that then crashes the process is not charged to them). Before
+// such a round trip it gathers the outcomes of the items it claimed last (see gatherWait). It
+// returns when the scheduler has stopped, reporting whether every worker is idle.
 func (s *scheduler) run() (idle bool) {
 	var (
 		running   int                // items handed to workers whose completion has not come back
