@@ -247,6 +247,7 @@ func BenchmarkDrain(b *testing.B) {
 
 func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn string) {
 	n := c.items()
+	b.ReportAllocs()
 	var (
 		elapsed, cpu  time.Duration
 		bytes, allocs uint64
