@@ -10,8 +10,9 @@ test:
 race:
 	$(GO) test -race -count=1 ./...
 
-# BENCH_COUNT runs of each benchmark (the table shows medians); BENCH_TIME per in-process one.
-BENCH_COUNT ?= 1
+# BENCH_COUNT runs of each benchmark (the table shows medians; 3 take about five minutes on two
+# cores); BENCH_TIME per run of an in-process one.
+BENCH_COUNT ?= 3
 BENCH_TIME ?= 0.3s
 BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|StreamDirect|Stream|KeyedBreaker)$$
 

@@ -124,12 +124,5 @@ var riverSystem = drainSystem{
 		}
 		return drainRiver(tb, riverClient(tb, riversqlite.New(d.sql), workers, w), t)
 	},
-	succeeded: func(tb testing.TB, d *drainDB) int {
-		tb.Helper()
-		n, err := d.count(context.Background(), "SELECT COUNT(*) FROM river_job WHERE state = 'completed'")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return n
-	},
+	succeeded: counter("SELECT COUNT(*) FROM river_job WHERE state = 'completed'"),
 }

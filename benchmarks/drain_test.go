@@ -45,11 +45,23 @@ func (d *drainDB) insertSide(ctx context.Context, n int64) error {
 	return err
 }
 
-// count returns SELECT COUNT(*) of a statement's rows.
+// count returns the result of q, a SELECT COUNT(*).
 func (d *drainDB) count(ctx context.Context, q string) (int, error) {
 	var n int
 	err := d.sql.QueryRowContext(ctx, q).Scan(&n)
 	return n, err
+}
+
+// counter is a drainSystem's succeeded: the result of q, a SELECT COUNT(*).
+func counter(q string) func(tb testing.TB, d *drainDB) int {
+	return func(tb testing.TB, d *drainDB) int {
+		tb.Helper()
+		n, err := d.count(context.Background(), q)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return n
+	}
 }
 
 // pgDSN returns the PostgreSQL DSN, or "" to skip the PostgreSQL rows; under CI=true a missing

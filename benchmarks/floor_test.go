@@ -290,12 +290,5 @@ var floorSystem = drainSystem{
 			}
 		}
 	},
-	succeeded: func(tb testing.TB, d *drainDB) int {
-		tb.Helper()
-		n, err := d.count(context.Background(), "SELECT COUNT(*) FROM switchboard_items WHERE state = 'succeeded'")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return n
-	},
+	succeeded: counter("SELECT COUNT(*) FROM switchboard_items WHERE state = 'succeeded'"),
 }

@@ -48,7 +48,7 @@ func TestTable(t *testing.T) {
 		"| drain postgres, no-op handler, 8 workers (items/s) | 7,000 | River 4,000; floor 12,000 | 1.75× River; 0.58× floor |",
 		"| Go CPU per item, postgres, no-op handler, 8 workers | 39.0 µs | floor 19.5 µs; River 71.5 µs | 2.00× floor; 0.55× River |",
 		"| `Send`, 0 behaviors | 11.0 ns | direct call 2.00 ns | 5.50× |",
-		"No sqlite drain rows in this run",
+		"No sqlite drain rows in this run: the run failed",
 		"No `Stream` of 3 items row",
 		"| Drain/postgres/noop/w=8/switchboard | 7,000 | 38,993 | 164,263 | 4,916 | 76.0 |",
 	} {

@@ -49,7 +49,11 @@ func render(w io.Writer, r *results, loadStart, loadEnd string) {
 	var notes []string
 	for _, e := range engines {
 		if !r.hasPrefix("BenchmarkDrain/" + e + "/") {
-			notes = append(notes, fmt.Sprintf("No %s drain rows in this run (for PostgreSQL: SWITCHBOARD_TEST_PG_DSN not set, or the run failed).", e))
+			why := "the run failed, or its -bench pattern left them out"
+			if e == "postgres" {
+				why = "SWITCHBOARD_TEST_PG_DSN is not set, " + why
+			}
+			notes = append(notes, fmt.Sprintf("No %s drain rows in this run: %s.", e, why))
 			continue
 		}
 		for _, h := range handlers {
@@ -100,40 +104,40 @@ func (r *results) hasPrefix(p string) bool {
 	return false
 }
 
+// A drain row's peers, in the order the row names them.
+var (
+	ratePeers = []struct{ system, label string }{{"river", "River"}, {"floor", "floor"}}
+	cpuPeers  = []struct{ system, label string }{{"floor", "floor"}, {"river", "River"}}
+)
+
 func drainRow(w io.Writer, r *results, engine, handler, label string, n int) {
-	sb, ok := r.get(drainName(engine, handler, n, "switchboard"), "items/s")
-	if !ok {
-		return
-	}
-	var peers, ratios []string
-	for _, p := range []struct{ system, label string }{{"river", "River"}, {"floor", "floor"}} {
-		v, ok := r.get(drainName(engine, handler, n, p.system), "items/s")
-		if !ok {
-			continue
-		}
-		peers = append(peers, p.label+" "+count(v))
-		ratios = append(ratios, ratio(sb, v)+" "+p.label)
-	}
-	fmt.Fprintf(w, "| drain %s, %s, %s (items/s) | %s | %s | %s |\n", engine, label, plural(n, "worker"), count(sb),
-		strings.Join(peers, "; "), strings.Join(ratios, "; "))
+	peerRow(w, r, fmt.Sprintf("drain %s, %s, %s (items/s)", engine, label, plural(n, "worker")),
+		engine, handler, n, "items/s", count, ratePeers)
 }
 
 func cpuRow(w io.Writer, r *results, engine, handler, label string, n int) {
-	sb, ok := r.get(drainName(engine, handler, n, "switchboard"), "cpu-ns/item")
+	peerRow(w, r, fmt.Sprintf("Go CPU per item, %s, %s, %s", engine, label, plural(n, "worker")),
+		engine, handler, n, "cpu-ns/item", micros, cpuPeers)
+}
+
+// peerRow prints the row of a drain case's unit: switchboard's figure, its peers', and the
+// ratios of switchboard's to each; nothing when switchboard's is missing.
+func peerRow(w io.Writer, r *results, caseLabel, engine, handler string, n int, unit string, format func(float64) string,
+	peers []struct{ system, label string }) {
+	sb, ok := r.get(drainName(engine, handler, n, "switchboard"), unit)
 	if !ok {
 		return
 	}
-	var peers, ratios []string
-	for _, p := range []struct{ system, label string }{{"floor", "floor"}, {"river", "River"}} {
-		v, ok := r.get(drainName(engine, handler, n, p.system), "cpu-ns/item")
+	var figures, ratios []string
+	for _, p := range peers {
+		v, ok := r.get(drainName(engine, handler, n, p.system), unit)
 		if !ok {
 			continue
 		}
-		peers = append(peers, p.label+" "+micros(v))
+		figures = append(figures, p.label+" "+format(v))
 		ratios = append(ratios, ratio(sb, v)+" "+p.label)
 	}
-	fmt.Fprintf(w, "| Go CPU per item, %s, %s, %s | %s | %s | %s |\n", engine, label, plural(n, "worker"), micros(sb),
-		strings.Join(peers, "; "), strings.Join(ratios, "; "))
+	fmt.Fprintf(w, "| %s | %s | %s | %s |\n", caseLabel, format(sb), strings.Join(figures, "; "), strings.Join(ratios, "; "))
 }
 
 // details prints every benchmark's figures, one row each.
