@@ -51,7 +51,8 @@
 //     claims ahead need not do, so there it can be beaten.
 //
 // TestDrainHarness checks each system on a small queue: every item handled once, stored as
-// done, its side row written.
+// done, its side row written. TestFloorStatementsMatchStore reads the store's source and fails
+// when the floor's copies of its statements no longer match.
 //
 // # In process
 //
