@@ -19,15 +19,15 @@ BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|StreamDirect|Stream|KeyedBr
 ## bench: the comparison table of benchmarks/ (see benchmarks/doc.go): the durable drain of
 ## switchboard beside River and the bare-SQL floor on PostgreSQL (SWITCHBOARD_TEST_PG_DSN; its
 ## rows are skipped without it, except under CI=true) and SQLite, then Send, Stream and the keyed
-## breaker beside their baselines, with the load average at start and end. The library's own
-## benchmarks are not run: see bench-all.
+## breaker beside their baselines, with the load average at start and end; the raw go test output
+## stays in benchmarks/.bench.out. The library's own benchmarks are not run: see bench-all.
 bench:
 	@test -n "$$SWITCHBOARD_TEST_PG_DSN" || echo "bench: SWITCHBOARD_TEST_PG_DSN not set: the PostgreSQL rows are skipped"
 	cd benchmarks && $(GO) test -c -o .bench.test . && $(GO) build -o .benchtable ./cmd/benchtable
 	cd benchmarks && { ./.bench.test -test.run '^$$' -test.bench '^BenchmarkDrain$$' -test.benchtime 1x \
 		-test.count $(BENCH_COUNT) -test.timeout 30m && \
 		./.bench.test -test.run '^$$' -test.bench '$(BENCH_INPROC)' -test.benchtime $(BENCH_TIME) -test.benchmem \
-		-test.count $(BENCH_COUNT); } 2>&1 | ./.benchtable
+		-test.count $(BENCH_COUNT); } 2>&1 | tee .bench.out | ./.benchtable
 
 ## bench-all: every benchmark, without the table: the library's own, then all of benchmarks/
 ## (the peers at -cpu 1,2, then the drains, one iteration each)

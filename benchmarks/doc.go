@@ -8,7 +8,7 @@
 // switchboard figure beside its peer's or baseline's from the same process, with their ratio,
 // and the machine's load average at the start and the end (figures from a busy machine say
 // less). It takes about five minutes on two cores with BENCH_COUNT=3 runs of each benchmark,
-// whose medians it prints. PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run
+// whose medians it prints (the raw output stays in benchmarks/.bench.out). PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run
 // may create and drop schemas; without it they are skipped, and make bench says so (under
 // CI=true a missing DSN fails the run instead). make bench-all runs every benchmark of the
 // library and of this module, without the table.
@@ -44,8 +44,8 @@
 //     SKIP LOCKED on PostgreSQL) and completion statements on the same tables, copied from
 //     durable/internal/store: it claims as many items as there are workers, runs them all at
 //     once (their payloads decoded), waits for them, and writes their completions with the
-//     next claim in one round trip (a pgx batch on PostgreSQL, one transaction on SQLite), until
-//     a claim finds nothing. Every round trip is as full as the workers allow and nothing else
+//     next claim in one round trip (a batch on pgx's own pool on PostgreSQL, without
+//     database/sql; one transaction on SQLite), until a claim finds nothing. Every round trip is as full as the workers allow and nothing else
 //     runs, so switchboard ÷ floor is what the scheduler costs beyond its SQL. With one
 //     worker the floor waits for each item before the next claim, which a scheduler that
 //     claims ahead need not do, so there it can be beaten.
