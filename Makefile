@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test race bench lint cover demo fmt api
+.PHONY: test race bench bench-all lint cover demo fmt api
 
 ## test: every test of the module and of benchmarks/ (with -race); see scripts/test.sh
 test:
@@ -10,10 +10,31 @@ test:
 race:
 	$(GO) test -race -count=1 ./...
 
-## bench: the library's benchmarks, then the side-by-side ones against peers in benchmarks/
+# BENCH_COUNT runs of each benchmark (the table shows medians; 3 take about five minutes on two
+# cores); BENCH_TIME per run of an in-process one.
+BENCH_COUNT ?= 3
+BENCH_TIME ?= 0.3s
+BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|StreamDirect|Stream|KeyedBreaker)$$
+
+## bench: the comparison table of benchmarks/ (see benchmarks/doc.go): the durable drain of
+## switchboard beside River and the bare-SQL floor on PostgreSQL (SWITCHBOARD_TEST_PG_DSN; its
+## rows are skipped without it, except under CI=true) and SQLite, then Send, Stream and the keyed
+## breaker beside their baselines, with the load average at start and end; the raw go test output
+## stays in benchmarks/.bench.out. The library's own benchmarks are not run: see bench-all.
 bench:
+	@test -n "$$SWITCHBOARD_TEST_PG_DSN" || echo "bench: SWITCHBOARD_TEST_PG_DSN not set: the PostgreSQL rows are skipped"
+	cd benchmarks && $(GO) test -c -o .bench.test . && $(GO) build -o .benchtable ./cmd/benchtable
+	cd benchmarks && { ./.bench.test -test.run '^$$' -test.bench '^BenchmarkDrain$$' -test.benchtime 1x \
+		-test.count $(BENCH_COUNT) -test.timeout 30m && \
+		./.bench.test -test.run '^$$' -test.bench '$(BENCH_INPROC)' -test.benchtime $(BENCH_TIME) -test.benchmem \
+		-test.count $(BENCH_COUNT); } 2>&1 | tee .bench.out | ./.benchtable
+
+## bench-all: every benchmark, without the table: the library's own, then all of benchmarks/
+## (the peers at -cpu 1,2, then the drains, one iteration each)
+bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-	cd benchmarks && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
+	cd benchmarks && $(GO) test -run '^$$' -bench . -skip '^BenchmarkDrain$$' -benchmem -cpu 1,2 ./...
+	cd benchmarks && $(GO) test -run '^$$' -bench '^BenchmarkDrain$$' -benchtime 1x -timeout 30m ./...
 
 ## lint: gofmt, go vet and the module's naming rules (scripts/apicount)
 lint:

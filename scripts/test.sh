@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: the library with -race, then the peer benchmarks module's tests.
-# The library's tests run under scripts/with-postgres.sh, so the durable package's PostgreSQL
-# suite runs against SWITCHBOARD_TEST_PG_DSN when it is set, or else against a throwaway
-# server started for the run and removed afterwards.
+# Both run under scripts/with-postgres.sh, so the PostgreSQL suites (the durable package's, the
+# benchmarks' harness check) run against SWITCHBOARD_TEST_PG_DSN when it is set, or else against
+# a throwaway server started for the run and removed afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
 go run ./scripts/apicount -check
 ./scripts/with-postgres.sh go test -race -count=1 -timeout 25m ./...
-(cd benchmarks && go test -count=1 ./...)
+(cd benchmarks && ../scripts/with-postgres.sh go test -count=1 ./...)

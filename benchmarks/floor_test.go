@@ -1,0 +1,294 @@
+package benchmarks
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The bare-SQL floor: no framework, only the switchboard scheduler's own claim and completion
+// statements, issued the cheapest way the scheduler's design allows. One loop claims a batch of
+// as many items as there are workers, runs them at once (one goroutine each, the item's payload
+// decoded as any queue must), waits for all of them, then writes their completions and claims
+// the next batch in one round trip (a pgx batch on PostgreSQL, one transaction on SQLite, as
+// the scheduler's own completeAndClaim does), until a claim finds nothing. Every round trip is
+// full, and nothing but the statements costs: what switchboard spends beyond it is the
+// scheduler's own.
+//
+// The statements are copied from durable/internal/store (the benchmarks module cannot import
+// an internal package): keep them in step with it.
+
+// floorItemColumns is store.itemColumns (durable/internal/store/store.go): what a claim returns.
+const floorItemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token"
+
+// floorPostgresClaim is store.postgresClaim(0) (durable/internal/store/postgres.go).
+// Placeholders: $1 owner, $2 lease until, $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
+const floorPostgresClaim = `UPDATE switchboard_items
+SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
+    attempts = attempts + 1, alone = $5, parked_key = NULL
+WHERE id = ANY(ARRAY(
+        SELECT i.id FROM switchboard_items i
+        WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= $6
+          AND (i.ordering_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items o
+                WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+        ORDER BY i.next_at, i.id
+        LIMIT $7
+        FOR UPDATE OF i SKIP LOCKED))
+RETURNING ` + floorItemColumns
+
+// floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
+const floorPostgresComplete = `WITH v AS MATERIALIZED (
+    SELECT v.*, 'running'::text AS running
+    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+        AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
+), u AS (
+    UPDATE switchboard_items i
+    SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
+        interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
+        isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
+        last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
+        lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
+    FROM v
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
+), a AS (
+    INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
+), d AS (
+    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
+    SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
+           u.ended_at, u.ended_at, i.metadata
+    FROM u JOIN switchboard_items i ON i.id = u.id
+    WHERE u.next_state = 'dead'
+    ON CONFLICT DO NOTHING
+)
+SELECT id, owner, attempt FROM u`
+
+// floorSQLiteClaim is the SQLite engine's claim (durable/internal/store/sqlite.go,
+// sqliteClaimUpdate around claimSelect of engine.go). Placeholders as floorPostgresClaim's.
+const floorSQLiteClaim = `UPDATE switchboard_items
+	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
+	    alone = ?, parked_key = NULL
+	WHERE id IN (SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_due
+	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = 0
+	  AND (i.ordering_key IS NULL OR NOT EXISTS (
+	        SELECT 1 FROM switchboard_items o
+	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+	ORDER BY i.next_at, i.id
+	LIMIT ?)
+	RETURNING ` + floorItemColumns
+
+// floorSQLiteComplete is sqliteCompleteOne (durable/internal/store/sqlite.go). Placeholders:
+// state, next_at, undo, outcome (twice), error, parked key, updated at, id, owner, attempt.
+const floorSQLiteComplete = `UPDATE switchboard_items
+	SET state = ?, next_at = ?, attempts = attempts - ?,
+	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
+	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
+	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
+	    lease_owner = NULL, lease_until = NULL, updated_at = ?
+	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
+
+// floorInsertAttempt is insertAttemptSQL (durable/internal/store/engine.go).
+const floorInsertAttempt = `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+const (
+	floorOwner = "floor"
+	floorLease = 30 * time.Second // the scheduler's default lease
+)
+
+// floorItem is one claimed item and, once it ran, its attempt's times.
+type floorItem struct {
+	id         int64
+	attempt    int32
+	payload    []byte
+	start, end int64 // µs since the epoch
+}
+
+// claimArgs are the claim's arguments (store.claimArgs): owner, lease until, claimed at,
+// updated at, alone, now, limit.
+func floorClaimArgs(limit int) []any {
+	now := time.Now()
+	us := now.UnixMicro()
+	return []any{floorOwner, now.Add(floorLease).UnixMicro(), us, us, 0, us, limit}
+}
+
+// floorRun runs every item of batch at once and waits for them all.
+func floorRun(ctx context.Context, d *drainDB, kind handlerKind, t *tally, batch []floorItem) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(batch))
+	for i := range batch {
+		wg.Go(func() {
+			it := &batch[i]
+			it.start = time.Now().UnixMicro()
+			var args struct {
+				N int64 `json:"n"`
+			}
+			if errs[i] = json.Unmarshal(it.payload, &args); errs[i] == nil {
+				errs[i] = t.handle(ctx, d, kind, args.N)
+			}
+			it.end = time.Now().UnixMicro()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floorScan reads a claim's rows: the id, payload and attempt; the other columns go to skip
+// (nil for pgx, which skips them; a throwaway destination for database/sql).
+func floorScan(next func() bool, scan func(...any) error, err func() error, skip any) ([]floorItem, error) {
+	var (
+		out []floorItem
+		it  floorItem
+		dst = make([]any, 20)
+	)
+	for i := range dst {
+		dst[i] = skip
+	}
+	dst[0], dst[2], dst[4] = &it.id, &it.payload, &it.attempt
+	for next() {
+		it = floorItem{}
+		if e := scan(dst...); e != nil {
+			return nil, e
+		}
+		out = append(out, it)
+	}
+	return out, err()
+}
+
+// floorPostgres drains d's switchboard items through pgx directly.
+func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers int, t *tally) error {
+	claim := func(rows pgx.Rows, err error) ([]floorItem, error) {
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		return floorScan(rows.Next, rows.Scan, rows.Err, nil)
+	}
+	batch, err := claim(d.pgx.Query(ctx, floorPostgresClaim, floorClaimArgs(workers)...))
+	for err == nil && len(batch) > 0 {
+		if err = floorRun(ctx, d, kind, t, batch); err != nil {
+			break
+		}
+		n := len(batch)
+		ids, attempts, nexts, undo, starts, ends := make([]int64, n), make([]int32, n), make([]int64, n), make([]int32, n), make([]int64, n), make([]int64, n)
+		owners, states, errs, outcomes, parked := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, it := range batch {
+			ids[i], attempts[i], owners[i], states[i], starts[i], ends[i], outcomes[i] = it.id, it.attempt, floorOwner, "succeeded", it.start, it.end, "succeeded"
+		}
+		var b pgx.Batch
+		b.Queue(floorPostgresComplete, ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked)
+		b.Queue(floorPostgresClaim, floorClaimArgs(workers)...)
+		res := d.pgx.SendBatch(ctx, &b)
+		done := 0
+		rows, qerr := res.Query()
+		if qerr == nil {
+			for rows.Next() {
+				done++
+			}
+			rows.Close()
+			qerr = rows.Err()
+		}
+		if qerr == nil && done != n {
+			qerr = fmt.Errorf("floor: %d of %d completions accepted", done, n)
+		}
+		if qerr == nil {
+			batch, qerr = claim(res.Query())
+		}
+		if cerr := res.Close(); qerr == nil {
+			qerr = cerr
+		}
+		err = qerr
+	}
+	return err
+}
+
+// floorSQLite drains d's switchboard items through database/sql on its one connection.
+func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int, t *tally) error {
+	claimTx := func(tx *sql.Tx) ([]floorItem, error) {
+		rows, err := tx.QueryContext(ctx, floorSQLiteClaim, floorClaimArgs(workers)...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var skip any
+		return floorScan(rows.Next, rows.Scan, rows.Err, &skip)
+	}
+	inTx := func(fn func(tx *sql.Tx) error) error {
+		tx, err := d.sql.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	var batch []floorItem
+	err := inTx(func(tx *sql.Tx) (err error) { batch, err = claimTx(tx); return err })
+	for err == nil && len(batch) > 0 {
+		if err = floorRun(ctx, d, kind, t, batch); err != nil {
+			break
+		}
+		err = inTx(func(tx *sql.Tx) error {
+			upd, err := tx.PrepareContext(ctx, floorSQLiteComplete)
+			if err != nil {
+				return err
+			}
+			defer upd.Close()
+			ins, err := tx.PrepareContext(ctx, floorInsertAttempt)
+			if err != nil {
+				return err
+			}
+			defer ins.Close()
+			for _, it := range batch {
+				res, err := upd.ExecContext(ctx, "succeeded", 0, 0, "succeeded", "succeeded", "", nil, it.end, it.id, floorOwner, it.attempt)
+				if err != nil {
+					return err
+				}
+				if n, err := res.RowsAffected(); err != nil || n != 1 {
+					return fmt.Errorf("floor: completion of item %d: %d rows, %v", it.id, n, err)
+				}
+				if _, err := ins.ExecContext(ctx, it.id, it.attempt, floorOwner, it.start, it.end, "succeeded", nil); err != nil {
+					return err
+				}
+			}
+			batch, err = claimTx(tx)
+			return err
+		})
+	}
+	return err
+}
+
+var floorSystem = drainSystem{
+	name: "floor",
+	seed: seedSwitchboard,
+	prepare: func(tb testing.TB, d *drainDB, kind handlerKind, workers int, t *tally) func() {
+		return func() {
+			run := floorSQLite
+			if d.engine == "postgres" {
+				run = floorPostgres
+			}
+			if err := run(context.Background(), d, kind, workers, t); err != nil {
+				tb.Fatal(err)
+			}
+			if t.n.Load() != t.want {
+				tb.Fatalf("floor: the queue ran dry after %d of %d items", t.n.Load(), t.want)
+			}
+		}
+	},
+	succeeded: counter("SELECT COUNT(*) FROM switchboard_items WHERE state = 'succeeded'"),
+}
