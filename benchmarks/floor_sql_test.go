@@ -29,11 +29,11 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 		return m[1]
 	}
 	pg, sq, engine, store := src("postgres.go"), src("sqlite.go"), src("engine.go"), src("store.go")
-	columns := literal(store, "const itemColumns = ")
+	columns := literal(store, "const claimColumns = ")
 	claimSelect := strings.NewReplacer("%s", " INDEXED BY switchboard_items_due", "%d", "0").
 		Replace(literal(engine, "const claimSelect = "))
 	for _, c := range []struct{ name, floor, store string }{
-		{"itemColumns", floorItemColumns, columns},
+		{"claimColumns", floorClaimColumns, columns},
 		{"postgresClaim(0)", floorPostgresClaim, strings.ReplaceAll(literal(pg, "return fmt.Sprintf("), "%d", "0") + columns},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
 		{"SQLite claim", floorSQLiteClaim, strings.Replace(literal(sq, "const sqliteClaimUpdate = "), "%s", claimSelect, 1) + columns},

@@ -24,8 +24,8 @@ import (
 // The statements are copied from durable/internal/store (the benchmarks module cannot import
 // an internal package): keep them in step with it.
 
-// floorItemColumns is store.itemColumns (durable/internal/store/store.go): what a claim returns.
-const floorItemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token"
+// floorClaimColumns is store.claimColumns (durable/internal/store/store.go): what a claim returns.
+const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token"
 
 // floorPostgresClaim is store.postgresClaim(0) (durable/internal/store/postgres.go).
 // Placeholders: $1 owner, $2 lease until, $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
@@ -41,7 +41,7 @@ WHERE id = ANY(ARRAY(
         ORDER BY i.next_at, i.id
         LIMIT $7
         FOR UPDATE OF i SKIP LOCKED))
-RETURNING ` + floorItemColumns
+RETURNING ` + floorClaimColumns
 
 // floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
 const floorPostgresComplete = `WITH v AS MATERIALIZED (
@@ -83,7 +83,7 @@ const floorSQLiteClaim = `UPDATE switchboard_items
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
 	ORDER BY i.next_at, i.id
 	LIMIT ?)
-	RETURNING ` + floorItemColumns
+	RETURNING ` + floorClaimColumns
 
 // floorSQLiteComplete is sqliteCompleteOne (durable/internal/store/sqlite.go). Placeholders:
 // state, next_at, undo, outcome (twice), error, parked key, updated at, id, owner, attempt.
@@ -152,12 +152,12 @@ func floorScan(next func() bool, scan func(...any) error, err func() error, skip
 	var (
 		out []floorItem
 		it  floorItem
-		dst = make([]any, 20)
+		dst = make([]any, 15)
 	)
 	for i := range dst {
 		dst[i] = skip
 	}
-	dst[0], dst[2], dst[4] = &it.id, &it.payload, &it.attempt
+	dst[0], dst[2], dst[3] = &it.id, &it.payload, &it.attempt
 	for next() {
 		it = floorItem{}
 		if e := scan(dst...); e != nil {

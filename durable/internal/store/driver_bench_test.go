@@ -86,11 +86,12 @@ func BenchmarkPostgresDriverPath(b *testing.B) {
 			now := time.Now()
 			b.ResetTimer()
 			for range b.N {
-				rows, done, err := q.query(e.st.claim, claimArgs("bench", now, time.Minute, 10, false)...)
+				args := claimArgs("bench", now, time.Minute, 10, false)
+				rows, done, err := q.query(e.st.claim, args...)
 				if err != nil {
 					b.Fatal(err)
 				}
-				claimed, err := readClaims(rows, 10)
+				claimed, err := readClaims(rows, args)
 				done()
 				if err != nil || len(claimed) == 0 {
 					b.Fatalf("claim: %d, %v", len(claimed), err)

@@ -76,7 +76,7 @@ WHERE id = ANY(ARRAY(
         ORDER BY i.next_at, i.id
         LIMIT $7
         FOR UPDATE OF i SKIP LOCKED))
-RETURNING `+itemColumns, isolate)
+RETURNING `+claimColumns, isolate)
 }
 
 // postgresComplete ends a batch of leases in one statement. The fence check compares the state
@@ -232,7 +232,7 @@ func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []
 		[]BatchQuery{{SQL: e.completeMany, Args: completionArrays(cs)}, {SQL: e.st.claim, Args: claimArgs}},
 		[]func(RowReader) error{
 			func(rows RowReader) error { return readFences(rows, accepted) },
-			func(rows RowReader) (err error) { claimed, err = readClaims(rows, claimLimit(claimArgs)); return err },
+			func(rows RowReader) (err error) { claimed, err = readClaims(rows, claimArgs); return err },
 		})
 	return claimed, err
 }

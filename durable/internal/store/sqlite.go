@@ -43,7 +43,7 @@ const sqliteClaimUpdate = `UPDATE switchboard_items
 	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
 	    alone = ?, parked_key = NULL
 	WHERE id IN (%s)
-	RETURNING ` + itemColumns
+	RETURNING ` + claimColumns
 
 func newSQLite() *sqliteEngine {
 	// Without statistics SQLite's planner prefers the state index and sorts every pending

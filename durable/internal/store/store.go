@@ -361,6 +361,11 @@ type rowScanner interface{ Scan(dest ...any) error }
 
 func scanItem(r rowScanner) (Item, int64, error) { return newItemScan().scan(r) }
 
+// claimColumns are the columns a claim returns: those of itemColumns whose values the claim did
+// not itself set (state, lease owner, lease until, claimed at, updated at come from its
+// arguments; see readClaims).
+const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token"
+
 // itemScan holds the destinations of an item row's columns. Scanning through it allocates the
 // destinations once for all the rows of a result, not once per column per row (each pointer to
 // a local passed to Scan escapes).
@@ -381,7 +386,20 @@ func newItemScan() *itemScan {
 	return s
 }
 
-// scan reads one row (of itemColumns) and returns its item and claimed_at.
+// newClaimScan returns an itemScan of claimColumns for a claim made with args (claimArgs): the
+// columns the claim set are taken from its arguments.
+func newClaimScan(args []any) *itemScan {
+	s := &itemScan{state: string(StateRunning)}
+	s.owner.String, s.owner.Valid = args[0].(string)
+	s.leaseUntil.Int64, s.leaseUntil.Valid = args[1].(int64)
+	s.claimedAt.Int64, s.claimedAt.Valid = args[2].(int64)
+	s.updatedAt, _ = args[3].(int64)
+	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
+		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token}
+	return s
+}
+
+// scan reads one row (of itemColumns, or claimColumns) and returns its item and claimed_at.
 func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 	s.it = Item{}
 	if err := r.Scan(s.dest...); err != nil {
@@ -597,24 +615,19 @@ func scanClaims(args []any, rows *sql.Rows, err error) ([]Claimed, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	return readClaims(rows, claimLimit(args))
+	return readClaims(rows, args)
 }
 
-// claimLimit is the most items a claim made with args (claimArgs) returns.
-func claimLimit(args []any) int {
-	n, _ := args[len(args)-1].(int)
-	return n
-}
-
-// readClaims reads the rows a claim returned.
-func readClaims(rows RowReader, limit int) ([]Claimed, error) {
+// readClaims reads the rows (of claimColumns) of a claim made with args (claimArgs).
+func readClaims(rows RowReader, args []any) ([]Claimed, error) {
 	var (
 		out []Claimed
 		sc  *itemScan
 	)
 	for rows.Next() {
 		if sc == nil {
-			out, sc = make([]Claimed, 0, limit), newItemScan()
+			limit, _ := args[len(args)-1].(int)
+			out, sc = make([]Claimed, 0, limit), newClaimScan(args)
 		}
 		it, claimedAt, err := sc.scan(rows)
 		if err != nil {
