@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,86 @@ type sqliteEngine struct {
 	st          statements
 	completeOne string
 	sweepOne    string
+
+	// prepared holds, per pool, the statements of the claim loop, prepared once: SQLite parses
+	// a statement on every prepare, and the claim's parse alone cost more than running it.
+	mu       sync.Mutex
+	prepared map[*sql.DB]*poolStatements
+}
+
+// poolStatements are the statements prepared on one pool, and how many Stores use them.
+type poolStatements struct {
+	users int
+	stmts map[string]*sql.Stmt
+}
+
+func (e *sqliteEngine) retain(db *sql.DB) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.prepared[db]
+	if p == nil {
+		p = &poolStatements{stmts: map[string]*sql.Stmt{}}
+		e.prepared[db] = p
+	}
+	p.users++
+}
+
+func (e *sqliteEngine) release(db *sql.DB) {
+	e.mu.Lock()
+	p := e.prepared[db]
+	if p == nil {
+		e.mu.Unlock()
+		return
+	}
+	if p.users--; p.users > 0 {
+		e.mu.Unlock()
+		return
+	}
+	delete(e.prepared, db)
+	e.mu.Unlock()
+	for _, st := range p.stmts {
+		_ = st.Close()
+	}
+}
+
+// prepare returns q prepared on db, once per pool retained by a Store, or nil for a pool that
+// none retains (then the caller prepares q in its transaction, for one use). It must be called
+// outside a transaction: the pool's one connection is what it prepares on.
+func (e *sqliteEngine) prepare(ctx context.Context, db *sql.DB, q string) (*sql.Stmt, error) {
+	e.mu.Lock()
+	p := e.prepared[db]
+	var st *sql.Stmt
+	if p != nil {
+		st = p.stmts[q]
+	}
+	e.mu.Unlock()
+	if p == nil || st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.prepared[db] != p { // released meanwhile
+		_ = st.Close()
+		return nil, nil
+	}
+	if prev := p.stmts[q]; prev != nil { // prepared meanwhile by another caller
+		_ = st.Close()
+		return prev, nil
+	}
+	p.stmts[q] = st
+	return st, nil
+}
+
+// inTxStmt returns st as a statement of tx, or q prepared in tx when st is nil.
+func inTxStmt(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string) (*sql.Stmt, error) {
+	if st == nil {
+		return tx.PrepareContext(ctx, q)
+	}
+	return tx.StmtContext(ctx, st), nil
 }
 
 // sqliteCompleteOne ends one lease. Placeholders: state, next_at, undo (1 when the claim is
@@ -52,6 +133,7 @@ func newSQLite() *sqliteEngine {
 		return fmt.Sprintf(sqliteClaimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due", isolate))
 	}
 	return &sqliteEngine{
+		prepared: map[*sql.DB]*poolStatements{},
 		st: statements{
 			insert:        insertSQL,
 			byDedupe:      byDedupeSQL,
@@ -137,39 +219,75 @@ func sqliteBusy(err error) bool {
 }
 
 func (e *sqliteEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
+	st, err := e.prepare(ctx, db, stmt)
+	if err != nil {
+		return nil, err
+	}
 	var out []Claimed
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, stmt, args...)
-		out, err = scanClaims(args, rows, err)
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		out, err = claimTx(ctx, tx, st, stmt, args)
 		return err
 	})
 	return out, err
 }
 
+// claimTx runs the claim q (prepared as st, or nil) with args in tx.
+func claimTx(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any) ([]Claimed, error) {
+	st, err := inTxStmt(ctx, tx, st, q)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	rows, err := st.QueryContext(ctx, args...)
+	return scanClaims(args, rows, err)
+}
+
 func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
-	return inTx(ctx, db, func(tx *sql.Tx) error { return e.completeTx(ctx, tx, cs, accepted) })
+	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL)
+	if err != nil {
+		return err
+	}
+	return inTx(ctx, db, func(tx *sql.Tx) error { return e.completeTx(ctx, tx, sts, cs, accepted) })
 }
 
 func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
+	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL, e.st.claim)
+	if err != nil {
+		return nil, err
+	}
 	var claimed []Claimed
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		if err := e.completeTx(ctx, tx, cs, accepted); err != nil {
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		if err := e.completeTx(ctx, tx, sts, cs, accepted); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, e.st.claim, claimArgs...)
-		claimed, err = scanClaims(claimArgs, rows, err)
+		claimed, err = claimTx(ctx, tx, sts[2], e.st.claim, claimArgs)
 		return err
 	})
 	return claimed, err
 }
 
-func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, cs []Completion, accepted map[Fence]bool) error {
-	upd, err := tx.PrepareContext(ctx, e.completeOne)
+// prepareAll prepares qs (see prepare).
+func (e *sqliteEngine) prepareAll(ctx context.Context, db *sql.DB, qs ...string) ([]*sql.Stmt, error) {
+	out := make([]*sql.Stmt, len(qs))
+	for i, q := range qs {
+		st, err := e.prepare(ctx, db, q)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// completeTx applies cs in tx, with the completion and attempt statements prepared as sts[0]
+// and sts[1] (or nil).
+func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.Stmt, cs []Completion, accepted map[Fence]bool) error {
+	upd, err := inTxStmt(ctx, tx, sts[0], e.completeOne)
 	if err != nil {
 		return err
 	}
 	defer upd.Close()
-	ins, err := tx.PrepareContext(ctx, insertAttemptSQL)
+	ins, err := inTxStmt(ctx, tx, sts[1], insertAttemptSQL)
 	if err != nil {
 		return err
 	}

@@ -199,7 +199,17 @@ type Store struct {
 // New returns a Store over db, a pool of engine e's database whose schema is migrated. Close
 // closes db when owns is set.
 func New(db *sql.DB, e Engine, owns bool) *Store {
+	if c, ok := e.(statementCache); ok {
+		c.retain(db)
+	}
 	return &Store{db: db, e: e, ownsDB: owns}
+}
+
+// statementCache is implemented by an engine that keeps statements prepared per pool: New
+// retains the pool's statements, Close releases them (closing them with the pool's last Store).
+type statementCache interface {
+	retain(db *sql.DB)
+	release(db *sql.DB)
 }
 
 // DB returns the underlying pool.
@@ -210,6 +220,9 @@ func (s *Store) Engine() Engine { return s.e }
 
 // Close closes the pool if the Store owns it.
 func (s *Store) Close() error {
+	if c, ok := s.e.(statementCache); ok {
+		c.release(s.db)
+	}
 	if s.ownsDB {
 		return s.db.Close()
 	}
