@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"sync"
 )
 
 // Stream dispatches a stream request through its stream pipeline and returns the typed items.
@@ -14,18 +15,41 @@ import (
 //
 // Cancelling ctx ends the stream with ctx's error as its last element; breaking out of the loop
 // stops the handler's producer.
+//
+// A stream request without stream behaviors, sent to a *Mediator, goes straight to its handler:
+// the mediator adds no allocation per stream or per item to those of the consumer's loop.
 func Stream[T any](ctx context.Context, s Streamer, req StreamRequest[T]) iter.Seq2[T, error] {
-	seq := s.StreamAny(ctx, req)
-	return func(yield func(T, error) bool) {
-		for v, err := range seq {
-			t, ok := v.(T)
-			if !ok && v != nil && err == nil {
-				err = &BehaviorError{Behavior: "stream pipeline", Request: reflect.TypeOf(req),
-					Err: fmt.Errorf("item of type %T is not a %s", v, reflect.TypeFor[T]())}
+	// Small enough to be inlined, so that a loop ranging the result keeps this closure on its
+	// stack.
+	return func(yield func(T, error) bool) { stream(ctx, s, req, yield) }
+}
+
+// stream runs one stream of Stream: typed and direct when the request type has no stream
+// behaviors, through the untyped pipeline otherwise.
+func stream[T any](ctx context.Context, s Streamer, req any, yield func(T, error) bool) {
+	if m, ok := s.(*Mediator); ok {
+		if t := m.table.Load(); t != nil {
+			if e, ok := t.streams.get(typeKey(req)); ok {
+				if d, ok := e.direct.(typedStream[T]); ok {
+					if ctx.Err() != nil {
+						var zero T
+						yield(zero, doneErr(ctx))
+						return
+					}
+					d.run(ctx, req, yield)
+					return
+				}
 			}
-			if !yield(t, err) {
-				return
-			}
+		}
+	}
+	for v, err := range s.StreamAny(ctx, req) {
+		t, ok := v.(T)
+		if !ok && v != nil && err == nil {
+			err = &BehaviorError{Behavior: "stream pipeline", Request: reflect.TypeOf(req),
+				Err: fmt.Errorf("item of type %T is not a %s", v, reflect.TypeFor[T]())}
+		}
+		if !yield(t, err) {
+			return
 		}
 	}
 }
@@ -36,62 +60,158 @@ func (m *Mediator) StreamAny(ctx context.Context, req any) iter.Seq2[any, error]
 	if t == nil {
 		return errSeq(ErrNotBuilt)
 	}
-	call, ok := t.streams.get(typeKey(req))
+	e, ok := t.streams.get(typeKey(req))
 	if !ok {
 		return errSeq(noHandler(req, "stream request"))
 	}
 	if ctx.Err() != nil {
 		return errSeq(doneErr(ctx))
 	}
-	return call(ctx, req)
+	return e.call(ctx, req)
 }
 
 func errSeq(err error) iter.Seq2[any, error] {
 	return func(yield func(any, error) bool) { yield(nil, err) }
 }
 
-// streamTerminal adapts a typed stream handler: it ends the stream when ctx is done, with ctx's
-// error as the last element (also when the handler itself stopped because ctx was done), and
-// turns a panic of the handler (not of the consumer's loop body) into a *PanicError element.
-func streamTerminal[Q StreamRequest[T], T any](h StreamHandler[Q, T]) StreamNext {
-	return func(ctx context.Context, req any) iter.Seq2[any, error] {
-		return func(yield func(any, error) bool) {
-			inBody := false
-			stopped := false
-			defer func() {
-				if inBody || stopped {
-					return
-				}
-				if p := recover(); p != nil {
-					yield(nil, NewPanicError(p))
-				}
-			}()
-			if err := ctx.Err(); err != nil {
-				yield(nil, err)
+// streamEntry is a stream request type's pipeline in the built table.
+type streamEntry struct {
+	call StreamNext
+	// direct is the *streamHandler of a request type no stream behavior applies to, which
+	// Stream runs typed, without the pipeline's boxing and closures.
+	direct any
+}
+
+// typedStream is implemented by *streamHandler[Q, T] for every Q of item type T.
+type typedStream[T any] interface {
+	run(ctx context.Context, req any, yield func(T, error) bool)
+}
+
+// streamHandler adapts a typed stream handler. Both of its paths end the stream when ctx is
+// done, with ctx's error as the last element (also when the handler itself stopped because ctx
+// was done), and turn a panic of the handler (not of the consumer's loop body) into a
+// *PanicError element.
+type streamHandler[Q StreamRequest[T], T any] struct {
+	h StreamHandler[Q, T]
+	// runs holds idle *streamRun[T], so that the typed path allocates nothing per stream.
+	runs sync.Pool
+}
+
+func streamTerminal[Q StreamRequest[T], T any](h StreamHandler[Q, T]) *streamHandler[Q, T] {
+	return &streamHandler[Q, T]{h: h}
+}
+
+// streamRun is the state of one typed stream. Its item method is bound once, when the run is
+// made, and the run is reused by later streams of the same handler.
+type streamRun[T any] struct {
+	ctx   context.Context
+	yield func(T, error) bool // nil while the run is idle
+	// inBody is set while the consumer's loop body runs, so a panic there passes on untouched;
+	// stopped once the consumer has been told the stream is over.
+	inBody, stopped bool
+	item            func(T, error) bool // r.next, bound once
+}
+
+// next is the yield function the handler's sequence is given.
+func (r *streamRun[T]) next(v T, err error) bool {
+	if r.yield == nil {
+		panic("mediator: a stream handler's sequence yielded after it returned")
+	}
+	if cerr := r.ctx.Err(); cerr != nil {
+		var zero T
+		r.inBody = true
+		r.yield(zero, cerr)
+		r.inBody = false
+		r.stopped = true
+		return false
+	}
+	r.inBody = true
+	more := r.yield(v, err)
+	r.inBody = false
+	if !more {
+		r.stopped = true
+	}
+	return more
+}
+
+// run implements typedStream.
+func (s *streamHandler[Q, T]) run(ctx context.Context, req any, yield func(T, error) bool) {
+	r, _ := s.runs.Get().(*streamRun[T])
+	if r == nil {
+		r = &streamRun[T]{}
+		r.item = r.next
+	}
+	r.ctx, r.yield = ctx, yield
+	defer func() {
+		inBody, stopped := r.inBody, r.stopped
+		*r = streamRun[T]{item: r.item}
+		s.runs.Put(r)
+		if inBody || stopped {
+			return
+		}
+		if p := recover(); p != nil {
+			var zero T
+			yield(zero, NewPanicError(p))
+		}
+	}()
+	var zero T
+	if err := ctx.Err(); err != nil {
+		r.inBody = true
+		yield(zero, err)
+		return
+	}
+	s.h.Handle(ctx, req.(Q))(r.item)
+	// A handler that watches ctx may end its sequence quietly when ctx is done; the consumer
+	// must still learn that the stream was cut short, not completed.
+	if cerr := ctx.Err(); cerr != nil && !r.stopped {
+		r.inBody = true
+		yield(zero, cerr)
+	}
+}
+
+// stream is the handler's step of the untyped pipeline, which stream behaviors wrap.
+func (s *streamHandler[Q, T]) stream(ctx context.Context, req any) iter.Seq2[any, error] {
+	return func(yield func(any, error) bool) {
+		inBody := false
+		stopped := false
+		defer func() {
+			if inBody || stopped {
 				return
 			}
-			for v, err := range h.Handle(ctx, req.(Q)) {
-				if cerr := ctx.Err(); cerr != nil {
-					inBody = true
-					yield(nil, cerr)
-					inBody = false
-					stopped = true
-					return
-				}
-				inBody = true
-				more := yield(v, err)
-				inBody = false
-				if !more {
-					stopped = true
-					return
-				}
+			if p := recover(); p != nil {
+				yield(nil, NewPanicError(p))
 			}
-			// A handler that watches ctx may end its sequence quietly when ctx is done; the
-			// consumer must still learn that the stream was cut short, not completed.
+		}()
+		if err := ctx.Err(); err != nil {
+			inBody = true
+			yield(nil, err)
+			return
+		}
+		for v, err := range s.h.Handle(ctx, req.(Q)) {
 			if cerr := ctx.Err(); cerr != nil {
 				inBody = true
 				yield(nil, cerr)
+				inBody = false
+				stopped = true
+				return
+			}
+			inBody = true
+			more := yield(v, err)
+			inBody = false
+			if !more {
+				stopped = true
+				return
 			}
 		}
+		// As in run.
+		if cerr := ctx.Err(); cerr != nil {
+			inBody = true
+			yield(nil, cerr)
+		}
 	}
+}
+
+// streamPipe is implemented by every *streamHandler: its step of the untyped pipeline.
+type streamPipe interface {
+	stream(ctx context.Context, req any) iter.Seq2[any, error]
 }

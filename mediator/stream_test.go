@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -67,14 +68,7 @@ func streamMediator(t *testing.T) *mediator.Mediator {
 func TestStreamBehaviorAndEarlyStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := streamMediator(t)
-		var got []int
-		for v, err := range mediator.Stream(context.Background(), m, &Ticks{}) {
-			require.NoError(t, err)
-			got = append(got, v)
-			if len(got) == 3 {
-				break
-			}
-		}
+		got := firstThree(t, m)
 		assert.Equal(t, []int{10, 20, 30}, got)
 		synctest.Wait() // the producer goroutine has exited: the bubble would not settle otherwise
 		chain, err := mediator.Explain[*Ticks](m)
@@ -106,17 +100,24 @@ func TestStreamEndsWhenContextIsCancelled(t *testing.T) {
 }
 
 func TestStreamHandlerPanicIsAnElement(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := streamMediator(t)
-		var errs []error
-		for _, err := range mediator.Stream(context.Background(), m, &Ticks{PanicAt: 2}) {
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		require.Len(t, errs, 1)
-		assert.ErrorIs(t, errs[0], mediator.ErrPanic)
-	})
+	for name, mk := range map[string]func(*testing.T) *mediator.Mediator{"pipeline": streamMediator, "direct": directStreamMediator} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := mk(t)
+				var errs []error
+				for _, err := range mediator.Stream(context.Background(), m, &Ticks{PanicAt: 2}) {
+					if err != nil {
+						errs = append(errs, err)
+					}
+				}
+				require.Len(t, errs, 1)
+				assert.ErrorIs(t, errs[0], mediator.ErrPanic)
+				var pe *mediator.PanicError
+				require.ErrorAs(t, errs[0], &pe)
+				assert.Contains(t, string(pe.Stack), "tickHandler")
+			})
+		})
+	}
 }
 
 func TestStreamConsumerPanicIsNotSwallowed(t *testing.T) {
@@ -171,20 +172,7 @@ func TestStreamQuietHandlerCancelledEndsWithError(t *testing.T) {
 				}
 			})
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var got []int
-		var errs []error
-		for v, err := range mediator.Stream(ctx, m, &Quiet{}) {
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			got = append(got, v)
-			if len(got) == 2 {
-				cancel()
-			}
-		}
+		got, errs := cancelAfterTwo(m, &Quiet{})
 		assert.Equal(t, []int{1, 2}, got)
 		require.Len(t, errs, 1)
 		assert.Same(t, context.Canceled, errs[0])
@@ -207,4 +195,173 @@ func TestStreamWrongItemTypeIsAnError(t *testing.T) {
 		assert.ErrorIs(t, err, mediator.ErrInvalidBehavior)
 	}
 	assert.Equal(t, 1, n)
+}
+
+type Counted struct {
+	mediator.Yields[*benchResp]
+	N int
+}
+
+// A stream costs the same few allocations whatever its length: the mediator adds none per item
+// and none per stream to those of ranging any sequence, so a long stream is not a garbage
+// source. Of the bound, ranging a sequence the compiler cannot see into costs two (the loop
+// body and its state), which is all a consumer's loop pays here.
+func TestStreamAllocations(t *testing.T) {
+	// The handler's sequences are made up front: a sequence made per call would allocate on
+	// its own account, ranged through the mediator or not.
+	seqs := map[int]iter.Seq2[*benchResp, error]{}
+	for _, n := range []int{3, 100} {
+		items := make([]*benchResp, n)
+		for i := range items {
+			items[i] = &benchResp{N: i}
+		}
+		seqs[n] = func(yield func(*benchResp, error) bool) {
+			for _, it := range items {
+				if !yield(it, nil) {
+					return
+				}
+			}
+		}
+	}
+	m := built(t, func(m *mediator.Mediator) {
+		mediator.HandleStreamFunc(m, func(_ context.Context, q *Counted) iter.Seq2[*benchResp, error] {
+			return seqs[q.N]
+		})
+	})
+	ctx := context.Background()
+	for _, n := range []int{3, 100} {
+		req := &Counted{N: n}
+		got := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			got = 0
+			for it, err := range mediator.Stream(ctx, m, req) {
+				if err != nil || it == nil {
+					t.Fatal(it, err)
+				}
+				got++
+			}
+		})
+		assert.Equal(t, n, got)
+		assert.LessOrEqual(t, allocs, 2.0, "allocations per stream of %d items", n)
+	}
+}
+
+// A stream request without stream behaviors takes the typed direct path; it keeps every
+// guarantee of the pipeline's.
+func directStreamMediator(t *testing.T) *mediator.Mediator {
+	return built(t, func(m *mediator.Mediator) { mediator.HandleStreamFunc(m, tickHandler) })
+}
+
+func TestStreamDirectEarlyStopAndCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := directStreamMediator(t)
+		got := firstThree(t, m)
+		assert.Equal(t, []int{1, 2, 3}, got)
+		synctest.Wait() // the producer goroutine has exited
+
+		got, errs := cancelAfterTwo(m, &Ticks{})
+		assert.Equal(t, []int{1, 2}, got)
+		require.Len(t, errs, 1)
+		assert.Same(t, context.Canceled, errs[0])
+	})
+}
+
+func TestStreamDirectConsumerPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := directStreamMediator(t)
+		assert.PanicsWithValue(t, "consumer broke", func() {
+			for range mediator.Stream(context.Background(), m, &Ticks{}) {
+				panic("consumer broke")
+			}
+		})
+		// A run the consumer's panic left is reused cleanly.
+		n := 0
+		for v, err := range mediator.Stream(context.Background(), m, &Ticks{}) {
+			require.NoError(t, err)
+			n = v
+			if v == 2 {
+				break
+			}
+		}
+		assert.Equal(t, 2, n)
+		synctest.Wait()
+	})
+}
+
+func TestStreamDirectCancelledBefore(t *testing.T) {
+	m := directStreamMediator(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("operator gave up")
+	cancel(cause)
+	n := 0
+	for v, err := range mediator.Stream(ctx, m, &Ticks{}) {
+		n++
+		assert.Zero(t, v)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, cause)
+	}
+	assert.Equal(t, 1, n)
+}
+
+// Many streams of one handler at once, each from its own goroutine, get their own items: the
+// typed path's reused state is never shared.
+func TestStreamDirectConcurrent(t *testing.T) {
+	m := built(t, func(m *mediator.Mediator) {
+		mediator.HandleStreamFunc(m, func(_ context.Context, q *Counted) iter.Seq2[*benchResp, error] {
+			return func(yield func(*benchResp, error) bool) {
+				for i := range q.N {
+					if !yield(&benchResp{N: q.N*1000 + i}, nil) {
+						return
+					}
+				}
+			}
+		})
+	})
+	var wg sync.WaitGroup
+	for g := 1; g <= 8; g++ {
+		wg.Go(func() {
+			for range 50 {
+				i := 0
+				for it, err := range mediator.Stream(context.Background(), m, &Counted{N: g}) {
+					if !assert.NoError(t, err) || !assert.Equal(t, g*1000+i, it.N) {
+						return
+					}
+					i++
+				}
+				assert.Equal(t, g, i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// cancelAfterTwo streams req, cancelling the stream's context once two items have arrived, and
+// returns the items and the error elements.
+func cancelAfterTwo[Q mediator.StreamRequest[int]](m *mediator.Mediator, req Q) (got []int, errs []error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for v, err := range mediator.Stream(ctx, m, req) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		got = append(got, v)
+		if len(got) == 2 {
+			cancel()
+		}
+	}
+	return got, errs
+}
+
+// firstThree streams Ticks and breaks out of the loop after three items.
+func firstThree(t *testing.T, m *mediator.Mediator) []int {
+	var got []int
+	for v, err := range mediator.Stream(context.Background(), m, &Ticks{}) {
+		require.NoError(t, err)
+		got = append(got, v)
+		if len(got) == 3 {
+			break
+		}
+	}
+	return got
 }
