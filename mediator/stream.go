@@ -16,6 +16,8 @@ import (
 // Cancelling ctx ends the stream with ctx's error as its last element; breaking out of the loop
 // stops the handler's producer.
 //
+// Nothing is dispatched until the sequence is ranged, and each range dispatches anew, as with
+// any iterator: a sequence made ahead and ranged later sees the context as it is then.
 // A stream request without stream behaviors, sent to a *Mediator, goes straight to its handler:
 // the mediator adds no allocation per stream or per item to those of the consumer's loop.
 func Stream[T any](ctx context.Context, s Streamer, req StreamRequest[T]) iter.Seq2[T, error] {
@@ -134,7 +136,7 @@ func (r *streamRun[T]) next(v T, err error) bool {
 	return more
 }
 
-// run implements typedStream.
+// run implements typedStream. Its caller has checked that ctx is not done yet.
 func (s *streamHandler[Q, T]) run(ctx context.Context, req any, yield func(T, error) bool) {
 	r, _ := s.runs.Get().(*streamRun[T])
 	if r == nil {
@@ -154,16 +156,11 @@ func (s *streamHandler[Q, T]) run(ctx context.Context, req any, yield func(T, er
 			yield(zero, NewPanicError(p))
 		}
 	}()
-	var zero T
-	if err := ctx.Err(); err != nil {
-		r.inBody = true
-		yield(zero, err)
-		return
-	}
 	s.h.Handle(ctx, req.(Q))(r.item)
 	// A handler that watches ctx may end its sequence quietly when ctx is done; the consumer
 	// must still learn that the stream was cut short, not completed.
 	if cerr := ctx.Err(); cerr != nil && !r.stopped {
+		var zero T
 		r.inBody = true
 		yield(zero, cerr)
 	}

@@ -365,3 +365,23 @@ func firstThree(t *testing.T, m *mediator.Mediator) []int {
 	}
 	return got
 }
+
+// A consumer that panics on the element telling it the stream's context was done before the
+// handler ran gets its own panic back, not a *PanicError element made of it.
+func TestStreamConsumerPanicOnCancelledStartIsNotSwallowed(t *testing.T) {
+	m := built(t, func(m *mediator.Mediator) {
+		mediator.HandleStreamFunc(m, tickHandler)
+		m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
+			inner, cancel := context.WithCancel(ctx)
+			cancel()
+			return next(inner, req)
+		}), mediator.WithName("cancels"))
+	})
+	assert.PanicsWithValue(t, "consumer broke", func() {
+		for _, err := range mediator.Stream(context.Background(), m, &Ticks{}) {
+			if errors.Is(err, context.Canceled) {
+				panic("consumer broke")
+			}
+		}
+	})
+}
