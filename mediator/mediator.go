@@ -440,7 +440,7 @@ func (m *Mediator) Build() error {
 		call, chain := composeStream(reg.info, sh.stream, streamBs, &errs)
 		e := streamEntry{call: call}
 		if len(chain) == 1 {
-			e.direct = sh
+			e.direct = sh.typed()
 		}
 		streams[keyOfType(reg.info.Request)] = e
 		t.byType[reg.info.Request] = chain

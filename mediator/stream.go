@@ -32,7 +32,7 @@ func stream[T any](ctx context.Context, s Streamer, req any, yield func(T, error
 	if m, ok := s.(*Mediator); ok {
 		if t := m.table.Load(); t != nil {
 			if e, ok := t.streams.get(typeKey(req)); ok {
-				if d, ok := e.direct.(typedStream[T]); ok {
+				if d, ok := e.direct.(*directStream[T]); ok {
 					if ctx.Err() != nil {
 						var zero T
 						yield(zero, doneErr(ctx))
@@ -79,14 +79,9 @@ func errSeq(err error) iter.Seq2[any, error] {
 // streamEntry is a stream request type's pipeline in the built table.
 type streamEntry struct {
 	call StreamNext
-	// direct is the *streamHandler of a request type no stream behavior applies to, which
+	// direct is the *directStream[T] of a request type no stream behavior applies to, which
 	// Stream runs typed, without the pipeline's boxing and closures.
 	direct any
-}
-
-// typedStream is implemented by *streamHandler[Q, T] for every Q of item type T.
-type typedStream[T any] interface {
-	run(ctx context.Context, req any, yield func(T, error) bool)
 }
 
 // streamHandler adapts a typed stream handler. Both of its paths end the stream when ctx is
@@ -94,13 +89,25 @@ type typedStream[T any] interface {
 // was done), and turn a panic of the handler (not of the consumer's loop body) into a
 // *PanicError element.
 type streamHandler[Q StreamRequest[T], T any] struct {
-	h StreamHandler[Q, T]
-	// runs holds idle *streamRun[T], so that the typed path allocates nothing per stream.
-	runs sync.Pool
+	h      StreamHandler[Q, T]
+	direct directStream[T]
 }
 
 func streamTerminal[Q StreamRequest[T], T any](h StreamHandler[Q, T]) *streamHandler[Q, T] {
-	return &streamHandler[Q, T]{h: h}
+	s := &streamHandler[Q, T]{h: h}
+	s.direct.open = func(ctx context.Context, req any) iter.Seq2[T, error] { return h.Handle(ctx, req.(Q)) }
+	return s
+}
+
+// typed implements streamPipe.
+func (s *streamHandler[Q, T]) typed() any { return &s.direct }
+
+// directStream is the typed path of one stream handler. Its type names the item type alone,
+// so Stream[T] finds it with a comparison of type words.
+type directStream[T any] struct {
+	open func(ctx context.Context, req any) iter.Seq2[T, error]
+	// runs holds idle *streamRun[T], so that the typed path allocates nothing per stream.
+	runs sync.Pool
 }
 
 // streamRun is the state of one typed stream. Its item method is bound once, when the run is
@@ -136,33 +143,37 @@ func (r *streamRun[T]) next(v T, err error) bool {
 	return more
 }
 
-// run implements typedStream. Its caller has checked that ctx is not done yet.
-func (s *streamHandler[Q, T]) run(ctx context.Context, req any, yield func(T, error) bool) {
-	r, _ := s.runs.Get().(*streamRun[T])
+// run streams req to yield. Its caller has checked that ctx is not done yet.
+func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error) bool) {
+	r, _ := d.runs.Get().(*streamRun[T])
 	if r == nil {
 		r = &streamRun[T]{}
 		r.item = r.next
 	}
 	r.ctx, r.yield = ctx, yield
-	defer func() {
-		inBody, stopped := r.inBody, r.stopped
-		*r = streamRun[T]{item: r.item}
-		s.runs.Put(r)
-		if inBody || stopped {
-			return
-		}
-		if p := recover(); p != nil {
-			var zero T
-			yield(zero, NewPanicError(p))
-		}
-	}()
-	s.h.Handle(ctx, req.(Q))(r.item)
+	defer d.finish(r)
+	d.open(ctx, req)(r.item)
 	// A handler that watches ctx may end its sequence quietly when ctx is done; the consumer
 	// must still learn that the stream was cut short, not completed.
 	if cerr := ctx.Err(); cerr != nil && !r.stopped {
 		var zero T
 		r.inBody = true
 		yield(zero, cerr)
+	}
+}
+
+// finish ends run: it turns a panic of the handler into the stream's last element, lets one of
+// the consumer's loop body pass on, and puts the run back for the next stream.
+func (d *directStream[T]) finish(r *streamRun[T]) {
+	yield, passOn := r.yield, r.inBody || r.stopped
+	r.ctx, r.yield, r.inBody, r.stopped = nil, nil, false, false
+	d.runs.Put(r)
+	if passOn {
+		return
+	}
+	if p := recover(); p != nil {
+		var zero T
+		yield(zero, NewPanicError(p))
 	}
 }
 
@@ -211,4 +222,5 @@ func (s *streamHandler[Q, T]) stream(ctx context.Context, req any) iter.Seq2[any
 // streamPipe is implemented by every *streamHandler: its step of the untyped pipeline.
 type streamPipe interface {
 	stream(ctx context.Context, req any) iter.Seq2[any, error]
+	typed() any // its *directStream[T]
 }
