@@ -6,6 +6,7 @@ import (
 	"iter"
 	"reflect"
 	"sync"
+	"sync/atomic"
 )
 
 // Stream dispatches a stream request through its stream pipeline and returns the typed items.
@@ -106,7 +107,10 @@ func (s *streamHandler[Q, T]) typed() any { return &s.direct }
 // so Stream[T] finds it with a comparison of type words.
 type directStream[T any] struct {
 	open func(ctx context.Context, req any) iter.Seq2[T, error]
-	// runs holds idle *streamRun[T], so that the typed path allocates nothing per stream.
+	// idle holds one idle run and runs more of them, so that the typed path allocates nothing
+	// per stream. The slot is the cheaper of the two to take from and give back to, and serves
+	// streams of the handler one after another; the pool serves streams at once.
+	idle atomic.Pointer[streamRun[T]]
 	runs sync.Pool
 }
 
@@ -145,7 +149,10 @@ func (r *streamRun[T]) next(v T, err error) bool {
 
 // run streams req to yield. Its caller has checked that ctx is not done yet.
 func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error) bool) {
-	r, _ := d.runs.Get().(*streamRun[T])
+	r := d.idle.Swap(nil)
+	if r == nil {
+		r, _ = d.runs.Get().(*streamRun[T])
+	}
 	if r == nil {
 		r = &streamRun[T]{}
 		r.item = r.next
@@ -167,7 +174,9 @@ func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error)
 func (d *directStream[T]) finish(r *streamRun[T]) {
 	yield, passOn := r.yield, r.inBody || r.stopped
 	r.ctx, r.yield, r.inBody, r.stopped = nil, nil, false, false
-	d.runs.Put(r)
+	if !d.idle.CompareAndSwap(nil, r) {
+		d.runs.Put(r)
+	}
 	if passOn {
 		return
 	}
