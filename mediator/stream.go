@@ -14,21 +14,28 @@ import (
 //
 //	for user, err := range mediator.Stream(ctx, m, &ListUsers{}) { ... }
 //
-// Cancelling ctx ends the stream with ctx's error as its last element; breaking out of the loop
-// stops the handler's producer.
-//
 // Nothing is dispatched until the sequence is ranged, and each range dispatches anew, as with
-// any iterator: a sequence made ahead and ranged later sees the context as it is then.
-// A stream request without stream behaviors, sent to a *Mediator, goes straight to its handler:
-// the mediator adds no allocation per stream or per item to those of the consumer's loop.
+// any iterator: the pipeline is found, the stream behaviors are called and an unbuilt
+// mediator, a request type without handler or a done ctx is reported (as the only element)
+// when the loop starts, and a sequence made ahead and ranged later sees the mediator and the
+// context as they are then.
+//
+// Cancelling ctx ends the stream with ctx's error as its last element; breaking out of the loop
+// stops the handler's producer. A handler's sequence must not call its yield function after it
+// has returned, nor after yield returned false: as with Go's range-over-func loops, such a
+// call panics and delivers nothing, whatever stream is running by then.
+//
+// A stream request without stream behaviors, sent to a *Mediator, goes straight to its handler
+// with one allocation per stream, none per item: the yield function its sequence is given,
+// which is that stream's alone.
 func Stream[T any](ctx context.Context, s Streamer, req StreamRequest[T]) iter.Seq2[T, error] {
 	// Small enough to be inlined, so that a loop ranging the result keeps this closure on its
 	// stack.
 	return func(yield func(T, error) bool) { stream(ctx, s, req, yield) }
 }
 
-// stream runs one stream of Stream: typed and direct when the request type has no stream
-// behaviors, through the untyped pipeline otherwise.
+// stream runs one range of a sequence of Stream: typed and direct when the request type has no
+// stream behaviors and s is a *Mediator, through the untyped pipeline otherwise.
 func stream[T any](ctx context.Context, s Streamer, req any, yield func(T, error) bool) {
 	if m, ok := s.(*Mediator); ok {
 		if t := m.table.Load(); t != nil {
@@ -114,32 +121,46 @@ type directStream[T any] struct {
 	runs sync.Pool
 }
 
-// streamRun is the state of one typed stream. Its item method is bound once, when the run is
-// made, and the run is reused by later streams of the same handler.
+// streamRun is the state of one typed stream, reused by later streams of the same handler.
+// Each stream's sequence is given a yield function of its own, which holds the run's
+// generation at that stream and the consumer's yield function: a call of it once its stream
+// has ended finds the run at a later generation and panics, so it can neither deliver an item
+// to a later stream nor change that stream's state.
 type streamRun[T any] struct {
-	ctx   context.Context
-	yield func(T, error) bool // nil while the run is idle
+	// gen counts the streams the run has served; it grows when one ends, before the run is
+	// reused.
+	gen uint64
+	ctx context.Context
 	// inBody is set while the consumer's loop body runs, so a panic there passes on untouched;
 	// stopped once the consumer has been told the stream is over.
 	inBody, stopped bool
-	item            func(T, error) bool // r.next, bound once
 }
 
-// next is the yield function the handler's sequence is given.
-func (r *streamRun[T]) next(v T, err error) bool {
-	if r.yield == nil {
-		panic("mediator: a stream handler's sequence yielded after it returned")
+// errLateYield is the panic of a yield function called after its stream ended. Its words are
+// those of Go's own range-over-func check.
+const errLateYield = "mediator: a stream handler's sequence called yield after its stream ended (range function continued iteration after whole loop exit)"
+
+// errYieldAfterStop is the panic of a yield function called again after it returned false.
+const errYieldAfterStop = "mediator: a stream handler's sequence called yield after yield returned false (range function continued iteration after function for loop body returned false)"
+
+// next delivers one item of the stream at generation gen to that stream's consumer, yield.
+func (r *streamRun[T]) next(gen uint64, yield func(T, error) bool, v T, err error) bool {
+	if r.gen != gen {
+		panic(errLateYield)
+	}
+	if r.stopped {
+		panic(errYieldAfterStop)
 	}
 	if cerr := r.ctx.Err(); cerr != nil {
 		var zero T
 		r.inBody = true
-		r.yield(zero, cerr)
+		yield(zero, cerr)
 		r.inBody = false
 		r.stopped = true
 		return false
 	}
 	r.inBody = true
-	more := r.yield(v, err)
+	more := yield(v, err)
 	r.inBody = false
 	if !more {
 		r.stopped = true
@@ -155,11 +176,11 @@ func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error)
 	}
 	if r == nil {
 		r = &streamRun[T]{}
-		r.item = r.next
 	}
-	r.ctx, r.yield = ctx, yield
-	defer d.finish(r)
-	d.open(ctx, req)(r.item)
+	r.ctx = ctx
+	gen := r.gen
+	defer d.finish(r, yield)
+	d.open(ctx, req)(func(v T, err error) bool { return r.next(gen, yield, v, err) })
 	// A handler that watches ctx may end its sequence quietly when ctx is done; the consumer
 	// must still learn that the stream was cut short, not completed.
 	if cerr := ctx.Err(); cerr != nil && !r.stopped {
@@ -170,10 +191,12 @@ func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error)
 }
 
 // finish ends run: it turns a panic of the handler into the stream's last element, lets one of
-// the consumer's loop body pass on, and puts the run back for the next stream.
-func (d *directStream[T]) finish(r *streamRun[T]) {
-	yield, passOn := r.yield, r.inBody || r.stopped
-	r.ctx, r.yield, r.inBody, r.stopped = nil, nil, false, false
+// the consumer's loop body pass on, and puts the run back for the next stream at its next
+// generation.
+func (d *directStream[T]) finish(r *streamRun[T], yield func(T, error) bool) {
+	passOn := r.inBody || r.stopped
+	r.gen++
+	r.ctx, r.inBody, r.stopped = nil, false, false
 	if !d.idle.CompareAndSwap(nil, r) {
 		d.runs.Put(r)
 	}

@@ -3,6 +3,7 @@ package mediator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"sync"
 	"testing"
@@ -203,9 +204,11 @@ type Counted struct {
 }
 
 // A stream costs the same few allocations whatever its length: the mediator adds none per item
-// and none per stream to those of ranging any sequence, so a long stream is not a garbage
-// source. Of the bound, ranging a sequence the compiler cannot see into costs two (the loop
-// body and its state), which is all a consumer's loop pays here.
+// and one per stream to those of ranging any sequence, so a long stream is not a garbage
+// source. The one is the yield function the handler's sequence is given, which belongs to that
+// stream alone so that a late call of it can never reach another stream. Ranging a sequence
+// the compiler cannot see into, as a consumer's loop does here, costs two more of its own (the
+// loop body and its state).
 func TestStreamAllocations(t *testing.T) {
 	// The handler's sequences are made up front: a sequence made per call would allocate on
 	// its own account, ranged through the mediator or not.
@@ -242,8 +245,25 @@ func TestStreamAllocations(t *testing.T) {
 			}
 		})
 		assert.Equal(t, n, got)
-		assert.LessOrEqual(t, allocs, 2.0, "allocations per stream of %d items", n)
+		opaque := testing.AllocsPerRun(100, func() {
+			got = 0
+			for it, err := range opaqueSeq(seqs, n) {
+				if err != nil || it == nil {
+					t.Fatal(it, err)
+				}
+				got++
+			}
+		})
+		assert.Equal(t, n, got)
+		assert.LessOrEqual(t, allocs, opaque+1, "allocations per stream of %d items", n)
+		assert.LessOrEqual(t, allocs, 3.0, "allocations per stream of %d items", n)
 	}
+}
+
+// opaqueSeq is a package variable so the compiler cannot see which sequence its result is, as
+// it cannot see a mediator's handlers.
+var opaqueSeq = func(seqs map[int]iter.Seq2[*benchResp, error], n int) iter.Seq2[*benchResp, error] {
+	return seqs[n]
 }
 
 // A stream request without stream behaviors takes the typed direct path; it keeps every
@@ -384,4 +404,125 @@ func TestStreamConsumerPanicOnCancelledStartIsNotSwallowed(t *testing.T) {
 			}
 		}
 	})
+}
+
+type Leaky struct {
+	mediator.Yields[string]
+	Name string
+}
+
+// leakyMediator serves Leaky with handle, with or without a stream behavior in front of it.
+func leakyMediator(t *testing.T, pipeline bool, handle func(context.Context, *Leaky) iter.Seq2[string, error]) *mediator.Mediator {
+	return built(t, func(m *mediator.Mediator) {
+		mediator.HandleStreamFunc(m, handle)
+		if pipeline {
+			m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
+				return next(ctx, req)
+			}), mediator.WithName("pass"))
+		}
+	})
+}
+
+// streamLeaky ranges one stream of Leaky to the end and returns its items and error elements.
+func streamLeaky(m *mediator.Mediator, name string) (got []string, errs []error) {
+	for v, err := range mediator.Stream(context.Background(), m, &Leaky{Name: name}) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		got = append(got, v)
+	}
+	return got, errs
+}
+
+// A handler that keeps the yield function of one stream and calls it while serving a later
+// stream cannot put the first stream's items into the later one: the late call is refused
+// with a panic, which the later stream's handler step turns into its *PanicError element.
+func TestStreamLateYieldInLaterStreamIsRefused(t *testing.T) {
+	for _, pipeline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "pipeline"}[pipeline], func(t *testing.T) {
+			var kept func(string, error) bool
+			m := leakyMediator(t, pipeline, func(_ context.Context, q *Leaky) iter.Seq2[string, error] {
+				return func(yield func(string, error) bool) {
+					if kept == nil {
+						kept = yield
+					} else {
+						kept("late item of the first stream", nil)
+					}
+					yield(q.Name, nil)
+				}
+			})
+			got, errs := streamLeaky(m, "first")
+			require.Empty(t, errs)
+			require.Equal(t, []string{"first"}, got)
+
+			got, errs = streamLeaky(m, "second")
+			assert.Empty(t, got, "the second stream's consumer saw items it was not sent")
+			require.Len(t, errs, 1)
+			assert.ErrorIs(t, errs[0], mediator.ErrPanic)
+			assert.ErrorContains(t, errs[0], "range function continued iteration after whole loop exit")
+		})
+	}
+}
+
+// A late call of a kept yield function from a goroutine the handler left running, made while a
+// later stream of the same handler is open, panics on that goroutine and delivers nothing to
+// the later stream.
+func TestStreamLateYieldFromGoroutineIsRefused(t *testing.T) {
+	for _, pipeline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "pipeline"}[pipeline], func(t *testing.T) {
+			fire := make(chan struct{})
+			fired := make(chan any, 1)
+			var late any // what the late call panicked with
+			m := leakyMediator(t, pipeline, func(_ context.Context, q *Leaky) iter.Seq2[string, error] {
+				return func(yield func(string, error) bool) {
+					switch q.Name {
+					case "first":
+						go func() {
+							<-fire
+							defer func() { fired <- recover() }()
+							yield("late item of the first stream", nil)
+						}()
+					case "second":
+						close(fire)
+						late = <-fired // hold the second stream open until the late call is over
+					}
+					yield(q.Name, nil)
+				}
+			})
+			got, errs := streamLeaky(m, "first")
+			require.Empty(t, errs)
+			require.Equal(t, []string{"first"}, got)
+
+			got, errs = streamLeaky(m, "second")
+			assert.Contains(t, fmt.Sprint(late), "range function continued iteration after whole loop exit")
+			assert.Empty(t, errs)
+			assert.Equal(t, []string{"second"}, got, "the second stream's consumer saw another stream's item")
+		})
+	}
+}
+
+// A handler's sequence that goes on yielding after yield returned false panics, as a
+// range-over-func loop does, with the consumer's loop already over.
+func TestStreamYieldAfterStopPanics(t *testing.T) {
+	for _, pipeline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "pipeline"}[pipeline], func(t *testing.T) {
+			m := leakyMediator(t, pipeline, func(_ context.Context, q *Leaky) iter.Seq2[string, error] {
+				return func(yield func(string, error) bool) {
+					yield("one", nil)
+					yield("two", nil) // yield said stop
+				}
+			})
+			var got []string
+			defer func() {
+				assert.Contains(t, fmt.Sprint(recover()), "range function continued iteration after function for loop body returned false")
+				assert.Equal(t, []string{"one"}, got)
+			}()
+			for v := range mediator.Stream(context.Background(), m, &Leaky{}) {
+				got = append(got, v)
+				break
+			}
+			t.Error("the handler's second yield did not panic")
+		})
+	}
 }
