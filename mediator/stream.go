@@ -114,9 +114,10 @@ func (s *streamHandler[Q, T]) typed() any { return &s.direct }
 // so Stream[T] finds it with a comparison of type words.
 type directStream[T any] struct {
 	open func(ctx context.Context, req any) iter.Seq2[T, error]
-	// idle holds one idle run and runs more of them, so that the typed path allocates nothing
-	// per stream. The slot is the cheaper of the two to take from and give back to, and serves
-	// streams of the handler one after another; the pool serves streams at once.
+	// idle holds one idle run and runs more of them, so that a stream of the typed path
+	// allocates only its yield function. The slot is the cheaper of the two to take from and
+	// give back to, and serves streams of the handler one after another; the pool serves
+	// streams at once.
 	idle atomic.Pointer[streamRun[T]]
 	runs sync.Pool
 }

@@ -526,3 +526,52 @@ func TestStreamYieldAfterStopPanics(t *testing.T) {
 		})
 	}
 }
+
+// Stream finds the pipeline, calls the stream behaviors and checks the context when its
+// sequence is ranged, anew for each range: a sequence made before Build or before its context
+// was cancelled reports the mediator and the context as they are when the loop starts.
+func TestStreamDispatchesWhenRanged(t *testing.T) {
+	for _, pipeline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "pipeline"}[pipeline], func(t *testing.T) {
+			behaviorCalls, handlerCalls := 0, 0
+			m := mediator.New(nil, mediator.Config{})
+			t.Cleanup(func() { _ = m.Close() })
+			mediator.HandleStreamFunc(m, func(_ context.Context, q *Leaky) iter.Seq2[string, error] {
+				handlerCalls++
+				return func(yield func(string, error) bool) { yield(q.Name, nil) }
+			})
+			if pipeline {
+				m.UseStream(mediator.StreamBehaviorFunc(func(ctx context.Context, req any, next mediator.StreamNext) iter.Seq2[any, error] {
+					behaviorCalls++
+					return next(ctx, req)
+				}))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			seq := mediator.Stream(ctx, m, &Leaky{Name: "made before Build"})
+			require.NoError(t, m.Build())
+			for range 2 {
+				var got []string
+				for v, err := range seq {
+					require.NoError(t, err)
+					got = append(got, v)
+				}
+				assert.Equal(t, []string{"made before Build"}, got)
+			}
+			assert.Equal(t, 2, handlerCalls)
+			if pipeline {
+				assert.Equal(t, 2, behaviorCalls)
+			}
+
+			cancel()
+			n := 0
+			for v, err := range seq {
+				n++
+				assert.Zero(t, v)
+				assert.Same(t, context.Canceled, err)
+			}
+			assert.Equal(t, 1, n)
+			assert.Equal(t, 2, handlerCalls, "the handler ran for a stream whose context was done")
+		})
+	}
+}
