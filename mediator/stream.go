@@ -118,7 +118,7 @@ type directStream[T any] struct {
 	// allocates only its yield function. The slot is the cheaper of the two to take from and
 	// give back to, and serves streams of the handler one after another; the pool serves
 	// streams at once.
-	idle atomic.Pointer[streamRun[T]]
+	idle atomic.Pointer[streamRun]
 	runs sync.Pool
 }
 
@@ -127,11 +127,10 @@ type directStream[T any] struct {
 // generation at that stream and the consumer's yield function: a call of it once its stream
 // has ended finds the run at a later generation and panics, so it can neither deliver an item
 // to a later stream nor change that stream's state.
-type streamRun[T any] struct {
+type streamRun struct {
 	// gen counts the streams the run has served; it grows when one ends, before the run is
 	// reused.
 	gen uint64
-	ctx context.Context
 	// inBody is set while the consumer's loop body runs, so a panic there passes on untouched;
 	// stopped once the consumer has been told the stream is over.
 	inBody, stopped bool
@@ -144,44 +143,38 @@ const errLateYield = "mediator: a stream handler's sequence called yield after i
 // errYieldAfterStop is the panic of a yield function called again after it returned false.
 const errYieldAfterStop = "mediator: a stream handler's sequence called yield after yield returned false (range function continued iteration after function for loop body returned false)"
 
-// next delivers one item of the stream at generation gen to that stream's consumer, yield.
-func (r *streamRun[T]) next(gen uint64, yield func(T, error) bool, v T, err error) bool {
-	if r.gen != gen {
-		panic(errLateYield)
-	}
-	if r.stopped {
-		panic(errYieldAfterStop)
-	}
-	if cerr := r.ctx.Err(); cerr != nil {
-		var zero T
-		r.inBody = true
-		yield(zero, cerr)
-		r.inBody = false
-		r.stopped = true
-		return false
-	}
-	r.inBody = true
-	more := yield(v, err)
-	r.inBody = false
-	if !more {
-		r.stopped = true
-	}
-	return more
-}
-
 // run streams req to yield. Its caller has checked that ctx is not done yet.
 func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error) bool) {
 	r := d.idle.Swap(nil)
 	if r == nil {
-		r, _ = d.runs.Get().(*streamRun[T])
+		r, _ = d.runs.Get().(*streamRun)
 	}
 	if r == nil {
-		r = &streamRun[T]{}
+		r = &streamRun{}
 	}
-	r.ctx = ctx
 	gen := r.gen
 	defer d.finish(r, yield)
-	d.open(ctx, req)(func(v T, err error) bool { return r.next(gen, yield, v, err) })
+	d.open(ctx, req)(func(v T, err error) bool {
+		if r.gen != gen {
+			panic(errLateYield)
+		}
+		if r.stopped {
+			panic(errYieldAfterStop)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			var zero T
+			r.inBody = true
+			yield(zero, cerr)
+			r.inBody = false
+			r.stopped = true
+			return false
+		}
+		r.inBody = true
+		more := yield(v, err)
+		r.inBody = false
+		r.stopped = !more
+		return more
+	})
 	// A handler that watches ctx may end its sequence quietly when ctx is done; the consumer
 	// must still learn that the stream was cut short, not completed.
 	if cerr := ctx.Err(); cerr != nil && !r.stopped {
@@ -194,10 +187,10 @@ func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error)
 // finish ends run: it turns a panic of the handler into the stream's last element, lets one of
 // the consumer's loop body pass on, and puts the run back for the next stream at its next
 // generation.
-func (d *directStream[T]) finish(r *streamRun[T], yield func(T, error) bool) {
+func (d *directStream[T]) finish(r *streamRun, yield func(T, error) bool) {
 	passOn := r.inBody || r.stopped
 	r.gen++
-	r.ctx, r.inBody, r.stopped = nil, false, false
+	r.inBody, r.stopped = false, false
 	if !d.idle.CompareAndSwap(nil, r) {
 		d.runs.Put(r)
 	}
