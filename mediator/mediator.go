@@ -149,7 +149,7 @@ func (m *Mediator) Injector() do.Injector { return m.injector }
 
 type requestReg struct {
 	info     RequestInfo
-	handlers []func(do.Injector) (any, error) // returns Next or StreamNext
+	handlers []func(do.Injector) (any, error) // returns a resolvedHandler or a stream handler (a streamPipe)
 }
 
 type notifReg struct {
@@ -167,7 +167,7 @@ type behaviorReg struct {
 
 type table struct {
 	requests typeIndex[Next]
-	streams  typeIndex[StreamNext]
+	streams  typeIndex[streamEntry]
 	notifs   typeIndex[[]notifCall]
 	byType   map[reflect.Type]Chain
 	infos    []RequestInfo
@@ -414,7 +414,7 @@ func (m *Mediator) Build() error {
 	streamBs := m.checkBehaviors(m.streamBs, &errs)
 	t := &table{byType: map[reflect.Type]Chain{}, direct: map[reflect.Type]any{}, pipelines: map[reflect.Type][]Behavior{}}
 	requests := map[uintptr]Next{}
-	streams := map[uintptr]StreamNext{}
+	streams := map[uintptr]streamEntry{}
 	notifs := map[uintptr][]notifCall{}
 	for _, reg := range sortedRegs(m.requests) {
 		h, ok := m.resolveOne(reg, &errs)
@@ -436,8 +436,13 @@ func (m *Mediator) Build() error {
 		if !ok {
 			continue
 		}
-		call, chain := composeStream(reg.info, h.(StreamNext), streamBs, &errs)
-		streams[keyOfType(reg.info.Request)] = call
+		sh := h.(streamPipe)
+		call, chain := composeStream(reg.info, sh.stream, streamBs, &errs)
+		e := streamEntry{call: call}
+		if len(chain) == 1 {
+			e.direct = sh.typed()
+		}
+		streams[keyOfType(reg.info.Request)] = e
 		t.byType[reg.info.Request] = chain
 		t.infos = append(t.infos, reg.info)
 	}

@@ -73,7 +73,10 @@ type StreamRequest[T any] interface {
 type streamMarker interface{ itemType() reflect.Type }
 
 // StreamHandler handles stream requests of type Q, yielding items of type T.
-// The sequence should stop producing when yield returns false or ctx is done.
+// The sequence should stop producing when yield returns false or ctx is done. It must not call
+// yield again after yield returned false, nor after the sequence returned (from a goroutine it
+// left running, or from a later stream that kept it): as in a range-over-func loop, such a
+// call panics and delivers nothing.
 type StreamHandler[Q StreamRequest[T], T any] interface {
 	Handle(ctx context.Context, req Q) iter.Seq2[T, error]
 }

@@ -140,7 +140,8 @@ func (s *Spy) Requests() []any { return s.snapshot(&s.sent) }
 // Notifications returns every notification published, in order.
 func (s *Spy) Notifications() []any { return s.snapshot(&s.published) }
 
-// StreamRequests returns every stream request opened, in order.
+// StreamRequests returns every stream request opened, in order. mediator.Stream opens its
+// request when its sequence is ranged, once for each range.
 func (s *Spy) StreamRequests() []any { return s.snapshot(&s.streamed) }
 
 // Reset forgets what was recorded; stubs stay.
