@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +48,8 @@ RETURNING ` + floorClaimColumns
 // floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
 const floorPostgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
-    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+    FROM unnest($1::text::bigint[], $2::text::int[], $3::text::text[], $4::text::text[], $5::text::bigint[], $6::text::int[], $7::text::text[],
+                $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[])
         AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
 ), u AS (
     UPDATE switchboard_items i
@@ -120,6 +123,21 @@ func floorClaimArgs(limit int) []any {
 	return []any{floorOwner, now.Add(floorLease).UnixMicro(), us, us, 0, us, limit}
 }
 
+// floorArray is the text form of an array of one element per item of batch, as the store's
+// completionArrays writes the completion's arguments.
+func floorArray(batch []floorItem, elem func(it *floorItem) string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(elem(&batch[i]))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
 // floorRun runs every item of batch at once and waits for them all.
 func floorRun(ctx context.Context, d *drainDB, kind handlerKind, t *tally, batch []floorItem) error {
 	var wg sync.WaitGroup
@@ -183,13 +201,15 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 			break
 		}
 		n := len(batch)
-		ids, attempts, nexts, undo, starts, ends := make([]int64, n), make([]int32, n), make([]int64, n), make([]int32, n), make([]int64, n), make([]int64, n)
-		owners, states, errs, outcomes, parked := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		for i, it := range batch {
-			ids[i], attempts[i], owners[i], states[i], starts[i], ends[i], outcomes[i] = it.id, it.attempt, floorOwner, "succeeded", it.start, it.end, "succeeded"
+		num := func(v func(it *floorItem) int64) string {
+			return floorArray(batch, func(it *floorItem) string { return strconv.FormatInt(v(it), 10) })
 		}
+		text := func(s string) string { return floorArray(batch, func(*floorItem) string { return `"` + s + `"` }) }
+		zero := num(func(*floorItem) int64 { return 0 })
 		var b pgx.Batch
-		b.Queue(floorPostgresComplete, ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked)
+		b.Queue(floorPostgresComplete, num(func(it *floorItem) int64 { return it.id }), num(func(it *floorItem) int64 { return int64(it.attempt) }),
+			text(floorOwner), text("succeeded"), zero, zero, text(""), num(func(it *floorItem) int64 { return it.start }),
+			num(func(it *floorItem) int64 { return it.end }), text("succeeded"), text(""))
 		b.Queue(floorPostgresClaim, floorClaimArgs(workers)...)
 		res := d.pgx.SendBatch(ctx, &b)
 		done := 0

@@ -93,7 +93,8 @@ RETURNING `+claimColumns, isolate)
 // does not change, from the statement's snapshot.
 const postgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
-    FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+    FROM unnest($1::text::bigint[], $2::text::int[], $3::text::text[], $4::text::text[], $5::text::bigint[], $6::text::int[], $7::text::text[],
+                $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[])
         AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
 ), u AS (
     UPDATE switchboard_items i
@@ -254,28 +255,57 @@ func readFences(rows RowReader, accepted map[Fence]bool) error {
 	return rows.Err()
 }
 
-// completionArrays are the arguments of the completion: one array per column.
+// completionArrays are the arguments of the completion: one array per column, each in
+// PostgreSQL's text form of an array ({…}), which the statement casts. A batch then costs one
+// string per column; binary arrays cost an encoded value per element.
 func completionArrays(cs []Completion) []any {
-	n := len(cs)
-	var (
-		ids      = make([]int64, n)
-		attempts = make([]int32, n)
-		owners   = make([]string, n)
-		states   = make([]string, n)
-		nexts    = make([]int64, n)
-		undo     = make([]int32, n)
-		errs     = make([]string, n)
-		starts   = make([]int64, n)
-		ends     = make([]int64, n)
-		outcomes = make([]string, n)
-		parked   = make([]string, n)
-	)
-	for i, c := range cs {
-		ids[i], attempts[i], owners[i] = int64(c.Fence.ItemID), int32(c.Fence.Attempt), c.Fence.Owner
-		states[i], nexts[i], undo[i], errs[i] = string(c.State), micros(c.NextAt), int32(completionUndo(c)), c.Error
-		starts[i], ends[i], outcomes[i], parked[i] = micros(c.StartedAt), micros(c.EndedAt), string(c.Outcome), c.ParkedKey
+	var buf []byte
+	ints := func(at func(c *Completion) int64) string {
+		buf = append(buf[:0], '{')
+		for i := range cs {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = strconv.AppendInt(buf, at(&cs[i]), 10)
+		}
+		return string(append(buf, '}'))
 	}
-	return []any{ids, attempts, owners, states, nexts, undo, errs, starts, ends, outcomes, parked}
+	texts := func(at func(c *Completion) string) string {
+		buf = append(buf[:0], '{')
+		for i := range cs {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendArrayText(buf, at(&cs[i]))
+		}
+		return string(append(buf, '}'))
+	}
+	return []any{
+		ints(func(c *Completion) int64 { return int64(c.Fence.ItemID) }),
+		ints(func(c *Completion) int64 { return int64(c.Fence.Attempt) }),
+		texts(func(c *Completion) string { return c.Fence.Owner }),
+		texts(func(c *Completion) string { return string(c.State) }),
+		ints(func(c *Completion) int64 { return micros(c.NextAt) }),
+		ints(func(c *Completion) int64 { return int64(completionUndo(*c)) }),
+		texts(func(c *Completion) string { return c.Error }),
+		ints(func(c *Completion) int64 { return micros(c.StartedAt) }),
+		ints(func(c *Completion) int64 { return micros(c.EndedAt) }),
+		texts(func(c *Completion) string { return string(c.Outcome) }),
+		texts(func(c *Completion) string { return c.ParkedKey }),
+	}
+}
+
+// appendArrayText appends s as a quoted element of an array's text form: within double
+// quotes, a backslash and a double quote are escaped by a backslash; nothing else is special.
+func appendArrayText(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			buf = append(buf, '\\')
+		}
+		buf = append(buf, s[i])
+	}
+	return append(buf, '"')
 }
 
 func (e *postgresEngine) extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error {
