@@ -342,3 +342,46 @@ func TestBindSeesPeersAndPipelineListsThem(t *testing.T) {
 	_, err = mediator.New(nil, mediator.Config{}).Pipeline(reflect.TypeFor[*Twice]())
 	assert.ErrorIs(t, err, mediator.ErrNotBuilt)
 }
+
+// A request type without behaviors is dispatched straight to its handler, past the untyped
+// pipeline; that path keeps every check of Send: a done context and a nil request run nothing,
+// a panic becomes a *PanicError, and requests sent by value work.
+func TestSendWithoutBehaviorsKeepsItsChecks(t *testing.T) {
+	ran := 0
+	type ByValue struct {
+		mediator.Returns[string]
+		Text string
+	}
+	m := built(t, func(m *mediator.Mediator) {
+		mediator.HandleFunc(m, func(context.Context, *Twice) (int, error) {
+			ran++
+			return 2, nil
+		})
+		mediator.HandleFunc(m, func(_ context.Context, q *Boom) (*string, error) { panic(q.Value) })
+		mediator.HandleFunc(m, func(_ context.Context, q ByValue) (string, error) { return q.Text, nil })
+	})
+	got, err := mediator.Send(context.Background(), m, &Twice{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, got)
+
+	cause := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	_, err = mediator.Send(ctx, m, &Twice{})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, cause)
+	_, err = mediator.Send(context.Background(), m, (*Twice)(nil))
+	assert.ErrorIs(t, err, mediator.ErrNilRequest)
+	assert.Equal(t, 1, ran)
+
+	resp, err := mediator.Send(context.Background(), m, &Boom{Value: "kaboom"})
+	assert.Nil(t, resp)
+	var pe *mediator.PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "kaboom", pe.Value)
+	assert.Contains(t, string(pe.Stack), "TestSendWithoutBehaviorsKeepsItsChecks")
+
+	text, err := mediator.Send(context.Background(), m, ByValue{Text: "by value"})
+	require.NoError(t, err)
+	assert.Equal(t, "by value", text)
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/samber/do/v2"
 	"go.uber.org/zap"
@@ -166,7 +167,7 @@ type behaviorReg struct {
 }
 
 type table struct {
-	requests typeIndex[Next]
+	requests typeIndex[route]
 	streams  typeIndex[streamEntry]
 	notifs   typeIndex[[]notifCall]
 	byType   map[reflect.Type]Chain
@@ -181,10 +182,45 @@ type table struct {
 type resolvedHandler struct {
 	call  Next
 	typed any
+	bare  unsafe.Pointer // a func(context.Context, any) (R, error): see route
 }
 
 func resolved[Q Request[R], R any](h Handler[Q, R]) resolvedHandler {
-	return resolvedHandler{call: terminal[Q, R](h), typed: h}
+	return resolvedHandler{call: terminal[Q, R](h), typed: h, bare: bareSend[Q, R](h)}
+}
+
+// route is what a request type resolves to at dispatch: its pipeline and, when the pipeline is
+// the handler alone, bare, a func(context.Context, any) (R, error) built by bareSend for the
+// type's Q and R. Send[R] calls it as that type: the table is keyed by the request's dynamic
+// type Q, and Q's embedded Returns[R] fixes R (responseOf(R) has one signature per type), so
+// the R of a Send that found the entry is the R the func was built with. It spares the bare
+// path the untyped pipeline's boxing of the response and Send's assertion of it back to R.
+type route struct {
+	call Next
+	bare unsafe.Pointer
+}
+
+// bareSend returns the typed dispatch of a request type without behaviors, as an untyped
+// pointer for route. It makes Send's checks in Send's order, then calls h under the panic
+// guard.
+func bareSend[Q Request[R], R any](h Handler[Q, R]) unsafe.Pointer {
+	f := func(ctx context.Context, req any) (resp R, err error) {
+		// nilData written out: the compiler does not inline it into this closure.
+		if (*eface)(unsafe.Pointer(&req)).data == nil && isNilPointer(req) {
+			return resp, nilRequest(req)
+		}
+		if ctx.Err() != nil {
+			return resp, doneErr(ctx)
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				var zero R
+				resp, err = zero, NewPanicError(p)
+			}
+		}()
+		return h.Handle(ctx, req.(Q))
+	}
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f))
 }
 
 // register runs fn under the registration lock. Registering after Build is a programming
@@ -413,7 +449,7 @@ func (m *Mediator) Build() error {
 	behaviors := m.checkBehaviors(m.behaviors, &errs)
 	streamBs := m.checkBehaviors(m.streamBs, &errs)
 	t := &table{byType: map[reflect.Type]Chain{}, direct: map[reflect.Type]any{}, pipelines: map[reflect.Type][]Behavior{}}
-	requests := map[uintptr]Next{}
+	requests := map[uintptr]route{}
 	streams := map[uintptr]streamEntry{}
 	notifs := map[uintptr][]notifCall{}
 	for _, reg := range sortedRegs(m.requests) {
@@ -423,11 +459,13 @@ func (m *Mediator) Build() error {
 		}
 		rh := h.(resolvedHandler)
 		call, chain, bound := composeRequest(reg.info, rh.call, behaviors, &errs)
-		requests[keyOfType(reg.info.Request)] = call
+		r := route{call: call}
 		t.pipelines[reg.info.Request] = bound
 		if len(chain) == 1 {
 			t.direct[reg.info.Request] = rh.typed
+			r.bare = rh.bare
 		}
+		requests[keyOfType(reg.info.Request)] = r
 		t.byType[reg.info.Request] = chain
 		t.infos = append(t.infos, reg.info)
 	}
@@ -666,14 +704,14 @@ func keyOfType(t reflect.Type) uintptr {
 // SendAny implements Sender.
 func (m *Mediator) SendAny(ctx context.Context, req any) (any, error) {
 	if t := m.table.Load(); t != nil {
-		if call, ok := t.requests.get(typeKey(req)); ok {
+		if r, ok := t.requests.get(typeKey(req)); ok {
 			if nilData(req) {
 				return nil, nilRequest(req)
 			}
 			if ctx.Err() != nil {
 				return nil, doneErr(ctx)
 			}
-			return call(ctx, req)
+			return r.call(ctx, req)
 		}
 	}
 	return nil, m.miss(req, "request")
@@ -723,13 +761,17 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 	var err error
 	if m, ok := s.(*Mediator); ok {
 		// The lookup of SendAny, written out so no call frame sits between Send and the pipeline.
-		var call Next
+		var r route
 		found := false
 		if t := m.table.Load(); t != nil {
-			call, found = t.requests.get(typeKey(req))
+			r, found = t.requests.get(typeKey(req))
 		}
 		if !found {
 			return *new(R), m.miss(req, "request")
+		}
+		if r.bare != nil {
+			// See route: the entry of req's type was built for this R.
+			return (*(*func(context.Context, any) (R, error))(unsafe.Pointer(&r.bare)))(ctx, req)
 		}
 		if nilData(req) {
 			return *new(R), nilRequest(req)
@@ -737,7 +779,7 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 		if ctx.Err() != nil {
 			return *new(R), doneErr(ctx)
 		}
-		v, err = call(ctx, req)
+		v, err = r.call(ctx, req)
 	} else {
 		v, err = s.SendAny(ctx, req)
 	}
@@ -771,12 +813,12 @@ func SenderFor[Q Request[R], R any](m *Mediator) (*TypedSender[Q, R], error) {
 	if t == nil {
 		return nil, ErrNotBuilt
 	}
-	call, ok := t.requests.get(keyOfType(reflect.TypeFor[Q]()))
+	r, ok := t.requests.get(keyOfType(reflect.TypeFor[Q]()))
 	if !ok {
 		return nil, &NoHandlerError{Type: reflect.TypeFor[Q](), Kind: "request"}
 	}
 	h, _ := t.direct[reflect.TypeFor[Q]()].(Handler[Q, R])
-	return &TypedSender[Q, R]{call: call, handler: h}, nil
+	return &TypedSender[Q, R]{call: r.call, handler: h}, nil
 }
 
 // Send dispatches req through the pre-resolved pipeline. Like Send, it turns a handler panic
