@@ -182,7 +182,7 @@ type table struct {
 type resolvedHandler struct {
 	call  Next
 	typed any
-	bare  unsafe.Pointer // a func(context.Context, any) (R, error): see route
+	bare  any // a func(context.Context, any) (R, error): see route
 }
 
 func resolved[Q Request[R], R any](h Handler[Q, R]) resolvedHandler {
@@ -191,19 +191,18 @@ func resolved[Q Request[R], R any](h Handler[Q, R]) resolvedHandler {
 
 // route is what a request type resolves to at dispatch: its pipeline and, when the pipeline is
 // the handler alone, bare, a func(context.Context, any) (R, error) built by bareSend for the
-// type's Q and R. Send[R] calls it as that type: the table is keyed by the request's dynamic
+// type's Q and R. Send[R] asserts it to that type (a comparison of type words) and calls it: the table is keyed by the request's dynamic
 // type Q, and Q's embedded Returns[R] fixes R (responseOf(R) has one signature per type), so
 // the R of a Send that found the entry is the R the func was built with. It spares the bare
 // path the untyped pipeline's boxing of the response and Send's assertion of it back to R.
 type route struct {
 	call Next
-	bare unsafe.Pointer
+	bare any
 }
 
-// bareSend returns the typed dispatch of a request type without behaviors, as an untyped
-// pointer for route. It makes Send's checks in Send's order, then calls h under the panic
-// guard.
-func bareSend[Q Request[R], R any](h Handler[Q, R]) unsafe.Pointer {
+// bareSend returns the typed dispatch of a request type without behaviors, for route. It makes
+// Send's checks in Send's order, then calls h under the panic guard.
+func bareSend[Q Request[R], R any](h Handler[Q, R]) any {
 	f := func(ctx context.Context, req any) (resp R, err error) {
 		// nilData written out: the compiler does not inline it into this closure.
 		if (*eface)(unsafe.Pointer(&req)).data == nil && isNilPointer(req) {
@@ -220,7 +219,7 @@ func bareSend[Q Request[R], R any](h Handler[Q, R]) unsafe.Pointer {
 		}()
 		return h.Handle(ctx, req.(Q))
 	}
-	return *(*unsafe.Pointer)(unsafe.Pointer(&f))
+	return f
 }
 
 // register runs fn under the registration lock. Registering after Build is a programming
@@ -769,9 +768,10 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 		if !found {
 			return *new(R), m.miss(req, "request")
 		}
-		if r.bare != nil {
-			// See route: the entry of req's type was built for this R.
-			return (*(*func(context.Context, any) (R, error))(unsafe.Pointer(&r.bare)))(ctx, req)
+		if bare, ok := r.bare.(func(context.Context, any) (R, error)); ok {
+			// See route: the entry of req's type was built for this R, so the assertion, a
+			// comparison of type words, holds whenever the pipeline is the handler alone.
+			return bare(ctx, req)
 		}
 		if nilData(req) {
 			return *new(R), nilRequest(req)
