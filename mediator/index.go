@@ -51,6 +51,12 @@ func (x *typeIndex[V]) home(k uintptr) uintptr {
 	return uintptr(uint64(k)*0x9E3779B97F4A7C15) >> x.shift
 }
 
+// homeSlot returns the slot where an entry of key k sits unless it was displaced by a
+// collision: an inlinable first probe.
+func (x *typeIndex[V]) homeSlot(k uintptr) *typeSlot[V] {
+	return &x.slots[x.home(k)]
+}
+
 // get returns the value under k and whether there is one.
 func (x *typeIndex[V]) get(k uintptr) (V, bool) {
 	mask := uintptr(len(x.slots) - 1)

@@ -191,10 +191,11 @@ func resolved[Q Request[R], R any](h Handler[Q, R]) resolvedHandler {
 
 // route is what a request type resolves to at dispatch: its pipeline and, when the pipeline is
 // the handler alone, bare, a func(context.Context, any) (R, error) built by bareSend for the
-// type's Q and R. Send[R] asserts it to that type (a comparison of type words) and calls it: the table is keyed by the request's dynamic
-// type Q, and Q's embedded Returns[R] fixes R (responseOf(R) has one signature per type), so
-// the R of a Send that found the entry is the R the func was built with. It spares the bare
-// path the untyped pipeline's boxing of the response and Send's assertion of it back to R.
+// type's Q and R. Send[R] asserts it to that type (a comparison of type words) and calls it:
+// the table is keyed by the request's dynamic type Q, and Q's embedded Returns[R] fixes R
+// (responseOf(R) has one signature per type), so the R of a Send that found the entry is the
+// R the func was built with. It spares the bare path the untyped pipeline's boxing of the
+// response and Send's assertion of it back to R.
 type route struct {
 	call Next
 	bare any
@@ -211,15 +212,21 @@ func bareSend[Q Request[R], R any](h Handler[Q, R]) any {
 		if ctx.Err() != nil {
 			return resp, doneErr(ctx)
 		}
-		defer func() {
-			if p := recover(); p != nil {
-				var zero R
-				resp, err = zero, NewPanicError(p)
-			}
-		}()
+		defer catchPanic(&err)
 		return h.Handle(ctx, req.(Q))
 	}
 	return f
+}
+
+// catchPanic is the panic guard of a handler call, deferred by the function that calls the
+// handler: it turns a panic into a *PanicError in *err, that function's error result. The
+// response result stays its zero value, since a handler that panics never returned one. A
+// static function, not a closure, so the deferral stores one pointer and the exit makes a
+// direct call.
+func catchPanic(err *error) {
+	if p := recover(); p != nil {
+		*err = NewPanicError(p)
+	}
 }
 
 // register runs fn under the registration lock. Registering after Build is a programming
@@ -763,7 +770,13 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 		var r route
 		found := false
 		if t := m.table.Load(); t != nil {
-			r, found = t.requests.get(typeKey(req))
+			// The first probe, written out: almost every entry sits in its home slot.
+			k := typeKey(req)
+			if home := t.requests.homeSlot(k); home.key == k && k != 0 {
+				r, found = home.val, true
+			} else {
+				r, found = t.requests.get(k)
+			}
 		}
 		if !found {
 			return *new(R), m.miss(req, "request")
@@ -838,12 +851,7 @@ func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error)
 		}
 		return r, err
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			var zero R
-			resp, err = zero, NewPanicError(p)
-		}
-	}()
+	defer catchPanic(&err)
 	return s.handler.Handle(ctx, req)
 }
 
