@@ -203,6 +203,12 @@ type route struct {
 
 // bareSend returns the typed dispatch of a request type without behaviors, for route. It makes
 // Send's checks in Send's order, then calls h under the panic guard.
+//
+// The guard, here and in TypedSender.Send, is a deferred closure that calls recover only when
+// the handler did not return: the exit of every call runs the closure, and the flag spares it
+// the call into the runtime that recover is (a named function deferred with arguments would be
+// wrapped in a closure by the compiler: one call more). A handler that panics never assigns the response,
+// so the response result is still its zero value when the guard sets the error.
 func bareSend[Q Request[R], R any](h Handler[Q, R]) any {
 	f := func(ctx context.Context, req any) (resp R, err error) {
 		// nilData written out: the compiler does not inline it into this closure.
@@ -212,21 +218,19 @@ func bareSend[Q Request[R], R any](h Handler[Q, R]) any {
 		if ctx.Err() != nil {
 			return resp, doneErr(ctx)
 		}
-		defer catchPanic(&err)
-		return h.Handle(ctx, req.(Q))
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					err = NewPanicError(p)
+				}
+			}
+		}()
+		resp, err = h.Handle(ctx, req.(Q))
+		returned = true
+		return resp, err
 	}
 	return f
-}
-
-// catchPanic is the panic guard of a handler call, deferred by the function that calls the
-// handler: it turns a panic into a *PanicError in *err, that function's error result. The
-// response result stays its zero value, since a handler that panics never returned one. A
-// static function, not a closure, so the deferral stores one pointer and the exit makes a
-// direct call.
-func catchPanic(err *error) {
-	if p := recover(); p != nil {
-		*err = NewPanicError(p)
-	}
 }
 
 // register runs fn under the registration lock. Registering after Build is a programming
@@ -851,8 +855,17 @@ func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error)
 		}
 		return r, err
 	}
-	defer catchPanic(&err)
-	return s.handler.Handle(ctx, req)
+	returned := false
+	defer func() {
+		if !returned { // see bareSend
+			if p := recover(); p != nil {
+				err = NewPanicError(p)
+			}
+		}
+	}()
+	resp, err = s.handler.Handle(ctx, req)
+	returned = true
+	return resp, err
 }
 
 // Explain returns the resolved pipeline of a request or stream request type, outermost first.
