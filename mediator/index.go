@@ -59,15 +59,23 @@ func (x *typeIndex[V]) homeSlot(k uintptr) *typeSlot[V] {
 
 // get returns the value under k and whether there is one.
 func (x *typeIndex[V]) get(k uintptr) (V, bool) {
+	if v := x.find(k); v != nil {
+		return *v, true
+	}
+	var zero V
+	return zero, false
+}
+
+// find returns the value under k in place, or nil if there is none.
+func (x *typeIndex[V]) find(k uintptr) *V {
 	mask := uintptr(len(x.slots) - 1)
 	for i := x.home(k); ; i = (i + 1) & mask {
 		s := &x.slots[i&mask]
 		if s.key == k && k != 0 {
-			return s.val, true
+			return &s.val
 		}
 		if s.key == 0 {
-			var zero V
-			return zero, false
+			return nil
 		}
 	}
 }

@@ -771,18 +771,17 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 	var err error
 	if m, ok := s.(*Mediator); ok {
 		// The lookup of SendAny, written out so no call frame sits between Send and the pipeline.
-		var r route
-		found := false
+		var r *route
 		if t := m.table.Load(); t != nil {
 			// The first probe, written out: almost every entry sits in its home slot.
 			k := typeKey(req)
 			if home := t.requests.homeSlot(k); home.key == k && k != 0 {
-				r, found = home.val, true
+				r = &home.val
 			} else {
-				r, found = t.requests.get(k)
+				r = t.requests.find(k)
 			}
 		}
-		if !found {
+		if r == nil {
 			return *new(R), m.miss(req, "request")
 		}
 		if bare, ok := r.bare.(func(context.Context, any) (R, error)); ok {
