@@ -48,7 +48,7 @@ func newTypeIndex[V any](entries map[uintptr]V) typeIndex[V] {
 }
 
 func (x *typeIndex[V]) home(k uintptr) uintptr {
-	return uintptr(uint64(k)*0x9E3779B97F4A7C15) >> x.shift
+	return uintptr(uint64(k)*0x9E3779B97F4A7C15) >> (x.shift & 63) // & 63: no branch for a shift past 63
 }
 
 // homeSlot returns the slot where an entry of key k sits unless it was displaced by a
