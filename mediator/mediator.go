@@ -697,12 +697,16 @@ func linkStream(b StreamBehavior, pred func(any) bool, next StreamNext) StreamNe
 // *PanicError so behaviors (a breaker, a retry) see it as a failure.
 func terminal[Q Request[R], R any](h Handler[Q, R]) Next {
 	return func(ctx context.Context, req any) (resp any, err error) {
+		returned := false
 		defer func() {
-			if p := recover(); p != nil {
-				resp, err = nil, NewPanicError(p)
+			if !returned { // the guard of bareSend
+				if p := recover(); p != nil {
+					resp, err = nil, NewPanicError(p)
+				}
 			}
 		}()
 		r, err := h.Handle(ctx, req.(Q))
+		returned = true
 		return r, err
 	}
 }
@@ -856,7 +860,7 @@ func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error)
 	}
 	returned := false
 	defer func() {
-		if !returned { // see bareSend
+		if !returned { // the guard of bareSend
 			if p := recover(); p != nil {
 				err = NewPanicError(p)
 			}
