@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
@@ -190,6 +193,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	} else if o, ok := req.(ordered); ok {
 		it.OrderingKey = o.OrderingKey()
 	}
+	if err := checkKey("dedupe", it.DedupeKey); err != nil {
+		return Enqueued{}, err
+	}
+	if err := checkKey("ordering", it.OrderingKey); err != nil {
+		return Enqueued{}, err
+	}
 	var (
 		id      store.ItemID
 		existed bool
@@ -309,4 +318,16 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol
 		p = src.Policy(ctx, req)
 	}
 	return p.Merge(classification(pol)).Retries(err)
+}
+
+// checkKey refuses a dedupe or ordering key that the database cannot store as it is (invalid
+// UTF-8, a NUL byte): a key that matched a different stored text would not do its job.
+func checkKey(kind, key string) error {
+	switch {
+	case !utf8.ValidString(key):
+		return fmt.Errorf("durable: Enqueue: the %s key %q is not valid UTF-8", kind, key)
+	case strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("durable: Enqueue: the %s key %q holds a NUL byte", kind, key)
+	}
+	return nil
 }

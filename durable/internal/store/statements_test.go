@@ -50,12 +50,14 @@ func TestSQLiteStatementsLiveWithTheirStores(t *testing.T) {
 
 // A completion's text columns reach the database as they were, whatever they hold: on
 // PostgreSQL they travel in an array's text form, where quotes, backslashes, braces, commas
-// and white space are special.
+// and white space are special. A NUL byte or invalid UTF-8, which PostgreSQL's text cannot
+// hold, is stored as U+FFFD on both engines, and the outcome is recorded.
 func TestCompletionTextRoundTrip(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s := b.open(t)
-		texts := []string{``, `"`, `\`, `\"`, `{a,b}`, `NULL`, " lead and trail ", "line\nbreak\ttab", `a"b\c,d{e}f`, "ünïcødé ✓"}
+		texts := []string{``, `"`, `\`, `\"`, `{a,b}`, `NULL`, " lead and trail ", "line\nbreak\ttab", `a"b\c,d{e}f`, "ünïcødé ✓",
+			"nul\x00byte", "invalid \xff utf-8"}
 		for range texts {
 			if _, _, err := s.Enqueue(ctx, NewItem{Name: "test.work", Payload: []byte("{}"), NextAt: pruneT0, Now: pruneT0}); err != nil {
 				t.Fatal(err)
@@ -82,15 +84,15 @@ func TestCompletionTextRoundTrip(t *testing.T) {
 			if err != nil || len(as) != 1 {
 				t.Fatalf("attempts of %d: %v %v", c.Fence.ItemID, as, err)
 			}
-			if as[0].Error != texts[i] || as[0].Instance != c.Fence.Owner {
-				t.Errorf("attempt error %q by %q, want %q by %q", as[0].Error, as[0].Instance, texts[i], c.Fence.Owner)
+			if want := StoredText(texts[i]); as[0].Error != want || as[0].Instance != c.Fence.Owner {
+				t.Errorf("attempt error %q by %q, want %q by %q", as[0].Error, as[0].Instance, want, c.Fence.Owner)
 			}
 			it, err := s.Item(ctx, c.Fence.ItemID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if it.ParkedKey != c.ParkedKey {
-				t.Errorf("parked key %q, want %q", it.ParkedKey, c.ParkedKey)
+			if want := StoredText(texts[len(texts)-1-i]); it.ParkedKey != want || it.LastError != StoredText(texts[i]) {
+				t.Errorf("parked key %q, last error %q; want %q, %q", it.ParkedKey, it.LastError, want, StoredText(texts[i]))
 			}
 		}
 	})
