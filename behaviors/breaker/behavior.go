@@ -52,18 +52,26 @@ func (c *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if c.reg == nil || c.reg.cfg.Key != nil {
 		return c, nil
 	}
-	return &Behavior{reg: c.reg, fixed: c.reg.create(behaviors.TypeKey(info.Request), true)}, nil
+	fixed, _ := c.reg.create(behaviors.TypeKey(info.Request), true)
+	return &Behavior{reg: c.reg, fixed: fixed}, nil
 }
 
 // Handle gates the call.
 func (c *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	b := c.fixed
+	var key string
+	var w uint64
 	if b == nil {
-		b = c.reg.lookup(c.reg.KeyOf(req))
+		key = c.reg.KeyOf(req)
+		b, w = c.reg.find(key)
+	} else {
+		w = b.word.Load()
 	}
-	w := b.word.Load()
 	if stateOf(w) != StateClosed {
-		return gated(ctx, req, next, b, w)
+		if c.fixed != nil {
+			key = b.key // bound to a request type: never evicted, never reused
+		}
+		return gated(ctx, req, next, b, key, w)
 	}
 	// Closed path, written out so that it inlines: one atomic load before the call and, on
 	// success, one after it; no write unless a failure streak must end.
@@ -78,8 +86,8 @@ func (c *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 }
 
 // gated runs a call that found the breaker not closed: refused, or let through as a probe.
-func gated(ctx context.Context, req any, next mediator.Next, b *breaker, w uint64) (any, error) {
-	p, err := b.allowSlow(w)
+func gated(ctx context.Context, req any, next mediator.Next, b *breaker, key string, w uint64) (any, error) {
+	p, err := b.allowSlow(key, w)
 	if err != nil {
 		if co, ok := err.(*OpenError); ok {
 			co.req = req // a fresh error per refusal: it names the request refused

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -82,8 +83,10 @@ type Config struct {
 	// holds at most 1.25 × MaxBreakers breakers plus those still inside their open duration or
 	// with a probe in flight; once its open time has passed, an open breaker goes like an idle
 	// closed one. Breakers bound to a request type are never evicted. A call after an eviction
-	// finds a new, closed breaker. Default 10,000: enough for the endpoints of a large fleet,
-	// and a few MiB at most. Negative means no bound.
+	// finds a new, closed breaker. Evicted breakers, up to half of MaxBreakers, are kept for
+	// the keys that come next, so that a registry past its bound makes a new breaker without
+	// allocating. Default 10,000: enough for the endpoints of a large fleet, and a few MiB at
+	// most. Negative means no bound.
 	MaxBreakers int
 	// IdleTTL evicts breakers unused for at least this long that have nothing left to decide,
 	// as MaxBreakers does. It is checked when a new key arrives and by Sweep. Default 10
@@ -191,12 +194,18 @@ type Registry struct {
 	clock behaviors.Clock
 	epoch time.Time
 
-	m    sync.Map // string → *breaker
-	size atomic.Int64
+	seed   maphash.Seed
+	shards [shardCount]shard
+	size   atomic.Int64
 
-	sweepMu   sync.Mutex
-	lastSweep atomic.Int64
-	sweepAt   atomic.Int64 // size past which a new key triggers a sweep under pressure
+	sweepMu    sync.Mutex
+	lastSweep  atomic.Int64
+	sweepAt    atomic.Int64 // size past which a new key triggers a sweep under pressure
+	sweepShard int          // the shard a pressure sweep starts at, under sweepMu
+	goneBuf    []string     // the keys a sweep evicted, kept for the next one, under sweepMu
+
+	freeMu sync.Mutex
+	free   []*breaker // evicted breakers a new key may reuse; see recycleLocked
 
 	listeners      listenerSet[StateChange]
 	evictListeners listenerSet[string]
@@ -239,7 +248,26 @@ func NewRegistry(cfg Config) *Registry {
 	}
 	r.epoch = r.clock.Now()
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
+	r.seed = maphash.MakeSeed()
+	for i := range r.shards {
+		r.shards[i].m = make(map[string]*breaker)
+	}
 	return r
+}
+
+// shardCount is the number of shards of a registry's map: readers of different keys rarely
+// share a lock, and a sweep holds one shard's lock at a time.
+const shardCount = 64
+
+// shard is one part of a registry's map from key to breaker, padded to its own cache line.
+type shard struct {
+	mu sync.RWMutex
+	m  map[string]*breaker
+	_  [64 - 32]byte
+}
+
+func (r *Registry) shard(key string) *shard {
+	return &r.shards[maphash.String(r.seed, key)&(shardCount-1)]
 }
 
 // Validate reports what Config.Validate reports of the registry's configuration.
@@ -301,44 +329,103 @@ func (r *Registry) openDuration() time.Duration {
 	return d
 }
 
-// lookup returns the breaker of key, creating it when missing. A call that holds a breaker a
-// sweep has since evicted (it began before the breaker went idle for a sweep interval) reports
-// its outcome to the key's live breaker instead: see forward.
-func (r *Registry) lookup(key string) *breaker {
-	if v, ok := r.m.Load(key); ok {
-		return v.(*breaker)
+// find returns the breaker of key, creating it when missing, and its state word, read while
+// the breaker is the key's: a breaker is evicted and reused for another key only under its
+// shard's write lock, and a new generation starts when it is, so a call that holds the word
+// of an evicted (or reused) breaker is recognised as stale (see recordSlow).
+func (r *Registry) find(key string) (*breaker, uint64) {
+	sh := r.shard(key)
+	sh.mu.RLock()
+	if b := sh.m[key]; b != nil {
+		w := b.word.Load()
+		sh.mu.RUnlock()
+		return b, w
 	}
+	sh.mu.RUnlock()
 	return r.create(key, false)
 }
 
-func (r *Registry) create(key string, pin bool) *breaker {
-	nb := &breaker{key: key, reg: r}
-	nb.touched.Store(true)
-	if r.cfg.FailureRate > 0 {
-		nb.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
-	}
-	v, loaded := r.m.LoadOrStore(key, nb)
-	b := v.(*breaker)
-	if pin {
-		b.mu.Lock()
-		b.pinned.Store(true)
-		evicted := b.evicted.Load()
-		b.mu.Unlock()
-		if evicted {
-			// A sweep took the loaded breaker before it was pinned: pin a live one.
-			return r.create(key, pin)
-		}
-	}
+// create returns the breaker of key and its state word, making it when missing, from an
+// evicted breaker when one is free; pin marks it never to be evicted.
+func (r *Registry) create(key string, pin bool) (*breaker, uint64) {
+	nb := r.takeFree()
+	sh := r.shard(key)
+	sh.mu.Lock()
+	b, loaded := sh.m[key]
 	if !loaded {
-		n := r.size.Add(1)
-		switch {
-		case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
-			r.sweep(true)
-		case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
-			r.sweep(false)
-		}
+		b = nb
+		b.mu.Lock()
+		b.reuseLocked(key)
+		b.mu.Unlock()
+		sh.m[key] = b
+	}
+	if pin {
+		b.pinned.Store(true) // no sweep runs on the shard meanwhile
+	}
+	w := b.word.Load()
+	sh.mu.Unlock()
+	if loaded {
+		r.putFree(nb)
+		return b, w
+	}
+	n := r.size.Add(1)
+	switch {
+	case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
+		r.sweep(true)
+	case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
+		r.sweep(false)
+	}
+	return b, w
+}
+
+// takeFree returns an evicted breaker to reuse, or a new one.
+func (r *Registry) takeFree() *breaker {
+	r.freeMu.Lock()
+	if n := len(r.free); n > 0 {
+		b := r.free[n-1]
+		r.free[n-1] = nil
+		r.free = r.free[:n-1]
+		r.freeMu.Unlock()
+		return b
+	}
+	r.freeMu.Unlock()
+	b := &breaker{reg: r}
+	if r.cfg.FailureRate > 0 {
+		b.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
 	}
 	return b
+}
+
+// putFree keeps b for a new key, unless enough breakers are kept already: at most half of
+// MaxBreakers (what a pressure sweep evicts at once), 256 without a bound.
+func (r *Registry) putFree(b *breaker) {
+	limit := 256
+	if r.cfg.MaxBreakers > 0 {
+		limit = max(r.cfg.MaxBreakers/2, 1)
+	}
+	r.freeMu.Lock()
+	if len(r.free) < limit {
+		r.free = append(r.free, b)
+	}
+	r.freeMu.Unlock()
+}
+
+// reuseLocked makes b the closed, unused breaker of key, in a generation after every one it
+// had, so that a call holding a permit of its previous key's breaker never matches its word.
+// The previous key and word stay in gone, for the outcome of a call that was let through
+// before the eviction (see recordSlow). b is evicted or new: in no map, announcing nothing.
+func (b *breaker) reuseLocked(key string) {
+	b.key = key
+	b.word.Store(b.word.Load()&^stateMask + 1<<stateBits)
+	b.failures.Store(0)
+	b.openUntil.Store(0)
+	b.openedAt = 0
+	clear(b.slots)
+	if b.window != nil {
+		b.window.reset()
+	}
+	b.touched.Store(true)
+	b.evicted.Store(false)
 }
 
 // forward records the outcome of a call whose breaker was evicted while the call ran on the
@@ -350,8 +437,7 @@ func (r *Registry) forward(key string, o outcome, err error) trip {
 	if o == outcomeIgnored || o == outcomeReleased {
 		return trip{}
 	}
-	live := r.lookup(key)
-	if w := live.word.Load(); stateOf(w) == StateClosed {
+	if live, w := r.find(key); stateOf(w) == StateClosed {
 		return live.recordSlow(Permit{b: live, word: w}, o, err)
 	}
 	return trip{}
@@ -368,7 +454,16 @@ func (r *Registry) forward(key string, o outcome, err error) trip {
 //	}
 //	err = send(ctx, endpoint, msg)
 //	p.Done(ctx, err)
-func (r *Registry) Gate(key string) (Permit, error) { return r.lookup(key).allow() }
+func (r *Registry) Gate(key string) (Permit, error) {
+	b, w := r.find(key)
+	if stateOf(w) == StateClosed {
+		if !b.touched.Load() {
+			b.touched.Store(true)
+		}
+		return Permit{b: b, word: w}, nil
+	}
+	return b.allowSlow(key, w)
+}
 
 // OpenFor reports whether calls to key would be refused now and, if so, the time until a
 // probe may start. For a half-open breaker whose probe slots are all taken, remaining is 0, as
@@ -377,19 +472,18 @@ func (r *Registry) Gate(key string) (Permit, error) { return r.lookup(key).allow
 // the probe timeout, so a caller that waits should look again soon rather than wait out the
 // timeout. An unknown key is closed.
 func (r *Registry) OpenFor(key string) (remaining time.Duration, open bool) {
-	v, ok := r.m.Load(key)
-	if !ok {
-		return 0, false
-	}
-	b := v.(*breaker)
-	w := b.word.Load()
-	if stateOf(w) == StateClosed {
+	sh := r.shard(key)
+	sh.mu.RLock()
+	b := sh.m[key]
+	if b == nil || stateOf(b.word.Load()) == StateClosed {
+		sh.mu.RUnlock()
 		return 0, false
 	}
 	now := r.now()
 	var ev events
 	b.mu.Lock()
-	w = b.refreshLocked(now, &ev)
+	sh.mu.RUnlock()
+	w := b.refreshLocked(now, &ev)
 	switch stateOf(w) {
 	case StateOpen:
 		remaining, open = time.Duration(b.openUntil.Load()-now), true
@@ -435,25 +529,33 @@ func (r *Registry) Reset(key string) error {
 }
 
 func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
+	b := r.locked(key, false)
+	if b == nil {
+		return fmt.Errorf("%w: %q", ErrUnknown, key)
+	}
+	var ev events
+	fn(b, r.now(), &ev)
+	b.mu.Unlock()
+	b.announce(&ev)
+	return nil
+}
+
+// locked returns the breaker of key with its lock held, or nil when the registry holds none
+// and create is false. Holding the lock, it stays the key's breaker: a sweep evicts under it.
+func (r *Registry) locked(key string, create bool) *breaker {
+	sh := r.shard(key)
 	for {
-		v, ok := r.m.Load(key)
-		if !ok {
-			return fmt.Errorf("%w: %q", ErrUnknown, key)
+		sh.mu.RLock()
+		if b := sh.m[key]; b != nil {
+			b.mu.Lock()
+			sh.mu.RUnlock()
+			return b
 		}
-		b := v.(*breaker)
-		now := r.now()
-		var ev events
-		b.mu.Lock()
-		if b.evicted.Load() {
-			// A sweep removed it between the lookup and the lock: act on what the map
-			// holds now, so the change is not made on a breaker nobody will see again.
-			b.mu.Unlock()
-			continue
+		sh.mu.RUnlock()
+		if !create {
+			return nil
 		}
-		fn(b, now, &ev)
-		b.mu.Unlock()
-		b.announce(&ev)
-		return nil
+		r.create(key, false)
 	}
 }
 
@@ -462,13 +564,7 @@ func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
 // ignored (half-open is decided locally, by time). Listeners are told; the store is not (it
 // already knows). The breaker is created if missing.
 func (r *Registry) Apply(s Snapshot) {
-	b := r.lookup(s.Key)
-	b.mu.Lock()
-	for b.evicted.Load() { // swept between the lookup and the lock; see force
-		b.mu.Unlock()
-		b = r.lookup(s.Key)
-		b.mu.Lock()
-	}
+	b := r.locked(s.Key, true)
 	now := r.now()
 	ev := events{applied: true}
 	switch cur := stateOf(b.word.Load()); {
@@ -487,21 +583,38 @@ func (r *Registry) Apply(s Snapshot) {
 
 // Get returns the snapshot of key's breaker, or an error matching ErrUnknown.
 func (r *Registry) Get(key string) (Snapshot, error) {
-	v, ok := r.m.Load(key)
-	if !ok {
+	b := r.locked(key, false)
+	if b == nil {
 		return Snapshot{}, fmt.Errorf("%w: %q", ErrUnknown, key)
 	}
-	return v.(*breaker).snapshot(r.now()), nil
+	return b.snapshotUnlock(r.now()), nil
 }
 
 // Snapshot lists every breaker the registry holds, sorted by key.
 func (r *Registry) Snapshot() []Snapshot {
+	type held struct {
+		key string
+		b   *breaker
+	}
+	var all []held
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.RLock()
+		for k, b := range sh.m {
+			all = append(all, held{k, b})
+		}
+		sh.mu.RUnlock()
+	}
 	now := r.now()
-	var out []Snapshot
-	r.m.Range(func(_, v any) bool {
-		out = append(out, v.(*breaker).snapshot(now))
-		return true
-	})
+	out := make([]Snapshot, 0, len(all))
+	for _, h := range all {
+		h.b.mu.Lock()
+		if h.b.evicted.Load() || h.b.key != h.key {
+			h.b.mu.Unlock() // evicted since: no longer held
+			continue
+		}
+		out = append(out, h.b.snapshotUnlock(now))
+	}
 	slices.SortFunc(out, func(a, b Snapshot) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
@@ -539,12 +652,21 @@ func (r *Registry) sweep(pressure bool) int {
 		defer r.sweepMu.Unlock()
 		return r.sweepLocked(pressure)
 	}()
+	if len(gone) == 0 {
+		return evicted
+	}
 	ls := r.evictListeners.load()
 	for _, key := range gone {
 		for _, l := range ls {
 			l.fn(key)
 		}
 	}
+	clear(gone) // hold no key
+	r.sweepMu.Lock()
+	if cap(gone) > cap(r.goneBuf) {
+		r.goneBuf = gone[:0]
+	}
+	r.sweepMu.Unlock()
 	return evicted
 }
 
@@ -560,42 +682,68 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 	}
 	notify := len(r.evictListeners.load()) > 0
 	var gone []string
+	if notify {
+		gone, r.goneBuf = r.goneBuf[:0], nil
+	}
 	now := r.now()
 	r.lastSweep.Store(now)
 	evicted := 0
-	r.m.Range(func(k, v any) bool {
+	for i := range shardCount {
 		if target >= 0 && r.size.Load() <= target {
-			return false
+			break
 		}
-		b := v.(*breaker)
-		if b.pinned.Load() {
-			return true
+		si := (r.sweepShard + i) % shardCount
+		if pressure {
+			r.sweepShard = si // the next pressure sweep starts where this one stopped
 		}
-		if b.touched.Load() {
-			b.touched.Store(false)
-			return true
-		}
-		if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
-			return true // still refusing calls: the common case among open breakers, lock-free
-		}
-		// Decide under the breaker's lock, so that no outcome trips it between the check and
-		// the removal, and every outcome after the removal is forwarded to the live breaker.
-		b.mu.Lock()
-		if !b.pinned.Load() && !b.touched.Load() && b.evictableLocked(now) && r.m.CompareAndDelete(k, v) {
-			b.evicted.Store(true)
-			r.size.Add(-1)
-			evicted++
-			if notify {
-				gone = append(gone, b.key)
+		sh := &r.shards[si]
+		sh.mu.Lock()
+		for k, b := range sh.m {
+			if target >= 0 && r.size.Load() <= target {
+				break
 			}
+			if b.pinned.Load() {
+				continue
+			}
+			if b.touched.Load() {
+				b.touched.Store(false)
+				continue
+			}
+			if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
+				continue // still refusing calls: the common case among open breakers, lock-free
+			}
+			// Decide under the breaker's lock, so that no outcome trips it between the check
+			// and the removal, and every outcome after the removal is forwarded to the live
+			// breaker.
+			b.mu.Lock()
+			if !b.touched.Load() && b.evictableLocked(now) {
+				delete(sh.m, k)
+				if b.evictLocked() {
+					r.putFree(b) // freeMu is a leaf: taken under no lock but these
+				}
+				r.size.Add(-1)
+				evicted++
+				if notify {
+					gone = append(gone, k)
+				}
+			}
+			b.mu.Unlock()
 		}
-		b.mu.Unlock()
-		return true
-	})
+		sh.mu.Unlock()
+	}
 	if pressure {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
 	}
 	return evicted, gone
+}
+
+// evictLocked marks b evicted, keeping its key and word for the calls it let through (see
+// recordSlow), and reports whether a new key may reuse it: it has no state change still to
+// announce.
+func (b *breaker) evictLocked() (reusable bool) {
+	b.evicted.Store(true)
+	b.gone, b.goneKey, b.goneWord = true, b.key, b.word.Load()
+	return !b.announcing && len(b.queue) == 0
 }
 
 // evictableLocked reports whether b has nothing left to decide, so that a sweep may evict it

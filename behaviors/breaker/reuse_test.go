@@ -1,0 +1,130 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+)
+
+var errReuse = errors.New("dependency down")
+
+// A miss past MaxBreakers that evicts allocates nothing once the registry is warm: the new
+// key reuses an evicted breaker, the shard maps keep their room, and the sweep its buffer.
+func TestKeyMissAllocatesNothing(t *testing.T) {
+	const bound = 1_000
+	r := NewRegistry(Config{MaxBreakers: bound})
+	evicted := 0
+	r.AddEvictionListener(func(string) { evicted++ })
+	keys := make([]string, 20*bound)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	i := 0
+	miss := func() {
+		p, err := r.Gate(keys[i%len(keys)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Done(context.Background(), nil)
+		i++
+	}
+	for range 2 * len(keys) { // warm-up: every key once, the free list and maps at size
+		miss()
+	}
+	before := evicted
+	if allocs := testing.AllocsPerRun(5*bound, miss); allocs != 0 {
+		t.Fatalf("a miss allocates %v times, want 0", allocs)
+	}
+	if evicted == before {
+		t.Fatal("no miss evicted")
+	}
+	if n := r.Len(); n > bound*5/4 {
+		t.Fatalf("%d breakers held, more than 1.25 × MaxBreakers", n)
+	}
+}
+
+// evictNow sweeps key's breaker out of r: the first sweep clears its mark, the second
+// evicts it.
+func evictNow(t *testing.T, r *Registry, key string) {
+	t.Helper()
+	r.Sweep()
+	r.Sweep()
+	if _, err := r.Get(key); err == nil {
+		t.Fatalf("%s still held after two sweeps", key)
+	}
+}
+
+// reusedPair returns a registry and the permits of "old", since evicted, and of "new", whose
+// breaker is old's, reused.
+func reusedPair(t *testing.T) (r *Registry, old, fresh Permit) {
+	t.Helper()
+	r = NewRegistry(Config{FailureThreshold: 1, MaxBreakers: -1})
+	old, err := r.Gate("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictNow(t, r, "old")
+	if fresh, err = r.Gate("new"); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.b != old.b {
+		t.Fatal("the new key did not reuse the evicted breaker")
+	}
+	return r, old, fresh
+}
+
+// A call holding a permit of a breaker that was evicted and then reused for another key never
+// touches the new key's breaker: its failure goes to its own key's live breaker, as it would
+// had the breaker not been reused, and a holder two reuses behind is ignored.
+func TestStalePermitOfReusedBreaker(t *testing.T) {
+	ctx := context.Background()
+	r, old, fresh := reusedPair(t)
+	if fresh.word == old.word {
+		t.Fatal("the reused breaker kept its generation")
+	}
+
+	old.Done(ctx, errReuse) // FailureThreshold 1: opens old's live breaker, not new's
+	if s, err := r.Get("new"); err != nil || s.State != StateClosed || s.Failures != 0 {
+		t.Fatalf("new after old's stale failure: %+v, %v; want closed, 0 failures", s, err)
+	}
+	if s, err := r.Get("old"); err != nil || s.State != StateOpen {
+		t.Fatalf("old after its forwarded failure: %+v, %v; want open", s, err)
+	}
+	if err := r.Reset("old"); err != nil {
+		t.Fatal(err)
+	}
+	r.Declare("old") // kept from now on: only new's breaker is evicted and free below
+
+	// Reused twice: the first holder is two evictions behind and says nothing any more.
+	evictNow(t, r, "new")
+	third, err := r.Gate("third")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.b != old.b {
+		t.Fatal("the third key did not reuse the breaker")
+	}
+	old.Failure()
+	fresh.Failure() // one eviction behind: forwarded to new's live breaker
+	if s, err := r.Get("third"); err != nil || s.State != StateClosed || s.Failures != 0 {
+		t.Fatalf("third after stale failures: %+v, %v; want closed, 0 failures", s, err)
+	}
+	if s, err := r.Get("old"); err != nil || s.State != StateClosed {
+		t.Fatalf("old after a failure two reuses late: %+v, %v; want closed", s, err)
+	}
+	if s, err := r.Get("new"); err != nil || s.State != StateOpen {
+		t.Fatalf("new after its forwarded failure: %+v, %v; want open", s, err)
+	}
+	third.Done(ctx, nil)
+}
+
+// A failure through the Behavior of a call whose breaker was reused meanwhile reports the
+// TrippedError of its own key.
+func TestTrippedErrorNamesOwnKeyAfterReuse(t *testing.T) {
+	_, p, _ := reusedPair(t)
+	var te *TrippedError
+	if err := p.finish(context.Background(), errReuse); !errors.As(err, &te) || te.Key != "old" {
+		t.Fatalf("finish = %v, want a TrippedError of old", err)
+	}
+}
