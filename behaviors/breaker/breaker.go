@@ -384,16 +384,16 @@ func (b *breaker) recordSlow(p Permit, o outcome, err error) (t trip) {
 	now := b.reg.now()
 	var ev events
 	b.mu.Lock()
-	if b.gone && p.probe == 0 && p.word == b.goneWord {
-		// Only a call of the generation the breaker was last evicted in, while closed, still
-		// says something the key's live breaker has not decided without it. (The breaker
-		// may since have been reused for another key, in a later generation.)
-		key := b.goneKey
+	if b.evicted.Load() || b.gone && p.word>>stateBits <= b.goneWord>>stateBits {
+		// A call let through before the last eviction (the breaker may since have been
+		// reused for another key, in a later generation). Only one of the generation it was
+		// evicted in, while closed, still says something the key's live breaker has not
+		// decided without it.
+		fwd, key := p.probe == 0 && p.word == b.goneWord, b.goneKey
 		b.mu.Unlock()
-		return b.reg.forward(key, o, err)
-	}
-	if b.evicted.Load() {
-		b.mu.Unlock()
+		if fwd {
+			return b.reg.forward(key, o, err)
+		}
 		return trip{}
 	}
 	// Make the transitions time has caused first: a probe reporting after its timeout finds

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 var errReuse = errors.New("dependency down")
@@ -126,5 +128,44 @@ func TestTrippedErrorNamesOwnKeyAfterReuse(t *testing.T) {
 	var te *TrippedError
 	if err := p.finish(context.Background(), errReuse); !errors.As(err, &te) || te.Key != "old" {
 		t.Fatalf("finish = %v, want a TrippedError of old", err)
+	}
+}
+
+type reuseClock struct{ ns atomic.Int64 }
+
+func (c *reuseClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *reuseClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *reuseClock) After(time.Duration) (<-chan time.Time, func() bool) {
+	return nil, func() bool { return false }
+}
+
+// A probe that reports after its breaker was evicted and reused for another key is not taken
+// for a late probe of the new key.
+func TestLateProbeOfReusedBreaker(t *testing.T) {
+	clock := &reuseClock{}
+	var late []string
+	r := NewRegistry(Config{
+		FailureThreshold: 1, OpenDuration: time.Second, ProbeTimeout: time.Second, MaxBreakers: -1, Clock: clock,
+		OnLateProbe: []func(LateProbe){func(l LateProbe) { late = append(late, l.Key) }},
+	})
+	p, _ := r.Gate("old")
+	p.Failure() // open
+	clock.Advance(time.Second)
+	probe, err := r.Gate("old")
+	if err != nil || !probe.Probe() {
+		t.Fatalf("gate after the open time: %+v, %v; want a probe", probe, err)
+	}
+	clock.Advance(time.Second)
+	if s, _ := r.Get("old"); s.State != StateOpen { // the probe timed out
+		t.Fatalf("old: %+v, want open", s)
+	}
+	clock.Advance(time.Second)
+	evictNow(t, r, "old")
+	if fresh, _ := r.Gate("new"); fresh.b != probe.b {
+		t.Fatal("the new key did not reuse the evicted breaker")
+	}
+	probe.Success()
+	if len(late) != 0 {
+		t.Fatalf("late probes heard: %v, want none", late)
 	}
 }
