@@ -342,14 +342,18 @@ func (r *Registry) find(key string) (*breaker, uint64) {
 		return b, w
 	}
 	sh.mu.RUnlock()
-	return r.create(key, false)
+	return r.createIn(sh, key, false)
 }
 
 // create returns the breaker of key and its state word, making it when missing, from an
 // evicted breaker when one is free; pin marks it never to be evicted.
 func (r *Registry) create(key string, pin bool) (*breaker, uint64) {
+	return r.createIn(r.shard(key), key, pin)
+}
+
+// createIn is create of a key of shard sh.
+func (r *Registry) createIn(sh *shard, key string, pin bool) (*breaker, uint64) {
 	nb := r.takeFree()
-	sh := r.shard(key)
 	sh.mu.Lock()
 	b, loaded := sh.m[key]
 	if !loaded {
@@ -399,15 +403,20 @@ func (r *Registry) takeFree() *breaker {
 // putFree keeps b for a new key, unless enough breakers are kept already: at most half of
 // MaxBreakers (what a pressure sweep evicts at once), 256 without a bound.
 func (r *Registry) putFree(b *breaker) {
+	r.freeMu.Lock()
+	r.putFreeLocked(b)
+	r.freeMu.Unlock()
+}
+
+// putFreeLocked is putFree under freeMu.
+func (r *Registry) putFreeLocked(b *breaker) {
 	limit := 256
 	if r.cfg.MaxBreakers > 0 {
 		limit = max(r.cfg.MaxBreakers/2, 1)
 	}
-	r.freeMu.Lock()
 	if len(r.free) < limit {
 		r.free = append(r.free, b)
 	}
-	r.freeMu.Unlock()
 }
 
 // reuseLocked makes b the closed, unused breaker of key, in a generation after every one it
@@ -698,6 +707,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 		}
 		sh := &r.shards[si]
 		sh.mu.Lock()
+		r.freeMu.Lock() // taken under no breaker's lock elsewhere
 		for k, b := range sh.m {
 			if target >= 0 && r.size.Load() <= target {
 				break
@@ -719,7 +729,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 			if !b.touched.Load() && b.evictableLocked(now) {
 				delete(sh.m, k)
 				if b.evictLocked() {
-					r.putFree(b) // freeMu is a leaf: taken under no lock but these
+					r.putFreeLocked(b)
 				}
 				r.size.Add(-1)
 				evicted++
@@ -729,6 +739,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 			}
 			b.mu.Unlock()
 		}
+		r.freeMu.Unlock()
 		sh.mu.Unlock()
 	}
 	if pressure {
