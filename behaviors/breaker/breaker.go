@@ -161,8 +161,9 @@ type breaker struct {
 	failures  atomic.Int32
 	touched   atomic.Bool
 	pinned    atomic.Bool
-	evicted   atomic.Bool  // set under mu when a sweep removed it; outcomes then go to the key's live breaker
-	openUntil atomic.Int64 // registry time when a probe may start; meaningful while open
+	evicted   atomic.Bool   // set under mu when a sweep removed it; outcomes then go to the key's live breaker
+	inc       atomic.Uint32 // evictions so far; see cacheEntry
+	openUntil atomic.Int64  // registry time when a probe may start; meaningful while open
 
 	key string // written under mu and the shard's write lock, when a new key reuses the breaker
 	reg *Registry

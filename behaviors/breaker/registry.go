@@ -196,6 +196,7 @@ type Registry struct {
 
 	seed   maphash.Seed
 	shards [shardCount]shard
+	cache  [cacheSlots]atomic.Pointer[cacheEntry] // breakers found in the shards, read without locks
 	size   atomic.Int64
 
 	sweepMu    sync.Mutex
@@ -267,7 +268,20 @@ type shard struct {
 }
 
 func (r *Registry) shard(key string) *shard {
-	return &r.shards[maphash.String(r.seed, key)&(shardCount-1)]
+	return &r.shards[maphash.String(r.seed, key)%shardCount]
+}
+
+// cacheSlots is the number of slots of a registry's cache of breakers: a key's slot is chosen
+// by its hash, as its shard is, and holds the last breaker found there, so that the calls of a
+// key used again and again take no lock.
+const cacheSlots = 1024
+
+// cacheEntry is a breaker found in the shards for key, while its inc was inc. It is stale once
+// the breaker's inc has moved on: it was evicted (and may have been reused for another key).
+type cacheEntry struct {
+	key string
+	b   *breaker
+	inc uint32
 }
 
 // Validate reports what Config.Validate reports of the registry's configuration.
@@ -334,11 +348,27 @@ func (r *Registry) openDuration() time.Duration {
 // shard's write lock, and a new generation starts when it is, so a call that holds the word
 // of an evicted (or reused) breaker is recognised as stale (see recordSlow).
 func (r *Registry) find(key string) (*breaker, uint64) {
-	sh := r.shard(key)
+	h := maphash.String(r.seed, key)
+	c := &r.cache[(h/shardCount)%cacheSlots]
+	if e := c.Load(); e != nil && e.key == key {
+		b := e.b
+		w := b.word.Load()
+		// inc unchanged after the word was read: the breaker was not evicted before, and
+		// the word is of key's breaker.
+		if b.inc.Load() == e.inc {
+			return b, w
+		}
+	}
+	sh := &r.shards[h%shardCount]
 	sh.mu.RLock()
 	if b := sh.m[key]; b != nil {
-		w := b.word.Load()
+		w, inc := b.word.Load(), b.inc.Load()
 		sh.mu.RUnlock()
+		// Cache the breaker found, unless the slot holds another live one: two keys used
+		// alike do not take turns (and allocate) in one slot.
+		if e := c.Load(); e == nil || e.b.inc.Load() != e.inc {
+			c.CompareAndSwap(e, &cacheEntry{key: key, b: b, inc: inc})
+		}
 		return b, w
 	}
 	sh.mu.RUnlock()
@@ -753,6 +783,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 // announce.
 func (b *breaker) evictLocked() (reusable bool) {
 	b.evicted.Store(true)
+	b.inc.Add(1) // its cache entries are stale
 	b.gone, b.goneKey, b.goneWord = true, b.key, b.word.Load()
 	return !b.announcing && len(b.queue) == 0
 }

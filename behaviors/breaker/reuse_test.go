@@ -169,3 +169,36 @@ func TestLateProbeOfReusedBreaker(t *testing.T) {
 		t.Fatalf("late probes heard: %v, want none", late)
 	}
 }
+
+// A key whose breaker was cached for lock-free lookups, then evicted and reused for another
+// key, finds a breaker of its own: its calls never reach the other key's breaker.
+func TestCachedBreakerEvictedAndReused(t *testing.T) {
+	r := NewRegistry(Config{FailureThreshold: 1, MaxBreakers: -1})
+	for range 2 { // the second lookup caches the breaker
+		p, err := r.Gate("old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Success()
+	}
+	p, _ := r.Gate("old")
+	evictNow(t, r, "old")
+	fresh, _ := r.Gate("new")
+	if fresh.b != p.b {
+		t.Fatal("the new key did not reuse the evicted breaker")
+	}
+	q, err := r.Gate("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.b == fresh.b {
+		t.Fatal("old's lookup found new's breaker")
+	}
+	q.Failure() // FailureThreshold 1
+	if s, _ := r.Get("new"); s.State != StateClosed || s.Failures != 0 {
+		t.Fatalf("new after old's failure: %+v, want closed, 0 failures", s)
+	}
+	if s, _ := r.Get("old"); s.State != StateOpen {
+		t.Fatalf("old after its failure: %+v, want open", s)
+	}
+}
