@@ -161,23 +161,25 @@ type breaker struct {
 	failures  atomic.Int32
 	touched   atomic.Bool
 	pinned    atomic.Bool
-	evicted   atomic.Bool   // set under mu when a sweep removed it; outcomes then go to the key's live breaker
-	inc       atomic.Uint32 // evictions so far; see cacheEntry
-	openUntil atomic.Int64  // registry time when a probe may start; meaningful while open
+	evicted   atomic.Bool  // set under mu when a sweep removed it; outcomes then go to the key's live breaker
+	openUntil atomic.Int64 // registry time when a probe may start; meaningful while open
 
 	key string // written under mu and the shard's write lock, when a new key reuses the breaker
 	reg *Registry
 
 	mu         sync.Mutex
-	gone       bool   // evicted once: goneKey and goneWord are its key and word then
-	goneKey    string // for the calls let through before the last eviction; see recordSlow
-	goneWord   uint64
 	openedAt   int64
 	slots      []probeSlot // the half-open period's probes; see probeSlot
 	ticket     uint32
 	window     *rateWindow
 	queue      []announcement // state changes not yet announced, oldest first
 	announcing bool           // a goroutine is announcing the queue
+
+	// After the fields the closed path reads, which keep their place at the front.
+	gone     bool   // evicted once, under mu: goneKey and goneWord are its key and word then
+	goneKey  string // for the calls let through before the last eviction; see recordSlow
+	goneWord uint64
+	inc      atomic.Uint32 // evictions so far; see cacheEntry
 }
 
 // probeSlot is one of a half-open period's HalfOpenProbes probes: free (ticket 0), in flight
