@@ -53,8 +53,7 @@ func (c *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if c.reg == nil || c.reg.cfg.Key != nil {
 		return c, nil
 	}
-	fixed, _ := c.reg.create(behaviors.TypeKey(info.Request), true)
-	return &Behavior{reg: c.reg, fixed: fixed}, nil
+	return &Behavior{reg: c.reg, fixed: c.reg.create(behaviors.TypeKey(info.Request), true)}, nil
 }
 
 // Handle gates the call.
@@ -75,10 +74,8 @@ func (c *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		return gated(ctx, req, next, b, key, w)
 	}
 	// Closed path, written out so that it inlines: one atomic load before the call and, on
-	// success, one after it; no write unless a failure streak must end.
-	if !b.touched.Load() {
-		b.touched.Store(true)
-	}
+	// success, one after it; no write unless a failure streak must end. (find marked a keyed
+	// breaker used; one bound to a request type is never evicted.)
 	resp, err := next(ctx, req)
 	if err == nil && b.window == nil && b.failures.Load() == 0 {
 		return resp, nil

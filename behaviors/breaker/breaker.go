@@ -154,33 +154,40 @@ type trip struct {
 	key       string // the key of the breaker opened
 }
 
-// breaker is the state of one key. The closed path reads word, failures and touched and writes
-// nothing while they hold their usual values; everything else runs under mu.
+// breaker is the state of one key. The closed path reads word, failures, inc, touched and
+// window and writes nothing while they hold their usual values; everything else runs under mu.
+// The fields are laid out for a sweep and a reuse (see sweepLocked, reuseLocked): what they
+// read and write lies in the first two cache lines, and the breaker fills three, so that it
+// shares none with another object.
 type breaker struct {
-	word      atomic.Uint64
-	failures  atomic.Int32
-	touched   atomic.Bool
-	pinned    atomic.Bool
-	evicted   atomic.Bool  // set under mu when a sweep removed it; outcomes then go to the key's live breaker
-	openUntil atomic.Int64 // registry time when a probe may start; meaningful while open
-
-	key string // written under mu and the shard's write lock, when a new key reuses the breaker
-	reg *Registry
-
-	mu         sync.Mutex
-	openedAt   int64
-	slots      []probeSlot // the half-open period's probes; see probeSlot
-	ticket     uint32
+	word     atomic.Uint64
+	failures atomic.Int32
+	// inc counts the breaker's evictions and reuses: odd while it is evicted, when outcomes go
+	// to the key's live breaker. Both happen under mu and the shard's lock. See cacheEntry.
+	inc        atomic.Uint32
+	touched    atomic.Bool
+	pinned     atomic.Bool
+	gone       bool         // evicted once, under mu: goneKey and goneWord are its key and word then
+	announcing bool         // a goroutine is announcing the queue
+	born       uint32       // the sweeps begun when it became its key's breaker, under the shard's lock
+	openUntil  atomic.Int64 // registry time when a probe may start; meaningful while open
 	window     *rateWindow
-	queue      []announcement // state changes not yet announced, oldest first
-	announcing bool           // a goroutine is announcing the queue
+	mu         sync.Mutex
+	goneWord   uint64
 
-	// After the fields the closed path reads, which keep their place at the front.
-	gone     bool   // evicted once, under mu: goneKey and goneWord are its key and word then
-	goneKey  string // for the calls let through before the last eviction; see recordSlow
-	goneWord uint64
-	inc      atomic.Uint32 // evictions so far; see cacheEntry
+	key      string         // written under mu and the shard's lock, when a new key reuses the breaker
+	goneKey  string         // for the calls let through before the last eviction; see recordSlow
+	queue    []announcement // state changes not yet announced, oldest first
+	openedAt int64
+
+	slots  []probeSlot // the half-open period's probes; see probeSlot
+	ticket uint32
+	reg    *Registry
+	_      [cacheLine - 40]byte
 }
+
+// evictedNow reports whether a sweep removed b from the registry (and no new key reused it).
+func (b *breaker) evictedNow() bool { return b.inc.Load()&1 != 0 }
 
 // probeSlot is one of a half-open period's HalfOpenProbes probes: free (ticket 0), in flight
 // until deadline, or passed (the probe succeeded; the slot stays taken for the period).
@@ -289,7 +296,7 @@ func (b *breaker) allowSlow(key string, w uint64) (Permit, error) {
 	}
 	var ev events
 	b.mu.Lock()
-	if b.evicted.Load() || b.key != key {
+	if b.evictedNow() || b.key != key {
 		// A sweep removed it (open past its open time, or half-open without probes) after
 		// the caller found it: ask the key's live breaker.
 		b.mu.Unlock()
@@ -387,7 +394,7 @@ func (b *breaker) recordSlow(p Permit, o outcome, err error) (t trip) {
 	now := b.reg.now()
 	var ev events
 	b.mu.Lock()
-	if b.evicted.Load() || b.gone && p.word>>stateBits <= b.goneWord>>stateBits {
+	if b.evictedNow() || b.gone && p.word>>stateBits <= b.goneWord>>stateBits {
 		// A call let through before the last eviction (the breaker may since have been
 		// reused for another key, in a later generation). Only one of the generation it was
 		// evicted in, while closed, still says something the key's live breaker has not

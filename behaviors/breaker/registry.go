@@ -196,6 +196,11 @@ type Registry struct {
 	// systemClock: clock is behaviors.SystemClock, whose time since epoch time.Since reads
 	// faster.
 	systemClock bool
+	// idle, with the system clock and an IdleTTL, sets idleFired by the time the last sweep is
+	// IdleTTL old, so that a new key reads no clock before then (see idleSweepDue). (Its
+	// function holds the flag, not the registry, which a pending timer does not keep alive.)
+	idle      *time.Timer
+	idleFired *atomic.Bool
 
 	seed   maphash.Seed
 	shards [shardCount]shard
@@ -203,13 +208,14 @@ type Registry struct {
 	size   atomic.Int64
 
 	sweepMu    sync.Mutex
+	sweeps     atomic.Uint32 // the sweeps begun; see sweepLocked
 	lastSweep  atomic.Int64
 	sweepAt    atomic.Int64 // size past which a new key triggers a sweep under pressure
 	sweepShard int          // the shard a pressure sweep starts at, under sweepMu
 	goneBuf    []string     // the keys a sweep evicted, kept for the next one, under sweepMu
 
 	freeMu sync.Mutex
-	free   []*breaker // evicted breakers a new key may reuse; see recycleLocked
+	free   []*breaker // evicted breakers a new key may reuse; see putFreeLocked
 
 	listeners      listenerSet[StateChange]
 	evictListeners listenerSet[string]
@@ -252,6 +258,10 @@ func NewRegistry(cfg Config) *Registry {
 	}
 	r.systemClock = r.clock == behaviors.SystemClock
 	r.epoch = r.clock.Now()
+	if r.systemClock && cfg.IdleTTL > 0 {
+		fired := new(atomic.Bool)
+		r.idle, r.idleFired = time.AfterFunc(cfg.IdleTTL, func() { fired.Store(true) }), fired
+	}
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
 	r.seed = maphash.MakeSeed()
 	for i := range r.shards {
@@ -266,10 +276,15 @@ const shardCount = 64
 
 // shard is one part of a registry's map from key to breaker, padded to its own cache line.
 type shard struct {
-	mu sync.RWMutex
-	m  map[string]*breaker
-	_  [cacheLine - 32]byte
+	mu    sync.Mutex
+	m     map[string]*breaker
+	spare []*breaker // evicted breakers for the shard's new keys, taken from the free list in batches
+	_     [cacheLine - 40]byte
 }
+
+// spareBatch is the number of evicted breakers a shard takes from the registry's free list at
+// once, so that most new keys take none of the free list's lock.
+const spareBatch = 8
 
 func (r *Registry) shard(key string) *shard {
 	return &r.shards[maphash.String(r.seed, key)%shardCount]
@@ -365,84 +380,155 @@ func (r *Registry) openDuration() time.Duration {
 
 // find returns the breaker of key, creating it when missing, and its state word, read while
 // the breaker is the key's: a breaker is evicted and reused for another key only under its
-// shard's write lock, and a new generation starts when it is, so a call that holds the word
-// of an evicted (or reused) breaker is recognised as stale (see recordSlow).
+// shard's lock, and a new generation starts when it is, so a call that holds the word of an
+// evicted (or reused) breaker is recognised as stale (see recordSlow). It marks a breaker it
+// found used (see sweep); a breaker it made is new, which spares it a sweep as well.
 func (r *Registry) find(key string) (*breaker, uint64) {
 	h := maphash.String(r.seed, key)
-	c := &r.cache[(h/shardCount)%cacheSlots]
-	if e := c.Load(); e != nil && e.key == key {
+	i := (h / shardCount) % cacheSlots
+	e := r.cache[i].Load()
+	if e == nil || e.key != key {
+		e = r.cache[i^1].Load()
+	}
+	if e != nil && e.key == key {
 		b := e.b
 		w := b.word.Load()
 		// inc unchanged after the word was read: the breaker was not evicted before, and
 		// the word is of key's breaker.
 		if b.inc.Load() == e.inc {
+			if !b.touched.Load() {
+				b.touched.Store(true)
+			}
 			return b, w
 		}
 	}
+	return r.findLocked(h, key)
+}
+
+// findLocked is find of a key the cache does not hold: it looks the key up, and makes its
+// breaker when missing, under one hold of the shard's lock.
+func (r *Registry) findLocked(h uint64, key string) (*breaker, uint64) {
 	sh := &r.shards[h%shardCount]
-	sh.mu.RLock()
+	sh.mu.Lock()
 	if b := sh.m[key]; b != nil {
 		w, inc := b.word.Load(), b.inc.Load()
-		sh.mu.RUnlock()
-		// Cache the breaker found, unless the slot holds another live one: two keys used
-		// alike do not take turns (and allocate) in one slot.
-		if e := c.Load(); e == nil || e.b.inc.Load() != e.inc {
-			c.CompareAndSwap(e, &cacheEntry{key: key, b: b, inc: inc})
+		if !b.touched.Load() {
+			b.touched.Store(true)
 		}
+		sh.mu.Unlock()
+		r.remember(h, key, b, inc)
 		return b, w
 	}
-	sh.mu.RUnlock()
-	return r.createIn(sh, key, false)
+	b := r.addLocked(sh, key)
+	w := b.word.Load()
+	sh.mu.Unlock()
+	r.added()
+	return b, w
 }
 
-// create returns the breaker of key and its state word, making it when missing, from an
-// evicted breaker when one is free; pin marks it never to be evicted.
-func (r *Registry) create(key string, pin bool) (*breaker, uint64) {
-	return r.createIn(r.shard(key), key, pin)
+// remember caches b, found as key's breaker while its inc was inc, in one of the key's two
+// slots that holds no live breaker: two keys used alike do not take turns (and allocate) in
+// one slot, and a third finds them in the shards.
+func (r *Registry) remember(h uint64, key string, b *breaker, inc uint32) {
+	i := (h / shardCount) % cacheSlots
+	for _, c := range [2]*atomic.Pointer[cacheEntry]{&r.cache[i], &r.cache[i^1]} {
+		e := c.Load()
+		if e != nil && e.b.inc.Load() == e.inc {
+			if e.key == key {
+				return // cached meanwhile
+			}
+			continue
+		}
+		if c.CompareAndSwap(e, &cacheEntry{key: key, b: b, inc: inc}) {
+			return
+		}
+	}
 }
 
-// createIn is create of a key of shard sh.
-func (r *Registry) createIn(sh *shard, key string, pin bool) (*breaker, uint64) {
-	nb := r.takeFree()
+// create returns the breaker of key, making it when missing, from an evicted breaker when one
+// is free; pin marks it never to be evicted.
+func (r *Registry) create(key string, pin bool) *breaker {
+	sh := r.shard(key)
 	sh.mu.Lock()
-	b, loaded := sh.m[key]
-	if !loaded {
-		b = nb
-		b.mu.Lock()
-		b.reuseLocked(key)
-		b.mu.Unlock()
-		sh.m[key] = b
+	b, found := sh.m[key]
+	if !found {
+		b = r.addLocked(sh, key)
 	}
 	if pin {
 		b.pinned.Store(true) // no sweep runs on the shard meanwhile
 	}
-	w := b.word.Load()
 	sh.mu.Unlock()
-	if loaded {
-		r.putFree(nb)
-		return b, w
+	if !found {
+		r.added()
 	}
+	return b
+}
+
+// addLocked makes the breaker of key, missing from sh, whose lock the caller holds: an evicted
+// breaker when one is free, else a new one. The caller calls added once it released the lock.
+func (r *Registry) addLocked(sh *shard, key string) *breaker {
+	b := r.takeFree(sh)
+	b.mu.Lock()
+	b.reuseLocked(key, r.sweeps.Load())
+	b.mu.Unlock()
+	sh.m[key] = b
+	return b
+}
+
+// added counts a breaker addLocked made and sweeps when the registry is past its bound, or its
+// last sweep is older than IdleTTL.
+func (r *Registry) added() {
 	n := r.size.Add(1)
 	switch {
 	case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
 		r.sweep(true)
-	case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
+	case r.idleSweepDue():
 		r.sweep(false)
 	}
-	return b, w
 }
 
-// takeFree returns an evicted breaker to reuse, or a new one.
-func (r *Registry) takeFree() *breaker {
-	r.freeMu.Lock()
-	if n := len(r.free); n > 0 {
-		b := r.free[n-1]
-		r.free[n-1] = nil
-		r.free = r.free[:n-1]
+// idleSweepDue reports whether the last sweep is IdleTTL old, for a new key. With the system
+// clock it reads the time only once r.idle has fired (one caller then takes the flag), and arms
+// it again for the time the last sweep will be IdleTTL old: a clock read costs a new key more
+// than the rest of its checks.
+func (r *Registry) idleSweepDue() bool {
+	if r.cfg.IdleTTL <= 0 {
+		return false
+	}
+	if r.idle == nil {
+		return r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL)
+	}
+	if !r.idleFired.Load() || !r.idleFired.CompareAndSwap(true, false) {
+		return false
+	}
+	if left := r.lastSweep.Load() + int64(r.cfg.IdleTTL) - r.now(); left > 0 {
+		r.idle.Reset(time.Duration(left)) // a sweep ran meanwhile
+		return false
+	}
+	r.idle.Reset(r.cfg.IdleTTL) // the sweep about to run starts the time over
+	return true
+}
+
+// takeFree returns an evicted breaker to reuse for a new key of sh, whose lock the caller holds,
+// or a new one.
+func (r *Registry) takeFree(sh *shard) *breaker {
+	if len(sh.spare) == 0 {
+		r.freeMu.Lock()
+		n := min(len(r.free), spareBatch)
+		if sh.spare == nil && n > 0 {
+			sh.spare = make([]*breaker, 0, spareBatch)
+		}
+		sh.spare = append(sh.spare, r.free[len(r.free)-n:]...)
+		clear(r.free[len(r.free)-n:])
+		r.free = r.free[:len(r.free)-n]
 		r.freeMu.Unlock()
+	}
+	if n := len(sh.spare); n > 0 {
+		b := sh.spare[n-1]
+		sh.spare[n-1] = nil
+		sh.spare = sh.spare[:n-1]
 		return b
 	}
-	r.freeMu.Unlock()
 	b := &breaker{reg: r}
 	if r.cfg.FailureRate > 0 {
 		b.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
@@ -450,15 +536,9 @@ func (r *Registry) takeFree() *breaker {
 	return b
 }
 
-// putFree keeps b for a new key, unless enough breakers are kept already: at most half of
-// MaxBreakers (what a pressure sweep evicts at once), 256 without a bound.
-func (r *Registry) putFree(b *breaker) {
-	r.freeMu.Lock()
-	r.putFreeLocked(b)
-	r.freeMu.Unlock()
-}
-
-// putFreeLocked is putFree under freeMu.
+// putFreeLocked keeps b for a new key, unless enough breakers are kept already: at most half
+// of MaxBreakers (what a pressure sweep evicts at once), 256 without a bound, besides the few
+// of each shard's spares. Called under freeMu.
 func (r *Registry) putFreeLocked(b *breaker) {
 	limit := 256
 	if r.cfg.MaxBreakers > 0 {
@@ -470,21 +550,32 @@ func (r *Registry) putFreeLocked(b *breaker) {
 }
 
 // reuseLocked makes b the closed, unused breaker of key, in a generation after every one it
-// had, so that a call holding a permit of its previous key's breaker never matches its word.
-// The previous key and word stay in gone, for the outcome of a call that was let through
-// before the eviction (see recordSlow). b is evicted or new: in no map, announcing nothing.
-func (b *breaker) reuseLocked(key string) {
+// had, so that a call holding a permit of its previous key's breaker never matches its word;
+// sweeps is the number of sweeps begun (see sweep). The previous key and word stay in gone, for
+// the outcome of a call that was let through before the eviction (see recordSlow). b is evicted
+// or new: in no map, announcing nothing. (A field is stored only when it changes: an atomic
+// store costs as much as a lock.)
+func (b *breaker) reuseLocked(key string, sweeps uint32) {
 	b.key = key
 	b.word.Store(b.word.Load()&^stateMask + 1<<stateBits)
-	b.failures.Store(0)
-	b.openUntil.Store(0)
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if b.openUntil.Load() != 0 {
+		b.openUntil.Store(0)
+	}
 	b.openedAt = 0
 	clear(b.slots)
 	if b.window != nil {
 		b.window.reset()
 	}
-	b.touched.Store(true)
-	b.evicted.Store(false)
+	if b.touched.Load() {
+		b.touched.Store(false)
+	}
+	b.born = sweeps
+	if b.evictedNow() {
+		b.inc.Add(1) // live again
+	}
 }
 
 // forward records the outcome of a call whose breaker was evicted while the call ran on the
@@ -516,9 +607,6 @@ func (r *Registry) forward(key string, o outcome, err error) trip {
 func (r *Registry) Gate(key string) (Permit, error) {
 	b, w := r.find(key)
 	if stateOf(w) == StateClosed {
-		if !b.touched.Load() {
-			b.touched.Store(true)
-		}
 		return Permit{b: b, word: w}, nil
 	}
 	return b.allowSlow(key, w)
@@ -532,16 +620,16 @@ func (r *Registry) Gate(key string) (Permit, error) {
 // timeout. An unknown key is closed.
 func (r *Registry) OpenFor(key string) (remaining time.Duration, open bool) {
 	sh := r.shard(key)
-	sh.mu.RLock()
+	sh.mu.Lock()
 	b := sh.m[key]
 	if b == nil || stateOf(b.word.Load()) == StateClosed {
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 		return 0, false
 	}
 	now := r.now()
 	var ev events
 	b.mu.Lock()
-	sh.mu.RUnlock()
+	sh.mu.Unlock()
 	w := b.refreshLocked(now, &ev)
 	switch stateOf(w) {
 	case StateOpen:
@@ -604,13 +692,13 @@ func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
 func (r *Registry) locked(key string, create bool) *breaker {
 	sh := r.shard(key)
 	for {
-		sh.mu.RLock()
+		sh.mu.Lock()
 		if b := sh.m[key]; b != nil {
 			b.mu.Lock()
-			sh.mu.RUnlock()
+			sh.mu.Unlock()
 			return b
 		}
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 		if !create {
 			return nil
 		}
@@ -658,17 +746,17 @@ func (r *Registry) Snapshot() []Snapshot {
 	var all []held
 	for i := range r.shards {
 		sh := &r.shards[i]
-		sh.mu.RLock()
+		sh.mu.Lock()
 		for k, b := range sh.m {
 			all = append(all, held{k, b})
 		}
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 	}
 	now := r.now()
 	out := make([]Snapshot, 0, len(all))
 	for _, h := range all {
 		h.b.mu.Lock()
-		if h.b.evicted.Load() || h.b.key != h.key {
+		if h.b.evictedNow() || h.b.key != h.key {
 			h.b.mu.Unlock() // evicted since: no longer held
 			continue
 		}
@@ -746,11 +834,13 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 	}
 	now := r.now()
 	r.lastSweep.Store(now)
+	sweep := r.sweeps.Add(1)
 	evicted := 0
 	for i := range shardCount {
 		if target >= 0 && r.size.Load() <= target {
 			break
 		}
+		here := 0 // evicted from this shard: r.size is told once per shard
 		si := (r.sweepShard + i) % shardCount
 		if pressure {
 			r.sweepShard = si // the next pressure sweep starts where this one stopped
@@ -759,7 +849,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 		sh.mu.Lock()
 		r.freeMu.Lock() // taken under no breaker's lock elsewhere
 		for k, b := range sh.m {
-			if target >= 0 && r.size.Load() <= target {
+			if target >= 0 && r.size.Load()-int64(here) <= target {
 				break
 			}
 			if b.pinned.Load() {
@@ -768,6 +858,9 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 			if b.touched.Load() {
 				b.touched.Store(false)
 				continue
+			}
+			if sweep-b.born < 2 {
+				continue // made since the previous sweep began, and unused since
 			}
 			if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
 				continue // still refusing calls: the common case among open breakers, lock-free
@@ -781,8 +874,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 				if b.evictLocked() {
 					r.putFreeLocked(b)
 				}
-				r.size.Add(-1)
-				evicted++
+				here++
 				if notify {
 					gone = append(gone, k)
 				}
@@ -790,7 +882,9 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 			b.mu.Unlock()
 		}
 		r.freeMu.Unlock()
+		r.size.Add(-int64(here))
 		sh.mu.Unlock()
+		evicted += here
 	}
 	if pressure {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
@@ -802,8 +896,7 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 // recordSlow), and reports whether a new key may reuse it: it has no state change still to
 // announce.
 func (b *breaker) evictLocked() (reusable bool) {
-	b.evicted.Store(true)
-	b.inc.Add(1) // its cache entries are stale
+	b.inc.Add(1) // evicted, and its cache entries stale
 	b.gone, b.goneKey, b.goneWord = true, b.key, b.word.Load()
 	return !b.announcing && len(b.queue) == 0
 }

@@ -207,8 +207,16 @@ func TestCachedBreakerEvictedAndReused(t *testing.T) {
 // Every call of a cached key reads its cache entry, from every P: an entry fills a cache line of
 // its own, so that no object written often shares it (testing.PB's counter did, unpadded, and
 // two Ps calling one key ran at a third of their speed).
-func TestCacheEntryFillsALine(t *testing.T) {
+func TestLinesOfTheHotPath(t *testing.T) {
 	if got := unsafe.Sizeof(cacheEntry{}); got != cacheLine {
 		t.Fatalf("a cache entry is %d bytes, want %d", got, cacheLine)
+	}
+	// A breaker's size a multiple of a line (and a size class of the allocator): every breaker
+	// starts a line, and a sweep or reuse reads the lines it expects.
+	if got := unsafe.Sizeof(breaker{}); got%cacheLine != 0 || got > 3*cacheLine {
+		t.Fatalf("a breaker is %d bytes, want a multiple of %d up to %d", got, cacheLine, 3*cacheLine)
+	}
+	if got := unsafe.Offsetof(breaker{}.key); got != cacheLine {
+		t.Fatalf("a breaker's key is at %d, want %d: its first line holds what a sweep reads", got, cacheLine)
 	}
 }
