@@ -174,6 +174,7 @@ type breaker struct {
 	window     *rateWindow
 	mu         sync.Mutex
 	goneWord   uint64
+	hash       uint64 // key's, under the shard's lock: its place in the shard's map
 
 	key      string         // written under mu and the shard's lock, when a new key reuses the breaker
 	goneKey  string         // for the calls let through before the last eviction; see recordSlow
@@ -183,7 +184,7 @@ type breaker struct {
 	slots  []probeSlot // the half-open period's probes; see probeSlot
 	ticket uint32
 	reg    *Registry
-	_      [cacheLine - 40]byte
+	_      [cacheLine - 48]byte
 }
 
 // evictedNow reports whether a sweep removed b from the registry (and no new key reused it).

@@ -265,7 +265,7 @@ func NewRegistry(cfg Config) *Registry {
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
 	r.seed = maphash.MakeSeed()
 	for i := range r.shards {
-		r.shards[i].m = make(map[string]*breaker)
+		r.shards[i].m = make(map[uint64]*breaker)
 	}
 	return r
 }
@@ -274,20 +274,59 @@ func NewRegistry(cfg Config) *Registry {
 // share a lock, and a sweep holds one shard's lock at a time.
 const shardCount = 64
 
-// shard is one part of a registry's map from key to breaker, padded to its own cache line.
+// shard is one part of a registry's map from key to breaker, padded to its own cache line. Its
+// map is keyed by the key's hash, which the registry computes anyway: a lookup, an insertion
+// and an eviction hash a word, not the key again (an evicted key's text is long out of the
+// processor's caches). A key whose hash another key of the shard holds, which hardly ever
+// happens, goes to more.
 type shard struct {
 	mu    sync.Mutex
-	m     map[string]*breaker
+	m     map[uint64]*breaker
+	more  map[string]*breaker
 	spare []*breaker // evicted breakers for the shard's new keys, taken from the free list in batches
-	_     [cacheLine - 40]byte
+	_     [cacheLine - 48]byte
+}
+
+// lookupLocked returns the breaker of key, whose hash is h, or nil; under sh.mu.
+func (sh *shard) lookupLocked(h uint64, key string) *breaker {
+	if b := sh.m[h]; b != nil && b.key == key {
+		return b
+	}
+	if len(sh.more) > 0 {
+		return sh.more[key]
+	}
+	return nil
+}
+
+// insertLocked adds b, the new breaker of key, whose hash is h; under sh.mu.
+func (sh *shard) insertLocked(h uint64, key string, b *breaker) {
+	if _, taken := sh.m[h]; !taken {
+		sh.m[h] = b
+		return
+	}
+	if sh.more == nil {
+		sh.more = make(map[string]*breaker)
+	}
+	sh.more[key] = b
+}
+
+// removeLocked removes b, held by sh; under sh.mu and b.mu.
+func (sh *shard) removeLocked(b *breaker) {
+	if sh.m[b.hash] == b {
+		delete(sh.m, b.hash)
+	} else {
+		delete(sh.more, b.key)
+	}
 }
 
 // spareBatch is the number of evicted breakers a shard takes from the registry's free list at
 // once, so that most new keys take none of the free list's lock.
 const spareBatch = 8
 
-func (r *Registry) shard(key string) *shard {
-	return &r.shards[maphash.String(r.seed, key)%shardCount]
+// shard returns the shard of key and key's hash.
+func (r *Registry) shard(key string) (*shard, uint64) {
+	h := maphash.String(r.seed, key)
+	return &r.shards[h%shardCount], h
 }
 
 // cacheSlots is the number of slots of a registry's cache of breakers: a key's slot is chosen
@@ -410,7 +449,7 @@ func (r *Registry) find(key string) (*breaker, uint64) {
 func (r *Registry) findLocked(h uint64, key string) (*breaker, uint64) {
 	sh := &r.shards[h%shardCount]
 	sh.mu.Lock()
-	if b := sh.m[key]; b != nil {
+	if b := sh.lookupLocked(h, key); b != nil {
 		w, inc := b.word.Load(), b.inc.Load()
 		if !b.touched.Load() {
 			b.touched.Store(true)
@@ -419,7 +458,7 @@ func (r *Registry) findLocked(h uint64, key string) (*breaker, uint64) {
 		r.remember(h, key, b, inc)
 		return b, w
 	}
-	b := r.addLocked(sh, key)
+	b := r.addLocked(sh, h, key)
 	w := b.word.Load()
 	sh.mu.Unlock()
 	r.added()
@@ -448,11 +487,12 @@ func (r *Registry) remember(h uint64, key string, b *breaker, inc uint32) {
 // create returns the breaker of key, making it when missing, from an evicted breaker when one
 // is free; pin marks it never to be evicted.
 func (r *Registry) create(key string, pin bool) *breaker {
-	sh := r.shard(key)
+	sh, h := r.shard(key)
 	sh.mu.Lock()
-	b, found := sh.m[key]
+	b := sh.lookupLocked(h, key)
+	found := b != nil
 	if !found {
-		b = r.addLocked(sh, key)
+		b = r.addLocked(sh, h, key)
 	}
 	if pin {
 		b.pinned.Store(true) // no sweep runs on the shard meanwhile
@@ -464,14 +504,15 @@ func (r *Registry) create(key string, pin bool) *breaker {
 	return b
 }
 
-// addLocked makes the breaker of key, missing from sh, whose lock the caller holds: an evicted
-// breaker when one is free, else a new one. The caller calls added once it released the lock.
-func (r *Registry) addLocked(sh *shard, key string) *breaker {
+// addLocked makes the breaker of key, whose hash is h, missing from sh, whose lock the caller
+// holds: an evicted breaker when one is free, else a new one. The caller calls added once it
+// released the lock.
+func (r *Registry) addLocked(sh *shard, h uint64, key string) *breaker {
 	b := r.takeFree(sh)
 	b.mu.Lock()
-	b.reuseLocked(key, r.sweeps.Load())
+	b.reuseLocked(key, h, r.sweeps.Load())
 	b.mu.Unlock()
-	sh.m[key] = b
+	sh.insertLocked(h, key, b)
 	return b
 }
 
@@ -555,8 +596,8 @@ func (r *Registry) putFreeLocked(b *breaker) {
 // the outcome of a call that was let through before the eviction (see recordSlow). b is evicted
 // or new: in no map, announcing nothing. (A field is stored only when it changes: an atomic
 // store costs as much as a lock.)
-func (b *breaker) reuseLocked(key string, sweeps uint32) {
-	b.key = key
+func (b *breaker) reuseLocked(key string, h uint64, sweeps uint32) {
+	b.key, b.hash = key, h
 	b.word.Store(b.word.Load()&^stateMask + 1<<stateBits)
 	if b.failures.Load() != 0 {
 		b.failures.Store(0)
@@ -619,9 +660,9 @@ func (r *Registry) Gate(key string) (Permit, error) {
 // the probe timeout, so a caller that waits should look again soon rather than wait out the
 // timeout. An unknown key is closed.
 func (r *Registry) OpenFor(key string) (remaining time.Duration, open bool) {
-	sh := r.shard(key)
+	sh, h := r.shard(key)
 	sh.mu.Lock()
-	b := sh.m[key]
+	b := sh.lookupLocked(h, key)
 	if b == nil || stateOf(b.word.Load()) == StateClosed {
 		sh.mu.Unlock()
 		return 0, false
@@ -690,10 +731,10 @@ func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
 // locked returns the breaker of key with its lock held, or nil when the registry holds none
 // and create is false. Holding the lock, it stays the key's breaker: a sweep evicts under it.
 func (r *Registry) locked(key string, create bool) *breaker {
-	sh := r.shard(key)
+	sh, h := r.shard(key)
 	for {
 		sh.mu.Lock()
-		if b := sh.m[key]; b != nil {
+		if b := sh.lookupLocked(h, key); b != nil {
 			b.mu.Lock()
 			sh.mu.Unlock()
 			return b
@@ -747,7 +788,10 @@ func (r *Registry) Snapshot() []Snapshot {
 	for i := range r.shards {
 		sh := &r.shards[i]
 		sh.mu.Lock()
-		for k, b := range sh.m {
+		for _, b := range sh.m {
+			all = append(all, held{b.key, b})
+		}
+		for k, b := range sh.more {
 			all = append(all, held{k, b})
 		}
 		sh.mu.Unlock()
@@ -840,7 +884,6 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 		if target >= 0 && r.size.Load() <= target {
 			break
 		}
-		here := 0 // evicted from this shard: r.size is told once per shard
 		si := (r.sweepShard + i) % shardCount
 		if pressure {
 			r.sweepShard = si // the next pressure sweep starts where this one stopped
@@ -848,39 +891,19 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 		sh := &r.shards[si]
 		sh.mu.Lock()
 		r.freeMu.Lock() // taken under no breaker's lock elsewhere
-		for k, b := range sh.m {
-			if target >= 0 && r.size.Load()-int64(here) <= target {
+		v := visit{r: r, sh: sh, now: now, sweep: sweep, target: target, notify: notify, gone: gone}
+		for _, b := range sh.m {
+			if !v.next(b) {
 				break
 			}
-			if b.pinned.Load() {
-				continue
-			}
-			if b.touched.Load() {
-				b.touched.Store(false)
-				continue
-			}
-			if sweep-b.born < 2 {
-				continue // made since the previous sweep began, and unused since
-			}
-			if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
-				continue // still refusing calls: the common case among open breakers, lock-free
-			}
-			// Decide under the breaker's lock, so that no outcome trips it between the check
-			// and the removal, and every outcome after the removal is forwarded to the live
-			// breaker.
-			b.mu.Lock()
-			if !b.touched.Load() && b.evictableLocked(now) {
-				delete(sh.m, k)
-				if b.evictLocked() {
-					r.putFreeLocked(b)
-				}
-				here++
-				if notify {
-					gone = append(gone, k)
-				}
-			}
-			b.mu.Unlock()
 		}
+		for _, b := range sh.more {
+			if !v.next(b) {
+				break
+			}
+		}
+		here := v.evicted
+		gone = v.gone
 		r.freeMu.Unlock()
 		r.size.Add(-int64(here))
 		sh.mu.Unlock()
@@ -890,6 +913,55 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
 	}
 	return evicted, gone
+}
+
+// visit is a sweep's visit of one shard, under its lock and the free list's.
+type visit struct {
+	r       *Registry
+	sh      *shard
+	now     int64
+	sweep   uint32 // the sweep's number: see reuseLocked's sweeps
+	target  int64  // the size to stop at; -1: none
+	notify  bool
+	gone    []string
+	evicted int // from this shard: r.size is told once per shard
+}
+
+// next visits b, evicting it when it went unused since the previous sweep and has nothing left
+// to decide, and reports whether the sweep goes on.
+func (v *visit) next(b *breaker) bool {
+	if v.target >= 0 && v.r.size.Load()-int64(v.evicted) <= v.target {
+		return false
+	}
+	if b.pinned.Load() {
+		return true
+	}
+	if b.touched.Load() {
+		b.touched.Store(false)
+		return true
+	}
+	if v.sweep-b.born < 2 {
+		return true // made since the previous sweep began, and unused since
+	}
+	if stateOf(b.word.Load()) == StateOpen && v.now < b.openUntil.Load() {
+		return true // still refusing calls: the common case among open breakers, lock-free
+	}
+	// Decide under the breaker's lock, so that no outcome trips it between the check and the
+	// removal, and every outcome after the removal is forwarded to the live breaker.
+	b.mu.Lock()
+	if !b.touched.Load() && b.evictableLocked(v.now) {
+		v.sh.removeLocked(b)
+		key := b.key
+		if b.evictLocked() {
+			v.r.putFreeLocked(b)
+		}
+		v.evicted++
+		if v.notify {
+			v.gone = append(v.gone, key)
+		}
+	}
+	b.mu.Unlock()
+	return true
 }
 
 // evictLocked marks b evicted, keeping its key and word for the calls it let through (see

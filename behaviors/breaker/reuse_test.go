@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -216,7 +217,46 @@ func TestLinesOfTheHotPath(t *testing.T) {
 	if got := unsafe.Sizeof(breaker{}); got%cacheLine != 0 || got > 3*cacheLine {
 		t.Fatalf("a breaker is %d bytes, want a multiple of %d up to %d", got, cacheLine, 3*cacheLine)
 	}
-	if got := unsafe.Offsetof(breaker{}.key); got != cacheLine {
-		t.Fatalf("a breaker's key is at %d, want %d: its first line holds what a sweep reads", got, cacheLine)
+	if got := unsafe.Offsetof(breaker{}.hash); got != cacheLine {
+		t.Fatalf("a breaker's hash is at %d, want %d: its first line holds what the closed path and a sweep's checks read", got, cacheLine)
+	}
+}
+
+// Two keys of one shard with one hash (which a 64-bit hash makes all but impossible, so the
+// test places them by hand): each finds its own breaker, a snapshot lists both, and sweeps
+// evict both, telling the eviction listeners each key.
+func TestShardKeysSharingAHash(t *testing.T) {
+	r := NewRegistry(Config{})
+	var gone []string
+	r.AddEvictionListener(func(key string) { gone = append(gone, key) })
+	sh, h := &r.shards[5], uint64(7*shardCount+5)
+	add := func(key string) *breaker {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		b := r.addLocked(sh, h, key)
+		r.size.Add(1)
+		return b
+	}
+	x, y := add("x"), add("y")
+	sh.mu.Lock()
+	if sh.lookupLocked(h, "x") != x || sh.lookupLocked(h, "y") != y || sh.lookupLocked(h, "z") != nil {
+		t.Fatal("a key sharing its hash with another found the wrong breaker")
+	}
+	sh.mu.Unlock()
+	if s := r.Snapshot(); len(s) != 2 || s[0].Key != "x" || s[1].Key != "y" {
+		t.Fatalf("Snapshot = %+v, want x and y", s)
+	}
+	r.Sweep() // both were made since the previous sweep
+	if n := r.Sweep(); n != 2 || r.Len() != 0 {
+		t.Fatalf("the second sweep evicted %d, Len %d; want 2 and 0", n, r.Len())
+	}
+	slices.Sort(gone)
+	if !slices.Equal(gone, []string{"x", "y"}) {
+		t.Fatalf("eviction listeners heard %q, want x and y", gone)
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.m) != 0 || len(sh.more) != 0 {
+		t.Fatalf("the shard still holds %d + %d breakers", len(sh.m), len(sh.more))
 	}
 }
