@@ -18,10 +18,10 @@ import (
 // While the registry's FailureRate is off, a successful call through a closed breaker takes
 // no lock, reads no clock and allocates nothing: it loads the state word before the call and
 // the failure count after it. (A keyed breaker is found through a lock-free cache; a key the
-// cache does not hold takes a read lock of one of the registry's shards.) (The first success after a counted failure takes the lock once,
-// to end the failure streak.) With FailureRate on, the rate window counts every call,
-// successes too, so each call takes the breaker's lock and reads the clock once, still
-// allocating nothing. A counted failure takes the lock and reads the clock; a call that finds
+// cache does not hold takes the lock of one of the registry's 64 shards. The first success
+// after a counted failure takes the breaker's lock once, to end the failure streak.) With
+// FailureRate on, the rate window counts every call, successes too, so each call takes the
+// breaker's lock and reads the clock once, still allocating nothing. A counted failure takes the lock and reads the clock; a call that finds
 // the breaker open or half-open reads the clock.
 type Behavior struct {
 	reg   *Registry

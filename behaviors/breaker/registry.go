@@ -83,9 +83,9 @@ type Config struct {
 	// holds at most 1.25 × MaxBreakers breakers plus those still inside their open duration or
 	// with a probe in flight; once its open time has passed, an open breaker goes like an idle
 	// closed one. Breakers bound to a request type are never evicted. A call after an eviction
-	// finds a new, closed breaker. Evicted breakers, up to half of MaxBreakers, are kept for
-	// the keys that come next, so that a registry past its bound makes a new breaker without
-	// allocating. Default 10,000: enough for the endpoints of a large fleet, and a few MiB at
+	// finds a new, closed breaker. Evicted breakers, up to half of MaxBreakers and a few per
+	// shard of the registry's map, are kept for the keys that come next, so that a registry
+	// past its bound makes a new breaker without allocating. Default 10,000: enough for the endpoints of a large fleet, and a few MiB at
 	// most. Negative means no bound.
 	MaxBreakers int
 	// IdleTTL evicts breakers unused for at least this long that have nothing left to decide,
