@@ -59,23 +59,30 @@ func (c *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 // Handle gates the call.
 func (c *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	b := c.fixed
-	var key string
-	var w uint64
 	if b == nil {
-		key = c.reg.KeyOf(req)
-		b, w = c.reg.find(key)
-	} else {
-		w = b.word.Load()
+		return c.handleKeyed(ctx, req, next)
 	}
+	w := b.word.Load()
 	if stateOf(w) != StateClosed {
-		if c.fixed != nil {
-			key = b.key // bound to a request type: never evicted, never reused
-		}
-		return gated(ctx, req, next, b, key, w)
+		return gated(ctx, req, next, b, b.key, w) // bound to a request type: never evicted, never reused
 	}
 	// Closed path, written out so that it inlines: one atomic load before the call and, on
-	// success, one after it; no write unless a failure streak must end. (find marked a keyed
-	// breaker used; one bound to a request type is never evicted.)
+	// success, one after it; no write unless a failure streak must end. (A breaker bound to a
+	// request type is never evicted: no use is marked.)
+	resp, err := next(ctx, req)
+	if err == nil && b.window == nil && b.failures.Load() == 0 {
+		return resp, nil
+	}
+	return resp, Permit{b: b, word: w}.finish(ctx, err)
+}
+
+// handleKeyed is Handle with the registry's key function: find marks the breaker used.
+func (c *Behavior) handleKeyed(ctx context.Context, req any, next mediator.Next) (any, error) {
+	key := c.reg.KeyOf(req)
+	b, w := c.reg.find(key)
+	if stateOf(w) != StateClosed {
+		return gated(ctx, req, next, b, key, w)
+	}
 	resp, err := next(ctx, req)
 	if err == nil && b.window == nil && b.failures.Load() == 0 {
 		return resp, nil
