@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
@@ -74,4 +75,40 @@ func TestEvictionListenerUnderPressure(t *testing.T) {
 	if evicted == 0 {
 		t.Fatal("no eviction under pressure")
 	}
+}
+
+// With the system clock, a new key sweeps once the last sweep is IdleTTL old, however many
+// times over: not before (a sweep in between starts the time over), and again an IdleTTL after
+// each sweep.
+func TestIdleSweepsKeepComing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := breaker.NewRegistry(breaker.Config{IdleTTL: time.Minute})
+		use := func(k string) {
+			p, err := r.Gate(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Success()
+		}
+		held := func(when string, want map[string]bool) {
+			for k, w := range want {
+				if _, err := r.Get(k); (err == nil) != w {
+					t.Fatalf("%s: %s held %v, want %v", when, k, err == nil, w)
+				}
+			}
+		}
+		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+		use("a")
+		wait(30 * time.Second)
+		r.Sweep() // "a" is new: it stays
+		wait(31 * time.Second)
+		use("b") // 61 s: the last sweep is 31 s old
+		held("61 s", map[string]bool{"a": true, "b": true})
+		wait(30 * time.Second)
+		use("c") // 91 s: the last sweep is 61 s old
+		held("91 s", map[string]bool{"a": false, "b": true, "c": true})
+		wait(61 * time.Second)
+		use("d") // 152 s: the last sweep, at 91 s, is 61 s old
+		held("152 s", map[string]bool{"b": false, "c": false, "d": true})
+	})
 }

@@ -196,10 +196,8 @@ type Registry struct {
 	// systemClock: clock is behaviors.SystemClock, whose time since epoch time.Since reads
 	// faster.
 	systemClock bool
-	// idle, with the system clock and an IdleTTL, sets idleFired by the time the last sweep is
-	// IdleTTL old, so that a new key reads no clock before then (see idleSweepDue). (Its
-	// function holds the flag, not the registry, which a pending timer does not keep alive.)
-	idle      *time.Timer
+	// idleFired, with the system clock and an IdleTTL, is set by a timer by the time the last
+	// sweep is IdleTTL old, so that a new key reads no clock before then (see idleSweepDue).
 	idleFired *atomic.Bool
 
 	seed   maphash.Seed
@@ -259,8 +257,8 @@ func NewRegistry(cfg Config) *Registry {
 	r.systemClock = r.clock == behaviors.SystemClock
 	r.epoch = r.clock.Now()
 	if r.systemClock && cfg.IdleTTL > 0 {
-		fired := new(atomic.Bool)
-		r.idle, r.idleFired = time.AfterFunc(cfg.IdleTTL, func() { fired.Store(true) }), fired
+		r.idleFired = new(atomic.Bool)
+		r.armIdle(cfg.IdleTTL)
 	}
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
 	r.seed = maphash.MakeSeed()
@@ -529,25 +527,33 @@ func (r *Registry) added() {
 }
 
 // idleSweepDue reports whether the last sweep is IdleTTL old, for a new key. With the system
-// clock it reads the time only once r.idle has fired (one caller then takes the flag), and arms
-// it again for the time the last sweep will be IdleTTL old: a clock read costs a new key more
-// than the rest of its checks.
+// clock it reads the time only once idleFired is set (one caller then takes the flag), and arms
+// a timer again for the time the last sweep will be IdleTTL old: a clock read costs a new key
+// more than the rest of its checks.
 func (r *Registry) idleSweepDue() bool {
 	if r.cfg.IdleTTL <= 0 {
 		return false
 	}
-	if r.idle == nil {
+	if r.idleFired == nil {
 		return r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL)
 	}
 	if !r.idleFired.Load() || !r.idleFired.CompareAndSwap(true, false) {
 		return false
 	}
 	if left := r.lastSweep.Load() + int64(r.cfg.IdleTTL) - r.now(); left > 0 {
-		r.idle.Reset(time.Duration(left)) // a sweep ran meanwhile
+		r.armIdle(time.Duration(left)) // a sweep ran meanwhile
 		return false
 	}
-	r.idle.Reset(r.cfg.IdleTTL) // the sweep about to run starts the time over
+	r.armIdle(r.cfg.IdleTTL) // the sweep about to run starts the time over
 	return true
+}
+
+// armIdle sets idleFired after d. A new timer each time, not one reset, so that it runs on the
+// time of its caller's testing/synctest bubble, or of none, as the registry's clock does. Its
+// function holds the flag, not the registry, which a pending timer so does not keep alive.
+func (r *Registry) armIdle(d time.Duration) {
+	fired := r.idleFired
+	time.AfterFunc(d, func() { fired.Store(true) })
 }
 
 // takeFree returns an evicted breaker to reuse for a new key of sh, whose lock the caller holds,
