@@ -212,8 +212,9 @@ type Registry struct {
 	sweepShard int          // the shard a pressure sweep starts at, under sweepMu
 	goneBuf    []string     // the keys a sweep evicted, kept for the next one, under sweepMu
 
-	freeMu sync.Mutex
-	free   []*breaker // evicted breakers a new key may reuse; see putFreeLocked
+	freeMu     sync.Mutex
+	spareBatch int        // see the constant
+	free       []*breaker // evicted breakers a new key may reuse; see putFreeLocked
 
 	listeners      listenerSet[StateChange]
 	evictListeners listenerSet[string]
@@ -262,8 +263,17 @@ func NewRegistry(cfg Config) *Registry {
 	}
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
 	r.seed = maphash.MakeSeed()
+	// Room for four times a shard's share of the breakers held past MaxBreakers: keys come and
+	// go, and a map whose groups fill up keeps the places of the keys deleted from them, so that
+	// it grows, allocating, now and then for good; one with room to spare deletes cleanly.
+	room := 0
+	r.spareBatch = spareBatch
+	if cfg.MaxBreakers > 0 {
+		room = 4 * (cfg.MaxBreakers*5/4/shardCount + 1)
+		r.spareBatch = min(spareBatch, max(cfg.MaxBreakers/4/shardCount/4, 1)) // a quarter of a sweep's share
+	}
 	for i := range r.shards {
-		r.shards[i].m = make(map[uint64]*breaker)
+		r.shards[i].m = make(map[uint64]*breaker, room)
 	}
 	return r
 }
@@ -317,8 +327,10 @@ func (sh *shard) removeLocked(b *breaker) {
 	}
 }
 
-// spareBatch is the number of evicted breakers a shard takes from the registry's free list at
-// once, so that most new keys take none of the free list's lock.
+// spareBatch is the most evicted breakers a shard takes from the registry's free list at once,
+// so that most new keys take none of the free list's lock. A registry whose pressure sweeps
+// evict fewer takes fewer (see Registry.spareBatch): the spares of all shards stay a small part
+// of what a sweep frees, and a shard seldom finds the free list empty while others hold spares.
 const spareBatch = 8
 
 // shard returns the shard of key and key's hash.
@@ -561,9 +573,9 @@ func (r *Registry) armIdle(d time.Duration) {
 func (r *Registry) takeFree(sh *shard) *breaker {
 	if len(sh.spare) == 0 {
 		r.freeMu.Lock()
-		n := min(len(r.free), spareBatch)
+		n := min(len(r.free), r.spareBatch)
 		if sh.spare == nil && n > 0 {
-			sh.spare = make([]*breaker, 0, spareBatch)
+			sh.spare = make([]*breaker, 0, r.spareBatch)
 		}
 		sh.spare = append(sh.spare, r.free[len(r.free)-n:]...)
 		clear(r.free[len(r.free)-n:])
