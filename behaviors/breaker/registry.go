@@ -843,9 +843,10 @@ func (r *Registry) Sweep() int { return r.sweep(false) }
 
 // sweep evicts idle breakers with a second chance: a breaker used (a call let through or
 // refused) since the previous sweep has its mark cleared and survives this one, so every
-// evicted breaker went unused for a whole sweep interval (a breaker just created is never
-// evicted; one whose last call is still running when it is evicted has that call's outcome
-// forwarded to the key's live breaker). Only breakers with nothing left to decide go: see
+// evicted breaker went unused for a whole sweep interval (a breaker made since the previous
+// sweep began is never evicted: it records the sweeps begun when it was made; one whose last
+// call is still running when it is evicted has that call's outcome forwarded to the key's live
+// breaker). Only breakers with nothing left to decide go: see
 // evictableLocked. Under size pressure it stops once the registry is down to three quarters
 // of MaxBreakers, and the next pressure sweep waits until a quarter of MaxBreakers more keys
 // have arrived: the registry stays below 1.25 × MaxBreakers plus the breakers still inside
@@ -898,34 +899,44 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 	r.lastSweep.Store(now)
 	sweep := r.sweeps.Add(1)
 	evicted := 0
-	for i := range shardCount {
-		if target >= 0 && r.size.Load() <= target {
-			break
-		}
-		si := (r.sweepShard + i) % shardCount
-		if pressure {
-			r.sweepShard = si // the next pressure sweep starts where this one stopped
-		}
-		sh := &r.shards[si]
-		sh.mu.Lock()
-		r.freeMu.Lock() // taken under no breaker's lock elsewhere
-		v := visit{r: r, sh: sh, now: now, sweep: sweep, target: target, notify: notify, gone: gone}
-		for _, b := range sh.m {
-			if !v.next(b) {
+	// Under pressure a first pass takes from every shard its share of what must go, in
+	// proportion to its size, so that the shards stay alike in size (a shard's map that outgrows
+	// its room allocates); a second takes what the first could not find.
+	passes, size, need := 1, int64(1), int64(0)
+	if pressure {
+		passes, size = 2, max(r.size.Load(), 1)
+		need = size - target
+		r.sweepShard = (r.sweepShard + 1) % shardCount // no shard always first
+	}
+	for pass := range passes {
+		for i := range shardCount {
+			if target >= 0 && r.size.Load() <= target {
 				break
 			}
-		}
-		for _, b := range sh.more {
-			if !v.next(b) {
-				break
+			sh := &r.shards[(r.sweepShard+i)%shardCount]
+			sh.mu.Lock()
+			r.freeMu.Lock() // taken under no breaker's lock elsewhere
+			quota := -1
+			if pass == 0 && pressure {
+				quota = int(int64(len(sh.m)+len(sh.more))*need/size) + 1
 			}
+			v := visit{r: r, sh: sh, now: now, sweep: sweep, target: target, quota: quota, notify: notify, gone: gone}
+			for _, b := range sh.m {
+				if !v.next(b) {
+					break
+				}
+			}
+			for _, b := range sh.more {
+				if !v.next(b) {
+					break
+				}
+			}
+			gone = v.gone
+			r.freeMu.Unlock()
+			r.size.Add(-int64(v.evicted))
+			sh.mu.Unlock()
+			evicted += v.evicted
 		}
-		here := v.evicted
-		gone = v.gone
-		r.freeMu.Unlock()
-		r.size.Add(-int64(here))
-		sh.mu.Unlock()
-		evicted += here
 	}
 	if pressure {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
@@ -940,6 +951,7 @@ type visit struct {
 	now     int64
 	sweep   uint32 // the sweep's number: see reuseLocked's sweeps
 	target  int64  // the size to stop at; -1: none
+	quota   int    // the most to evict from the shard; -1: no limit
 	notify  bool
 	gone    []string
 	evicted int // from this shard: r.size is told once per shard
@@ -948,7 +960,7 @@ type visit struct {
 // next visits b, evicting it when it went unused since the previous sweep and has nothing left
 // to decide, and reports whether the sweep goes on.
 func (v *visit) next(b *breaker) bool {
-	if v.target >= 0 && v.r.size.Load()-int64(v.evicted) <= v.target {
+	if v.target >= 0 && v.r.size.Load()-int64(v.evicted) <= v.target || v.evicted == v.quota {
 		return false
 	}
 	if b.pinned.Load() {
