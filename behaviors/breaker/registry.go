@@ -196,9 +196,12 @@ type Registry struct {
 	// systemClock: clock is behaviors.SystemClock, whose time since epoch time.Since reads
 	// faster.
 	systemClock bool
-	// idleFired, with the system clock and an IdleTTL, is set by a timer by the time the last
-	// sweep is IdleTTL old, so that a new key reads no clock before then (see idleSweepDue).
+	// idleFired, with the system clock and an IdleTTL, is set by a timer, armed while idleArmed,
+	// by the time the last sweep is IdleTTL old, so that a new key of a registry near its bound
+	// reads no clock before then (see idleSweepDue).
 	idleFired *atomic.Bool
+	idleArmed atomic.Bool
+	room      int // the room of a shard's map under pressure; see roomLocked
 
 	seed   maphash.Seed
 	shards [shardCount]shard
@@ -259,21 +262,16 @@ func NewRegistry(cfg Config) *Registry {
 	r.epoch = r.clock.Now()
 	if r.systemClock && cfg.IdleTTL > 0 {
 		r.idleFired = new(atomic.Bool)
-		r.armIdle(cfg.IdleTTL)
 	}
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
 	r.seed = maphash.MakeSeed()
-	// Room for four times a shard's share of the breakers held past MaxBreakers: keys come and
-	// go, and a map whose groups fill up keeps the places of the keys deleted from them, so that
-	// it grows, allocating, now and then for good; one with room to spare deletes cleanly.
-	room := 0
 	r.spareBatch = spareBatch
 	if cfg.MaxBreakers > 0 {
-		room = 4 * (cfg.MaxBreakers*5/4/shardCount + 1)
+		r.room = 4 * (cfg.MaxBreakers*5/4/shardCount + 1)
 		r.spareBatch = min(spareBatch, max(cfg.MaxBreakers/4/shardCount/4, 1)) // a quarter of a sweep's share
 	}
 	for i := range r.shards {
-		r.shards[i].m = make(map[uint64]*breaker, room)
+		r.shards[i].m = make(map[uint64]*breaker)
 	}
 	return r
 }
@@ -292,7 +290,8 @@ type shard struct {
 	m     map[uint64]*breaker
 	more  map[string]*breaker
 	spare []*breaker // evicted breakers for the shard's new keys, taken from the free list in batches
-	_     [cacheLine - 48]byte
+	roomy bool       // see roomLocked
+	_     [cacheLine - 56]byte
 }
 
 // lookupLocked returns the breaker of key, whose hash is h, or nil; under sh.mu.
@@ -316,6 +315,22 @@ func (sh *shard) insertLocked(h uint64, key string, b *breaker) {
 		sh.more = make(map[string]*breaker)
 	}
 	sh.more[key] = b
+}
+
+// roomLocked gives sh's map, once, room for four times a shard's share of the breakers a
+// registry at its bound holds (room): past its bound keys come and go, and a map whose groups
+// fill up keeps the places of the keys deleted from them, so that it grows, allocating, now and
+// then for good; one with room to spare deletes cleanly. A registry that never reaches its
+// bound keeps small maps. Under sh.mu.
+func (sh *shard) roomLocked(room int) {
+	if sh.roomy {
+		return
+	}
+	m := make(map[uint64]*breaker, room)
+	for h, b := range sh.m {
+		m[h] = b
+	}
+	sh.m, sh.roomy = m, true
 }
 
 // removeLocked removes b, held by sh; under sh.mu and b.mu.
@@ -538,26 +553,28 @@ func (r *Registry) added() {
 	}
 }
 
-// idleSweepDue reports whether the last sweep is IdleTTL old, for a new key. With the system
-// clock it reads the time only once idleFired is set (one caller then takes the flag), and arms
-// a timer again for the time the last sweep will be IdleTTL old: a clock read costs a new key
-// more than the rest of its checks.
+// idleSweepDue reports whether the last sweep is IdleTTL old, for a new key. A clock read costs
+// a new key more than the rest of its checks, so with the system clock a registry holding at
+// least half of MaxBreakers, where new keys come fast, arms a timer for the time the last sweep
+// will be IdleTTL old and reads the time again only once it fired (one caller takes the flag).
+// A smaller registry reads the time: a pending timer of each registry would slow every other
+// timer of the process (a context deadline, say) down a little.
 func (r *Registry) idleSweepDue() bool {
 	if r.cfg.IdleTTL <= 0 {
 		return false
 	}
-	if r.idleFired == nil {
-		return r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL)
+	if r.idleFired != nil && r.idleArmed.Load() {
+		if !r.idleFired.Load() || !r.idleFired.CompareAndSwap(true, false) {
+			return false
+		}
+		r.idleArmed.Store(false)
 	}
-	if !r.idleFired.Load() || !r.idleFired.CompareAndSwap(true, false) {
-		return false
+	left := r.lastSweep.Load() + int64(r.cfg.IdleTTL) - r.now()
+	if left > 0 && r.idleFired != nil && r.cfg.MaxBreakers > 0 && r.size.Load() >= int64(r.cfg.MaxBreakers/2) &&
+		r.idleArmed.CompareAndSwap(false, true) {
+		r.armIdle(time.Duration(left))
 	}
-	if left := r.lastSweep.Load() + int64(r.cfg.IdleTTL) - r.now(); left > 0 {
-		r.armIdle(time.Duration(left)) // a sweep ran meanwhile
-		return false
-	}
-	r.armIdle(r.cfg.IdleTTL) // the sweep about to run starts the time over
-	return true
+	return left <= 0
 }
 
 // armIdle sets idleFired after d. A new timer each time, not one reset, so that it runs on the
@@ -915,6 +932,9 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 			}
 			sh := &r.shards[(r.sweepShard+i)%shardCount]
 			sh.mu.Lock()
+			if pressure {
+				sh.roomLocked(r.room)
+			}
 			r.freeMu.Lock() // taken under no breaker's lock elsewhere
 			quota := -1
 			if pass == 0 && pressure {
