@@ -17,10 +17,11 @@ import (
 //
 // While the registry's FailureRate is off, a successful call through a closed breaker takes
 // no lock, reads no clock and allocates nothing: it loads the state word before the call and
-// the failure count after it. (The first success after a counted failure takes the lock once,
-// to end the failure streak.) With FailureRate on, the rate window counts every call,
-// successes too, so each call takes the breaker's lock and reads the clock once, still
-// allocating nothing. A counted failure takes the lock and reads the clock; a call that finds
+// the failure count after it. (A keyed breaker is found through a lock-free cache; a key the
+// cache does not hold takes the lock of one of the registry's 64 shards. The first success
+// after a counted failure takes the breaker's lock once, to end the failure streak.) With
+// FailureRate on, the rate window counts every call, successes too, so each call takes the
+// breaker's lock and reads the clock once, still allocating nothing. A counted failure takes the lock and reads the clock; a call that finds
 // the breaker open or half-open reads the clock.
 type Behavior struct {
 	reg   *Registry
@@ -59,16 +60,28 @@ func (c *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 func (c *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	b := c.fixed
 	if b == nil {
-		b = c.reg.lookup(c.reg.KeyOf(req))
+		return c.handleKeyed(ctx, req, next)
 	}
 	w := b.word.Load()
 	if stateOf(w) != StateClosed {
-		return gated(ctx, req, next, b, w)
+		return gated(ctx, req, next, b, b.key, w) // bound to a request type: never evicted, never reused
 	}
 	// Closed path, written out so that it inlines: one atomic load before the call and, on
-	// success, one after it; no write unless a failure streak must end.
-	if !b.touched.Load() {
-		b.touched.Store(true)
+	// success, one after it; no write unless a failure streak must end. (A breaker bound to a
+	// request type is never evicted: no use is marked.)
+	resp, err := next(ctx, req)
+	if err == nil && b.window == nil && b.failures.Load() == 0 {
+		return resp, nil
+	}
+	return resp, Permit{b: b, word: w}.finish(ctx, err)
+}
+
+// handleKeyed is Handle with the registry's key function: find marks the breaker used.
+func (c *Behavior) handleKeyed(ctx context.Context, req any, next mediator.Next) (any, error) {
+	key := c.reg.KeyOf(req)
+	b, w := c.reg.find(key)
+	if stateOf(w) != StateClosed {
+		return gated(ctx, req, next, b, key, w)
 	}
 	resp, err := next(ctx, req)
 	if err == nil && b.window == nil && b.failures.Load() == 0 {
@@ -78,8 +91,8 @@ func (c *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 }
 
 // gated runs a call that found the breaker not closed: refused, or let through as a probe.
-func gated(ctx context.Context, req any, next mediator.Next, b *breaker, w uint64) (any, error) {
-	p, err := b.allowSlow(w)
+func gated(ctx context.Context, req any, next mediator.Next, b *breaker, key string, w uint64) (any, error) {
+	p, err := b.allowSlow(key, w)
 	if err != nil {
 		if co, ok := err.(*OpenError); ok {
 			co.req = req // a fresh error per refusal: it names the request refused

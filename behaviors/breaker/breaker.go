@@ -151,29 +151,44 @@ const (
 type trip struct {
 	opened    bool
 	remaining time.Duration
+	key       string // the key of the breaker opened
 }
 
-// breaker is the state of one key. The closed path reads word, failures and touched and writes
-// nothing while they hold their usual values; everything else runs under mu.
+// breaker is the state of one key. The closed path reads word, failures, inc, touched and
+// window and writes nothing while they hold their usual values; everything else runs under mu.
+// The fields are laid out for a sweep and a reuse (see sweepLocked, reuseLocked): what they
+// read and write lies in the first two cache lines, and the breaker fills three, so that it
+// shares none with another object.
 type breaker struct {
-	word      atomic.Uint64
-	failures  atomic.Int32
-	touched   atomic.Bool
-	pinned    atomic.Bool
-	evicted   atomic.Bool  // set under mu when a sweep removed it; outcomes then go to the key's live breaker
-	openUntil atomic.Int64 // registry time when a probe may start; meaningful while open
-
-	key string
-	reg *Registry
-
-	mu         sync.Mutex
-	openedAt   int64
-	slots      []probeSlot // the half-open period's probes; see probeSlot
-	ticket     uint32
+	word     atomic.Uint64
+	failures atomic.Int32
+	// inc counts the breaker's evictions and reuses: odd while it is evicted, when outcomes go
+	// to the key's live breaker. Both happen under mu and the shard's lock. See cacheEntry.
+	inc        atomic.Uint32
+	touched    atomic.Bool
+	pinned     atomic.Bool
+	gone       bool         // evicted once, under mu: goneKey and goneWord are its key and word then
+	announcing bool         // a goroutine is announcing the queue
+	born       uint32       // the sweeps begun when it became its key's breaker, under the shard's lock
+	openUntil  atomic.Int64 // registry time when a probe may start; meaningful while open
 	window     *rateWindow
-	queue      []announcement // state changes not yet announced, oldest first
-	announcing bool           // a goroutine is announcing the queue
+	mu         sync.Mutex
+	goneWord   uint64
+	hash       uint64 // key's, under the shard's lock: its place in the shard's map
+
+	key      string         // written under mu and the shard's lock, when a new key reuses the breaker
+	goneKey  string         // for the calls let through before the last eviction; see recordSlow
+	queue    []announcement // state changes not yet announced, oldest first
+	openedAt int64
+
+	slots  []probeSlot // the half-open period's probes; see probeSlot
+	ticket uint32
+	reg    *Registry
+	_      [cacheLine - 48]byte
 }
+
+// evictedNow reports whether a sweep removed b from the registry (and no new key reused it).
+func (b *breaker) evictedNow() bool { return b.inc.Load()&1 != 0 }
 
 // probeSlot is one of a half-open period's HalfOpenProbes probes: free (ticket 0), in flight
 // until deadline, or passed (the probe succeeded; the slot stays taken for the period).
@@ -231,7 +246,7 @@ func (p Permit) done(ctx context.Context, err error) trip {
 // the call returns: a *TrippedError when its failure opened the breaker, else err.
 func (p Permit) finish(ctx context.Context, err error) error {
 	if t := p.done(ctx, err); t.opened {
-		return &TrippedError{Key: p.b.key, Remaining: t.remaining, Err: err}
+		return &TrippedError{Key: t.key, Remaining: t.remaining, Err: err}
 	}
 	return err
 }
@@ -266,48 +281,42 @@ func (p Permit) record(o outcome, err error) trip {
 	return b.recordSlow(p, o, err)
 }
 
-func (b *breaker) allow() (Permit, error) {
-	w := b.word.Load()
-	if stateOf(w) == StateClosed {
-		if !b.touched.Load() {
-			b.touched.Store(true)
-		}
-		return Permit{b: b, word: w}, nil
-	}
-	return b.allowSlow(w)
-}
-
-func (b *breaker) allowSlow(w uint64) (Permit, error) {
+// allowSlow gates a call of key whose breaker b was found not closed, with word w. b may have
+// been evicted, or reused for another key, since: it is checked under the lock.
+func (b *breaker) allowSlow(key string, w uint64) (Permit, error) {
 	if !b.touched.Load() {
 		b.touched.Store(true) // a refusal is a use too: see sweep
 	}
 	now := b.reg.now()
 	if stateOf(w) == StateOpen {
-		if until := b.openUntil.Load(); now < until {
-			return Permit{}, b.refused(b.openError(until - now))
+		// The word unchanged after reading openUntil: the open time read is this
+		// generation's, of key's breaker.
+		if until := b.openUntil.Load(); now < until && b.word.Load() == w {
+			return Permit{}, b.reg.refused(key, openError(key, until-now))
 		}
 	}
 	var ev events
 	b.mu.Lock()
-	if b.evicted.Load() {
+	if b.evictedNow() || b.key != key {
 		// A sweep removed it (open past its open time, or half-open without probes) after
 		// the caller found it: ask the key's live breaker.
 		b.mu.Unlock()
-		return b.reg.lookup(b.key).allow()
+		return b.reg.Gate(key)
 	}
 	p, err := b.admitLocked(now, &ev)
 	b.mu.Unlock()
 	b.announce(&ev)
 	if err != nil {
-		err = b.refused(err)
+		err = b.reg.refused(key, err)
 	}
 	return p, err
 }
 
-// refused tells Config.OnRefusal about a refusal, outside the lock, and returns its error.
-func (b *breaker) refused(err error) error {
-	for _, on := range b.reg.cfg.OnRefusal {
-		on(b.key)
+// refused tells Config.OnRefusal about a refusal of key, outside the lock, and returns its
+// error.
+func (r *Registry) refused(key string, err error) error {
+	for _, on := range r.cfg.OnRefusal {
+		on(key)
 	}
 	return err
 }
@@ -321,8 +330,8 @@ func after(now int64, d time.Duration) int64 {
 	return now + int64(d)
 }
 
-func (b *breaker) openError(remaining int64) error {
-	return &OpenError{Key: b.key, Remaining: time.Duration(max(remaining, 0))}
+func openError(key string, remaining int64) error {
+	return &OpenError{Key: key, Remaining: time.Duration(max(remaining, 0))}
 }
 
 func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
@@ -332,7 +341,7 @@ func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
 		b.touched.Store(true)
 		return Permit{b: b, word: w}, nil
 	case StateOpen:
-		return Permit{}, b.openError(b.openUntil.Load() - now)
+		return Permit{}, openError(b.key, b.openUntil.Load()-now)
 	}
 	for i := range b.slots {
 		s := &b.slots[i]
@@ -347,7 +356,7 @@ func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
 	}
 	// Every slot is taken. A slot frees the moment a probe ends without a verdict, and the
 	// breaker decides the moment a probe fails: there is no time worth waiting for.
-	return Permit{}, b.openError(0)
+	return Permit{}, openError(b.key, 0)
 }
 
 // refreshLocked makes the transitions that time alone causes: open → half-open once the open
@@ -386,25 +395,28 @@ func (b *breaker) recordSlow(p Permit, o outcome, err error) (t trip) {
 	now := b.reg.now()
 	var ev events
 	b.mu.Lock()
-	if b.evicted.Load() {
-		// Only a call of the generation the breaker was evicted in, while closed, still
-		// says something the key's live breaker has not decided without it.
-		fwd := p.probe == 0 && p.word == b.word.Load()
+	if b.evictedNow() || b.gone && p.word>>stateBits <= b.goneWord>>stateBits {
+		// A call let through before the last eviction (the breaker may since have been
+		// reused for another key, in a later generation). Only one of the generation it was
+		// evicted in, while closed, still says something the key's live breaker has not
+		// decided without it.
+		fwd, key := p.probe == 0 && p.word == b.goneWord, b.goneKey
 		b.mu.Unlock()
 		if fwd {
-			return b.reg.forward(b.key, o, err)
+			return b.reg.forward(key, o, err)
 		}
 		return trip{}
 	}
 	// Make the transitions time has caused first: a probe reporting after its timeout finds
 	// the breaker re-opened (a new generation) even when no call consulted it meanwhile.
-	if b.refreshLocked(now, &ev) != p.word { // began before a state change: stale
+	if b.refreshLocked(now, &ev) != p.word { // began before a state change, or a reuse: stale
+		key := b.key
 		b.mu.Unlock()
 		b.announce(&ev)
 		if p.probe != 0 && o != outcomeReleased && len(b.reg.cfg.OnLateProbe) > 0 {
 			if took := now - p.start; took >= int64(b.reg.cfg.ProbeTimeout) {
 				for _, on := range b.reg.cfg.OnLateProbe {
-					on(LateProbe{Key: b.key, Took: time.Duration(took), Timeout: b.reg.cfg.ProbeTimeout, Err: err})
+					on(LateProbe{Key: key, Took: time.Duration(took), Timeout: b.reg.cfg.ProbeTimeout, Err: err})
 				}
 			}
 		}
@@ -465,7 +477,7 @@ func (b *breaker) allPassedLocked() bool {
 // openLocked opens the breaker because of a call's counted failure and returns the trip.
 func (b *breaker) openLocked(reason ChangeReason, now int64, ev *events) trip {
 	b.setLocked(StateOpen, reason, now, ev)
-	return trip{opened: true, remaining: time.Duration(max(b.openUntil.Load()-now, 0))}
+	return trip{opened: true, remaining: time.Duration(max(b.openUntil.Load()-now, 0)), key: b.key}
 }
 
 // setLocked moves the breaker to state to, starting a new generation, and queues the event.
@@ -512,9 +524,9 @@ func (b *breaker) snapshotLocked(now int64) Snapshot {
 	return s
 }
 
-func (b *breaker) snapshot(now int64) Snapshot {
+// snapshotUnlock returns b's snapshot and releases its lock, which the caller holds.
+func (b *breaker) snapshotUnlock(now int64) Snapshot {
 	var ev events
-	b.mu.Lock()
 	b.refreshLocked(now, &ev)
 	s := b.snapshotLocked(now)
 	b.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -82,8 +83,10 @@ type Config struct {
 	// holds at most 1.25 × MaxBreakers breakers plus those still inside their open duration or
 	// with a probe in flight; once its open time has passed, an open breaker goes like an idle
 	// closed one. Breakers bound to a request type are never evicted. A call after an eviction
-	// finds a new, closed breaker. Default 10,000: enough for the endpoints of a large fleet,
-	// and a few MiB at most. Negative means no bound.
+	// finds a new, closed breaker. Evicted breakers, up to half of MaxBreakers and a few per
+	// shard of the registry's map, are kept for the keys that come next, so that a registry
+	// past its bound makes a new breaker without allocating. Default 10,000: enough for the endpoints of a large fleet, and a few MiB at
+	// most. Negative means no bound.
 	MaxBreakers int
 	// IdleTTL evicts breakers unused for at least this long that have nothing left to decide,
 	// as MaxBreakers does. It is checked when a new key arrives and by Sweep. Default 10
@@ -190,13 +193,31 @@ type Registry struct {
 	cfg   Config
 	clock behaviors.Clock
 	epoch time.Time
+	// systemClock: clock is behaviors.SystemClock, whose time since epoch time.Since reads
+	// faster.
+	systemClock bool
+	// idleFired, with the system clock and an IdleTTL, is set by a timer, armed while idleArmed,
+	// by the time the last sweep is IdleTTL old, so that a new key of a registry near its bound
+	// reads no clock before then (see idleSweepDue).
+	idleFired *atomic.Bool
+	idleArmed atomic.Bool
+	room      int // the room of a shard's map under pressure; see roomLocked
 
-	m    sync.Map // string → *breaker
-	size atomic.Int64
+	seed   maphash.Seed
+	shards [shardCount]shard
+	cache  [cacheSlots]atomic.Pointer[cacheEntry] // breakers found in the shards, read without locks
+	size   atomic.Int64
 
-	sweepMu   sync.Mutex
-	lastSweep atomic.Int64
-	sweepAt   atomic.Int64 // size past which a new key triggers a sweep under pressure
+	sweepMu    sync.Mutex
+	sweeps     atomic.Uint32 // the sweeps begun; see sweepLocked
+	lastSweep  atomic.Int64
+	sweepAt    atomic.Int64 // size past which a new key triggers a sweep under pressure
+	sweepShard int          // the shard a pressure sweep starts at, under sweepMu
+	goneBuf    []string     // the keys a sweep evicted, kept for the next one, under sweepMu
+
+	freeMu     sync.Mutex
+	spareBatch int        // see the constant
+	free       []*breaker // evicted breakers a new key may reuse; see putFreeLocked
 
 	listeners      listenerSet[StateChange]
 	evictListeners listenerSet[string]
@@ -237,10 +258,123 @@ func NewRegistry(cfg Config) *Registry {
 	if r.clock == nil {
 		r.clock = behaviors.SystemClock
 	}
+	r.systemClock = r.clock == behaviors.SystemClock
 	r.epoch = r.clock.Now()
+	if r.systemClock && cfg.IdleTTL > 0 {
+		r.idleFired = new(atomic.Bool)
+	}
 	r.sweepAt.Store(int64(cfg.MaxBreakers))
+	r.seed = maphash.MakeSeed()
+	r.spareBatch = spareBatch
+	if cfg.MaxBreakers > 0 {
+		r.room = 4 * (cfg.MaxBreakers*5/4/shardCount + 1)
+		r.spareBatch = min(spareBatch, max(cfg.MaxBreakers/4/shardCount/4, 1)) // a quarter of a sweep's share
+	}
+	for i := range r.shards {
+		r.shards[i].m = make(map[uint64]*breaker)
+	}
 	return r
 }
+
+// shardCount is the number of shards of a registry's map: readers of different keys rarely
+// share a lock, and a sweep holds one shard's lock at a time.
+const shardCount = 64
+
+// shard is one part of a registry's map from key to breaker, padded to its own cache line. Its
+// map is keyed by the key's hash, which the registry computes anyway: a lookup, an insertion
+// and an eviction hash a word, not the key again (an evicted key's text is long out of the
+// processor's caches). A key whose hash another key of the shard holds, which hardly ever
+// happens, goes to more.
+type shard struct {
+	mu    sync.Mutex
+	m     map[uint64]*breaker
+	more  map[string]*breaker
+	spare []*breaker // evicted breakers for the shard's new keys, taken from the free list in batches
+	roomy bool       // see roomLocked
+	_     [cacheLine - 56]byte
+}
+
+// lookupLocked returns the breaker of key, whose hash is h, or nil; under sh.mu.
+func (sh *shard) lookupLocked(h uint64, key string) *breaker {
+	if b := sh.m[h]; b != nil && b.key == key {
+		return b
+	}
+	if len(sh.more) > 0 {
+		return sh.more[key]
+	}
+	return nil
+}
+
+// insertLocked adds b, the new breaker of key, whose hash is h; under sh.mu.
+func (sh *shard) insertLocked(h uint64, key string, b *breaker) {
+	if _, taken := sh.m[h]; !taken {
+		sh.m[h] = b
+		return
+	}
+	if sh.more == nil {
+		sh.more = make(map[string]*breaker)
+	}
+	sh.more[key] = b
+}
+
+// roomLocked gives sh's map, once, room for four times a shard's share of the breakers a
+// registry at its bound holds (room): past its bound keys come and go, and a map whose groups
+// fill up keeps the places of the keys deleted from them, so that it grows, allocating, now and
+// then for good; one with room to spare deletes cleanly. A registry that never reaches its
+// bound keeps small maps. Under sh.mu.
+func (sh *shard) roomLocked(room int) {
+	if sh.roomy {
+		return
+	}
+	m := make(map[uint64]*breaker, room)
+	for h, b := range sh.m {
+		m[h] = b
+	}
+	sh.m, sh.roomy = m, true
+}
+
+// removeLocked removes b, held by sh; under sh.mu and b.mu.
+func (sh *shard) removeLocked(b *breaker) {
+	if sh.m[b.hash] == b {
+		delete(sh.m, b.hash)
+	} else {
+		delete(sh.more, b.key)
+	}
+}
+
+// spareBatch is the most evicted breakers a shard takes from the registry's free list at once,
+// so that most new keys take none of the free list's lock. A registry whose pressure sweeps
+// evict fewer takes fewer (see Registry.spareBatch): the spares of all shards stay a small part
+// of what a sweep frees, and a shard seldom finds the free list empty while others hold spares.
+const spareBatch = 8
+
+// shard returns the shard of key and key's hash.
+func (r *Registry) shard(key string) (*shard, uint64) {
+	h := maphash.String(r.seed, key)
+	return &r.shards[h%shardCount], h
+}
+
+// cacheSlots is the number of slots of a registry's cache of breakers: a key's slot is chosen
+// by its hash, as its shard is, and holds the last breaker found there, so that the calls of a
+// key used again and again take no lock.
+const cacheSlots = 1024
+
+// cacheEntry is a breaker found in the shards for key, while its inc was inc. It is stale once
+// the breaker's inc has moved on: it was evicted (and may have been reused for another key).
+//
+// It fills a cache line of its own: every call of its key reads it, from every P, so it must
+// share no line with an object written often. (Unpadded, it was 32 bytes, the size of many small
+// objects written on every call, such as testing.PB's counter: two Ps calling one key then
+// slowed each other down three times over.)
+type cacheEntry struct {
+	key string
+	b   *breaker
+	inc uint32
+	_   [cacheLine - 28]byte
+}
+
+// cacheLine is the size of a cache line of the processors Go runs on most.
+const cacheLine = 64
 
 // Validate reports what Config.Validate reports of the registry's configuration.
 func (r *Registry) Validate() error { return r.cfg.Validate() }
@@ -281,7 +415,14 @@ func (c Config) Validate() error {
 
 // now is the registry's time: nanoseconds since it was created (never negative, even with a
 // Clock that goes backwards).
-func (r *Registry) now() int64 { return max(int64(r.clock.Now().Sub(r.epoch)), 0) }
+func (r *Registry) now() int64 {
+	if r.systemClock {
+		// One monotonic clock read where Now makes two (the wall clock too); a testing/synctest
+		// bubble's fake time all the same.
+		return max(int64(time.Since(r.epoch)), 0)
+	}
+	return max(int64(r.clock.Now().Sub(r.epoch)), 0)
+}
 
 func (r *Registry) timeAt(n int64) time.Time { return r.epoch.Add(time.Duration(n)) }
 
@@ -301,44 +442,216 @@ func (r *Registry) openDuration() time.Duration {
 	return d
 }
 
-// lookup returns the breaker of key, creating it when missing. A call that holds a breaker a
-// sweep has since evicted (it began before the breaker went idle for a sweep interval) reports
-// its outcome to the key's live breaker instead: see forward.
-func (r *Registry) lookup(key string) *breaker {
-	if v, ok := r.m.Load(key); ok {
-		return v.(*breaker)
+// find returns the breaker of key, creating it when missing, and its state word, read while
+// the breaker is the key's: a breaker is evicted and reused for another key only under its
+// shard's lock, and a new generation starts when it is, so a call that holds the word of an
+// evicted (or reused) breaker is recognised as stale (see recordSlow). It marks a breaker it
+// found used (see sweep); a breaker it made is new, which spares it a sweep as well.
+func (r *Registry) find(key string) (*breaker, uint64) {
+	h := maphash.String(r.seed, key)
+	i := (h / shardCount) % cacheSlots
+	e := r.cache[i].Load()
+	if e == nil || e.key != key {
+		e = r.cache[i^1].Load()
 	}
-	return r.create(key, false)
+	if e != nil && e.key == key {
+		b := e.b
+		w := b.word.Load()
+		// inc unchanged after the word was read: the breaker was not evicted before, and
+		// the word is of key's breaker.
+		if b.inc.Load() == e.inc {
+			if !b.touched.Load() {
+				b.touched.Store(true)
+			}
+			return b, w
+		}
+	}
+	return r.findLocked(h, key)
 }
 
+// findLocked is find of a key the cache does not hold: it looks the key up, and makes its
+// breaker when missing, under one hold of the shard's lock.
+func (r *Registry) findLocked(h uint64, key string) (*breaker, uint64) {
+	sh := &r.shards[h%shardCount]
+	sh.mu.Lock()
+	if b := sh.lookupLocked(h, key); b != nil {
+		w, inc := b.word.Load(), b.inc.Load()
+		if !b.touched.Load() {
+			b.touched.Store(true)
+		}
+		sh.mu.Unlock()
+		r.remember(h, key, b, inc)
+		return b, w
+	}
+	b := r.addLocked(sh, h, key)
+	w := b.word.Load()
+	sh.mu.Unlock()
+	r.added()
+	return b, w
+}
+
+// remember caches b, found as key's breaker while its inc was inc, in one of the key's two
+// slots that holds no live breaker: two keys used alike do not take turns (and allocate) in
+// one slot, and a third finds them in the shards.
+func (r *Registry) remember(h uint64, key string, b *breaker, inc uint32) {
+	i := (h / shardCount) % cacheSlots
+	for _, c := range [2]*atomic.Pointer[cacheEntry]{&r.cache[i], &r.cache[i^1]} {
+		e := c.Load()
+		if e != nil && e.b.inc.Load() == e.inc {
+			if e.key == key {
+				return // cached meanwhile
+			}
+			continue
+		}
+		if c.CompareAndSwap(e, &cacheEntry{key: key, b: b, inc: inc}) {
+			return
+		}
+	}
+}
+
+// create returns the breaker of key, making it when missing, from an evicted breaker when one
+// is free; pin marks it never to be evicted.
 func (r *Registry) create(key string, pin bool) *breaker {
-	nb := &breaker{key: key, reg: r}
-	nb.touched.Store(true)
-	if r.cfg.FailureRate > 0 {
-		nb.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
+	sh, h := r.shard(key)
+	sh.mu.Lock()
+	b := sh.lookupLocked(h, key)
+	found := b != nil
+	if !found {
+		b = r.addLocked(sh, h, key)
 	}
-	v, loaded := r.m.LoadOrStore(key, nb)
-	b := v.(*breaker)
 	if pin {
-		b.mu.Lock()
-		b.pinned.Store(true)
-		evicted := b.evicted.Load()
-		b.mu.Unlock()
-		if evicted {
-			// A sweep took the loaded breaker before it was pinned: pin a live one.
-			return r.create(key, pin)
-		}
+		b.pinned.Store(true) // no sweep runs on the shard meanwhile
 	}
-	if !loaded {
-		n := r.size.Add(1)
-		switch {
-		case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
-			r.sweep(true)
-		case r.cfg.IdleTTL > 0 && r.now()-r.lastSweep.Load() >= int64(r.cfg.IdleTTL):
-			r.sweep(false)
-		}
+	sh.mu.Unlock()
+	if !found {
+		r.added()
 	}
 	return b
+}
+
+// addLocked makes the breaker of key, whose hash is h, missing from sh, whose lock the caller
+// holds: an evicted breaker when one is free, else a new one. The caller calls added once it
+// released the lock.
+func (r *Registry) addLocked(sh *shard, h uint64, key string) *breaker {
+	b := r.takeFree(sh)
+	b.mu.Lock()
+	b.reuseLocked(key, h, r.sweeps.Load())
+	b.mu.Unlock()
+	sh.insertLocked(h, key, b)
+	return b
+}
+
+// added counts a breaker addLocked made and sweeps when the registry is past its bound, or its
+// last sweep is older than IdleTTL.
+func (r *Registry) added() {
+	n := r.size.Add(1)
+	switch {
+	case r.cfg.MaxBreakers > 0 && n > r.sweepAt.Load():
+		r.sweep(true)
+	case r.idleSweepDue():
+		r.sweep(false)
+	}
+}
+
+// idleSweepDue reports whether the last sweep is IdleTTL old, for a new key. A clock read costs
+// a new key more than the rest of its checks, so with the system clock a registry holding at
+// least half of MaxBreakers, where new keys come fast, arms a timer for the time the last sweep
+// will be IdleTTL old and reads the time again only once it fired (one caller takes the flag).
+// A smaller registry reads the time: a pending timer of each registry would slow every other
+// timer of the process (a context deadline, say) down a little.
+func (r *Registry) idleSweepDue() bool {
+	if r.cfg.IdleTTL <= 0 {
+		return false
+	}
+	if r.idleFired != nil && r.idleArmed.Load() {
+		if !r.idleFired.Load() || !r.idleFired.CompareAndSwap(true, false) {
+			return false
+		}
+		r.idleArmed.Store(false)
+	}
+	left := r.lastSweep.Load() + int64(r.cfg.IdleTTL) - r.now()
+	if left > 0 && r.idleFired != nil && r.cfg.MaxBreakers > 0 && r.size.Load() >= int64(r.cfg.MaxBreakers/2) &&
+		r.idleArmed.CompareAndSwap(false, true) {
+		r.armIdle(time.Duration(left))
+	}
+	return left <= 0
+}
+
+// armIdle sets idleFired after d. A new timer each time, not one reset, so that it runs on the
+// time of its caller's testing/synctest bubble, or of none, as the registry's clock does. Its
+// function holds the flag, not the registry, which a pending timer so does not keep alive.
+func (r *Registry) armIdle(d time.Duration) {
+	fired := r.idleFired
+	time.AfterFunc(d, func() { fired.Store(true) })
+}
+
+// takeFree returns an evicted breaker to reuse for a new key of sh, whose lock the caller holds,
+// or a new one.
+func (r *Registry) takeFree(sh *shard) *breaker {
+	if len(sh.spare) == 0 {
+		r.freeMu.Lock()
+		n := min(len(r.free), r.spareBatch)
+		if sh.spare == nil && n > 0 {
+			sh.spare = make([]*breaker, 0, r.spareBatch)
+		}
+		sh.spare = append(sh.spare, r.free[len(r.free)-n:]...)
+		clear(r.free[len(r.free)-n:])
+		r.free = r.free[:len(r.free)-n]
+		r.freeMu.Unlock()
+	}
+	if n := len(sh.spare); n > 0 {
+		b := sh.spare[n-1]
+		sh.spare[n-1] = nil
+		sh.spare = sh.spare[:n-1]
+		return b
+	}
+	b := &breaker{reg: r}
+	if r.cfg.FailureRate > 0 {
+		b.window = newRateWindow(r.cfg.RateWindow, r.cfg.FailureRate, r.cfg.RateMinCalls)
+	}
+	return b
+}
+
+// putFreeLocked keeps b for a new key, unless enough breakers are kept already: at most half
+// of MaxBreakers (what a pressure sweep evicts at once), 256 without a bound, besides the few
+// of each shard's spares. Called under freeMu.
+func (r *Registry) putFreeLocked(b *breaker) {
+	limit := 256
+	if r.cfg.MaxBreakers > 0 {
+		limit = max(r.cfg.MaxBreakers/2, 1)
+	}
+	if len(r.free) < limit {
+		r.free = append(r.free, b)
+	}
+}
+
+// reuseLocked makes b the closed, unused breaker of key, in a generation after every one it
+// had, so that a call holding a permit of its previous key's breaker never matches its word;
+// sweeps is the number of sweeps begun (see sweep). The previous key and word stay in gone, for
+// the outcome of a call that was let through before the eviction (see recordSlow). b is evicted
+// or new: in no map, announcing nothing. (A field is stored only when it changes: an atomic
+// store costs as much as a lock.)
+func (b *breaker) reuseLocked(key string, h uint64, sweeps uint32) {
+	b.key, b.hash = key, h
+	b.word.Store(b.word.Load()&^stateMask + 1<<stateBits)
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if b.openUntil.Load() != 0 {
+		b.openUntil.Store(0)
+	}
+	b.openedAt = 0
+	clear(b.slots)
+	if b.window != nil {
+		b.window.reset()
+	}
+	if b.touched.Load() {
+		b.touched.Store(false)
+	}
+	b.born = sweeps
+	if b.evictedNow() {
+		b.inc.Add(1) // live again
+	}
 }
 
 // forward records the outcome of a call whose breaker was evicted while the call ran on the
@@ -350,8 +663,7 @@ func (r *Registry) forward(key string, o outcome, err error) trip {
 	if o == outcomeIgnored || o == outcomeReleased {
 		return trip{}
 	}
-	live := r.lookup(key)
-	if w := live.word.Load(); stateOf(w) == StateClosed {
+	if live, w := r.find(key); stateOf(w) == StateClosed {
 		return live.recordSlow(Permit{b: live, word: w}, o, err)
 	}
 	return trip{}
@@ -368,7 +680,13 @@ func (r *Registry) forward(key string, o outcome, err error) trip {
 //	}
 //	err = send(ctx, endpoint, msg)
 //	p.Done(ctx, err)
-func (r *Registry) Gate(key string) (Permit, error) { return r.lookup(key).allow() }
+func (r *Registry) Gate(key string) (Permit, error) {
+	b, w := r.find(key)
+	if stateOf(w) == StateClosed {
+		return Permit{b: b, word: w}, nil
+	}
+	return b.allowSlow(key, w)
+}
 
 // OpenFor reports whether calls to key would be refused now and, if so, the time until a
 // probe may start. For a half-open breaker whose probe slots are all taken, remaining is 0, as
@@ -377,19 +695,18 @@ func (r *Registry) Gate(key string) (Permit, error) { return r.lookup(key).allow
 // the probe timeout, so a caller that waits should look again soon rather than wait out the
 // timeout. An unknown key is closed.
 func (r *Registry) OpenFor(key string) (remaining time.Duration, open bool) {
-	v, ok := r.m.Load(key)
-	if !ok {
-		return 0, false
-	}
-	b := v.(*breaker)
-	w := b.word.Load()
-	if stateOf(w) == StateClosed {
+	sh, h := r.shard(key)
+	sh.mu.Lock()
+	b := sh.lookupLocked(h, key)
+	if b == nil || stateOf(b.word.Load()) == StateClosed {
+		sh.mu.Unlock()
 		return 0, false
 	}
 	now := r.now()
 	var ev events
 	b.mu.Lock()
-	w = b.refreshLocked(now, &ev)
+	sh.mu.Unlock()
+	w := b.refreshLocked(now, &ev)
 	switch stateOf(w) {
 	case StateOpen:
 		remaining, open = time.Duration(b.openUntil.Load()-now), true
@@ -435,25 +752,33 @@ func (r *Registry) Reset(key string) error {
 }
 
 func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
+	b := r.locked(key, false)
+	if b == nil {
+		return fmt.Errorf("%w: %q", ErrUnknown, key)
+	}
+	var ev events
+	fn(b, r.now(), &ev)
+	b.mu.Unlock()
+	b.announce(&ev)
+	return nil
+}
+
+// locked returns the breaker of key with its lock held, or nil when the registry holds none
+// and create is false. Holding the lock, it stays the key's breaker: a sweep evicts under it.
+func (r *Registry) locked(key string, create bool) *breaker {
+	sh, h := r.shard(key)
 	for {
-		v, ok := r.m.Load(key)
-		if !ok {
-			return fmt.Errorf("%w: %q", ErrUnknown, key)
+		sh.mu.Lock()
+		if b := sh.lookupLocked(h, key); b != nil {
+			b.mu.Lock()
+			sh.mu.Unlock()
+			return b
 		}
-		b := v.(*breaker)
-		now := r.now()
-		var ev events
-		b.mu.Lock()
-		if b.evicted.Load() {
-			// A sweep removed it between the lookup and the lock: act on what the map
-			// holds now, so the change is not made on a breaker nobody will see again.
-			b.mu.Unlock()
-			continue
+		sh.mu.Unlock()
+		if !create {
+			return nil
 		}
-		fn(b, now, &ev)
-		b.mu.Unlock()
-		b.announce(&ev)
-		return nil
+		r.create(key, false)
 	}
 }
 
@@ -462,13 +787,7 @@ func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
 // ignored (half-open is decided locally, by time). Listeners are told; the store is not (it
 // already knows). The breaker is created if missing.
 func (r *Registry) Apply(s Snapshot) {
-	b := r.lookup(s.Key)
-	b.mu.Lock()
-	for b.evicted.Load() { // swept between the lookup and the lock; see force
-		b.mu.Unlock()
-		b = r.lookup(s.Key)
-		b.mu.Lock()
-	}
+	b := r.locked(s.Key, true)
 	now := r.now()
 	ev := events{applied: true}
 	switch cur := stateOf(b.word.Load()); {
@@ -487,21 +806,41 @@ func (r *Registry) Apply(s Snapshot) {
 
 // Get returns the snapshot of key's breaker, or an error matching ErrUnknown.
 func (r *Registry) Get(key string) (Snapshot, error) {
-	v, ok := r.m.Load(key)
-	if !ok {
+	b := r.locked(key, false)
+	if b == nil {
 		return Snapshot{}, fmt.Errorf("%w: %q", ErrUnknown, key)
 	}
-	return v.(*breaker).snapshot(r.now()), nil
+	return b.snapshotUnlock(r.now()), nil
 }
 
 // Snapshot lists every breaker the registry holds, sorted by key.
 func (r *Registry) Snapshot() []Snapshot {
+	type held struct {
+		key string
+		b   *breaker
+	}
+	var all []held
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for _, b := range sh.m {
+			all = append(all, held{b.key, b})
+		}
+		for k, b := range sh.more {
+			all = append(all, held{k, b})
+		}
+		sh.mu.Unlock()
+	}
 	now := r.now()
-	var out []Snapshot
-	r.m.Range(func(_, v any) bool {
-		out = append(out, v.(*breaker).snapshot(now))
-		return true
-	})
+	out := make([]Snapshot, 0, len(all))
+	for _, h := range all {
+		h.b.mu.Lock()
+		if h.b.evictedNow() || h.b.key != h.key {
+			h.b.mu.Unlock() // evicted since: no longer held
+			continue
+		}
+		out = append(out, h.b.snapshotUnlock(now))
+	}
 	slices.SortFunc(out, func(a, b Snapshot) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
@@ -521,9 +860,10 @@ func (r *Registry) Sweep() int { return r.sweep(false) }
 
 // sweep evicts idle breakers with a second chance: a breaker used (a call let through or
 // refused) since the previous sweep has its mark cleared and survives this one, so every
-// evicted breaker went unused for a whole sweep interval (a breaker just created is never
-// evicted; one whose last call is still running when it is evicted has that call's outcome
-// forwarded to the key's live breaker). Only breakers with nothing left to decide go: see
+// evicted breaker went unused for a whole sweep interval (a breaker made since the previous
+// sweep began is never evicted: it records the sweeps begun when it was made; one whose last
+// call is still running when it is evicted has that call's outcome forwarded to the key's live
+// breaker). Only breakers with nothing left to decide go: see
 // evictableLocked. Under size pressure it stops once the registry is down to three quarters
 // of MaxBreakers, and the next pressure sweep waits until a quarter of MaxBreakers more keys
 // have arrived: the registry stays below 1.25 × MaxBreakers plus the breakers still inside
@@ -539,12 +879,21 @@ func (r *Registry) sweep(pressure bool) int {
 		defer r.sweepMu.Unlock()
 		return r.sweepLocked(pressure)
 	}()
+	if len(gone) == 0 {
+		return evicted
+	}
 	ls := r.evictListeners.load()
 	for _, key := range gone {
 		for _, l := range ls {
 			l.fn(key)
 		}
 	}
+	clear(gone) // hold no key
+	r.sweepMu.Lock()
+	if cap(gone) > cap(r.goneBuf) {
+		r.goneBuf = gone[:0]
+	}
+	r.sweepMu.Unlock()
 	return evicted
 }
 
@@ -560,42 +909,118 @@ func (r *Registry) sweepLocked(pressure bool) (int, []string) {
 	}
 	notify := len(r.evictListeners.load()) > 0
 	var gone []string
+	if notify {
+		gone, r.goneBuf = r.goneBuf[:0], nil
+	}
 	now := r.now()
 	r.lastSweep.Store(now)
+	sweep := r.sweeps.Add(1)
 	evicted := 0
-	r.m.Range(func(k, v any) bool {
-		if target >= 0 && r.size.Load() <= target {
-			return false
-		}
-		b := v.(*breaker)
-		if b.pinned.Load() {
-			return true
-		}
-		if b.touched.Load() {
-			b.touched.Store(false)
-			return true
-		}
-		if stateOf(b.word.Load()) == StateOpen && now < b.openUntil.Load() {
-			return true // still refusing calls: the common case among open breakers, lock-free
-		}
-		// Decide under the breaker's lock, so that no outcome trips it between the check and
-		// the removal, and every outcome after the removal is forwarded to the live breaker.
-		b.mu.Lock()
-		if !b.pinned.Load() && !b.touched.Load() && b.evictableLocked(now) && r.m.CompareAndDelete(k, v) {
-			b.evicted.Store(true)
-			r.size.Add(-1)
-			evicted++
-			if notify {
-				gone = append(gone, b.key)
+	// Under pressure a first pass takes from every shard its share of what must go, in
+	// proportion to its size, so that the shards stay alike in size (a shard's map that outgrows
+	// its room allocates); a second takes what the first could not find.
+	passes, size, need := 1, int64(1), int64(0)
+	if pressure {
+		passes, size = 2, max(r.size.Load(), 1)
+		need = size - target
+		r.sweepShard = (r.sweepShard + 1) % shardCount // no shard always first
+	}
+	for pass := range passes {
+		for i := range shardCount {
+			if target >= 0 && r.size.Load() <= target {
+				break
 			}
+			sh := &r.shards[(r.sweepShard+i)%shardCount]
+			sh.mu.Lock()
+			if pressure {
+				sh.roomLocked(r.room)
+			}
+			r.freeMu.Lock() // taken under no breaker's lock elsewhere
+			quota := -1
+			if pass == 0 && pressure {
+				quota = int(int64(len(sh.m)+len(sh.more))*need/size) + 1
+			}
+			v := visit{r: r, sh: sh, now: now, sweep: sweep, target: target, quota: quota, notify: notify, gone: gone}
+			for _, b := range sh.m {
+				if !v.next(b) {
+					break
+				}
+			}
+			for _, b := range sh.more {
+				if !v.next(b) {
+					break
+				}
+			}
+			gone = v.gone
+			r.freeMu.Unlock()
+			r.size.Add(-int64(v.evicted))
+			sh.mu.Unlock()
+			evicted += v.evicted
 		}
-		b.mu.Unlock()
-		return true
-	})
+	}
 	if pressure {
 		r.sweepAt.Store(max(int64(r.cfg.MaxBreakers), r.size.Load()+int64(r.cfg.MaxBreakers)/4))
 	}
 	return evicted, gone
+}
+
+// visit is a sweep's visit of one shard, under its lock and the free list's.
+type visit struct {
+	r       *Registry
+	sh      *shard
+	now     int64
+	sweep   uint32 // the sweep's number: see reuseLocked's sweeps
+	target  int64  // the size to stop at; -1: none
+	quota   int    // the most to evict from the shard; -1: no limit
+	notify  bool
+	gone    []string
+	evicted int // from this shard: r.size is told once per shard
+}
+
+// next visits b, evicting it when it went unused since the previous sweep and has nothing left
+// to decide, and reports whether the sweep goes on.
+func (v *visit) next(b *breaker) bool {
+	if v.target >= 0 && v.r.size.Load()-int64(v.evicted) <= v.target || v.evicted == v.quota {
+		return false
+	}
+	if b.pinned.Load() {
+		return true
+	}
+	if b.touched.Load() {
+		b.touched.Store(false)
+		return true
+	}
+	if v.sweep-b.born < 2 {
+		return true // made since the previous sweep began, and unused since
+	}
+	if stateOf(b.word.Load()) == StateOpen && v.now < b.openUntil.Load() {
+		return true // still refusing calls: the common case among open breakers, lock-free
+	}
+	// Decide under the breaker's lock, so that no outcome trips it between the check and the
+	// removal, and every outcome after the removal is forwarded to the live breaker.
+	b.mu.Lock()
+	if !b.touched.Load() && b.evictableLocked(v.now) {
+		v.sh.removeLocked(b)
+		key := b.key
+		if b.evictLocked() {
+			v.r.putFreeLocked(b)
+		}
+		v.evicted++
+		if v.notify {
+			v.gone = append(v.gone, key)
+		}
+	}
+	b.mu.Unlock()
+	return true
+}
+
+// evictLocked marks b evicted, keeping its key and word for the calls it let through (see
+// recordSlow), and reports whether a new key may reuse it: it has no state change still to
+// announce.
+func (b *breaker) evictLocked() (reusable bool) {
+	b.inc.Add(1) // evicted, and its cache entries stale
+	b.gone, b.goneKey, b.goneWord = true, b.key, b.word.Load()
+	return !b.announcing && len(b.queue) == 0
 }
 
 // evictableLocked reports whether b has nothing left to decide, so that a sweep may evict it
