@@ -59,8 +59,8 @@
 // Each beside its baseline: BenchmarkSend and BenchmarkTypedSend (no behaviors) beside
 // BenchmarkDirectCall, the handler called through its interface; BenchmarkStream of 3 items
 // beside BenchmarkStreamDirect, ranging the handler's sequence; BenchmarkKeyedBreaker, Gate and
-// Done over 1M keys on a registry bounded to 10k breakers (switchboard) beside a read of a map
-// of all 1M keys (map). The peers of the resilience behaviors (BenchmarkBreaker,
+// Done over 1M keys on a registry bounded to 10k breakers (switchboard) beside a plain map
+// bounded to 10k keys, a miss deleting the oldest key and inserting the new one (map). The peers of the resilience behaviors (BenchmarkBreaker,
 // BenchmarkFallbackRetryBreaker) run with make bench-all:
 //
 //	go test -run '^$' -bench . -skip '^BenchmarkDrain$' -benchmem -cpu 1,2

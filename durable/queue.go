@@ -40,8 +40,22 @@ type Queue struct {
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
-// passed (sqlite.New, postgres.New). Call Shutdown first.
-func (q *Queue) Close() error { return q.store.Close() }
+// passed (sqlite.New, postgres.New). It refuses, closing nothing, while the scheduler Start
+// started runs: call Shutdown first, or the outcomes of the items running would not be written
+// and they would run again.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	s := q.sched
+	q.mu.Unlock()
+	if s != nil {
+		select {
+		case <-s.finished:
+		default:
+			return errors.New("durable: Close: the queue's scheduler is running; call Shutdown first")
+		}
+	}
+	return q.store.Close()
+}
 
 // Start runs this instance's scheduler: call it in every instance once sender, the
 // *mediator.Mediator, is built; instances sharing a database divide the work. It refuses a nil

@@ -438,7 +438,9 @@ func (s *scheduler) run() (idle bool) {
 			}
 		}
 		if isolating && running == 0 {
-			isolating = false
+			// The item run alone has ended: look for the next one now, not an isolation check
+			// later, so the items a crash left to run alone run one after another.
+			isolating, lastCheck = false, time.Time{}
 		}
 		stopping := s.stopping()
 		if stopping {

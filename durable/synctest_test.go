@@ -372,3 +372,49 @@ func TestBubbleSlowItemDoesNotHoldBackBatches(t *testing.T) {
 		}
 	})
 }
+
+// The items a crash left to run alone run one after another, each as soon as the one before it
+// has ended: not one per isolation check.
+func TestBubbleItemsToRunAloneFollowEachOther(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := bubbleQueue(t, path, fastPolicy)
+		const n = 4
+		for i := range n {
+			must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i}))
+		}
+		st := durable.StoreOf(q)
+		// A process that died holding them: claimed, never completed, swept once the lease ran out.
+		if got := must[[]istore.Claimed](t)(st.Claim(ctx, "dead", time.Now(), time.Second, n)); len(got) != n {
+			t.Fatalf("claimed %d", len(got))
+		}
+		time.Sleep(2 * time.Second)
+		if swept := must[int](t)(st.Sweep(ctx, time.Now())); swept != n {
+			t.Fatalf("swept %d", swept)
+		}
+		var (
+			ran  atomic.Int64
+			done = make(chan struct{})
+		)
+		begin := time.Now()
+		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
+			if ran.Add(1) == n {
+				close(done)
+			}
+			return nil
+		}}, durable.SchedulerConfig{Workers: 4, PollInterval: 10 * time.Millisecond})
+		<-done
+		if took := time.Since(begin); took > 100*time.Millisecond {
+			t.Errorf("%d items to run alone took %v, want each right after the one before", n, took)
+		}
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range must[[]record.Item](t)(q.List(ctx, durable.Filter{})) {
+			if it.State != record.StateSucceeded {
+				t.Errorf("item %d %s", it.ID, it.State)
+			}
+		}
+	})
+}

@@ -73,3 +73,25 @@ func TestEnqueueRefusesUnstorableKeys(t *testing.T) {
 		}
 	})
 }
+
+// Close refuses while the queue's scheduler runs, and closes once Shutdown has returned.
+func TestCloseRefusesWhileRunning(t *testing.T) {
+	b := sqliteBackend(t)
+	q, err := durable.Open(context.Background(), b.driver(), durable.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerTypes(q)
+	if err := q.Start(mediatorFor(t, handlers{}), durable.SchedulerConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err == nil || !strings.Contains(err.Error(), "call Shutdown first") {
+		t.Fatalf("Close under a running scheduler: %v", err)
+	}
+	if err := q.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatalf("Close after Shutdown: %v", err)
+	}
+}

@@ -129,8 +129,9 @@ type directStream[T any] struct {
 // to a later stream nor change that stream's state.
 type streamRun struct {
 	// gen counts the streams the run has served; it grows when one ends, before the run is
-	// reused.
-	gen uint64
+	// reused. It is atomic because a late yield may come from a goroutine the handler left
+	// running, at any time.
+	gen atomic.Uint64
 	// inBody is set while the consumer's loop body runs, so a panic there passes on untouched;
 	// stopped once the consumer has been told the stream is over.
 	inBody, stopped bool
@@ -152,10 +153,10 @@ func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error)
 	if r == nil {
 		r = &streamRun{}
 	}
-	gen := r.gen
+	gen := r.gen.Load()
 	defer d.finish(r, yield)
 	d.open(ctx, req)(func(v T, err error) bool {
-		if r.gen != gen {
+		if r.gen.Load() != gen {
 			panic(errLateYield)
 		}
 		if r.stopped {
@@ -189,7 +190,7 @@ func (d *directStream[T]) run(ctx context.Context, req any, yield func(T, error)
 // generation.
 func (d *directStream[T]) finish(r *streamRun, yield func(T, error) bool) {
 	passOn := r.inBody || r.stopped
-	r.gen++
+	r.gen.Add(1)
 	r.inBody, r.stopped = false, false
 	if !d.idle.CompareAndSwap(nil, r) {
 		d.runs.Put(r)
