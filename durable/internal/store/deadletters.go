@@ -158,7 +158,7 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLett
 	err := s.db.QueryRowContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letters
 	(source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
 	VALUES (?, ?, ?, ?, ?, 'failed', 0, ?, ?, ?) RETURNING id`),
-		d.Source, d.Name, d.Key, d.Payload, StoredText(d.Error), micros(d.Now), micros(d.Now), nullString(string(d.Metadata))).Scan(&id)
+		d.Source, d.Name, d.Key, d.Payload, storedText(d.Error), micros(d.Now), micros(d.Now), nullString(string(d.Metadata))).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("durable: capture dead letter: %w", err)
 	}
@@ -372,7 +372,7 @@ func (s *Store) FinishReplay(ctx context.Context, id DeadLetterID, owner string,
 		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
 	SET status = ?, retry_count = retry_count + 1, error = COALESCE(NULLIF(?, ''), error),
 	    replay_owner = NULL, replay_until = NULL, updated_at = ?
-	WHERE id = ? AND replay_owner = ? AND status = 'failed'`), string(status), StoredText(ev.Error), micros(ev.EndedAt), int64(id), owner)
+	WHERE id = ? AND replay_owner = ? AND status = 'failed'`), string(status), storedText(ev.Error), micros(ev.EndedAt), int64(id), owner)
 		if err != nil {
 			return err
 		}
@@ -460,6 +460,6 @@ func (s *Store) Discard(ctx context.Context, id DeadLetterID, ev Event) (LeaseRe
 func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, id DeadLetterID, ev Event) error {
 	_, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
 	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		int64(id), ev.Kind, StoredText(ev.Actor), micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(StoredText(ev.Error)), nullString(StoredText(ev.Reason)))
+		int64(id), ev.Kind, storedText(ev.Actor), micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(storedText(ev.Error)), nullString(storedText(ev.Reason)))
 	return err
 }

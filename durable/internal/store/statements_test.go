@@ -84,15 +84,15 @@ func TestCompletionTextRoundTrip(t *testing.T) {
 			if err != nil || len(as) != 1 {
 				t.Fatalf("attempts of %d: %v %v", c.Fence.ItemID, as, err)
 			}
-			if want := StoredText(texts[i]); as[0].Error != want || as[0].Instance != c.Fence.Owner {
+			if want := storedText(texts[i]); as[0].Error != want || as[0].Instance != c.Fence.Owner {
 				t.Errorf("attempt error %q by %q, want %q by %q", as[0].Error, as[0].Instance, want, c.Fence.Owner)
 			}
 			it, err := s.Item(ctx, c.Fence.ItemID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := StoredText(texts[len(texts)-1-i]); it.ParkedKey != want || it.LastError != StoredText(texts[i]) {
-				t.Errorf("parked key %q, last error %q; want %q, %q", it.ParkedKey, it.LastError, want, StoredText(texts[i]))
+			if want := storedText(texts[len(texts)-1-i]); it.ParkedKey != want || it.LastError != storedText(texts[i]) {
+				t.Errorf("parked key %q, last error %q; want %q, %q", it.ParkedKey, it.LastError, want, storedText(texts[i]))
 			}
 		}
 	})

@@ -302,11 +302,11 @@ func (e *UnknownOutcomeError) Error() string { return e.Err.Error() }
 // Unwrap returns the insert's error.
 func (e *UnknownOutcomeError) Unwrap() error { return e.Err }
 
-// StoredText is s as the store writes a text it did not choose (an error's text, a breaker's
+// storedText is s as the store writes a text it did not choose (an error's text, a breaker's
 // key, an operator's reason): valid UTF-8 without NUL bytes, each NUL and each invalid byte
 // replaced by U+FFFD. PostgreSQL's text holds neither, and refusing one would leave the outcome
 // it belongs to unrecorded; both engines store the same text.
-func StoredText(s string) string {
+func storedText(s string) string {
 	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
 		return s
 	}
@@ -327,7 +327,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 	if it.Payload == nil {
 		it.Payload = []byte{}
 	}
-	it.LastError, it.ParkedKey = StoredText(it.LastError), StoredText(it.ParkedKey)
+	it.LastError, it.ParkedKey = storedText(it.LastError), storedText(it.ParkedKey)
 	st := s.e.stmts()
 	for range 5 {
 		var v int64
@@ -666,10 +666,10 @@ func readClaims(rows RowReader, args []any) ([]Claimed, error) {
 }
 
 // checkCompletions refuses a completion whose next state is not one a lease can end in, and
-// makes the texts of the others storable (StoredText).
+// makes the texts of the others storable (storedText).
 func checkCompletions(cs []Completion) error {
 	for i := range cs {
-		cs[i].Error, cs[i].ParkedKey = StoredText(cs[i].Error), StoredText(cs[i].ParkedKey)
+		cs[i].Error, cs[i].ParkedKey = storedText(cs[i].Error), storedText(cs[i].ParkedKey)
 	}
 	for _, c := range cs {
 		switch c.State {
