@@ -34,6 +34,19 @@ func (c fixedClock) After(d time.Duration) (<-chan time.Time, func() bool) {
 	return behaviors.SystemClock.After(d)
 }
 
+// stepClock is a Clock that stands still until a wait, which passes at once and moves it on by
+// the wait, so examples and tests neither sleep nor depend on the machine's speed; a handler
+// moves it to spend time.
+type stepClock struct{ now time.Time }
+
+func (c *stepClock) Now() time.Time { return c.now }
+func (c *stepClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	c.now = c.now.Add(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch, func() bool { return false }
+}
+
 func quoteEndpoint(req any) string { return req.(*GetQuote).Endpoint }
 
 func mustBuild(m *mediator.Mediator) *mediator.Mediator {
@@ -129,4 +142,30 @@ func ExamplePolicy_Validate() {
 	// true
 	// retry: invalid retry policy: MaxAttempts -1 is negative
 	// retry: invalid retry policy: Multiplier 0.5 is not a finite number of at least 1
+}
+
+// A quote is worthless after a while: MaxAge ends the retries when the next one would start
+// more than MaxAge after the first attempt, and the final error says so. Here a retry every
+// second with MaxAge 2.5 s makes the attempts at 0, 1 and 2 s, not the one at 3 s.
+func ExamplePolicy_maxAge() {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, q *GetQuote) (*Quote, error) {
+		fmt.Println("attempt", retry.AttemptNumber(ctx))
+		return nil, &httpError{503}
+	})
+	m.Use(retry.New(retry.Config{
+		Policy: retry.Policy{MaxAttempts: 10, BaseDelay: time.Second, MaxAge: 2500 * time.Millisecond},
+		Clock:  &stepClock{},
+	}))
+	mustBuild(m)
+	_, err := mediator.Send(context.Background(), m, &GetQuote{})
+	fmt.Println(err)
+	var re *retry.ExhaustedError
+	fmt.Println(errors.As(err, &re), re.Attempts, re.MaxAge)
+	// Output:
+	// attempt 1
+	// attempt 2
+	// attempt 3
+	// retry: failed after 3 attempts (retries stopped: the next attempt would start more than MaxAge 2.5s after the first): HTTP 503
+	// true 3 2.5s
 }

@@ -2,8 +2,10 @@ package retry_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ func TestPolicyDefaults(t *testing.T) {
 	p := retry.Policy{}.Resolved()
 	if p.MaxAttempts != 1 || p.Strategy != retry.Fixed || p.BaseDelay != 500*time.Millisecond ||
 		p.Multiplier != 2 || p.MaxDelay != 30*time.Second || p.Jitter != behaviors.Off ||
-		p.RetryOnTimeout != behaviors.Off || p.WaitForBreaker != behaviors.Off {
+		p.RetryOnTimeout != behaviors.Off || p.RetryOnTransport != behaviors.Off || p.WaitForBreaker != behaviors.Off || p.MaxAge != 0 {
 		t.Fatalf("defaults %+v", p)
 	}
 }
@@ -86,21 +88,28 @@ func TestPolicyDelay(t *testing.T) {
 func TestPolicyValidate(t *testing.T) {
 	bad := []retry.Policy{
 		{MaxAttempts: -1}, {BaseDelay: -1}, {MaxDelay: -1}, {Multiplier: 0.5}, {Multiplier: math.NaN()},
-		{Multiplier: math.Inf(1)}, {Strategy: 9}, {Jitter: 7},
+		{Multiplier: math.Inf(1)}, {Strategy: 9}, {Jitter: 7}, {MaxAge: -1},
 	}
 	for _, p := range bad {
 		if p.Validate() == nil {
 			t.Errorf("%+v accepted", p)
 		}
 	}
-	for _, p := range []retry.Policy{{MaxAttempts: 3, Multiplier: 1.5}, {Multiplier: 1}, {Multiplier: 1e308}} {
+	for _, p := range []retry.Policy{{MaxAttempts: 3, Multiplier: 1.5}, {Multiplier: 1}, {Multiplier: 1e308}, {MaxAge: time.Nanosecond}} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%+v: %v", p, err)
 		}
 	}
+	// A negative MaxAge is named, beside every other invalid field.
+	err := retry.Policy{MaxAge: -time.Second, BaseDelay: -1}.Validate()
+	var ie *retry.InvalidPolicyError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "retry: invalid retry policy: MaxAge -1s is negative") ||
+		!strings.Contains(err.Error(), "BaseDelay -1ns is negative") {
+		t.Fatalf("negative MaxAge: %v", err)
+	}
 }
 
-func policyOf(attempts int, strategy, jitter, timeout, wait uint8, base, maxD int64, mult float64, codes int8) retry.Policy {
+func policyOf(attempts int, strategy, jitter, timeout, wait uint8, base, maxD int64, mult float64, codes int8, age int64) retry.Policy {
 	p := retry.Policy{
 		MaxAttempts:    attempts,
 		Strategy:       retry.Strategy(strategy % 3),
@@ -110,6 +119,9 @@ func policyOf(attempts int, strategy, jitter, timeout, wait uint8, base, maxD in
 		Jitter:         behaviors.Switch(jitter % 3),
 		RetryOnTimeout: behaviors.Switch(timeout % 3),
 		WaitForBreaker: behaviors.Switch(wait % 3),
+		// The wait byte's higher digits in base 3 give RetryOnTransport.
+		RetryOnTransport: behaviors.Switch(wait / 3 % 3),
+		MaxAge:           time.Duration(age),
 	}
 	if codes >= 0 {
 		p.RetryableStatusCodes = make([]int, codes%4)
@@ -120,15 +132,15 @@ func policyOf(attempts int, strategy, jitter, timeout, wait uint8, base, maxD in
 // Merging takes every set field of the upper layer and keeps the lower layer's value for
 // every unset one; unset over anything is the identity.
 func FuzzPolicyMerge(f *testing.F) {
-	f.Add(3, uint8(2), uint8(1), uint8(0), uint8(2), int64(200e6), int64(5e9), 2.0, int8(-1),
-		0, uint8(0), uint8(2), uint8(1), uint8(0), int64(0), int64(1e9), 0.0, int8(2))
-	f.Add(0, uint8(0), uint8(0), uint8(0), uint8(0), int64(0), int64(0), 0.0, int8(-1),
-		1, uint8(1), uint8(0), uint8(0), uint8(1), int64(-5), int64(0), 1.5, int8(0))
+	f.Add(3, uint8(2), uint8(1), uint8(0), uint8(2), int64(200e6), int64(5e9), 2.0, int8(-1), int64(0),
+		0, uint8(0), uint8(2), uint8(1), uint8(0), int64(0), int64(1e9), 0.0, int8(2), int64(3e9))
+	f.Add(0, uint8(0), uint8(0), uint8(0), uint8(0), int64(0), int64(0), 0.0, int8(-1), int64(2e9),
+		1, uint8(1), uint8(0), uint8(0), uint8(1), int64(-5), int64(0), 1.5, int8(0), int64(0))
 	f.Fuzz(func(t *testing.T,
-		a1 int, s1, j1, t1, w1 uint8, b1, m1 int64, x1 float64, c1 int8,
-		a2 int, s2, j2, t2, w2 uint8, b2, m2 int64, x2 float64, c2 int8) {
-		lo := policyOf(a1, s1, j1, t1, w1, b1, m1, x1, c1)
-		hi := policyOf(a2, s2, j2, t2, w2, b2, m2, x2, c2)
+		a1 int, s1, j1, t1, w1 uint8, b1, m1 int64, x1 float64, c1 int8, g1 int64,
+		a2 int, s2, j2, t2, w2 uint8, b2, m2 int64, x2 float64, c2 int8, g2 int64) {
+		lo := policyOf(a1, s1, j1, t1, w1, b1, m1, x1, c1, g1)
+		hi := policyOf(a2, s2, j2, t2, w2, b2, m2, x2, c2, g2)
 		got := lo.Merge(hi)
 		pick := func(set bool, h, l any) any {
 			if set {
@@ -149,6 +161,8 @@ func FuzzPolicyMerge(f *testing.F) {
 		check("Jitter", got.Jitter, pick(hi.Jitter != 0, hi.Jitter, lo.Jitter))
 		check("RetryOnTimeout", got.RetryOnTimeout, pick(hi.RetryOnTimeout != 0, hi.RetryOnTimeout, lo.RetryOnTimeout))
 		check("WaitForBreaker", got.WaitForBreaker, pick(hi.WaitForBreaker != 0, hi.WaitForBreaker, lo.WaitForBreaker))
+		check("RetryOnTransport", got.RetryOnTransport, pick(hi.RetryOnTransport != 0, hi.RetryOnTransport, lo.RetryOnTransport))
+		check("MaxAge", got.MaxAge, pick(hi.MaxAge != 0, hi.MaxAge, lo.MaxAge))
 		wantCodes := lo.RetryableStatusCodes
 		if hi.RetryableStatusCodes != nil {
 			wantCodes = hi.RetryableStatusCodes
@@ -159,12 +173,16 @@ func FuzzPolicyMerge(f *testing.F) {
 		// Identity and associativity.
 		same(t, lo.Merge(retry.Policy{}), lo)
 		same(t, retry.Policy{}.Merge(hi), hi)
-		mid := policyOf(a2^a1, s1^s2, j2, t1, w2, b1^b2, m2, x1, c1)
+		mid := policyOf(a2^a1, s1^s2, j2, t1, w2, b1^b2, m2, x1, c1, g1^g2)
 		same(t, lo.Merge(mid).Merge(hi), lo.Merge(mid.Merge(hi)))
-		// The resolved policy has every field set.
+		// The resolved policy has every field set, but MaxAge and Classifier, whose defaults are
+		// none; MaxAge is the merged one.
 		r := got.Resolved()
+		if r.MaxAge != got.MaxAge {
+			t.Fatalf("resolved MaxAge %s, merged %s", r.MaxAge, got.MaxAge)
+		}
 		if r.MaxAttempts == 0 || r.Strategy == 0 || r.BaseDelay == 0 || r.MaxDelay == 0 || r.Multiplier == 0 ||
-			r.Jitter == 0 || r.RetryOnTimeout == 0 || r.WaitForBreaker == 0 || r.RetryableStatusCodes == nil {
+			r.Jitter == 0 || r.RetryOnTimeout == 0 || r.WaitForBreaker == 0 || r.RetryOnTransport == 0 || r.RetryableStatusCodes == nil {
 			t.Fatalf("resolved %+v has unset fields", r)
 		}
 	})
@@ -180,6 +198,7 @@ func same(t *testing.T, a, b retry.Policy) {
 	if a.MaxAttempts != b.MaxAttempts || a.Strategy != b.Strategy || a.BaseDelay != b.BaseDelay ||
 		a.MaxDelay != b.MaxDelay || (a.Multiplier != b.Multiplier && !(math.IsNaN(a.Multiplier) && math.IsNaN(b.Multiplier))) ||
 		a.Jitter != b.Jitter || a.RetryOnTimeout != b.RetryOnTimeout || a.WaitForBreaker != b.WaitForBreaker ||
+		a.RetryOnTransport != b.RetryOnTransport || a.MaxAge != b.MaxAge ||
 		len(a.RetryableStatusCodes) != len(b.RetryableStatusCodes) || (a.RetryableStatusCodes == nil) != (b.RetryableStatusCodes == nil) {
 		t.Fatalf("%+v != %+v", a, b)
 	}

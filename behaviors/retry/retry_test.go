@@ -416,3 +416,112 @@ func (c *countingClock) After(d time.Duration) (<-chan time.Time, func() bool) {
 	c.reads.Add(1)
 	return behaviors.SystemClock.After(d)
 }
+
+// MaxAge ends the retries when the next one would start past it, measured from the first
+// attempt's start: with a retry every second and MaxAge 2.5 s, attempts start at 0, 1 and 2 s,
+// and the one at 3 s is not made. The final error says MaxAge ended them. MaxAge 0 is no bound.
+func TestRetryMaxAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		last := &statusErr{Code: 503}
+		m, s, _ := retrying(t, retry.Config{Policy: retry.Policy{
+			MaxAttempts: 10, Strategy: retry.Fixed, BaseDelay: time.Second, MaxAge: 2500 * time.Millisecond,
+		}}, errs(10, last)...)
+		start := time.Now()
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var re *retry.ExhaustedError
+		var se *statusErr
+		if !errors.As(err, &re) || re.Attempts != 3 || re.MaxAge != 2500*time.Millisecond || re.Hint != 0 ||
+			!errors.Is(err, retry.ErrExhausted) || !errors.As(err, &se) || se != last || s.Calls != 3 {
+			t.Fatalf("%d calls, err %v", s.Calls, err)
+		}
+		if want := "retry: failed after 3 attempts (retries stopped: the next attempt would start more than MaxAge 2.5s after the first): status 503"; err.Error() != want {
+			t.Fatalf("message %q, want %q", err, want)
+		}
+		if time.Since(start) != 2*time.Second {
+			t.Fatalf("waited %s, want 2s", time.Since(start))
+		}
+
+		// Unset, the attempts and the delays alone bound the call, as before.
+		m, s, _ = retrying(t, retry.Config{Policy: retry.Policy{
+			MaxAttempts: 10, Strategy: retry.Fixed, BaseDelay: time.Second,
+		}}, errs(10, last)...)
+		start = time.Now()
+		_, err = mediator.Send(context.Background(), m, &Call{})
+		if !errors.As(err, &re) || re.Attempts != 10 || re.MaxAge != 0 || s.Calls != 10 || time.Since(start) != 9*time.Second {
+			t.Fatalf("MaxAge 0: %d calls after %s, err %v", s.Calls, time.Since(start), err)
+		}
+		if want := "retry: failed after 10 attempts: status 503"; err.Error() != want {
+			t.Fatalf("MaxAge 0: message %q, want %q", err, want)
+		}
+	})
+}
+
+// MaxAge is measured with the behavior's clock from the first attempt's start, so the
+// attempts' own durations count: attempts of 400 ms with a 1 s delay start at 0 and 1.4 s,
+// and the next would start at 2.8 s, past MaxAge 2.5 s (counted from the first failure it
+// would be 2.4 s, within it). A MaxAge set by a per-key layer or a per-request override is
+// measured the same way; one shorter than the first delay still ends the call with an
+// *ExhaustedError after one attempt, so the caller learns why nothing was retried.
+func TestRetryMaxAgeFromFirstStart(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cfg    retry.Config
+		ctx    func(req *Call) context.Context
+		maxAge time.Duration
+		calls  int
+	}{
+		{name: "behavior", cfg: retry.Config{Policy: retry.Policy{MaxAttempts: 10, BaseDelay: time.Second, MaxAge: 2500 * time.Millisecond}},
+			maxAge: 2500 * time.Millisecond, calls: 2},
+		{name: "per key", cfg: retry.Config{Policy: retry.Policy{MaxAttempts: 10, BaseDelay: time.Second}, Key: endpointKey,
+			KeyPolicy: func(string) (retry.Policy, bool) { return retry.Policy{MaxAge: 2500 * time.Millisecond}, true }},
+			maxAge: 2500 * time.Millisecond, calls: 2},
+		{name: "override", cfg: retry.Config{Policy: retry.Policy{MaxAttempts: 10, BaseDelay: time.Second}},
+			ctx: func(req *Call) context.Context {
+				return retry.WithOverride(context.Background(), req, retry.Policy{MaxAge: 2500 * time.Millisecond})
+			},
+			maxAge: 2500 * time.Millisecond, calls: 2},
+		{name: "shorter than the first delay", cfg: retry.Config{Policy: retry.Policy{MaxAttempts: 10, BaseDelay: time.Second, MaxAge: 500 * time.Millisecond}},
+			maxAge: 500 * time.Millisecond, calls: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := &stepClock{now: time.Unix(1_000_000, 0)}
+			c.cfg.Clock = clk
+			rt := retry.New(c.cfg)
+			req := &Call{Endpoint: "quotes"}
+			ctx := context.Background()
+			if c.ctx != nil {
+				ctx = c.ctx(req)
+			}
+			var starts []time.Duration
+			t0 := clk.now
+			_, err := rt.Handle(ctx, req, func(context.Context, any) (any, error) {
+				starts = append(starts, clk.now.Sub(t0))
+				clk.now = clk.now.Add(400 * time.Millisecond)
+				return nil, &statusErr{Code: 503}
+			})
+			var re *retry.ExhaustedError
+			if !errors.As(err, &re) || re.Attempts != c.calls || re.MaxAge != c.maxAge || len(starts) != c.calls {
+				t.Fatalf("attempts started at %v, err %v", starts, err)
+			}
+			if c.calls == 2 && starts[1] != 1400*time.Millisecond {
+				t.Fatalf("attempts started at %v", starts)
+			}
+		})
+	}
+}
+
+// The success path allocates nothing with MaxAge set either; it reads the clock once, for the
+// first attempt's start, and without MaxAge in any layer it reads none.
+func TestRetryMaxAgeSuccessPath(t *testing.T) {
+	c := &countingClock{}
+	rt := retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 5, MaxAge: time.Minute}, Clock: c})
+	ctx, req := context.Background(), &Call{}
+	next := func(context.Context, any) (any, error) { return &Reply{}, nil }
+	if n := testing.AllocsPerRun(1000, func() { _, _ = rt.Handle(ctx, req, next) }); n != 0 {
+		t.Fatalf("%v allocs on the success path with MaxAge", n)
+	}
+	before := c.reads.Load()
+	if _, err := rt.Handle(ctx, req, next); err != nil || c.reads.Load() != before+1 {
+		t.Fatalf("%v, %d clock reads", err, c.reads.Load()-before)
+	}
+}
