@@ -10,11 +10,11 @@ import (
 )
 
 // ErrExhausted reports a call that failed after more than one attempt, or whose retries a
-// server's Retry-After hint cut short.
+// server's Retry-After hint or the policy's MaxAge cut short.
 var ErrExhausted = errors.New("retry: retries exhausted")
 
 // ExhaustedError is the final error of a call that was attempted more than once, or whose
-// retries a server's Retry-After hint cut short (Hint). It matches ErrExhausted and unwraps to
+// retries a server's Retry-After hint (Hint) or the policy's MaxAge cut short. It matches ErrExhausted and unwraps to
 // the last attempt's error, so errors.Is and errors.As reach the handler's error through it.
 // When the last attempt was refused before reaching the handler (an open circuit breaker, a
 // full bulkhead), the error of the last attempt that did reach it stays reachable through
@@ -29,12 +29,16 @@ type ExhaustedError struct {
 	Hint time.Duration
 	// MaxDelay is the policy's MaxDelay when Hint ended the retries.
 	MaxDelay time.Duration
+	// MaxAge is the policy's MaxAge when it ended the retries although the policy allowed more
+	// attempts: the next one would have started more than MaxAge after the first. Zero
+	// otherwise.
+	MaxAge time.Duration
 
 	handlerErr error // the last error from an attempt that was not refused; nil when Err is one
 }
 
 // Error says how many attempts were made and what the last one returned, and why the retries
-// stopped early when a Retry-After hint stopped them.
+// stopped early when a Retry-After hint or MaxAge stopped them.
 func (e *ExhaustedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "retry: failed after %d attempt", e.Attempts)
@@ -43,6 +47,9 @@ func (e *ExhaustedError) Error() string {
 	}
 	if e.Hint > 0 {
 		fmt.Fprintf(&b, " (retries stopped: the server asked to wait %s, more than MaxDelay %s)", e.Hint, e.MaxDelay)
+	}
+	if e.MaxAge > 0 {
+		fmt.Fprintf(&b, " (retries stopped: the next attempt would start more than MaxAge %s after the first)", e.MaxAge)
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	if e.handlerErr != nil {

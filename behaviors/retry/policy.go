@@ -97,6 +97,15 @@ type Policy struct {
 	// WaitForBreaker circuit-open errors) are never retried, timeouts follow RetryOnTimeout and transport errors RetryOnTransport
 	// (when it is On; Off leaves them to Classifier).
 	Classifier behaviors.Classifier
+	// MaxAge bounds how late an attempt may start: no attempt starts later than MaxAge after
+	// the first attempt started, measured with the retry behavior's Clock. A retry whose delay
+	// would start it later is not made; the call ends with the last error, in an
+	// *ExhaustedError that says MaxAge ended the retries. Default 0, no bound: MaxAttempts and
+	// MaxDelay bound the retries already; set MaxAge when a result is worthless after some
+	// time, such as a quote or a one-time code. The durable queue applies the same bound to a
+	// stored item's age, from when it was first enqueued: an item whose age passes it is dead,
+	// not retried.
+	MaxAge time.Duration
 }
 
 // Retries reports whether p, resolved over DefaultPolicy, classifies err as worth another
@@ -152,6 +161,7 @@ var DefaultPolicy = Policy{
 	RetryOnTransport:     behaviors.Off,
 	WaitForBreaker:       behaviors.Off,
 	RetryableStatusCodes: slices.Clone(classify.RetryableStatusCodes),
+	MaxAge:               0, // no bound
 }
 
 // Merge returns p with every field that over sets replaced by over's. Zero fields of over
@@ -166,6 +176,7 @@ func (p Policy) Merge(over Policy) Policy {
 	setIfSet(&p.RetryOnTimeout, over.RetryOnTimeout)
 	setIfSet(&p.RetryOnTransport, over.RetryOnTransport)
 	setIfSet(&p.WaitForBreaker, over.WaitForBreaker)
+	setIfSet(&p.MaxAge, over.MaxAge)
 	if over.RetryableStatusCodes != nil {
 		p.RetryableStatusCodes = over.RetryableStatusCodes
 	}
@@ -183,7 +194,8 @@ func setIfSet[T comparable](dst *T, v T) {
 	}
 }
 
-// Resolved returns p merged over DefaultPolicy: every field set.
+// Resolved returns p merged over DefaultPolicy: every field set, but Classifier and MaxAge,
+// whose defaults are none (Retryable with RetryableStatusCodes; no bound).
 func (p Policy) Resolved() Policy { return DefaultPolicy.Merge(p) }
 
 // ErrInvalidPolicy reports a Policy field set to a value outside its range. Policy.Validate
@@ -228,6 +240,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxDelay < 0 {
 		bad("MaxDelay", p.MaxDelay, "is negative")
+	}
+	if p.MaxAge < 0 {
+		bad("MaxAge", p.MaxAge, "is negative")
 	}
 	if p.Multiplier != 0 && (p.Multiplier < 1 || math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0)) {
 		bad("Multiplier", p.Multiplier, "is not a finite number of at least 1")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,6 +18,11 @@ import (
 var (
 	attemptKey  = mediator.NewContextKey[int]("retry.attempt")
 	overrideKey = mediator.NewContextKey[Policy]("retry.override")
+
+	// agedOverrides is set once a per-request override has set MaxAge. Until then no behavior
+	// looks for an override before a call's first attempt, so a call that succeeds at once
+	// costs no context lookup when nothing bounds its age.
+	agedOverrides atomic.Bool
 )
 
 // AttemptNumber returns the number of the current attempt of the innermost retrying call on ctx:
@@ -38,6 +44,9 @@ func AttemptNumber(ctx context.Context) int { return attemptKey.GetOr(ctx, 1) }
 func WithOverride(ctx context.Context, req any, p Policy) context.Context {
 	if prev, ok := overrideKey.GetFor(ctx, req); ok {
 		p = prev.Merge(p)
+	}
+	if p.MaxAge > 0 && !agedOverrides.Load() {
+		agedOverrides.Store(true)
 	}
 	return overrideKey.WithFor(ctx, req, p)
 }
@@ -89,7 +98,10 @@ type Config struct {
 
 // Behavior is the retry behavior: it calls the rest of the pipeline again when it fails with an
 // error its merged policy retries, waiting between attempts as the policy says. On success it
-// allocates nothing: no policy merge, no backoff, no timer. It is in mediator.StageDefault at
+// allocates nothing: no policy merge, no backoff, no timer. Nor does it read its clock, unless a
+// layer may bound the call's age (Policy.MaxAge: the behavior's policy sets it, it has a
+// per-key layer, or the request's override sets it): then it reads the clock once, before the
+// first attempt, whose start MaxAge is measured from. It is in mediator.StageDefault at
 // behaviors.RetryOrder.
 //
 // Retries require idempotent handlers: a retried command that failed after its effect took
@@ -99,6 +111,9 @@ type Behavior struct {
 	base  Policy
 	clock behaviors.Clock
 	rand  func() float64
+	// timed says a layer known at New may set MaxAge: the behavior's policy sets it, or a
+	// per-key layer (which only the request's key tells) applies.
+	timed bool
 }
 
 // New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
@@ -106,6 +121,7 @@ type Behavior struct {
 func New(cfg Config) *Behavior {
 	cfg.OnRetry = slices.Clone(cfg.OnRetry)
 	b := &Behavior{cfg: cfg, base: DefaultPolicy.Merge(cfg.Policy), clock: cfg.Clock, rand: cfg.Rand}
+	b.timed = b.base.MaxAge > 0 || (cfg.Key != nil && cfg.KeyPolicy != nil)
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
 	}
@@ -153,23 +169,41 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // Handle calls next until it succeeds, fails with an error that is not retried, or the
 // attempts run out. The final error of a call attempted more than once is a *ExhaustedError. A
 // failure that opened the circuit breaker (*breaker.TrippedError) ends the retries at once,
-// without a wait, unless the policy waits for the breaker. A dispatch marked
+// without a wait, unless the policy waits for the breaker. A retry that would start more than
+// the policy's MaxAge after the first attempt started is not made. A dispatch marked
 // mediator.SingleAttempt is attempted once.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	var start time.Time
+	timed := r.timed || (agedOverrides.Load() && overrideAged(ctx, req))
+	if timed {
+		start = r.clock.Now()
+	}
 	resp, err := next(ctx, req)
 	if err == nil {
 		return resp, nil
 	}
-	return r.retry(ctx, req, next, resp, err)
+	return r.retry(ctx, req, next, resp, err, start, timed)
 }
 
-func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error) (any, error) {
+// overrideAged reports whether the per-request override of req on ctx sets MaxAge.
+func overrideAged(ctx context.Context, req any) bool {
+	o, ok := overrideKey.GetFor(ctx, req)
+	return ok && o.MaxAge > 0
+}
+
+// retry goes on after a failed first attempt that started at start (read when timed).
+func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error, start time.Time, timed bool) (any, error) {
 	if mediator.IsCallerCancellation(ctx, err) || mediator.MarksOf(ctx, req).Has(mediator.SingleAttempt) {
 		return resp, err
 	}
 	p := r.Policy(ctx, req)
 	if p.MaxAttempts <= 1 {
 		return resp, err
+	}
+	if p.MaxAge > 0 && !timed {
+		// Every layer that can set MaxAge makes Handle read the start; should one slip by,
+		// the first failure is the nearest start known, never one that ends the call at once.
+		start = r.clock.Now()
 	}
 	var bo backoff.BackOff
 	var handlerErr error // the last error of an attempt that reached the handler
@@ -195,6 +229,13 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 			// pointless, and the caller must learn why the retries stopped.
 			re := exhausted(attempt, err, handlerErr)
 			re.Hint, re.MaxDelay = hint, p.MaxDelay
+			return resp, re
+		}
+		if p.MaxAge > 0 && r.clock.Now().Add(delay).Sub(start) > p.MaxAge {
+			// The retry would start too late for its result to be worth having: the caller
+			// must learn that MaxAge, not the attempts, ended the call.
+			re := exhausted(attempt, err, handlerErr)
+			re.MaxAge = p.MaxAge
 			return resp, re
 		}
 		if !fitsDeadline(ctx, r.clock, delay) {
