@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -35,6 +36,33 @@ func benchNext() mediator.Next {
 func BenchmarkRetry(b *testing.B) {
 	ctx, req, next := context.Background(), &Ping{}, benchNext()
 	rt := retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, Strategy: retry.Exponential}})
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkAny, _ = rt.Handle(ctx, req, next)
+	}
+}
+
+// BenchmarkRetryKeyed is the success path of a retry behavior with a per-key layer, which may
+// set MaxAge: it reads the clock once per call for the first attempt's start.
+func BenchmarkRetryKeyed(b *testing.B) {
+	ctx, req, next := context.Background(), &Ping{}, benchNext()
+	layer := retry.Policy{MaxAttempts: 5}
+	rt := retry.New(retry.Config{
+		Policy:    retry.Policy{MaxAttempts: 3, Strategy: retry.Exponential},
+		Key:       func(any) string { return "quotes" },
+		KeyPolicy: func(string) (retry.Policy, bool) { return layer, true },
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkAny, _ = rt.Handle(ctx, req, next)
+	}
+}
+
+// BenchmarkRetryMaxAge is the success path of a retry behavior whose policy sets MaxAge: one
+// clock reading per call, no allocation.
+func BenchmarkRetryMaxAge(b *testing.B) {
+	ctx, req, next := context.Background(), &Ping{}, benchNext()
+	rt := retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, Strategy: retry.Exponential, MaxAge: time.Minute}})
 	b.ReportAllocs()
 	for b.Loop() {
 		sinkAny, _ = rt.Handle(ctx, req, next)

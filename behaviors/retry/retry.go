@@ -173,26 +173,39 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // the policy's MaxAge after the first attempt started is not made. A dispatch marked
 // mediator.SingleAttempt is attempted once.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
-	var start time.Time
-	timed := r.timed || (agedOverrides.Load() && overrideAged(ctx, req))
-	if timed {
-		start = r.clock.Now()
+	if r.timed || agedOverrides.Load() {
+		return r.handleTimed(ctx, req, next)
 	}
 	resp, err := next(ctx, req)
 	if err == nil {
 		return resp, nil
 	}
-	return r.retry(ctx, req, next, resp, err, start, timed)
+	return r.retry(ctx, req, next, resp, err, nil)
 }
 
-// overrideAged reports whether the per-request override of req on ctx sets MaxAge.
-func overrideAged(ctx context.Context, req any) bool {
-	o, ok := overrideKey.GetFor(ctx, req)
-	return ok && o.MaxAge > 0
+// handleTimed is Handle when a layer may set MaxAge: it reads the first attempt's start, unless
+// only an override could set MaxAge and the request's does not.
+func (r *Behavior) handleTimed(ctx context.Context, req any, next mediator.Next) (any, error) {
+	timed := r.timed
+	if !timed {
+		o, ok := overrideKey.GetFor(ctx, req)
+		timed = ok && o.MaxAge > 0
+	}
+	var start *time.Time
+	if timed {
+		t := r.clock.Now()
+		start = &t
+	}
+	resp, err := next(ctx, req)
+	if err == nil {
+		return resp, nil
+	}
+	return r.retry(ctx, req, next, resp, err, start)
 }
 
-// retry goes on after a failed first attempt that started at start (read when timed).
-func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error, start time.Time, timed bool) (any, error) {
+// retry goes on after a failed first attempt that started at *start; nil when no layer that
+// may set MaxAge applied, so the start was not read.
+func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error, start *time.Time) (any, error) {
 	if mediator.IsCallerCancellation(ctx, err) || mediator.MarksOf(ctx, req).Has(mediator.SingleAttempt) {
 		return resp, err
 	}
@@ -200,10 +213,14 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 	if p.MaxAttempts <= 1 {
 		return resp, err
 	}
-	if p.MaxAge > 0 && !timed {
+	var first time.Time
+	switch {
+	case start != nil:
+		first = *start
+	case p.MaxAge > 0:
 		// Every layer that can set MaxAge makes Handle read the start; should one slip by,
 		// the first failure is the nearest start known, never one that ends the call at once.
-		start = r.clock.Now()
+		first = r.clock.Now()
 	}
 	var bo backoff.BackOff
 	var handlerErr error // the last error of an attempt that reached the handler
@@ -231,7 +248,7 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 			re.Hint, re.MaxDelay = hint, p.MaxDelay
 			return resp, re
 		}
-		if p.MaxAge > 0 && r.clock.Now().Add(delay).Sub(start) > p.MaxAge {
+		if p.MaxAge > 0 && r.clock.Now().Add(delay).Sub(first) > p.MaxAge {
 			// The retry would start too late for its result to be worth having: the caller
 			// must learn that MaxAge, not the attempts, ended the call.
 			re := exhausted(attempt, err, handlerErr)
