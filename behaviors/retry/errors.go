@@ -49,7 +49,7 @@ func (e *ExhaustedError) Error() string {
 		fmt.Fprintf(&b, " (retries stopped: the server asked to wait %s, more than MaxDelay %s)", e.Hint, e.MaxDelay)
 	}
 	if e.MaxAge > 0 {
-		fmt.Fprintf(&b, " (retries stopped: the next attempt would start more than MaxAge %s after the first)", e.MaxAge)
+		fmt.Fprintf(&b, " (retries stopped: the next attempt would start more than MaxAge %s after the first failure)", e.MaxAge)
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	if e.handlerErr != nil {

@@ -166,6 +166,6 @@ func ExamplePolicy_maxAge() {
 	// attempt 1
 	// attempt 2
 	// attempt 3
-	// retry: failed after 3 attempts (retries stopped: the next attempt would start more than MaxAge 2.5s after the first): HTTP 503
+	// retry: failed after 3 attempts (retries stopped: the next attempt would start more than MaxAge 2.5s after the first failure): HTTP 503
 	// true 3 2.5s
 }

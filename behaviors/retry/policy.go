@@ -97,14 +97,15 @@ type Policy struct {
 	// WaitForBreaker circuit-open errors) are never retried, timeouts follow RetryOnTimeout and transport errors RetryOnTransport
 	// (when it is On; Off leaves them to Classifier).
 	Classifier behaviors.Classifier
-	// MaxAge bounds how late an attempt may start: no attempt starts later than MaxAge after
-	// the first attempt started, measured with the retry behavior's Clock. A retry whose delay
-	// would start it later is not made; the call ends with the last error, in an
-	// *ExhaustedError that says MaxAge ended the retries. Default 0, no bound: MaxAttempts and
+	// MaxAge bounds how late a retry may start: no retry starts later than MaxAge after the
+	// first failure, measured with the retry behavior's Clock. A retry whose delay would start
+	// it later is not made; the call ends with the last error, in an *ExhaustedError that says
+	// MaxAge ended the retries. It is measured from the first failure, not the first start, so
+	// that a call that succeeds at once reads no clock. Default 0, no bound: MaxAttempts and
 	// MaxDelay bound the retries already; set MaxAge when a result is worthless after some
 	// time, such as a quote or a one-time code. The durable queue applies the same bound to a
-	// stored item's age, from when it was first enqueued: an item whose age passes it is dead,
-	// not retried.
+	// stored item, from its enqueue (a deferred request is enqueued at its first failure): an
+	// item still not done by then is dead, not tried again.
 	MaxAge time.Duration
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -18,11 +17,6 @@ import (
 var (
 	attemptKey  = mediator.NewContextKey[int]("retry.attempt")
 	overrideKey = mediator.NewContextKey[Policy]("retry.override")
-
-	// agedOverrides is set once a per-request override has set MaxAge. Until then no behavior
-	// looks for an override before a call's first attempt, so a call that succeeds at once
-	// costs no context lookup when nothing bounds its age.
-	agedOverrides atomic.Bool
 )
 
 // AttemptNumber returns the number of the current attempt of the innermost retrying call on ctx:
@@ -44,9 +38,6 @@ func AttemptNumber(ctx context.Context) int { return attemptKey.GetOr(ctx, 1) }
 func WithOverride(ctx context.Context, req any, p Policy) context.Context {
 	if prev, ok := overrideKey.GetFor(ctx, req); ok {
 		p = prev.Merge(p)
-	}
-	if p.MaxAge > 0 && !agedOverrides.Load() {
-		agedOverrides.Store(true)
 	}
 	return overrideKey.WithFor(ctx, req, p)
 }
@@ -98,10 +89,8 @@ type Config struct {
 
 // Behavior is the retry behavior: it calls the rest of the pipeline again when it fails with an
 // error its merged policy retries, waiting between attempts as the policy says. On success it
-// allocates nothing: no policy merge, no backoff, no timer. Nor does it read its clock, unless a
-// layer may bound the call's age (Policy.MaxAge: the behavior's policy sets it, it has a
-// per-key layer, or the request's override sets it): then it reads the clock once, before the
-// first attempt, whose start MaxAge is measured from. It is in mediator.StageDefault at
+// allocates nothing and reads no clock: no policy merge, no backoff, no timer. It is in
+// mediator.StageDefault at
 // behaviors.RetryOrder.
 //
 // Retries require idempotent handlers: a retried command that failed after its effect took
@@ -111,9 +100,6 @@ type Behavior struct {
 	base  Policy
 	clock behaviors.Clock
 	rand  func() float64
-	// timed says a layer known at New may set MaxAge: the behavior's policy sets it, or a
-	// per-key layer (which only the request's key tells) applies.
-	timed bool
 }
 
 // New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
@@ -121,7 +107,6 @@ type Behavior struct {
 func New(cfg Config) *Behavior {
 	cfg.OnRetry = slices.Clone(cfg.OnRetry)
 	b := &Behavior{cfg: cfg, base: DefaultPolicy.Merge(cfg.Policy), clock: cfg.Clock, rand: cfg.Rand}
-	b.timed = b.base.MaxAge > 0 || (cfg.Key != nil && cfg.KeyPolicy != nil)
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
 	}
@@ -170,42 +155,18 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // attempts run out. The final error of a call attempted more than once is a *ExhaustedError. A
 // failure that opened the circuit breaker (*breaker.TrippedError) ends the retries at once,
 // without a wait, unless the policy waits for the breaker. A retry that would start more than
-// the policy's MaxAge after the first attempt started is not made. A dispatch marked
+// the policy's MaxAge after the first attempt failed is not made. A dispatch marked
 // mediator.SingleAttempt is attempted once.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
-	if r.timed || agedOverrides.Load() {
-		return r.handleTimed(ctx, req, next)
-	}
 	resp, err := next(ctx, req)
 	if err == nil {
 		return resp, nil
 	}
-	return r.retry(ctx, req, next, resp, err, nil)
+	return r.retry(ctx, req, next, resp, err)
 }
 
-// handleTimed is Handle when a layer may set MaxAge: it reads the first attempt's start, unless
-// only an override could set MaxAge and the request's does not.
-func (r *Behavior) handleTimed(ctx context.Context, req any, next mediator.Next) (any, error) {
-	timed := r.timed
-	if !timed {
-		o, ok := overrideKey.GetFor(ctx, req)
-		timed = ok && o.MaxAge > 0
-	}
-	var start *time.Time
-	if timed {
-		t := r.clock.Now()
-		start = &t
-	}
-	resp, err := next(ctx, req)
-	if err == nil {
-		return resp, nil
-	}
-	return r.retry(ctx, req, next, resp, err, start)
-}
-
-// retry goes on after a failed first attempt that started at *start; nil when no layer that
-// may set MaxAge applied, so the start was not read.
-func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error, start *time.Time) (any, error) {
+// retry goes on after a failed first attempt.
+func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp any, err error) (any, error) {
 	if mediator.IsCallerCancellation(ctx, err) || mediator.MarksOf(ctx, req).Has(mediator.SingleAttempt) {
 		return resp, err
 	}
@@ -213,13 +174,8 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 	if p.MaxAttempts <= 1 {
 		return resp, err
 	}
-	var first time.Time
-	switch {
-	case start != nil:
-		first = *start
-	case p.MaxAge > 0:
-		// Every layer that can set MaxAge makes Handle read the start; should one slip by,
-		// the first failure is the nearest start known, never one that ends the call at once.
+	var first time.Time // the first failure, which MaxAge is measured from
+	if p.MaxAge > 0 {
 		first = r.clock.Now()
 	}
 	var bo backoff.BackOff
