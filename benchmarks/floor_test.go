@@ -27,13 +27,13 @@ import (
 // an internal package): keep them in step with it.
 
 // floorClaimColumns is store.claimColumns (durable/internal/store/store.go): what a claim returns.
-const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token"
+const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline"
 
 // floorPostgresClaim is store.postgresClaim(0) (durable/internal/store/postgres.go).
 // Placeholders: $1 owner, $2 lease until, $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
 const floorPostgresClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
-    attempts = attempts + 1, alone = $5, parked_key = NULL
+    attempts = attempts + 1, alone = $5
 WHERE id = ANY(ARRAY(
         SELECT i.id FROM switchboard_items i
         WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= $6
@@ -78,7 +78,7 @@ SELECT id, owner, attempt FROM u`
 // sqliteClaimUpdate around claimSelect of engine.go). Placeholders as floorPostgresClaim's.
 const floorSQLiteClaim = `UPDATE switchboard_items
 	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
-	    alone = ?, parked_key = NULL
+	    alone = ?
 	WHERE id IN (SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_due
 	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = 0
 	  AND (i.ordering_key IS NULL OR NOT EXISTS (
@@ -170,7 +170,7 @@ func floorScan(next func() bool, scan func(...any) error, err func() error, skip
 	var (
 		out []floorItem
 		it  floorItem
-		dst = make([]any, 15)
+		dst = make([]any, 17)
 	)
 	for i := range dst {
 		dst[i] = skip

@@ -132,10 +132,10 @@ func TestChainUnderTheScheduler(t *testing.T) {
 		}
 		e.clock.Advance(time.Second)
 		eventually(t, 20*time.Second, "C's refusal", func() bool { return item(t, e.q, c).ParkedKey == "dep" })
-		if it := item(t, e.q, c); it.Attempts != 0 || len(attempts(t, e.q, c)) != 0 || !it.NextAt.Equal(t0.Add(2*time.Hour+29*time.Second)) {
+		if it := item(t, e.q, c); it.Attempts != 0 || len(attempts(t, e.q, c)) != 0 || !it.NextAt.Equal(t0.Add(2*time.Hour+probeDue(29*time.Second))) {
 			t.Fatalf("C after the breaker refusal: %+v", it)
 		}
-		e.clock.Advance(29 * time.Second)
+		e.clock.Advance(probeDue(29 * time.Second))
 		waitState(t, e.q, c, record.StateSucceeded)
 		if as := attempts(t, e.q, c); outcomes(as) != "1:succeeded" {
 			t.Fatalf("C rows %s", outcomes(as))

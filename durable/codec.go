@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -63,6 +64,22 @@ type registration struct {
 	codec  Codec
 	policy retry.Policy // WithPolicy's, until register merges it over the queue's
 	hasPol bool
+	guard  *guard // WithBreaker's; nil: SchedulerConfig.Breakers, if set, guards the items
+}
+
+// guard is the circuit breaker that guards a registration's items (WithBreaker).
+type guard struct {
+	reg     *breaker.Registry
+	keyType reflect.Type         // the request type key takes
+	key     func(req any) string // nil: reg.KeyOf
+}
+
+// keyOf returns the key of req's breaker.
+func (g *guard) keyOf(req any) string {
+	if g.key == nil {
+		return g.reg.KeyOf(req)
+	}
+	return g.key(req)
 }
 
 // newRegistry returns an empty registry whose registrations' policies are def, the queue's,
@@ -81,6 +98,31 @@ func WithCodec(c Codec) RegisterOption { return func(r *registration) { r.codec 
 // Config.Policy's, field by field.
 func WithPolicy(p retry.Policy) RegisterOption {
 	return func(r *registration) { r.policy, r.hasPol = p, true }
+}
+
+// WithBreaker names the circuit breaker that guards the registration's items: reg, under the key
+// key gives the item's request (or the key its enqueue named, WithBreakerKey). Before each
+// attempt the scheduler asks that breaker: while it is open the item is not attempted (no
+// attempt is charged) and waits, parked on the key, until the breaker may let a probe through;
+// while it is half-open only as many parked items run as it has probe slots, and the rest wait
+// for the probes' verdict; when it closes (or is reset), the items parked on it are due at
+// once. So a request whose handler calls a remote endpoint, such as an outbound HTTP call
+// through a per-host breaker, is held back by that endpoint's breaker: key maps the request to
+// the key the pipeline's breaker gives the call, for example
+//
+//	durable.WithBreaker(hosts, func(d *Deliver) string { return httpcall.AuthorityOf(d.URL) })
+//
+// A key of "" means no breaker guards that item. nil key: reg's own key function
+// (Registry.KeyOf). Without WithBreaker, SchedulerConfig.Breakers, when set, guards the items
+// under its own key function. Q must be the registered request type; Register panics
+// otherwise. The scheduler also listens to reg, so the items a refusal of reg's parked (an
+// inner call of the handler refused) are freed when that breaker closes.
+func WithBreaker[Q any](reg *breaker.Registry, key func(Q) string) RegisterOption {
+	g := &guard{reg: reg, keyType: reflect.TypeFor[Q]()}
+	if key != nil {
+		g.key = func(req any) string { return key(req.(Q)) }
+	}
+	return func(r *registration) { r.guard = g }
 }
 
 // Register registers request type Q (a pointer: *SendInvoice) on q under name, in every
@@ -109,6 +151,14 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 	}
 	if reg.codec == nil {
 		reg.codec = JSONCodec{}
+	}
+	if g := reg.guard; g != nil {
+		switch {
+		case g.reg == nil:
+			return fmt.Errorf("durable: Register %s: WithBreaker: nil registry", t)
+		case g.keyType != t:
+			return fmt.Errorf("durable: Register %s: WithBreaker: the key function takes %s, not the registered type", t, g.keyType)
+		}
 	}
 	if reg.hasPol {
 		if err := reg.policy.Validate(); err != nil {

@@ -200,12 +200,12 @@ func TestOpenBreakerMakesNoAttempt(t *testing.T) {
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: br})
 		eventually(t, 20*time.Second, "the breaker to be consulted", func() bool {
 			it := item(t, e.q, id)
-			return it.ParkedKey == "endpoint-1" && it.State == record.StatePending && it.NextAt.Equal(t0.Add(10*time.Second))
+			return it.ParkedKey == "endpoint-1" && it.State == record.StatePending && it.NextAt.Equal(t0.Add(probeDue(10*time.Second)))
 		})
 		if it, as := item(t, e.q, id), attempts(t, e.q, id); it.Attempts != 0 || len(as) != 0 || calls.Load() != 0 {
 			t.Fatalf("open breaker: attempts %d, rows %d, handler calls %d", it.Attempts, len(as), calls.Load())
 		}
-		e.clock.Advance(10 * time.Second) // the breaker may probe, and the item is due
+		e.clock.Advance(probeDue(10 * time.Second)) // the breaker may probe, and the item is due
 		it := waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); it.Attempts != 1 || outcomes(as) != "1:succeeded" {
 			t.Fatalf("after the breaker closed: attempts %d, rows %s", it.Attempts, outcomes(as))
@@ -237,11 +237,11 @@ func TestCircuitOpenDuringDispatchIsNoAttempt(t *testing.T) {
 		t0 := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{})
 		eventually(t, 20*time.Second, "the refused dispatch", func() bool { return item(t, e.q, id).ParkedKey == "x" })
-		if it := item(t, e.q, id); it.Attempts != 0 || it.State != record.StatePending || !it.NextAt.Equal(t0.Add(7*time.Second)) ||
+		if it := item(t, e.q, id); it.Attempts != 0 || it.State != record.StatePending || !it.NextAt.Equal(t0.Add(probeDue(7*time.Second))) ||
 			len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("after circuit open: %+v", it)
 		}
-		e.clock.Advance(7 * time.Second)
+		e.clock.Advance(probeDue(7 * time.Second))
 		waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
@@ -575,7 +575,7 @@ func TestDeferral(t *testing.T) {
 		if !errors.As(err, &deferred) {
 			t.Fatalf("circuit open: %v", err)
 		}
-		if it := item(t, e.q, deferred.ItemID); !it.NextAt.Equal(t0.Add(42 * time.Second)) {
+		if it := item(t, e.q, deferred.ItemID); !it.NextAt.Equal(t0.Add(probeDue(42 * time.Second))) {
 			t.Fatalf("circuit-open item due %v", it.NextAt)
 		}
 		cancelled, cancel := context.WithCancel(ctx)
@@ -661,6 +661,10 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// probeDue is when an item parked on a breaker that may probe in remaining is due, with the
+// tests' Rand of 0.5: the parked items are spread over a tenth of the remaining time after it.
+func probeDue(remaining time.Duration) time.Duration { return remaining + remaining/20 }
+
 func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
@@ -680,7 +684,7 @@ func TestTrippedBreakerRegistryMakesNoAttempt(t *testing.T) {
 		if it.State != record.StatePending || it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 || calls.Load() != 0 {
 			t.Fatalf("with the breaker open: %+v, handler calls %d", it, calls.Load())
 		}
-		if wait := it.NextAt.Sub(t0); wait <= 29*time.Second || wait > 30*time.Second {
+		if wait := it.NextAt.Sub(t0); wait <= probeDue(29*time.Second) || wait > probeDue(30*time.Second) {
 			t.Fatalf("put off by %s, want the breaker's remaining open time", wait)
 		}
 		if err := reg.Reset(key); err != nil {

@@ -124,8 +124,37 @@ func (s *scheduler) notifyDead(batch []store.Completion, results []error) {
 			zap.Int("items", len(ids)), zap.Error(err))
 		return
 	}
+	s.recordExpired(batch, results, letters)
 	for _, d := range letters {
 		s.q.announce(s.base, letterOf(d))
+	}
+}
+
+// recordExpired appends an expired entry to the timelines of the letters of the items in batch
+// that their deadlines ended. Should it fail, the letter's error still says so.
+func (s *scheduler) recordExpired(batch []store.Completion, results []error, letters []store.DeadLetter) {
+	var byItem map[store.ItemID]store.Completion
+	for i, c := range batch {
+		if results[i] == nil && c.Expired {
+			if byItem == nil {
+				byItem = map[store.ItemID]store.Completion{}
+			}
+			byItem[c.Fence.ItemID] = c
+		}
+	}
+	for _, d := range letters {
+		c, ok := byItem[d.ItemID]
+		if !ok {
+			continue
+		}
+		ctx, cancel := s.storeCtx()
+		err := s.q.store.AddEvent(ctx, d.ID, store.Event{Kind: store.EventExpired, StartedAt: c.EndedAt, EndedAt: c.EndedAt,
+			Outcome: string(record.OutcomeExpired), Error: c.Error})
+		cancel()
+		if err != nil {
+			s.q.log.Warn("durable: the expiry of a dead letter's item was not added to its timeline (its error says it)", zap.String("instance", s.cfg.InstanceID),
+				zap.Int64("dead_letter", int64(d.ID)), zap.Error(err))
+		}
 	}
 }
 
@@ -211,6 +240,7 @@ var eventOutcome = map[string]record.Outcome{
 	store.OutcomeReplayed:          record.OutcomeSucceeded,
 	store.OutcomeStillFailed:       record.OutcomeFailed,
 	string(store.OutcomeAbandoned): record.OutcomeAbandoned,
+	string(record.OutcomeExpired):  record.OutcomeExpired,
 }
 
 func notFound(id record.DeadLetterID) error {

@@ -104,9 +104,10 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	var delay time.Duration
 	var parked string
 	if open, ok := errors.AsType[*breaker.OpenError](err); ok {
-		// Parked on the breaker: due when it may let a probe through, at most Recheck from
-		// now, and at once when it closes.
-		delay, parked = min(open.Remaining, d.q.recheck), open.Key
+		// Parked on the breaker: due when it may let a probe through (spread a little after it,
+		// as the scheduler parks), and at once when it closes. A breaker whose probes are out
+		// (no time left) has the item due now: the scheduler parks it for their verdict.
+		delay, parked = open.Remaining+time.Duration(d.q.rand()*float64(open.Remaining)/10), open.Key
 	} else if !errors.Is(err, breaker.ErrOpen) {
 		pol := d.q.policyFor(name)
 		retryable := false
@@ -125,7 +126,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	// when the insert was sent and its answer did not come.
 	pctx, cancel := context.WithTimeout(ctx, d.persist)
 	defer cancel()
-	res, perr := d.q.Enqueue(pctx, req, WithDelay(delay), withLastError(err.Error()), parkedOn(parked))
+	res, perr := d.q.Enqueue(pctx, req, WithDelay(delay), withLastError(err.Error()), parkedOn(parked), dueByDeadline)
 	if perr != nil {
 		if errors.Is(perr, ErrOutcomeUnknown) {
 			return resp, fmt.Errorf("%w (deferral outcome unknown: %w)", err, perr)
@@ -138,6 +139,11 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 func withLastError(msg string) EnqueueOption {
 	return func(c *enqueueConfig) { c.lastError = msg }
 }
+
+// dueByDeadline makes an item whose first try would come after its deadline (its policy's
+// MaxAge) due at the deadline instead of failing the enqueue: a deferred request then ends as
+// a dead letter saying its deadline passed, where an operator sees it.
+func dueByDeadline(c *enqueueConfig) { c.dueByDeadline = true }
 
 func parkedOn(key string) EnqueueOption {
 	return func(c *enqueueConfig) { c.parkedKey = key }

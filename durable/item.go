@@ -31,7 +31,7 @@ func itemOf(it store.Item) record.Item {
 		Interruptions: it.Interruptions, Unattributed: it.Unattributed, Isolate: it.Isolate, ParkedKey: it.ParkedKey,
 		DedupeKey: it.DedupeKey, OrderingKey: it.OrderingKey, NextAt: it.NextAt, LeaseOwner: it.LeaseOwner,
 		LeaseUntil: it.LeaseUntil, LastError: it.LastError, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
-		Metadata: decodeMetadata(it.Metadata), Token: it.Token,
+		Metadata: decodeMetadata(it.Metadata), Token: it.Token, GuardKey: it.GuardKey, Deadline: it.Deadline,
 	}
 }
 

@@ -126,6 +126,11 @@ type enqueueConfig struct {
 	lastError string
 	parkedKey string
 	token     *string
+	guardKey  *string
+	deadline  time.Time
+	// dueByDeadline: a first try after the deadline is moved to it (the deferral's), not an
+	// error.
+	dueByDeadline bool
 }
 
 // WithRunAt makes the item due at t. Default: now.
@@ -142,6 +147,19 @@ func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c
 // WithOrderingKey sets the item's ordering key: items with one key run one at a time, in enqueue
 // order. Without it, a request's method OrderingKey() string gives the key.
 func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
+
+// WithBreakerKey names the key of the circuit breaker that guards the item, in the registry of
+// its registration's WithBreaker (or SchedulerConfig.Breakers): the scheduler asks that breaker
+// before each attempt instead of the one the registration's key function names. Use it when
+// the endpoint an item calls is not in its request. Empty: the key function decides.
+func WithBreakerKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.guardKey = &key } }
+
+// WithDeadline bounds the item's life: once t has passed, the item is dead (a dead letter
+// whose error says its deadline passed), not attempted again, parked or not. The registration's
+// retry policy's MaxAge, when set, bounds it too, from the enqueue: the earlier of the two
+// holds. A deadline already past, or before the time the item is due (WithRunAt, WithDelay),
+// is an error and nothing is stored. Default: only MaxAge bounds the item.
+func WithDeadline(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.deadline = t } }
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
@@ -191,12 +209,22 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	case c.after > 0:
 		next = now.Add(c.after)
 	}
+	if c.dueByDeadline {
+		next = capAt(next, q.lifeEnd(name, c.deadline, now))
+	}
+	deadline, err := q.deadline(name, c, now, next)
+	if err != nil {
+		return Enqueued{}, err
+	}
 	md, err := q.metadata(ctx, name)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey,
-		Metadata: md, Token: token}
+		Metadata: md, Token: token, Deadline: deadline}
+	if c.guardKey != nil {
+		it.GuardKey = *c.guardKey
+	}
 	if c.dedupe != nil {
 		it.DedupeKey = *c.dedupe
 	} else if d, ok := req.(deduplicated); ok {
@@ -211,6 +239,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		return Enqueued{}, err
 	}
 	if err := checkKey("ordering", it.OrderingKey); err != nil {
+		return Enqueued{}, err
+	}
+	if err := checkKey("breaker", it.GuardKey); err != nil {
 		return Enqueued{}, err
 	}
 	var (
@@ -229,6 +260,32 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		return Enqueued{}, err
 	}
 	return Enqueued{ID: record.ItemID(id), Duplicate: existed, Token: token}, nil
+}
+
+// deadline returns the deadline of an item of name enqueued at now, due at next: the earlier of
+// WithDeadline's and now plus its policy's MaxAge; zero when neither is set.
+func (q *Queue) deadline(name string, c enqueueConfig, now, next time.Time) (time.Time, error) {
+	d := q.lifeEnd(name, c.deadline, now)
+	switch {
+	case d.IsZero():
+		return d, nil
+	case !c.deadline.IsZero() && !c.deadline.After(now):
+		return time.Time{}, fmt.Errorf("durable: Enqueue %s: WithDeadline %v is not after now (%v)", name, c.deadline.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	case next.After(d):
+		return time.Time{}, fmt.Errorf("durable: Enqueue %s: the item would be due at %v, after its deadline %v", name, next.Format(time.RFC3339Nano), d.Format(time.RFC3339Nano))
+	}
+	return d, nil
+}
+
+// lifeEnd returns the earlier of deadline and now plus the MaxAge of name's policy; zero when
+// neither is set.
+func (q *Queue) lifeEnd(name string, deadline, now time.Time) time.Time {
+	if age := q.policyFor(name).MaxAge; age > 0 {
+		if byAge := now.Add(age); deadline.IsZero() || byAge.Before(deadline) {
+			return byAge
+		}
+	}
+	return deadline
 }
 
 // Item returns one item; an error wrapping sql.ErrNoRows if there is none.

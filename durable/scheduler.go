@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,9 +42,14 @@ type SchedulerConfig struct {
 	// under both leases. Default Lease/3: a heartbeat that timed out has time for another.
 	StoreTimeout  time.Duration
 	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
-	// Breakers, when set, is consulted before each dispatch: an item whose breaker is open is
-	// not attempted, and is due when a probe may pass or the breaker closes. Default none: the
-	// pipeline's breaker refuses at dispatch, still not an attempt.
+	// Breakers, when set, guards the items of registrations without WithBreaker, under its own
+	// key function (Registry.KeyOf, the request type's key unless it has one): before each
+	// attempt the scheduler asks the item's breaker, and an item whose breaker is open is not
+	// attempted; it is parked on the key until the breaker may let a probe through, only as many
+	// parked items as there are probe slots run while it is half-open, and its closing frees
+	// them (see WithBreaker). The scheduler listens to it and to every registry a WithBreaker
+	// names. Default none: a breaker in the pipeline still refuses at dispatch, and the item is
+	// parked on the refusal's key, not charged an attempt.
 	Breakers *breaker.Registry
 	Logger   *zap.Logger // operational errors, a failing database at most every 30 s; default zap.L()
 	// Retention is how long succeeded items are kept; one instance deletes older ones every
@@ -56,6 +62,25 @@ type SchedulerConfig struct {
 	// claim is the first sign of a database in trouble (metrics.Recorder.OnClaim). The claim
 	// loop waits for them: keep them cheap. A panic in one is logged and the next still runs.
 	OnClaim []func(took time.Duration, claimed int, err error)
+	// OnSettled are called, in order, with each item's outcome once it is written: an attempt
+	// that succeeded or failed, a refusal that parked it, a deadline that ended it
+	// (metrics.Recorder.OnSettled counts them). Called by the claim loop: keep them cheap. A
+	// panic in one is logged and the next still runs.
+	OnSettled []func(Settled)
+}
+
+// Settled is how one claim of an item ended, once written (SchedulerConfig.OnSettled).
+type Settled struct {
+	Item record.ItemID
+	Name string // the request name the item is registered under
+	// Outcome is the attempt's outcome (succeeded, failed, interrupted), or
+	// record.OutcomeRefused (a breaker or another refusing behavior turned it away: no attempt)
+	// or record.OutcomeExpired (its deadline passed); empty when the claim was released
+	// unattempted (a shutdown, a name this instance does not know).
+	Outcome record.Outcome
+	State   record.ItemState // the item's state after it
+	// ParkedKey is the breaker key a refused item waits on; empty when none.
+	ParkedKey string
 }
 
 // logRepeat is how often a database failure that persists is logged again.
@@ -74,7 +99,7 @@ func (c SchedulerConfig) Validate() error {
 }
 
 func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
-	c.OnClaim = slices.Clone(c.OnClaim)
+	c.OnClaim, c.OnSettled = slices.Clone(c.OnClaim), slices.Clone(c.OnSettled)
 	var errs []error
 	for _, d := range []struct {
 		name string
@@ -182,13 +207,19 @@ type scheduler struct {
 	// released. It is keyed by fence, not item id: after a stalled worker lost its lease, the
 	// same scheduler may claim the item again while the stale dispatch still runs, and ending
 	// the stale one must not forget the new one.
-	inflight    map[store.Fence]struct{}
-	parked      map[string]bool // breaker keys that closed: their parked items are to be freed
-	unknown     map[string]bool // request names found and not registered, already warned about
-	unhandled   map[string]bool // request names the sender has no handler for, already warned about
-	result      error           // Shutdown's outcome, set before finished is closed
-	cause       error           // why the dispatches were cancelled, once they were
-	interrupted int             // attempts recorded as interrupted
+	inflight map[store.Fence]struct{}
+	// moved holds the breaker keys whose state changed, with the registry to ask: the items
+	// parked on a closed one are freed, those on one that opened again wait for its next probe.
+	moved map[string]*breaker.Registry
+	// probing counts, per breaker key, the items dispatched while its breaker was half-open
+	// and still running: no more run than it has probe slots.
+	probing     map[string]int
+	breakers    []*breaker.Registry // SchedulerConfig.Breakers and the registries WithBreaker names
+	unknown     map[string]bool     // request names found and not registered, already warned about
+	unhandled   map[string]bool     // request names the sender has no handler for, already warned about
+	result      error               // Shutdown's outcome, set before finished is closed
+	cause       error               // why the dispatches were cancelled, once they were
+	interrupted int                 // attempts recorded as interrupted
 
 	// base is the parent of store calls; it ends when the scheduler has stopped.
 	base    context.Context
@@ -199,13 +230,13 @@ type scheduler struct {
 
 	stop      chan struct{} // closed by Shutdown: claim no more
 	wake      chan struct{} // claim now
-	unpark    chan struct{} // a breaker closed
+	unpark    chan struct{} // a breaker changed state: see moved
 	work      chan job
 	done      chan finished
 	keeperEnd chan struct{}
 	finished  chan struct{}
 
-	removeListener func() // removes breakerChanged from the breaker view
+	removeListeners []func() // remove breakerChanged from the registries
 
 	graceOnce  sync.Once
 	graceTimer *time.Timer
@@ -241,7 +272,9 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 	s := &scheduler{
 		q: q, sender: sender, cfg: cfg,
 		inflight:  map[store.Fence]struct{}{},
-		parked:    map[string]bool{},
+		moved:     map[string]*breaker.Registry{},
+		probing:   map[string]int{},
+		breakers:  q.breakers(cfg.Breakers),
 		unknown:   map[string]bool{},
 		unhandled: map[string]bool{},
 		stop:      make(chan struct{}),
@@ -275,8 +308,8 @@ func (s *scheduler) Start() error {
 		return ErrStopped
 	}
 	s.state = stateRunning
-	if s.cfg.Breakers != nil {
-		s.removeListener = s.cfg.Breakers.AddListener(s.breakerChanged)
+	for _, reg := range s.breakers {
+		s.removeListeners = append(s.removeListeners, reg.AddListener(func(c breaker.StateChange) { s.breakerChanged(reg, c) }))
 	}
 	var workers sync.WaitGroup
 	for range s.cfg.Workers {
@@ -308,8 +341,8 @@ func (s *scheduler) Start() error {
 			s.graceTimer.Stop()
 		}
 		s.mu.Unlock()
-		if s.removeListener != nil {
-			s.removeListener()
+		for _, remove := range s.removeListeners {
+			remove()
 		}
 		s.endLife()
 		s.endBase()
@@ -684,6 +717,7 @@ func (s *scheduler) settle(batch []store.Completion, results []error, retried bo
 			zap.Int64("item", int64(batch[i].Fence.ItemID)), zap.Error(r))
 	}
 	s.notifyDead(batch, results)
+	s.notifySettled(batch, results)
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)
@@ -771,6 +805,35 @@ func (s *scheduler) noteClaim(start time.Time, claimed int, err error) {
 	}
 }
 
+// notifySettled tells SchedulerConfig.OnSettled about the completions of batch the store took.
+func (s *scheduler) notifySettled(batch []store.Completion, results []error) {
+	if len(s.cfg.OnSettled) == 0 {
+		return
+	}
+	for i, c := range batch {
+		if results[i] != nil {
+			continue
+		}
+		st := Settled{Item: record.ItemID(c.Fence.ItemID), Name: c.Name, Outcome: record.Outcome(c.Outcome), State: record.ItemState(c.State), ParkedKey: c.ParkedKey}
+		switch {
+		case c.Expired:
+			st.Outcome = record.OutcomeExpired
+		case c.Refused:
+			st.Outcome = record.OutcomeRefused
+		}
+		for _, on := range s.cfg.OnSettled {
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						s.cfg.Logger.Error("durable: OnSettled panicked", zap.String("panic", fmt.Sprint(p)))
+					}
+				}()
+				on(st)
+			}()
+		}
+	}
+}
+
 // noteStore logs a failed store call (rate-limited) or a recovery.
 func (s *scheduler) noteStore(op string, err error) {
 	if err != nil {
@@ -792,7 +855,7 @@ func (s *scheduler) worker() {
 
 // release undoes a claim that was not attempted.
 func (s *scheduler) release(c store.Claimed) store.Completion {
-	return store.Completion{Fence: c.Fence(), State: store.StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey}
+	return store.Completion{Fence: c.Fence(), State: store.StatePending, NextAt: c.NextAt, EndedAt: s.q.clock.Now(), ParkedKey: c.ParkedKey, Name: c.Name}
 }
 
 // process dispatches c as one attempt and returns its outcome. It drops c's payload once it is
@@ -800,12 +863,16 @@ func (s *scheduler) release(c store.Claimed) store.Completion {
 func (s *scheduler) process(c *store.Claimed) store.Completion {
 	pol := s.q.policyFor(c.Name)
 	now := s.q.clock.Now()
-	comp := store.Completion{Fence: c.Fence(), EndedAt: now}
+	comp := store.Completion{Fence: c.Fence(), EndedAt: now, Name: c.Name, ParkedKey: c.ParkedKey}
 	counted := c.Counted()
 	if counted > pol.MaxAttempts {
 		// Its last allowed attempt was abandoned (its process died running it, alone) and used
 		// up the attempts.
-		comp.State, comp.Error = store.StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError)
+		comp.State, comp.Error, comp.ParkedKey = store.StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError), ""
+		return comp
+	}
+	if expired(c.Deadline, now) {
+		comp.State, comp.Error, comp.ParkedKey, comp.Expired = store.StateDead, deadlineError(c.Deadline, c.LastError), "", true
 		return comp
 	}
 	req, err := s.q.reg.decode(c.Name, c.Payload)
@@ -814,21 +881,17 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		// An instance on another version (a rolling deploy) may know the name: not attempted,
 		// looked at again later, by whichever instance claims it.
 		s.warnOnce(s.unknown, c.Name, "durable: request name not registered in this instance; its items wait for an instance that knows it")
-		comp.State, comp.NextAt, comp.Error = store.StatePending, now.Add(s.q.recheck), err.Error()
+		comp.State, comp.NextAt, comp.Error = store.StatePending, capAt(now.Add(s.q.recheck), c.Deadline), err.Error()
 		return comp
 	}
 	if err != nil {
-		comp.State, comp.Error = store.StateDead, err.Error()
+		comp.State, comp.Error, comp.ParkedKey = store.StateDead, err.Error(), ""
 		return comp
 	}
-	var key string
-	if s.cfg.Breakers != nil {
-		var remaining time.Duration
-		var open bool
-		key, remaining, open = s.breakerOpen(c, req)
-		if open {
-			return s.park(comp, key, remaining)
-		}
+	held, refusal, refused := s.admit(c, req)
+	defer s.unhold(held)
+	if refused {
+		return s.park(comp, c, refusal.key, refusal.remaining)
 	}
 	if s.life.Err() != nil {
 		return s.release(*c) // shutting down: not started
@@ -840,6 +903,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()
+	comp.ParkedKey = ""
 	switch {
 	case err == nil:
 		comp.State, comp.Outcome = store.StateSucceeded, store.OutcomeSucceeded
@@ -848,41 +912,195 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		// again later, by whichever instance claims it, as an unknown name is.
 		s.warnOnce(s.unhandled, c.Name, "durable: no handler for the request in this instance; its items wait for an instance that has one")
 		comp.StartedAt = time.Time{}
-		comp.State, comp.NextAt, comp.Error = store.StatePending, comp.EndedAt.Add(s.q.recheck), err.Error()
-	case behaviors.Refused(err, req):
-		// A behavior of the pipeline turned it away before the handler ran (an open breaker
-		// that opened since the check, a full bulkhead): no attempt.
+		comp.State, comp.NextAt, comp.Error = store.StatePending, capAt(comp.EndedAt.Add(s.q.recheck), c.Deadline), err.Error()
+	case behaviors.IsRefusal(err) && s.life.Err() == nil:
+		// A behavior turned the call away before it reached its endpoint: an open breaker (of
+		// the item's own pipeline, one that opened since the check, or the breaker of a call its
+		// handler made, such as an HTTP call's per-host breaker), a full bulkhead. No attempt:
+		// the item waits on the refusal's key.
 		comp.StartedAt = time.Time{}
-		var remaining time.Duration
-		if errors.Is(err, breaker.ErrOpen) {
-			if co, ok := errors.AsType[*breaker.OpenError](err); ok {
-				remaining = co.Remaining
-				if key == "" {
-					key = co.Key
-				}
-			}
-			return s.park(comp, key, remaining)
-		}
-		return s.park(comp, "", 0)
+		comp.Error = err.Error()
+		key, remaining := refusalOf(err)
+		return s.park(comp, c, key, remaining)
 	case s.life.Err() != nil:
 		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
 		// backoff, no dead letter, and it does not count against MaxAttempts.
 		comp.State, comp.Outcome, comp.NextAt, comp.Error = store.StatePending, store.OutcomeInterrupted, comp.EndedAt, err.Error()
 	case s.retries(ctx, req, pol, err) && counted < pol.MaxAttempts:
+		if expired(c.Deadline, comp.EndedAt) {
+			comp.State, comp.Outcome, comp.Error, comp.Expired = store.StateDead, store.OutcomeFailed, deadlineError(c.Deadline, err.Error()), true
+			break
+		}
 		comp.State, comp.Outcome, comp.Error = store.StatePending, store.OutcomeFailed, err.Error()
-		comp.NextAt = comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err)))
+		comp.NextAt = capAt(comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err))), c.Deadline)
 	default:
 		comp.State, comp.Outcome, comp.Error = store.StateDead, store.OutcomeFailed, err.Error()
 	}
 	return comp
 }
 
-// park undoes the claim of an item a breaker (key, when known) or a bulkhead refused: it is due
-// again when the refusal may clear, and at most the queue's Recheck from now.
-func (s *scheduler) park(comp store.Completion, key string, remaining time.Duration) store.Completion {
-	comp.State, comp.Outcome, comp.ParkedKey = store.StatePending, "", key
-	comp.NextAt = comp.EndedAt.Add(min(s.breakerWait(remaining), s.q.recheck))
+// expired reports whether deadline (zero: none) has passed at now.
+func expired(deadline, now time.Time) bool { return !deadline.IsZero() && !now.Before(deadline) }
+
+// deadlineError is the error of an item its deadline ended.
+func deadlineError(deadline time.Time, last string) string {
+	if last == "" {
+		return fmt.Sprintf("deadline passed (%s)", deadline.UTC().Format(time.RFC3339Nano))
+	}
+	return fmt.Sprintf("deadline passed (%s); last error: %s", deadline.UTC().Format(time.RFC3339Nano), last)
+}
+
+// capAt returns t, or deadline when that is earlier: an item is due at its deadline at the
+// latest, so that it dies then, not when it would have been tried next.
+func capAt(t, deadline time.Time) time.Time {
+	if !deadline.IsZero() && deadline.Before(t) {
+		return deadline
+	}
+	return t
+}
+
+// refusalOf returns the key of the breaker that refused (empty for another refusing behavior,
+// whose key means nothing to the breakers) and the time it says to wait.
+func refusalOf(err error) (key string, remaining time.Duration) {
+	if r, ok := errors.AsType[behaviors.Refusal](err); ok && r.Refusal().By == "breaker" {
+		key = r.Refusal().Key
+	}
+	return key, behaviors.RetryAfter(err)
+}
+
+// refusal is why admit turned an item away: the breaker key and the time until it may probe (0:
+// its probes are out, and it waits for their verdict).
+type refusal struct {
+	key       string
+	remaining time.Duration
+}
+
+// admit asks the breakers that guard c (the key of its registration's or the queue's registry,
+// and the key it is parked on) whether it may run now. It returns the half-open keys it took a
+// probe of (unhold gives them back when the attempt has ended), or the refusal.
+func (s *scheduler) admit(c *store.Claimed, req any) (held []string, r refusal, refused bool) {
+	reg, key := s.guardOf(c, req)
+	if reg != nil && key != "" {
+		if r, refused = s.ask([]*breaker.Registry{reg}, key, &held); refused {
+			s.unhold(held)
+			return nil, r, true
+		}
+	}
+	if c.ParkedKey != "" && c.ParkedKey != key {
+		// Parked on a refusal: ask every registry the scheduler knows for that key.
+		if r, refused = s.ask(s.breakers, c.ParkedKey, &held); refused {
+			s.unhold(held)
+			return nil, r, true
+		}
+	}
+	return held, refusal{}, false
+}
+
+// ask asks regs about key; while a breaker is half-open it lets through no more items than it
+// has free probe slots, counting those it let through that still run (held).
+func (s *scheduler) ask(regs []*breaker.Registry, key string, held *[]string) (refusal, bool) {
+	for _, reg := range regs {
+		a := s.admission(reg, key)
+		switch a.State {
+		case breaker.StateOpen:
+			return refusal{key, a.Remaining}, true
+		case breaker.StateHalfOpen:
+			s.mu.Lock()
+			ok := s.probing[key] < a.FreeProbes
+			if ok {
+				s.probing[key]++
+			}
+			s.mu.Unlock()
+			if !ok {
+				return refusal{key, 0}, true
+			}
+			*held = append(*held, key)
+		}
+	}
+	return refusal{}, false
+}
+
+// unhold gives back the probes admit took.
+func (s *scheduler) unhold(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, k := range keys {
+		if s.probing[k]--; s.probing[k] <= 0 {
+			delete(s.probing, k)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// guardOf returns the registry and key of the breaker that guards c: its registration's
+// WithBreaker, or SchedulerConfig.Breakers; the key its enqueue named, or the registry's key
+// function's. A key function that panics (one written for another request type) is logged and
+// the item is dispatched as if no breaker guarded it, rather than crashing the worker.
+func (s *scheduler) guardOf(c *store.Claimed, req any) (reg *breaker.Registry, key string) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("durable: breaker key function panicked; dispatching without its breaker", zap.String("instance", s.cfg.InstanceID),
+				zap.Int64("item", int64(c.ID)), zap.String("name", c.Name), zap.String("panic", fmt.Sprint(p)))
+			reg, key = nil, ""
+		}
+	}()
+	var g *guard
+	if r := s.q.reg.lookupName(c.Name); r != nil {
+		g = r.guard
+	}
+	switch {
+	case g != nil:
+		reg = g.reg
+	case s.cfg.Breakers != nil:
+		reg = s.cfg.Breakers
+	default:
+		return nil, ""
+	}
+	if c.GuardKey != "" {
+		return reg, c.GuardKey
+	}
+	if g != nil {
+		return reg, g.keyOf(req)
+	}
+	return reg, reg.KeyOf(req)
+}
+
+// admission asks reg about key, recovering from a panic of an observer the state change it
+// makes calls.
+func (s *scheduler) admission(reg *breaker.Registry, key string) (a breaker.Admission) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", zap.String("instance", s.cfg.InstanceID),
+				zap.String("key", key), zap.String("panic", fmt.Sprint(p)))
+			a = breaker.Admission{State: breaker.StateClosed}
+		}
+	}()
+	return reg.Admission(key)
+}
+
+// park undoes the claim of an item a breaker (key, when known) or another refusing behavior
+// turned away: no attempt. An item waiting on an open breaker is due when the breaker may let a
+// probe through, spread over a tenth of the remaining time after it so that the items parked
+// together do not all come back in one claim; one whose breaker's probes are out waits for their
+// verdict (the breaker's closing frees it, its opening again moves it to the next probe; Recheck
+// bounds the wait should neither reach this instance); one refused by something else (a full
+// bulkhead) is due again about a poll interval later. Never later than its deadline.
+func (s *scheduler) park(comp store.Completion, c *store.Claimed, key string, remaining time.Duration) store.Completion {
+	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt = store.StatePending, "", key, time.Time{}
+	var wait time.Duration
+	switch {
+	case remaining > 0:
+		wait = remaining + time.Duration(s.q.rand()*float64(remaining)/10)
+	case key != "":
+		wait = s.q.recheck
+	default:
+		wait = time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
+	}
+	comp.NextAt = capAt(comp.EndedAt.Add(wait), c.Deadline)
+	comp.Refused = true
 	return comp
 }
 
@@ -925,69 +1143,63 @@ type pipelineLister interface {
 	Pipeline(requestType reflect.Type) ([]mediator.Behavior, error)
 }
 
-// breakerOpen asks the breaker registry about req's key. A key function that panics (one
-// written for another request type) is logged and the item is dispatched as if the breaker
-// were closed, rather than crashing the worker.
-func (s *scheduler) breakerOpen(c *store.Claimed, req any) (key string, remaining time.Duration, open bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.cfg.Logger.Error("durable: breaker check panicked; dispatching without it", zap.String("instance", s.cfg.InstanceID),
-				zap.Int64("item", int64(c.ID)), zap.String("name", c.Name), zap.String("panic", fmt.Sprint(p)))
-			key, remaining, open = "", 0, false
-		}
-	}()
-	key = s.cfg.Breakers.KeyOf(req)
-	remaining, open = s.cfg.Breakers.OpenFor(key)
-	return key, remaining, open
-}
-
-// breakerWait is how long an item put off by a breaker waits: until the breaker may let a
-// probe through. When it may already (every probe slot is taken), the item waits about one
-// poll interval, spread so that the items put off together do not all return together, and
-// never spins on claim and release.
-func (s *scheduler) breakerWait(remaining time.Duration) time.Duration {
-	if remaining > 0 {
-		return remaining
-	}
-	return time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
-}
-
-// breakerChanged frees the items parked on a breaker that closed (or may probe again).
-func (s *scheduler) breakerChanged(c breaker.StateChange) {
-	if c.To == breaker.StateOpen {
-		return
+// breakerChanged notes a state change of a breaker of reg: the items parked on a breaker that
+// closed are to be freed, those on one that opened again to wait for its next probe.
+func (s *scheduler) breakerChanged(reg *breaker.Registry, c breaker.StateChange) {
+	if c.To == breaker.StateHalfOpen {
+		return // the items parked on it come due by their times, and admit lets its probes through
 	}
 	s.mu.Lock()
 	if s.state != stateRunning {
 		s.mu.Unlock()
 		return
 	}
-	s.parked[c.Key] = true
+	s.moved[c.Key] = reg
 	s.mu.Unlock()
 	signal(s.unpark)
 }
 
-// unparkClosed makes the items parked on breakers that closed due now.
+// unparkClosed frees the items parked on breakers that closed, and moves those parked on
+// breakers that opened again to their next probe.
 func (s *scheduler) unparkClosed() {
 	s.mu.Lock()
-	if len(s.parked) == 0 {
+	if len(s.moved) == 0 {
 		s.mu.Unlock()
 		return
 	}
-	keys := make([]string, 0, len(s.parked))
-	for k := range s.parked {
-		keys = append(keys, k)
-	}
-	clear(s.parked)
+	moved := s.moved
+	s.moved = make(map[string]*breaker.Registry, len(moved))
 	s.mu.Unlock()
-	ctx, cancel := s.storeCtx()
-	_, err := s.q.store.Unpark(ctx, keys, s.q.clock.Now())
-	cancel()
-	s.noteStore("free items parked on a closed breaker", err)
-	if err != nil {
+	now := s.q.clock.Now()
+	var (
+		failed   []string
+		firstErr error
+	)
+	for key, reg := range moved {
+		a := s.admission(reg, key)
+		ctx, cancel := s.storeCtx()
+		var err error
+		switch a.State {
+		case breaker.StateClosed:
+			_, err = s.q.store.Unpark(ctx, []string{key}, now)
+		case breaker.StateOpen:
+			_, err = s.q.store.Repark(ctx, key, now.Add(a.Remaining), a.Remaining/10)
+		default:
+			err = nil // half-open again: its parked items come due by their times
+		}
+		cancel()
+		if err != nil {
+			failed = append(failed, key)
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	s.noteStore("free or move the items parked on a breaker", firstErr)
+	if len(failed) > 0 {
 		s.mu.Lock()
-		for _, k := range keys {
-			s.parked[k] = true
+		for _, k := range failed {
+			if _, ok := s.moved[k]; !ok {
+				s.moved[k] = moved[k]
+			}
 		}
 		s.mu.Unlock()
 	}

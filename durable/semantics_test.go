@@ -543,9 +543,10 @@ func TestShutdownGraceNamesHandlersThatIgnoreCancellation(t *testing.T) {
 	})
 }
 
-// An item put off by a breaker that opened for a very long time (a manual trip) is looked at
-// again within the queue's Recheck, and the breaker's Reset frees it at once. It used to be put off
-// to when the open time ended (a century later) and stay there after Reset.
+// An item put off by a breaker that opened for a very long time (a manual trip) waits until
+// the breaker may let a probe through, not the queue's Recheck, and the breaker's Reset frees
+// it at once. (It once stayed put off a century after Reset; then it came back every Recheck,
+// into the open breaker.)
 func TestBreakerResetFreesParkedItem(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
@@ -562,8 +563,8 @@ func TestBreakerResetFreesParkedItem(t *testing.T) {
 		t0 := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
 		eventually(t, 20*time.Second, "the item to be parked", func() bool { return item(t, e.q, id).ParkedKey == "k" })
-		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(time.Minute)) || it.Attempts != 0 {
-			t.Fatalf("parked item %+v, want due within Recheck (1m)", it)
+		if it := item(t, e.q, id); !it.NextAt.Equal(t0.Add(probeDue(100*365*24*time.Hour))) || it.Attempts != 0 {
+			t.Fatalf("parked item %+v, want due when the breaker may probe", it)
 		}
 		if err := reg.Reset("k"); err != nil {
 			t.Fatal(err)
@@ -679,10 +680,11 @@ func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 	})
 }
 
-// A handler that returns the refusal its own outbound request met did run: that is an attempt,
-// tried again once the inner breaker may let a probe through. Only a refusal of the item's own
-// request undoes the claim.
-func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
+// A handler that returns the refusal its own outbound request met (the breaker of the endpoint
+// it calls) did not reach the endpoint: no attempt is charged, and the item is parked on that
+// breaker's key until it may let a probe through. It used to be an attempt, retried with the
+// item's backoff whatever the breaker's open time.
+func TestInnerRefusalParksOnItsKey(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		reg := breaker.NewRegistry(breaker.Config{Key: func(req any) string {
@@ -708,15 +710,15 @@ func TestInnerRefusalReturnedByHandlerIsAnAttempt(t *testing.T) {
 		t0 := e.clock.Now()
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
-		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
+		eventually(t, 20*time.Second, "the refusal", func() bool { return item(t, e.q, id).ParkedKey == "inner" })
 		it := item(t, e.q, id)
-		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || !strings.Contains(as[0].Error, `circuit open for "inner"`) ||
-			it.State != record.StatePending || it.ParkedKey != "" || !it.NextAt.Equal(t0.Add(40*time.Second)) {
+		if as := attempts(t, e.q, id); len(as) != 0 || it.Attempts != 0 || !strings.Contains(it.LastError, `circuit open for "inner"`) ||
+			it.State != record.StatePending || !it.NextAt.Equal(t0.Add(probeDue(40*time.Second))) {
 			t.Fatalf("item %+v rows %s", it, outcomes(as))
 		}
-		e.clock.Advance(40 * time.Second)
+		e.clock.Advance(probeDue(40 * time.Second))
 		waitState(t, e.q, id, record.StateSucceeded)
-		if as := attempts(t, e.q, id); outcomes(as) != "1:failed 2:succeeded" {
+		if as := attempts(t, e.q, id); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
 		}
 	})
@@ -787,8 +789,8 @@ func TestDeferralParksOnTheOpenBreaker(t *testing.T) {
 		if !errors.As(err, &d) {
 			t.Fatal(err)
 		}
-		if it := item(t, e.q, d.ItemID); it.ParkedKey != "pay" || !it.NextAt.Equal(t0.Add(time.Minute)) {
-			t.Fatalf("deferred item %+v: want parked on pay, due within Recheck (1m)", it)
+		if it := item(t, e.q, d.ItemID); it.ParkedKey != "pay" || !it.NextAt.Equal(t0.Add(probeDue(time.Hour))) {
+			t.Fatalf("deferred item %+v: want parked on pay, due when it may probe", it)
 		}
 		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
 		if err := reg.Reset("pay"); err != nil {
@@ -846,7 +848,8 @@ type Limited struct {
 
 // Back-pressure a handler meets (a request it sends is refused by a full bulkhead) and inner
 // work it had deferred are tried again later, not dead-lettered: the item's work can succeed
-// then. Both used to make the item dead after one attempt.
+// then. Both used to make the item dead after one attempt. The refusal is not an attempt (the
+// call it refused did not happen); the inner deferral is.
 func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := nestedEnv(t, b)
@@ -886,19 +889,21 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 		bulk := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 1})).ID
 		deferred := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 2})).ID
 		start(t, q, m, durable.SchedulerConfig{})
-		for _, id := range []record.ItemID{bulk, deferred} {
-			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, q, id)) == 1 })
-			if it := item(t, q, id); it.State != record.StatePending {
-				t.Fatalf("item %d after meeting back-pressure: %+v rows %s", id, it, outcomes(attempts(t, q, id)))
-			}
+		eventually(t, 20*time.Second, "the refusal", func() bool { return item(t, q, bulk).LastError != "" })
+		if it := item(t, q, bulk); it.State != record.StatePending || it.Attempts != 0 || len(attempts(t, q, bulk)) != 0 {
+			t.Fatalf("item after meeting back-pressure: %+v rows %s", it, outcomes(attempts(t, q, bulk)))
+		}
+		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, q, deferred)) == 1 })
+		if it := item(t, q, deferred); it.State != record.StatePending {
+			t.Fatalf("item after its inner work was deferred: %+v rows %s", it, outcomes(attempts(t, q, deferred)))
 		}
 		close(hold)
 		innerUp.Store(true)
 		clock.Advance(time.Minute)
-		for _, id := range []record.ItemID{bulk, deferred} {
+		for id, want := range map[record.ItemID]string{bulk: "1:succeeded", deferred: "1:failed 2:succeeded"} {
 			waitState(t, q, id, record.StateSucceeded)
-			if as := attempts(t, q, id); outcomes(as) != "1:failed 2:succeeded" {
-				t.Fatalf("item %d rows %s", id, outcomes(as))
+			if as := attempts(t, q, id); outcomes(as) != want {
+				t.Fatalf("item %d rows %s, want %s", id, outcomes(as), want)
 			}
 		}
 	})

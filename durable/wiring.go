@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -56,6 +57,21 @@ func (q *Queue) checkHandlers(sender mediator.Sender) error {
 		missing(fmt.Sprintf("schedule %q", e.name), e.typ)
 	}
 	return errors.Join(errs...)
+}
+
+// breakers returns the breaker registries that guard q's items: def (SchedulerConfig.Breakers)
+// and those the registrations' WithBreaker name, each once.
+func (q *Queue) breakers(def *breaker.Registry) []*breaker.Registry {
+	var out []*breaker.Registry
+	if def != nil {
+		out = append(out, def)
+	}
+	for _, r := range q.reg.list() {
+		if r.guard != nil && !slices.Contains(out, r.guard.reg) {
+			out = append(out, r.guard.reg)
+		}
+	}
+	return out
 }
 
 // list returns the registrations in name order.

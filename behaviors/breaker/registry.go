@@ -695,33 +695,62 @@ func (r *Registry) Gate(key string) (Permit, error) {
 // the probe timeout, so a caller that waits should look again soon rather than wait out the
 // timeout. An unknown key is closed.
 func (r *Registry) OpenFor(key string) (remaining time.Duration, open bool) {
+	a := r.Admission(key)
+	return a.Remaining, a.Refuses()
+}
+
+// Admission is what a breaker would do with a call made now; see Registry.Admission.
+type Admission struct {
+	// State is the breaker's state, after the changes time alone makes (an open breaker whose
+	// open duration has passed is half-open).
+	State State
+	// Remaining is, for an open breaker, the time until it lets a probe through; zero
+	// otherwise.
+	Remaining time.Duration
+	// FreeProbes is, for a half-open breaker, the number of probes it would still let
+	// through; zero otherwise.
+	FreeProbes int
+}
+
+// Refuses reports whether a call made now would be refused: the breaker is open, or
+// half-open with every probe slot taken.
+func (a Admission) Refuses() bool {
+	return a.State == StateOpen || a.State == StateHalfOpen && a.FreeProbes == 0
+}
+
+// Admission reports what the breaker of key would do with a call made now, without making one:
+// a scheduler that holds work for key (the durable queue's) lets through no more of it than
+// FreeProbes while the breaker is half-open, and parks the rest until the probes decide. An
+// unknown key is closed. It makes the changes time alone makes (open to half-open once the open
+// duration has passed, half-open to open when a probe has hung past ProbeTimeout), as a call
+// would.
+func (r *Registry) Admission(key string) Admission {
 	sh, h := r.shard(key)
 	sh.mu.Lock()
 	b := sh.lookupLocked(h, key)
 	if b == nil || stateOf(b.word.Load()) == StateClosed {
 		sh.mu.Unlock()
-		return 0, false
+		return Admission{State: StateClosed}
 	}
 	now := r.now()
 	var ev events
 	b.mu.Lock()
 	sh.mu.Unlock()
 	w := b.refreshLocked(now, &ev)
-	switch stateOf(w) {
+	a := Admission{State: stateOf(w)}
+	switch a.State {
 	case StateOpen:
-		remaining, open = time.Duration(b.openUntil.Load()-now), true
+		a.Remaining = time.Duration(max(b.openUntil.Load()-now, 0))
 	case StateHalfOpen:
-		open = true
 		for _, s := range b.slots {
 			if s.ticket == 0 {
-				open = false // a probe may start now
-				break
+				a.FreeProbes++
 			}
 		}
 	}
 	b.mu.Unlock()
 	b.announce(&ev)
-	return remaining, open
+	return a
 }
 
 // Trip opens the breaker of key now, for the open duration, whatever its failure count; the

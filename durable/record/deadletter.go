@@ -44,6 +44,9 @@ const (
 	TimelineAttempt TimelineKind = "attempt" // an attempt of the dead item by a scheduler
 	TimelineReplay  TimelineKind = "replay"  // a replay by an operator
 	TimelineDiscard TimelineKind = "discard" // the discard by an operator
+	// TimelineExpired: the item's deadline passed and it died without a further attempt, or
+	// its last attempt failed past it.
+	TimelineExpired TimelineKind = "expired"
 )
 
 // TimelineEntry is an attempt of a dead letter's item, or a replay or discard, in order.

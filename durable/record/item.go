@@ -27,6 +27,11 @@ const (
 	// its database); the handler may or may not have run.
 	OutcomeAbandoned   Outcome = "abandoned"
 	OutcomeInterrupted Outcome = "interrupted" // a shutdown cancelled the dispatch
+	// OutcomeRefused: a circuit breaker (or another refusing behavior) turned the item away
+	// before its dispatch reached the endpoint; not an attempt, and no attempt row says it.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeExpired: the item's deadline passed; it is dead without a further attempt.
+	OutcomeExpired Outcome = "expired"
 )
 
 // ItemID identifies an item in its queue's database.
@@ -54,6 +59,12 @@ type Item struct {
 	// Token is the item's identity (see durable.WithToken, durable.Queue.ItemByToken); empty
 	// for items stored before the schema had tokens.
 	Token string
+	// GuardKey is the circuit-breaker key its enqueue named (durable.WithBreakerKey); empty
+	// when its registration's key function names it, or no breaker guards it.
+	GuardKey string
+	// Deadline is when the item is dead if it has not succeeded (durable.WithDeadline, or its
+	// policy's MaxAge from the enqueue); zero when it has none.
+	Deadline time.Time
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts.

@@ -42,10 +42,16 @@ type DeadLetter struct {
 	Metadata []byte
 }
 
+// execer is what insertEvent needs of a pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // Event kinds and outcomes of the dead-letter events table.
 const (
 	EventReplay  = "replay"
 	EventDiscard = "discard"
+	EventExpired = "expired" // the item's deadline ended it
 
 	OutcomeReplayed    = "replayed"
 	OutcomeStillFailed = "still_failed"
@@ -457,7 +463,15 @@ func (s *Store) Discard(ctx context.Context, id DeadLetterID, ev Event) (LeaseRe
 	return res, nil
 }
 
-func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, id DeadLetterID, ev Event) error {
+// AddEvent appends ev to the timeline of letter id.
+func (s *Store) AddEvent(ctx context.Context, id DeadLetterID, ev Event) error {
+	if err := s.insertEvent(ctx, s.db, id, ev); err != nil {
+		return fmt.Errorf("durable: dead letter %d: add %s event: %w", id, ev.Kind, err)
+	}
+	return nil
+}
+
+func (s *Store) insertEvent(ctx context.Context, tx execer, id DeadLetterID, ev Event) error {
 	_, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
 	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 		int64(id), ev.Kind, storedText(ev.Actor), micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(storedText(ev.Error)), nullString(storedText(ev.Reason)))

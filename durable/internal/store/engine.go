@@ -78,6 +78,7 @@ type statements struct {
 	claimIsolated string
 	isolatedDue   string
 	unpark        string
+	repark        string
 	oldestDue     string
 }
 
@@ -93,8 +94,8 @@ const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`
 
-const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 

@@ -107,6 +107,7 @@ func postgresStatements() map[string]string {
 		"sweep":          e.sweepStmt,
 		"isolated_due":   e.st.isolatedDue,
 		"unpark":         e.st.unpark,
+		"repark":         e.st.repark,
 		"oldest_due":     e.st.oldestDue,
 		"enqueue":        e.st.insert,
 		"dedupe":         e.st.byDedupe,

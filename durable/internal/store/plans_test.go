@@ -227,9 +227,10 @@ func statementCases(stmts map[string]string) []planCase {
 		"sweep":        {now},
 		"isolated_due": {now},
 		"unpark":       {now, "breaker:a"},
+		"repark":       {now, 3_000_000, "breaker:a"},
 		"oldest_due":   {now, now},
-		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token
-		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token"},
+		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline
+		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil},
 		"dedupe":  {"plancheck-dedupe"},
 		"token":   {"plancheck-token"},
 		// before, limit
@@ -239,7 +240,7 @@ func statementCases(stmts map[string]string) []planCase {
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "oldest_due", "enqueue", "dedupe", "token", "prune"}
+	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "dedupe", "token", "prune"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase
 	for _, name := range names {

@@ -66,7 +66,7 @@ type postgresEngine struct {
 func postgresClaim(isolate int) string {
 	return fmt.Sprintf(`UPDATE switchboard_items
 SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
-    attempts = attempts + 1, alone = $5, parked_key = NULL
+    attempts = attempts + 1, alone = $5
 WHERE id = ANY(ARRAY(
         SELECT i.id FROM switchboard_items i
         WHERE i.state = 'pending' AND i.isolate = %d AND i.next_at <= $6
@@ -157,9 +157,9 @@ func newPostgres() *postgresEngine {
 		claim:         postgresClaim(0),
 		claimIsolated: postgresClaim(1),
 		isolatedDue:   e.rebind(isolatedDueSQL),
-		// Only pending items have a parked key (a check constraint): the key alone finds them.
-		unpark:    `UPDATE switchboard_items SET next_at = LEAST(next_at, $1), parked_key = NULL WHERE parked_key = $2`,
-		oldestDue: e.rebind(oldestDueSQL),
+		unpark:        `UPDATE switchboard_items SET next_at = LEAST(next_at, $1), parked_key = NULL WHERE parked_key = $2`,
+		repark:        `UPDATE switchboard_items SET next_at = LEAST($1::bigint + floor(random() * ($2::bigint + 1))::bigint, COALESCE(deadline, $1::bigint + $2::bigint)) WHERE parked_key = $3`,
+		oldestDue:     e.rebind(oldestDueSQL),
 	}
 	return e
 }

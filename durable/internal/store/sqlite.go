@@ -122,7 +122,7 @@ const sqliteCompleteOne = `UPDATE switchboard_items
 
 const sqliteClaimUpdate = `UPDATE switchboard_items
 	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
-	    alone = ?, parked_key = NULL
+	    alone = ?
 	WHERE id IN (%s)
 	RETURNING ` + claimColumns
 
@@ -143,6 +143,7 @@ func newSQLite() *sqliteEngine {
 			claimIsolated: claim(1),
 			isolatedDue:   isolatedDueSQL,
 			unpark:        `UPDATE switchboard_items SET next_at = MIN(next_at, ?1), parked_key = NULL WHERE parked_key = ?2`,
+			repark:        `UPDATE switchboard_items SET next_at = MIN(?1 + abs(random() % (?2 + 1)), COALESCE(deadline, ?1 + ?2)) WHERE parked_key = ?3`,
 			oldestDue:     oldestDueSQL,
 		},
 		completeOne: sqliteCompleteOne,

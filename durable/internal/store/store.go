@@ -62,6 +62,10 @@ type Item struct {
 	// Token is the identity the enqueuing client gave the item; empty for items enqueued
 	// before tokens existed.
 	Token string
+	// GuardKey is the circuit-breaker key the enqueue named for the item; empty when none.
+	GuardKey string
+	// Deadline is when the item is dead if it has not succeeded; zero when it has none.
+	Deadline time.Time
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -105,6 +109,11 @@ type NewItem struct {
 	// Token, when not empty, is the item's identity, unique among all items: an insert whose
 	// token is taken inserts nothing, and Enqueue reports the item holding it.
 	Token string
+	// GuardKey, when not empty, is the circuit-breaker key that guards the item.
+	GuardKey string
+	// Deadline, when not zero, is when the item is dead if it has not succeeded. NextAt must
+	// not be later.
+	Deadline time.Time
 }
 
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
@@ -153,6 +162,11 @@ type Completion struct {
 	// ParkedKey, for a pending item put off by an open circuit breaker, is that breaker's key:
 	// Unpark with the key makes the item due at once.
 	ParkedKey string
+
+	// Name, Refused and Expired are not stored: the item's request name, and whether a
+	// refusal parked it or its deadline ended it, for the caller's observers.
+	Name             string
+	Refused, Expired bool
 }
 
 // Stats summarises a store.
@@ -327,14 +341,18 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 	if it.Payload == nil {
 		it.Payload = []byte{}
 	}
-	it.LastError, it.ParkedKey = storedText(it.LastError), storedText(it.ParkedKey)
+	it.LastError, it.ParkedKey, it.GuardKey = storedText(it.LastError), storedText(it.ParkedKey), storedText(it.GuardKey)
+	var deadline any
+	if !it.Deadline.IsZero() {
+		deadline = micros(it.Deadline)
+	}
 	st := s.e.stmts()
 	for range 5 {
 		var v int64
 		err = db.QueryRowContext(ctx, st.insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
-			nullString(string(it.Metadata)), nullString(it.Token)).Scan(&v)
+			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
@@ -382,7 +400,7 @@ func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
 // itemByTokenSQL reads the item holding a token whole.
 const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -391,7 +409,7 @@ func scanItem(r rowScanner) (Item, int64, error) { return newItemScan().scan(r) 
 // claimColumns are the columns a claim returns: those of itemColumns whose values the claim did
 // not itself set (state, lease owner, lease until, claimed at, updated at come from its
 // arguments; see readClaims).
-const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token"
+const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline"
 
 // itemScan holds the destinations of an item row's columns. Scanning through it allocates the
 // destinations once for all the rows of a result, not once per column per row (each pointer to
@@ -399,17 +417,17 @@ const claimColumns = "id, name, payload, attempts, interruptions, unattributed, 
 type itemScan struct {
 	it                                          Item
 	id, nextAt, createdAt, updatedAt, isolate   int64
-	leaseUntil, claimedAt                       sql.NullInt64
+	leaseUntil, claimedAt, deadline             sql.NullInt64
 	state                                       string
 	dedupe, ordering, owner, lastErrStr, parked sql.NullString
-	metadata, token                             sql.NullString
+	metadata, token, guard                      sql.NullString
 	dest                                        []any
 }
 
 func newItemScan() *itemScan {
 	s := &itemScan{}
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.state, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline}
 	return s
 }
 
@@ -422,7 +440,7 @@ func newClaimScan(args []any) *itemScan {
 	s.claimedAt.Int64, s.claimedAt.Valid = args[2].(int64)
 	s.updatedAt, _ = args[3].(int64)
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token, &s.guard, &s.deadline}
 	return s
 }
 
@@ -442,7 +460,10 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 	if s.metadata.Valid {
 		it.Metadata = []byte(s.metadata.String)
 	}
-	it.Token = s.token.String
+	it.Token, it.GuardKey = s.token.String, s.guard.String
+	if s.deadline.Valid {
+		it.Deadline = fromMicros(s.deadline.Int64)
+	}
 	return it, s.claimedAt.Int64, nil
 }
 
@@ -589,7 +610,9 @@ func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
 }
 
 // Unpark makes the pending items waiting on the circuit breakers of keys due at now (unless
-// they are due sooner) and returns how many it freed. Call it when those breakers close.
+// they are due sooner) and returns how many it freed. Call it when those breakers close. A
+// running item parked on one of the keys (claimed items keep their keys) is touched too,
+// harmlessly: its completion sets its next due time and key.
 func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, error) {
 	total := 0
 	for _, k := range keys {
@@ -604,6 +627,22 @@ func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, 
 		total += int(n)
 	}
 	return total, nil
+}
+
+// Repark makes the pending items waiting on the circuit breaker of key due at a time drawn
+// uniformly from [at, at+spread] for each (never after its deadline), and returns how many it
+// moved. Call it when that breaker opens again: the items wait for its next probe, spread so
+// that they do not all come back in one claim.
+func (s *Store) Repark(ctx context.Context, key string, at time.Time, spread time.Duration) (int, error) {
+	res, err := s.db.ExecContext(ctx, s.e.stmts().repark, micros(at), max(spread.Microseconds(), 0), key)
+	if err != nil {
+		return 0, fmt.Errorf("durable: repark: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("durable: repark: %w", err)
+	}
+	return int(n), nil
 }
 
 func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, lease time.Duration, limit int, alone bool) ([]Claimed, error) {
