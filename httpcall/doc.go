@@ -17,7 +17,8 @@
 // http.Client of its own.
 //
 // Authority keys a breaker (or a bulkhead) by the request's scheme, host and port, so a
-// failing host opens its own breaker and no other.
+// failing host opens its own breaker and no other; AuthorityOf gives the same key for a URL,
+// for a key function outside the pipeline of *Call (a durable registration's).
 //
 // Bodies: an attempt after the first sends a fresh body from the request's GetBody; a request
 // whose body cannot be replayed is sent at most once. A response turned into an error has its
