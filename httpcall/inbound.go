@@ -89,7 +89,8 @@ func StatusOf(err error) (code int, header http.Header) {
 // {"error":"…"} otherwise. Only 422 shows an error's text, the validator's message, since
 // the client must know what to fix; every other status has its standard text ("Service
 // Unavailable"), never the error's, which may carry a downstream's answer, a URL or an
-// internal detail. The Content-Type is application/json.
+// internal detail. The Content-Type is application/json, with X-Content-Type-Options nosniff
+// as http.Error sets it; the headers w already has are kept.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
 	if err == nil || r.Context().Err() != nil {
 		return false
