@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"strconv"
 	"time"
 )
 
@@ -96,6 +97,11 @@ func (e *DeferredError) Deferred() bool { return true }
 func (e *DeferredError) DeferredItem() (item int64, duplicate bool, cause error) {
 	return int64(e.ItemID), e.Duplicate, e.Cause
 }
+
+// AcceptedID returns ItemID in decimal: a DeferredError is an httpcall.Accepted, so that
+// httpcall.WriteError answers a deferred request 202 Accepted with the id of the item that will
+// do it (for a Duplicate, the item already pending), without either package importing the other.
+func (e *DeferredError) AcceptedID() string { return strconv.FormatInt(int64(e.ItemID), 10) }
 
 // unknownRequestError names an unregistered request name or type; it matches ErrUnknownRequest.
 type unknownRequestError struct {

@@ -17,7 +17,13 @@
 // http.Client of its own.
 //
 // Authority keys a breaker (or a bulkhead) by the request's scheme, host and port, so a
-// failing host opens its own breaker and no other.
+// failing host opens its own breaker and no other; AuthorityOf gives the same key for a URL,
+// for a key function outside the pipeline of *Call (a durable registration's).
+//
+// On the inbound side, WriteError answers a net/http request with what the error of the Send
+// that served it says (202 Accepted for a request a durable deferral stored, 422 for a
+// validation error, 503 with Retry-After for an open breaker, 504 for a timeout, nothing for a
+// client that has gone), and StatusOf gives that status and its headers alone.
 //
 // Bodies: an attempt after the first sends a fresh body from the request's GetBody; a request
 // whose body cannot be replayed is sent at most once. A response turned into an error has its

@@ -75,3 +75,16 @@ func ExampleFromResponse() {
 	// Output:
 	// 429 30s true
 }
+
+// AuthorityOf gives a URL the key Authority gives a *Call to it, for a key function outside the
+// pipeline of *Call, such as a durable registration's over a request that carries the URL it
+// posts to: both name the same per-host breaker.
+func ExampleAuthorityOf() {
+	fmt.Println(httpcall.AuthorityOf("https://Hooks.example.com/deliver?sig=secret"))
+	fmt.Println(httpcall.AuthorityOf("http://hooks.example.com:8080/deliver"))
+	fmt.Printf("%q\n", httpcall.AuthorityOf("/deliver")) // no scheme, no host: no breaker
+	// Output:
+	// https://hooks.example.com:443
+	// http://hooks.example.com:8080
+	// ""
+}
