@@ -718,6 +718,7 @@ func (s *scheduler) settle(batch []store.Completion, results []error, retried bo
 	}
 	s.notifyDead(batch, results)
 	s.notifySettled(batch, results)
+	s.recheckVerdicts(batch, results)
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)
@@ -803,6 +804,56 @@ func (s *scheduler) noteClaim(start time.Time, claimed int, err error) {
 			on(took, claimed, err)
 		}()
 	}
+}
+
+// recheckVerdicts makes sure that the items of batch parked to wait for a breaker's verdict
+// are not left waiting out Recheck when the breaker decided before their park was written (its
+// state change freed or moved the items parked on it then, not these): it notes the keys of
+// those whose breakers have decided by now, as a state change does.
+func (s *scheduler) recheckVerdicts(batch []store.Completion, results []error) {
+	for i, c := range batch {
+		if results[i] != nil || !c.Verdict {
+			continue
+		}
+		reg, a := s.strictest(c.ParkedKey)
+		if reg == nil || a.State == breaker.StateHalfOpen && a.FreeProbes == 0 {
+			continue // still deciding: its state change will free or move them
+		}
+		s.mu.Lock()
+		if s.state == stateRunning {
+			s.moved[c.ParkedKey] = reg
+		}
+		s.mu.Unlock()
+		signal(s.unpark)
+	}
+}
+
+// strictest asks every registry the scheduler knows about key and returns the one that holds
+// it back most (an open breaker before a half-open one without free probe slots, before one
+// with some, before a closed one) with its answer; a registry that does not know key says
+// closed. nil without registries.
+func (s *scheduler) strictest(key string) (*breaker.Registry, breaker.Admission) {
+	rank := func(a breaker.Admission) int {
+		switch {
+		case a.State == breaker.StateOpen:
+			return 3
+		case a.State == breaker.StateHalfOpen && a.FreeProbes == 0:
+			return 2
+		case a.State == breaker.StateHalfOpen:
+			return 1
+		}
+		return 0
+	}
+	var (
+		best *breaker.Registry
+		ba   breaker.Admission
+	)
+	for _, reg := range s.breakers {
+		if a := s.admission(reg, key); best == nil || rank(a) > rank(ba) {
+			best, ba = reg, a
+		}
+	}
+	return best, ba
 }
 
 // notifySettled tells SchedulerConfig.OnSettled about the completions of batch the store took.
@@ -1095,7 +1146,7 @@ func (s *scheduler) park(comp store.Completion, c *store.Claimed, key string, re
 	case remaining > 0:
 		wait = remaining + time.Duration(s.q.rand()*float64(remaining)/10)
 	case key != "":
-		wait = s.q.recheck
+		wait, comp.Verdict = s.q.recheck, true
 	default:
 		wait = time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
 	}
@@ -1179,13 +1230,13 @@ func (s *scheduler) unparkClosed() {
 		a := s.admission(reg, key)
 		ctx, cancel := s.storeCtx()
 		var err error
-		switch a.State {
-		case breaker.StateClosed:
-			_, err = s.q.store.Unpark(ctx, []string{key}, now)
-		case breaker.StateOpen:
+		switch {
+		case a.State == breaker.StateOpen:
 			_, err = s.q.store.Repark(ctx, key, now.Add(a.Remaining), a.Remaining/10)
-		default:
-			err = nil // half-open again: its parked items come due by their times
+		case !a.Refuses():
+			// Closed, or half-open with a probe slot free (a probe ended without a verdict):
+			// due now, and admit lets no more through than the breaker has slots for.
+			_, err = s.q.store.Unpark(ctx, []string{key}, now)
 		}
 		cancel()
 		if err != nil {

@@ -163,10 +163,11 @@ type Completion struct {
 	// Unpark with the key makes the item due at once.
 	ParkedKey string
 
-	// Name, Refused and Expired are not stored: the item's request name, and whether a
-	// refusal parked it or its deadline ended it, for the caller's observers.
-	Name             string
-	Refused, Expired bool
+	// Name, Refused, Verdict and Expired are not stored: the item's request name, whether a
+	// refusal parked it (Verdict: to wait for its breaker's probes to decide) or its deadline
+	// ended it, for the caller.
+	Name                      string
+	Refused, Verdict, Expired bool
 }
 
 // Stats summarises a store.
