@@ -430,10 +430,14 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 		if it := item(t, e.q, aged); !it.Deadline.Equal(t0.Add(90 * time.Second)) {
 			t.Fatalf("deadline %v, want MaxAge (90s) after the enqueue, before WithDeadline's hour", it.Deadline)
 		}
-		var settled sync.Map // item → outcomes seen
-		start(t, e.q, m, durable.SchedulerConfig{OnSettled: []func(durable.Settled){func(s durable.Settled) {
-			v, _ := settled.LoadOrStore(s.Item, &[]record.Outcome{})
-			*v.(*[]record.Outcome) = append(*v.(*[]record.Outcome), s.Outcome)
+		var (
+			mu      sync.Mutex
+			settled = map[string][]string{} // request name → outcomes heard
+		)
+		start(t, e.q, m, durable.SchedulerConfig{OnSettled: []func(string, string){func(name, outcome string) {
+			mu.Lock()
+			settled[name] = append(settled[name], outcome)
+			mu.Unlock()
 		}}})
 		// fastPolicy: attempts at 0s, 1s; the third would be at 3s, after the deadline.
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, work)) == 1 })
@@ -460,8 +464,9 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			t.Fatalf("timeline %+v, %v", tl, err)
 		}
 		eventually(t, 20*time.Second, "the observers", func() bool {
-			v, ok := settled.Load(work)
-			return ok && fmt.Sprint(*v.(*[]record.Outcome)) == "[failed failed expired]"
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprint(settled["test.work"]) == "[retried retried expired]"
 		})
 
 		// An attempt that fails past the deadline ends the item with its error.
@@ -472,5 +477,10 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			outcomes(as) != "1:failed" {
 			t.Fatalf("item failing past its deadline %+v, rows %s", it, outcomes(as))
 		}
+		eventually(t, 20*time.Second, "the observers", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprint(settled["webhook.deliver"]) == "[expired]"
+		})
 	})
 }

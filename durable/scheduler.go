@@ -62,25 +62,15 @@ type SchedulerConfig struct {
 	// claim is the first sign of a database in trouble (metrics.Recorder.OnClaim). The claim
 	// loop waits for them: keep them cheap. A panic in one is logged and the next still runs.
 	OnClaim []func(took time.Duration, claimed int, err error)
-	// OnSettled are called, in order, with each item's outcome once it is written: an attempt
-	// that succeeded or failed, a refusal that parked it, a deadline that ended it
-	// (metrics.Recorder.OnSettled counts them). Called by the claim loop: keep them cheap. A
-	// panic in one is logged and the next still runs.
-	OnSettled []func(Settled)
-}
-
-// Settled is how one claim of an item ended, once written (SchedulerConfig.OnSettled).
-type Settled struct {
-	Item record.ItemID
-	Name string // the request name the item is registered under
-	// Outcome is the attempt's outcome (succeeded, failed, interrupted), or
-	// record.OutcomeRefused (a breaker or another refusing behavior turned it away: no attempt)
-	// or record.OutcomeExpired (its deadline passed); empty when the claim was released
-	// unattempted (a shutdown, a name this instance does not know).
-	Outcome record.Outcome
-	State   record.ItemState // the item's state after it
-	// ParkedKey is the breaker key a refused item waits on; empty when none.
-	ParkedKey string
+	// OnSettled are called, in order, once the outcome of a claim of an item is written, with
+	// the item's request name and how the claim ended: "succeeded"; "retried" or "dead" (an
+	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
+	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
+	// it back: no attempt); "expired" (its deadline ended it); "interrupted" (a shutdown
+	// cancelled it); "released" (not attempted: a shutdown before it started, a name or a
+	// handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
+	// claim loop: keep them cheap. A panic in one is logged and the next still runs.
+	OnSettled []func(name, outcome string)
 }
 
 // logRepeat is how often a database failure that persists is logged again.
@@ -865,13 +855,7 @@ func (s *scheduler) notifySettled(batch []store.Completion, results []error) {
 		if results[i] != nil {
 			continue
 		}
-		st := Settled{Item: record.ItemID(c.Fence.ItemID), Name: c.Name, Outcome: record.Outcome(c.Outcome), State: record.ItemState(c.State), ParkedKey: c.ParkedKey}
-		switch {
-		case c.Expired:
-			st.Outcome = record.OutcomeExpired
-		case c.Refused:
-			st.Outcome = record.OutcomeRefused
-		}
+		outcome := settledOutcome(c)
 		for _, on := range s.cfg.OnSettled {
 			func() {
 				defer func() {
@@ -879,10 +863,29 @@ func (s *scheduler) notifySettled(batch []store.Completion, results []error) {
 						s.cfg.Logger.Error("durable: OnSettled panicked", zap.String("panic", fmt.Sprint(p)))
 					}
 				}()
-				on(st)
+				on(c.Name, outcome)
 			}()
 		}
 	}
+}
+
+// settledOutcome names how c ended, for SchedulerConfig.OnSettled.
+func settledOutcome(c store.Completion) string {
+	switch {
+	case c.Expired:
+		return string(record.OutcomeExpired)
+	case c.Refused:
+		return string(record.OutcomeRefused)
+	case c.State == store.StateSucceeded:
+		return string(record.OutcomeSucceeded)
+	case c.State == store.StateDead:
+		return "dead"
+	case c.Outcome == store.OutcomeInterrupted:
+		return string(record.OutcomeInterrupted)
+	case c.Outcome == store.OutcomeFailed:
+		return "retried"
+	}
+	return "released"
 }
 
 // noteStore logs a failed store call (rate-limited) or a recovery.

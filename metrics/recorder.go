@@ -39,6 +39,7 @@ type Recorder struct {
 	fallbacks *prometheus.CounterVec
 	refusals  *prometheus.CounterVec
 	claims    prometheus.Histogram
+	settled   *prometheus.CounterVec
 
 	mu    sync.RWMutex
 	types map[reflect.Type]*series // the series of each request type, resolved once
@@ -101,7 +102,10 @@ func New(cfg Config) (*Recorder, error) {
 		Help:                        "Time of the durable scheduler's claim round trips (outcome writes included when batched with a claim).",
 		Buckets:                     prometheus.DefBuckets,
 		NativeHistogramBucketFactor: cfg.NativeHistogramBucketFactor})
-	for _, c := range []prometheus.Collector{r.requests, r.durations, r.retries, r.fallbacks, r.refusals, r.claims} {
+	r.settled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("durable_outcomes_total"),
+		Help: "How the durable scheduler's claims of items ended, by request name and outcome (succeeded, retried, dead, refused, expired, interrupted, released)."},
+		[]string{"name", "outcome"})
+	for _, c := range []prometheus.Collector{r.requests, r.durations, r.retries, r.fallbacks, r.refusals, r.claims, r.settled} {
 		if err := r.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
@@ -243,3 +247,10 @@ func (r *Recorder) evicted(key string) {
 //
 //	q.Start(m, durable.SchedulerConfig{OnClaim: []func(time.Duration, int, error){rec.OnClaim}})
 func (r *Recorder) OnClaim(took time.Duration, _ int, _ error) { r.claims.Observe(took.Seconds()) }
+
+// OnSettled counts an item's claim in durable_outcomes_total by its request name and how it
+// ended (succeeded, retried, dead, refused, expired, interrupted, released; see
+// durable.SchedulerConfig.OnSettled, whose observer it is):
+//
+//	q.Start(m, durable.SchedulerConfig{OnSettled: []func(string, string){rec.OnSettled}})
+func (r *Recorder) OnSettled(name, outcome string) { r.settled.WithLabelValues(name, outcome).Inc() }
