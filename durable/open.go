@@ -41,9 +41,12 @@ type Config struct {
 	Policy retry.Policy
 	Clock  behaviors.Clock // of due times and leases; default behaviors.SystemClock
 	Rand   func() float64  // [0, 1) for jitter, called concurrently; default math/rand/v2
-	// Recheck is the longest an item the scheduler could not start (an open breaker, an
-	// unknown name) waits to be looked at again: a breaker tripped for a day and reset
-	// elsewhere must not hold it a day. Default 1 minute.
+	// Recheck is how long an item the scheduler could not start waits to be looked at again
+	// when nothing else says when: an unknown name or a missing handler (an instance on
+	// another version may know it), or a breaker whose probes are out, whose verdict frees or
+	// moves the item at once and Recheck only bounds the wait should that word not reach this
+	// instance. An item parked on an open breaker waits until the breaker may probe instead.
+	// Default 1 minute: a rolling deploy's new instances are up well within it.
 	Recheck time.Duration
 
 	// OnDead are called, in order, once for each new dead letter (an item that became dead,
