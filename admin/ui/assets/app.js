@@ -831,11 +831,12 @@
       }
       tl.forEach(function (ev) {
         var li = el("li", { "data-kind": String(ev.kind) });
-        var head = ev.kind === "attempt" ? "Attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" : String(ev.kind);
+        var head = ev.kind === "attempt" ? "Attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" :
+          ev.kind === "expired" ? "Deadline passed" : String(ev.kind);
         li.appendChild(el("strong", null, head + (ev.actor ? " by " + ev.actor : "") + " "));
         if (ev.outcome) li.appendChild(badge(ev.outcome));
         var when = el("span", { className: "when" }, " ");
-        if (ev.kind === "discard") when.appendChild(timeEl(ev.started_at));
+        if (ev.kind === "discard" || ev.kind === "expired") when.appendChild(timeEl(ev.started_at));
         else spanEls(when, ev.started_at, ev.ended_at);
         if (ev.instance) when.appendChild(document.createTextNode(" · on " + ev.instance));
         li.appendChild(when);
