@@ -95,6 +95,13 @@ func events(m *mediator.Mediator) http.HandlerFunc {
 	}
 }
 
+// The host breakers' failure threshold and the scheduler's workers: with one probe per open
+// period, they bound the requests a down host gets, whatever the number of its events.
+const (
+	failureThreshold = 3
+	workers          = 4
+)
+
 // options says how run runs; main gives the defaults, the test shorter ones.
 type options struct {
 	addr    string        // loopback address of POST /events and the admin under /admin/
@@ -125,7 +132,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 
 	// One breaker per subscriber host, keyed as httpcall.Authority keys a *Call.
 	hosts := breaker.NewRegistry(breaker.Config{
-		Key: httpcall.Authority, FailureThreshold: 3, OpenDuration: opt.openFor,
+		Key: httpcall.Authority, FailureThreshold: failureThreshold, OpenDuration: opt.openFor,
 	})
 
 	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{
@@ -162,7 +169,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	outcomes := map[record.Outcome]int{} // what the scheduler's claims ended in
 	// SchedulerConfig.Breakers is not needed: the registration names the breaker of its items.
 	err = queue.Start(m, durable.SchedulerConfig{
-		InstanceID: "webhooks-1", PollInterval: 20 * time.Millisecond,
+		InstanceID: "webhooks-1", Workers: workers, PollInterval: 20 * time.Millisecond,
 		OnSettled: []func(durable.Settled){func(s durable.Settled) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -172,7 +179,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	if err != nil {
 		return nil, err
 	}
-	defer queue.Shutdown(context.WithoutCancel(ctx))
+	defer queue.Shutdown(context.WithoutCancel(ctx)) // on an early return; a second call returns the first one's result
 
 	srv, err := serve(opt.addr, m, hosts, queue)
 	if err != nil {
@@ -243,6 +250,10 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	}
 	sum.took = time.Since(start)
 	sum.downBreaker = hosts.Admission(downKey).State
+	// Stop the scheduler: its observers have heard every outcome once it has stopped.
+	if err := queue.Shutdown(ctx); err != nil {
+		return nil, err
+	}
 	mu.Lock()
 	sum.outcomes = maps.Clone(outcomes)
 	mu.Unlock()
