@@ -42,6 +42,9 @@ type Deliver struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+// DedupeKey makes an event sent again while its first copy waits in the queue the same item.
+func (d *Deliver) DedupeKey() string { return d.ID + " " + d.URL }
+
 // Validate refuses an event that cannot be delivered: the inbound side answers it 422.
 func (d *Deliver) Validate() error {
 	switch {
