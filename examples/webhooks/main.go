@@ -252,7 +252,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 		}
 	}
 	sum.took = time.Since(start)
-	sum.downBreaker = hosts.Admission(downKey).State
+	sum.downKey, sum.downBreaker = downKey, hosts.Admission(downKey).State
 	// Stop the scheduler: its observers have heard every outcome once it has stopped.
 	if err := queue.Shutdown(ctx); err != nil {
 		return nil, err
@@ -309,6 +309,7 @@ type summary struct {
 	lastError   map[string]string          // of a dead letter of each receiver's items
 	parked      int                        // the most items parked on the down host's breaker at once
 	outcomes    map[record.Outcome]int     // the scheduler's claims by outcome
+	downKey     string                     // the down host's breaker key
 	downBreaker breaker.State              // the down host's breaker at the end
 	took        time.Duration              // from the first event until no item was left to try
 }
@@ -342,7 +343,7 @@ func (s *summary) print(out io.Writer, events int) {
 		fmt.Fprintf(out, "  %-8s %2d of %d delivered, %2d requests reached it; %2d deferred, %d attempts by the scheduler, %2d dead letters\n",
 			name, s.delivered[name], events, s.hits[name], len(s.items[name]), s.attempts[name], s.dead[name])
 	}
-	fmt.Fprintf(out, "  the down host's breaker is %s; up to %d of its items were parked on it at once, charged no attempt\n", s.downBreaker, s.parked)
+	fmt.Fprintf(out, "  the down host's breaker (%s) is %s; up to %d of its items were parked on it at once, charged no attempt\n", s.downKey, s.downBreaker, s.parked)
 	if e := s.lastError["down"]; e != "" {
 		fmt.Fprintf(out, "  its dead letters say: %s\n", e)
 	}
