@@ -169,14 +169,14 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	defer m.Close()
 
 	var mu sync.Mutex
-	outcomes := map[record.Outcome]int{} // what the scheduler's claims ended in
+	outcomes := map[string]int{} // how the scheduler's claims ended: succeeded, retried, refused, expired…
 	// SchedulerConfig.Breakers is not needed: the registration names the breaker of its items.
 	err = queue.Start(m, durable.SchedulerConfig{
 		InstanceID: "webhooks-1", Workers: workers, PollInterval: 20 * time.Millisecond,
-		OnSettled: []func(durable.Settled){func(s durable.Settled) {
+		OnSettled: []func(name, outcome string){func(_, outcome string) {
 			mu.Lock()
 			defer mu.Unlock()
-			outcomes[s.Outcome]++
+			outcomes[outcome]++
 		}},
 	})
 	if err != nil {
@@ -308,7 +308,7 @@ type summary struct {
 	dead        map[string]int             // dead letters of each receiver's items
 	lastError   map[string]string          // of a dead letter of each receiver's items
 	parked      int                        // the most items parked on the down host's breaker at once
-	outcomes    map[record.Outcome]int     // the scheduler's claims by outcome
+	outcomes    map[string]int             // the scheduler's claims by outcome
 	downKey     string                     // the down host's breaker key
 	downBreaker breaker.State              // the down host's breaker at the end
 	took        time.Duration              // from the first event until no item was left to try
@@ -347,8 +347,8 @@ func (s *summary) print(out io.Writer, events int) {
 	if e := s.lastError["down"]; e != "" {
 		fmt.Fprintf(out, "  its dead letters say: %s\n", e)
 	}
-	fmt.Fprintf(out, "  the scheduler's claims: %d succeeded, %d failed, %d refused (parked, uncharged), %d expired\n",
-		s.outcomes[record.OutcomeSucceeded], s.outcomes[record.OutcomeFailed], s.outcomes[record.OutcomeRefused], s.outcomes[record.OutcomeExpired])
+	fmt.Fprintf(out, "  the scheduler's claims: %d succeeded, %d failed and retried, %d refused (parked, uncharged), %d expired\n",
+		s.outcomes["succeeded"], s.outcomes["retried"], s.outcomes["refused"], s.outcomes["expired"])
 }
 
 func countFunc[T any](s []T, f func(T) bool) int {

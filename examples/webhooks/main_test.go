@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
-	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -82,7 +81,7 @@ func TestRun(t *testing.T) {
 	if sum.downBreaker == breaker.StateClosed {
 		t.Errorf("down: its breaker closed")
 	}
-	if sum.outcomes[record.OutcomeExpired] != events {
+	if sum.outcomes["expired"] != events {
 		t.Errorf("the scheduler's outcomes %v, want %d expired", sum.outcomes, events)
 	}
 
