@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -482,5 +483,43 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			defer mu.Unlock()
 			return fmt.Sprint(settled["webhook.deliver"]) == "[expired]"
 		})
+	})
+}
+
+// Expiring is a request that carries its own deadline.
+type Expiring struct {
+	mediator.Command
+	Until time.Time `json:"until"`
+}
+
+func (e *Expiring) Deadline() time.Time { return e.Until }
+
+// A request's own Deadline method gives its item's deadline, so a request the deferral stores
+// keeps it; WithDeadline on an enqueue wins over it.
+func TestRequestCarriesItsDeadline(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnvWith(t, b, func(q *durable.Queue) { durable.Register[*Expiring](q, "test.expiring") })
+		ctx := context.Background()
+		until := e.clock.Now().Add(time.Hour)
+		m := mediatorFor(t, handlers{}, func(m *mediator.Mediator) {
+			mediator.HandleFunc(m, func(context.Context, *Expiring) (mediator.Void, error) { return void, retryableErr{"busy"} })
+			m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{}))
+		})
+		_, err := mediator.Send(ctx, m, &Expiring{Until: until})
+		d, ok := errors.AsType[*durable.DeferredError](err)
+		if !ok {
+			t.Fatalf("send: %v", err)
+		}
+		if it := item(t, e.q, d.ItemID); !it.Deadline.Equal(until) {
+			t.Fatalf("deferred item's deadline %v, want the request's %v", it.Deadline, until)
+		}
+		earlier := until.Add(-time.Minute)
+		res := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Expiring{Until: until}, durable.WithDeadline(earlier)))
+		if it := item(t, e.q, res.ID); !it.Deadline.Equal(earlier) {
+			t.Fatalf("deadline %v, want WithDeadline's %v", it.Deadline, earlier)
+		}
+		if _, err := e.q.Enqueue(ctx, &Expiring{Until: e.clock.Now()}); err == nil || !strings.Contains(err.Error(), "the deadline") {
+			t.Fatalf("a request whose deadline has passed: %v", err)
+		}
 	})
 }

@@ -115,6 +115,9 @@ type deduplicated interface{ DedupeKey() string }
 // ordered is a request type that carries its own ordering key (see WithOrderingKey).
 type ordered interface{ OrderingKey() string }
 
+// deadlined is a request type that carries its own deadline (see WithDeadline).
+type deadlined interface{ Deadline() time.Time }
+
 // EnqueueOption configures one Enqueue.
 type EnqueueOption func(*enqueueConfig)
 
@@ -158,7 +161,9 @@ func WithBreakerKey(key string) EnqueueOption { return func(c *enqueueConfig) { 
 // whose error says its deadline passed), not attempted again, parked or not. The registration's
 // retry policy's MaxAge, when set, bounds it too, from the enqueue: the earlier of the two
 // holds. A deadline already past, or before the time the item is due (WithRunAt, WithDelay),
-// is an error and nothing is stored. Default: only MaxAge bounds the item.
+// is an error and nothing is stored. Without it, a request's method Deadline() time.Time gives
+// the deadline (zero: none), so a request deferred by the deferral keeps its own. Default: only
+// MaxAge bounds the item.
 func WithDeadline(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.deadline = t } }
 
 // Enqueued reports the result of Enqueue.
@@ -189,6 +194,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	var c enqueueConfig
 	for _, o := range opts {
 		o(&c)
+	}
+	if d, ok := req.(deadlined); ok && c.deadline.IsZero() {
+		c.deadline = d.Deadline()
 	}
 	token, err := c.itemToken()
 	if err != nil {
@@ -270,7 +278,7 @@ func (q *Queue) deadline(name string, c enqueueConfig, now, next time.Time) (tim
 	case d.IsZero():
 		return d, nil
 	case !c.deadline.IsZero() && !c.deadline.After(now):
-		return time.Time{}, fmt.Errorf("durable: Enqueue %s: WithDeadline %v is not after now (%v)", name, c.deadline.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		return time.Time{}, fmt.Errorf("durable: Enqueue %s: the deadline %v is not after now (%v)", name, c.deadline.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
 	case next.After(d):
 		return time.Time{}, fmt.Errorf("durable: Enqueue %s: the item would be due at %v, after its deadline %v", name, next.Format(time.RFC3339Nano), d.Format(time.RFC3339Nano))
 	}

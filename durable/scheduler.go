@@ -69,7 +69,9 @@ type SchedulerConfig struct {
 	// it back: no attempt); "expired" (its deadline ended it); "interrupted" (a shutdown
 	// cancelled it); "released" (not attempted: a shutdown before it started, a name or a
 	// handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
-	// claim loop: keep them cheap. A panic in one is logged and the next still runs.
+	// claim loop after the write, so a reader of the queue may see an outcome before its
+	// observers hear it; every call for the claims written is made before Shutdown returns.
+	// Keep them cheap. A panic in one is logged and the next still runs.
 	OnSettled []func(name, outcome string)
 }
 
