@@ -441,6 +441,15 @@ func TestRetryMaxAge(t *testing.T) {
 			t.Fatalf("waited %s, want 2s", time.Since(start))
 		}
 
+		// A retry that starts exactly MaxAge after the first failure is made: only one that
+		// would start later is not.
+		m, s, _ = retrying(t, retry.Config{Policy: retry.Policy{
+			MaxAttempts: 10, Strategy: retry.Fixed, BaseDelay: time.Second, MaxAge: 2 * time.Second,
+		}}, errs(10, last)...)
+		if _, err := mediator.Send(context.Background(), m, &Call{}); !errors.As(err, &re) || re.Attempts != 3 || s.Calls != 3 {
+			t.Fatalf("MaxAge on a retry's start: %d calls, err %v", s.Calls, err)
+		}
+
 		// Unset, the attempts and the delays alone bound the call, as before.
 		m, s, _ = retrying(t, retry.Config{Policy: retry.Policy{
 			MaxAttempts: 10, Strategy: retry.Fixed, BaseDelay: time.Second,
@@ -456,10 +465,10 @@ func TestRetryMaxAge(t *testing.T) {
 	})
 }
 
-// MaxAge is measured with the behavior's clock from the first attempt's start, so the
-// attempts' own durations count: attempts of 400 ms with a 1 s delay start at 0 and 1.4 s,
-// and the next would start at 2.8 s, past MaxAge 2.5 s (counted from the first failure it
-// would be 2.4 s, within it). A MaxAge set by a per-key layer or a per-request override is
+// MaxAge is measured with the behavior's clock from the first failure, so the first attempt's
+// own duration does not count and the later ones' do: attempts of 400 ms with a 1 s delay
+// start at 0, 1.4 and 2.8 s (2.4 s after the first failure, within MaxAge 2.5 s), and the next
+// would start at 4.2 s, 3.8 s after it. A MaxAge set by a per-key layer or a per-request override is
 // measured the same way; one shorter than the first delay still ends the call with an
 // *ExhaustedError after one attempt, so the caller learns why nothing was retried.
 func TestRetryMaxAgeFromFirstFailure(t *testing.T) {
