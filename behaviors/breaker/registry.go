@@ -177,14 +177,6 @@ type Snapshot struct {
 	Probes int
 }
 
-// Store shares breaker state between instances. The registry calls SaveBreaker after
-// every state change, outside locks, in the order of each breaker's changes (as it calls
-// OnStateChange); a store that sees another instance's decision feeds it back with
-// Registry.Apply.
-type Store interface {
-	SaveBreaker(ctx context.Context, s Snapshot) error
-}
-
 // Registry holds one circuit breaker per key. Breakers are created on first use, or up front
 // by Declare. It
 // serves the breaker Behavior and, through Gate and OpenFor, code that calls a
