@@ -184,7 +184,8 @@ type breaker struct {
 	slots  []probeSlot // the half-open period's probes; see probeSlot
 	ticket uint32
 	reg    *Registry
-	_      [cacheLine - 48]byte
+	shared *sharedState // with a Store: the breaker's place in the fleet's state; under mu
+	_      [cacheLine - 56]byte
 }
 
 // evictedNow reports whether a sweep removed b from the registry (and no new key reused it).
@@ -303,6 +304,12 @@ func (b *breaker) allowSlow(key string, w uint64) (Permit, error) {
 		b.mu.Unlock()
 		return b.reg.Gate(key)
 	}
+	if b.reg.cfg.Store != nil {
+		b.refreshLocked(now, &ev)
+		if b.claimableLocked(now) {
+			return b.claim(key, now, &ev)
+		}
+	}
 	p, err := b.admitLocked(now, &ev)
 	b.mu.Unlock()
 	b.announce(&ev)
@@ -343,6 +350,9 @@ func (b *breaker) admitLocked(now int64, ev *events) (Permit, error) {
 	case StateOpen:
 		return Permit{}, openError(b.key, b.openUntil.Load()-now)
 	}
+	if b.foreignLocked() {
+		return Permit{}, openError(b.key, 0) // another instance's probes decide
+	}
 	for i := range b.slots {
 		s := &b.slots[i]
 		if s.ticket == 0 {
@@ -365,10 +375,13 @@ func (b *breaker) refreshLocked(now int64, ev *events) uint64 {
 	w := b.word.Load()
 	switch stateOf(w) {
 	case StateOpen:
-		if now >= b.openUntil.Load() {
+		if now >= b.openUntil.Load() && b.reg.cfg.Store == nil {
 			w = b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, ev)
 		}
 	case StateHalfOpen:
+		if b.foreignLocked() {
+			return w // another instance holds the probes; see claimable
+		}
 		for _, s := range b.slots {
 			if s.ticket != 0 && !s.passed && now >= s.deadline {
 				b.failures.Add(1) // a hung probe counts as failed
@@ -485,6 +498,9 @@ func (b *breaker) setLocked(to State, reason ChangeReason, now int64, ev *events
 	old := b.word.Load()
 	w := (old&^stateMask + 1<<stateBits) | uint64(to)
 	clear(b.slots)
+	if b.shared != nil {
+		b.shared.foreign = false
+	}
 	switch to {
 	case StateOpen:
 		b.openedAt = now

@@ -575,7 +575,7 @@ func TestBreakerChangesAnnouncedInOrder(t *testing.T) {
 		entered, release := make(chan struct{}), make(chan struct{})
 		var mu sync.Mutex
 		var heard []string
-		st := &memStore{}
+		st := newMemStore(&stepClock{})
 		r := breaker.NewRegistry(breaker.Config{
 			Store: st,
 			OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
@@ -604,10 +604,8 @@ func TestBreakerChangesAnnouncedInOrder(t *testing.T) {
 		if got := fmt.Sprint(heard); got != "[closed→open open→closed]" {
 			t.Fatalf("listener heard %s", got)
 		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if len(st.saved) != 2 || st.saved[1].State != breaker.StateClosed {
-			t.Fatalf("store holds %+v", st.saved)
+		if got := fmt.Sprint(st.transitions()); got != "[k:open k:closed]" {
+			t.Fatalf("store took %s", got)
 		}
 	})
 }
@@ -818,39 +816,6 @@ func TestBreakerIdleTTL(t *testing.T) {
 		r.Sweep()
 		if _, err := r.Get("down"); !errors.Is(err, breaker.ErrUnknown) {
 			t.Fatalf("idle half-open breaker without probes kept: %v", err)
-		}
-	})
-}
-
-type memStore struct {
-	mu    sync.Mutex
-	saved []breaker.Snapshot
-}
-
-func (s *memStore) SaveBreaker(_ context.Context, snap breaker.Snapshot) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.saved = append(s.saved, snap)
-	return nil
-}
-
-// A store hears every local transition; Apply adopts another instance's decision.
-func TestBreakerStore(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		st := &memStore{}
-		a := breaker.NewRegistry(breaker.Config{Store: st})
-		b := breaker.NewRegistry(breaker.Config{})
-		fail(t, a, "e", 5)
-		if len(st.saved) != 1 || st.saved[0].State != breaker.StateOpen || st.saved[0].Remaining != 30*time.Second {
-			t.Fatalf("saved %+v", st.saved)
-		}
-		b.Apply(st.saved[0])
-		wantOpen(t, b, "e", 30*time.Second)
-		b.Apply(breaker.Snapshot{Key: "e", State: breaker.StateClosed})
-		wantState(t, b, "e", breaker.StateClosed)
-		_ = a.Reset("e")
-		if len(st.saved) != 2 || st.saved[1].State != breaker.StateClosed {
-			t.Fatalf("saved %+v", st.saved)
 		}
 	})
 }

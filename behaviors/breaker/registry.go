@@ -100,9 +100,26 @@ type Config struct {
 	// change made while an earlier one is still being announced is announced after it, by the
 	// goroutine announcing. Empty: nothing is called.
 	OnStateChange []func(StateChange)
-	// Store receives every state change, to share trip decisions between instances; Apply
-	// feeds decisions made elsewhere back in. nil: the state stays in this process.
+	// Store shares the breakers' state with the other registries that use it: the instances
+	// of a fleet, and this one after a restart (durable.NewBreakerStore keeps it in the queue's
+	// database). Every transition is decided once for all of them: a trip by one opens the
+	// breaker everywhere, one instance holds a half-open breaker's probes while the others
+	// keep refusing, and a reset anywhere closes it everywhere. The closed path makes no store
+	// call, nor does a call an open breaker refuses: the store hears transitions only, and a
+	// registry learns of the others' within the store's refresh interval. A store that cannot
+	// be reached leaves the registry on its own state until it answers (see StoreTimeout).
+	// nil: the state stays in this process.
 	Store Store
+	// StoreTimeout bounds each call of Store, so a call that trips a breaker or claims its
+	// probes never waits longer on a store that hangs; past it the registry goes on with its
+	// local decision, and publishes it once the store answers again. Default 250 ms: a local
+	// database answers in about a millisecond, and a caller hardly notices a quarter second
+	// once per transition.
+	StoreTimeout time.Duration
+	// Instance names this registry to the Store: the holder of a half-open breaker's probes,
+	// and who made each transition. Default: the host name, the process id and a random
+	// suffix, unique per registry.
+	Instance string
 	// OnStoreError are the observers of the errors of Store, called in the order listed.
 	// Empty: the errors are dropped.
 	OnStoreError []func(error)
@@ -213,6 +230,10 @@ type Registry struct {
 
 	listeners      listenerSet[StateChange]
 	evictListeners listenerSet[string]
+
+	syncMu       sync.Mutex          // with a Store: the keys below
+	unsyncedKeys map[string]struct{} // local transitions the store did not take
+	reconciling  bool                // a goroutine publishes them
 }
 
 // NewRegistry returns a registry whose breakers follow cfg.
@@ -244,6 +265,12 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.IdleTTL == 0 {
 		cfg.IdleTTL = 10 * time.Minute
 	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = 250 * time.Millisecond
+	}
+	if cfg.Store != nil && cfg.Instance == "" {
+		cfg.Instance = defaultInstance()
+	}
 	cfg.OnStateChange, cfg.OnStoreError = slices.Clone(cfg.OnStateChange), slices.Clone(cfg.OnStoreError)
 	cfg.OnLateProbe, cfg.OnRefusal = slices.Clone(cfg.OnLateProbe), slices.Clone(cfg.OnRefusal)
 	r := &Registry{cfg: cfg, clock: cfg.Clock}
@@ -264,6 +291,9 @@ func NewRegistry(cfg Config) *Registry {
 	}
 	for i := range r.shards {
 		r.shards[i].m = make(map[uint64]*breaker)
+	}
+	if cfg.Store != nil {
+		r.share()
 	}
 	return r
 }
@@ -401,6 +431,9 @@ func (c Config) Validate() error {
 	}
 	if c.RateMinCalls < 0 {
 		errs = append(errs, fmt.Errorf("RateMinCalls %d is negative", c.RateMinCalls))
+	}
+	if c.StoreTimeout < 0 {
+		errs = append(errs, fmt.Errorf("StoreTimeout %v is negative", c.StoreTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -730,10 +763,16 @@ func (r *Registry) Admission(key string) Admission {
 	sh.mu.Unlock()
 	w := b.refreshLocked(now, &ev)
 	a := Admission{State: stateOf(w)}
-	switch a.State {
-	case StateOpen:
+	switch {
+	case b.claimableLocked(now):
+		// With a Store, the first call claims the probes for this instance: say what it
+		// would get.
+		a.State, a.FreeProbes = StateHalfOpen, max(r.cfg.HalfOpenProbes, 1)
+	case a.State == StateOpen:
 		a.Remaining = time.Duration(max(b.openUntil.Load()-now, 0))
-	case StateHalfOpen:
+	case a.State == StateHalfOpen && b.foreignLocked():
+		// Another instance holds the probes.
+	case a.State == StateHalfOpen:
 		for _, s := range b.slots {
 			if s.ticket == 0 {
 				a.FreeProbes++
@@ -757,8 +796,10 @@ func (r *Registry) Trip(key string) error {
 // Reset closes the breaker of key and clears its failure count. It fails with
 // ErrUnknown for a key the registry does not hold.
 func (r *Registry) Reset(key string) error {
-	return r.force(key, func(b *breaker, now int64, ev *events) {
+	closed := false
+	err := r.force(key, func(b *breaker, now int64, ev *events) {
 		if w := b.word.Load(); stateOf(w) == StateClosed {
+			closed = true
 			// No state change, but a new generation: calls that began before the reset
 			// are not counted after it.
 			b.word.Store(w + 1<<stateBits)
@@ -770,6 +811,16 @@ func (r *Registry) Reset(key string) error {
 		}
 		b.setLocked(StateClosed, ReasonManualReset, now, ev)
 	})
+	if err == nil && closed && r.cfg.Store != nil {
+		// Closed here, maybe not elsewhere (the others' trip not heard yet): the operator's
+		// reset closes it in the store too.
+		if b := r.locked(key, false); b != nil {
+			snap := b.snapshotLocked(r.now())
+			b.mu.Unlock()
+			r.publish(announcement{change: StateChange{Key: key, From: StateClosed, To: StateClosed, Reason: ReasonManualReset}, snap: snap, b: b})
+		}
+	}
+	return err
 }
 
 func (r *Registry) force(key string, fn func(*breaker, int64, *events)) error {
@@ -1120,12 +1171,13 @@ type announcement struct {
 	change  StateChange
 	snap    Snapshot
 	applied bool
+	b       *breaker
 }
 
 // queueLocked records a state change to announce. Called under b.mu, so the queue is in the
 // order of the transitions.
 func (b *breaker) queueLocked(ev *events, c StateChange, s Snapshot) {
-	b.queue = append(b.queue, announcement{change: c, snap: s, applied: ev.applied})
+	b.queue = append(b.queue, announcement{change: c, snap: s, applied: ev.applied, b: b})
 	ev.n++
 }
 
@@ -1168,11 +1220,7 @@ func (r *Registry) deliver(batch []announcement) {
 	ls := r.listeners.load()
 	for _, a := range batch {
 		if r.cfg.Store != nil && !a.applied {
-			if err := r.cfg.Store.SaveBreaker(context.Background(), a.snap); err != nil {
-				for _, on := range r.cfg.OnStoreError {
-					on(err)
-				}
-			}
+			r.publish(a)
 		}
 		for _, on := range r.cfg.OnStateChange {
 			on(a.change)

@@ -1,0 +1,315 @@
+package breaker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+)
+
+// memStore is a breaker.Store in memory, with the contract's compare-and-swap and its own
+// clock: several registries on one memStore are the instances of a fleet.
+type memStore struct {
+	mu      sync.Mutex
+	clock   *stepClock
+	rows    map[string]breaker.Shared
+	subs    map[int]func(breaker.Shared)
+	nextSub int
+	took    []string // the transitions applied, as "key:state"
+	calls   atomic.Int64
+	down    atomic.Bool // every call fails
+}
+
+func newMemStore(clock *stepClock) *memStore {
+	return &memStore{clock: clock, rows: map[string]breaker.Shared{}, subs: map[int]func(breaker.Shared){}}
+}
+
+var errStoreDown = errors.New("store down")
+
+func (s *memStore) Transition(_ context.Context, t breaker.Transition) (breaker.Shared, bool, error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return breaker.Shared{}, false, errStoreDown
+	}
+	s.mu.Lock()
+	now := s.clock.Now()
+	row, ok := s.rows[t.Key]
+	row.Now = now
+	if !ok {
+		row = breaker.Shared{Key: t.Key, State: breaker.StateClosed, Now: now}
+	}
+	allowed := row.Epoch == t.From
+	if allowed && t.To == breaker.StateHalfOpen {
+		allowed = row.State == breaker.StateOpen && !now.Before(row.OpenUntil) ||
+			row.State == breaker.StateHalfOpen && !now.Before(row.ProbeUntil) || row.Epoch == 0
+	}
+	if !allowed {
+		s.mu.Unlock()
+		return row, false, nil
+	}
+	row.Epoch++
+	row.State, row.Failures, row.By = t.To, t.Failures, t.Owner
+	row.ProbeOwner, row.ProbeUntil = "", time.Time{}
+	switch t.To {
+	case breaker.StateOpen:
+		row.OpenedAt, row.OpenUntil = now, now.Add(t.OpenFor)
+	case breaker.StateHalfOpen:
+		row.ProbeOwner, row.ProbeUntil, row.LastProbeAt = t.Owner, now.Add(t.ProbeFor), now
+	case breaker.StateClosed:
+		row.OpenedAt, row.OpenUntil = time.Time{}, time.Time{}
+	}
+	s.rows[t.Key] = row
+	s.took = append(s.took, t.Key+":"+t.To.String())
+	subs := make([]func(breaker.Shared), 0, len(s.subs))
+	for _, fn := range s.subs {
+		subs = append(subs, fn)
+	}
+	s.mu.Unlock()
+	for _, fn := range subs {
+		fn(row)
+	}
+	return row, true, nil
+}
+
+func (s *memStore) Load(context.Context) ([]breaker.Shared, error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []breaker.Shared
+	for _, row := range s.rows {
+		if row.State != breaker.StateClosed {
+			row.Now = s.clock.Now()
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) Subscribe(fn func(breaker.Shared)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *memStore) transitions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.took...)
+}
+
+func (s *memStore) row(key string) breaker.Shared {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rows[key]
+}
+
+// fleet makes n registries sharing one memStore and one clock, each an instance.
+func fleet(n int, cfg breaker.Config) (*memStore, *stepClock, []*breaker.Registry) {
+	clock := &stepClock{}
+	st := newMemStore(clock)
+	cfg.Store, cfg.Clock = st, clock
+	var regs []*breaker.Registry
+	for i := range n {
+		c := cfg
+		c.Instance = fmt.Sprintf("instance-%d", i+1)
+		regs = append(regs, breaker.NewRegistry(c))
+	}
+	return st, clock, regs
+}
+
+// A trip by one instance opens the breaker in every instance; two instances tripping at once
+// make one trip in the store (one epoch), and the second adopts the first's open time.
+func TestSharedTripOpensEverywhere(t *testing.T) {
+	st, clock, regs := fleet(3, breaker.Config{FailureThreshold: 2, OpenDuration: 10 * time.Second})
+	fail(t, regs[0], "k", 2)
+	for i, r := range regs {
+		if a := r.Admission("k"); a.State != breaker.StateOpen || a.Remaining != 10*time.Second {
+			t.Fatalf("instance %d: %+v", i+1, a)
+		}
+	}
+	if row := st.row("k"); row.Epoch != 1 || row.By != "instance-1" {
+		t.Fatalf("stored %+v", row)
+	}
+
+	// Both count their failures locally before either hears of the other's trip.
+	st2, _, pair := fleet(2, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second})
+	st2.down.Store(true)
+	p1, _ := pair[0].Gate("x")
+	p2, _ := pair[1].Gate("x")
+	st2.down.Store(false)
+	clock.Advance(time.Second)
+	p1.Failure()
+	p2.Failure()
+	if row := st2.row("x"); row.Epoch != 1 || fmt.Sprint(st2.transitions()) != "[x:open]" {
+		t.Fatalf("two trips stored %+v, transitions %v", row, st2.transitions())
+	}
+}
+
+// At the half-open moment exactly one probe reaches the dependency in the whole fleet: one
+// instance claims the probes in the store, the others keep refusing until it reports; its
+// success closes the breaker everywhere.
+func TestSharedHalfOpenOneProbePerFleet(t *testing.T) {
+	st, clock, regs := fleet(3, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second, ProbeTimeout: time.Minute})
+	fail(t, regs[0], "k", 1)
+	clock.Advance(10 * time.Second)
+	var probes atomic.Int64
+	var permits []breaker.Permit
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range regs {
+		for range 100 {
+			wg.Go(func() {
+				if p, err := r.Gate("k"); err == nil {
+					probes.Add(1)
+					mu.Lock()
+					permits = append(permits, p)
+					mu.Unlock()
+				} else if !errors.Is(err, breaker.ErrOpen) {
+					t.Errorf("refusal %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if probes.Load() != 1 || !permits[0].Probe() {
+		t.Fatalf("%d calls let through in the fleet, want one probe", probes.Load())
+	}
+	holder := st.row("k").ProbeOwner
+	for i, r := range regs {
+		a := r.Admission("k")
+		if a.State != breaker.StateHalfOpen || a.FreeProbes != 0 {
+			t.Fatalf("instance %d while %s probes: %+v", i+1, holder, a)
+		}
+	}
+	permits[0].Success()
+	for i, r := range regs {
+		if a := r.Admission("k"); a.State != breaker.StateClosed {
+			t.Fatalf("instance %d after the probe: %+v", i+1, a)
+		}
+	}
+	if got := fmt.Sprint(st.transitions()); got != "[k:open k:half-open k:closed]" {
+		t.Fatalf("store took %s", got)
+	}
+}
+
+// A holder that dies with the probes (its claim runs out) lets another instance claim them.
+func TestSharedProbeClaimRunsOut(t *testing.T) {
+	st, clock, regs := fleet(2, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second, ProbeTimeout: 5 * time.Second})
+	fail(t, regs[0], "k", 1)
+	clock.Advance(10 * time.Second)
+	if p, err := regs[0].Gate("k"); err != nil || !p.Probe() {
+		t.Fatalf("first claim: %v", err)
+	} // instance 1 dies with the probe
+	if _, err := regs[1].Gate("k"); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("while instance 1 holds the probes: %v", err)
+	}
+	clock.Advance(5 * time.Second)
+	p, err := regs[1].Gate("k")
+	if err != nil || !p.Probe() || st.row("k").ProbeOwner != "instance-2" {
+		t.Fatalf("after the claim ran out: %v, stored %+v", err, st.row("k"))
+	}
+}
+
+// A registry started on a store whose breaker is open starts open: no call reaches the
+// dependency before the fleet's open time has passed.
+func TestSharedRestartStartsOpen(t *testing.T) {
+	st, clock, regs := fleet(1, breaker.Config{FailureThreshold: 1, OpenDuration: time.Minute})
+	fail(t, regs[0], "k", 1)
+	clock.Advance(20 * time.Second)
+	restarted := breaker.NewRegistry(breaker.Config{Store: st, Clock: clock, Instance: "restarted", OpenDuration: time.Minute})
+	if _, err := restarted.Gate("k"); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("restarted instance let a call through: %v", err)
+	}
+	if a := restarted.Admission("k"); a.State != breaker.StateOpen || a.Remaining != 40*time.Second {
+		t.Fatalf("restarted: %+v", a)
+	}
+}
+
+// A reset or a trip from any instance reaches every one, and a reset there frees what waits
+// on the breaker (its listeners hear the close).
+func TestSharedResetAndTripFromAnyInstance(t *testing.T) {
+	_, _, regs := fleet(3, breaker.Config{FailureThreshold: 1, OpenDuration: time.Hour})
+	regs[2].Declare("k")
+	var heard []string
+	regs[1].AddListener(func(c breaker.StateChange) { heard = append(heard, c.To.String()+" "+c.Reason.String()) })
+	if err := regs[2].Trip("k"); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range regs {
+		if a := r.Admission("k"); a.State != breaker.StateOpen {
+			t.Fatalf("instance %d after the trip: %+v", i+1, a)
+		}
+	}
+	if err := regs[0].Reset("k"); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range regs {
+		if a := r.Admission("k"); a.State != breaker.StateClosed {
+			t.Fatalf("instance %d after the reset: %+v", i+1, a)
+		}
+	}
+	if fmt.Sprint(heard) != "[open applied closed applied]" {
+		t.Fatalf("instance 2 heard %v", heard)
+	}
+}
+
+// With the store away the breakers work on local state (a trip still fails fast, within the
+// store's timeout), the error is reported, and once the store answers again the local trip is
+// published.
+func TestSharedStoreAwayKeepsLocalState(t *testing.T) {
+	var storeErrs atomic.Int64
+	st, clock, regs := fleet(2, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second,
+		OnStoreError: []func(error){func(error) { storeErrs.Add(1) }}})
+	st.down.Store(true)
+	fail(t, regs[0], "k", 1)
+	if _, err := regs[0].Gate("k"); !errors.Is(err, breaker.ErrOpen) || storeErrs.Load() == 0 {
+		t.Fatalf("with the store away: %v, %d store errors", err, storeErrs.Load())
+	}
+	if a := regs[1].Admission("k"); a.State != breaker.StateClosed {
+		t.Fatalf("the other instance cannot know: %+v", a)
+	}
+	st.down.Store(false)
+	fail(t, regs[0], "other", 1) // a store call that succeeds: the trip of k is published after it
+	deadline := time.Now().Add(10 * time.Second)
+	for st.row("k").State != breaker.StateOpen {
+		if time.Now().After(deadline) {
+			t.Fatalf("the local trip was not published: %+v", st.row("k"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a := regs[1].Admission("k"); a.State != breaker.StateOpen {
+		t.Fatalf("instance 2 after the store came back: %+v", a)
+	}
+	_ = clock
+}
+
+// The closed success path makes no store call.
+func TestSharedClosedPathMakesNoStoreCall(t *testing.T) {
+	st, _, regs := fleet(1, breaker.Config{})
+	before := st.calls.Load()
+	for range 10_000 {
+		p, err := regs[0].Gate("k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Success()
+	}
+	if n := st.calls.Load() - before; n != 0 {
+		t.Fatalf("%d store calls on the closed success path", n)
+	}
+}
