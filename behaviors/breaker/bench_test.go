@@ -62,6 +62,15 @@ func BenchmarkBreaker(b *testing.B) {
 			sinkAny, _ = cb.Handle(ctx, req, next)
 		}
 	})
+	b.Run("keyed/shared", func(b *testing.B) {
+		// The same, with a Store attached: the closed path makes no store call.
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "https://prices.example" }, Store: newMemStore(&stepClock{})})
+		cb := breaker.New(reg)
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkAny, _ = cb.Handle(ctx, req, next)
+		}
+	})
 	b.Run("gate", func(b *testing.B) {
 		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "https://prices.example" }})
 		h := &benchHandler{}

@@ -536,6 +536,12 @@ func (b *breaker) snapshotLocked(now int64) Snapshot {
 				s.Probes++
 			}
 		}
+		if b.shared != nil {
+			s.ProbeOwner = b.reg.cfg.Instance
+			if b.shared.foreign {
+				s.ProbeOwner = b.shared.owner
+			}
+		}
 	}
 	return s
 }

@@ -192,6 +192,10 @@ type Snapshot struct {
 	Remaining time.Duration
 	// Probes is the number of probes in flight of a half-open breaker.
 	Probes int
+	// ProbeOwner is, for a half-open breaker whose registry shares its state through a Store,
+	// the instance holding its probes (Config.Instance: this registry's own, or another's,
+	// whose probes decide while this one refuses); empty otherwise.
+	ProbeOwner string
 }
 
 // Registry holds one circuit breaker per key. Breakers are created on first use, or up front

@@ -12,11 +12,12 @@ import (
 // sharedState is what a breaker of a registry with a Store knows of its shared state. Under
 // the breaker's mu.
 type sharedState struct {
-	epoch        int64 // the stored epoch of the breaker's last known state
-	foreign      bool  // half-open, the probes held by another instance until foreignUntil
-	foreignUntil int64 // registry time
-	claiming     bool  // a call is claiming the probes
-	unsynced     bool  // a local transition the store did not take yet
+	epoch        int64  // the stored epoch of the breaker's last known state
+	foreign      bool   // half-open, the probes held by another instance until foreignUntil
+	foreignUntil int64  // registry time
+	owner        string // while foreign: the instance holding the probes
+	claiming     bool   // a call is claiming the probes
+	unsynced     bool   // a local transition the store did not take yet
 }
 
 // defaultInstance names a registry to its Store: host, process id and a random suffix.
@@ -138,7 +139,7 @@ func (b *breaker) adoptLocked(s Shared, now int64, ev *events) {
 		if cur != StateHalfOpen || !st.foreign {
 			b.setLocked(StateHalfOpen, ReasonApplied, now, ev)
 		}
-		st.foreign, st.foreignUntil = true, translate(s.ProbeUntil)
+		st.foreign, st.foreignUntil, st.owner = true, translate(s.ProbeUntil), s.ProbeOwner
 	}
 }
 

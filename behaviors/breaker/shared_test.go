@@ -195,6 +195,9 @@ func TestSharedHalfOpenOneProbePerFleet(t *testing.T) {
 		if a.State != breaker.StateHalfOpen || a.FreeProbes != 0 {
 			t.Fatalf("instance %d while %s probes: %+v", i+1, holder, a)
 		}
+		if s, err := r.Get("k"); err != nil || s.ProbeOwner != holder {
+			t.Fatalf("instance %d shows the probes held by %q (%v), want %s", i+1, s.ProbeOwner, err, holder)
+		}
 	}
 	permits[0].Success()
 	for i, r := range regs {

@@ -445,6 +445,8 @@
 
   function updateBreaker(li, b) {
     li.dataset.state = b.state;
+    if (b.probe_owner) li.dataset.probeOwner = b.probe_owner;
+    else delete li.dataset.probeOwner;
     var st = li.querySelector("[data-f=state]");
     st.textContent = b.state;
     st.className = "badge s-" + String(b.state).replace(/[^a-z_-]/gi, "");
@@ -467,8 +469,10 @@
       if (li.dataset.state !== "open" || end === undefined) {
         // Half-open is a normal step, not an alarm: the cooldown is over and the next call is
         // let through as a trial. It can last a long time when no call comes.
-        c.textContent = half ? "next call is a trial" : "";
-        if (half) c.title = "Half-open: the cooldown is over. The next call goes through as a trial: a success closes the breaker, a failure opens it again.";
+        var owner = li.dataset.probeOwner;
+        c.textContent = !half ? "" : owner ? "probe held by " + owner : "next call is a trial";
+        if (half) c.title = owner ? "Half-open: the instance " + owner + " holds the trial calls for the whole fleet; the others refuse until it reports." :
+          "Half-open: the cooldown is over. The next call goes through as a trial: a success closes the breaker, a failure opens it again.";
         else c.removeAttribute("title");
         delete c.dataset.remainingS;
         return;
