@@ -299,6 +299,8 @@ func TestDispatcherHoldsItemsForADownHost(t *testing.T) {
 		if len(kind) != forDown+forOK+forBurst+expiring || lost+twice+stuck != 0 {
 			t.Fatalf("%d items: %d lost, %d run twice, %d stuck", len(kind), lost, twice, stuck)
 		}
+		t.Logf("down host: %d requests before its breaker opened, %d probes in %d open periods, %d deliveries; %d attempt rows for its items",
+			opened, periods, periods, forDown, rows("down")+rows("expiring"))
 		if got := downHost.hits.Load(); got != opened+int64(periods)+forDown {
 			t.Fatalf("the down host got %d requests: %d before its breaker opened, %d probes, %d deliveries expected", got, opened, periods, forDown)
 		}
