@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
@@ -205,8 +206,10 @@ func (s *server) discardDeadLetter(w http.ResponseWriter, r *http.Request, princ
 	s.answerResolution(w, r, id, res, err)
 }
 
-// answerResolution answers one replay or discard: 404 for not_found, 409 for conflict, 200
-// for the others (still_failed included: the replay ran), 500 when the store failed.
+// answerResolution answers one replay or discard: 404 for not_found, 409 for conflict, 503
+// for refused (a breaker turned the replay away: try again when it lets calls through, with
+// Retry-After when it says when), 200 for the others (still_failed included: the replay ran),
+// 500 when the store failed.
 func (s *server) answerResolution(w http.ResponseWriter, r *http.Request, id record.DeadLetterID, res durable.Resolution, err error) {
 	body := resolutionBody{ID: id, Resolution: res}
 	if err != nil {
@@ -217,6 +220,11 @@ func (s *server) answerResolution(w http.ResponseWriter, r *http.Request, id rec
 		writeJSON(w, http.StatusNotFound, body)
 	case durable.Conflict:
 		writeJSON(w, http.StatusConflict, body)
+	case durable.Refused:
+		if d := behaviors.RetryAfter(err); d > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 	case durable.Replayed, durable.StillFailed, durable.Discarded:
 		writeJSON(w, http.StatusOK, body)
 	default:

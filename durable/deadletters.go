@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -48,6 +49,10 @@ const (
 	Discarded   Resolution = "discarded"    // the letter is discarded
 	NotFound    Resolution = "not_found"    // there is no letter with that id (ErrNotFound)
 	Conflict    Resolution = "conflict"     // not failed, or another replay runs (ErrConflict); nothing done
+	// Refused: a breaker (or another refusing behavior) turned the replay away before it
+	// reached its endpoint; the letter stays failed, no replay counted or recorded. Replay it
+	// once the breaker lets calls through (its reset, or its probe's success).
+	Refused Resolution = "refused"
 )
 
 // BulkResult is the outcome of one id of ReplayMany or DiscardMany.
@@ -319,6 +324,16 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.De
 			return "", errors.Join(herr, err)
 		}
 		return "", herr
+	}
+	if herr != nil && ctx.Err() == nil && behaviors.IsRefusal(herr) {
+		// Turned away before the endpoint (its breaker is open): nothing ran that could have
+		// failed, so nothing is recorded and no replay is counted.
+		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if err := q.store.ReleaseReplay(done, d.ID, owner); err != nil {
+			return "", errors.Join(herr, err)
+		}
+		return Refused, herr
 	}
 	if herr != nil && ctx.Err() != nil {
 		// The caller gave up while the handler ran: the request did not fail, so the letter

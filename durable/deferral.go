@@ -120,6 +120,9 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 			return resp, err
 		}
 		delay = max(pol.Delay(1, d.q.rand()), behaviors.RetryAfter(err))
+		if tripped, ok := errors.AsType[*breaker.TrippedError](err); ok {
+			parked = tripped.Key // its failure opened the breaker: freed when it closes
+		}
 	}
 	// The write is bounded by the caller's deadline: a caller is never kept past it. What it
 	// could not finish is said: failed when nothing was sent, unknown (with the item's token)

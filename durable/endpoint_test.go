@@ -299,6 +299,8 @@ func TestDispatcherHoldsItemsForADownHost(t *testing.T) {
 		if len(kind) != forDown+forOK+forBurst+expiring || lost+twice+stuck != 0 {
 			t.Fatalf("%d items: %d lost, %d run twice, %d stuck", len(kind), lost, twice, stuck)
 		}
+		t.Logf("down host: %d requests before its breaker opened, %d probes in %d open periods, %d deliveries; %d attempt rows for its items",
+			opened, periods, periods, forDown, rows("down")+rows("expiring"))
 		if got := downHost.hits.Load(); got != opened+int64(periods)+forDown {
 			t.Fatalf("the down host got %d requests: %d before its breaker opened, %d probes, %d deliveries expected", got, opened, periods, forDown)
 		}
@@ -520,6 +522,99 @@ func TestRequestCarriesItsDeadline(t *testing.T) {
 		}
 		if _, err := e.q.Enqueue(ctx, &Expiring{Until: e.clock.Now()}); err == nil || !strings.Contains(err.Error(), "the deadline") {
 			t.Fatalf("a request whose deadline has passed: %v", err)
+		}
+	})
+}
+
+// The item whose own failure opened its breaker waits on that breaker as the items it then
+// refuses do: the breaker's reset frees it with them. It used to wait out the whole open time,
+// though the reset had freed the others at once.
+func TestTrippingItemIsFreedWithTheOthers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "k" }, FailureThreshold: 1, OpenDuration: time.Hour, Clock: e.clock})
+		var up atomic.Bool
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if !up.Load() {
+				return retryableErr{"down"}
+			}
+			return nil
+		}}, func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
+		ctx := context.Background()
+		tripping := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: reg})
+		eventually(t, 20*time.Second, "the tripping attempt", func() bool { return len(attempts(t, e.q, tripping)) == 1 })
+		if it := item(t, e.q, tripping); it.State != record.StatePending || it.ParkedKey != "k" {
+			t.Fatalf("the item whose failure opened the breaker: %+v", it)
+		}
+		up.Store(true)
+		if err := reg.Reset("k"); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, e.q, tripping, record.StateSucceeded) // the clock does not move
+	})
+}
+
+// Items parked to wait for a probe's verdict that never comes (the instance whose probe it was
+// died, and a fresh one's breaker never opened) are freed as soon as an item parked on the same
+// key gets through, not a Recheck later.
+func TestParkedItemsFreedWhenOneGetsThrough(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		var failWith atomic.Pointer[error]
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if p := failWith.Load(); p != nil {
+				return *p
+			}
+			return nil
+		}}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{})) })
+		ctx := context.Background()
+		defer1 := func(remaining time.Duration) record.ItemID {
+			failWith.Store(ptr(error(&breaker.OpenError{Key: "k", Remaining: remaining})))
+			_, err := mediator.Send(ctx, m, &Work{N: int(remaining)})
+			d, ok := errors.AsType[*durable.DeferredError](err)
+			if !ok {
+				t.Fatalf("send: %v", err)
+			}
+			return d.ItemID
+		}
+		waiting := defer1(time.Hour) // parked far ahead, as for a verdict
+		due := defer1(0)             // parked on the same key, due now
+		failWith.Store(nil)
+		fresh := breaker.NewRegistry(breaker.Config{Clock: e.clock}) // this instance's breaker of k never opened
+		start(t, e.q, m, durable.SchedulerConfig{Breakers: fresh})
+		waitState(t, e.q, due, record.StateSucceeded)
+		waitState(t, e.q, waiting, record.StateSucceeded) // the clock does not move
+	})
+}
+
+// A replay that a breaker turns away did not run: the letter stays failed, no replay is counted
+// and the timeline records none. It used to be a failed replay, counted.
+func TestReplayRefusedByABreakerIsNotAReplay(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "k" }, Clock: e.clock})
+		m := mediatorFor(t, handlers{work: func(context.Context, *Work) error { return errors.New("not retried") }},
+			func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
+		ctx := context.Background()
+		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		waitState(t, e.q, id, record.StateDead)
+		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		if err != nil || len(letters) != 1 {
+			t.Fatalf("letters %v, %v", letters, err)
+		}
+		reg.Declare("k")
+		if err := reg.Trip("k"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.q.Replay(ctx, m, letters[0].ID, "ops")
+		if res != durable.Refused || !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("replay against the open breaker: %q, %v", res, err)
+		}
+		d, tl, err := e.q.DeadLetter(ctx, letters[0].ID)
+		if err != nil || d.Status != record.DeadLetterFailed || d.RetryCount != 0 || len(tl) != 1 {
+			t.Fatalf("after the refused replay: %+v, timeline %+v, %v", d, tl, err)
 		}
 	})
 }

@@ -243,13 +243,13 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	} else if o, ok := req.(ordered); ok {
 		it.OrderingKey = o.OrderingKey()
 	}
-	if err := checkKey("dedupe", it.DedupeKey); err != nil {
+	if err := checkKey(name, "dedupe", it.DedupeKey); err != nil {
 		return Enqueued{}, err
 	}
-	if err := checkKey("ordering", it.OrderingKey); err != nil {
+	if err := checkKey(name, "ordering", it.OrderingKey); err != nil {
 		return Enqueued{}, err
 	}
-	if err := checkKey("breaker", it.GuardKey); err != nil {
+	if err := checkKey(name, "breaker", it.GuardKey); err != nil {
 		return Enqueued{}, err
 	}
 	var (
@@ -280,7 +280,11 @@ func (q *Queue) deadline(name string, c enqueueConfig, now, next time.Time) (tim
 	case !c.deadline.IsZero() && !c.deadline.After(now):
 		return time.Time{}, fmt.Errorf("durable: Enqueue %s: the deadline %v is not after now (%v)", name, c.deadline.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
 	case next.After(d):
-		return time.Time{}, fmt.Errorf("durable: Enqueue %s: the item would be due at %v, after its deadline %v", name, next.Format(time.RFC3339Nano), d.Format(time.RFC3339Nano))
+		from := "its deadline"
+		if !d.Equal(c.deadline) {
+			from = "the deadline its policy's MaxAge sets"
+		}
+		return time.Time{}, fmt.Errorf("durable: Enqueue %s: the item would be due at %v, after %s, %v", name, next.Format(time.RFC3339Nano), from, d.Format(time.RFC3339Nano))
 	}
 	return d, nil
 }
@@ -401,12 +405,12 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol
 
 // checkKey refuses a dedupe or ordering key that the database cannot store as it is (invalid
 // UTF-8, a NUL byte): a key that matched a different stored text would not do its job.
-func checkKey(kind, key string) error {
+func checkKey(name, kind, key string) error {
 	switch {
 	case !utf8.ValidString(key):
-		return fmt.Errorf("durable: Enqueue: the %s key %q is not valid UTF-8", kind, key)
+		return fmt.Errorf("durable: Enqueue %s: the %s key %q is not valid UTF-8", name, kind, key)
 	case strings.IndexByte(key, 0) >= 0:
-		return fmt.Errorf("durable: Enqueue: the %s key %q holds a NUL byte", kind, key)
+		return fmt.Errorf("durable: Enqueue %s: the %s key %q holds a NUL byte", name, kind, key)
 	}
 	return nil
 }

@@ -200,7 +200,8 @@ type scheduler struct {
 	// same scheduler may claim the item again while the stale dispatch still runs, and ending
 	// the stale one must not forget the new one.
 	inflight map[store.Fence]struct{}
-	// moved holds the breaker keys whose state changed, with the registry to ask: the items
+	// moved holds the breaker keys whose state changed, with the registry to ask (nil: none
+	// knows the key, and an item got through it): the items
 	// parked on a closed one are freed, those on one that opened again wait for its next probe.
 	moved map[string]*breaker.Registry
 	// probing counts, per breaker key, the items dispatched while its breaker was half-open
@@ -711,6 +712,7 @@ func (s *scheduler) settle(batch []store.Completion, results []error, retried bo
 	s.notifyDead(batch, results)
 	s.notifySettled(batch, results)
 	s.recheckVerdicts(batch, results)
+	s.freeAfterSuccess(batch, results)
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)
@@ -814,6 +816,29 @@ func (s *scheduler) recheckVerdicts(batch []store.Completion, results []error) {
 		s.mu.Lock()
 		if s.state == stateRunning {
 			s.moved[c.ParkedKey] = reg
+		}
+		s.mu.Unlock()
+		signal(s.unpark)
+	}
+}
+
+// freeAfterSuccess notes the keys that items parked on them got through (an item's success
+// after it was parked on the key): the items still parked there are freed unless a breaker
+// holds the key back. That is how the items parked to wait for a verdict that no longer comes
+// (the instance whose probe it was died, and this one's breaker never opened) go as soon as one
+// of them has shown the endpoint is back, not a Recheck later.
+func (s *scheduler) freeAfterSuccess(batch []store.Completion, results []error) {
+	for i, c := range batch {
+		if results[i] != nil || c.Freed == "" {
+			continue
+		}
+		reg, a := s.strictest(c.Freed)
+		if reg != nil && a.Refuses() {
+			continue
+		}
+		s.mu.Lock()
+		if s.state == stateRunning {
+			s.moved[c.Freed] = reg
 		}
 		s.mu.Unlock()
 		signal(s.unpark)
@@ -962,7 +987,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	comp.ParkedKey = ""
 	switch {
 	case err == nil:
-		comp.State, comp.Outcome = store.StateSucceeded, store.OutcomeSucceeded
+		comp.State, comp.Outcome, comp.Freed = store.StateSucceeded, store.OutcomeSucceeded, c.ParkedKey
 	case noHandler(err, req):
 		// The sender has no handler for it (one Start could not ask): not attempted, looked at
 		// again later, by whichever instance claims it, as an unknown name is.
@@ -990,6 +1015,11 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		}
 		comp.State, comp.Outcome, comp.Error = store.StatePending, store.OutcomeFailed, err.Error()
 		comp.NextAt = capAt(comp.EndedAt.Add(max(pol.Delay(counted, s.q.rand()), behaviors.RetryAfter(err))), c.Deadline)
+		if tripped, ok := errors.AsType[*breaker.TrippedError](err); ok {
+			// Its failure opened the breaker: it waits on it as the items it refuses do, so the
+			// breaker's closing or reset frees it with them.
+			comp.ParkedKey = tripped.Key
+		}
 	default:
 		comp.State, comp.Outcome, comp.Error = store.StateDead, store.OutcomeFailed, err.Error()
 	}
@@ -1232,7 +1262,10 @@ func (s *scheduler) unparkClosed() {
 		firstErr error
 	)
 	for key, reg := range moved {
-		a := s.admission(reg, key)
+		a := breaker.Admission{State: breaker.StateClosed} // no registry knows the key: an item got through it
+		if reg != nil {
+			a = s.admission(reg, key)
+		}
 		ctx, cancel := s.storeCtx()
 		var err error
 		switch {
