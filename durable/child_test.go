@@ -50,6 +50,9 @@ func runChild(mode string) int {
 	if mode == "replay" {
 		return runReplayChild() // deadletters_child_test.go
 	}
+	if mode == "breaker" {
+		return runBreakerChild() // fleet_breaker_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)
