@@ -113,6 +113,12 @@ func postgresStatements() map[string]string {
 		"dedupe":         e.st.byDedupe,
 		"token":          e.st.byToken,
 		"prune":          postgresPrune,
+		"breaker_insert": postgresBreakers.insert,
+		"breaker_update": postgresBreakers.update,
+		"breaker_read":   postgresBreakers.read,
+		"breaker_load":   postgresBreakers.load,
+		"breaker_since":  postgresBreakers.changes,
+		"breaker_seq":    postgresBreakers.lastSeq,
 	}
 }
 
