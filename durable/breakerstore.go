@@ -166,9 +166,6 @@ func NewBreakerStore(q *Queue, name string, cfg BreakerStoreConfig) (*BreakerSto
 	return s, nil
 }
 
-// Name returns the store's name.
-func (s *BreakerStore) Name() string { return s.name }
-
 // ErrBreakerStoreClosed is the error of a BreakerStore's calls after its Close.
 var ErrBreakerStoreClosed = errors.New("durable: the breaker store is closed")
 
