@@ -46,3 +46,17 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 	}
 	return newScheduler(q, sender, cfg)
 }
+
+// BreakerStoreListening returns a channel closed once s's listening connection (PostgreSQL)
+// first listens for notifications.
+func BreakerStoreListening(s *BreakerStore) <-chan struct{} { return s.listened }
+
+// BreakerStorePollFailures returns how many polls of s have failed in a row.
+func BreakerStorePollFailures(s *BreakerStore) int {
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
+	if !s.health.failing {
+		return 0
+	}
+	return s.health.failures
+}

@@ -1369,6 +1369,14 @@ type dbHealth struct {
 	lastLog  time.Time
 }
 
+// who is the instance field of h's lines: none when h has no instance (a breaker store's).
+func (h *dbHealth) who() zap.Field {
+	if h.instance == "" {
+		return zap.Skip()
+	}
+	return zap.String("instance", h.instance)
+}
+
 func (h *dbHealth) failed(op string, err error) {
 	now := time.Now()
 	h.mu.Lock()
@@ -1377,10 +1385,10 @@ func (h *dbHealth) failed(op string, err error) {
 	switch {
 	case !h.failing:
 		h.failing, h.since, h.lastLog, h.failures = true, now, now, 1
-		h.log.Error("durable: database call failed", zap.String("instance", h.instance), zap.String("op", op), zap.Error(err))
+		h.log.Error("durable: database call failed", h.who(), zap.String("op", op), zap.Error(err))
 	case now.Sub(h.lastLog) >= logRepeat:
 		h.lastLog = now
-		h.log.Error("durable: database calls still failing", zap.String("instance", h.instance), zap.String("op", op),
+		h.log.Error("durable: database calls still failing", h.who(), zap.String("op", op),
 			zap.Error(err), zap.Int("failures", h.failures), zap.Time("since", h.since))
 	}
 }
@@ -1392,6 +1400,6 @@ func (h *dbHealth) ok() {
 		return
 	}
 	h.failing = false
-	h.log.Info("durable: database calls recovered", zap.String("instance", h.instance), zap.Int("failures", h.failures),
+	h.log.Info("durable: database calls recovered", h.who(), zap.Int("failures", h.failures),
 		zap.Duration("after", time.Since(h.since)))
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // engine is the PostgreSQL engine of the store over pgx.
-var engine = store.NewPostgres(store.PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch})
+var engine = store.NewPostgres(store.PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch, Listen: pgxconn.Listen})
 
 // driver is a PostgreSQL database for durable.Open, made by Open or New.
 type driver struct {

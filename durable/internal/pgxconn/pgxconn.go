@@ -7,6 +7,7 @@ package pgxconn
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 
@@ -89,4 +90,43 @@ func SendBatch(ctx context.Context, conn *sql.Conn, qs []Query, read []func(Rows
 func IsPgx(db *sql.DB) bool {
 	_, ok := db.Driver().(*stdlib.Driver)
 	return ok
+}
+
+// Listen runs LISTEN channel on conn, a connection of a pgx database/sql pool, calls listening
+// once it listens, then notified with the payload of each notification on the channel, until
+// ctx ends or the connection fails. It returns the error that ended it (ctx's when ctx ended);
+// the connection is then discarded, not returned to the pool, since it may still listen or
+// have been cut in the middle of a message.
+func Listen(ctx context.Context, conn *sql.Conn, channel string, listening func(), notified func(payload string)) error {
+	var ended error
+	err := conn.Raw(func(dc any) error {
+		pc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			ended = fmt.Errorf("the database/sql driver is %T, not pgx", dc)
+			return ended
+		}
+		c := pc.Conn()
+		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+			ended = err
+			return driver.ErrBadConn
+		}
+		listening()
+		for {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				ended = err
+				if ctx.Err() != nil {
+					ended = ctx.Err()
+				}
+				return driver.ErrBadConn
+			}
+			if n.Channel == channel {
+				notified(n.Payload)
+			}
+		}
+	})
+	if ended != nil {
+		return ended
+	}
+	return err
 }

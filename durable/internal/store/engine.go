@@ -50,6 +50,10 @@ type Engine interface {
 	syntax() Syntax
 	// versionTableExists is a query answering 1 when the version table exists, else 0.
 	versionTableExists() string
+	// breakers returns the engine's statements of switchboard_breakers.
+	breakers() *breakerStatements
+	// watch listens for the changes of name's shared breakers (see Store.WatchBreakers).
+	watch(ctx context.Context, db *sql.DB, name string, listening, changed func()) error
 	// checkConnection checks, on a database that answers, what the engine can tell of a
 	// mistake in the connection's settings before any migration runs.
 	checkConnection(ctx context.Context, db *sql.DB) error

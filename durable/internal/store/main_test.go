@@ -71,7 +71,7 @@ func postgresBackend(t testing.TB, dsn string) backend {
 }
 
 // Postgres is the PostgreSQL engine over pgx, as durable/postgres makes it.
-var Postgres = NewPostgres(PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch})
+var Postgres = NewPostgres(PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch, Listen: pgxconn.Listen})
 
 // eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
 func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
@@ -113,6 +113,12 @@ func postgresStatements() map[string]string {
 		"dedupe":         e.st.byDedupe,
 		"token":          e.st.byToken,
 		"prune":          postgresPrune,
+		"breaker_insert": postgresBreakers.insert,
+		"breaker_update": postgresBreakers.update,
+		"breaker_read":   postgresBreakers.read,
+		"breaker_load":   postgresBreakers.load,
+		"breaker_since":  postgresBreakers.changes,
+		"breaker_seq":    postgresBreakers.lastSeq,
 	}
 }
 

@@ -18,6 +18,11 @@ type PostgresDriver struct {
 	// SendBatch sends queries as one batch on conn, in one round trip and one implicit
 	// transaction; read[i] reads the rows of queries[i].
 	SendBatch func(ctx context.Context, conn *sql.Conn, queries []BatchQuery, read []func(RowReader) error) error
+	// Listen runs LISTEN channel on conn, calls listening once it listens, then notified with
+	// the payload of each notification on the channel, until ctx ends or the connection fails;
+	// it returns the error that ended it. Nil: the engine polls (WatchBreakers answers
+	// ErrNoNotifications).
+	Listen func(ctx context.Context, conn *sql.Conn, channel string, listening func(), notified func(payload string)) error
 }
 
 // BatchQuery is one statement of a batch (an alias of an unnamed type, so that a driver's
