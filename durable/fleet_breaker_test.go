@@ -318,7 +318,7 @@ func fleetEpoch(t *testing.T, q *durable.Queue, key string) int64 {
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, applied, err := st.Transition(ctx, breaker.Transition{Key: key, From: -1, To: breaker.StateClosed, Owner: "observer"})
+	s, applied, err := st.Transition(ctx, breaker.Transition{Key: key, From: 1 << 62, To: breaker.StateClosed, Owner: "observer"})
 	if err != nil || applied {
 		t.Fatalf("reading the epoch: %v, applied %v", err, applied)
 	}
