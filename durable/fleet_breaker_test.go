@@ -324,3 +324,48 @@ func fleetEpoch(t *testing.T, q *durable.Queue, key string) int64 {
 	}
 	return s.Epoch
 }
+
+// Two processes share a breaker on a PostgreSQL server of the test's own, which the test
+// freezes (SIGSTOP) mid-run: a trip still fails fast, bounded by the registry's StoreTimeout,
+// calls flow on each process's local state, and once the server is thawed the trip made while
+// it was frozen is published and reaches the other process.
+func TestFleetBreakerOnAFrozenDatabase(t *testing.T) {
+	srv := startHungServer(t)
+	b := postgresBackend(t, srv.dsn)
+	const open = time.Hour
+	p1, p2 := startBreakerChild(t, b, "p1", open), startBreakerChild(t, b, "p2", open)
+	for _, c := range []*breakerChild{p1, p2} {
+		if got := c.do(t, "state k"); !strings.HasPrefix(got, "STATE closed") {
+			t.Fatalf("%s at start: %s", c.name, got)
+		}
+	}
+	srv.stop(t)
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.cont(t)
+		}
+	}()
+	began := time.Now()
+	if got := p1.do(t, "fail k"); got != "OK" {
+		t.Fatal(got)
+	}
+	took := time.Since(began)
+	t.Logf("a trip with the database frozen took %s (the store's Timeout 250 ms, the registry's StoreTimeout 2 s)", took)
+	if took > 3*time.Second {
+		t.Fatalf("a trip waited %s on the frozen database", took)
+	}
+	if got := p1.do(t, "state k"); !strings.HasPrefix(got, "STATE open") {
+		t.Fatalf("p1 with the database frozen: %s", got)
+	}
+	if got := p2.do(t, "fail other"); got != "OK" { // p2's calls flow on its own state
+		t.Fatal(got)
+	}
+	if got := p2.do(t, "state k"); !strings.HasPrefix(got, "STATE closed") {
+		t.Fatalf("p2 cannot know of p1's trip yet: %s", got)
+	}
+	srv.cont(t)
+	thawed = true
+	took = waitStates(t, []*breakerChild{p2}, 30*time.Second, "STATE open", "k")
+	t.Logf("after the thaw p2 learned of the trip in %s", took)
+}

@@ -238,6 +238,7 @@ type Registry struct {
 	syncMu       sync.Mutex          // with a Store: the keys below
 	unsyncedKeys map[string]struct{} // local transitions the store did not take
 	reconciling  bool                // a goroutine publishes them
+	retryArmed   bool                // a timer will offer them again
 }
 
 // NewRegistry returns a registry whose breakers follow cfg.

@@ -187,7 +187,7 @@ func (r *Registry) publish(a announcement) {
 			b.mu.Unlock()
 			r.storeAnswered()
 			return
-		case try == 0 && (manual || s.State == a.change.From):
+		case try == 0 && a.change.Reason != ReasonUnknown && (manual || s.State == a.change.From):
 			// The store holds the state this one started from under a later epoch (one this
 			// registry had not seen, as after a restart), or the operator's word: again from
 			// that epoch.
@@ -238,15 +238,30 @@ func (r *Registry) storeFailed(err error) {
 	}
 }
 
-// unsynced notes a key whose local transition the store did not take.
+// unsynced notes a key whose local transition the store did not take, and arms a retry: the
+// store is tried again every storeRetry until it takes the transitions it missed.
 func (r *Registry) unsynced(key string) {
 	r.syncMu.Lock()
 	if r.unsyncedKeys == nil {
 		r.unsyncedKeys = map[string]struct{}{}
 	}
 	r.unsyncedKeys[key] = struct{}{}
+	if !r.retryArmed {
+		r.retryArmed = true
+		time.AfterFunc(r.storeRetry(), func() {
+			r.syncMu.Lock()
+			r.retryArmed = false
+			r.syncMu.Unlock()
+			r.storeAnswered()
+		})
+	}
 	r.syncMu.Unlock()
 }
+
+// storeRetry is how often the transitions a store missed are offered again: four of its
+// timeouts, and at least a second, so a store that is away is not asked more often than one
+// that answers slowly would be.
+func (r *Registry) storeRetry() time.Duration { return max(4*r.cfg.StoreTimeout, time.Second) }
 
 // storeAnswered is called after a store call succeeded: the breakers whose local transitions
 // it did not take while it was away are published now (or yield to what the others decided
@@ -283,7 +298,7 @@ func (r *Registry) reconcile(key string) {
 	now := r.now()
 	snap := b.snapshotLocked(now)
 	b.mu.Unlock()
-	// From and To alike: published over a store that still holds the state this registry
-	// last saw, adopted from one that moved on.
+	// From and To alike, and ReasonUnknown: published over a store that still holds the epoch
+	// this registry last saw, and the store's state adopted where the fleet moved on.
 	r.publish(announcement{change: StateChange{Key: key, From: snap.State, To: snap.State, Reason: ReasonUnknown}, snap: snap, b: b})
 }
