@@ -226,8 +226,9 @@ func (s *BreakerStore) Load(ctx context.Context) ([]breaker.Shared, error) {
 // PostgreSQL, its listening connection), which run until Close; fn is called on the poll's
 // goroutine, with each transition another instance made (never with one this store's
 // Transition applied), one call at a time for all subscribers, in the order the store learned
-// of them. fn should return soon: the next poll waits for it. After stop returns fn is not
-// called again (but for a call under way at that moment).
+// of them. fn should return soon: the next poll waits for it; it may call the store's other
+// methods and stop, but not Close, which waits for it. After stop returns fn is not called
+// again (but for a call under way at that moment).
 func (s *BreakerStore) Subscribe(fn func(breaker.Shared)) (stop func()) {
 	if fn == nil {
 		return func() {}

@@ -361,3 +361,40 @@ func TestNewBreakerStoreRefusesBadInput(t *testing.T) {
 		t.Errorf("a transition to State(9): %v", err)
 	}
 }
+
+// Registries given breaker stores of one name on one database share their breakers: a trip
+// by one is seen by the other, a reset by the other closes it in both, and a registry started
+// afterwards (a restarted instance) starts with the breaker open.
+func TestBreakerStoreWithRegistries(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		cfg := durable.BreakerStoreConfig{RefreshInterval: 20 * time.Millisecond}
+		registry := func(instance string) *breaker.Registry {
+			s := newBreakerStore(t, b.bare(t, durable.Config{}), "fleet", cfg)
+			return breaker.NewRegistry(breaker.Config{Store: s, Instance: instance, OpenDuration: time.Hour,
+				OnStoreError: []func(error){func(err error) { t.Errorf("%s: store error: %v", instance, err) }}})
+		}
+		state := func(r *breaker.Registry) breaker.State {
+			s, err := r.Get("payments")
+			if err != nil {
+				return breaker.StateClosed
+			}
+			return s.State
+		}
+		r1, r2 := registry("a"), registry("b")
+		r1.Declare("payments")
+		r2.Declare("payments")
+		if err := r1.Trip("payments"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "b seeing a's trip", func() bool { return state(r2) == breaker.StateOpen })
+		if err := r2.Reset("payments"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "a seeing b's reset", func() bool { return state(r1) == breaker.StateClosed })
+		if err := r2.Trip("payments"); err != nil {
+			t.Fatal(err)
+		}
+		r3 := registry("c")
+		eventually(t, 10*time.Second, "a new registry starting open", func() bool { return state(r3) == breaker.StateOpen })
+	})
+}
