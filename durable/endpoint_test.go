@@ -461,7 +461,15 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 		if len(letters) != 1 || letters[0].ItemID != work {
 			t.Fatalf("letters %+v", letters)
 		}
-		_, tl, err := e.q.DeadLetter(ctx, letters[0].ID)
+		// The expired entry is added once the dead item's letter is written: wait for it.
+		var (
+			tl  []record.TimelineEntry
+			err error
+		)
+		eventually(t, 20*time.Second, "the expired timeline entry", func() bool {
+			_, tl, err = e.q.DeadLetter(ctx, letters[0].ID)
+			return err != nil || len(tl) == 3
+		})
 		if err != nil || len(tl) != 3 || tl[2].Kind != record.TimelineExpired || tl[2].Outcome != record.OutcomeExpired ||
 			!tl[2].EndedAt.Equal(t0.Add(2500*time.Millisecond)) || !strings.HasPrefix(tl[2].Error, "deadline passed") {
 			t.Fatalf("timeline %+v, %v", tl, err)
