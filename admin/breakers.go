@@ -16,10 +16,13 @@ type breakerBody struct {
 	OpenedAt    *time.Time    `json:"opened_at"`
 	RemainingMS int64         `json:"remaining_ms"`
 	ProbeAt     *time.Time    `json:"probe_at"`
+	// ProbeOwner is, for a half-open breaker shared by a fleet, the instance holding its
+	// probes (breaker.Snapshot.ProbeOwner).
+	ProbeOwner string `json:"probe_owner,omitempty"`
 }
 
 func (s *server) breakerOf(snap breaker.Snapshot) breakerBody {
-	b := breakerBody{Key: snap.Key, State: snap.State, Failures: snap.Failures, OpenedAt: timeOrNil(snap.OpenedAt)}
+	b := breakerBody{Key: snap.Key, State: snap.State, Failures: snap.Failures, OpenedAt: timeOrNil(snap.OpenedAt), ProbeOwner: snap.ProbeOwner}
 	if snap.State == breaker.StateOpen && snap.Remaining > 0 {
 		b.RemainingMS = ceilMS(snap.Remaining)
 		at := s.now().Add(snap.Remaining).UTC().Truncate(time.Millisecond)

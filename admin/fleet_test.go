@@ -1,0 +1,72 @@
+package admin_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/switchboard-go/switchboard/admin"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
+)
+
+// An instance's admin API shows a breaker the fleet shares as the fleet decided it: open after
+// another instance's trip, and, while another instance holds its probes, half-open with that
+// instance as probe_owner.
+func TestBreakersShowTheFleetsState(t *testing.T) {
+	ctx := context.Background()
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")), durable.Config{Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	store := func() *durable.BreakerStore {
+		st, err := durable.NewBreakerStore(q, "hosts", durable.BreakerStoreConfig{RefreshInterval: 10 * time.Millisecond, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	here := breaker.NewRegistry(breaker.Config{Store: store(), Instance: "here", FailureThreshold: 1, OpenDuration: 50 * time.Millisecond})
+	there := breaker.NewRegistry(breaker.Config{Store: store(), Instance: "there", FailureThreshold: 1, OpenDuration: 50 * time.Millisecond})
+	h, err := admin.New(admin.Config{Breakers: here, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func(b map[string]any) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			res := auth(t, h, "GET", "/api/breakers/k", "")
+			if res.Code == http.StatusOK && ok(res.body) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %d %v", what, res.Code, res.body)
+			}
+			<-tick.C
+		}
+	}
+	p, err := there.Gate("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Failure() // trips it there
+	waitFor("the other instance's trip", func(b map[string]any) bool { return b["state"] == "open" })
+	waitFor("the open time to pass", func(map[string]any) bool { return there.Admission("k").State == breaker.StateHalfOpen })
+	probe, err := there.Gate("k") // there claims the probes
+	if err != nil || !probe.Probe() {
+		t.Fatalf("the claim there: %v", err)
+	}
+	waitFor("the other instance's probe", func(b map[string]any) bool { return b["state"] == "half-open" && b["probe_owner"] == "there" })
+	probe.Success()
+	waitFor("the verdict", func(b map[string]any) bool { return b["state"] == "closed" && b["probe_owner"] == nil })
+}
