@@ -369,3 +369,57 @@ func TestFleetBreakerOnAFrozenDatabase(t *testing.T) {
 	took = waitStates(t, []*breakerChild{p2}, 30*time.Second, "STATE open", "k")
 	t.Logf("after the thaw p2 learned of the trip in %s", took)
 }
+
+// shutdown stops the throwaway server (pg_ctl stop, fast: connections are cut) and start starts
+// it again on the same port and data.
+func (s *hungServer) shutdown(t *testing.T) {
+	t.Helper()
+	if out, err := s.run(60*time.Second, "pg_ctl", "-D", s.data, "-m", "fast", "-w", "-t", "30", "stop"); err != nil {
+		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+func (s *hungServer) start(t *testing.T) {
+	t.Helper()
+	if out, err := s.run(60*time.Second, "pg_ctl", "-D", s.data, "-l", s.dir+"/server.log", "-w", "-t", "30", "start"); err != nil {
+		t.Fatalf("pg_ctl start: %v\n%s", err, out)
+	}
+	pidFile, err := os.ReadFile(s.data + "/postmaster.pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.pid, err = strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pidFile), "\n", 2)[0])); err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+}
+
+// The same with the server stopped (pg_ctl stop) and started again: calls flow on local state
+// while it is down, and the trip made then reaches the other process once it is back.
+func TestFleetBreakerOnAStoppedDatabase(t *testing.T) {
+	srv := startHungServer(t)
+	b := postgresBackend(t, srv.dsn)
+	p1, p2 := startBreakerChild(t, b, "p1", time.Hour), startBreakerChild(t, b, "p2", time.Hour)
+	for _, c := range []*breakerChild{p1, p2} {
+		if got := c.do(t, "state k"); !strings.HasPrefix(got, "STATE closed") {
+			t.Fatalf("%s at start: %s", c.name, got)
+		}
+	}
+	srv.shutdown(t)
+	began := time.Now()
+	if got := p1.do(t, "fail k"); got != "OK" {
+		t.Fatal(got)
+	}
+	took := time.Since(began)
+	if took > 3*time.Second {
+		t.Fatalf("a trip waited %s on the stopped database", took)
+	}
+	if got := p1.do(t, "state k"); !strings.HasPrefix(got, "STATE open") {
+		t.Fatalf("p1 with the database stopped: %s", got)
+	}
+	if got := p2.do(t, "state k"); !strings.HasPrefix(got, "STATE closed") {
+		t.Fatalf("p2 cannot know of p1's trip yet: %s", got)
+	}
+	srv.start(t)
+	learned := waitStates(t, []*breakerChild{p2}, 60*time.Second, "STATE open", "k")
+	t.Logf("a trip with the database stopped took %s; after its restart p2 learned of it in %s", took, learned)
+}
