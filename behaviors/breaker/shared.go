@@ -95,6 +95,20 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 		st.epoch, st.unsynced = s.Epoch, false
 		ev2.applied = true // the store has it
 		b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2)
+	case s.Epoch == 0:
+		// The store holds nothing of the key (a trip it did not take while it was away):
+		// this instance probes on its own, and publishes what it finds.
+		st.unsynced = true
+		defer r.unsynced(key)
+		if stateOf(b.word.Load()) == StateOpen {
+			b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2)
+		} else {
+			st.foreign = false
+		}
+	case s.Epoch == st.epoch:
+		// Nobody moved it, but the store's clock says its time has not come (the clocks
+		// differ): take the store's times, so the next call does not ask again at once.
+		b.resyncLocked(s, now)
 	default:
 		ev2.applied = true
 		b.adoptLocked(s, now, &ev2)
@@ -140,6 +154,17 @@ func (b *breaker) adoptLocked(s Shared, now int64, ev *events) {
 			b.setLocked(StateHalfOpen, ReasonApplied, now, ev)
 		}
 		st.foreign, st.foreignUntil, st.owner = true, translate(s.ProbeUntil), s.ProbeOwner
+	}
+}
+
+// resyncLocked takes the times of s, the stored state of the epoch b already has.
+func (b *breaker) resyncLocked(s Shared, now int64) {
+	translate := func(t time.Time) int64 { return after(now, t.Sub(s.Now)) }
+	switch {
+	case s.State == StateOpen && stateOf(b.word.Load()) == StateOpen:
+		b.openUntil.Store(translate(s.OpenUntil))
+	case s.State == StateHalfOpen && b.foreignLocked():
+		b.shared.foreignUntil = translate(s.ProbeUntil)
 	}
 }
 

@@ -316,3 +316,32 @@ func TestSharedClosedPathMakesNoStoreCall(t *testing.T) {
 		t.Fatalf("%d store calls on the closed success path", n)
 	}
 }
+
+// A store whose clock is behind this instance's refuses the claim of the probes until its own
+// time has come: the registry takes the store's open time and does not ask again at every call.
+func TestSharedClaimFollowsTheStoresClock(t *testing.T) {
+	st, clock, regs := fleet(1, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second})
+	fail(t, regs[0], "k", 1)
+	st.mu.Lock()
+	row := st.rows["k"]
+	row.OpenUntil = row.OpenUntil.Add(5 * time.Second) // the store's clock lags by 5 s
+	st.rows["k"] = row
+	st.mu.Unlock()
+	clock.Advance(10 * time.Second)
+	before := st.calls.Load()
+	for range 100 {
+		if _, err := regs[0].Gate("k"); !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("a call before the store's open time: %v", err)
+		}
+	}
+	if n := st.calls.Load() - before; n != 1 {
+		t.Fatalf("%d store calls for 100 calls before the store's open time, want the one claim", n)
+	}
+	if a := regs[0].Admission("k"); a.State != breaker.StateOpen || a.Remaining != 5*time.Second {
+		t.Fatalf("after the refused claim: %+v", a)
+	}
+	clock.Advance(5 * time.Second)
+	if p, err := regs[0].Gate("k"); err != nil || !p.Probe() {
+		t.Fatalf("at the store's open time: %v", err)
+	}
+}
