@@ -21,8 +21,10 @@ type BreakerStoreConfig struct {
 	// RefreshInterval is how often the store polls the database for the transitions other
 	// instances made, when something subscribed: the bound on how soon an instance learns
 	// of another's trip, reset or probe verdict. Default 1 s: a fleet agrees within a second,
-	// for one indexed query per second per instance, which returns nothing while no breaker
-	// changes. On PostgreSQL the store also listens for notifications, so that it learns
+	// for one indexed query per second per instance (with the pool's own check of an idle
+	// connection, up to two statements), which returns nothing while no breaker changes. At
+	// least 10 ms: a shorter interval would poll the database thousands of times a second for
+	// nothing a registry could act on sooner. On PostgreSQL the store also listens for notifications, so that it learns
 	// within milliseconds, and polls in case a notification is lost (its listening
 	// connection drops).
 	RefreshInterval time.Duration
@@ -49,6 +51,9 @@ func (c BreakerStoreConfig) withDefaults() (BreakerStoreConfig, error) {
 	var errs []error
 	if c.RefreshInterval < 0 {
 		errs = append(errs, fmt.Errorf("RefreshInterval %v is negative", c.RefreshInterval))
+	}
+	if c.RefreshInterval > 0 && c.RefreshInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("RefreshInterval %v is under 10ms", c.RefreshInterval))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("Timeout %v is negative", c.Timeout))
@@ -133,7 +138,9 @@ var _ breaker.Store = (*BreakerStore)(nil)
 // registry of the fleet that shares a set of breakers uses the same name). It reads the
 // database once, bounded by cfg.Timeout, to start the change sequence it polls from; when the
 // database does not answer, the first poll that succeeds passes on every stored breaker of
-// name instead. Close it, before q, when the registry is done with it.
+// name instead. Give each registry a store of its own (with the same name across the fleet): a
+// store tells its subscribers only the transitions other stores made, so two registries on one
+// store would not hear each other. Close it, before q, when the registry is done with it.
 func NewBreakerStore(q *Queue, name string, cfg BreakerStoreConfig) (*BreakerStore, error) {
 	if q == nil {
 		return nil, errors.New("durable: NewBreakerStore: the queue is nil")

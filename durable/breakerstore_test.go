@@ -256,7 +256,7 @@ func TestBreakerStorePollLogsFailuresRateLimited(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		core, logs := observer.New(zapcore.InfoLevel)
 		q := b.bare(t, durable.Config{})
-		cfg := durable.BreakerStoreConfig{RefreshInterval: 5 * time.Millisecond, Logger: zap.New(core)}
+		cfg := durable.BreakerStoreConfig{RefreshInterval: 10 * time.Millisecond, Logger: zap.New(core)}
 		s := newBreakerStore(t, q, "fleet", cfg)
 		r := subscribe(t, s)
 		if b.name == "postgres" { // the listening connection's failures are its own
@@ -303,7 +303,7 @@ func TestBreakerStoreClose(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		q := b.bare(t, durable.Config{})
 		before := goleak.IgnoreCurrent()
-		s, err := durable.NewBreakerStore(q, "fleet", durable.BreakerStoreConfig{RefreshInterval: time.Millisecond})
+		s, err := durable.NewBreakerStore(q, "fleet", durable.BreakerStoreConfig{RefreshInterval: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,6 +342,7 @@ func TestNewBreakerStoreRefusesBadInput(t *testing.T) {
 		{"a\xffb", durable.BreakerStoreConfig{}, []string{"not valid UTF-8"}},
 		{strings.Repeat("n", 1025), durable.BreakerStoreConfig{}, []string{"1025 bytes long"}},
 		{"ok", durable.BreakerStoreConfig{RefreshInterval: -1, Timeout: -time.Second}, []string{"RefreshInterval -1ns is negative", "Timeout -1s is negative"}},
+		{"ok", durable.BreakerStoreConfig{RefreshInterval: time.Nanosecond}, []string{"RefreshInterval 1ns is under 10ms"}},
 	} {
 		_, err := durable.NewBreakerStore(q, c.name, c.cfg)
 		for _, w := range c.want {

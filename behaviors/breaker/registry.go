@@ -108,11 +108,15 @@ type Config struct {
 	// call, nor does a call an open breaker refuses: the store hears transitions only, and a
 	// registry learns of the others' within the store's refresh interval. A store that cannot
 	// be reached leaves the registry on its own state until it answers (see StoreTimeout).
-	// nil: the state stays in this process.
+	// NewRegistry loads the fleet's open breakers from it, waiting at most StoreTimeout. Give
+	// each registry a store of its own: a store need not tell a registry the changes another
+	// registry made through the same store. nil: the state stays in this process.
 	Store Store
 	// StoreTimeout bounds each call of Store, so a call that trips a breaker or claims its
 	// probes never waits longer on a store that hangs; past it the registry goes on with its
-	// local decision, and publishes it once the store answers again. Default 250 ms: a local
+	// local decision, takes the store to be away (the transitions until the next retry, every
+	// four timeouts and at least every second, do not wait for it at all), and publishes what
+	// the store missed once it answers again. Default 250 ms: a local
 	// database answers in about a millisecond, and a caller hardly notices a quarter second
 	// once per transition.
 	StoreTimeout time.Duration
@@ -120,8 +124,11 @@ type Config struct {
 	// and who made each transition. Default: the host name, the process id and a random
 	// suffix, unique per registry.
 	Instance string
-	// OnStoreError are the observers of the errors of Store, called in the order listed.
-	// Empty: the errors are dropped.
+	// OnStoreError are the observers of the errors of Store, called in the order listed, by
+	// the goroutine whose call met the error or by the registry's own retry: calls may come
+	// from several goroutines at once, so an observer must be safe for concurrent use. The
+	// calls skipped while the store is taken to be away are not reported. Empty: the errors
+	// are dropped.
 	OnStoreError []func(error)
 	// OnLateProbe is called when a probe reports its outcome after ProbeTimeout. By then the
 	// breaker has given up on the probe and opened again (with ReasonProbeTimedOut, unless
@@ -238,6 +245,9 @@ type Registry struct {
 	unsyncedKeys map[string]struct{} // local transitions the store did not take
 	reconciling  bool                // a goroutine publishes them
 	retryArmed   bool                // a timer will offer them again
+	// storeAwayUntil is the registry time until which the store is taken to be away (see
+	// transition).
+	storeAwayUntil atomic.Int64
 
 	// cfg is last, so that the fields the hot path reads keep their places whatever Config
 	// holds (a field added to Config moved them across cache lines and cost the keyed closed

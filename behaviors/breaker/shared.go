@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -66,11 +67,9 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 	b.mu.Unlock()
 	b.announce(ev)
 	r := b.reg
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
-	s, applied, err := r.cfg.Store.Transition(ctx, Transition{Key: key, From: from, To: StateHalfOpen,
+	s, applied, err := r.transition(Transition{Key: key, From: from, To: StateHalfOpen,
 		ProbeFor: r.cfg.ProbeTimeout, Owner: r.cfg.Instance, Reason: ReasonOpenDurationElapsed})
-	cancel()
-	if err != nil {
+	if err != nil && !errors.Is(err, errStoreAway) {
 		r.storeFailed(fmt.Errorf("breaker: claim the probes of %q: %w", key, err))
 	}
 	var ev2 events
@@ -85,8 +84,9 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 	case err != nil:
 		st.unsynced = true
 		defer r.unsynced(key)
+		ev2.applied = true // not offered again now: the retry publishes it once the store answers
 		if stateOf(b.word.Load()) == StateOpen {
-			b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2) // published when the store is back
+			b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2)
 		} else {
 			st.foreign = false
 		}
@@ -100,6 +100,7 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 		// this instance probes on its own, and publishes what it finds.
 		st.unsynced = true
 		defer r.unsynced(key)
+		ev2.applied = true
 		if stateOf(b.word.Load()) == StateOpen {
 			b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2)
 		} else {
@@ -190,9 +191,7 @@ func (r *Registry) publish(a announcement) {
 	b.mu.Unlock()
 	manual := a.change.Reason == ReasonManualReset || a.change.Reason == ReasonManualTrip
 	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
-		s, applied, err := r.cfg.Store.Transition(ctx, t)
-		cancel()
+		s, applied, err := r.transition(t)
 		var ev events
 		ev.applied = true
 		b.mu.Lock()
@@ -205,7 +204,9 @@ func (r *Registry) publish(a announcement) {
 			st.unsynced = true
 			b.mu.Unlock()
 			r.unsynced(key)
-			r.storeFailed(fmt.Errorf("breaker: share the %s of %q: %w", a.change.To, key, err))
+			if !errors.Is(err, errStoreAway) {
+				r.storeFailed(fmt.Errorf("breaker: share the %s of %q: %w", a.change.To, key, err))
+			}
 			return
 		case applied:
 			st.epoch, st.unsynced = s.Epoch, false
@@ -256,6 +257,26 @@ func (r *Registry) share() {
 	r.cfg.Store.Subscribe(r.applyShared)
 }
 
+// errStoreAway is the answer of transition while the store is taken to be away.
+var errStoreAway = errors.New("breaker: the store did not answer lately; the transition waits for its return")
+
+// transition calls the Store, bounded by StoreTimeout. After a call that failed, the store is
+// taken to be away until the next retry (storeRetry): the calls that trip or probe in the
+// meantime go on with their local decision at once, instead of each waiting out a timeout;
+// the retry offers the store what it missed.
+func (r *Registry) transition(t Transition) (Shared, bool, error) {
+	if now := r.now(); now < r.storeAwayUntil.Load() {
+		return Shared{}, false, errStoreAway
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StoreTimeout)
+	s, applied, err := r.cfg.Store.Transition(ctx, t)
+	cancel()
+	if err != nil {
+		r.storeAwayUntil.Store(after(r.now(), r.storeRetry()))
+	}
+	return s, applied, err
+}
+
 // storeFailed tells Config.OnStoreError about err.
 func (r *Registry) storeFailed(err error) {
 	for _, on := range r.cfg.OnStoreError {
@@ -277,6 +298,7 @@ func (r *Registry) unsynced(key string) {
 			r.syncMu.Lock()
 			r.retryArmed = false
 			r.syncMu.Unlock()
+			r.storeAwayUntil.Store(0) // ask it again
 			r.storeAnswered()
 		})
 	}

@@ -23,6 +23,7 @@ type memStore struct {
 	took    []string // the transitions applied, as "key:state"
 	calls   atomic.Int64
 	down    atomic.Bool // every call fails
+	hang    atomic.Bool // every Transition waits for its context to end
 }
 
 func newMemStore(clock *stepClock) *memStore {
@@ -31,8 +32,12 @@ func newMemStore(clock *stepClock) *memStore {
 
 var errStoreDown = errors.New("store down")
 
-func (s *memStore) Transition(_ context.Context, t breaker.Transition) (breaker.Shared, bool, error) {
+func (s *memStore) Transition(ctx context.Context, t breaker.Transition) (breaker.Shared, bool, error) {
 	s.calls.Add(1)
+	if s.hang.Load() {
+		<-ctx.Done()
+		return breaker.Shared{}, false, ctx.Err()
+	}
 	if s.down.Load() {
 		return breaker.Shared{}, false, errStoreDown
 	}
@@ -344,4 +349,30 @@ func TestSharedClaimFollowsTheStoresClock(t *testing.T) {
 	if p, err := regs[0].Gate("k"); err != nil || !p.Probe() {
 		t.Fatalf("at the store's open time: %v", err)
 	}
+}
+
+// A store that hangs costs a call at most one StoreTimeout: the claim of the probes that times
+// out lets the call probe locally without a second wait, and the trips and claims that follow
+// within the retry interval do not wait at all.
+func TestSharedHangingStoreCostsOneTimeout(t *testing.T) {
+	st, clock, regs := fleet(1, breaker.Config{FailureThreshold: 1, OpenDuration: 500 * time.Millisecond, StoreTimeout: 50 * time.Millisecond})
+	st.hang.Store(true)
+	began := time.Now()
+	fail(t, regs[0], "k", 1)
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Fatalf("a trip took %s with StoreTimeout 50ms", took)
+	}
+	clock.Advance(500 * time.Millisecond) // within the retry interval (a second)
+	began = time.Now()
+	p, err := regs[0].Gate("k")
+	if took := time.Since(began); err != nil || !p.Probe() || took > 40*time.Millisecond {
+		t.Fatalf("the half-open call took %s (%v), want no wait: the store is taken to be away after the trip's timeout", took, err)
+	}
+	began = time.Now()
+	p.Failure()
+	fail(t, regs[0], "other", 1)
+	if took := time.Since(began); took > 40*time.Millisecond {
+		t.Fatalf("the transitions while the store is away took %s", took)
+	}
+	st.hang.Store(false)
 }
