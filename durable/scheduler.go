@@ -1126,6 +1126,9 @@ func (s *scheduler) unhold(keys []string) {
 // function's. A key function that panics (one written for another request type) is logged and
 // the item is dispatched as if no breaker guarded it, rather than crashing the worker.
 func (s *scheduler) guardOf(c *store.Claimed, req any) (reg *breaker.Registry, key string) {
+	if len(s.breakers) == 0 {
+		return nil, "" // no breaker guards any item: nothing to look up
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("durable: breaker key function panicked; dispatching without its breaker", zap.String("instance", s.cfg.InstanceID),
