@@ -626,3 +626,18 @@ func TestReplayRefusedByABreakerIsNotAReplay(t *testing.T) {
 		}
 	})
 }
+
+// An item enqueued due now is claimed by the running scheduler of its instance at once, not at
+// its next poll.
+func TestEnqueueWakesTheScheduler(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		m := mediatorFor(t, handlers{})
+		claimed := make(chan struct{}, 100)
+		start(t, e.q, m, durable.SchedulerConfig{PollInterval: time.Hour, OnClaim: []func(time.Duration, int, error){
+			func(time.Duration, int, error) { claimed <- struct{}{} }}})
+		<-claimed // its first look found nothing: the next poll is an hour away
+		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		waitState(t, e.q, id, record.StateSucceeded) // within waitState's bound, an hour before the poll
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +23,9 @@ type Queue struct {
 	mu      sync.Mutex
 	sched   *scheduler // started by Start
 	stopped bool       // Shutdown was called
+	// running is the scheduler started last on the queue, read without the lock by Enqueue
+	// to wake it.
+	running atomic.Pointer[scheduler]
 
 	store   *store.Store
 	reg     *registry
@@ -260,6 +264,13 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		id, existed, err = q.store.EnqueueTx(ctx, tx, it)
 	} else {
 		id, existed, err = q.store.Enqueue(ctx, it)
+		if err == nil && !existed && !next.After(now) {
+			if s := q.running.Load(); s != nil {
+				// Due now: this instance's scheduler claims it at once instead of at its next
+				// poll (the other instances find it at theirs).
+				s.Wake()
+			}
+		}
 	}
 	if err != nil {
 		if u, ok := errors.AsType[*store.UnknownOutcomeError](err); ok {

@@ -301,6 +301,7 @@ func (s *scheduler) Start() error {
 		return ErrStopped
 	}
 	s.state = stateRunning
+	s.q.running.Store(s)
 	for _, reg := range s.breakers {
 		s.removeListeners = append(s.removeListeners, reg.AddListener(func(c breaker.StateChange) { s.breakerChanged(reg, c) }))
 	}
@@ -337,6 +338,7 @@ func (s *scheduler) Start() error {
 		for _, remove := range s.removeListeners {
 			remove()
 		}
+		s.q.running.CompareAndSwap(s, nil)
 		s.endLife()
 		s.endBase()
 		close(s.finished)
