@@ -171,9 +171,16 @@ func TestDispatcherHoldsItemsForADownHost(t *testing.T) {
 		parked := func(when string) time.Time {
 			t.Helper()
 			var probeAt time.Time
+			var why string
+			defer func() {
+				if t.Failed() {
+					t.Logf("%s: last seen: %s", when, why)
+				}
+			}()
 			eventually(t, 20*time.Second, when+": the down host's items parked for its next probe", func() bool {
 				a := d.hosts.Admission(downKey)
-				if a.State != breaker.StateOpen || stats(t, d.q).Counts[record.StateRunning] != 0 {
+				if n := stats(t, d.q).Counts[record.StateRunning]; a.State != breaker.StateOpen || n != 0 {
+					why = fmt.Sprintf("breaker %+v, %d running", a, n)
 					return false
 				}
 				probeAt = d.clock.Now().Add(a.Remaining)
@@ -188,11 +195,13 @@ func TestDispatcherHoldsItemsForADownHost(t *testing.T) {
 					}
 					if k == "expiring" && due.Equal(deadline) {
 						if !it.NextAt.Equal(deadline) {
+							why = fmt.Sprintf("expiring item %+v not due at its deadline %v", it, deadline)
 							return false
 						}
 						continue
 					}
 					if it.NextAt.Before(due) || it.NextAt.After(due.Add(open/10)) {
+						why = fmt.Sprintf("item %+v due outside [%v, +%v]", it, due, open/10)
 						return false
 					}
 				}
