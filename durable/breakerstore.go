@@ -179,6 +179,9 @@ var ErrBreakerStoreClosed = errors.New("durable: the breaker store is closed")
 // Transition implements breaker.Store: one conditional statement on the breaker's row, with
 // the database's clock, bounded by Timeout (and ctx).
 func (s *BreakerStore) Transition(ctx context.Context, t breaker.Transition) (breaker.Shared, bool, error) {
+	if t.Key == "" {
+		return breaker.Shared{}, false, fmt.Errorf("durable: breaker store %q: transition of a breaker with an empty key", s.name)
+	}
 	to, ok := storedBreakerState(t.To)
 	if !ok {
 		return breaker.Shared{}, false, fmt.Errorf("durable: breaker store %q: transition of %q to an unknown state %v", s.name, t.Key, t.To)

@@ -63,7 +63,7 @@ func (b *breaker) claimableLocked(now int64) bool {
 func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 	st := b.sharedLocked()
 	st.claiming = true
-	from := st.epoch
+	from, takeover := st.epoch, st.foreign // takeover: the other holder's claim ran out
 	b.mu.Unlock()
 	b.announce(ev)
 	r := b.reg
@@ -92,9 +92,17 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 		}
 	case applied:
 		defer r.storeAnswered()
-		st.epoch, st.unsynced = s.Epoch, false
+		st.unsynced = false
 		ev2.applied = true // the store has it
-		b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2)
+		if st.epoch >= s.Epoch && stateOf(b.word.Load()) == StateHalfOpen && !st.foreign {
+			break // a store that tells its own subscribers too had this registry adopt it already
+		}
+		st.epoch = s.Epoch
+		reason := ReasonOpenDurationElapsed
+		if takeover {
+			reason = ReasonProbeTimedOut // the other holder's probes ran out: this instance takes them over
+		}
+		b.setLocked(StateHalfOpen, reason, now, &ev2)
 	case s.Epoch == 0:
 		// The store holds nothing of the key (a trip it did not take while it was away):
 		// this instance probes on its own, and publishes what it finds.
@@ -129,6 +137,9 @@ func (b *breaker) adoptLocked(s Shared, now int64, ev *events) {
 	st := b.sharedLocked()
 	if s.Epoch <= st.epoch {
 		return // known already, or older than what this registry made
+	}
+	if st.claiming && s.State == StateHalfOpen && s.ProbeOwner == b.reg.cfg.Instance {
+		return // this registry's own claim, told back by its store before the claim returned
 	}
 	st.epoch, st.unsynced = s.Epoch, false
 	cur := stateOf(b.word.Load())

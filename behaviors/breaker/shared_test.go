@@ -227,9 +227,14 @@ func TestSharedProbeClaimRunsOut(t *testing.T) {
 		t.Fatalf("while instance 1 holds the probes: %v", err)
 	}
 	clock.Advance(5 * time.Second)
+	var reasons []breaker.ChangeReason
+	regs[1].AddListener(func(c breaker.StateChange) { reasons = append(reasons, c.Reason) })
 	p, err := regs[1].Gate("k")
 	if err != nil || !p.Probe() || st.row("k").ProbeOwner != "instance-2" {
 		t.Fatalf("after the claim ran out: %v, stored %+v", err, st.row("k"))
+	}
+	if fmt.Sprint(reasons) != "[probe-timed-out]" {
+		t.Fatalf("the takeover was announced as %v, want the previous holder's probe timed out", reasons)
 	}
 }
 
