@@ -1000,8 +1000,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		// A behavior turned the call away before it reached its endpoint: an open breaker (of
 		// the item's own pipeline, one that opened since the check, or the breaker of a call its
 		// handler made, such as an HTTP call's per-host breaker), a full bulkhead. No attempt:
-		// the item waits on the refusal's key.
-		comp.StartedAt = time.Time{}
+		// the item waits on the refusal's key (park undoes the start).
 		comp.Error = err.Error()
 		key, remaining := refusalOf(err)
 		return s.park(comp, c, key, remaining)

@@ -81,31 +81,10 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 	}
 	now = r.now()
 	switch {
-	case err != nil:
-		st.unsynced = true
-		defer r.unsynced(key)
-		ev2.applied = true // not offered again now: the retry publishes it once the store answers
-		if stateOf(b.word.Load()) == StateOpen {
-			b.setLocked(StateHalfOpen, ReasonOpenDurationElapsed, now, &ev2)
-		} else {
-			st.foreign = false
-		}
-	case applied:
-		defer r.storeAnswered()
-		st.unsynced = false
-		ev2.applied = true // the store has it
-		if st.epoch >= s.Epoch && stateOf(b.word.Load()) == StateHalfOpen && !st.foreign {
-			break // a store that tells its own subscribers too had this registry adopt it already
-		}
-		st.epoch = s.Epoch
-		reason := ReasonOpenDurationElapsed
-		if takeover {
-			reason = ReasonProbeTimedOut // the other holder's probes ran out: this instance takes them over
-		}
-		b.setLocked(StateHalfOpen, reason, now, &ev2)
-	case s.Epoch == 0:
-		// The store holds nothing of the key (a trip it did not take while it was away):
-		// this instance probes on its own, and publishes what it finds.
+	case err != nil, !applied && s.Epoch == 0:
+		// The store is away, or holds nothing of the key (a trip it did not take while it
+		// was away): this instance probes on its own, and the retry publishes what it finds
+		// once the store answers (not offered again now).
 		st.unsynced = true
 		defer r.unsynced(key)
 		ev2.applied = true
@@ -114,6 +93,15 @@ func (b *breaker) claim(key string, now int64, ev *events) (Permit, error) {
 		} else {
 			st.foreign = false
 		}
+	case applied:
+		defer r.storeAnswered()
+		st.epoch, st.unsynced = s.Epoch, false
+		ev2.applied = true // the store has it
+		reason := ReasonOpenDurationElapsed
+		if takeover {
+			reason = ReasonProbeTimedOut // the other holder's probes ran out: this instance takes them over
+		}
+		b.setLocked(StateHalfOpen, reason, now, &ev2)
 	case s.Epoch == st.epoch:
 		// Nobody moved it, but the store's clock says its time has not come (the clocks
 		// differ): take the store's times, so the next call does not ask again at once.
