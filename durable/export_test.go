@@ -1,12 +1,14 @@
 package durable
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -60,3 +62,6 @@ func BreakerStorePollFailures(s *BreakerStore) int {
 	}
 	return s.health.failures
 }
+
+// AuditFor records e in q's audit log, as the queue's own actions do.
+func AuditFor(q *Queue, e record.AuditEntry) error { return q.audit(context.Background(), nil, e) }

@@ -1,0 +1,71 @@
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
+)
+
+// AuditFilter selects entries of the audit log (Queue.Audit).
+type AuditFilter struct {
+	// TargetKind, when not empty, keeps the entries about targets of that kind; Target, when
+	// also set, about that one.
+	TargetKind record.AuditTarget
+	Target     string
+	// Before, when not zero, keeps the entries older than the entry of that id: the next page
+	// after a page whose last entry it is.
+	Before int64
+	// Limit caps the entries returned: zero means 50, a dashboard's page; at most 500.
+	Limit int
+}
+
+// Audit returns the entries of the audit log that f selects, newest first. Every operator
+// action on the queue other than a dead letter's replay or discard (which its timeline
+// records) has one: pauses and resumes, cancelled items and items run now, schedule changes,
+// bulk actions.
+func (q *Queue) Audit(ctx context.Context, f AuditFilter) ([]record.AuditEntry, error) {
+	var errs []error
+	if f.Limit < 0 || f.Limit > maxDeadLetterLimit {
+		errs = append(errs, fmt.Errorf("Limit %d is outside [0, %d]", f.Limit, maxDeadLetterLimit))
+	}
+	if f.Before < 0 {
+		errs = append(errs, fmt.Errorf("Before %d is negative", f.Before))
+	}
+	if f.Target != "" && f.TargetKind == "" {
+		errs = append(errs, errors.New("Target is set without TargetKind"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("durable: Audit: %w", err)
+	}
+	if f.Limit == 0 {
+		f.Limit = defaultDeadLetterLimit
+	}
+	rows, err := q.store.Audit(ctx, store.AuditQuery{TargetKind: string(f.TargetKind), Target: f.Target, Before: f.Before, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]record.AuditEntry, len(rows))
+	for i, r := range rows {
+		out[i] = record.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: record.AuditAction(r.Action),
+			TargetKind: record.AuditTarget(r.TargetKind), Target: r.Target, Detail: r.Detail, Outcome: record.AuditOutcome(r.Outcome)}
+	}
+	return out, nil
+}
+
+// audit records e (its ID and, when zero, At are set by the queue) through tx when it is not
+// nil, so that an action and its entry are written together, else on its own.
+func (q *Queue) audit(ctx context.Context, tx *sql.Tx, e record.AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = q.clock.Now()
+	}
+	r := store.AuditRow{At: e.At, Actor: e.Actor, Action: string(e.Action), TargetKind: string(e.TargetKind),
+		Target: e.Target, Detail: e.Detail, Outcome: string(e.Outcome)}
+	if tx != nil {
+		return q.store.AddAudit(ctx, tx, r)
+	}
+	return q.store.AddAudit(ctx, nil, r)
+}

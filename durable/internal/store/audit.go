@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// AuditRow is one row of switchboard_audit; its fields are documented on record.AuditEntry.
+type AuditRow struct {
+	ID         int64
+	At         time.Time
+	Actor      string
+	Action     string
+	TargetKind string
+	Target     string
+	Detail     string
+	Outcome    string
+}
+
+// AuditQuery selects audit rows: those of one target kind and target when TargetKind is set
+// (Target may then be empty for every target of the kind), with ids below Before when it is
+// not zero, newest first, at most Limit.
+type AuditQuery struct {
+	TargetKind, Target string
+	Before             int64
+	Limit              int
+}
+
+// AddAudit inserts r (its ID is ignored) through db, the store's database or a transaction
+// that makes the action and its record one.
+func (s *Store) AddAudit(ctx context.Context, db execer, r AuditRow) error {
+	if db == nil {
+		db = s.db
+	}
+	_, err := db.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_audit (at, actor, action, target_kind, target, detail, outcome)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`), micros(r.At), storedText(r.Actor), r.Action, r.TargetKind, storedText(r.Target),
+		nullString(storedText(r.Detail)), r.Outcome)
+	if err != nil {
+		return fmt.Errorf("durable: audit %s of %s %q: %w", r.Action, r.TargetKind, r.Target, err)
+	}
+	return nil
+}
+
+// Audit returns the rows q selects.
+func (s *Store) Audit(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
+	where, args := "1 = 1", []any{}
+	if q.TargetKind != "" {
+		where += " AND target_kind = ?"
+		args = append(args, q.TargetKind)
+		if q.Target != "" {
+			where += " AND target = ?"
+			args = append(args, q.Target)
+		}
+	}
+	if q.Before > 0 {
+		where += " AND id < ?"
+		args = append(args, q.Before)
+	}
+	args = append(args, q.Limit)
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, at, actor, action, target_kind, target, detail, outcome
+	FROM switchboard_audit WHERE `+where+` ORDER BY id DESC LIMIT ?`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("durable: audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRow
+	for rows.Next() {
+		var (
+			r      AuditRow
+			at     int64
+			detail sql.NullString
+		)
+		if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Action, &r.TargetKind, &r.Target, &detail, &r.Outcome); err != nil {
+			return nil, fmt.Errorf("durable: audit log: %w", err)
+		}
+		r.At, r.Detail = fromMicros(at), detail.String
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: audit log: %w", err)
+	}
+	return out, nil
+}

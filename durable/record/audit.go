@@ -1,0 +1,37 @@
+package record
+
+import "time"
+
+// AuditEntry is one operator action on a queue, as its audit log keeps it (durable.Queue.Audit):
+// pausing and resuming, cancelling an item or running it now, changing a schedule, a bulk
+// action on dead letters. A dead letter's own replays and discards are in its timeline.
+// Entries are never changed or deleted.
+type AuditEntry struct {
+	ID     int64 // increasing
+	At     time.Time
+	Actor  string // who took the action, as the admin surface's Authorizer named them
+	Action AuditAction
+	// TargetKind and Target say what it was done to: Target is a request name, a breaker key,
+	// an item's or a bulk action's id, a schedule's name.
+	TargetKind AuditTarget
+	Target     string
+	Detail     string // what else the action said (a reason, an end time, a filter); may be empty
+	Outcome    AuditOutcome
+}
+
+// AuditAction is what an operator did, as an AuditEntry records it.
+type AuditAction string
+
+// AuditTarget is the kind of thing an operator's action was taken on.
+type AuditTarget string
+
+// AuditOutcome is how an operator's action ended: AuditDone, or AuditNoChange when there was
+// nothing to do (an item cancelled after it had finished, a resume of what was not paused);
+// the entry's Detail then says why.
+type AuditOutcome string
+
+// The outcomes of an audited action.
+const (
+	AuditDone     AuditOutcome = "done"
+	AuditNoChange AuditOutcome = "no_change"
+)
