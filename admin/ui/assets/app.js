@@ -372,7 +372,7 @@
       section("queue-title", api("GET", "api/queue").then(renderQueue)),
       section("dl-title", api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters)),
       section("sched-title", api("GET", "api/schedules").then(renderSchedules))
-    ]).then(function () {
+    ].concat(panels.map(function (p) { return p(); }))).then(function () {
       var now = new Date(), u = $("updated");
       u.textContent = "Updated ";
       u.appendChild(el("time", { datetime: now.toISOString(), title: "Local time " + isoLocal(now) }, isoUTC(now).slice(11)));
@@ -922,6 +922,19 @@
       $("runs-close").focus();
     }).catch(failed);
   }
+
+  // ---- panels of other files ----------------------------------------------------------
+
+  // The panels of the other files in assets/ (loaded after this one) register their loader
+  // with addPanel: every refresh calls it, and it returns the promise of its section (see
+  // section). They reach the helpers above through window.switchboardAdmin alone.
+  var panels = [];
+  window.switchboardAdmin = {
+    $: $, el: el, api: api, ApiError: ApiError, seg: seg, notify: notify, startAction: startAction, failed: failed,
+    timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
+    setBreakable: setBreakable, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
+    addPanel: function (load) { panels.push(load); }
+  };
 
   // ---- start --------------------------------------------------------------------------
 
