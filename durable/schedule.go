@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,10 @@ type scheduleEntry struct {
 	sched      cron.Schedule
 	typ        reflect.Type
 	newRequest func() any
+	// request and payload are a schedule added at run time's (newRequest and typ are then
+	// nil): each run decodes a new request from them.
+	request string
+	payload []byte
 }
 
 // next is the first time after t that the entry's spec names, in UTC, or never.
@@ -111,17 +116,11 @@ func (q *Queue) schedule(t reflect.Type, name, spec string, newRequest func() an
 	if cfg.loc == nil {
 		return fail("WithLocation(nil): give a *time.Location (time.UTC, time.LoadLocation(\"Europe/Paris\"))")
 	}
-	if trimmed := strings.TrimSpace(spec); strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
-		return fail("spec %q names its time zone: drop the prefix and use WithLocation", spec)
-	}
-	sched, err := cron.ParseStandard(spec)
+	sched, err := parseSpec(spec, cfg.loc, "WithLocation")
 	if err != nil {
-		return fail("invalid cron expression %q: %v (five fields: minute hour day-of-month month day-of-week, or @hourly, @daily, @every 90s, ...)", spec, err)
+		return fail("%v", err)
 	}
 	e := &scheduleEntry{name: name, spec: strings.TrimSpace(spec), loc: cfg.loc, sched: sched, typ: t, newRequest: newRequest}
-	if e.next(time.Now()) == never {
-		return fail("cron expression %q never names a time", spec)
-	}
 	q.mu.Lock()
 	started := q.sched != nil || q.stopped
 	q.mu.Unlock()
@@ -139,6 +138,23 @@ func (q *Queue) schedule(t reflect.Type, name, spec string, newRequest func() an
 	return nil
 }
 
+// parseSpec parses spec, read in loc, refusing a time zone prefix (zoneOption names what sets
+// the zone instead) and an expression that names no time.
+func parseSpec(spec string, loc *time.Location, zoneOption string) (cron.Schedule, error) {
+	if trimmed := strings.TrimSpace(spec); strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=") {
+		return nil, fmt.Errorf("spec %q names its time zone: drop the prefix and use %s", spec, zoneOption)
+	}
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("invalid cron expression %q: %v (five fields: minute hour day-of-month month day-of-week, or @hourly, @daily, @every 90s, ...)", spec, err)
+	}
+	e := scheduleEntry{loc: loc, sched: sched}
+	if e.next(time.Now()) == never {
+		return nil, fmt.Errorf("cron expression %q never names a time", spec)
+	}
+	return sched, nil
+}
+
 // Schedules lists the schedules in the queue's database, in name order.
 func (q *Queue) Schedules(ctx context.Context) ([]record.ScheduleInfo, error) {
 	rows, err := q.store.Schedules(ctx)
@@ -148,13 +164,23 @@ func (q *Queue) Schedules(ctx context.Context) ([]record.ScheduleInfo, error) {
 	now := q.clock.Now()
 	out := make([]record.ScheduleInfo, len(rows))
 	for i, r := range rows {
-		out[i] = record.ScheduleInfo{Name: r.Name, Spec: r.Spec, Location: r.Location, NextRun: r.NextAt,
-			LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: record.Outcome(r.LastOutcome), LastError: r.LastError}
-		if r.Running(now) {
-			out[i].RunningOn = r.RunOwner
-		}
+		out[i] = scheduleInfo(r, now)
 	}
 	return out, nil
+}
+
+// scheduleInfo is the record of the row r at now.
+func scheduleInfo(r store.ScheduleRow, now time.Time) record.ScheduleInfo {
+	i := record.ScheduleInfo{Name: r.Name, Spec: r.Spec, Location: r.Location, NextRun: r.NextAt,
+		LastStartedAt: r.LastStartedAt, LastEndedAt: r.LastEndedAt, LastOutcome: record.Outcome(r.LastOutcome), LastError: r.LastError,
+		Request: r.Request, Payload: r.Payload, RemovedAt: r.RemovedAt, RemovedBy: r.RemovedBy, RunNowAt: r.RunNowAt, RunNowBy: r.RunNowBy}
+	if r.Running(now) {
+		i.RunningOn = r.RunOwner
+	}
+	if r.Paused(now) {
+		i.Paused, i.PausedAt, i.PausedUntil, i.PausedBy = true, r.PausedAt, r.PausedUntil, r.PausedBy
+	}
+	return i
 }
 
 // ScheduleRuns returns name's run log, newest first, at most limit runs (0 means
@@ -170,7 +196,7 @@ func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]rec
 	out := make([]record.ScheduleRun, len(rows))
 	for i, r := range rows {
 		out[i] = record.ScheduleRun{ID: r.ID, Name: r.Name, Instance: r.Instance, DueAt: r.DueAt, StartedAt: r.StartedAt,
-			EndedAt: r.EndedAt, Outcome: record.Outcome(r.Outcome), Error: r.Error}
+			EndedAt: r.EndedAt, Outcome: record.Outcome(r.Outcome), Error: r.Error, RunNowBy: r.RunNowBy}
 	}
 	return out, nil
 }
@@ -178,10 +204,13 @@ func (q *Queue) ScheduleRuns(ctx context.Context, name string, limit int) ([]rec
 // cronLoop is the part of a scheduler that runs the queue's schedules: it claims due runs,
 // starts each in its own goroutine, extends their leases, and at shutdown waits for them.
 type cronLoop struct {
-	s       *scheduler
-	entries []*scheduleEntry
-	ended   chan struct{} // a run ended
-	done    chan struct{} // the loop returned; result is set
+	s     *scheduler
+	code  map[string]*scheduleEntry // declared in code (Schedule), by name
+	ended chan struct{}             // a run ended
+	done  chan struct{}             // the loop returned; result is set
+	// stored are the entries of the schedules added at run time as last read, by name; the
+	// loop's alone.
+	stored map[string]*scheduleEntry
 
 	mu          sync.Mutex
 	active      int
@@ -189,19 +218,19 @@ type cronLoop struct {
 	result      error
 }
 
-// startCron writes the registered schedules and starts the loop that runs them; a scheduler
-// without schedules starts nothing.
+// startCron writes the schedules declared in code and starts the loop that runs them and the
+// schedules added at run time. Every scheduler runs the loop, declared schedules or not: a
+// schedule added on any instance may be run by any that has its request registered.
 func (s *scheduler) startCron() {
 	entries := s.q.schedules.list()
-	if len(entries) == 0 {
-		return
-	}
-	c := &cronLoop{s: s, entries: entries, ended: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &cronLoop{s: s, code: make(map[string]*scheduleEntry, len(entries)), stored: map[string]*scheduleEntry{},
+		ended: make(chan struct{}, 1), done: make(chan struct{})}
 	s.cron = c
 	// Written now, so that the schedules exist once Start returns (when the database answers:
 	// otherwise the loop writes them when it does).
 	now := s.q.clock.Now()
 	for _, e := range entries {
+		c.code[e.name] = e
 		ctx, cancel := s.storeCtx()
 		err := s.q.store.UpsertSchedule(ctx, e.name, e.spec, e.loc.String(), e.next(now), now)
 		cancel()
@@ -233,6 +262,9 @@ func (c *cronLoop) running() int {
 	return c.active
 }
 
+// loop reads the schedules and acts on them at the next due time, at each PollInterval (the
+// bound on how long a change made on another instance takes to apply here), when a run ends
+// and when a change is made on this instance.
 func (c *cronLoop) loop() error {
 	s := c.s
 	poll := time.NewTimer(0)
@@ -261,6 +293,7 @@ func (c *cronLoop) loop() error {
 		case <-clockC:
 		case <-poll.C:
 		case <-c.ended:
+		case <-s.cronWake:
 		case <-hb.C:
 			if c.running() > 0 {
 				ctx, cancel := s.storeCtx()
@@ -292,9 +325,10 @@ func (c *cronLoop) outcome(left int) error {
 	return errors.Join(errs...)
 }
 
-// turn claims the due runs of the registered schedules and starts them, skips those whose
-// previous run still runs, and returns how long until the next one is due (ok false: none
-// this instance can tell; the poll looks again).
+// turn reads the schedules, writes the declared ones missing from the table, claims the runs
+// asked for now and the due runs and starts them, skips those whose previous run still runs,
+// passes over those of paused schedules, and returns how long until the next one is due (ok
+// false: none this instance can tell; the poll looks again).
 func (c *cronLoop) turn() (wait time.Duration, ok bool) {
 	s := c.s
 	now := s.q.clock.Now()
@@ -305,58 +339,120 @@ func (c *cronLoop) turn() (wait time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	byName := make(map[string]store.ScheduleRow, len(rows))
+	found := make(map[string]bool, len(rows))
 	for _, r := range rows {
-		byName[r.Name] = r
+		found[r.Name] = true
 	}
 	earliest := never
-	for _, e := range c.entries {
+	for _, e := range c.code {
+		if found[e.name] {
+			continue
+		}
+		// Not written yet (the database did not answer at Start) or deleted by hand.
+		next := e.next(now)
+		ctx, cancel := s.storeCtx()
+		err := s.q.store.UpsertSchedule(ctx, e.name, e.spec, e.loc.String(), next, now)
+		cancel()
+		s.noteStore("write schedules", err)
+		if err == nil {
+			earliest = earlier(earliest, next)
+		}
+	}
+	for _, r := range rows {
 		if s.stopping() {
 			return 0, false
 		}
-		r, found := byName[e.name]
-		if !found {
-			// Not written yet (the database did not answer at Start) or deleted by hand.
-			next := e.next(now)
-			ctx, cancel := s.storeCtx()
-			err := s.q.store.UpsertSchedule(ctx, e.name, e.spec, e.loc.String(), next, now)
-			cancel()
-			s.noteStore("write schedules", err)
-			if err == nil {
-				earliest = earlier(earliest, next)
-			}
-			continue
-		}
-		if r.Spec != e.spec || r.Location != e.loc.String() {
-			continue // defined by an instance of another version: left to those that agree
-		}
-		if r.NextAt.After(now) {
-			earliest = earlier(earliest, r.NextAt)
-			continue
-		}
-		d := store.ScheduleDue{Name: e.name, Spec: e.spec, Location: r.Location, DueAt: r.NextAt, Next: e.next(now)}
-		var acted bool
-		ctx, cancel := s.storeCtx()
-		if r.Running(now) {
-			reason := fmt.Sprintf("the run started at %s on %s was still running", r.RunStartedAt.Format(time.RFC3339Nano), r.RunOwner)
-			acted, err = s.q.store.SkipScheduleRun(ctx, d, s.cfg.InstanceID, now, reason)
-			s.noteStore("skip a schedule run", err)
-		} else {
-			acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.ScheduleLease))
-			s.noteStore("claim a schedule run", err)
-			if acted {
-				c.launch(e, d.DueAt, now)
-			}
-		}
-		cancel()
-		if acted {
-			earliest = earlier(earliest, d.Next)
+		if e := c.entryOf(r); e != nil {
+			earliest = earlier(earliest, c.act(e, r, now))
 		}
 	}
 	if earliest == never {
 		return 0, false
 	}
 	return max(0, earliest.Sub(now)), true
+}
+
+// entryOf returns the entry of the row r that this instance runs, or nil: a schedule declared
+// by an instance of another version (another spec, or one this instance does not declare), one
+// added at run time whose request this instance has not registered, or a removed one. Those are
+// left to the instances that agree.
+func (c *cronLoop) entryOf(r store.ScheduleRow) *scheduleEntry {
+	if r.Request == "" {
+		e := c.code[r.Name]
+		if e == nil || r.Spec != e.spec || r.Location != e.loc.String() {
+			return nil
+		}
+		return e
+	}
+	if !r.RemovedAt.IsZero() || c.s.q.reg.lookupName(r.Request) == nil {
+		delete(c.stored, r.Name)
+		return nil
+	}
+	if e := c.stored[r.Name]; e != nil && e.spec == r.Spec && e.loc.String() == r.Location && e.request == r.Request &&
+		bytes.Equal(e.payload, r.Payload) {
+		return e
+	}
+	loc, err := time.LoadLocation(r.Location)
+	if err != nil {
+		return nil
+	}
+	sched, err := parseSpec(r.Spec, loc, "Location")
+	if err != nil {
+		return nil // validated when added: a spec of another version's cron parser
+	}
+	e := &scheduleEntry{name: r.Name, spec: r.Spec, loc: loc, sched: sched, request: r.Request, payload: bytes.Clone(r.Payload)}
+	c.stored[r.Name] = e
+	return e
+}
+
+// act claims and starts the run of e asked for now, if any, and acts on its due run, if due:
+// it claims and starts it, skips it while a run is still going, or passes over it while the
+// schedule is paused. It returns the due time to wait for next (never: none known).
+func (c *cronLoop) act(e *scheduleEntry, r store.ScheduleRow, now time.Time) time.Time {
+	s := c.s
+	if !r.RunNowAt.IsZero() && !r.Running(now) {
+		// Asked for by an operator, paused or not; while a run is going it waits for the run's
+		// end (a run ending wakes the loop, or the poll sees it).
+		until := now.Add(s.cfg.ScheduleLease)
+		ctx, cancel := s.storeCtx()
+		acted, err := s.q.store.ClaimScheduleRunNow(ctx, e.name, r.RunNowAt, s.cfg.InstanceID, now, until)
+		cancel()
+		s.noteStore("claim a run now of a schedule", err)
+		if acted {
+			c.launch(e, r.RunNowAt, now, r.RunNowBy)
+			// A run due now as well overlaps this one: it is skipped.
+			r.RunOwner, r.RunUntil, r.RunStartedAt = s.cfg.InstanceID, until, now
+		}
+	}
+	if r.NextAt.After(now) {
+		return r.NextAt
+	}
+	d := store.ScheduleDue{Name: e.name, Spec: e.spec, Location: r.Location, DueAt: r.NextAt, Next: e.next(now)}
+	var (
+		acted bool
+		err   error
+	)
+	ctx, cancel := s.storeCtx()
+	defer cancel()
+	switch {
+	case r.Paused(now):
+		acted, err = s.q.store.PassScheduleRun(ctx, d, now)
+		s.noteStore("pass over a run of a paused schedule", err)
+	case r.Running(now):
+		reason := fmt.Sprintf("the run started at %s on %s was still running", r.RunStartedAt.Format(time.RFC3339Nano), r.RunOwner)
+		acted, err = s.q.store.SkipScheduleRun(ctx, d, s.cfg.InstanceID, now, reason)
+		s.noteStore("skip a schedule run", err)
+	default:
+		acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.ScheduleLease))
+		s.noteStore("claim a schedule run", err)
+		if acted {
+			c.launch(e, d.DueAt, now, "")
+		}
+	}
+	if acted {
+		return d.Next
+	}
+	return never
 }
 
 func earlier(a, b time.Time) time.Time {
@@ -366,8 +462,9 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-// launch runs one claimed run of e in its own goroutine and records it.
-func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time) {
+// launch runs one claimed run of e in its own goroutine and records it; runNowBy is the
+// operator whose run-now it is, "" for a due run.
+func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time, runNowBy string) {
 	s := c.s
 	c.mu.Lock()
 	c.active++
@@ -375,7 +472,7 @@ func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time) {
 	go func() {
 		err := c.run(e)
 		run := store.ScheduleRunRow{Name: e.name, Instance: s.cfg.InstanceID, DueAt: due, StartedAt: started,
-			EndedAt: s.q.clock.Now(), Outcome: string(record.OutcomeSucceeded)}
+			EndedAt: s.q.clock.Now(), Outcome: string(record.OutcomeSucceeded), RunNowBy: runNowBy}
 		interrupted := err != nil && s.life.Err() != nil
 		if err != nil {
 			run.Outcome, run.Error = string(record.OutcomeFailed), err.Error()
@@ -405,8 +502,12 @@ func (c *cronLoop) run(e *scheduleEntry) (err error) {
 			err = mediator.NewPanicError(p)
 		}
 	}()
-	req := e.newRequest()
-	if req == nil || reflect.ValueOf(req).IsNil() {
+	var req any
+	if e.request != "" {
+		if req, err = c.s.q.reg.decode(e.request, e.payload); err != nil {
+			return fmt.Errorf("durable: schedule %q: %w", e.name, err)
+		}
+	} else if req = e.newRequest(); req == nil || reflect.ValueOf(req).IsNil() {
 		return fmt.Errorf("durable: schedule %q: newRequest returned nil", e.name)
 	}
 	ctx := mediator.WithMarks(c.s.life, req, mediator.Unattended)

@@ -237,7 +237,10 @@ type scheduler struct {
 
 	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
 
-	cron *cronLoop // runs the queue's schedules (schedule.go); nil without any
+	cron *cronLoop // runs the queue's schedules (schedule.go)
+	// cronWake makes the schedule loop read the schedules now: a change made on this instance
+	// (schedulecontrol.go) applies here at once, not at the next poll.
+	cronWake chan struct{}
 }
 
 type schedState uint8
@@ -272,6 +275,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		unhandled: map[string]bool{},
 		stop:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
+		cronWake:  make(chan struct{}, 1),
 		unpark:    make(chan struct{}, 1),
 		work:      make(chan job, cfg.Workers), // never full: items go only to free workers
 		done:      make(chan finished, cfg.Workers),

@@ -35,3 +35,16 @@ const (
 	AuditDone     AuditOutcome = "done"
 	AuditNoChange AuditOutcome = "no_change"
 )
+
+// The actions on schedules (durable.Queue.AddSchedule, RemoveSchedule, PauseSchedule,
+// ResumeSchedule, RunScheduleNow), taken on targets of kind AuditScheduleTarget, the schedule's
+// name.
+const (
+	AuditAddSchedule    AuditAction = "add"
+	AuditRemoveSchedule AuditAction = "remove"
+	AuditPauseSchedule  AuditAction = "pause"
+	AuditResumeSchedule AuditAction = "resume"
+	AuditRunScheduleNow AuditAction = "run_now"
+
+	AuditScheduleTarget AuditTarget = "schedule"
+)

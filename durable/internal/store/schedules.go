@@ -22,6 +22,26 @@ type ScheduleRow struct {
 	LastEndedAt   time.Time
 	LastOutcome   string
 	LastError     string
+	// Request and Payload are a schedule added at run time's; Request is empty for one
+	// declared in code.
+	Request string
+	Payload []byte
+	// PausedAt is when it was paused (zero: not paused), PausedUntil when a timed pause
+	// ends (zero: until resumed).
+	PausedAt, PausedUntil time.Time
+	PausedBy              string
+	// RemovedAt is when a schedule added at run time was removed (zero: live).
+	RemovedAt time.Time
+	RemovedBy string
+	// RunNowAt is when an operator asked for a run now (zero: none pending).
+	RunNowAt time.Time
+	RunNowBy string
+}
+
+// Paused reports whether the schedule is paused at now: a pause without an end, or one whose
+// end is after now.
+func (r ScheduleRow) Paused(now time.Time) bool {
+	return !r.PausedAt.IsZero() && (r.PausedUntil.IsZero() || r.PausedUntil.After(now))
 }
 
 // Running reports whether a run holds a lease that has not expired at now.
@@ -39,6 +59,7 @@ type ScheduleRunRow struct {
 	EndedAt   time.Time
 	Outcome   string
 	Error     string
+	RunNowBy  string
 }
 
 // ScheduleDue identifies one due run of a schedule as an instance read it: the claim applies
@@ -54,14 +75,17 @@ type ScheduleDue struct {
 	Next time.Time
 }
 
-// UpsertSchedule inserts the schedule name, due at next, or, when a row exists with another
-// spec or location, replaces them and its due time. A row with the same spec and location is
-// left as it is.
+// UpsertSchedule inserts the schedule name, declared in code, due at next, or, when a row
+// exists with another spec or location or is a schedule added at run time, replaces them and its
+// due time (the code's declaration takes the name over; the row's pause stays). A row of the
+// code's spec and location is left as it is.
 func (s *Store) UpsertSchedule(ctx context.Context, name, spec, location string, next, now time.Time) error {
 	_, err := s.db.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedules (name, spec, location, next_at, created_at, updated_at)
 	VALUES (?, ?, ?, ?, ?, ?)
-	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, location = excluded.location, next_at = excluded.next_at, updated_at = excluded.updated_at
-	WHERE switchboard_schedules.spec <> excluded.spec OR switchboard_schedules.location <> excluded.location`),
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, location = excluded.location, next_at = excluded.next_at, updated_at = excluded.updated_at,
+	    request = NULL, payload = NULL, removed_at = NULL, removed_by = NULL
+	WHERE switchboard_schedules.spec <> excluded.spec OR switchboard_schedules.location <> excluded.location
+	   OR switchboard_schedules.request IS NOT NULL`),
 		name, spec, location, micros(next), micros(now), micros(now))
 	if err != nil {
 		return fmt.Errorf("durable: schedule %q: %w", name, err)
@@ -71,33 +95,93 @@ func (s *Store) UpsertSchedule(ctx context.Context, name, spec, location string,
 
 // Schedules returns every schedule row, in name order.
 func (s *Store) Schedules(ctx context.Context) ([]ScheduleRow, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, spec, location, next_at, run_owner, run_until, run_started_at,
-	last_started_at, last_ended_at, last_outcome, last_error FROM switchboard_schedules ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM switchboard_schedules ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("durable: schedules: %w", err)
 	}
 	defer rows.Close()
 	var out []ScheduleRow
 	for rows.Next() {
-		var (
-			r                                      ScheduleRow
-			next                                   int64
-			until, started, lastStarted, lastEnded sql.NullInt64
-			owner, lastOutcome, lastErr            sql.NullString
-		)
-		if err := rows.Scan(&r.Name, &r.Spec, &r.Location, &next, &owner, &until, &started, &lastStarted, &lastEnded,
-			&lastOutcome, &lastErr); err != nil {
+		r, err := scanSchedule(rows)
+		if err != nil {
 			return nil, fmt.Errorf("durable: schedules: %w", err)
 		}
-		r.NextAt, r.RunOwner, r.RunUntil, r.RunStartedAt = fromMicros(next), owner.String, fromMicros(until.Int64), fromMicros(started.Int64)
-		r.LastStartedAt, r.LastEndedAt = fromMicros(lastStarted.Int64), fromMicros(lastEnded.Int64)
-		r.LastOutcome, r.LastError = lastOutcome.String, lastErr.String
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("durable: schedules: %w", err)
 	}
 	return out, nil
+}
+
+const scheduleColumns = `name, spec, location, next_at, run_owner, run_until, run_started_at,
+	last_started_at, last_ended_at, last_outcome, last_error,
+	request, payload, paused_at, paused_until, paused_by, removed_at, removed_by, run_now_at, run_now_by`
+
+func scanSchedule(row interface{ Scan(dest ...any) error }) (ScheduleRow, error) {
+	var (
+		r                                                             ScheduleRow
+		next                                                          int64
+		until, started, lastStarted, lastEnded                        sql.NullInt64
+		pausedAt, pausedUntil, removedAt, runNowAt                    sql.NullInt64
+		owner, lastOutcome, lastErr, request, pausedBy, removedBy, by sql.NullString
+	)
+	if err := row.Scan(&r.Name, &r.Spec, &r.Location, &next, &owner, &until, &started, &lastStarted, &lastEnded,
+		&lastOutcome, &lastErr, &request, &r.Payload, &pausedAt, &pausedUntil, &pausedBy, &removedAt, &removedBy,
+		&runNowAt, &by); err != nil {
+		return r, err
+	}
+	r.NextAt, r.RunOwner, r.RunUntil, r.RunStartedAt = fromMicros(next), owner.String, fromMicros(until.Int64), fromMicros(started.Int64)
+	r.LastStartedAt, r.LastEndedAt = fromMicros(lastStarted.Int64), fromMicros(lastEnded.Int64)
+	r.LastOutcome, r.LastError = lastOutcome.String, lastErr.String
+	r.Request, r.PausedAt, r.PausedUntil, r.PausedBy = request.String, fromMicros(pausedAt.Int64), fromMicros(pausedUntil.Int64), pausedBy.String
+	r.RemovedAt, r.RemovedBy, r.RunNowAt, r.RunNowBy = fromMicros(removedAt.Int64), removedBy.String, fromMicros(runNowAt.Int64), by.String
+	return r, nil
+}
+
+// EditSchedule changes the row of name in one transaction: it reads the row (locked on
+// PostgreSQL, the write transaction being immediate on SQLite) and calls edit with it, nil when
+// there is none. edit returns the row to write, inserted or replacing the read one's spec,
+// location, request, payload, due time, pause, removal and run-now (nil: write nothing), and
+// may write through tx what must commit with it (an audit entry). An error of edit rolls back.
+func (s *Store) EditSchedule(ctx context.Context, name string, now time.Time, edit func(tx *sql.Tx, r *ScheduleRow) (*ScheduleRow, error)) error {
+	return inTx(ctx, s.db, func(tx *sql.Tx) error {
+		q := `SELECT ` + scheduleColumns + ` FROM switchboard_schedules WHERE name = ?`
+		if s.e.String() == "postgres" {
+			q += " FOR UPDATE"
+		}
+		var cur *ScheduleRow
+		r, err := scanSchedule(tx.QueryRowContext(ctx, s.e.rebind(q), name))
+		switch {
+		case err == nil:
+			cur = &r
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("durable: schedule %q: %w", name, err)
+		}
+		w, err := edit(tx, cur)
+		if err != nil || w == nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedules (name, spec, location, next_at, created_at, updated_at,
+	request, payload, paused_at, paused_until, paused_by, removed_at, removed_by, run_now_at, run_now_by)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, location = excluded.location, next_at = excluded.next_at,
+	    updated_at = excluded.updated_at, request = excluded.request, payload = excluded.payload,
+	    paused_at = excluded.paused_at, paused_until = excluded.paused_until, paused_by = excluded.paused_by,
+	    removed_at = excluded.removed_at, removed_by = excluded.removed_by,
+	    run_now_at = excluded.run_now_at, run_now_by = excluded.run_now_by`),
+			name, w.Spec, w.Location, micros(w.NextAt), micros(now), micros(now), nullString(w.Request), w.Payload,
+			nullMicros(w.PausedAt), nullMicros(w.PausedUntil), nullString(w.PausedBy), nullMicros(w.RemovedAt), nullString(w.RemovedBy),
+			nullMicros(w.RunNowAt), nullString(w.RunNowBy)); err != nil {
+			return fmt.Errorf("durable: schedule %q: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// nullMicros is t in microseconds, NULL for the zero time.
+func nullMicros(t time.Time) sql.NullInt64 {
+	return sql.NullInt64{Int64: micros(t), Valid: !t.IsZero()}
 }
 
 // ClaimScheduleRun claims the due run d for owner: when the row still has d's spec, location
@@ -115,6 +199,43 @@ func (s *Store) ClaimScheduleRun(ctx context.Context, d ScheduleDue, owner strin
 	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("durable: claim schedule %q: %w", d.Name, err)
+	}
+	return n == 1, nil
+}
+
+// ClaimScheduleRunNow claims the run an operator asked for at at on the schedule name for
+// owner: when the row's run_now_at is still at and no run holds an unexpired lease, it clears
+// the request and leases the run to owner from now until until, leaving next_at as it is. It
+// reports whether it did; false means another instance claimed it first, or a run is still
+// going (the request then waits for its end).
+func (s *Store) ClaimScheduleRunNow(ctx context.Context, name string, at time.Time, owner string, now, until time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules
+	SET run_now_at = NULL, run_now_by = NULL, run_owner = ?, run_until = ?, run_started_at = ?, updated_at = ?
+	WHERE name = ? AND run_now_at = ? AND (run_owner IS NULL OR run_until < ?)`),
+		owner, micros(until), micros(now), micros(now), name, micros(at), micros(now))
+	if err != nil {
+		return false, fmt.Errorf("durable: claim a run now of schedule %q: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("durable: claim a run now of schedule %q: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// PassScheduleRun passes over the due run d of a paused schedule: when the row still has d's
+// spec, location and due time, it moves next_at to d.Next, logging nothing. It reports whether
+// it did.
+func (s *Store) PassScheduleRun(ctx context.Context, d ScheduleDue, now time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
+	WHERE name = ? AND spec = ? AND location = ? AND next_at = ?`),
+		micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt))
+	if err != nil {
+		return false, fmt.Errorf("durable: pass over a run of paused schedule %q: %w", d.Name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("durable: pass over a run of paused schedule %q: %w", d.Name, err)
 	}
 	return n == 1, nil
 }
@@ -155,8 +276,9 @@ func (s *Store) EndScheduleRun(ctx context.Context, r ScheduleRunRow) error {
 		return errors.New("durable: end schedule run: name and instance required")
 	}
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error)
-	VALUES (?, ?, ?, ?, ?, ?, ?)`), r.Name, r.Instance, micros(r.DueAt), micros(r.StartedAt), micros(r.EndedAt), r.Outcome, nullString(r.Error)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error, run_now_by)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), r.Name, r.Instance, micros(r.DueAt), micros(r.StartedAt), micros(r.EndedAt), r.Outcome, nullString(r.Error),
+			nullString(r.RunNowBy)); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules
@@ -191,7 +313,7 @@ func (s *Store) ScheduleRuns(ctx context.Context, name string, limit int) ([]Sch
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, name, instance, due_at, started_at, ended_at, outcome, error
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, name, instance, due_at, started_at, ended_at, outcome, error, run_now_by
 	FROM switchboard_schedule_runs WHERE name = ? ORDER BY id DESC LIMIT ?`), name, limit)
 	if err != nil {
 		return nil, fmt.Errorf("durable: schedule runs: %w", err)
@@ -202,12 +324,13 @@ func (s *Store) ScheduleRuns(ctx context.Context, name string, limit int) ([]Sch
 		var (
 			r                   ScheduleRunRow
 			due, started, ended int64
-			errStr              sql.NullString
+			errStr, by          sql.NullString
 		)
-		if err := rows.Scan(&r.ID, &r.Name, &r.Instance, &due, &started, &ended, &r.Outcome, &errStr); err != nil {
+		if err := rows.Scan(&r.ID, &r.Name, &r.Instance, &due, &started, &ended, &r.Outcome, &errStr, &by); err != nil {
 			return nil, fmt.Errorf("durable: schedule runs: %w", err)
 		}
 		r.DueAt, r.StartedAt, r.EndedAt, r.Error = fromMicros(due), fromMicros(started), fromMicros(ended), errStr.String
+		r.RunNowBy = by.String
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
