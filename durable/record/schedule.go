@@ -47,5 +47,4 @@ type ScheduleRun struct {
 	// RunNowBy is the operator whose run-now (durable.Queue.RunScheduleNow) this run was; empty
 	// for a run due by the schedule's spec. DueAt is then when the operator asked.
 	RunNowBy string
-
 }
