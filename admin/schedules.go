@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -17,6 +18,33 @@ type scheduleBody struct {
 	LastEndedAt   *time.Time     `json:"last_ended_at"`
 	LastOutcome   record.Outcome `json:"last_outcome"`
 	LastError     string         `json:"last_error"`
+	// DeclaredInCode: the schedule's request is built by code (durable.Schedule), not
+	// Request and Payload; the code alone removes it.
+	DeclaredInCode bool            `json:"declared_in_code"`
+	Request        string          `json:"request,omitempty"`
+	Payload        json.RawMessage `json:"payload,omitempty"` // when it is JSON (the default codec's)
+	Paused         bool            `json:"paused"`
+	PausedAt       *time.Time      `json:"paused_at"`
+	PausedUntil    *time.Time      `json:"paused_until"`
+	PausedBy       string          `json:"paused_by,omitempty"`
+	RemovedAt      *time.Time      `json:"removed_at"`
+	RemovedBy      string          `json:"removed_by,omitempty"`
+	RunNowAt       *time.Time      `json:"run_now_at"`
+	RunNowBy       string          `json:"run_now_by,omitempty"`
+}
+
+func newScheduleBody(i record.ScheduleInfo) scheduleBody {
+	b := scheduleBody{Name: i.Name, Spec: i.Spec, Location: i.Location,
+		NextRun: timeOrNil(i.NextRun), RunningOn: i.RunningOn,
+		LastStartedAt: timeOrNil(i.LastStartedAt), LastEndedAt: timeOrNil(i.LastEndedAt),
+		LastOutcome: i.LastOutcome, LastError: i.LastError,
+		DeclaredInCode: i.Request == "", Request: i.Request, Paused: i.Paused, PausedAt: timeOrNil(i.PausedAt),
+		PausedUntil: timeOrNil(i.PausedUntil), PausedBy: i.PausedBy, RemovedAt: timeOrNil(i.RemovedAt), RemovedBy: i.RemovedBy,
+		RunNowAt: timeOrNil(i.RunNowAt), RunNowBy: i.RunNowBy}
+	if json.Valid(i.Payload) {
+		b.Payload = i.Payload
+	}
+	return b
 }
 
 type runBody struct {
@@ -27,6 +55,7 @@ type runBody struct {
 	EndedAt   *time.Time     `json:"ended_at"`
 	Outcome   record.Outcome `json:"outcome"`
 	Error     string         `json:"error"`
+	RunNowBy  string         `json:"run_now_by,omitempty"` // the operator whose run-now it was
 }
 
 func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string) {
@@ -37,10 +66,7 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string)
 	}
 	out := make([]scheduleBody, 0, len(infos))
 	for _, i := range infos {
-		out = append(out, scheduleBody{Name: i.Name, Spec: i.Spec, Location: i.Location,
-			NextRun: timeOrNil(i.NextRun), RunningOn: i.RunningOn,
-			LastStartedAt: timeOrNil(i.LastStartedAt), LastEndedAt: timeOrNil(i.LastEndedAt),
-			LastOutcome: i.LastOutcome, LastError: i.LastError})
+		out = append(out, newScheduleBody(i))
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Schedules []scheduleBody `json:"schedules"`
@@ -80,7 +106,7 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) 
 	for _, run := range runs {
 		out = append(out, runBody{ID: run.ID, Instance: run.Instance, DueAt: timeOrNil(run.DueAt),
 			StartedAt: timeOrNil(run.StartedAt), EndedAt: timeOrNil(run.EndedAt),
-			Outcome: run.Outcome, Error: run.Error})
+			Outcome: run.Outcome, Error: run.Error, RunNowBy: run.RunNowBy})
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Runs []runBody `json:"runs"`
