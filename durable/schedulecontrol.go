@@ -29,6 +29,14 @@ var (
 	ErrScheduleExists = errors.New("durable: schedule exists")
 )
 
+// invalidSchedule is a refusal of bad input, matching ErrInvalidSchedule; its message is the
+// problems' alone.
+type invalidSchedule struct{ err error }
+
+func (e invalidSchedule) Error() string        { return e.err.Error() }
+func (e invalidSchedule) Is(target error) bool { return target == ErrInvalidSchedule }
+func (e invalidSchedule) Unwrap() error        { return e.err }
+
 // ScheduleSpec is a schedule added at run time (Queue.AddSchedule). Unlike Schedule's, its
 // request is data, not a Go function, so that an operator can add it through the admin API and
 // every instance of the fleet that registers the request can run it.
@@ -142,7 +150,7 @@ func (q *Queue) checkScheduleSpec(spec *ScheduleSpec, actor string) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("durable: AddSchedule %q: %w: %w", spec.Name, ErrInvalidSchedule, err)
+		return fmt.Errorf("durable: AddSchedule %q: %w", spec.Name, invalidSchedule{err})
 	}
 	return nil
 }
@@ -186,8 +194,8 @@ func (q *Queue) PauseSchedule(ctx context.Context, name, actor string, until tim
 	return q.changeSchedule(ctx, "PauseSchedule", name, actor, record.AuditPauseSchedule, detail,
 		func(r *store.ScheduleRow, now time.Time) (string, error) {
 			if !until.IsZero() && !until.After(now) {
-				return "", fmt.Errorf("durable: PauseSchedule %q: %w: until %s is not after now (%s)", name, ErrInvalidSchedule,
-					until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+				return "", fmt.Errorf("durable: PauseSchedule %q: %w", name, invalidSchedule{fmt.Errorf("until %s is not after now (%s)",
+					until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))})
 			}
 			if r.Paused(now) && r.PausedUntil.Equal(until) {
 				return "already paused by " + r.PausedBy + " at " + r.PausedAt.UTC().Format(time.RFC3339), nil
@@ -243,7 +251,7 @@ func (q *Queue) RunScheduleNow(ctx context.Context, name, actor string) (record.
 func (q *Queue) changeSchedule(ctx context.Context, op, name, actor string, action record.AuditAction, detail string,
 	change func(r *store.ScheduleRow, now time.Time) (noChange string, err error)) (record.ScheduleInfo, error) {
 	if actor == "" {
-		return record.ScheduleInfo{}, fmt.Errorf("durable: %s %q: %w: actor is required: the audit log records who acted", op, name, ErrInvalidSchedule)
+		return record.ScheduleInfo{}, fmt.Errorf("durable: %s %q: %w", op, name, invalidSchedule{errors.New("actor is required: the audit log records who acted")})
 	}
 	now := q.clock.Now()
 	var out store.ScheduleRow

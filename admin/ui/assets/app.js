@@ -893,8 +893,13 @@
         c[4].textContent = "not run yet";
       }
       tr.querySelector("[data-act=runs]").setAttribute("aria-label", "Runs of " + s.name);
+      scheduleRowHooks.forEach(function (h) { h(tr, s); });
     });
   }
+
+  // The hooks of other files that add to each schedule row (addScheduleRow): called with the
+  // row and its schedule at every refresh.
+  var scheduleRowHooks = [];
 
   function showRuns(name) {
     startAction();
@@ -914,6 +919,7 @@
         if (r.ended_at) spanEls(when, r.started_at, r.ended_at);
         else { when.appendChild(timeEl(r.started_at)); when.appendChild(document.createTextNode(r.outcome ? "" : ", still running")); }
         if (r.instance) when.appendChild(document.createTextNode(" · on " + r.instance));
+        if (r.run_now_by) when.appendChild(document.createTextNode(" · run now by " + r.run_now_by));
         li.appendChild(when);
         if (r.error) li.appendChild(el("span", { className: "err" }, r.error));
         ol.appendChild(li);
@@ -933,7 +939,8 @@
     $: $, el: el, api: api, ApiError: ApiError, seg: seg, notify: notify, startAction: startAction, failed: failed,
     timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
     setBreakable: setBreakable, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
-    addPanel: function (load) { panels.push(load); }
+    addPanel: function (load) { panels.push(load); },
+    addScheduleRow: function (hook) { scheduleRowHooks.push(hook); }
   };
 
   // ---- start --------------------------------------------------------------------------
