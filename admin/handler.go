@@ -106,10 +106,10 @@ func (s *server) routes() {
 	s.api("GET /api/schedules", s.needQueue(s.listSchedules))
 	s.api("GET /api/schedules/{name}/runs", s.needQueue(s.scheduleRuns))
 	s.api("POST /api/schedules", s.scheduleControls(s.addSchedule))
-	s.api("DELETE /api/schedules/{name}", s.scheduleControls(s.removeSchedule))
+	s.api("DELETE /api/schedules/{name}", s.scheduleAction(http.StatusOK, ScheduleControls.RemoveSchedule))
 	s.api("POST /api/schedules/{name}/pause", s.scheduleControls(s.pauseSchedule))
-	s.api("POST /api/schedules/{name}/resume", s.scheduleControls(s.resumeSchedule))
-	s.api("POST /api/schedules/{name}/run-now", s.scheduleControls(s.runScheduleNow))
+	s.api("POST /api/schedules/{name}/resume", s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule))
+	s.api("POST /api/schedules/{name}/run-now", s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
 
 	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {

@@ -61,14 +61,6 @@ func (s *server) addSchedule(w http.ResponseWriter, r *http.Request, principal s
 	s.answerSchedule(w, r, http.StatusCreated, info, err)
 }
 
-func (s *server) removeSchedule(w http.ResponseWriter, r *http.Request, principal string, c ScheduleControls) {
-	if !decodeBody(w, r, &struct{}{}) {
-		return
-	}
-	info, err := c.RemoveSchedule(r.Context(), r.PathValue("name"), principal)
-	s.answerSchedule(w, r, http.StatusOK, info, err)
-}
-
 type pauseScheduleRequest struct {
 	// Until, when set, is when the pause ends by itself (RFC 3339).
 	Until string `json:"until"`
@@ -92,20 +84,16 @@ func (s *server) pauseSchedule(w http.ResponseWriter, r *http.Request, principal
 	s.answerSchedule(w, r, http.StatusOK, info, err)
 }
 
-func (s *server) resumeSchedule(w http.ResponseWriter, r *http.Request, principal string, c ScheduleControls) {
-	if !decodeBody(w, r, &struct{}{}) {
-		return
-	}
-	info, err := c.ResumeSchedule(r.Context(), r.PathValue("name"), principal)
-	s.answerSchedule(w, r, http.StatusOK, info, err)
-}
-
-func (s *server) runScheduleNow(w http.ResponseWriter, r *http.Request, principal string, c ScheduleControls) {
-	if !decodeBody(w, r, &struct{}{}) {
-		return
-	}
-	info, err := c.RunScheduleNow(r.Context(), r.PathValue("name"), principal)
-	s.answerSchedule(w, r, http.StatusAccepted, info, err)
+// scheduleAction is a route that calls act with the schedule's name alone (remove, resume,
+// run now), answering status when it succeeds.
+func (s *server) scheduleAction(status int, act func(c ScheduleControls, ctx context.Context, name, actor string) (record.ScheduleInfo, error)) handlerFunc {
+	return s.scheduleControls(func(w http.ResponseWriter, r *http.Request, principal string, c ScheduleControls) {
+		if !decodeBody(w, r, &struct{}{}) {
+			return
+		}
+		info, err := act(c, r.Context(), r.PathValue("name"), principal)
+		s.answerSchedule(w, r, status, info, err)
+	})
 }
 
 // answerSchedule answers a change of a schedule: status with the schedule as it is after it;

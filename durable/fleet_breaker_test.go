@@ -142,8 +142,15 @@ type breakerChild struct {
 
 func startBreakerChild(t *testing.T, b backend, name string, open time.Duration) *breakerChild {
 	t.Helper()
+	return startCommandChild(t, b, name, childEnv+"=breaker", childOpenEnv+"="+open.String())
+}
+
+// startCommandChild starts a child process named name on b's database, with env besides,
+// that answers a line of stdout to each command line of stdin.
+func startCommandChild(t *testing.T, b backend, name string, env ...string) *breakerChild {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append(b.env, childEnv+"=breaker", childInstanceEnv+"="+name, childOpenEnv+"="+open.String())...)
+	cmd.Env = append(os.Environ(), append(b.env, append(env, childInstanceEnv+"="+name)...)...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

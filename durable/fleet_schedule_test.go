@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -88,23 +87,7 @@ type scheduleChild struct{ *breakerChild }
 
 func startScheduleChild(t *testing.T, b backend, name, logPath string) scheduleChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append(b.env, childEnv+"=schedule", childInstanceEnv+"="+name, childLogEnv+"="+logPath)...)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := scheduleChild{&breakerChild{name: name, cmd: cmd, in: in, out: bufio.NewScanner(out)}}
-	t.Cleanup(c.stop)
-	return c
+	return scheduleChild{startCommandChild(t, b, name, childEnv+"=schedule", childLogEnv+"="+logPath)}
 }
 
 func (c scheduleChild) must(t *testing.T, format string, args ...any) {

@@ -209,35 +209,37 @@ func (s *Store) ClaimScheduleRun(ctx context.Context, d ScheduleDue, owner strin
 // reports whether it did; false means another instance claimed it first, or a run is still
 // going (the request then waits for its end).
 func (s *Store) ClaimScheduleRunNow(ctx context.Context, name string, at time.Time, owner string, now, until time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules
+	ok, err := s.updateOne(ctx, `UPDATE switchboard_schedules
 	SET run_now_at = NULL, run_now_by = NULL, run_owner = ?, run_until = ?, run_started_at = ?, updated_at = ?
-	WHERE name = ? AND run_now_at = ? AND (run_owner IS NULL OR run_until < ?)`),
+	WHERE name = ? AND run_now_at = ? AND (run_owner IS NULL OR run_until < ?)`,
 		owner, micros(until), micros(now), micros(now), name, micros(at), micros(now))
 	if err != nil {
 		return false, fmt.Errorf("durable: claim a run now of schedule %q: %w", name, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("durable: claim a run now of schedule %q: %w", name, err)
-	}
-	return n == 1, nil
+	return ok, nil
 }
 
 // PassScheduleRun passes over the due run d of a paused schedule: when the row still has d's
 // spec, location and due time, it moves next_at to d.Next, logging nothing. It reports whether
 // it did.
 func (s *Store) PassScheduleRun(ctx context.Context, d ScheduleDue, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
-	WHERE name = ? AND spec = ? AND location = ? AND next_at = ?`),
+	ok, err := s.updateOne(ctx, `UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
+	WHERE name = ? AND spec = ? AND location = ? AND next_at = ?`,
 		micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt))
 	if err != nil {
 		return false, fmt.Errorf("durable: pass over a run of paused schedule %q: %w", d.Name, err)
 	}
-	n, err := res.RowsAffected()
+	return ok, nil
+}
+
+// updateOne runs the update q (with ? placeholders) and reports whether it changed one row.
+func (s *Store) updateOne(ctx context.Context, q string, args ...any) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.e.rebind(q), args...)
 	if err != nil {
-		return false, fmt.Errorf("durable: pass over a run of paused schedule %q: %w", d.Name, err)
+		return false, err
 	}
-	return n == 1, nil
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // SkipScheduleRun passes over the due run d because a run still holds an unexpired lease: when
