@@ -1,7 +1,8 @@
 // Package admin is the operator surface of switchboard: an http.Handler, mounted by the
 // application under any prefix, that lists, trips and resets circuit breakers, inspects,
-// replays and discards dead letters, shows schedules and their run log and the durable
-// queue's counts, serves the embedded dashboard and, beside them, the metrics handler.
+// replays and discards dead letters, shows schedules and their run log (and adds, pauses,
+// resumes, runs now and removes them) and the durable queue's counts, serves the embedded
+// dashboard and, beside them, the metrics handler.
 //
 // Every API route needs an authorized admin: an Authorizer (the default checks one bearer
 // token) names the principal, recorded as the actor of replays and discards. The dashboard

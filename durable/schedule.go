@@ -38,7 +38,10 @@ func WithLocation(loc *time.Location) ScheduleOption {
 // WithLocation says otherwise. Q needs a handler in Start's mediator, not a Register: it is never
 // stored. Every instance should register the same schedules; Start stores them (a changed spec
 // replaces the stored one). It panics, naming the mistake, on a nil queue or newRequest, an
-// empty or taken name, a Q not a pointer, a bad spec or location, or a call after Start.
+// empty or taken name, a Q not a pointer, a bad spec or location, or a call after Start: a
+// schedule added while the queue runs is Queue.AddSchedule's, whose request is a registered
+// name and a payload. A schedule declared here may be paused, resumed and run now at run time
+// (Queue.PauseSchedule, ResumeSchedule, RunScheduleNow), not removed.
 //
 // Each run is its own goroutine, so a slow run delays no other schedule; its next due time moves
 // on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
