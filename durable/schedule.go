@@ -265,11 +265,18 @@ func (c *cronLoop) running() int {
 	return c.active
 }
 
-// loop reads the schedules and acts on them at the next due time, at each PollInterval (the
-// bound on how long a change made on another instance takes to apply here), when a run ends
-// and when a change is made on this instance.
+// minScheduleReload is the shortest interval at which the schedule loop reads the schedules
+// without another reason to: a cron spec's resolution is one second, so reading more often
+// would apply a change no sooner in the schedule's terms, and a scheduler with a short
+// PollInterval for its items would pay a read of the table at each.
+const minScheduleReload = time.Second
+
+// loop reads the schedules and acts on them at the next due time, every PollInterval or
+// minScheduleReload, the longer (the bound on how long a change made on another instance takes
+// to apply here), when a run ends and when a change is made on this instance.
 func (c *cronLoop) loop() error {
 	s := c.s
+	reload := max(s.cfg.PollInterval, minScheduleReload)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	hb := time.NewTicker(s.cfg.HeartbeatInterval)
@@ -289,7 +296,7 @@ func (c *cronLoop) loop() error {
 			if wait, ok := c.turn(); ok {
 				clockC, stop = s.q.clock.After(wait)
 			}
-			poll.Reset(s.cfg.PollInterval)
+			poll.Reset(reload)
 		}
 		select {
 		case <-stopC:

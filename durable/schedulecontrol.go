@@ -59,7 +59,8 @@ type ScheduleSpec struct {
 }
 
 // AddSchedule adds the schedule spec to the queue's database, where the scheduler of every
-// instance finds it within its SchedulerConfig.PollInterval (at once on this instance), and the
+// instance finds it within a second or its SchedulerConfig.PollInterval, the longer (at once on
+// this instance), and the
 // first instance to claim each due run sends spec's request through its mediator, as for a
 // schedule declared in code. An instance that has not registered spec.Request leaves the
 // schedule to those that have. actor, required, names who added it in the audit log.
@@ -166,7 +167,8 @@ func (q *Queue) declared(name string) bool {
 }
 
 // RemoveSchedule removes the schedule name, added at run time: no instance starts a run of it
-// any more (each learns of it within its PollInterval; a run already going is not interrupted).
+// any more (each learns of it within a second or its PollInterval, the longer; a run already
+// going is not interrupted).
 // Its row and run log stay, the row marked removed. A schedule declared in code is refused with
 // ErrScheduleInCode: its Schedule call would add it back at the next Start, so pause it, or
 // delete the call. actor, required, names who removed it in the audit log.
@@ -182,7 +184,7 @@ func (q *Queue) RemoveSchedule(ctx context.Context, name, actor string) (record.
 }
 
 // PauseSchedule pauses the schedule name, declared in code or added at run time, on every
-// instance (each within its PollInterval): its due runs are passed over, not logged, until it is
+// instance (each within a second or its PollInterval, the longer): its due runs are passed over, not logged, until it is
 // resumed or, when until is not zero, until then. A run already going is not interrupted, and a
 // run asked for with RunScheduleNow still runs. Pausing a paused schedule changes its end.
 // actor, required, names who paused it in the audit log.
@@ -206,7 +208,7 @@ func (q *Queue) PauseSchedule(ctx context.Context, name, actor string, until tim
 }
 
 // ResumeSchedule ends the pause of the schedule name on every instance (each within its
-// PollInterval). Its next run is the first its spec names after now: the runs due while it was
+// PollInterval, the longer of the two). Its next run is the first its spec names after now: the runs due while it was
 // paused are not caught up. Resuming a schedule that is not paused changes nothing (the audit
 // log says so). actor, required, names who resumed it.
 func (q *Queue) ResumeSchedule(ctx context.Context, name, actor string) (record.ScheduleInfo, error) {
@@ -229,7 +231,8 @@ func (q *Queue) ResumeSchedule(ctx context.Context, name, actor string) (record.
 }
 
 // RunScheduleNow asks for one run of the schedule name now, paused or not, beside its due runs:
-// one instance of the fleet claims it (each looks within its PollInterval, this one at once),
+// one instance of the fleet claims it (each looks within a second or its PollInterval, the
+// longer; this one at once),
 // under the run lease, and the run log records it with actor as its RunNowBy. While a run of
 // the schedule is going, the run asked for waits for its end; asking again while one is pending
 // changes nothing (the audit log says so). actor, required, names who asked.
