@@ -100,6 +100,9 @@ func (q *Queue) AddSchedule(ctx context.Context, spec ScheduleSpec, actor string
 		return &out, q.audit(ctx, tx, record.AuditEntry{At: now, Actor: actor, Action: record.AuditAddSchedule,
 			TargetKind: record.AuditScheduleTarget, Target: spec.Name, Detail: detail, Outcome: record.AuditDone})
 	})
+	if errors.Is(err, store.ErrScheduleTaken) {
+		return record.ScheduleInfo{}, fmt.Errorf("durable: AddSchedule %q: %w: %w", spec.Name, ErrScheduleExists, err)
+	}
 	if err != nil {
 		return record.ScheduleInfo{}, err
 	}

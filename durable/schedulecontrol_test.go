@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -326,4 +327,112 @@ func TestAddScheduleRefusesBadInput(t *testing.T) {
 	if _, err := q.PauseSchedule(ctx, "s", "", time.Time{}); !errors.Is(err, durable.ErrInvalidSchedule) || !strings.Contains(err.Error(), "actor is required") {
 		t.Errorf("no actor: %v", err)
 	}
+}
+
+// TestAddScheduleConcurrentOnce: of calls adding one name at once, one adds it; the others
+// are told it exists, and the audit log has one add.
+func TestAddScheduleConcurrentOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		const n = 8
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		begin := make(chan struct{})
+		for i := range n {
+			q := b.bare(t, durable.Config{})
+			durable.Register[*Tick](q, "tick")
+			must[[]record.ScheduleInfo](t)(q.Schedules(ctx)) // connected before the start
+			wg.Go(func() {
+				<-begin
+				_, err := q.AddSchedule(ctx, durable.ScheduleSpec{Name: "once", Spec: "@hourly", Request: "tick", Payload: []byte(`{}`)}, fmt.Sprint("op", i))
+				errs <- err
+			})
+		}
+		close(begin)
+		wg.Wait()
+		close(errs)
+		added := 0
+		for err := range errs {
+			switch {
+			case err == nil:
+				added++
+			case !errors.Is(err, durable.ErrScheduleExists):
+				t.Errorf("an add: %v", err)
+			}
+		}
+		q := b.bare(t, durable.Config{})
+		audit := must[[]record.AuditEntry](t)(q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditScheduleTarget, Target: "once"}))
+		if added != 1 || len(audit) != 1 {
+			t.Fatalf("%d adds succeeded, %d audited; want 1", added, len(audit))
+		}
+	})
+}
+
+// TestScheduleRunNowWaitsForTheRunGoing: a run now asked while a run of the schedule is going
+// starts when that run ends, never beside it.
+func TestScheduleRunNowWaitsForTheRunGoing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		clock := durabletest.NewManualClock(cronStart)
+		q := b.bare(t, durable.Config{Clock: clock})
+		durable.Schedule(q, "slow", "@every 1m", tick("slow"))
+		var (
+			mu               sync.Mutex
+			running, overlap int
+		)
+		started, release := make(chan struct{}, 2), make(chan struct{})
+		m := tickMediator(t, tickHandlers{"slow": func(context.Context) error {
+			mu.Lock()
+			running++
+			overlap = max(overlap, running)
+			mu.Unlock()
+			started <- struct{}{}
+			<-release
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		}})
+		start(t, q, m, durable.SchedulerConfig{InstanceID: "a", Lease: time.Hour})
+		clock.Advance(time.Minute)
+		<-started
+		must[record.ScheduleInfo](t)(q.RunScheduleNow(context.Background(), "slow", "alice"))
+		// The run now is pending while the due run holds its lease.
+		if i := scheduleInfo(t, q, "slow"); i.RunNowBy != "alice" || i.RunningOn != "a" {
+			t.Fatalf("while running %+v", i)
+		}
+		release <- struct{}{}
+		<-started
+		close(release)
+		rs := waitRuns(t, q, "slow", 2)
+		if rs[0].RunNowBy != "" || rs[1].RunNowBy != "alice" || rs[1].StartedAt.Before(rs[0].EndedAt) {
+			t.Fatalf("runs %+v", rs)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if overlap != 1 {
+			t.Fatalf("%d runs at once", overlap)
+		}
+	})
+}
+
+// TestScheduleDeclaredInCodeTakesOverAStoredName: Start gives the row of a stored schedule to
+// the code's declaration of its name; the run log goes on.
+func TestScheduleDeclaredInCodeTakesOverAStoredName(t *testing.T) {
+	b := sqliteBackend(t)
+	ctx := context.Background()
+	clock := durabletest.NewManualClock(cronStart)
+	op := b.bare(t, durable.Config{Clock: clock})
+	durable.Register[*Tick](op, "tick")
+	must[record.ScheduleInfo](t)(op.AddSchedule(ctx, durable.ScheduleSpec{Name: "moved", Spec: "@daily", Request: "tick", Payload: []byte(`{}`)}, "ops"))
+	q := b.bare(t, durable.Config{Clock: clock})
+	durable.Schedule(q, "moved", "@every 1m", tick("moved"))
+	start(t, q, tickMediator(t, nil), durable.SchedulerConfig{})
+	if i := scheduleInfo(t, op, "moved"); i.Request != "" || i.Spec != "@every 1m" || !i.NextRun.Equal(cronStart.Add(time.Minute)) {
+		t.Fatalf("after Start %+v", i)
+	}
+	if _, err := op.RemoveSchedule(ctx, "moved", "ops"); !errors.Is(err, durable.ErrScheduleInCode) {
+		t.Fatalf("remove: %v", err)
+	}
+	clock.Advance(time.Minute)
+	waitRuns(t, op, "moved", 1)
 }

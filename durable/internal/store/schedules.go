@@ -139,6 +139,10 @@ func scanSchedule(row interface{ Scan(dest ...any) error }) (ScheduleRow, error)
 	return r, nil
 }
 
+// ErrScheduleTaken reports an EditSchedule that found no row of its name, while a concurrent
+// one inserted it before it could.
+var ErrScheduleTaken = errors.New("added by a concurrent call")
+
 // EditSchedule changes the row of name in one transaction: it reads the row (locked on
 // PostgreSQL, the write transaction being immediate on SQLite) and calls edit with it, nil when
 // there is none. edit returns the row to write, inserted or replacing the read one's spec,
@@ -162,18 +166,30 @@ func (s *Store) EditSchedule(ctx context.Context, name string, now time.Time, ed
 		if err != nil || w == nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedules (name, spec, location, next_at, created_at, updated_at,
+		args := []any{name, w.Spec, w.Location, micros(w.NextAt), micros(now), micros(now), nullString(w.Request), w.Payload,
+			nullMicros(w.PausedAt), nullMicros(w.PausedUntil), nullString(w.PausedBy), nullMicros(w.RemovedAt), nullString(w.RemovedBy),
+			nullMicros(w.RunNowAt), nullString(w.RunNowBy)}
+		// A row read is replaced; none read is inserted, unless a concurrent edit inserted one
+		// since (the read locked nothing): that edit was made on what this one did not see.
+		q = `INSERT INTO switchboard_schedules (name, spec, location, next_at, created_at, updated_at,
 	request, payload, paused_at, paused_until, paused_by, removed_at, removed_by, run_now_at, run_now_by)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, location = excluded.location, next_at = excluded.next_at,
+	ON CONFLICT (name) DO `
+		if cur == nil {
+			q += `NOTHING`
+		} else {
+			q += `UPDATE SET spec = excluded.spec, location = excluded.location, next_at = excluded.next_at,
 	    updated_at = excluded.updated_at, request = excluded.request, payload = excluded.payload,
 	    paused_at = excluded.paused_at, paused_until = excluded.paused_until, paused_by = excluded.paused_by,
 	    removed_at = excluded.removed_at, removed_by = excluded.removed_by,
-	    run_now_at = excluded.run_now_at, run_now_by = excluded.run_now_by`),
-			name, w.Spec, w.Location, micros(w.NextAt), micros(now), micros(now), nullString(w.Request), w.Payload,
-			nullMicros(w.PausedAt), nullMicros(w.PausedUntil), nullString(w.PausedBy), nullMicros(w.RemovedAt), nullString(w.RemovedBy),
-			nullMicros(w.RunNowAt), nullString(w.RunNowBy)); err != nil {
+	    run_now_at = excluded.run_now_at, run_now_by = excluded.run_now_by`
+		}
+		res, err := tx.ExecContext(ctx, s.e.rebind(q), args...)
+		if err != nil {
 			return fmt.Errorf("durable: schedule %q: %w", name, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("durable: schedule %q: %w", name, errors.Join(ErrScheduleTaken, err))
 		}
 		return nil
 	})
