@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -435,4 +436,37 @@ func TestScheduleDeclaredInCodeTakesOverAStoredName(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	waitRuns(t, op, "moved", 1)
+}
+
+// TestSchedulePauseHoldsAgainstAStaleRead: an instance that read the schedule before it was
+// paused or removed cannot claim its due run after: the claim checks the stored pause and
+// removal, not the instance's last read.
+func TestSchedulePauseHoldsAgainstAStaleRead(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		clock := durabletest.NewManualClock(cronStart)
+		q := b.bare(t, durable.Config{Clock: clock})
+		durable.Register[*Tick](q, "tick")
+		for _, name := range []string{"paused", "removed"} {
+			must[record.ScheduleInfo](t)(q.AddSchedule(ctx, durable.ScheduleSpec{Name: name, Spec: "@every 1m", Request: "tick", Payload: []byte(`{}`)}, "ops"))
+		}
+		due := func(name string) istore.ScheduleDue {
+			return istore.ScheduleDue{Name: name, Spec: "@every 1m", Location: "UTC", DueAt: cronStart.Add(time.Minute), Next: cronStart.Add(2 * time.Minute)}
+		}
+		must[record.ScheduleInfo](t)(q.PauseSchedule(ctx, "paused", "ops", time.Time{}))
+		must[record.ScheduleInfo](t)(q.RemoveSchedule(ctx, "removed", "ops"))
+		at := cronStart.Add(time.Minute)
+		for _, name := range []string{"paused", "removed"} {
+			ok, err := durable.StoreOf(q).ClaimScheduleRun(ctx, due(name), "stale", at, at.Add(time.Minute))
+			if err != nil || ok {
+				t.Errorf("claim of the %s schedule's due run as read before: %v %v, want refused", name, ok, err)
+			}
+		}
+		// A timed pause that ended no longer holds.
+		must[record.ScheduleInfo](t)(q.ResumeSchedule(ctx, "paused", "ops"))
+		must[record.ScheduleInfo](t)(q.PauseSchedule(ctx, "paused", "ops", cronStart.Add(30*time.Second)))
+		if ok, err := durable.StoreOf(q).ClaimScheduleRun(ctx, due("paused"), "stale", at, at.Add(time.Minute)); err != nil || !ok {
+			t.Errorf("claim after the pause ended: %v %v", ok, err)
+		}
+	})
 }

@@ -201,14 +201,16 @@ func nullMicros(t time.Time) sql.NullInt64 {
 }
 
 // ClaimScheduleRun claims the due run d for owner: when the row still has d's spec, location
-// and due time and no run holds an unexpired lease, it moves next_at to d.Next and leases the
-// run to owner from now until until. It reports whether it did; false means another instance
-// acted on that due run first, or a run is still going.
+// and due time, no run holds an unexpired lease, and the schedule is neither removed nor paused
+// at now, it moves next_at to d.Next and leases the run to owner from now until until. It
+// reports whether it did; false means another instance acted on that due run first, a run is
+// still going, or a pause or removal was stored since the row was read.
 func (s *Store) ClaimScheduleRun(ctx context.Context, d ScheduleDue, owner string, now, until time.Time) (bool, error) {
 	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules
 	SET next_at = ?, run_owner = ?, run_until = ?, run_started_at = ?, updated_at = ?
-	WHERE name = ? AND spec = ? AND location = ? AND next_at = ? AND (run_owner IS NULL OR run_until < ?)`),
-		micros(d.Next), owner, micros(until), micros(now), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now))
+	WHERE name = ? AND spec = ? AND location = ? AND next_at = ? AND (run_owner IS NULL OR run_until < ?)
+	  AND removed_at IS NULL AND (paused_at IS NULL OR paused_until <= ?)`),
+		micros(d.Next), owner, micros(until), micros(now), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now), micros(now))
 	if err != nil {
 		return false, fmt.Errorf("durable: claim schedule %q: %w", d.Name, err)
 	}
