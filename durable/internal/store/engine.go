@@ -109,7 +109,7 @@ const byDedupeSQL = `SELECT id FROM switchboard_items WHERE dedupe_key = ? AND s
 
 // isolatedDueSQL finds a due item to run alone whose name is not paused. Placeholders: now, now.
 const isolatedDueSQL = `SELECT 1 FROM switchboard_items i WHERE i.state = 'pending' AND i.isolate = 1 AND i.next_at <= ?
-	AND NOT EXISTS (SELECT 1 FROM switchboard_pauses p WHERE p.kind = 'name' AND p.target = i.name AND (p.until IS NULL OR p.until > ?))
+	AND i.name NOT IN (SELECT p.target FROM switchboard_pauses p WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?))
 	LIMIT 1`
 
 // oldestDueSQL is the due time of the oldest due item: the due index leads with isolate, so it

@@ -23,12 +23,15 @@ type PauseRow struct {
 	CreatedAt    time.Time
 }
 
-// pausedNameSQL is the claim's test that an item's name is not paused at now, the placeholder
-// being the statement's own "now" (%s: its form, "$6" or "?6"). The pauses table is tiny and
-// probed by its primary key.
-const pausedNameSQL = `NOT EXISTS (
-	        SELECT 1 FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND p.target = i.name AND (p.until IS NULL OR p.until > %s))`
+// pausedNameSQL is the claims' test that an item's name is not paused at now, the placeholder
+// being the statement's own "now" (%s: its form, "$6" or "?6"). The subquery is not correlated:
+// both engines run it once per statement (PostgreSQL as a hashed SubPlan, SQLite into an
+// ephemeral index) and test each candidate against its result, which is empty or tiny. A
+// correlated NOT EXISTS was turned by PostgreSQL into an anti-join that re-read the pauses for
+// every candidate.
+const pausedNameSQL = `i.name NOT IN (
+	        SELECT p.target FROM switchboard_pauses p
+	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > %s))`
 
 const pauseColumns = "kind, target, until, actor, reason, created_at"
 

@@ -163,13 +163,14 @@ type Completion struct {
 	// Unpark with the key makes the item due at once.
 	ParkedKey string
 
-	// Name, Refused, Verdict, Expired and Freed are not stored: the item's request name,
-	// whether a refusal parked it (Verdict: to wait for its breaker's probes to decide) or its
-	// deadline ended it, and the key it had been parked on when it then got through (the
-	// other items parked on that key may go too), for the caller.
-	Name                      string
-	Refused, Verdict, Expired bool
-	Freed                     string
+	// Name, Refused, Verdict, Paused, Expired and Freed are not stored: the item's request
+	// name, whether a refusal parked it (Verdict: to wait for its breaker's probes to decide),
+	// a pause of its breaker key parked it, or its deadline ended it, and the key it had been
+	// parked on when it then got through (the other items parked on that key may go too), for
+	// the caller.
+	Name                              string
+	Refused, Verdict, Paused, Expired bool
+	Freed                             string
 }
 
 // Stats summarises a store.
