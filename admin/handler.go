@@ -107,10 +107,10 @@ func (s *server) routes() {
 	s.api("GET /api/schedules/{name}/runs", s.needQueue(s.scheduleRuns))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
 
-	s.api("GET /api/pauses", s.needPauses(s.listPauses))
-	s.api("POST /api/pauses", s.needPauses(s.createPause))
-	s.api("POST /api/pauses/resume", s.needPauses(s.resumePause))
-	s.api("GET /api/audit", s.needAudit(s.listAudit))
+	s.api("GET /api/pauses", needQueueOf(s, noPauses, s.listPauses))
+	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause))
+	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause))
+	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
 
 	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {
 		if s.cfg.Metrics == nil {

@@ -32,27 +32,23 @@ var (
 	_ auditLog = (*durable.Queue)(nil)
 )
 
-func (s *server) needPauses(h func(w http.ResponseWriter, r *http.Request, principal string, q Pauses)) handlerFunc {
+// needQueueOf runs h with Config.Queue as a T, and answers 404 with lacks when it is not one
+// (a stand-in of Operations alone).
+func needQueueOf[T any](s *server, lacks string, h func(w http.ResponseWriter, r *http.Request, principal string, q T)) handlerFunc {
 	return s.needQueue(func(w http.ResponseWriter, r *http.Request, p string) {
-		q, ok := s.cfg.Queue.(Pauses)
+		q, ok := s.cfg.Queue.(T)
 		if !ok {
-			writeError(w, http.StatusNotFound, "the configured queue does not support pauses (it is not an admin.Pauses, such as a *durable.Queue)")
+			writeError(w, http.StatusNotFound, lacks)
 			return
 		}
 		h(w, r, p, q)
 	})
 }
 
-func (s *server) needAudit(h func(w http.ResponseWriter, r *http.Request, principal string, q auditLog)) handlerFunc {
-	return s.needQueue(func(w http.ResponseWriter, r *http.Request, p string) {
-		q, ok := s.cfg.Queue.(auditLog)
-		if !ok {
-			writeError(w, http.StatusNotFound, "the configured queue has no audit log (it has no Audit method, as a *durable.Queue has)")
-			return
-		}
-		h(w, r, p, q)
-	})
-}
+const (
+	noPauses   = "the configured queue does not support pauses (it is not an admin.Pauses, such as a *durable.Queue)"
+	noAuditLog = "the configured queue has no audit log (it has no Audit method, as a *durable.Queue has)"
+)
 
 type pauseBody struct {
 	Kind      record.PauseKind `json:"kind"`

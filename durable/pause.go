@@ -58,8 +58,8 @@ func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.re
 // A paused breaker key's items are claimed (a key is often computed from the request when it
 // is claimed) and parked on the key, no attempt counted, as an open breaker parks them: until
 // the pause's end, or Config.Recheck for a pause until Resume. This instance holds them back
-// at once; the other instances from their next look at the pauses, at most
-// SchedulerConfig.PollInterval later.
+// at once; the other instances from their next look at the pauses, every
+// SchedulerConfig.PollInterval and at most every second.
 //
 // A pause holds back only what the scheduler runs: in-process calls (the mediator's Send, a
 // breaker behavior in the pipeline) are not refused by it.
@@ -182,7 +182,8 @@ func pauseDetail(until time.Time, reason string) string {
 }
 
 // keyPauses is a scheduler's view of the paused breaker keys: read from the store every
-// PollInterval (watchPauses), and changed at once by this instance's Pause and Resume.
+// PollInterval, at most every pauseCheck (watchPauses), and changed at once by this
+// instance's Pause and Resume.
 type keyPauses struct {
 	mu   sync.Mutex
 	keys map[string]time.Time // key → until (zero: until resumed)

@@ -9,8 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // settledLog records the scheduler's OnSettled calls.
@@ -235,4 +237,52 @@ func TestPauseRefusesBadInput(t *testing.T) {
 	if es := must[[]record.AuditEntry](t)(q.Audit(ctx, durable.AuditFilter{})); len(es) != 0 {
 		t.Fatalf("a refused pause was audited: %+v", es)
 	}
+}
+
+// A key computed by SchedulerConfig.Breakers' key function at claim time is paused too; the
+// breaker behavior in the pipeline does not refuse an in-process call of a paused key.
+func TestBubbleKeyPauseOfAKeyFunction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := bubbleQueue(t, path, fastPolicy)
+		reg := breaker.NewRegistry(breaker.Config{Key: func(req any) string {
+			if k, ok := req.(*Keyed); ok {
+				return "host-" + k.Key
+			}
+			return "other"
+		}})
+		ran := make(chan string, 4)
+		h := handlers{keyed: func(ctx context.Context, k *Keyed) error { ran <- k.Key; return nil }}
+		s := bubbleScheduler(t, q, h, durable.SchedulerConfig{PollInterval: time.Hour, Breakers: reg})
+		must[record.Pause](t)(q.Pause(ctx, durable.KeyTarget("host-a"), "alice"))
+		held := must[durable.Enqueued](t)(q.Enqueue(ctx, &Keyed{Key: "a"})).ID
+		must[durable.Enqueued](t)(q.Enqueue(ctx, &Keyed{Key: "b"}))
+		s.Wake()
+		if k := <-ran; k != "b" {
+			t.Fatalf("ran %q: want the key not paused", k)
+		}
+		synctest.Wait()
+		if it := item(t, q, held); it.State != record.StatePending || it.Attempts != 0 || it.ParkedKey != "host-a" {
+			t.Fatalf("item of the paused key: %+v", it)
+		}
+		m := mediatorFor(t, h, func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
+		if _, err := m.SendAny(ctx, &Keyed{Key: "a"}); err != nil {
+			t.Fatalf("in-process call of a paused key: %v", err)
+		}
+		if k := <-ran; k != "a" {
+			t.Fatalf("in process ran %q", k)
+		}
+		must[bool](t)(q.Resume(ctx, durable.KeyTarget("host-a"), "bob"))
+		if k := <-ran; k != "a" {
+			t.Fatalf("after resume ran %q", k)
+		}
+		synctest.Wait()
+		if it := item(t, q, held); it.State != record.StateSucceeded || it.Attempts != 1 {
+			t.Fatalf("after resume: %+v", it)
+		}
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -1461,9 +1461,15 @@ func (s *scheduler) parkPaused(comp store.Completion, c *store.Claimed, key stri
 	return comp
 }
 
-// watchPauses looks at the paused breaker keys every PollInterval until the scheduler stops.
+// pauseCheck is the shortest interval between two looks at the paused breaker keys: with a
+// short PollInterval, looking on every poll would add a statement per poll to every idle
+// instance, while a key's pause reaching the other instances a second later costs little.
+const pauseCheck = time.Second
+
+// watchPauses looks at the paused breaker keys every PollInterval, and at most every
+// pauseCheck, until the scheduler stops.
 func (s *scheduler) watchPauses() {
-	t := time.NewTicker(s.cfg.PollInterval)
+	t := time.NewTicker(max(s.cfg.PollInterval, pauseCheck))
 	defer t.Stop()
 	for {
 		select {
