@@ -57,7 +57,7 @@ func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.re
 // other items are claimed past them; every instance honours the pause from its next claim on.
 // A paused breaker key's items are claimed (a key is often computed from the request when it
 // is claimed) and parked on the key, no attempt counted, as an open breaker parks them: until
-// the pause's end, or Config.Recheck for a pause until Resume. This instance holds them back
+// the pause's end or Config.Recheck, whichever is sooner, then looked at again. This instance holds them back
 // at once; the other instances from their next look at the pauses, every
 // SchedulerConfig.PollInterval and at most every second.
 //

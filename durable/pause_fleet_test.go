@@ -92,6 +92,8 @@ func TestFleetPauseHoldsBackEveryProcess(t *testing.T) {
 		must[bool](t)(op.Resume(ctx, durable.KeyTarget("host-a"), "ops"))
 		eventually(t, 30*time.Second, "the resumed key's items to run on the worker processes", func() bool { return ran(keyHeld) })
 		for _, id := range keyHeld {
+			// The handler logs before its outcome is written: wait for the outcome.
+			waitState(t, op, id, record.StateSucceeded)
 			if as := attempts(t, op, id); outcomes(as) != "1:succeeded" {
 				t.Fatalf("item %d after the resume: %s", id, outcomes(as))
 			}

@@ -1448,14 +1448,15 @@ func (s *scheduler) pausedKeyOf(c *store.Claimed, req any, now time.Time) (key s
 }
 
 // parkPaused undoes the claim of an item held back by a pause of key: no attempt. It is parked
-// on the key, due when the pause ends, or Config.Recheck later for a pause until resumed (a
-// resume frees the items parked on the key at once); never later than its deadline.
+// on the key, due when the pause ends or Config.Recheck later, whichever is sooner (a resume
+// frees the items parked on the key at once; the recheck bounds the wait should a pause be
+// replaced by a shorter one); never later than its deadline.
 func (s *scheduler) parkPaused(comp store.Completion, c *store.Claimed, key string, until time.Time) store.Completion {
 	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt, comp.Paused = store.StatePending, "", key, time.Time{}, true
 	comp.Error = "breaker key " + key + " is paused " + untilText(until)
-	next := until
-	if next.IsZero() {
-		next = comp.EndedAt.Add(s.q.recheck)
+	next := comp.EndedAt.Add(s.q.recheck)
+	if !until.IsZero() && until.Before(next) {
+		next = until
 	}
 	comp.NextAt = capAt(next, c.Deadline)
 	return comp
