@@ -67,9 +67,9 @@ type SchedulerConfig struct {
 	// the item's request name and how the claim ended: "succeeded"; "retried" or "dead" (an
 	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
 	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
-	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt); "expired" (its deadline ended it); "interrupted" (a shutdown
-	// cancelled it); "released" (not attempted: a shutdown before it started, a name or a
-	// handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
+	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
+	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
+	// (not attempted: a shutdown before it started, a name or a handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
 	// claim loop after the write, so a reader of the queue may see an outcome before its
 	// observers hear it; every call for the claims written is made before Shutdown returns.
 	// Keep them cheap. A panic in one is logged and the next still runs.
@@ -330,7 +330,7 @@ func (s *scheduler) Start() error {
 	}()
 	go func() {
 		// The paused keys are read before the first claim, so that a restart holds them back
-		// as the instance did before; then every PollInterval (watchPauses).
+		// as the instance did before; then by watchPauses.
 		s.lookAtPauses()
 		idle := s.run()
 		close(s.work) // workers exit once their current item is done
