@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/switchboard-go/switchboard/durable/record"
 )
@@ -56,15 +57,14 @@ func TestDashboardPauseAndResume(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(breakerSel(key)+` [data-f=paused]`)),
 	))
 
-	// A request name, until resumed.
+	// A request name, until resumed; Enter in the name field pauses (it does not cancel).
 	must(t, chromedp.Do(tab,
 		chromedp.Click(chromedp.ID("pause-open")),
 		chromedp.WaitVisible(chromedp.ID("pause-dialog")),
 		poll(`document.getElementById("pause-target").value === ""`),
 		chromedp.SetValue(chromedp.ID("pause-kind"), "name"),
-		chromedp.SendKeys(chromedp.ID("pause-target"), "ChargeCard"),
 		chromedp.SendKeys(chromedp.ID("pause-reason"), "bad deploy, rolling back"),
-		chromedp.Click(chromedp.ID("pause-ok")),
+		chromedp.SendKeys(chromedp.ID("pause-target"), "ChargeCard"+kb.Enter),
 		chromedp.WaitNotVisible(chromedp.ID("pause-dialog")),
 		chromedp.WaitVisible(chromedp.CSS(pauseRowSel("name", "ChargeCard"))),
 		poll(`document.querySelectorAll("#audit-rows tr").length === 2`),

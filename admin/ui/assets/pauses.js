@@ -118,6 +118,16 @@
     $("pause-kind").focus();
   });
 
+  // Enter in a one-line field pauses, as the dialog's main action; the form's own default
+  // would be its first button, Cancel.
+  ["pause-target", "pause-until"].forEach(function (id) {
+    $(id).addEventListener("keydown", function (ev) {
+      if (ev.key !== "Enter") return;
+      ev.preventDefault();
+      $("pause-ok").click();
+    });
+  });
+
   $("pause-form").addEventListener("submit", function (ev) {
     if (!ev.submitter || ev.submitter.value !== "ok") return; // cancel closes the dialog
     ev.preventDefault();
