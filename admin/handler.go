@@ -112,6 +112,11 @@ func (s *server) routes() {
 	s.api("POST /api/schedules/{name}/run-now", s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
 
+	s.api("GET /api/pauses", needQueueOf(s, noPauses, s.listPauses))
+	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause))
+	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause))
+	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
+
 	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {
 		if s.cfg.Metrics == nil {
 			writeError(w, http.StatusNotFound, "no metrics handler is configured")

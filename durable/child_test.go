@@ -87,6 +87,7 @@ func runChild(mode string) int {
 	}
 	defer q.Close()
 	durable.Register[*Work](q, "test.work")
+	durable.Register[*Keyed](q, "test.keyed")
 	cfg.Lease, _ = time.ParseDuration(os.Getenv(childLeaseEnv))
 	var logFile *os.File
 	if p := os.Getenv(childLogEnv); p != "" {
@@ -122,6 +123,16 @@ func runChild(mode string) int {
 				if _, err := fmt.Fprintf(logFile, "%d %d\n", d.ItemID, d.Attempt); err != nil {
 					return mediator.Void{}, err
 				}
+			}
+		}
+		return mediator.Void{}, nil
+	})
+	mediator.HandleFunc(m, func(ctx context.Context, k *Keyed) (mediator.Void, error) {
+		// Logged as a Work item of mode run is: the pause tests need a second request name.
+		d, _ := durable.FromContext(ctx, k)
+		if logFile != nil {
+			if _, err := fmt.Fprintf(logFile, "%d\n", d.ItemID); err != nil {
+				return mediator.Void{}, err
 			}
 		}
 		return mediator.Void{}, nil

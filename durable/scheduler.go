@@ -48,7 +48,8 @@ type SchedulerConfig struct {
 	// attempted; it is parked on the key until the breaker may let a probe through, only as many
 	// parked items as there are probe slots run while it is half-open, and its closing frees
 	// them (see WithBreaker). The scheduler listens to it and to every registry a WithBreaker
-	// names. Default none: a breaker in the pipeline still refuses at dispatch, and the item is
+	// names. Queue.Pause with a KeyTarget holds back the items of a key whatever its breaker
+	// says. Default none: a breaker in the pipeline still refuses at dispatch, and the item is
 	// parked on the refusal's key, not charged an attempt.
 	Breakers *breaker.Registry
 	Logger   *zap.Logger // operational errors, a failing database at most every 30 s; default zap.L()
@@ -66,9 +67,9 @@ type SchedulerConfig struct {
 	// the item's request name and how the claim ended: "succeeded"; "retried" or "dead" (an
 	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
 	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
-	// it back: no attempt); "expired" (its deadline ended it); "interrupted" (a shutdown
-	// cancelled it); "released" (not attempted: a shutdown before it started, a name or a
-	// handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
+	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
+	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
+	// (not attempted: a shutdown before it started, a name or a handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
 	// claim loop after the write, so a reader of the queue may see an outcome before its
 	// observers hear it; every call for the claims written is made before Shutdown returns.
 	// Keep them cheap. A panic in one is logged and the next still runs.
@@ -241,6 +242,8 @@ type scheduler struct {
 	// cronWake makes the schedule loop read the schedules now: a change made on this instance
 	// (schedulecontrol.go) applies here at once, not at the next poll.
 	cronWake chan struct{}
+
+	pauses keyPauses // the paused breaker keys (pause.go)
 }
 
 type schedState uint8
@@ -324,12 +327,21 @@ func (s *scheduler) Start() error {
 		defer close(pruner)
 		s.pruner()
 	}()
+	watcher := make(chan struct{})
 	go func() {
+		defer close(watcher)
+		s.watchPauses()
+	}()
+	go func() {
+		// The paused keys are read before the first claim, so that a restart holds them back
+		// as the instance did before; then by watchPauses.
+		s.lookAtPauses()
 		idle := s.run()
 		close(s.work) // workers exit once their current item is done
 		close(s.keeperEnd)
 		<-keeper
 		<-pruner
+		<-watcher
 		if idle {
 			workers.Wait()
 		}
@@ -907,6 +919,8 @@ func settledOutcome(c store.Completion) string {
 	switch {
 	case c.Expired:
 		return string(record.OutcomeExpired)
+	case c.Paused:
+		return outcomePaused
 	case c.Refused:
 		return string(record.OutcomeRefused)
 	case c.State == store.StateSucceeded:
@@ -974,6 +988,9 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	if err != nil {
 		comp.State, comp.Error, comp.ParkedKey = store.StateDead, err.Error(), ""
 		return comp
+	}
+	if key, until, paused := s.pausedKeyOf(c, req, now); paused {
+		return s.parkPaused(comp, c, key, until)
 	}
 	held, refusal, refused := s.admit(c, req)
 	defer s.unhold(held)
@@ -1270,6 +1287,9 @@ func (s *scheduler) unparkClosed() {
 		firstErr error
 	)
 	for key, reg := range moved {
+		if _, paused := s.pauses.paused(key, now); paused {
+			continue // its items wait for the pause to end: Resume, or its end, frees them
+		}
 		a := breaker.Admission{State: breaker.StateClosed} // no registry knows the key: an item got through it
 		if reg != nil {
 			a = s.admission(reg, key)
@@ -1410,4 +1430,88 @@ func (h *dbHealth) ok() {
 	h.failing = false
 	h.log.Info("durable: database calls recovered", h.who(), zap.Int("failures", h.failures),
 		zap.Duration("after", time.Since(h.since)))
+}
+
+// outcomePaused is the OnSettled outcome of an item parked on a paused breaker key.
+const outcomePaused = "paused"
+
+// pausedKeyOf returns the paused breaker key that holds c back at now, if one does (its guard
+// key, the key its breaker's key function gives, or the key it is parked on), and until when
+// (zero: until resumed). Without paused keys it looks at nothing.
+func (s *scheduler) pausedKeyOf(c *store.Claimed, req any, now time.Time) (key string, until time.Time, paused bool) {
+	if !s.pauses.any() {
+		return "", time.Time{}, false
+	}
+	_, guard := s.guardOf(c, req)
+	for _, k := range []string{guard, c.GuardKey, c.ParkedKey} {
+		if until, paused = s.pauses.paused(k, now); paused {
+			return k, until, true
+		}
+	}
+	return "", time.Time{}, false
+}
+
+// parkPaused undoes the claim of an item held back by a pause of key: no attempt. It is parked
+// on the key, due when the pause ends or Config.Recheck later, whichever is sooner (a resume
+// frees the items parked on the key at once; the recheck bounds the wait should a pause be
+// replaced by a shorter one); never later than its deadline.
+func (s *scheduler) parkPaused(comp store.Completion, c *store.Claimed, key string, until time.Time) store.Completion {
+	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt, comp.Paused = store.StatePending, "", key, time.Time{}, true
+	comp.Error = "breaker key " + key + " is paused " + untilText(until)
+	next := comp.EndedAt.Add(s.q.recheck)
+	if !until.IsZero() && until.Before(next) {
+		next = until
+	}
+	comp.NextAt = capAt(next, c.Deadline)
+	return comp
+}
+
+// pauseCheck is the shortest interval between two looks at the paused breaker keys: with a
+// short PollInterval, looking on every poll would add a statement per poll to every idle
+// instance, while a key's pause reaching the other instances a second later costs little.
+const pauseCheck = time.Second
+
+// watchPauses looks at the paused breaker keys every PollInterval, and at most every
+// pauseCheck, until the scheduler stops.
+func (s *scheduler) watchPauses() {
+	t := time.NewTicker(max(s.cfg.PollInterval, pauseCheck))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.keeperEnd:
+			return
+		case <-t.C:
+			s.lookAtPauses()
+		}
+	}
+}
+
+// lookAtPauses reads the paused breaker keys. The items parked on a key that was paused and no
+// longer is (resumed on another instance, or ended by its time) are freed as the items of a
+// breaker that closed are: due now, unless a breaker holds the key back.
+func (s *scheduler) lookAtPauses() {
+	gen := s.pauses.generation()
+	ctx, cancel := s.storeCtx()
+	rows, err := s.q.store.Pauses(ctx, store.PauseBreakerKey)
+	cancel()
+	s.noteStore("read the paused keys", err)
+	if err != nil {
+		return
+	}
+	ended := s.pauses.replace(rows, s.q.clock.Now(), gen)
+	if len(ended) == 0 {
+		return
+	}
+	regs := make([]*breaker.Registry, len(ended))
+	for i, k := range ended {
+		regs[i], _ = s.strictest(k) // outside the lock: asking a registry may call its listeners
+	}
+	s.mu.Lock()
+	if s.state == stateRunning {
+		for i, k := range ended {
+			s.moved[k] = regs[i]
+		}
+	}
+	s.mu.Unlock()
+	signal(s.unpark)
 }

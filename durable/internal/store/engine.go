@@ -86,15 +86,17 @@ type statements struct {
 	oldestDue     string
 }
 
-// The claim: due pending items, oldest first, skipping an item whose ordering key has an
-// earlier item pending or running. The first %s is an index hint (SQLite), the second the
-// isolate flag of the items taken (0 for a normal claim, 1 for an isolated one). Placeholders:
-// owner, lease until, claimed at and updated at, alone, now, limit.
+// The claim (SQLite): due pending items, oldest first, skipping an item whose ordering key has
+// an earlier item pending or running and an item whose request name is paused. The first %s
+// is an index hint, the %d the isolate flag of the items taken (0 for a normal claim, 1 for an
+// isolated one), the last %s the pause test. Placeholders: owner, lease until, claimed at and
+// updated at, alone, now (also as ?6), limit.
 const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = %d
 	  AND (i.ordering_key IS NULL OR NOT EXISTS (
 	        SELECT 1 FROM switchboard_items o
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+	  AND %s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`
 
@@ -105,7 +107,10 @@ const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_k
 
 const byDedupeSQL = `SELECT id FROM switchboard_items WHERE dedupe_key = ? AND state IN ('pending', 'running')`
 
-const isolatedDueSQL = `SELECT 1 FROM switchboard_items WHERE state = 'pending' AND isolate = 1 AND next_at <= ? LIMIT 1`
+// isolatedDueSQL finds a due item to run alone whose name is not paused. Placeholders: now, now.
+const isolatedDueSQL = `SELECT 1 FROM switchboard_items i WHERE i.state = 'pending' AND i.isolate = 1 AND i.next_at <= ?
+	AND i.name NOT IN (SELECT p.target FROM switchboard_pauses p WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?))
+	LIMIT 1`
 
 // oldestDueSQL is the due time of the oldest due item: the due index leads with isolate, so it
 // is the older of the first entries of its two ranges. Placeholders: now, now.

@@ -243,7 +243,7 @@ func statementCases(stmts map[string]string) []planCase {
 			[]string{"succeeded", "failed", ""}, []string{"", "", ""}},
 		"extend":       {lease, "plancheck", ids},
 		"sweep":        {now},
-		"isolated_due": {now},
+		"isolated_due": {now, now},
 		"unpark":       {now, "breaker:a"},
 		"repark":       {now, 3_000_000, "breaker:a"},
 		"oldest_due":   {now, now},

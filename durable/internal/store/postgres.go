@@ -78,10 +78,11 @@ WHERE id = ANY(ARRAY(
           AND (i.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM switchboard_items o
                 WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+          AND %s
         ORDER BY i.next_at, i.id
         LIMIT $7
         FOR UPDATE OF i SKIP LOCKED))
-RETURNING `+claimColumns, isolate)
+RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 }
 
 // postgresComplete ends a batch of leases in one statement. The fence check compares the state

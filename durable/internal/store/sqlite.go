@@ -130,7 +130,7 @@ func newSQLite() *sqliteEngine {
 	// Without statistics SQLite's planner prefers the state index and sorts every pending
 	// item; the partial due index gives the due items already in claim order.
 	claim := func(isolate int) string {
-		return fmt.Sprintf(sqliteClaimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due", isolate))
+		return fmt.Sprintf(sqliteClaimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due", isolate, fmt.Sprintf(pausedNameSQL, "?6")))
 	}
 	return &sqliteEngine{
 		prepared: map[*sql.DB]*poolStatements{},

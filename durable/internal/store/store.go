@@ -163,13 +163,14 @@ type Completion struct {
 	// Unpark with the key makes the item due at once.
 	ParkedKey string
 
-	// Name, Refused, Verdict, Expired and Freed are not stored: the item's request name,
-	// whether a refusal parked it (Verdict: to wait for its breaker's probes to decide) or its
-	// deadline ended it, and the key it had been parked on when it then got through (the
-	// other items parked on that key may go too), for the caller.
-	Name                      string
-	Refused, Verdict, Expired bool
-	Freed                     string
+	// Name, Refused, Verdict, Paused, Expired and Freed are not stored: the item's request
+	// name, whether a refusal parked it (Verdict: to wait for its breaker's probes to decide),
+	// a pause of its breaker key parked it, or its deadline ended it, and the key it had been
+	// parked on when it then got through (the other items parked on that key may go too), for
+	// the caller.
+	Name                              string
+	Refused, Verdict, Paused, Expired bool
+	Freed                             string
 }
 
 // Stats summarises a store.
@@ -581,7 +582,8 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 // order. An item with an ordering key is claimed only when no earlier item with that key is
 // pending or running. Each claim adds one to the item's attempt count; the new count is the
 // attempt number of the claim's Fence. Items to be isolated are left out: ClaimIsolated takes
-// them one at a time.
+// them one at a time. Items whose request name is paused at now (SetPause) are left out, by
+// every claim.
 func (s *Store) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]Claimed, error) {
 	return s.claim(ctx, s.e.stmts().claim, owner, now, lease, limit, false)
 }
@@ -599,10 +601,11 @@ func (s *Store) ClaimIsolated(ctx context.Context, owner string, now time.Time, 
 	return s.claim(ctx, s.e.stmts().claimIsolated, owner, now, lease, 1, true)
 }
 
-// IsolatedDue reports whether an item to be run alone is due at now.
+// IsolatedDue reports whether an item to be run alone, whose request name is not paused, is due
+// at now.
 func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, s.e.stmts().isolatedDue, micros(now)).Scan(&one)
+	err := s.db.QueryRowContext(ctx, s.e.stmts().isolatedDue, micros(now), micros(now)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
