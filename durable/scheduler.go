@@ -238,6 +238,7 @@ type scheduler struct {
 	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
 
 	cron *cronLoop // runs the queue's schedules (schedule.go); nil without any
+	bulk *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
 }
 
 type schedState uint8
@@ -280,6 +281,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		graceEnd:  make(chan struct{}),
 	}
 	s.health = dbHealth{log: cfg.Logger, instance: cfg.InstanceID}
+	s.bulk = newBulkLoop(s)
 	s.base, s.endBase = context.WithCancel(context.Background())
 	s.life, s.endLife = context.WithCancel(context.Background())
 	return s, nil
@@ -310,6 +312,7 @@ func (s *scheduler) Start() error {
 		workers.Go(s.worker)
 	}
 	s.startCron()
+	s.startBulk()
 	keeper := make(chan struct{})
 	go func() {
 		defer close(keeper)
@@ -330,6 +333,7 @@ func (s *scheduler) Start() error {
 			workers.Wait()
 		}
 		s.waitCron()
+		s.waitBulk()
 		s.mu.Lock()
 		if s.graceTimer != nil {
 			s.graceTimer.Stop()

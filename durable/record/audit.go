@@ -35,3 +35,13 @@ const (
 	AuditDone     AuditOutcome = "done"
 	AuditNoChange AuditOutcome = "no_change"
 )
+
+// The audited actions and target of bulk actions on dead letters (durable.Queue.StartBulkAction):
+// the entry's Target is the action's id.
+const (
+	AuditBulkReplay       AuditAction = "bulk_replay"        // a bulk replay was started (Detail: filter, reason, reset breaker)
+	AuditBulkDiscard      AuditAction = "bulk_discard"       // a bulk discard was started
+	AuditCancelBulkAction AuditAction = "cancel_bulk_action" // a bulk action was cancelled
+
+	AuditTargetBulkAction AuditTarget = "bulk_action"
+)
