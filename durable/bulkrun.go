@@ -92,6 +92,8 @@ type bulkRun struct {
 	ctx    context.Context // ends when the run must stop taking letters
 	stop   context.CancelFunc
 
+	cursor store.DeadLetterID // written by work alone
+
 	mu       sync.Mutex
 	progress store.BulkProgress
 	failure  string // set when the action cannot go on: it ends failed
@@ -107,7 +109,7 @@ func (b *bulkLoop) run(row store.BulkActionRow) {
 		return
 	}
 	r := &bulkRun{s: s, row: row, filter: store.DeadLetterFilter{Status: store.DeadLetterFailed, Source: f.Source, From: f.From, To: f.To,
-		ErrorContains: f.ErrorContains}, progress: store.BulkProgress{Cursor: row.Cursor, State: store.BulkRunning},
+		ErrorContains: f.ErrorContains}, cursor: row.Cursor, progress: store.BulkProgress{State: store.BulkRunning},
 		waits: map[record.DeadLetterID]string{}}
 	r.ctx, r.stop = context.WithCancel(s.base)
 	defer r.stop()
@@ -241,7 +243,7 @@ func (r *bulkRun) work() (state, msg string) {
 	s := r.s
 	for r.ctx.Err() == nil {
 		ctx, cancel := s.storeCtx()
-		letters, err := s.q.store.BulkLetters(ctx, r.row.ID, r.filter, r.progress.Cursor, r.row.MaxLetter, bulkBatchSize)
+		letters, err := s.q.store.BulkLetters(ctx, r.row.ID, r.filter, r.cursor, r.row.MaxLetter, bulkBatchSize)
 		cancel()
 		s.noteStore("read bulk action letters", err)
 		if err != nil {
@@ -278,14 +280,33 @@ func (r *bulkRun) work() (state, msg string) {
 				return "", "" // stopped before the batch was settled: the cursor stays
 			}
 		}
-		r.mu.Lock()
-		r.progress.Cursor = letters[len(letters)-1].ID
-		r.mu.Unlock()
-		if !r.save() {
+		if !r.advance(letters[len(letters)-1].ID) {
 			return "", ""
 		}
 	}
 	return "", ""
+}
+
+// advance moves the cursor past a settled batch, rolling its outcomes into the stored totals,
+// trying again while the database fails; false when the run stops first or lost the action.
+func (r *bulkRun) advance(to store.DeadLetterID) bool {
+	s := r.s
+	for {
+		ctx, cancel := s.storeCtx()
+		held, err := s.q.store.AdvanceBulkAction(ctx, r.row.ID, s.cfg.InstanceID, r.cursor, to, s.q.clock.Now())
+		cancel()
+		s.noteStore("advance bulk action", err)
+		switch {
+		case err == nil && held:
+			r.cursor = to
+			return true
+		case err == nil:
+			r.stop() // cancelled, or taken over
+			return false
+		case !r.pause(bulkBusyWait):
+			return false
+		}
+	}
 }
 
 // pause waits d, or until the run stops; it reports whether the run goes on.

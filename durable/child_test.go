@@ -53,6 +53,9 @@ func runChild(mode string) int {
 	if mode == "breaker" {
 		return runBreakerChild() // fleet_breaker_test.go
 	}
+	if mode == "bulk" {
+		return runBulkChild() // bulkaction_fleet_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)

@@ -116,6 +116,9 @@ func (s *Store) BulkAction(ctx context.Context, id int64) (b BulkActionRow, foun
 	if errors.Is(err, sql.ErrNoRows) {
 		return BulkActionRow{}, false, nil
 	}
+	if err == nil {
+		err = s.withTally(ctx, s.db, &b)
+	}
 	if err != nil {
 		return BulkActionRow{}, false, fmt.Errorf("durable: bulk action %d: %w", id, err)
 	}
@@ -146,6 +149,12 @@ func (s *Store) BulkActions(ctx context.Context, before int64, limit int) ([]Bul
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("durable: bulk actions: %w", err)
 	}
+	rows.Close()
+	for i := range out {
+		if err := s.withTally(ctx, s.db, &out[i]); err != nil {
+			return nil, fmt.Errorf("durable: bulk actions: %w", err)
+		}
+	}
 	return out, nil
 }
 
@@ -168,7 +177,6 @@ func (s *Store) ClaimBulkAction(ctx context.Context, owner string, now, until ti
 
 // BulkProgress is what a running action writes of itself while it holds its lease.
 type BulkProgress struct {
-	Cursor     DeadLetterID
 	State      string
 	WaitingKey string
 	Error      string
@@ -176,13 +184,12 @@ type BulkProgress struct {
 
 // SaveBulkAction extends owner's lease on action id to until and writes p; held is false (and
 // nothing is written) when owner no longer holds it: the action was cancelled, or its lease
-// ran out and another instance took it. The cursor never moves back.
+// ran out and another instance took it.
 func (s *Store) SaveBulkAction(ctx context.Context, id int64, owner string, until, now time.Time, p BulkProgress) (held bool, err error) {
 	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
-	SET lease_until = ?, updated_at = ?, state = ?, waiting_key = ?, error = ?,
-	    cursor_id = CASE WHEN cursor_id < ? THEN ? ELSE cursor_id END
+	SET lease_until = ?, updated_at = ?, state = ?, waiting_key = ?, error = ?
 	WHERE id = ? AND lease_owner = ? AND finished_at IS NULL`),
-		micros(until), micros(now), p.State, nullString(p.WaitingKey), nullString(storedText(p.Error)), int64(p.Cursor), int64(p.Cursor), id, owner)
+		micros(until), micros(now), p.State, nullString(p.WaitingKey), nullString(storedText(p.Error)), id, owner)
 	if err != nil {
 		return false, fmt.Errorf("durable: save bulk action %d: %w", id, err)
 	}
@@ -200,38 +207,79 @@ func (s *Store) CountBulkUnknown(ctx context.Context, id int64, now time.Time) e
 	return nil
 }
 
-// countBulkOutcome adds one to the total of outcome in action id, through tx (the transaction
-// that settles the letter).
-func (s *Store) countBulkOutcome(ctx context.Context, tx execer, id int64, outcome string, now time.Time) error {
-	var col string
-	switch outcome {
-	case OutcomeReplayed:
-		col = "replayed"
-	case OutcomeStillFailed:
-		col = "still_failed"
-	case OutcomeDiscarded:
-		col = "discarded"
-	default:
-		return nil // an abandoned replay: the letter is not settled
+// bulkTally counts, per outcome, the events of action id on letters above cursor: the letters
+// it settled that its stored totals do not hold yet (those are rolled up as the cursor passes
+// them).
+const bulkTally = `SELECT
+	COALESCE(SUM(CASE WHEN outcome = 'replayed' THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN outcome = 'still_failed' THEN 1 ELSE 0 END), 0),
+	COALESCE(SUM(CASE WHEN outcome = 'discarded' THEN 1 ELSE 0 END), 0)
+	FROM switchboard_dead_letter_events WHERE bulk_action_id = ? AND dead_letter_id > ?`
+
+// withTally adds to b's stored totals the outcomes above its cursor.
+func (s *Store) withTally(ctx context.Context, db interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, b *BulkActionRow) error {
+	var r, f, d int64
+	if err := db.QueryRowContext(ctx, s.e.rebind(bulkTally), b.ID, int64(b.Cursor)).Scan(&r, &f, &d); err != nil {
+		return err
 	}
-	_, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions SET `+col+` = `+col+` + 1, updated_at = ? WHERE id = ?`), micros(now), id)
-	return err
+	b.Replayed, b.StillFailed, b.Discarded = b.Replayed+r, b.StillFailed+f, b.Discarded+d
+	return nil
+}
+
+// AdvanceBulkAction moves owner's action id's cursor from from to to, rolling the outcomes of
+// the letters in between into its stored totals, in one statement; it reports false when owner
+// no longer holds the action (or the cursor is no longer from).
+func (s *Store) AdvanceBulkAction(ctx context.Context, id int64, owner string, from, to DeadLetterID, now time.Time) (bool, error) {
+	count := func(outcome string) string {
+		return `(SELECT COUNT(*) FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = switchboard_bulk_actions.id
+	AND e.dead_letter_id > switchboard_bulk_actions.cursor_id AND e.dead_letter_id <= ? AND e.outcome = '` + outcome + `')`
+	}
+	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
+	SET replayed = replayed + `+count(OutcomeReplayed)+`, still_failed = still_failed + `+count(OutcomeStillFailed)+`,
+	    discarded = discarded + `+count(OutcomeDiscarded)+`, cursor_id = ?, updated_at = ?
+	WHERE id = ? AND lease_owner = ? AND cursor_id = ? AND finished_at IS NULL`),
+		int64(to), int64(to), int64(to), int64(to), micros(now), id, owner, int64(from))
+	if err != nil {
+		return false, fmt.Errorf("durable: advance bulk action %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // FinishBulkAction ends owner's action id in state (done or failed) with errText, counting as
 // skipped the letters it matched that none of its outcomes accounts for (others settled them
 // first). It reports false when owner no longer held it.
 func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, errText string, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
-	SET state = ?, error = ?, finished_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL, waiting_key = NULL,
-	    skipped = CASE WHEN matched > replayed + still_failed + discarded + unknown THEN matched - replayed - still_failed - discarded - unknown ELSE 0 END
+	var applied bool
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		b, err := scanBulkAction(tx.QueryRowContext(ctx, s.e.rebind("SELECT "+bulkActionColumns+" FROM switchboard_bulk_actions WHERE id = ? AND lease_owner = ? AND finished_at IS NULL"), id, owner))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.withTally(ctx, tx, &b); err != nil {
+			return err
+		}
+		skipped := max(b.Matched-b.Replayed-b.StillFailed-b.Discarded-b.Unknown, 0)
+		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
+	SET state = ?, error = ?, finished_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL, waiting_key = NULL, skipped = ?
 	WHERE id = ? AND lease_owner = ? AND finished_at IS NULL`),
-		state, nullString(storedText(errText)), micros(now), micros(now), id, owner)
+			state, nullString(storedText(errText)), micros(now), micros(now), skipped, id, owner)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		applied = n > 0
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("durable: finish bulk action %d: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	return n > 0, err
+	return applied, nil
 }
 
 // ReleaseBulkAction gives up owner's lease on action id (its scheduler is stopping), so that
@@ -270,6 +318,9 @@ func (s *Store) CancelBulkAction(ctx context.Context, id int64, now time.Time, a
 			return err
 		}
 		found = true
+		if err := s.withTally(ctx, tx, &b); err != nil {
+			return err
+		}
 		return s.AddAudit(ctx, tx, audit(cancelled, b))
 	})
 	if err != nil {

@@ -70,8 +70,7 @@ type Event struct {
 	Error        string
 	Reason       string
 	// BulkAction is the bulk action the event was part of; 0 for a replay or discard of its
-	// own. The transaction that appends a replayed, still-failed or discarded event of an
-	// action also adds it to the action's totals.
+	// own. The action's totals are counted from these events (see BulkAction).
 	BulkAction int64
 }
 
@@ -497,8 +496,5 @@ func (s *Store) insertEvent(ctx context.Context, tx execer, id DeadLetterID, ev 
 	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason, bulk_action_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		int64(id), ev.Kind, storedText(ev.Actor), micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(storedText(ev.Error)), nullString(storedText(ev.Reason)),
 		sql.NullInt64{Int64: ev.BulkAction, Valid: ev.BulkAction != 0})
-	if err != nil || ev.BulkAction == 0 {
-		return err
-	}
-	return s.countBulkOutcome(ctx, tx, ev.BulkAction, ev.Outcome, ev.EndedAt)
+	return err
 }
