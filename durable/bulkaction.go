@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
@@ -79,18 +78,22 @@ type BulkActionOption func(*bulkOptions)
 
 type bulkOptions struct {
 	dryRun  bool
-	reg     *breaker.Registry
+	reg     breakerResetter
 	resetOf string
 }
+
+// breakerResetter is what ResetBreakerFirst needs of a registry (a *breaker.Registry).
+type breakerResetter interface{ Reset(key string) error }
 
 // DryRun makes StartBulkAction validate the spec and answer how many letters it would take and
 // a sample of them, storing and doing nothing.
 func DryRun() BulkActionOption { return func(o *bulkOptions) { o.dryRun = true } }
 
-// ResetBreakerFirst makes StartBulkAction reset the breaker of key in reg before the action
-// starts ("reset the breaker and replay its letters" as one audited action), so its first
-// replays are not refused. An unknown key is an error and nothing is done.
-func ResetBreakerFirst(reg *breaker.Registry, key string) BulkActionOption {
+// ResetBreakerFirst makes StartBulkAction reset the breaker of key in reg (a
+// *breaker.Registry) before the action starts ("reset the breaker and replay its letters" as
+// one audited action), so its first replays are not refused. An unknown key is an error
+// (breaker.ErrUnknown) and nothing is done.
+func ResetBreakerFirst(reg interface{ Reset(key string) error }, key string) BulkActionOption {
 	return func(o *bulkOptions) { o.reg, o.resetOf = reg, key }
 }
 
@@ -147,14 +150,10 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 			errs = append(errs, errors.New("ResetBreakerFirst: the key is empty"))
 		case sp.Kind != record.BulkReplay:
 			errs = append(errs, errors.New("ResetBreakerFirst goes with a replay, not a discard"))
-		default:
-			if _, err := o.reg.Get(o.resetOf); err != nil {
-				errs = append(errs, fmt.Errorf("ResetBreakerFirst: breaker %q: %w", o.resetOf, err))
-			}
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("durable: StartBulkAction: %w", errors.Join(errs...))
+		return fmt.Errorf("durable: StartBulkAction: %w: %w", ErrInvalidBulkAction, errors.Join(errs...))
 	}
 	sp.Filter.Status = record.DeadLetterFailed
 	if sp.Rate == 0 {
