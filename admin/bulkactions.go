@@ -114,7 +114,7 @@ func (body startBulkBody) spec() (durable.BulkActionSpec, error) {
 	switch body.Kind {
 	case record.BulkReplay:
 	case record.BulkDiscard:
-		if body.Reason == "" {
+		if body.Reason == "" && !body.DryRun {
 			errs = append(errs, errors.New("reason is required for a discard: each letter's timeline records why"))
 		}
 		if body.ResetBreaker != "" {

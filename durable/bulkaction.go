@@ -19,8 +19,8 @@ type BulkActionSpec struct {
 	// must be empty or failed; Limit and Offset must be zero (the action takes every match).
 	// The letters that die after the action started are not swept in.
 	Filter DeadLetterFilter
-	// Reason says why; required for a discard (each letter's discard records it), optional for
-	// a replay. The audit entry keeps it.
+	// Reason says why; required for a discard (each letter's discard records it) unless it is
+	// a dry run, optional for a replay. The audit entry keeps it.
 	Reason string
 	// Rate is the most letters per second the action settles. Zero means 50: an endpoint that
 	// just recovered takes a backlog of thousands within minutes, without the burst of a tight
@@ -118,7 +118,7 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	switch sp.Kind {
 	case record.BulkReplay:
 	case record.BulkDiscard:
-		if sp.Reason == "" {
+		if sp.Reason == "" && !o.dryRun {
 			errs = append(errs, errors.New("Reason is required for a discard: each letter's timeline records why"))
 		}
 	case "":
