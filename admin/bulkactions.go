@@ -50,7 +50,7 @@ type bulkActionBody struct {
 	Actor        string                 `json:"actor"`
 	State        record.BulkActionState `json:"state"`
 	Rate         float64                `json:"rate"`
-	InFlight     int                    `json:"in_flight"`
+	MaxInFlight  int                    `json:"max_in_flight"`
 	ResetBreaker string                 `json:"reset_breaker"`
 	Matched      int64                  `json:"matched"`
 	Settled      int64                  `json:"settled"`
@@ -73,7 +73,7 @@ func bulkActionOf(a durable.BulkAction) bulkActionBody {
 		f.To = a.Filter.To.UTC().Format(time.RFC3339Nano)
 	}
 	t := a.Totals
-	return bulkActionBody{ID: a.ID, Kind: a.Kind, Filter: f, Reason: a.Reason, Actor: a.Actor, State: a.State, Rate: a.Rate, InFlight: a.InFlight,
+	return bulkActionBody{ID: a.ID, Kind: a.Kind, Filter: f, Reason: a.Reason, Actor: a.Actor, State: a.State, Rate: a.Rate, MaxInFlight: a.MaxInFlight,
 		ResetBreaker: a.ResetBreaker, Matched: a.Matched, Settled: t.Settled(), Cursor: a.Cursor,
 		Totals:     bulkTotalsBody{Replayed: t.Replayed, StillFailed: t.StillFailed, Discarded: t.Discarded, Unknown: t.Unknown, Skipped: t.Skipped},
 		WaitingKey: a.WaitingKey, Error: a.Error, Instance: a.Instance,
@@ -88,7 +88,7 @@ type startBulkBody struct {
 	Reason       string                `json:"reason"`
 	DryRun       bool                  `json:"dry_run"`
 	Rate         float64               `json:"rate"`
-	InFlight     int                   `json:"in_flight"`
+	MaxInFlight  int                   `json:"max_in_flight"`
 	ResetBreaker string                `json:"reset_breaker"`
 }
 
@@ -109,7 +109,7 @@ func (s *server) bulkActions(w http.ResponseWriter) BulkActions {
 // spec checks the body, naming each bad field, and returns the spec it asks for.
 func (body startBulkBody) spec() (durable.BulkActionSpec, error) {
 	var errs []error
-	sp := durable.BulkActionSpec{Kind: body.Kind, Reason: body.Reason, Rate: body.Rate, InFlight: body.InFlight,
+	sp := durable.BulkActionSpec{Kind: body.Kind, Reason: body.Reason, Rate: body.Rate, MaxInFlight: body.MaxInFlight,
 		Filter: durable.DeadLetterFilter{Source: body.Filter.Source, ErrorContains: body.Filter.Error}}
 	switch body.Kind {
 	case record.BulkReplay:
@@ -149,8 +149,8 @@ func (body startBulkBody) spec() (durable.BulkActionSpec, error) {
 	if body.Rate < 0 {
 		errs = append(errs, fmt.Errorf("rate %v: want a positive number of letters per second (0: the default)", body.Rate))
 	}
-	if body.InFlight < 0 || body.InFlight > 64 {
-		errs = append(errs, fmt.Errorf("in_flight %d: want 0 (the default) to 64", body.InFlight))
+	if body.MaxInFlight < 0 || body.MaxInFlight > 64 {
+		errs = append(errs, fmt.Errorf("max_in_flight %d: want 0 (the default) to 64", body.MaxInFlight))
 	}
 	return sp, errors.Join(errs...)
 }
@@ -167,11 +167,11 @@ func (s *server) startBulkAction(w http.ResponseWriter, r *http.Request, princip
 // breaker and replays the letters its body's filter selects.
 func (s *server) resetAndReplay(w http.ResponseWriter, r *http.Request, principal string) {
 	var body struct {
-		Filter   bulkFilterBody `json:"filter"`
-		Reason   string         `json:"reason"`
-		DryRun   bool           `json:"dry_run"`
-		Rate     float64        `json:"rate"`
-		InFlight int            `json:"in_flight"`
+		Filter      bulkFilterBody `json:"filter"`
+		Reason      string         `json:"reason"`
+		DryRun      bool           `json:"dry_run"`
+		Rate        float64        `json:"rate"`
+		MaxInFlight int            `json:"max_in_flight"`
 	}
 	if !decodeBody(w, r, &body) {
 		return
@@ -182,7 +182,7 @@ func (s *server) resetAndReplay(w http.ResponseWriter, r *http.Request, principa
 		return
 	}
 	s.runBulkStart(w, r, principal, startBulkBody{Kind: record.BulkReplay, Filter: body.Filter, Reason: body.Reason, DryRun: body.DryRun,
-		Rate: body.Rate, InFlight: body.InFlight, ResetBreaker: key})
+		Rate: body.Rate, MaxInFlight: body.MaxInFlight, ResetBreaker: key})
 }
 
 func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal string, body startBulkBody) {

@@ -111,7 +111,7 @@ func TestBulkActionRoutesBadInput(t *testing.T) {
 		{"/api/dead-letters/actions", `{"kind":"replay","filter":{"from":"yesterday"}}`, `filter.from "yesterday"`},
 		{"/api/dead-letters/actions", `{"kind":"replay","filter":{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}}`, "filter.from 2026-01-02T00:00:00Z is not before filter.to"},
 		{"/api/dead-letters/actions", `{"kind":"replay","rate":-1}`, "rate -1"},
-		{"/api/dead-letters/actions", `{"kind":"replay","in_flight":65}`, "in_flight 65"},
+		{"/api/dead-letters/actions", `{"kind":"replay","max_in_flight":65}`, "max_in_flight 65"},
 		{"/api/dead-letters/actions", `{"kind":"replay","filter":{"sauce":"x"}}`, "sauce"},
 		{"/api/dead-letters/actions", `{"kind":"discard","reason":"x","reset_breaker":"payments"}`, "reset_breaker goes with a replay"},
 		{"/api/dead-letters/actions", `{"kind":"replay","rate":"fast"}`, "rate"},
@@ -169,7 +169,7 @@ func TestBulkActionRoutesReplayByFilter(t *testing.T) {
 	res = auth(t, f.h, "POST", "/api/dead-letters/actions", `{"kind":"replay","filter":{"source":"crm-sync","error":"EXAMPLE"},"reason":"fixed the validator","rate":100}`)
 	want(t, res, http.StatusCreated)
 	a := res.body["action"].(map[string]any)
-	if a["state"] != "queued" || a["matched"] != float64(2) || a["actor"] != "admin" || a["rate"] != float64(100) || a["in_flight"] != float64(4) {
+	if a["state"] != "queued" || a["matched"] != float64(2) || a["actor"] != "admin" || a["rate"] != float64(100) || a["max_in_flight"] != float64(4) {
 		t.Fatalf("started: %v", a)
 	}
 	path := fmt.Sprintf("/api/dead-letters/actions/%v", a["id"])

@@ -26,10 +26,10 @@ type BulkActionSpec struct {
 	// just recovered takes a backlog of thousands within minutes, without the burst of a tight
 	// loop that could knock it over again.
 	Rate float64
-	// InFlight is the most letters replayed at once; zero means 4, at most 64. While the
+	// MaxInFlight is the most letters replayed at once; zero means 4, at most 64. While the
 	// breaker of a letter's key is half-open, no more letters of that key run than it has free
 	// probe slots.
-	InFlight int
+	MaxInFlight int
 }
 
 // Defaults and limits of BulkActionSpec.
@@ -51,9 +51,9 @@ type BulkAction struct {
 	Reason string
 	Actor  string // who started it
 	State  record.BulkActionState
-	// Rate and InFlight are the throttle it runs under (defaults applied).
-	Rate     float64
-	InFlight int
+	// Rate and MaxInFlight are the throttle it runs under (defaults applied).
+	Rate        float64
+	MaxInFlight int
 	// ResetBreaker is the breaker key reset when it started (ResetBreakerFirst); empty if none.
 	ResetBreaker string
 	// Matched is how many letters the filter selected when it started (for a dry run: now).
@@ -139,8 +139,8 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	if sp.Rate < 0 || sp.Rate != sp.Rate {
 		errs = append(errs, fmt.Errorf("Rate %v is not a positive number of letters per second", sp.Rate))
 	}
-	if sp.InFlight < 0 || sp.InFlight > maxBulkInFlight {
-		errs = append(errs, fmt.Errorf("InFlight %d is not between 0 and %d", sp.InFlight, maxBulkInFlight))
+	if sp.MaxInFlight < 0 || sp.MaxInFlight > maxBulkInFlight {
+		errs = append(errs, fmt.Errorf("MaxInFlight %d is not between 0 and %d", sp.MaxInFlight, maxBulkInFlight))
 	}
 	if o.resetOf != "" || o.reg != nil {
 		switch {
@@ -159,8 +159,8 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	if sp.Rate == 0 {
 		sp.Rate = defaultBulkRate
 	}
-	if sp.InFlight == 0 {
-		sp.InFlight = defaultBulkInFlight
+	if sp.MaxInFlight == 0 {
+		sp.MaxInFlight = defaultBulkInFlight
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 // StartBulkAction stores a bulk action that replays or discards every failed letter
 // spec.Filter selects, audited as one action with its own id, and returns it queued. A
 // running scheduler of the queue (Queue.Start, on any instance) takes it up under a lease and
-// works through the letters in id order, throttled (spec.Rate, spec.InFlight), each replay as
+// works through the letters in id order, throttled (spec.Rate, spec.MaxInFlight), each replay as
 // Queue.Replay makes it (so handlers must be idempotent), its timeline naming the action.
 // Before each replay it asks the breaker of the letter's key: while the breaker refuses, the
 // action waits (record.BulkPausedOnBreaker) and the letter stays failed, untouched. The
@@ -191,7 +191,7 @@ func (q *Queue) StartBulkAction(ctx context.Context, spec BulkActionSpec, actor 
 		return BulkAction{}, err
 	}
 	now := q.clock.Now()
-	a := BulkAction{Kind: spec.Kind, Filter: spec.Filter, Reason: spec.Reason, Actor: actor, Rate: spec.Rate, InFlight: spec.InFlight,
+	a := BulkAction{Kind: spec.Kind, Filter: spec.Filter, Reason: spec.Reason, Actor: actor, Rate: spec.Rate, MaxInFlight: spec.MaxInFlight,
 		ResetBreaker: o.resetOf, Matched: matched, CreatedAt: now, UpdatedAt: now}
 	if o.dryRun {
 		f.Limit = bulkSampleSize
@@ -226,7 +226,7 @@ func (q *Queue) StartBulkAction(ctx context.Context, spec BulkActionSpec, actor 
 		detail += "; reason: " + spec.Reason
 	}
 	id, err := q.store.InsertBulkAction(ctx, store.BulkActionRow{Kind: string(spec.Kind), Filter: string(fj), Reason: spec.Reason, Actor: actor,
-		State: store.BulkQueued, Rate: spec.Rate, InFlight: spec.InFlight, ResetBreaker: o.resetOf, MaxLetter: maxID, Matched: matched, CreatedAt: now},
+		State: store.BulkQueued, Rate: spec.Rate, InFlight: spec.MaxInFlight, ResetBreaker: o.resetOf, MaxLetter: maxID, Matched: matched, CreatedAt: now},
 		store.AuditRow{At: now, Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetBulkAction), Detail: detail, Outcome: string(record.AuditDone)})
 	if err != nil {
 		return BulkAction{}, err
@@ -243,7 +243,7 @@ func bulkActionOf(b store.BulkActionRow) BulkAction {
 	_ = json.Unmarshal([]byte(b.Filter), &f) // written by StartBulkAction
 	return BulkAction{ID: record.BulkActionID(b.ID), Kind: record.BulkActionKind(b.Kind),
 		Filter: DeadLetterFilter{Status: record.DeadLetterFailed, Source: f.Source, From: f.From, To: f.To, ErrorContains: f.ErrorContains},
-		Reason: b.Reason, Actor: b.Actor, State: record.BulkActionState(b.State), Rate: b.Rate, InFlight: b.InFlight, ResetBreaker: b.ResetBreaker,
+		Reason: b.Reason, Actor: b.Actor, State: record.BulkActionState(b.State), Rate: b.Rate, MaxInFlight: b.InFlight, ResetBreaker: b.ResetBreaker,
 		Matched: b.Matched, Cursor: record.DeadLetterID(b.Cursor),
 		Totals:     record.BulkActionTotals{Replayed: b.Replayed, StillFailed: b.StillFailed, Discarded: b.Discarded, Unknown: b.Unknown, Skipped: b.Skipped},
 		WaitingKey: b.WaitingKey, Error: b.Error, Instance: b.LeaseOwner, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, FinishedAt: b.FinishedAt}

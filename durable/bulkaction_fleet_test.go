@@ -104,7 +104,7 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	a, err := e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay, Filter: durable.DeadLetterFilter{Source: "orders"},
-		Rate: 100_000, InFlight: 16}, "alice")
+		Rate: 100_000, MaxInFlight: 16}, "alice")
 	if err != nil || a.Matched != n {
 		t.Fatalf("start: %+v, %v", a, err)
 	}

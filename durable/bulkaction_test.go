@@ -190,8 +190,8 @@ func TestBulkActionSpecInvalid(t *testing.T) {
 	e := newBulkEnv(t, sqliteBackend(t), durable.Config{})
 	from := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	_, err := e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkDiscard,
-		Filter: durable.DeadLetterFilter{Status: record.DeadLetterReplayed, From: from, To: from, Limit: 3}, Rate: -1, InFlight: 65}, "")
-	for _, want := range []string{"actor is required", "Reason is required", `Filter.Status "replayed"`, "Filter.Limit", "Filter.From", "Rate -1", "InFlight 65"} {
+		Filter: durable.DeadLetterFilter{Status: record.DeadLetterReplayed, From: from, To: from, Limit: 3}, Rate: -1, MaxInFlight: 65}, "")
+	for _, want := range []string{"actor is required", "Reason is required", `Filter.Status "replayed"`, "Filter.Limit", "Filter.From", "Rate -1", "MaxInFlight 65"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
@@ -303,7 +303,7 @@ func TestBulkReplayPausesOnBreaker(t *testing.T) {
 			return nil
 		})
 		start(t, e.q, e.m, durable.SchedulerConfig{Breakers: reg})
-		a, err := e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay, Rate: 1000, InFlight: inFlight}, "alice")
+		a, err := e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay, Rate: 1000, MaxInFlight: inFlight}, "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
