@@ -280,12 +280,19 @@ func actionID(w http.ResponseWriter, r *http.Request) (record.BulkActionID, bool
 	return record.BulkActionID(id), true
 }
 
-func (s *server) getBulkAction(w http.ResponseWriter, r *http.Request, _ string) {
+// bulkActionOfPath returns the queue as a BulkActions and the {id} of the path, or answers
+// (404, 400) and returns false.
+func (s *server) bulkActionOfPath(w http.ResponseWriter, r *http.Request) (BulkActions, record.BulkActionID, bool) {
 	b := s.bulkActions(w)
 	if b == nil {
-		return
+		return nil, 0, false
 	}
 	id, ok := actionID(w, r)
+	return b, id, ok
+}
+
+func (s *server) getBulkAction(w http.ResponseWriter, r *http.Request, _ string) {
+	b, id, ok := s.bulkActionOfPath(w, r)
 	if !ok {
 		return
 	}
@@ -294,11 +301,7 @@ func (s *server) getBulkAction(w http.ResponseWriter, r *http.Request, _ string)
 }
 
 func (s *server) cancelBulkAction(w http.ResponseWriter, r *http.Request, principal string) {
-	b := s.bulkActions(w)
-	if b == nil {
-		return
-	}
-	id, ok := actionID(w, r)
+	b, id, ok := s.bulkActionOfPath(w, r)
 	if !ok {
 		return
 	}

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,26 +51,7 @@ func runBulkChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	s, err := durable.NewScheduler(q, m, durable.SchedulerConfig{Lease: lease, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM)
-	if err := s.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	fmt.Println("READY", s.InstanceID())
-	<-sig
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := s.Shutdown(sctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child: shutdown:", err)
-		return 1
-	}
-	return 0
+	return serveChild(q, m, durable.SchedulerConfig{Lease: lease, PollInterval: 20 * time.Millisecond})
 }
 
 // A replay by filter of 10,000 letters on PostgreSQL, run by a child process that is killed
