@@ -33,6 +33,12 @@ const (
 	bulkBreakerWait = time.Second
 )
 
+// minBulkPoll is the shortest interval between a scheduler's looks for unfinished bulk
+// actions (PollInterval when longer): a local StartBulkAction wakes it at once, an action
+// another instance stored or left behind waits at most that long, and a scheduler polling its
+// items every few milliseconds does not add a statement to each of its polls.
+const minBulkPoll = time.Second
+
 // newBulkLoop is made with the scheduler (StartBulkAction may wake it once the scheduler is
 // the queue's running one); startBulk starts it.
 func newBulkLoop(s *scheduler) *bulkLoop {
@@ -70,7 +76,7 @@ func (b *bulkLoop) loop() {
 			}
 			b.run(row)
 		}
-		poll.Reset(s.cfg.PollInterval)
+		poll.Reset(max(s.cfg.PollInterval, minBulkPoll))
 	}
 }
 
