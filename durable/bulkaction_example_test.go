@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
@@ -86,4 +87,45 @@ func ExampleQueue_StartBulkAction() {
 	// queued
 	// done: 5 of 5 settled, 5 replayed
 	// left failed: 1
+}
+
+// "Reset the breaker and replay its letters" is one audited action; an action not wanted any
+// more is cancelled, and the audit log keeps both.
+func ExampleResetBreakerFirst() {
+	dir, _ := os.MkdirTemp("", "durable-bulk-reset")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Logger: zap.NewNop()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	hosts := breaker.NewRegistry(breaker.Config{})
+	hosts.Declare("crm.example:443")
+	_ = hosts.Trip("crm.example:443") // the CRM was down
+
+	spec := durable.BulkActionSpec{Kind: record.BulkReplay, Filter: durable.DeadLetterFilter{Source: "crm-sync"}}
+	a, err := q.StartBulkAction(ctx, spec, "alice", durable.ResetBreakerFirst(hosts, "crm.example:443"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	snap, _ := hosts.Get("crm.example:443")
+	fmt.Println(a.State, "after resetting", a.ResetBreaker, "now", snap.State)
+
+	a, _ = q.CancelBulkAction(ctx, a.ID, "bob", "wrong source")
+	fmt.Println(a.State)
+	list, _ := q.BulkActions(ctx, 0, 0)
+	fmt.Println("actions:", len(list))
+	entries, _ := q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetBulkAction})
+	for _, e := range entries {
+		fmt.Println(e.Actor, e.Action, e.Outcome)
+	}
+	// Output:
+	// queued after resetting crm.example:443 now closed
+	// cancelled
+	// actions: 1
+	// bob cancel_bulk_action done
+	// alice bulk_replay done
 }
