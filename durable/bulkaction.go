@@ -256,7 +256,7 @@ func (q *Queue) BulkAction(ctx context.Context, id record.BulkActionID) (BulkAct
 		return BulkAction{}, err
 	}
 	if !found {
-		return BulkAction{}, fmt.Errorf("durable: bulk action %d: %w", id, ErrNotFound)
+		return BulkAction{}, bulkNotFound(id)
 	}
 	return bulkActionOf(b), nil
 }
@@ -302,10 +302,21 @@ func (q *Queue) CancelBulkAction(ctx context.Context, id record.BulkActionID, ac
 		return BulkAction{}, err
 	}
 	if !found {
-		return BulkAction{}, fmt.Errorf("durable: bulk action %d: %w", id, ErrNotFound)
+		return BulkAction{}, bulkNotFound(id)
 	}
 	if s := q.running.Load(); cancelled && s != nil && s.bulk != nil {
 		s.bulk.cancelled(int64(id))
 	}
 	return bulkActionOf(b), nil
 }
+
+// bulkNotFoundError says there is no bulk action of that id; it matches ErrNotFound.
+type bulkNotFoundError record.BulkActionID
+
+func bulkNotFound(id record.BulkActionID) error { return bulkNotFoundError(id) }
+
+func (e bulkNotFoundError) Error() string {
+	return fmt.Sprintf("durable: there is no bulk action %d", int64(e))
+}
+
+func (e bulkNotFoundError) Is(target error) bool { return target == ErrNotFound }
