@@ -91,7 +91,9 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 	extra := childLeaseEnv + "=" + lease.String()
 	first := startChild(t, b, "bulk", extra)
 	firstID := first.line(t, "READY")[1]
-	e.waitAction(t, a.ID, "the first process to replay a third of the letters", func(a durable.BulkAction) bool { return a.Totals.Replayed >= n/3 })
+	// The bounds leave room for a loaded machine: alone on two cores the whole test takes
+	// about half a minute.
+	e.waitActionFor(t, 3*time.Minute, a.ID, "the first process to replay a third of the letters", func(a durable.BulkAction) bool { return a.Totals.Replayed >= n/3 })
 	first.kill(t)
 	// The letters whose replay the killed process held: in flight at the kill.
 	inFlight := map[int64]bool{}
@@ -117,7 +119,7 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 
 	second := startChild(t, b, "bulk", extra)
 	secondID := second.line(t, "READY")[1]
-	done := e.waitAction(t, a.ID, "the second process to finish the action", finished)
+	done := e.waitActionFor(t, 5*time.Minute, a.ID, "the second process to finish the action", finished)
 	second.stop(t)
 	if done.State != record.BulkDone || done.Totals != (record.BulkActionTotals{Replayed: n}) || done.Totals.Settled() != done.Matched {
 		t.Fatalf("action %+v", done)

@@ -81,8 +81,14 @@ func (e *bulkEnv) capture(t *testing.T, source, errText string, n int) []record.
 
 func (e *bulkEnv) waitAction(t *testing.T, id record.BulkActionID, what string, cond func(a durable.BulkAction) bool) durable.BulkAction {
 	t.Helper()
+	return e.waitActionFor(t, 60*time.Second, id, what, cond)
+}
+
+// waitActionFor is waitAction with its bound.
+func (e *bulkEnv) waitActionFor(t *testing.T, bound time.Duration, id record.BulkActionID, what string, cond func(a durable.BulkAction) bool) durable.BulkAction {
+	t.Helper()
 	var a durable.BulkAction
-	eventually(t, 60*time.Second, what, func() bool {
+	eventually(t, bound, what, func() bool {
 		var err error
 		a, err = e.q.BulkAction(context.Background(), id)
 		if err != nil {
