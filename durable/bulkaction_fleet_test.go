@@ -91,8 +91,7 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 	extra := childLeaseEnv + "=" + lease.String()
 	first := startChild(t, b, "bulk", extra)
 	firstID := first.line(t, "READY")[1]
-	// The bounds leave room for a loaded machine: alone on two cores the whole test takes
-	// about half a minute.
+	// The bounds leave room for a loaded machine.
 	e.waitActionFor(t, 3*time.Minute, a.ID, "the first process to replay a third of the letters", func(a durable.BulkAction) bool { return a.Totals.Replayed >= n/3 })
 	first.kill(t)
 	// The letters whose replay the killed process held: in flight at the kill.
