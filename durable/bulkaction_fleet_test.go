@@ -89,6 +89,7 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 	}
 	lease := time.Second
 	extra := childLeaseEnv + "=" + lease.String()
+	began := time.Now()
 	first := startChild(t, b, "bulk", extra)
 	firstID := first.line(t, "READY")[1]
 	// The bounds leave room for a loaded machine.
@@ -114,11 +115,13 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 	if mid.State.Finished() || mid.Totals.Replayed == n || len(inFlight) > 16 {
 		t.Fatalf("at the kill: %+v, %d letters in flight", mid, len(inFlight))
 	}
-	t.Logf("killed at %d replayed, cursor %d, %d letters in flight", mid.Totals.Replayed, mid.Cursor, len(inFlight))
+	t.Logf("killed after %v at %d replayed, cursor %d, %d letters leased", time.Since(began).Round(time.Millisecond), mid.Totals.Replayed, mid.Cursor, len(inFlight))
+	restarted := time.Now()
 
 	second := startChild(t, b, "bulk", extra)
 	secondID := second.line(t, "READY")[1]
 	done := e.waitActionFor(t, 5*time.Minute, a.ID, "the second process to finish the action", finished)
+	t.Logf("the second process finished the action %v after it started", time.Since(restarted).Round(time.Millisecond))
 	second.stop(t)
 	if done.State != record.BulkDone || done.Totals != (record.BulkActionTotals{Replayed: n}) || done.Totals.Settled() != done.Matched {
 		t.Fatalf("action %+v", done)
