@@ -42,6 +42,7 @@ type fixture struct {
 	q       *durable.Queue
 	letters []record.DeadLetterID
 	fixed   *bool
+	m       *mediator.Mediator
 }
 
 func newFixture(t *testing.T, qcfg durable.Config) *fixture {
@@ -86,7 +87,7 @@ func newFixtureOn(t *testing.T, driver durable.Driver, qcfg durable.Config) *fix
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{h: h, reg: reg, q: q, letters: res.DeadLetters, fixed: &fixed}
+	return &fixture{h: h, reg: reg, q: q, letters: res.DeadLetters, fixed: &fixed, m: m}
 }
 
 type response struct {

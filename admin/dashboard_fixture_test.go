@@ -143,7 +143,11 @@ func layoutDashboard(t *testing.T) *dashboard {
 	return newDashboard(t, true)
 }
 
-func newDashboard(t *testing.T, layout bool) *dashboard {
+func newDashboard(t *testing.T, layout bool) *dashboard { return newDashboardWith(t, layout, false) }
+
+// newDashboardWith is newDashboard; with running, the queue's scheduler keeps running after
+// the setup (until the test ends), so that it takes up bulk actions.
+func newDashboardWith(t *testing.T, layout, running bool) *dashboard {
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
@@ -245,9 +249,16 @@ func newDashboard(t *testing.T, layout bool) *dashboard {
 		case <-time.After(30 * time.Second):
 			t.Fatal("crm-pull did not run")
 		}
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		must(t, q.Shutdown(sctx))
+		stop := func() {
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			must(t, q.Shutdown(sctx))
+		}
+		if running {
+			t.Cleanup(stop)
+		} else {
+			stop()
+		}
 	}
 
 	d.reg = breakers(t)

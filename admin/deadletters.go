@@ -54,6 +54,8 @@ type timelineBody struct {
 	Outcome   record.Outcome      `json:"outcome"`
 	Error     string              `json:"error"`
 	Reason    string              `json:"reason"`
+	// BulkAction is the bulk action a replay or discard was part of; 0 for one of its own.
+	BulkAction record.BulkActionID `json:"bulk_action"`
 }
 
 // resolutionBody is the outcome of a replay or discard of one letter.
@@ -89,7 +91,7 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ strin
 }
 
 // deadLetterParams are the query parameters of the listing.
-var deadLetterParams = []string{"status", "source", "from", "to", "limit", "offset"}
+var deadLetterParams = []string{"status", "source", "from", "to", "error", "limit", "offset"}
 
 // deadLetterFilter reads the listing's query, whose names query has checked; every malformed
 // value is an error naming it.
@@ -102,7 +104,7 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 	default:
 		errs = append(errs, fmt.Errorf("status %s: want failed, replayed or discarded", quote(string(st))))
 	}
-	f.Source = q.Get("source")
+	f.Source, f.ErrorContains = q.Get("source"), q.Get("error")
 	for _, t := range []struct {
 		name string
 		to   *time.Time
@@ -163,7 +165,7 @@ func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request, _ string)
 	for _, e := range timeline {
 		entries = append(entries, timelineBody{Kind: e.Kind, Number: e.Number,
 			StartedAt: timeOrNil(e.StartedAt), EndedAt: timeOrNil(e.EndedAt), Instance: e.Instance,
-			Actor: e.Actor, Outcome: e.Outcome, Error: e.Error, Reason: e.Reason})
+			Actor: e.Actor, Outcome: e.Outcome, Error: e.Error, Reason: e.Reason, BulkAction: e.BulkAction})
 	}
 	// The payload reads as JSON when it is JSON (the default codec), else as a string.
 	var payload any = string(d.Payload)

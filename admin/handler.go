@@ -102,6 +102,11 @@ func (s *server) routes() {
 	s.api("POST /api/dead-letters/{id}/discard", s.needQueue(s.discardDeadLetter))
 	s.api("POST /api/dead-letters/replay", s.needQueue(s.replayDeadLetters))
 	s.api("POST /api/dead-letters/discard", s.needQueue(s.discardDeadLetters))
+	s.api("POST /api/dead-letters/actions", s.startBulkAction)
+	s.api("GET /api/dead-letters/actions", s.listBulkActions)
+	s.api("GET /api/dead-letters/actions/{id}", s.getBulkAction)
+	s.api("POST /api/dead-letters/actions/{id}/cancel", s.cancelBulkAction)
+	s.api("POST /api/breakers/{key}/reset-and-replay", s.needBreakers(s.resetAndReplay))
 
 	s.api("GET /api/schedules", s.needQueue(s.listSchedules))
 	s.api("GET /api/schedules/{name}/runs", s.needQueue(s.scheduleRuns))

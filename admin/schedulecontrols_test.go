@@ -95,7 +95,7 @@ func TestScheduleControlRoutes(t *testing.T) {
 	if s := res.body["schedule"].(map[string]any); s["removed_by"] != "admin" || s["removed_at"] == nil || s["run_now_at"] != nil {
 		t.Fatalf("removed %v", res.body)
 	}
-	audit, err := f.q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditScheduleTarget, Target: "nightly"})
+	audit, err := f.q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetSchedule, Target: "nightly"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,9 @@ func runChild(mode string) int {
 	if mode == "schedule" {
 		return runScheduleChild() // fleet_schedule_test.go
 	}
+	if mode == "bulk" {
+		return runBulkChild() // bulkaction_fleet_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)
@@ -141,6 +144,12 @@ func runChild(mode string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	return serveChild(q, m, cfg)
+}
+
+// serveChild runs a scheduler of q on m with cfg, prints "READY <instance>", and stops it
+// gracefully on SIGTERM; it returns the child's exit code.
+func serveChild(q *durable.Queue, m mediator.Sender, cfg durable.SchedulerConfig) int {
 	s, err := durable.NewScheduler(q, m, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -154,7 +163,7 @@ func runChild(mode string) int {
 	}
 	fmt.Println("READY", s.InstanceID())
 	<-sig
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child: shutdown:", err)

@@ -23,6 +23,9 @@ type DeadLetterFilter struct {
 	Status   record.DeadLetterStatus // zero means record.DeadLetterFailed, the letters waiting for an operator
 	Source   string                  // when not empty, only letters of that source
 	From, To time.Time               // when not zero, only letters created in [From, To)
+	// ErrorContains, when not empty, keeps only the letters whose error contains it, ignoring
+	// case.
+	ErrorContains string
 	// Limit caps the letters returned: zero means 50, a dashboard's page; at most 500, so a
 	// listing's payloads stay a bounded response.
 	Limit, Offset int
@@ -196,7 +199,7 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]record.D
 		f.Limit = defaultDeadLetterLimit
 	}
 	ls, total, err := q.store.DeadLetters(ctx, store.DeadLetterFilter{Status: store.DeadLetterStatus(f.Status), Source: f.Source,
-		From: f.From, To: f.To, Limit: f.Limit, Offset: f.Offset})
+		From: f.From, To: f.To, ErrorContains: f.ErrorContains, Limit: f.Limit, Offset: f.Offset})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -234,7 +237,7 @@ func (q *Queue) DeadLetter(ctx context.Context, id record.DeadLetterID) (record.
 	}
 	for _, e := range evs {
 		tl = append(tl, record.TimelineEntry{Kind: record.TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
-			Outcome: eventOutcome[e.Outcome], Error: e.Error, Reason: e.Reason})
+			Outcome: eventOutcome[e.Outcome], Error: e.Error, Reason: e.Reason, BulkAction: record.BulkActionID(e.BulkAction)})
 	}
 	return letterOf(d), tl, nil
 }
@@ -296,6 +299,12 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.De
 	if actor == "" {
 		return "", errors.New("durable: Replay: actor is required: the timeline records who replayed")
 	}
+	return q.replay(ctx, sender, id, actor, 0)
+}
+
+// replay is Replay, as a part of bulk action bulk when it is not 0: the events it appends name
+// the action, and the transaction that settles the letter counts it in the action's totals.
+func (q *Queue) replay(ctx context.Context, sender mediator.Sender, id record.DeadLetterID, actor string, bulk int64) (Resolution, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -341,14 +350,14 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.De
 		// timeline says a replay ran whose outcome is not known.
 		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
-		ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended,
+		ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, BulkAction: bulk,
 			Outcome: string(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects; it returned: " + herr.Error()}
 		if err := q.store.AbandonReplay(done, d.ID, owner, ev); err != nil {
 			return "", errors.Join(herr, err)
 		}
 		return "", fmt.Errorf("durable: replay of dead letter %d cancelled: %w (the handler returned: %w)", id, ctx.Err(), herr)
 	}
-	ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, Outcome: store.OutcomeReplayed}
+	ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, Outcome: store.OutcomeReplayed, BulkAction: bulk}
 	if herr != nil {
 		ev.Outcome, ev.Error = store.OutcomeStillFailed, herr.Error()
 	}
@@ -544,12 +553,17 @@ func (q *Queue) Discard(ctx context.Context, id record.DeadLetterID, actor, reas
 	if len(errs) > 0 {
 		return "", fmt.Errorf("durable: Discard: %w", errors.Join(errs...))
 	}
+	return q.discard(ctx, id, actor, reason, 0)
+}
+
+// discard is Discard, as a part of bulk action bulk when it is not 0 (see replay).
+func (q *Queue) discard(ctx context.Context, id record.DeadLetterID, actor, reason string, bulk int64) (Resolution, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	now := q.clock.Now()
 	res, err := q.store.Discard(ctx, store.DeadLetterID(id), store.Event{Kind: store.EventDiscard, Actor: actor, StartedAt: now,
-		EndedAt: now, Outcome: store.OutcomeDiscarded, Reason: reason})
+		EndedAt: now, Outcome: store.OutcomeDiscarded, Reason: reason, BulkAction: bulk})
 	switch {
 	case err != nil:
 		return "", err

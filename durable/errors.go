@@ -32,6 +32,9 @@ var (
 	ErrNotFound         = errors.New("durable: dead letter not found")
 	ErrConflict         = errors.New("durable: dead letter conflict")     // not failed, or being replayed
 	ErrTooMany          = errors.New("durable: too many dead letter ids") // over 100 (a screen; a short call); nothing done
+	// ErrInvalidBulkAction: StartBulkAction refused its spec (the error names each problem);
+	// nothing was done.
+	ErrInvalidBulkAction = errors.New("durable: invalid bulk action")
 )
 
 // OutcomeUnknownError reports an insert sent whose answer never came. It matches

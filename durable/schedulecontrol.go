@@ -98,7 +98,7 @@ func (q *Queue) AddSchedule(ctx context.Context, spec ScheduleSpec, actor string
 		}
 		detail := fmt.Sprintf("spec %q in %s, request %s %s", out.Spec, out.Location, spec.Request, spec.Payload)
 		return &out, q.audit(ctx, tx, record.AuditEntry{At: now, Actor: actor, Action: record.AuditAddSchedule,
-			TargetKind: record.AuditScheduleTarget, Target: spec.Name, Detail: detail, Outcome: record.AuditDone})
+			TargetKind: record.AuditTargetSchedule, Target: spec.Name, Detail: detail, Outcome: record.AuditDone})
 	})
 	if errors.Is(err, store.ErrScheduleTaken) {
 		return record.ScheduleInfo{}, fmt.Errorf("durable: AddSchedule %q: %w: %w", spec.Name, ErrScheduleExists, err)
@@ -270,7 +270,7 @@ func (q *Queue) changeSchedule(ctx context.Context, op, name, actor string, acti
 		if err != nil {
 			return nil, err
 		}
-		e := record.AuditEntry{At: now, Actor: actor, Action: action, TargetKind: record.AuditScheduleTarget, Target: name,
+		e := record.AuditEntry{At: now, Actor: actor, Action: action, TargetKind: record.AuditTargetSchedule, Target: name,
 			Detail: detail, Outcome: record.AuditDone}
 		if why != "" {
 			e.Detail, e.Outcome, out = why, record.AuditNoChange, *cur

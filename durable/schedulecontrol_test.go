@@ -106,7 +106,7 @@ func TestScheduleAddedAtRunTimeRunsOnOneInstance(t *testing.T) {
 		if n := total(calls()["added"]); n != 3 {
 			t.Fatalf("calls %v, want 3 in all", calls())
 		}
-		audit := must[[]record.AuditEntry](t)(op.Audit(context.Background(), durable.AuditFilter{TargetKind: record.AuditScheduleTarget, Target: "added"}))
+		audit := must[[]record.AuditEntry](t)(op.Audit(context.Background(), durable.AuditFilter{TargetKind: record.AuditTargetSchedule, Target: "added"}))
 		if len(audit) != 1 || audit[0].Action != record.AuditAddSchedule || audit[0].Actor != "ops" || audit[0].Outcome != record.AuditDone ||
 			!strings.Contains(audit[0].Detail, `spec "@every 1m" in UTC, request tick`) {
 			t.Fatalf("audit %+v", audit)
@@ -163,7 +163,7 @@ func TestSchedulePauseResumeFleetWide(t *testing.T) {
 		}
 		// Resuming what is not paused changes nothing, and the audit log says so.
 		must[record.ScheduleInfo](t)(op.ResumeSchedule(ctx, "job", "ops"))
-		audit := must[[]record.AuditEntry](t)(op.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditScheduleTarget, Target: "job"}))
+		audit := must[[]record.AuditEntry](t)(op.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetSchedule, Target: "job"}))
 		var got []string
 		for _, e := range audit {
 			got = append(got, string(e.Action)+":"+string(e.Outcome)+":"+e.Detail)
@@ -216,7 +216,7 @@ func TestScheduleRunNowPendingIsOnce(t *testing.T) {
 	if info := must[record.ScheduleInfo](t)(q.RunScheduleNow(ctx, "s", "bob")); info.RunNowBy != "alice" {
 		t.Fatalf("second ask %+v", info)
 	}
-	audit := must[[]record.AuditEntry](t)(q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditScheduleTarget, Target: "s"}))
+	audit := must[[]record.AuditEntry](t)(q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetSchedule, Target: "s"}))
 	if len(audit) != 3 || audit[0].Outcome != record.AuditNoChange || audit[0].Actor != "bob" ||
 		!strings.HasPrefix(audit[0].Detail, "a run asked for by alice at ") || audit[1].Outcome != record.AuditDone {
 		t.Fatalf("audit %+v", audit)
@@ -362,7 +362,7 @@ func TestAddScheduleConcurrentOnce(t *testing.T) {
 			}
 		}
 		q := b.bare(t, durable.Config{})
-		audit := must[[]record.AuditEntry](t)(q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditScheduleTarget, Target: "once"}))
+		audit := must[[]record.AuditEntry](t)(q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetSchedule, Target: "once"}))
 		if added != 1 || len(audit) != 1 {
 			t.Fatalf("%d adds succeeded, %d audited; want 1", added, len(audit))
 		}

@@ -244,6 +244,7 @@ type scheduler struct {
 	cronWake chan struct{}
 
 	pauses keyPauses // the paused breaker keys (pause.go)
+	bulk   *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
 }
 
 type schedState uint8
@@ -287,6 +288,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		graceEnd:  make(chan struct{}),
 	}
 	s.health = dbHealth{log: cfg.Logger, instance: cfg.InstanceID}
+	s.bulk = newBulkLoop(s)
 	s.base, s.endBase = context.WithCancel(context.Background())
 	s.life, s.endLife = context.WithCancel(context.Background())
 	return s, nil
@@ -317,6 +319,7 @@ func (s *scheduler) Start() error {
 		workers.Go(s.worker)
 	}
 	s.startCron()
+	s.startBulk()
 	keeper := make(chan struct{})
 	go func() {
 		defer close(keeper)
@@ -346,6 +349,7 @@ func (s *scheduler) Start() error {
 			workers.Wait()
 		}
 		s.waitCron()
+		s.waitBulk()
 		s.mu.Lock()
 		if s.graceTimer != nil {
 			s.graceTimer.Stop()

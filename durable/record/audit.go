@@ -37,7 +37,7 @@ const (
 )
 
 // The actions on schedules (durable.Queue.AddSchedule, RemoveSchedule, PauseSchedule,
-// ResumeSchedule, RunScheduleNow), taken on targets of kind AuditScheduleTarget, the schedule's
+// ResumeSchedule, RunScheduleNow), taken on targets of kind AuditTargetSchedule, the schedule's
 // name.
 const (
 	AuditAddSchedule    AuditAction = "add"
@@ -46,5 +46,15 @@ const (
 	AuditResumeSchedule AuditAction = "resume"
 	AuditRunScheduleNow AuditAction = "run_now"
 
-	AuditScheduleTarget AuditTarget = "schedule"
+	AuditTargetSchedule AuditTarget = "schedule"
+)
+
+// The audited actions and target of bulk actions on dead letters (durable.Queue.StartBulkAction):
+// the entry's Target is the action's id.
+const (
+	AuditBulkReplay       AuditAction = "bulk_replay"        // a bulk replay was started (Detail: filter, reason, reset breaker)
+	AuditBulkDiscard      AuditAction = "bulk_discard"       // a bulk discard was started
+	AuditCancelBulkAction AuditAction = "cancel_bulk_action" // a bulk action was cancelled
+
+	AuditTargetBulkAction AuditTarget = "bulk_action"
 )

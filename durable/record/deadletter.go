@@ -59,4 +59,6 @@ type TimelineEntry struct {
 	Outcome            Outcome // how an attempt's or a replay's dispatch ended; empty for a discard
 	Error              string
 	Reason             string // why the letter was discarded
+	// BulkAction is the bulk action a replay or discard was part of; 0 for one of its own.
+	BulkAction BulkActionID
 }

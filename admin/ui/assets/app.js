@@ -535,6 +535,8 @@
     p.set("status", $("f-status").value || "failed");
     var src = $("f-source").value.trim();
     if (src) p.set("source", src);
+    var errText = $("f-error").value.trim();
+    if (errText) p.set("error", errText);
     var from = filterTime($("f-from").value), to = filterTime($("f-to").value);
     if (from) p.set("from", from);
     if (to) p.set("to", to);
@@ -938,7 +940,7 @@
   window.switchboardAdmin = {
     $: $, el: el, api: api, ApiError: ApiError, seg: seg, notify: notify, startAction: startAction, failed: failed,
     timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
-    setBreakable: setBreakable, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
+    setBreakable: setBreakable, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
     addPanel: function (load) { panels.push(load); },
     addScheduleRow: function (hook) { scheduleRowHooks.push(hook); }
   };

@@ -69,6 +69,9 @@ type Event struct {
 	Outcome      string
 	Error        string
 	Reason       string
+	// BulkAction is the bulk action the event was part of; 0 for a replay or discard of its
+	// own. The action's totals are counted from these events (see BulkAction).
+	BulkAction int64
 }
 
 // NewDeadLetter describes a dead letter captured outside the item lifecycle (a failed item of
@@ -87,11 +90,39 @@ type NewDeadLetter struct {
 // DeadLetterFilter filters DeadLetters. Status is required; From and To bound the creation
 // time (From inclusive, To exclusive) when not zero.
 type DeadLetterFilter struct {
-	Status        DeadLetterStatus
-	Source        string
-	From, To      time.Time
+	Status   DeadLetterStatus
+	Source   string
+	From, To time.Time
+	// ErrorContains, when not empty, keeps the letters whose error contains it, ignoring case.
+	ErrorContains string
 	Limit, Offset int
 }
+
+// where returns the WHERE clause (with a leading space) and arguments of f's conditions.
+func (f DeadLetterFilter) where() (string, []any) {
+	where := " WHERE status = ?"
+	args := []any{string(f.Status)}
+	if f.Source != "" {
+		where += " AND source = ?"
+		args = append(args, f.Source)
+	}
+	if !f.From.IsZero() {
+		where += " AND created_at >= ?"
+		args = append(args, micros(f.From))
+	}
+	if !f.To.IsZero() {
+		where += " AND created_at < ?"
+		args = append(args, micros(f.To))
+	}
+	if f.ErrorContains != "" {
+		where += ` AND LOWER(error) LIKE ? ESCAPE '\'`
+		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(f.ErrorContains))+"%")
+	}
+	return where, args
+}
+
+// likeEscaper escapes the wildcards of a LIKE pattern (the escape character is a backslash).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 // LeaseResult says what LeaseReplay found.
 type LeaseResult int
@@ -173,20 +204,7 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLett
 
 // DeadLetters returns the letters f selects, newest first, and how many match in all.
 func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
-	where := " WHERE status = ?"
-	args := []any{string(f.Status)}
-	if f.Source != "" {
-		where += " AND source = ?"
-		args = append(args, f.Source)
-	}
-	if !f.From.IsZero() {
-		where += " AND created_at >= ?"
-		args = append(args, micros(f.From))
-	}
-	if !f.To.IsZero() {
-		where += " AND created_at < ?"
-		args = append(args, micros(f.To))
-	}
+	where, args := f.where()
 	var total int
 	if err := s.db.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
@@ -230,7 +248,7 @@ func (s *Store) DeadLettersOfItems(ctx context.Context, ids []ItemID) ([]DeadLet
 
 // Events lists the events of a letter in order.
 func (s *Store) Events(ctx context.Context, id DeadLetterID) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason, bulk_action_id
 	FROM switchboard_dead_letter_events WHERE dead_letter_id = ? ORDER BY id`), int64(id))
 	if err != nil {
 		return nil, fmt.Errorf("durable: dead letter events: %w", err)
@@ -243,11 +261,13 @@ func (s *Store) Events(ctx context.Context, id DeadLetterID) ([]Event, error) {
 			dl             int64
 			started, ended int64
 			errStr, reason sql.NullString
+			bulk           sql.NullInt64
 		)
-		if err := rows.Scan(&e.ID, &dl, &e.Kind, &e.Actor, &started, &ended, &e.Outcome, &errStr, &reason); err != nil {
+		if err := rows.Scan(&e.ID, &dl, &e.Kind, &e.Actor, &started, &ended, &e.Outcome, &errStr, &reason, &bulk); err != nil {
 			return nil, fmt.Errorf("durable: dead letter events: %w", err)
 		}
 		e.DeadLetterID, e.StartedAt, e.EndedAt, e.Error, e.Reason = DeadLetterID(dl), fromMicros(started), fromMicros(ended), errStr.String, reason.String
+		e.BulkAction = bulk.Int64
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -473,7 +493,8 @@ func (s *Store) AddEvent(ctx context.Context, id DeadLetterID, ev Event) error {
 
 func (s *Store) insertEvent(ctx context.Context, tx execer, id DeadLetterID, ev Event) error {
 	_, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_dead_letter_events
-	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		int64(id), ev.Kind, storedText(ev.Actor), micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(storedText(ev.Error)), nullString(storedText(ev.Reason)))
+	(dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason, bulk_action_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		int64(id), ev.Kind, storedText(ev.Actor), micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome, nullString(storedText(ev.Error)), nullString(storedText(ev.Reason)),
+		sql.NullInt64{Int64: ev.BulkAction, Valid: ev.BulkAction != 0})
 	return err
 }

@@ -1,0 +1,54 @@
+package record
+
+// BulkActionID identifies a bulk action on dead letters (durable.Queue.StartBulkAction).
+type BulkActionID int64
+
+// BulkActionKind is what a bulk action does to each letter it selects.
+type BulkActionKind string
+
+// The kinds of bulk action.
+const (
+	BulkReplay  BulkActionKind = "replay"  // replay each letter, as Queue.Replay does
+	BulkDiscard BulkActionKind = "discard" // discard each letter, as Queue.Discard does
+)
+
+// BulkActionState is where a bulk action stands.
+type BulkActionState string
+
+// The states of a bulk action. The last three are final.
+const (
+	BulkQueued  BulkActionState = "queued"  // stored; no scheduler has taken it up yet
+	BulkRunning BulkActionState = "running" // a scheduler works through its letters
+	// BulkWaiting: its next letters are held by other replays (their leases); it goes on when
+	// they are free.
+	BulkWaiting BulkActionState = "waiting"
+	// BulkPausedOnBreaker: the breaker of its next letters' key refuses calls; it goes on when
+	// the breaker lets them through, and the letters stay failed, untouched, meanwhile.
+	BulkPausedOnBreaker BulkActionState = "paused_on_breaker"
+	BulkDone            BulkActionState = "done"      // every selected letter is settled
+	BulkCancelled       BulkActionState = "cancelled" // an operator cancelled it; settled letters stay settled
+	BulkFailed          BulkActionState = "failed"    // it could not go on (its Error says why)
+)
+
+// Finished reports whether s is final: done, cancelled or failed.
+func (s BulkActionState) Finished() bool {
+	return s == BulkDone || s == BulkCancelled || s == BulkFailed
+}
+
+// BulkActionTotals are a bulk action's letters per outcome. Replayed, StillFailed and
+// Discarded are counted in the transaction that settles each letter, so they never miss or
+// double one; Unknown counts replays that ran but whose outcome could not be recorded (the
+// letter stays failed; its timeline says so); Skipped, set when the action is done, counts the
+// letters it matched at its start that others settled before it reached them.
+type BulkActionTotals struct {
+	Replayed    int64
+	StillFailed int64
+	Discarded   int64
+	Unknown     int64
+	Skipped     int64
+}
+
+// Settled is the sum of the totals: the letters the action is done with.
+func (t BulkActionTotals) Settled() int64 {
+	return t.Replayed + t.StillFailed + t.Discarded + t.Unknown + t.Skipped
+}
