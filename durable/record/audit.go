@@ -35,3 +35,11 @@ const (
 	AuditDone     AuditOutcome = "done"
 	AuditNoChange AuditOutcome = "no_change"
 )
+
+// The actions on one item (durable.Queue.Cancel, durable.Queue.RunNow) and their target kind:
+// the Target of such an entry is the item's id in decimal.
+const (
+	AuditCancel AuditAction = "cancel"
+	AuditRunNow AuditAction = "run_now"
+	AuditItem   AuditTarget = "item"
+)
