@@ -51,13 +51,15 @@ func itemListSQL(q ItemQuery) (string, []any) {
 			where += " AND COALESCE(parked_key, '') <> ''"
 		}
 	case q.Parked:
-		// switchboard_items_parked_list (created_at, id) WHERE state = 'pending' AND parked_key IS NOT NULL.
-		where = "state = 'pending' AND parked_key IS NOT NULL"
+		// switchboard_items_parked_list (created_at, id) WHERE state = 'pending' AND parked_key IS NOT NULL
+		// AND created_at >= 0.
+		where = "state = 'pending' AND parked_key IS NOT NULL AND created_at >= 0"
 	default:
-		// switchboard_items_list_<state> (created_at, id) WHERE state = '<state>': the state is
-		// in the text (one of the States, checked by the caller) so that the plan, generic
-		// too, can read the partial index.
-		where = "state = '" + string(q.State) + "'"
+		// switchboard_items_list_<state> (created_at, id) WHERE state = '<state>' AND
+		// created_at >= 0: the state is in the text (one of the States, checked by
+		// ListItems) and the guard too, so that the plan, generic too, can read the partial
+		// index (and only the listings can).
+		where = "state = '" + string(q.State) + "' AND created_at >= 0"
 	}
 	after, afterID := q.AfterCreated, int64(q.AfterID)
 	if afterID == 0 {

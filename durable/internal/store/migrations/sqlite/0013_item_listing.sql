@@ -6,14 +6,16 @@
 -- 'cancelled', is an item an operator cancelled while it was pending: terminal, and kept.
 --
 -- One index per state, each holding only the items in its state: an item is in one of them at
--- a time, so a state change writes one entry, as one index on state would. (A plain index on
--- state misled the planner into reading every pending item for a claim; a partial index in
--- listing order offers a claim nothing.)
-CREATE INDEX switchboard_items_list_pending ON switchboard_items (created_at, id) WHERE state = 'pending';
-CREATE INDEX switchboard_items_list_running ON switchboard_items (created_at, id) WHERE state = 'running';
-CREATE INDEX switchboard_items_list_succeeded ON switchboard_items (created_at, id) WHERE state = 'succeeded';
-CREATE INDEX switchboard_items_list_dead ON switchboard_items (created_at, id) WHERE state = 'dead';
-CREATE INDEX switchboard_items_list_cancelled ON switchboard_items (created_at, id) WHERE state = 'cancelled';
+-- a time, so a state change writes one entry, as one index on state would. Their predicates
+-- say "created_at >= 0", always true, as the listings do, so that only a statement saying it can
+-- read them: statistics taken when nothing was pending or running once had the planner read
+-- every pending or running item through an index on state for a claim or a sweep, and would
+-- have it read these the same way.
+CREATE INDEX switchboard_items_list_pending ON switchboard_items (created_at, id) WHERE state = 'pending' AND created_at >= 0;
+CREATE INDEX switchboard_items_list_running ON switchboard_items (created_at, id) WHERE state = 'running' AND created_at >= 0;
+CREATE INDEX switchboard_items_list_succeeded ON switchboard_items (created_at, id) WHERE state = 'succeeded' AND created_at >= 0;
+CREATE INDEX switchboard_items_list_dead ON switchboard_items (created_at, id) WHERE state = 'dead' AND created_at >= 0;
+CREATE INDEX switchboard_items_list_cancelled ON switchboard_items (created_at, id) WHERE state = 'cancelled' AND created_at >= 0;
 -- The listings of one request name: one more entry per state change of every item, the price
 -- of finding a rare name's items among millions without reading the others.
 CREATE INDEX switchboard_items_by_name ON switchboard_items (name, state, created_at, id);
@@ -23,7 +25,7 @@ DROP INDEX switchboard_items_parked;
 CREATE INDEX switchboard_items_parked ON switchboard_items (parked_key, created_at, id) WHERE parked_key IS NOT NULL;
 -- Every parked item, in listing order; only parked items have entries.
 CREATE INDEX switchboard_items_parked_list ON switchboard_items (created_at, id)
-    WHERE state = 'pending' AND parked_key IS NOT NULL;
+    WHERE state = 'pending' AND parked_key IS NOT NULL AND created_at >= 0;
 -- The index on state alone goes, as on PostgreSQL: the listings of one state read the indexes
 -- above, and counting items by state (Stats) reads the table.
 DROP INDEX switchboard_items_state;
