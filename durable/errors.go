@@ -32,6 +32,7 @@ var (
 	ErrNotFound         = errors.New("durable: dead letter not found")
 	ErrConflict         = errors.New("durable: dead letter conflict")     // not failed, or being replayed
 	ErrTooMany          = errors.New("durable: too many dead letter ids") // over 100 (a screen; a short call); nothing done
+	ErrBadCursor        = errors.New("durable: not an item cursor")       // an ItemFilter.After no ItemPage.Next gave
 )
 
 // OutcomeUnknownError reports an insert sent whose answer never came. It matches

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,7 +14,11 @@ import (
 	"github.com/switchboard-go/switchboard/durable/record"
 )
 
-// ItemFilter selects the items Queue.Items lists, a page at a time, oldest first (by creation).
+// ItemFilter selects the items Queue.Items lists, a page at a time, in the listing order of
+// their state: pending items in the order they run (when due; those to run alone, after a
+// crash while they ran, after the others), parked ones by breaker key then when due, running
+// ones by when their lease runs out, finished ones (succeeded, dead, cancelled) by when they
+// finished, newest first.
 type ItemFilter struct {
 	// State is the state listed: zero means record.StatePending, the work waiting to run. A
 	// listing is of one state so that each page is one range of an index.
@@ -21,11 +26,16 @@ type ItemFilter struct {
 	// Parked keeps only the pending items parked on a circuit breaker (waiting for it to let
 	// calls through); State must then be pending or zero.
 	Parked bool
-	// Name, when not empty, keeps the items of that request name.
+	// Name, when not empty, keeps the items of that request name. The listing then reads its
+	// state's order and skips the items of other names: a page of a rare name among many
+	// items of others reads many rows. No index per name: every index is one more write on
+	// every state change of every item.
 	Name string
 	// Key, when not empty, keeps the items parked on that breaker key; it implies Parked.
 	Key string
-	// From and To, when not zero, keep the items created in [From, To).
+	// From and To, when not zero, keep the items whose listing time is in [From, To): when
+	// a pending (or parked) item is due, when a running item's lease runs out, when a finished
+	// item finished. They bound the index range the listing reads.
 	From, To time.Time
 	// After is the cursor of the page to read: an ItemPage's Next. Empty: the first page.
 	After string
@@ -42,29 +52,34 @@ type ItemPage struct {
 }
 
 // cursorPrefix marks an item cursor (and its version), so that another string is refused as one.
-const cursorPrefix = "i1."
+const cursorPrefix = "i1"
 
-// itemCursor encodes the listing position of it.
-func itemCursor(it store.Item) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatInt(it.CreatedAt.UnixMicro(), 10) + "." + strconv.FormatInt(int64(it.ID), 10)))
+// cursorBody is an item cursor's content: a position in its listing's order (store.ItemCursor).
+type cursorBody struct {
+	V   string `json:"v"`
+	Key string `json:"k,omitempty"`
+	Iso bool   `json:"i,omitempty"`
+	At  int64  `json:"t"`
+	ID  int64  `json:"id"`
+}
+
+// itemCursor encodes c.
+func itemCursor(c store.ItemCursor) string {
+	b, _ := json.Marshal(cursorBody{V: cursorPrefix, Key: c.Key, Iso: c.Isolate, At: c.At, ID: int64(c.ID)})
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // parseItemCursor decodes a cursor itemCursor made.
-func parseItemCursor(c string) (created int64, id store.ItemID, err error) {
+func parseItemCursor(c string) (store.ItemCursor, error) {
+	var body cursorBody
 	raw, err := base64.RawURLEncoding.DecodeString(c)
-	rest, ok := strings.CutPrefix(string(raw), cursorPrefix)
-	a, b, ok2 := strings.Cut(rest, ".")
-	if err == nil && ok && ok2 {
-		created, err = strconv.ParseInt(a, 10, 64)
-		if err == nil {
-			var n int64
-			n, err = strconv.ParseInt(b, 10, 64)
-			if err == nil && n > 0 && created >= 0 {
-				return created, store.ItemID(n), nil
-			}
-		}
+	if err == nil {
+		err = json.Unmarshal(raw, &body)
 	}
-	return 0, 0, fmt.Errorf("After %q is not a cursor of an item listing (an ItemPage's Next)", cut(c, 64))
+	if err != nil || body.V != cursorPrefix || body.ID <= 0 {
+		return store.ItemCursor{}, fmt.Errorf("After %q is not a cursor of an item listing (an ItemPage's Next): %w", cut(c, 64), ErrBadCursor)
+	}
+	return store.ItemCursor{Key: body.Key, Isolate: body.Iso, At: body.At, ID: store.ItemID(body.ID)}, nil
 }
 
 // cut shortens s to at most n bytes for a message.
@@ -96,15 +111,12 @@ func (f ItemFilter) query() (store.ItemQuery, error) {
 	if f.Limit < 0 || f.Limit > maxDeadLetterLimit {
 		errs = append(errs, fmt.Errorf("Limit %d is outside [0, %d]", f.Limit, maxDeadLetterLimit))
 	}
-	if f.From.Before(time.UnixMicro(0)) && !f.From.IsZero() {
-		errs = append(errs, fmt.Errorf("From %v is before 1970", f.From.Format(time.RFC3339)))
-	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		errs = append(errs, fmt.Errorf("From %v is not before To %v: the range is empty", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano)))
 	}
 	if f.After != "" {
 		var err error
-		if q.AfterCreated, q.AfterID, err = parseItemCursor(f.After); err != nil {
+		if q.After, err = parseItemCursor(f.After); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -114,8 +126,8 @@ func (f ItemFilter) query() (store.ItemQuery, error) {
 	return q, errors.Join(errs...)
 }
 
-// Items returns a page of the items f selects, oldest first, and the cursor of the next
-// page. Paging is by cursor (keyset), not by offset: each page reads its own rows from an
+// Items returns a page of the items f selects, in the listing order of their state (see
+// ItemFilter), and the cursor of the next page. Paging is by cursor (keyset), not by offset: each page reads its own rows from an
 // index, so the thousandth page of a million items reads as fast as the first, and items
 // created or finishing between pages neither repeat nor shift the pages. Queue.Item and
 // Queue.Attempts inspect one item; Cancel and RunNow act on a pending one.
@@ -133,7 +145,7 @@ func (q *Queue) Items(ctx context.Context, f ItemFilter) (ItemPage, error) {
 	var page ItemPage
 	if len(rows) > limit {
 		rows = rows[:limit]
-		page.Next = itemCursor(rows[limit-1])
+		page.Next = itemCursor(store.CursorOf(sq, rows[limit-1]))
 	}
 	page.Items = make([]record.Item, len(rows))
 	for i, it := range rows {

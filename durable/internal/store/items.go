@@ -6,89 +6,165 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
 // StateCancelled is the state of an item an operator cancelled before it ran: terminal, kept.
 const StateCancelled State = "cancelled"
 
-// ItemQuery selects a page of ListItems: the items in State (with a parked key when Parked),
-// of Name and parked on Key when those are set, created in [From, To) (zero: unbounded), after
-// the position (AfterCreated, AfterID) of (created_at, id) order, at most Limit.
+// ItemQuery selects a page of ListItems: the items in State (parked on a breaker when Parked),
+// of Name and parked on Key when those are set, whose listing time (ListItems) is in [From,
+// To) (zero: unbounded), after the position After, at most Limit.
 type ItemQuery struct {
-	State        State
-	Parked       bool
-	Name, Key    string
-	From, To     time.Time
-	AfterCreated int64 // microseconds; with AfterID zero, the page starts at From
-	AfterID      ItemID
-	Limit        int
+	State     State
+	Parked    bool
+	Name, Key string
+	From, To  time.Time
+	After     ItemCursor // zero: the first page
+	Limit     int
 }
 
-// itemListSQL is the statement of one listing shape: the equality filters it has, in the order
-// of their arguments. Each shape reads an index whose leading columns are its equality
-// filters and whose next ones (created_at, id) are the listing's order, from the cursor.
-func itemListSQL(q ItemQuery) (string, []any) {
-	var where string
-	var args []any
-	switch {
-	case q.Key != "":
-		// switchboard_items_parked (parked_key, created_at, id): only parked items have entries.
-		where = "parked_key = ? AND state = ?"
-		args = append(args, q.Key, string(StatePending))
-		if q.Name != "" {
-			where += " AND name = ?"
-			args = append(args, q.Name)
-		}
-	case q.Name != "":
-		// switchboard_items_by_name (name, state, created_at, id).
-		where = "name = ? AND state = ?"
-		args = append(args, q.Name, string(q.State))
-		if q.Parked {
-			// Not "parked_key IS NOT NULL", which the parked indexes' predicate would match:
-			// the planner then read one of them whole and sorted it, thinking the parked items
-			// of a name few. Parked keys are never empty.
-			where += " AND COALESCE(parked_key, '') <> ''"
-		}
-	case q.Parked:
-		// switchboard_items_parked_list (created_at, id) WHERE state = 'pending' AND parked_key IS NOT NULL
-		// AND created_at >= 0.
-		where = "state = 'pending' AND parked_key IS NOT NULL AND created_at >= 0"
+// ItemCursor is a position in a listing's order: the ordering columns of the last item of a
+// page (CursorOf). Its zero value is the start of every listing.
+type ItemCursor struct {
+	Key     string // parked listings: the parked key
+	Isolate bool   // pending listings: past the items that run with others, among those to run alone
+	At      int64  // the listing time, microseconds
+	ID      ItemID // zero: the start
+}
+
+// CursorOf returns the position of it in the listing q selects.
+func CursorOf(q ItemQuery, it Item) ItemCursor {
+	c := ItemCursor{ID: it.ID, Key: it.ParkedKey, Isolate: it.Isolate}
+	switch listingOf(q) {
+	case listPending, listParked:
+		c.At = micros(it.NextAt)
+	case listRunning:
+		c.At = micros(it.LeaseUntil)
 	default:
-		// switchboard_items_list_<state> (created_at, id) WHERE state = '<state>' AND
-		// created_at >= 0: the state is in the text (one of the States, checked by
-		// ListItems) and the guard too, so that the plan, generic too, can read the partial
-		// index (and only the listings can).
-		where = "state = '" + string(q.State) + "' AND created_at >= 0"
+		c.At = micros(it.UpdatedAt)
 	}
-	after, afterID := q.AfterCreated, int64(q.AfterID)
-	if afterID == 0 {
-		// The first page: (created_at, id) > (From, 0) is created_at >= From, ids being positive.
-		after = micros(q.From)
+	return c
+}
+
+// listing is the order a query's items are listed in, and the index it reads.
+type listing int
+
+const (
+	listPending  listing = iota // switchboard_items_due (isolate, next_at, id), isolate 0 then 1
+	listParked                  // switchboard_items_parked (parked_key, next_at, id)
+	listRunning                 // switchboard_items_lease (lease_until, id)
+	listFinished                // switchboard_items_<state> (updated_at, id), newest first
+)
+
+func listingOf(q ItemQuery) listing {
+	switch {
+	case q.Parked || q.Key != "":
+		return listParked
+	case q.State == StatePending:
+		return listPending
+	case q.State == StateRunning:
+		return listRunning
 	}
-	to := int64(math.MaxInt64)
+	return listFinished
+}
+
+// itemListSQL is the statement reading one page of q from after, and its arguments. The state
+// is in the text (one of the States, checked by ListItems), so that the plan, generic too,
+// can read the state's partial index.
+func itemListSQL(q ItemQuery, after ItemCursor) (string, []any) {
+	from, to := micros(q.From), int64(math.MaxInt64)
 	if !q.To.IsZero() {
 		to = micros(q.To)
 	}
-	where += " AND (created_at, id) > (?, ?) AND created_at < ?"
-	args = append(args, after, afterID, to, q.Limit)
-	return "SELECT " + itemColumns + " FROM switchboard_items WHERE " + where + " ORDER BY created_at, id LIMIT ?", args
+	first, id := after.ID == 0, int64(after.ID)
+	var where []string
+	var args []any
+	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
+	// The first page starts at From: (t, id) > (From, 0) is t >= From, ids being positive;
+	// newest first, it starts at To: (t, id) < (To, 0) is t < To.
+	at := after.At
+	if first {
+		at = from
+	}
+	var order string
+	switch listingOf(q) {
+	case listPending:
+		iso := 0
+		if after.Isolate {
+			iso = 1
+		}
+		add("state = 'pending'")
+		add("isolate = ?", iso)
+		add("(next_at, id) > (?, ?)", at, id)
+		add("next_at < ?", to)
+		order = "next_at, id"
+	case listParked:
+		add("state = 'pending'")
+		if q.Key != "" {
+			add("parked_key = ?", q.Key)
+			add("(next_at, id) > (?, ?)", at, id)
+		} else {
+			// (parked_key, next_at, id) > (key, at, id), written out so that its first column
+			// bounds the index scan on both engines.
+			add("parked_key >= ?", after.Key)
+			add("(parked_key > ? OR (next_at, id) > (?, ?))", after.Key, at, id)
+			add("next_at >= ?", from)
+		}
+		add("next_at < ?", to)
+		order = "parked_key, next_at, id"
+	case listRunning:
+		add("state = 'running'")
+		add("(lease_until, id) > (?, ?)", at, id)
+		add("lease_until < ?", to)
+		order = "lease_until, id"
+	default:
+		if first {
+			at = to
+		}
+		add("state = '" + string(q.State) + "'")
+		add("(updated_at, id) < (?, ?)", at, id)
+		add("updated_at >= ?", from)
+		order = "updated_at DESC, id DESC"
+	}
+	if q.Name != "" {
+		add("name = ?", q.Name)
+	}
+	args = append(args, q.Limit)
+	return "SELECT " + itemColumns + " FROM switchboard_items WHERE " + strings.Join(where, " AND ") + " ORDER BY " + order + " LIMIT ?", args
 }
 
-// ListItems returns the page q selects, in (created_at, id) order.
+// ListItems returns the page q selects, in its state's listing order: pending items in the
+// order they run (those to run alone after the others), parked ones by key then when due,
+// running ones by when their lease runs out, finished ones by when they finished, newest
+// first. The listing time that From and To bound is, in that order, when the item is due,
+// when its lease runs out, when it finished. A name filter reads the state's listing and
+// skips the items of other names.
 func (s *Store) ListItems(ctx context.Context, q ItemQuery) ([]Item, error) {
 	switch q.State {
 	case StatePending, StateRunning, StateSucceeded, StateDead, StateCancelled:
 	default:
 		return nil, fmt.Errorf("durable: items: unknown state %q", q.State)
 	}
-	query, args := itemListSQL(q)
+	out, err := s.listPage(ctx, q, q.After, make([]Item, 0, q.Limit))
+	if err != nil || listingOf(q) != listPending || q.After.Isolate || len(out) >= q.Limit {
+		return out, err
+	}
+	// The items that run with others are listed; those to run alone follow.
+	rest := q
+	rest.Limit -= len(out)
+	return s.listPage(ctx, rest, ItemCursor{Isolate: true}, out)
+}
+
+// listPage appends the page of q after after to out.
+func (s *Store) listPage(ctx context.Context, q ItemQuery, after ItemCursor, out []Item) ([]Item, error) {
+	query, args := itemListSQL(q, after)
 	rows, err := s.db.QueryContext(ctx, s.e.rebind(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("durable: items: %w", err)
 	}
 	defer rows.Close()
-	out := make([]Item, 0, q.Limit)
 	sc := newItemScan()
 	for rows.Next() {
 		it, _, err := sc.scan(rows)

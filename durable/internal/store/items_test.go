@@ -11,25 +11,32 @@ import (
 	"time"
 )
 
-// itemListShapes are the listing shapes, one per filter combination that picks its index, with
-// the query of a page after a cursor.
+// itemListShapes are the listing shapes, one per filter combination that picks its index or
+// its statement, each reading a page after a cursor.
 func itemListShapes() []struct {
-	name string
-	q    ItemQuery
+	name  string
+	q     ItemQuery
+	after ItemCursor
 } {
-	mid := ItemQuery{AfterCreated: 1700000002010000, AfterID: 1010000, Limit: 51}
-	with := func(f func(q *ItemQuery)) ItemQuery { q := mid; f(&q); return q }
-	return []struct {
-		name string
-		q    ItemQuery
-	}{
-		{"state", with(func(q *ItemQuery) { q.State = StateSucceeded })},
-		{"state_range", with(func(q *ItemQuery) { q.State = StatePending; q.To = time.UnixMicro(1700000009000000) })},
-		{"name", with(func(q *ItemQuery) { q.State = StatePending; q.Name = "rare.work" })},
-		{"name_parked", with(func(q *ItemQuery) { q.State = StatePending; q.Name = "rare.work"; q.Parked = true })},
-		{"parked", with(func(q *ItemQuery) { q.State = StatePending; q.Parked = true })},
-		{"key", with(func(q *ItemQuery) { q.State = StatePending; q.Parked = true; q.Key = "breaker:a" })},
-		{"key_name", with(func(q *ItemQuery) { q.State = StatePending; q.Parked = true; q.Key = "breaker:a"; q.Name = "rare.work" })},
+	mid := ItemCursor{At: 1700000002010000, ID: 1010000}
+	type shape = struct {
+		name  string
+		q     ItemQuery
+		after ItemCursor
+	}
+	to := time.UnixMicro(1700000009000000)
+	return []shape{
+		{"pending", ItemQuery{State: StatePending, Limit: 51}, mid},
+		{"pending_alone", ItemQuery{State: StatePending, Limit: 51}, ItemCursor{Isolate: true, At: mid.At, ID: mid.ID}},
+		{"pending_range_name", ItemQuery{State: StatePending, Name: "rare.work", To: to, Limit: 51}, mid},
+		{"parked", ItemQuery{State: StatePending, Parked: true, Limit: 51}, ItemCursor{Key: "breaker:a", At: mid.At, ID: mid.ID}},
+		{"parked_key", ItemQuery{State: StatePending, Parked: true, Key: "breaker:a", To: to, Limit: 51}, mid},
+		{"parked_key_name", ItemQuery{State: StatePending, Parked: true, Key: "breaker:a", Name: "rare.work", Limit: 51}, mid},
+		{"running", ItemQuery{State: StateRunning, Limit: 51}, mid},
+		{"succeeded", ItemQuery{State: StateSucceeded, Limit: 51}, mid},
+		{"succeeded_range_name", ItemQuery{State: StateSucceeded, Name: "rare.work", From: time.UnixMicro(1700000000500000), Limit: 51}, mid},
+		{"dead", ItemQuery{State: StateDead, Limit: 51}, mid},
+		{"cancelled", ItemQuery{State: StateCancelled, Limit: 51}, ItemCursor{}},
 	}
 }
 
@@ -51,6 +58,8 @@ func TestItemListPlans(t *testing.T) {
 		`UPDATE switchboard_items SET parked_key = CASE WHEN id % 2 = 0 THEN 'breaker:a' ELSE 'breaker:b' END
 			WHERE state = 'pending' AND id % 7 = 0`,
 		`UPDATE switchboard_items SET name = 'rare.work' WHERE id % 1000 = 3`,
+		`UPDATE switchboard_items SET state = 'dead' WHERE state = 'succeeded' AND id % 100 = 5`,
+		`UPDATE switchboard_items SET state = 'cancelled' WHERE state = 'pending' AND parked_key IS NULL AND id % 100 = 6`,
 		"ANALYZE switchboard_items",
 	} {
 		if _, err := db.Exec(q); err != nil {
@@ -59,22 +68,20 @@ func TestItemListPlans(t *testing.T) {
 	}
 	var cases []planCase
 	for _, sh := range itemListShapes() {
-		query, args := itemListSQL(sh.q)
+		query, args := itemListSQL(sh.q, sh.after)
 		cases = append(cases, planCase{name: "items_" + sh.name, query: Postgres.rebind(query), args: args, noSort: true})
 	}
 	assertIndexPlans(t, db, cases)
 
 	// Page 1 and page 1,000 of 50 of the succeeded items read about as many buffers.
-	first := ItemQuery{State: StateSucceeded, Limit: 51}
-	row := db.QueryRow(`SELECT created_at, id FROM switchboard_items WHERE state = 'succeeded' ORDER BY created_at, id OFFSET 49949 LIMIT 1`)
-	var c, id int64
-	if err := row.Scan(&c, &id); err != nil {
+	q := ItemQuery{State: StateSucceeded, Limit: 51}
+	row := db.QueryRow(`SELECT updated_at, id FROM switchboard_items WHERE state = 'succeeded' ORDER BY updated_at DESC, id DESC OFFSET 49949 LIMIT 1`)
+	var at, id int64
+	if err := row.Scan(&at, &id); err != nil {
 		t.Fatal(err)
 	}
-	far := first
-	far.AfterCreated, far.AfterID = c, ItemID(id)
-	b1, r1 := pageBuffers(t, db, first)
-	b1000, r1000 := pageBuffers(t, db, far)
+	b1, r1 := pageBuffers(t, db, q, ItemCursor{})
+	b1000, r1000 := pageBuffers(t, db, q, ItemCursor{At: at, ID: ItemID(id)})
 	t.Logf("buffers read: page 1 %d (%d rows), page 1000 %d (%d rows)", b1, r1, b1000, r1000)
 	if r1 != 51 || r1000 != 51 || b1000 > 2*b1+2 {
 		t.Errorf("page 1000 read %d buffers for %d rows, page 1 %d for %d: want at most twice as many", b1000, r1000, b1, r1)
@@ -83,9 +90,9 @@ func TestItemListPlans(t *testing.T) {
 
 // pageBuffers runs q under EXPLAIN (ANALYZE, BUFFERS) and returns the buffers its plan read
 // and the rows it returned.
-func pageBuffers(t *testing.T, db *sql.DB, q ItemQuery) (buffers, rows int) {
+func pageBuffers(t *testing.T, db *sql.DB, q ItemQuery, after ItemCursor) (buffers, rows int) {
 	t.Helper()
-	query, args := itemListSQL(q)
+	query, args := itemListSQL(q, after)
 	var raw string
 	if err := db.QueryRow("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+Postgres.rebind(query), args...).Scan(&raw); err != nil {
 		t.Fatal(err)
@@ -108,7 +115,7 @@ func pageBuffers(t *testing.T, db *sql.DB, q ItemQuery) (buffers, rows int) {
 func TestItemListSQLitePlans(t *testing.T) {
 	db := sqliteBackend(t).open(t).DB()
 	for _, sh := range itemListShapes() {
-		query, args := itemListSQL(sh.q)
+		query, args := itemListSQL(sh.q, sh.after)
 		rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
 		if err != nil {
 			t.Fatal(err)
@@ -124,20 +131,21 @@ func TestItemListSQLitePlans(t *testing.T) {
 		}
 		rows.Close()
 		text := strings.Join(plan, "; ")
+		t.Logf("%s: %s", sh.name, text)
 		if strings.Contains(text, "TEMP B-TREE") || !strings.Contains(text, "USING INDEX") && !strings.Contains(text, "USING COVERING INDEX") {
 			t.Errorf("%s: plan %s: want an index read in order, no sort", sh.name, text)
 		}
 	}
 }
 
-// TestListItems pages through the items of each shape on every engine: every item once, in
-// (created_at, id) order, with the filters applied.
+// TestListItems pages through the items of each listing on every engine: every item once, in
+// the listing's order, with the filters applied.
 func TestListItems(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		s := b.open(t)
 		t0 := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-		var want []ItemID
+		var due, parkedX []ItemID
 		for i := range 23 {
 			name := "a.work"
 			if i%3 == 0 {
@@ -146,14 +154,17 @@ func TestListItems(t *testing.T) {
 			parked := ""
 			if i%4 == 0 {
 				parked = "breaker:x"
+			} else if i%4 == 1 {
+				parked = "breaker:w"
 			}
-			// created_at ties (every pair) are ordered by id
-			id, _, err := s.Enqueue(ctx, NewItem{Name: name, Payload: []byte("{}"), NextAt: t0, Now: t0.Add(time.Duration(i/2) * time.Second), ParkedKey: parked})
+			// due times tie in pairs: those are listed by id; later items are due sooner
+			id, _, err := s.Enqueue(ctx, NewItem{Name: name, Payload: []byte("{}"), NextAt: t0.Add(time.Duration(30-i/2) * time.Second), Now: t0, ParkedKey: parked})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if name == "b.work" && parked != "" && i >= 4 {
-				want = append(want, id)
+			due = append(due, id)
+			if parked == "breaker:x" && name == "b.work" && 30-i/2 < 29 {
+				parkedX = append(parkedX, id)
 			}
 		}
 		page := func(q ItemQuery) []ItemID {
@@ -169,20 +180,60 @@ func TestListItems(t *testing.T) {
 				if len(items) < q.Limit {
 					return got
 				}
-				last := items[len(items)-1]
-				q.AfterCreated, q.AfterID = micros(last.CreatedAt), last.ID
+				q.After = CursorOf(q, items[len(items)-1])
 			}
 		}
-		all := page(ItemQuery{State: StatePending, Limit: 5})
-		if len(all) != 23 || !slices.IsSorted(all) {
-			t.Errorf("pending pages: %v, want 23 ids in order", all)
+		byDue := func(ids []ItemID) []ItemID {
+			out := slices.Clone(ids)
+			slices.SortStableFunc(out, func(a, b ItemID) int {
+				ta, tb := 30-(int(a-due[0]))/2, 30-(int(b-due[0]))/2
+				if ta != tb {
+					return ta - tb
+				}
+				return int(a - b)
+			})
+			return out
 		}
-		got := page(ItemQuery{State: StatePending, Parked: true, Key: "breaker:x", Name: "b.work", From: t0.Add(2 * time.Second), Limit: 2})
-		if !slices.Equal(got, want) {
-			t.Errorf("key+name+from pages: %v, want %v", got, want)
+		if got, want := page(ItemQuery{State: StatePending, Limit: 5}), byDue(due); !slices.Equal(got, want) {
+			t.Errorf("pending pages: %v, want %v", got, want)
 		}
-		if got := page(ItemQuery{State: StatePending, Parked: true, To: t0.Add(2 * time.Second), Limit: 2}); fmt.Sprint(got) != fmt.Sprint([]ItemID{all[0]}) {
-			t.Errorf("parked before t0+2s: %v, want %v", got, all[:1])
+		if got, want := page(ItemQuery{State: StatePending, Parked: true, Key: "breaker:x", Name: "b.work", To: t0.Add(29 * time.Second), Limit: 2}), byDue(parkedX); !slices.Equal(got, want) {
+			t.Errorf("key+name+to pages: %v, want %v", got, want)
+		}
+		var w, x []ItemID
+		for i, id := range due {
+			switch i % 4 {
+			case 0:
+				x = append(x, id)
+			case 1:
+				w = append(w, id)
+			}
+		}
+		if got, want := page(ItemQuery{State: StatePending, Parked: true, Limit: 4}), append(byDue(w), byDue(x)...); !slices.Equal(got, want) {
+			t.Errorf("parked pages: %v, want %v", got, want)
+		}
+		// Claimed, then finished one by one: running by lease end, succeeded newest first.
+		claimed, err := s.Claim(ctx, "w1", t0.Add(time.Minute), time.Minute, 100)
+		if err != nil || len(claimed) != 23 {
+			t.Fatalf("claim: %d, %v", len(claimed), err)
+		}
+		if got := page(ItemQuery{State: StateRunning, Limit: 7}); len(got) != 23 {
+			t.Errorf("running: %v", got)
+		}
+		var done []ItemID
+		for i, c := range claimed {
+			end := t0.Add(time.Duration(2+i/3) * time.Minute)
+			if _, err := s.Complete(ctx, []Completion{{Fence: c.Fence(), State: StateSucceeded, Outcome: OutcomeSucceeded, StartedAt: end, EndedAt: end}}); err != nil {
+				t.Fatal(err)
+			}
+			done = append(done, c.ID)
+		}
+		slices.Reverse(done)
+		if got := page(ItemQuery{State: StateSucceeded, Limit: 4}); !slices.Equal(got, done) {
+			t.Errorf("succeeded pages: %v, want %v", got, done)
+		}
+		if got := page(ItemQuery{State: StateSucceeded, From: t0.Add(9 * time.Minute), To: t0.Add(10 * time.Minute), Limit: 1}); !slices.Equal(got, done[:2]) {
+			t.Errorf("succeeded in [t0+9m, t0+10m): %v, want %v", got, done[:2])
 		}
 		if got := page(ItemQuery{State: StateDead, Limit: 5}); len(got) != 0 {
 			t.Errorf("dead: %v, want none", got)
