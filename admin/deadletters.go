@@ -103,21 +103,7 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 		errs = append(errs, fmt.Errorf("status %s: want failed, replayed or discarded", quote(string(st))))
 	}
 	f.Source = q.Get("source")
-	for _, t := range []struct {
-		name string
-		to   *time.Time
-	}{{"from", &f.From}, {"to", &f.To}} {
-		if v := q.Get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, quote(v)))
-			}
-			*t.to = at
-		}
-	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		errs = append(errs, fmt.Errorf("from %s is not before to %s: the range is empty", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
-	}
+	errs = append(errs, timeRange(q, &f.From, &f.To)...)
 	var err error
 	if f.Limit, err = intParam(q, "limit", 0, 500); err != nil {
 		errs = append(errs, err)

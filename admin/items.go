@@ -109,21 +109,7 @@ func itemFilter(q url.Values) (durable.ItemFilter, error) {
 	if f.Key != "" && f.State != "" && f.State != record.StatePending {
 		errs = append(errs, fmt.Errorf("key %s with state %s: only pending items are parked on a breaker key; use state parked", quote(f.Key), quote(string(f.State))))
 	}
-	for _, t := range []struct {
-		name string
-		to   *time.Time
-	}{{"from", &f.From}, {"to", &f.To}} {
-		if v := q.Get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, quote(v)))
-			}
-			*t.to = at
-		}
-	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		errs = append(errs, fmt.Errorf("from %s is not before to %s: the range is empty", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano)))
-	}
+	errs = append(errs, timeRange(q, &f.From, &f.To)...)
 	f.After = q.Get("after")
 	var err error
 	if f.Limit, err = intParam(q, "limit", 1, 500); err != nil {
@@ -166,24 +152,24 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, _ string) {
 	}{out, page.Next})
 }
 
-// itemID reads the {id} wildcard; it answers 400 and returns false when it is not a positive
-// integer.
-func itemID(w http.ResponseWriter, r *http.Request) (record.ItemID, bool) {
+// itemTarget returns the queue's Items and the item of the {id} wildcard; it answers 404 (the
+// queue lacks Items) or 400 (the id is not a positive integer) and returns false otherwise.
+func (s *server) itemTarget(w http.ResponseWriter, r *http.Request) (Items, record.ItemID, bool) {
+	iq, ok := s.items(w)
+	if !ok {
+		return nil, 0, false
+	}
 	v := r.PathValue("id")
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id <= 0 {
 		writeError(w, http.StatusBadRequest, "item id "+quote(v)+" is not a positive integer")
-		return 0, false
+		return nil, 0, false
 	}
-	return record.ItemID(id), true
+	return iq, record.ItemID(id), true
 }
 
 func (s *server) getItem(w http.ResponseWriter, r *http.Request, _ string) {
-	iq, ok := s.items(w)
-	if !ok {
-		return
-	}
-	id, ok := itemID(w, r)
+	iq, id, ok := s.itemTarget(w, r)
 	if !ok {
 		return
 	}
@@ -230,11 +216,7 @@ type cancelRequest struct {
 }
 
 func (s *server) cancelItem(w http.ResponseWriter, r *http.Request, principal string) {
-	iq, ok := s.items(w)
-	if !ok {
-		return
-	}
-	id, ok := itemID(w, r)
+	iq, id, ok := s.itemTarget(w, r)
 	if !ok {
 		return
 	}
@@ -251,11 +233,7 @@ func (s *server) cancelItem(w http.ResponseWriter, r *http.Request, principal st
 }
 
 func (s *server) runItemNow(w http.ResponseWriter, r *http.Request, principal string) {
-	iq, ok := s.items(w)
-	if !ok {
-		return
-	}
-	id, ok := itemID(w, r)
+	iq, id, ok := s.itemTarget(w, r)
 	if !ok || !decodeBody(w, r, &struct{}{}) {
 		return
 	}
