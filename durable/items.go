@@ -171,7 +171,8 @@ const (
 
 // Cancel ends a pending item (parked or not) without running it: its state becomes
 // record.StateCancelled, terminal. The item is kept (retention prunes only succeeded items),
-// and its dedupe key is free: a later Enqueue with the key inserts a new item. A claim racing
+// its dedupe key is free (a later Enqueue with the key inserts a new item), and the items after
+// it with its ordering key no longer wait for it. A claim racing
 // the cancel either wins (the item runs: ItemRunning) or loses (it never runs): the cancel is
 // one statement that changes the item only while it is pending. A running item is not
 // interrupted (ItemRunning), a finished one not changed (ItemFinished). actor and reason are
@@ -228,12 +229,13 @@ func (q *Queue) changeItem(ctx context.Context, id record.ItemID, actor string, 
 		default:
 			res, why = ItemFinished, "the item had finished: "+string(it.State)
 		}
-		if why != "" {
-			e.Outcome = string(record.AuditNoChange)
-			detail = strings.TrimPrefix(why+"; "+detail, "; ")
-			detail = strings.TrimSuffix(detail, "; ")
-		}
 		e.Detail = detail
+		if why != "" {
+			e.Outcome, e.Detail = string(record.AuditNoChange), why
+			if detail != "" {
+				e.Detail += "; " + detail
+			}
+		}
 		return e
 	}})
 	switch {
