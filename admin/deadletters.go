@@ -171,24 +171,16 @@ func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request, princi
 	s.answerResolution(w, r, id, res, err)
 }
 
-type discardRequest struct {
-	Reason string `json:"reason"`
-}
-
 func (s *server) discardDeadLetter(w http.ResponseWriter, r *http.Request, principal string) {
 	id, ok := letterID(w, r)
 	if !ok {
 		return
 	}
-	var body discardRequest
-	if !decodeBody(w, r, &body) {
+	reason, ok := decodeReason(w, r, "a discard")
+	if !ok {
 		return
 	}
-	if strings.TrimSpace(body.Reason) == "" {
-		writeError(w, http.StatusBadRequest, `field "reason" is required: a discard says why`)
-		return
-	}
-	res, err := s.cfg.Queue.Discard(r.Context(), id, principal, body.Reason)
+	res, err := s.cfg.Queue.Discard(r.Context(), id, principal, reason)
 	s.answerResolution(w, r, id, res, err)
 }
 

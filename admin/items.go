@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
@@ -211,24 +210,16 @@ func (s *server) getItem(w http.ResponseWriter, r *http.Request, _ string) {
 	}{itemBodyOf(it), payload, it.Metadata}, attempts})
 }
 
-type cancelRequest struct {
-	Reason string `json:"reason"`
-}
-
 func (s *server) cancelItem(w http.ResponseWriter, r *http.Request, principal string) {
 	iq, id, ok := s.itemTarget(w, r)
 	if !ok {
 		return
 	}
-	var body cancelRequest
-	if !decodeBody(w, r, &body) {
+	reason, ok := decodeReason(w, r, "a cancel")
+	if !ok {
 		return
 	}
-	if strings.TrimSpace(body.Reason) == "" {
-		writeError(w, http.StatusBadRequest, `field "reason" is required: a cancel says why`)
-		return
-	}
-	res, err := iq.Cancel(r.Context(), id, principal, body.Reason)
+	res, err := iq.Cancel(r.Context(), id, principal, reason)
 	s.answerItem(w, r, iq, id, res, err)
 }
 
