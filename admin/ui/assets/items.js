@@ -80,7 +80,9 @@
       var b = body.querySelector('button[data-act="' + keep.act + '"][data-id="' + keep.id + '"]');
       if (b) b.focus();
     }
+    // No header over an empty table: the sentence says there is nothing.
     $("items-empty").hidden = items.length > 0;
+    $("items-table").hidden = items.length === 0;
     $("items-time-col").textContent = timeCol[state()] || "Time";
     $("items-hint").textContent = hints[state()] || "";
     $("items-page").textContent = "Page " + cursors.length;
