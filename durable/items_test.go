@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // TestItemsPages: a listing pages through every item it selects once, oldest first, by cursor,
@@ -289,4 +291,39 @@ func TestItemsCallerCancellation(t *testing.T) {
 	if it := item(t, q, id); it.State != record.StatePending {
 		t.Errorf("item %s after the cancelled cancel", it.State)
 	}
+}
+
+// TestRunNowParkedOnAnOpenBreaker: an item run now while the breaker it was parked on still
+// refuses calls is turned away again, not attempted, and parked on that breaker again.
+func TestRunNowParkedOnAnOpenBreaker(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "k" }, Clock: e.clock})
+		reg.Declare("k")
+		if err := reg.Trip("k"); err != nil {
+			t.Fatal(err)
+		}
+		m := mediatorFor(t, handlers{}, func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
+		settled := make(chan string, 10)
+		start(t, e.q, m, durable.SchedulerConfig{PollInterval: time.Hour, OnSettled: []func(name, outcome string){
+			func(_, outcome string) { settled <- outcome }}})
+		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
+		if o := <-settled; o != "refused" {
+			t.Fatalf("first claim: %s", o)
+		}
+		if it := item(t, e.q, id); it.ParkedKey != "k" || it.State != record.StatePending {
+			t.Fatalf("after the refusal: %+v", it)
+		}
+		if res := must[durable.ItemResult](t)(e.q.RunNow(ctx, id, "ops")); res != durable.ItemDue {
+			t.Fatalf("run now: %q", res)
+		}
+		if o := <-settled; o != "refused" {
+			t.Fatalf("claim after run now: %s", o)
+		}
+		it := item(t, e.q, id)
+		if it.ParkedKey != "k" || it.State != record.StatePending || it.Attempts != 0 || !it.NextAt.After(e.clock.Now()) {
+			t.Errorf("after run now against the open breaker: %+v", it)
+		}
+	})
 }
