@@ -64,13 +64,8 @@ type resolutionBody struct {
 }
 
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ string) {
-	q, ok := query(w, r, deadLetterParams...)
+	f, ok := filterOf(w, r, deadLetterFilter, deadLetterParams...)
 	if !ok {
-		return
-	}
-	f, err := deadLetterFilter(q)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	letters, total, err := s.cfg.Queue.DeadLetters(r.Context(), f)

@@ -122,13 +122,8 @@ func (s *server) listItems(w http.ResponseWriter, r *http.Request, _ string) {
 	if !ok {
 		return
 	}
-	q, ok := query(w, r, itemParams...)
+	f, ok := filterOf(w, r, itemFilter, itemParams...)
 	if !ok {
-		return
-	}
-	f, err := itemFilter(q)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	page, err := iq.Items(r.Context(), f)

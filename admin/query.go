@@ -123,3 +123,19 @@ func timeRange(q url.Values, from, to *time.Time) []error {
 	}
 	return errs
 }
+
+// filterOf reads a listing's query: its parameter names checked by query, its values by
+// parse. On failure it has answered 400, naming every problem, and returns false.
+func filterOf[F any](w http.ResponseWriter, r *http.Request, parse func(url.Values) (F, error), known ...string) (F, bool) {
+	q, ok := query(w, r, known...)
+	if !ok {
+		var zero F
+		return zero, false
+	}
+	f, err := parse(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return f, false
+	}
+	return f, true
+}
