@@ -112,10 +112,9 @@ func TestItemRoutes(t *testing.T) {
 	if items := itemsOf(t, res); len(items) != 1 || res.body["next"] != "" {
 		t.Fatalf("succeeded = %v", res.body)
 	}
+	var later []record.ItemID
 	for range 3 {
-		if _, err := f.q.Enqueue(context.Background(), &importContact{Email: "x@example"}, durable.WithDelay(time.Hour)); err != nil {
-			t.Fatal(err)
-		}
+		later = append(later, got[durable.Enqueued](t)(f.q.Enqueue(context.Background(), &importContact{Email: "x@example"}, durable.WithDelay(time.Hour))).ID)
 	}
 	res = auth(t, f.h, "GET", "/api/items?limit=3", "")
 	want(t, res, http.StatusOK)
@@ -161,8 +160,7 @@ func TestItemRoutes(t *testing.T) {
 	if res.body["result"] != "finished" || !strings.Contains(errorOf(res), "succeeded") {
 		t.Fatalf("cancel finished = %v", res.body)
 	}
-	page := got[durable.ItemPage](t)(f.q.Items(context.Background(), durable.ItemFilter{Limit: 1}))
-	res = auth(t, f.h, "POST", "/api/items/"+id(page.Items[0].ID)+"/cancel", `{"reason":"duplicate import"}`)
+	res = auth(t, f.h, "POST", "/api/items/"+id(later[0])+"/cancel", `{"reason":"duplicate import"}`)
 	want(t, res, http.StatusOK)
 	if res.body["result"] != "cancelled" || res.body["state"] != "cancelled" {
 		t.Fatalf("cancel = %v", res.body)
