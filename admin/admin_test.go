@@ -165,6 +165,7 @@ func TestEveryRouteNeedsAnAdmin(t *testing.T) {
 		{"POST", "/api/dead-letters/1/replay"}, {"POST", "/api/dead-letters/1/discard"},
 		{"POST", "/api/dead-letters/replay"}, {"POST", "/api/dead-letters/discard"},
 		{"GET", "/api/schedules"}, {"GET", "/api/schedules/x/runs"}, {"GET", "/api/queue"},
+		{"GET", "/api/items"}, {"GET", "/api/items/1"}, {"POST", "/api/items/1/cancel"}, {"POST", "/api/items/1/run-now"},
 		{"GET", "/metrics"},
 	}
 	for _, rt := range routes {

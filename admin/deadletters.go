@@ -66,13 +66,8 @@ type resolutionBody struct {
 }
 
 func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ string) {
-	q, ok := query(w, r, deadLetterParams...)
+	f, ok := filterOf(w, r, deadLetterFilter, deadLetterParams...)
 	if !ok {
-		return
-	}
-	f, err := deadLetterFilter(q)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	letters, total, err := s.cfg.Queue.DeadLetters(r.Context(), f)
@@ -105,21 +100,7 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 		errs = append(errs, fmt.Errorf("status %s: want failed, replayed or discarded", quote(string(st))))
 	}
 	f.Source, f.ErrorContains = q.Get("source"), q.Get("error")
-	for _, t := range []struct {
-		name string
-		to   *time.Time
-	}{{"from", &f.From}, {"to", &f.To}} {
-		if v := q.Get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, quote(v)))
-			}
-			*t.to = at
-		}
-	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		errs = append(errs, fmt.Errorf("from %s is not before to %s: the range is empty", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
-	}
+	errs = append(errs, timeRange(q, &f.From, &f.To)...)
 	var err error
 	if f.Limit, err = intParam(q, "limit", 0, 500); err != nil {
 		errs = append(errs, err)
@@ -187,24 +168,16 @@ func (s *server) replayDeadLetter(w http.ResponseWriter, r *http.Request, princi
 	s.answerResolution(w, r, id, res, err)
 }
 
-type discardRequest struct {
-	Reason string `json:"reason"`
-}
-
 func (s *server) discardDeadLetter(w http.ResponseWriter, r *http.Request, principal string) {
 	id, ok := letterID(w, r)
 	if !ok {
 		return
 	}
-	var body discardRequest
-	if !decodeBody(w, r, &body) {
+	reason, ok := decodeReason(w, r, "a discard")
+	if !ok {
 		return
 	}
-	if strings.TrimSpace(body.Reason) == "" {
-		writeError(w, http.StatusBadRequest, `field "reason" is required: a discard says why`)
-		return
-	}
-	res, err := s.cfg.Queue.Discard(r.Context(), id, principal, body.Reason)
+	res, err := s.cfg.Queue.Discard(r.Context(), id, principal, reason)
 	s.answerResolution(w, r, id, res, err)
 }
 

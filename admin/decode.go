@@ -92,3 +92,19 @@ func jsonKind(goKind string) string {
 	}
 	return goKind
 }
+
+// decodeReason decodes a body {"reason": s} of an action (what: "a discard") and checks that
+// it gives a reason; it answers 400 and returns false otherwise.
+func decodeReason(w http.ResponseWriter, r *http.Request, what string) (string, bool) {
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if !decodeBody(w, r, &body) {
+		return "", false
+	}
+	if strings.TrimSpace(body.Reason) == "" {
+		writeError(w, http.StatusBadRequest, `field "reason" is required: `+what+` says why`)
+		return "", false
+	}
+	return body.Reason, true
+}

@@ -122,6 +122,11 @@ func (s *server) routes() {
 	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause))
 	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
 
+	s.api("GET /api/items", s.needQueue(s.listItems))
+	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
+	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem))
+	s.api("POST /api/items/{id}/run-now", s.needQueue(s.runItemNow))
+
 	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {
 		if s.cfg.Metrics == nil {
 			writeError(w, http.StatusNotFound, "no metrics handler is configured")

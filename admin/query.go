@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxListed is how many problems an error answer lists before it counts the rest: enough to
@@ -99,4 +100,42 @@ func intParam(q url.Values, name string, minimum, maximum int) (int, error) {
 		return 0, fmt.Errorf("%s %s: want an integer of at least %d", name, quote(v), minimum)
 	}
 	return n, nil
+}
+
+// timeRange reads the query parameters from and to (RFC 3339 times, absent meaning zero) into
+// from and to, and returns the problems: a value that is not a time, an empty range.
+func timeRange(q url.Values, from, to *time.Time) []error {
+	var errs []error
+	for _, t := range []struct {
+		name string
+		to   *time.Time
+	}{{"from", from}, {"to", to}} {
+		if v := q.Get(t.name); v != "" {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: want an RFC 3339 time such as 2026-01-02T15:04:05Z", t.name, quote(v)))
+			}
+			*t.to = at
+		}
+	}
+	if !from.IsZero() && !to.IsZero() && !from.Before(*to) {
+		errs = append(errs, fmt.Errorf("from %s is not before to %s: the range is empty", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano)))
+	}
+	return errs
+}
+
+// filterOf reads a listing's query: its parameter names checked by query, its values by
+// parse. On failure it has answered 400, naming every problem, and returns false.
+func filterOf[F any](w http.ResponseWriter, r *http.Request, parse func(url.Values) (F, error), known ...string) (F, bool) {
+	q, ok := query(w, r, known...)
+	if !ok {
+		var zero F
+		return zero, false
+	}
+	f, err := parse(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return f, false
+	}
+	return f, true
 }

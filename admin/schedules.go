@@ -124,6 +124,7 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 		Running   int64 `json:"running"`
 		Succeeded int64 `json:"succeeded"`
 		Dead      int64 `json:"dead"`
+		Cancelled int64 `json:"cancelled"`
 	}
 	type letters struct {
 		Failed    int `json:"failed"`
@@ -134,7 +135,7 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 		Items       items   `json:"items"`
 		DeadLetters letters `json:"dead_letters"`
 	}{
-		items{st.Counts[record.StatePending], st.Counts[record.StateRunning], st.Counts[record.StateSucceeded], st.Counts[record.StateDead]},
+		items{st.Counts[record.StatePending], st.Counts[record.StateRunning], st.Counts[record.StateSucceeded], st.Counts[record.StateDead], st.Counts[record.StateCancelled]},
 		letters{st.DeadLetters[record.DeadLetterFailed], st.DeadLetters[record.DeadLetterReplayed], st.DeadLetters[record.DeadLetterDiscarded]},
 	})
 }

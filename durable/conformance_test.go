@@ -517,7 +517,7 @@ func TestStats(t *testing.T) {
 		e := newEnv(t, b)
 		ctx := context.Background()
 		st := stats(t, e.q)
-		if st.OldestDue != 0 || st.Counts[record.StatePending] != 0 || len(st.Counts) != 4 {
+		if st.OldestDue != 0 || st.Counts[record.StatePending] != 0 || len(st.Counts) != 5 {
 			t.Fatalf("empty stats %+v", st)
 		}
 		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1}))

@@ -35,6 +35,7 @@ var (
 	// ErrInvalidBulkAction: StartBulkAction refused its spec (the error names each problem);
 	// nothing was done.
 	ErrInvalidBulkAction = errors.New("durable: invalid bulk action")
+	ErrBadCursor         = errors.New("durable: not an item cursor") // an ItemFilter.After no ItemPage.Next gave
 )
 
 // OutcomeUnknownError reports an insert sent whose answer never came. It matches

@@ -74,7 +74,7 @@ func Example() {
 	// enqueued item 1
 	// sent INV-1 (item 1, attempt 1)
 	// succeeded: 1
-	// map[dead:0 pending:0 running:0 succeeded:1] map[discarded:0 failed:0 replayed:0]
+	// map[cancelled:0 dead:0 pending:0 running:0 succeeded:1] map[discarded:0 failed:0 replayed:0]
 }
 
 // The deferral behavior turns a retryable failure into a durable item and a *DeferredError;

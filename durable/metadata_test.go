@@ -355,7 +355,7 @@ func TestCountsByName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if items["pending"] != 1 || items["dead"] != 0 || len(items) != 4 || len(dead) != 3 || dead["failed"] != 0 {
+		if items["pending"] != 1 || items["dead"] != 0 || len(items) != 5 || len(dead) != 3 || dead["failed"] != 0 {
 			t.Errorf("Counts = %v, %v", items, dead)
 		}
 	})

@@ -320,7 +320,9 @@ func (q *Queue) Item(ctx context.Context, id record.ItemID) (record.Item, error)
 	return itemOf(it), nil
 }
 
-// List returns the items f selects, in id order.
+// List returns the items f selects, in id order, after Filter.AfterID. It reads from the
+// start of the table up to the items it returns: to browse a queue of many items, page with
+// Items, which reads each page from an index by cursor.
 func (q *Queue) List(ctx context.Context, f Filter) ([]record.Item, error) {
 	items, err := q.store.List(ctx, store.Filter{State: store.State(f.State), Name: f.Name, AfterID: store.ItemID(f.AfterID), Limit: f.Limit})
 	if err != nil {

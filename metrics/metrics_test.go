@@ -186,8 +186,9 @@ shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 1
 # TYPE shop_api_circuit_breaker_half_open gauge
 shop_api_circuit_breaker_half_open{key="*metrics_test.Lookup"} 0
 shop_api_circuit_breaker_half_open{key="*metrics_test.Quote"} 0
-# HELP shop_api_deferred_items Durable queue items per state (pending, running, succeeded, dead), read at scrape time.
+# HELP shop_api_deferred_items Durable queue items per state (pending, running, succeeded, dead, cancelled), read at scrape time.
 # TYPE shop_api_deferred_items gauge
+shop_api_deferred_items{state="cancelled"} 0
 shop_api_deferred_items{state="dead"} 0
 shop_api_deferred_items{state="pending"} 1
 shop_api_deferred_items{state="running"} 0

@@ -25,14 +25,14 @@ type queueCollector struct {
 // program with metrics links no queue and no database driver it does not use.
 type QueueStats interface {
 	// Counts returns the number of items per state ("pending", "running", "succeeded",
-	// "dead") and of dead letters per status ("failed", "replayed", "discarded").
+	// "dead", "cancelled") and of dead letters per status ("failed", "replayed", "discarded").
 	Counts(ctx context.Context) (items, deadLetters map[string]int64, err error)
 }
 
 // CollectQueue registers a collector of q's depth and dead letters, read from q.Counts at
 // scrape time:
 //
-//	<prefix>_deferred_items{state}    items per state: pending, running, succeeded, dead
+//	<prefix>_deferred_items{state}    items per state: pending, running, succeeded, dead, cancelled
 //	<prefix>_dead_letters{status}     dead letters per status: failed, replayed, discarded
 //	<prefix>_queue_stats_age_seconds  how old the values above are
 //
@@ -51,7 +51,7 @@ func (r *Recorder) collectCounts(counts func(context.Context) (items, deadLetter
 		timeout: r.cfg.StatsTimeout,
 		maxAge:  r.cfg.StatsMaxAge,
 		items: prometheus.NewDesc(r.name("deferred_items"),
-			"Durable queue items per state (pending, running, succeeded, dead), read at scrape time.", []string{"state"}, nil),
+			"Durable queue items per state (pending, running, succeeded, dead, cancelled), read at scrape time.", []string{"state"}, nil),
 		dead: prometheus.NewDesc(r.name("dead_letters"),
 			"Dead letters per status (failed: waiting for an operator; replayed; discarded), read at scrape time.", []string{"status"}, nil),
 		age: prometheus.NewDesc(r.name("queue_stats_age_seconds"),

@@ -58,3 +58,11 @@ const (
 
 	AuditTargetBulkAction AuditTarget = "bulk_action"
 )
+
+// The actions on one item (durable.Queue.Cancel, durable.Queue.RunNow) and their target kind:
+// the Target of such an entry is the item's id in decimal.
+const (
+	AuditCancel     AuditAction = "cancel"
+	AuditRunNow     AuditAction = "run_now"
+	AuditTargetItem AuditTarget = "item"
+)

@@ -13,6 +13,9 @@ const (
 	// StateDead: attempts exhausted, a non-retryable error, or a payload that does not decode;
 	// the row is kept with its payload and last error.
 	StateDead ItemState = "dead"
+	// StateCancelled: an operator cancelled the item while it was pending (durable.Queue.Cancel);
+	// terminal, and kept, with its payload, like a dead item.
+	StateCancelled ItemState = "cancelled"
 )
 
 // Outcome is how an attempt or a scheduled run ended.

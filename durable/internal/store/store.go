@@ -549,7 +549,7 @@ func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 
 // Stats counts items by state and measures how long the oldest due item has waited at now.
 func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
-	st := Stats{Counts: map[State]int64{StatePending: 0, StateRunning: 0, StateSucceeded: 0, StateDead: 0}}
+	st := Stats{Counts: map[State]int64{StatePending: 0, StateRunning: 0, StateSucceeded: 0, StateDead: 0, StateCancelled: 0}}
 	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM switchboard_items GROUP BY state")
 	if err != nil {
 		return st, fmt.Errorf("durable: stats: %w", err)
