@@ -41,6 +41,13 @@ type Queue struct {
 	schedules   timetable // registered by Schedule
 	// maxPayload is Config.MaxPayloadBytes, or its default.
 	maxPayload int
+
+	// notifies: the database tells other instances of the items due (PostgreSQL); notify
+	// sends those notifications, under the name sender, which this queue's schedulers ignore
+	// (wake.go).
+	notifies bool
+	notify   notifier
+	sender   string
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
@@ -58,6 +65,7 @@ func (q *Queue) Close() error {
 			return errors.New("durable: Close: the queue's scheduler is running; call Shutdown first")
 		}
 	}
+	q.notify.close()
 	return q.store.Close()
 }
 
@@ -265,11 +273,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	} else {
 		id, existed, err = q.store.Enqueue(ctx, it)
 		if err == nil && !existed && !next.After(now) {
+			// Due now: this instance's scheduler claims it at once instead of at its next poll,
+			// and on PostgreSQL a notification wakes the other instances' (wake.go).
 			if s := q.running.Load(); s != nil {
-				// Due now: this instance's scheduler claims it at once instead of at its next
-				// poll (the other instances find it at theirs).
 				s.Wake()
 			}
+			q.notifyDue()
 		}
 	}
 	if err != nil {

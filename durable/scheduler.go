@@ -238,6 +238,11 @@ type scheduler struct {
 	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
 
 	cron *cronLoop // runs the queue's schedules (schedule.go); nil without any
+
+	// listenCtx ends the listening connection (listenLoop) once the claim loop has returned.
+	listenCtx context.Context
+	endListen context.CancelFunc
+	hooks     listenHooks // tests
 }
 
 type schedState uint8
@@ -282,6 +287,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 	s.health = dbHealth{log: cfg.Logger, instance: cfg.InstanceID}
 	s.base, s.endBase = context.WithCancel(context.Background())
 	s.life, s.endLife = context.WithCancel(context.Background())
+	s.listenCtx, s.endListen = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -320,8 +326,15 @@ func (s *scheduler) Start() error {
 		defer close(pruner)
 		s.pruner()
 	}()
+	listener := make(chan struct{})
+	go func() {
+		defer close(listener)
+		s.listenLoop()
+	}()
 	go func() {
 		idle := s.run()
+		s.endListen()
+		<-listener
 		close(s.work) // workers exit once their current item is done
 		close(s.keeperEnd)
 		<-keeper
@@ -378,6 +391,7 @@ func (s *scheduler) Shutdown(ctx context.Context) error {
 	case stateNew:
 		s.state = stateStopping
 		close(s.stop)
+		s.endListen()
 		s.endLife()
 		s.endBase()
 		close(s.finished)

@@ -282,7 +282,7 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 		if err != nil {
 			return 0, false, fmt.Errorf("durable: enqueue: no connection: %w", err)
 		}
-		id, existed, err = s.enqueue(ctx, conn, it)
+		id, existed, err = s.enqueue(ctx, conn, it, false)
 		_ = conn.Close()
 		if !errors.Is(err, driver.ErrBadConn) || try == 2 {
 			return id, existed, err
@@ -293,12 +293,15 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 // EnqueueTx is Enqueue inside the caller's transaction on this store's database, so the item
 // exists if and only if the transaction commits (a transactional outbox). On SQLite, tx must
 // come from DB(), which has a single connection: do not use the Store outside tx until it ends.
-// An *UnknownOutcomeError says the statement may have taken effect in tx.
+// An *UnknownOutcomeError says the statement may have taken effect in tx. On PostgreSQL an
+// item due at once is notified to the instances watching (WatchDue) when tx commits, by the
+// insert itself; Enqueue leaves the notification to its caller (NotifyDue), who knows when it
+// committed.
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id ItemID, existed bool, err error) {
 	if err := checkNewItem(it); err != nil {
 		return 0, false, err
 	}
-	return s.enqueue(ctx, tx, it)
+	return s.enqueue(ctx, tx, it, s.Notifies() && !it.NextAt.After(it.Now))
 }
 
 type querier interface {
@@ -340,7 +343,9 @@ func checkNewItem(it NewItem) error {
 // byTokenSQL finds the item holding a token.
 const byTokenSQL = `SELECT id FROM switchboard_items WHERE token = ?`
 
-func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID, existed bool, err error) {
+// enqueue inserts it through db; notify: with the statement that notifies ItemsChannel
+// (PostgreSQL).
+func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool) (id ItemID, existed bool, err error) {
 	if it.Payload == nil {
 		it.Payload = []byte{}
 	}
@@ -350,9 +355,13 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 		deadline = micros(it.Deadline)
 	}
 	st := s.e.stmts()
+	insert := st.insert
+	if notify {
+		insert = s.e.(*postgresEngine).insertNotify
+	}
 	for range 5 {
 		var v int64
-		err = db.QueryRowContext(ctx, st.insert,
+		err = db.QueryRowContext(ctx, insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
 			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline).Scan(&v)
