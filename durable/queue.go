@@ -142,6 +142,7 @@ type enqueueConfig struct {
 	parkedKey string
 	token     *string
 	guardKey  *string
+	uniqueFor *time.Duration // WithUniqueFor's
 	deadline  time.Time
 	// dueByDeadline: a first try after the deadline is moved to it (the deferral's), not an
 	// error.
@@ -154,9 +155,10 @@ func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at
 // WithDelay makes the item due d from now (by the queue's clock).
 func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
-// WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running,
-// Enqueue inserts nothing and reports it. Without it, a request's method DedupeKey() string gives
-// the key; empty disables.
+// WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running
+// (and, with a uniqueness window, for the window after it succeeded: WithUniqueFor), Enqueue
+// inserts nothing and reports it. Without it, a request's method DedupeKey() string gives the
+// key; empty disables.
 func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
 
 // WithOrderingKey sets the item's ordering key: items with one key run one at a time, in enqueue
@@ -256,6 +258,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		it.OrderingKey = o.OrderingKey()
 	}
 	if err := checkKey(name, "dedupe", it.DedupeKey); err != nil {
+		return Enqueued{}, err
+	}
+	if it.UniqueFor, err = q.uniqueFor(name, c, it.DedupeKey); err != nil {
 		return Enqueued{}, err
 	}
 	if err := checkKey(name, "ordering", it.OrderingKey); err != nil {

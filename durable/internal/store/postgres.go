@@ -159,6 +159,7 @@ func newPostgres() *postgresEngine {
 	e.st = statements{
 		insert:        e.rebind(insertSQL),
 		byDedupe:      e.rebind(byDedupeSQL),
+		release:       e.rebind(releaseSQL),
 		byToken:       e.rebind(byTokenSQL),
 		itemByToken:   e.rebind(itemByTokenSQL),
 		claim:         postgresClaim(0),
