@@ -52,9 +52,10 @@ var sqlitePruneSelect = strings.ReplaceAll(`SELECT id FROM switchboard_items IND
 // Prune deletes the succeeded items last updated before before, with their attempt rows, at
 // most PruneBatch of them in one transaction, and returns how many it deleted. Items in any
 // other state are never deleted, nor a succeeded item that holds its dedupe key at now (its
-// UniqueFor has not passed since it succeeded): it is deleted once it has. On PostgreSQL the transaction first tries the advisory lock of
-// pruning; when another instance holds it, Prune deletes nothing and reports busy (that
-// instance is pruning: this one skips its pass). Call it again while it returns PruneBatch.
+// UniqueFor has not passed since it succeeded): it is deleted once it has. On PostgreSQL the
+// transaction first tries the advisory lock of pruning; when another instance holds it, Prune
+// deletes nothing and reports busy (that instance is pruning: this one skips its pass). Call
+// it again while it returns PruneBatch.
 func (s *Store) Prune(ctx context.Context, before, now time.Time) (n int, busy bool, err error) {
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 		n, busy, err = s.e.prune(ctx, tx, before, now)

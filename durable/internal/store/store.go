@@ -276,9 +276,10 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey an item
 // holds (pending or running, or succeeded less than its UniqueFor before it.Now), it inserts
 // nothing and returns that item's id with existed = true. A succeeded item whose window ended
-// by it.Now is released (its UniqueReleasedAt set) and the insert made. An error that leaves it unknown whether the item was inserted (the statement may have
-// reached the database: a deadline or a lost connection while it ran or committed) is an
-// *UnknownOutcomeError; any other error means nothing was inserted.
+// by it.Now is released (its UniqueReleasedAt set) and the insert made. An error that leaves
+// it unknown whether the item was inserted (the statement may have reached the database: a
+// deadline or a lost connection while it ran or committed) is an *UnknownOutcomeError; any
+// other error means nothing was inserted.
 func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed bool, err error) {
 	if err := checkNewItem(it); err != nil {
 		return 0, false, err
@@ -421,11 +422,9 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 		// The holder's window has ended: release it, and try the insert again. Of enqueues
 		// releasing it at once, one updates the row; the unique index lets one insert in.
 		if _, err := db.ExecContext(ctx, st.release, micros(it.Now), v, micros(it.Now)); err != nil {
-			err = fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key's window ended), and releasing the item holding it failed: %w", err)
-			if !s.e.notApplied(err) {
-				err = &UnknownOutcomeError{Err: err}
-			}
-			return 0, false, err
+			// Nothing is inserted either way: whether the release took effect does not matter
+			// (the next enqueue of the key releases the item if it did not).
+			return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key's window ended), and releasing the item holding it failed: %w", err)
 		}
 	}
 	return 0, false, errors.New("durable: enqueue: the token or dedupe key kept changing hands")
