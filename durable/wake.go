@@ -113,12 +113,11 @@ type listenHooks struct {
 func (s *scheduler) listenLoop() {
 	const first, most = 100 * time.Millisecond, 30 * time.Second
 	ctx := s.listenCtx
-	health := dbHealth{log: s.cfg.Logger, instance: s.cfg.InstanceID}
 	wait := first
 	for {
 		err := s.q.store.WatchDue(ctx, s.q.sender, func(pid int64) {
 			wait = first
-			health.ok()
+			s.noteStore("listen for items due", nil)
 			if h := s.hooks.listening; h != nil {
 				h(pid)
 			}
@@ -132,7 +131,9 @@ func (s *scheduler) listenLoop() {
 		if errors.Is(err, store.ErrNoNotifications) || ctx.Err() != nil {
 			return
 		}
-		health.failed("listen for items due", err)
+		// Logged with the scheduler's other database calls: an outage is one failure, and one
+		// recovery, whichever call meets it first.
+		s.noteStore("listen for items due", err)
 		if h := s.hooks.relisten; h != nil {
 			h(ctx)
 		}
