@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
@@ -65,6 +66,9 @@ type registration struct {
 	policy retry.Policy // WithPolicy's, until register merges it over the queue's
 	hasPol bool
 	guard  *guard // WithBreaker's; nil: SchedulerConfig.Breakers, if set, guards the items
+	// uniqueFor is WithUniqueWindow's: how long its items' dedupe keys are held after they
+	// succeeded.
+	uniqueFor time.Duration
 }
 
 // guard is the circuit breaker that guards a registration's items (WithBreaker).
@@ -159,6 +163,9 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 		case g.keyType != t:
 			return fmt.Errorf("durable: Register %s: WithBreaker: the key function takes %s, not the registered type", t, g.keyType)
 		}
+	}
+	if reg.uniqueFor < 0 {
+		return fmt.Errorf("durable: Register %s: WithUniqueWindow %v is negative", t, reg.uniqueFor)
 	}
 	if reg.hasPol {
 		if err := reg.policy.Validate(); err != nil {
@@ -262,6 +269,14 @@ func (r *registry) decode(name string, payload []byte) (req any, err error) {
 
 // policyFor returns the policy of the registration of name (merged at registration); the
 // queue's policy for a name not registered.
+// uniqueFor returns the WithUniqueWindow of the registration of name; zero when none.
+func (r *registry) uniqueFor(name string) time.Duration {
+	if reg := r.lookupName(name); reg != nil {
+		return reg.uniqueFor
+	}
+	return 0
+}
+
 func (r *registry) policyFor(name string) retry.Policy {
 	if reg := r.lookupName(name); reg != nil {
 		return reg.policy

@@ -65,3 +65,18 @@ func BreakerStorePollFailures(s *BreakerStore) int {
 
 // AuditFor records e in q's audit log, as the queue's own actions do.
 func AuditFor(q *Queue, e record.AuditEntry) error { return q.audit(context.Background(), nil, e) }
+
+// ListenHooks are called by a scheduler's listening connection (PostgreSQL): Listening once it
+// listens, with its backend process id; Notified when a notification wakes the scheduler;
+// Relisten after the connection failed, before the wait to listen again (it may block until
+// ctx ends).
+type ListenHooks struct {
+	Listening func(pid int64)
+	Notified  func()
+	Relisten  func(ctx context.Context)
+}
+
+// SetListenHooks sets the hooks of s, before its Start.
+func SetListenHooks(s *Scheduler, h ListenHooks) {
+	s.hooks = listenHooks{listening: h.Listening, notified: h.Notified, relisten: h.Relisten}
+}

@@ -306,7 +306,12 @@ func start(t testing.TB, q *durable.Queue, m mediator.Sender, cfg durable.Schedu
 	if cfg.Logger == nil {
 		cfg.Logger = zaptest.NewLogger(t)
 	}
-	s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, cfg))
+	return startScheduler(t, must[*durable.Scheduler](t)(durable.NewScheduler(q, m, cfg)))
+}
+
+// startScheduler starts s, made by durable.NewScheduler, until the end of the test.
+func startScheduler(t testing.TB, s *durable.Scheduler) *durable.Scheduler {
+	t.Helper()
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

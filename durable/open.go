@@ -127,6 +127,10 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 		q.rand = rand.Float64
 	}
 	q.deadLetterConfig(cfg)
+	q.notifies = q.store.Notifies()
+	q.notify.ctx, q.notify.cancel = context.WithCancel(context.Background())
+	q.notify.health = dbHealth{log: q.log}
+	q.sender = newSenderName()
 	return q, nil
 }
 

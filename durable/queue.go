@@ -41,6 +41,13 @@ type Queue struct {
 	schedules   timetable // registered by Schedule
 	// maxPayload is Config.MaxPayloadBytes, or its default.
 	maxPayload int
+
+	// notifies: the database tells other instances of the items due (PostgreSQL); notify
+	// sends those notifications, under the name sender, which this queue's schedulers ignore
+	// (wake.go).
+	notifies bool
+	notify   notifier
+	sender   string
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
@@ -58,6 +65,7 @@ func (q *Queue) Close() error {
 			return errors.New("durable: Close: the queue's scheduler is running; call Shutdown first")
 		}
 	}
+	q.notify.close()
 	return q.store.Close()
 }
 
@@ -134,6 +142,7 @@ type enqueueConfig struct {
 	parkedKey string
 	token     *string
 	guardKey  *string
+	uniqueFor *time.Duration // WithUniqueFor's
 	deadline  time.Time
 	// dueByDeadline: a first try after the deadline is moved to it (the deferral's), not an
 	// error.
@@ -146,9 +155,10 @@ func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at
 // WithDelay makes the item due d from now (by the queue's clock).
 func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
-// WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running,
-// Enqueue inserts nothing and reports it. Without it, a request's method DedupeKey() string gives
-// the key; empty disables.
+// WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running
+// (and, with a uniqueness window, for the window after it succeeded: WithUniqueFor), Enqueue
+// inserts nothing and reports it. Without it, a request's method DedupeKey() string gives the
+// key; empty disables.
 func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.dedupe = &key } }
 
 // WithOrderingKey sets the item's ordering key: items with one key run one at a time, in enqueue
@@ -250,6 +260,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	if err := checkKey(name, "dedupe", it.DedupeKey); err != nil {
 		return Enqueued{}, err
 	}
+	if it.UniqueFor, err = q.uniqueFor(name, c, it.DedupeKey); err != nil {
+		return Enqueued{}, err
+	}
 	if err := checkKey(name, "ordering", it.OrderingKey); err != nil {
 		return Enqueued{}, err
 	}
@@ -265,11 +278,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	} else {
 		id, existed, err = q.store.Enqueue(ctx, it)
 		if err == nil && !existed && !next.After(now) {
+			// Due now: this instance's scheduler claims it at once instead of at its next poll,
+			// and on PostgreSQL a notification wakes the other instances' (wake.go).
 			if s := q.running.Load(); s != nil {
-				// Due now: this instance's scheduler claims it at once instead of at its next
-				// poll (the other instances find it at theirs).
 				s.Wake()
 			}
+			q.notifyDue()
 		}
 	}
 	if err != nil {

@@ -46,11 +46,12 @@ func (s *scheduler) prunePass() int {
 	if s.cfg.Retention < 0 {
 		return 0
 	}
-	before := s.q.clock.Now().Add(-s.cfg.Retention)
+	now := s.q.clock.Now()
+	before := now.Add(-s.cfg.Retention)
 	total := 0
 	for !s.stopping() {
 		ctx, cancel := s.storeCtx()
-		n, busy, err := s.q.store.Prune(ctx, before)
+		n, busy, err := s.q.store.Prune(ctx, before, now)
 		cancel()
 		if err != nil && s.stopping() {
 			break // a batch cut short by the stop: nothing to report

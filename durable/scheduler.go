@@ -245,6 +245,11 @@ type scheduler struct {
 
 	pauses keyPauses // the paused breaker keys (pause.go)
 	bulk   *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
+
+	// listenCtx ends the listening connection (listenLoop) once the claim loop has returned.
+	listenCtx context.Context
+	endListen context.CancelFunc
+	hooks     listenHooks // tests
 }
 
 type schedState uint8
@@ -291,6 +296,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 	s.bulk = newBulkLoop(s)
 	s.base, s.endBase = context.WithCancel(context.Background())
 	s.life, s.endLife = context.WithCancel(context.Background())
+	s.listenCtx, s.endListen = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -330,6 +336,11 @@ func (s *scheduler) Start() error {
 		defer close(pruner)
 		s.pruner()
 	}()
+	listener := make(chan struct{})
+	go func() {
+		defer close(listener)
+		s.listenLoop()
+	}()
 	watcher := make(chan struct{})
 	go func() {
 		defer close(watcher)
@@ -340,6 +351,8 @@ func (s *scheduler) Start() error {
 		// as the instance did before; then by watchPauses.
 		s.lookAtPauses()
 		idle := s.run()
+		s.endListen()
+		<-listener
 		close(s.work) // workers exit once their current item is done
 		close(s.keeperEnd)
 		<-keeper
@@ -398,6 +411,7 @@ func (s *scheduler) Shutdown(ctx context.Context) error {
 	case stateNew:
 		s.state = stateStopping
 		close(s.stop)
+		s.endListen()
 		s.endLife()
 		s.endBase()
 		close(s.finished)

@@ -68,6 +68,13 @@ type Item struct {
 	// Deadline is when the item is dead if it has not succeeded (durable.WithDeadline, or its
 	// policy's MaxAge from the enqueue); zero when it has none.
 	Deadline time.Time
+	// UniqueFor is how long the item holds its dedupe key after it succeeded
+	// (durable.WithUniqueFor, durable.WithUniqueWindow); zero when it holds it only while
+	// pending or running.
+	UniqueFor time.Duration
+	// UniqueReleasedAt is when an enqueue of its dedupe key, made once its window had ended,
+	// took the key over; zero while it holds the key, or never did after it ended.
+	UniqueReleasedAt time.Time
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts.

@@ -30,9 +30,10 @@ type Engine interface {
 	extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error
 	// sweep returns expired leases to pending and records their abandoned attempts.
 	sweep(ctx context.Context, db *sql.DB, now time.Time) (int, error)
-	// prune deletes one batch of succeeded items last updated before before, in tx; busy
+	// prune deletes one batch of succeeded items last updated before before, and not holding
+	// their dedupe keys at now, in tx; busy
 	// reports that another instance is pruning and nothing was deleted.
-	prune(ctx context.Context, tx *sql.Tx, before time.Time) (n int, busy bool, err error)
+	prune(ctx context.Context, tx *sql.Tx, before, now time.Time) (n int, busy bool, err error)
 	// lockMigrations serialises concurrent migrations on conn until unlock is called.
 	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
 	// notApplied reports an error of a statement that is known not to have been applied: it
@@ -76,6 +77,7 @@ func Connect(ctx context.Context, db *sql.DB, e Engine) error {
 type statements struct {
 	insert        string
 	byDedupe      string
+	release       string
 	byToken       string
 	itemByToken   string
 	claim         string
@@ -100,12 +102,23 @@ const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`
 
-const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline, unique_for)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 
-const byDedupeSQL = `SELECT id FROM switchboard_items WHERE dedupe_key = ? AND state IN ('pending', 'running')`
+// holdsKey is the predicate of the dedupe index (switchboard_items_dedupe) beside the key: the
+// items that hold their dedupe key. The statements that look a key up repeat it, so that the
+// index serves them.
+const holdsKey = `(state IN ('pending', 'running') OR (state = 'succeeded' AND unique_for IS NOT NULL AND unique_released_at IS NULL))`
+
+// byDedupeSQL finds the item holding a dedupe key, with what tells whether its window ended.
+const byDedupeSQL = `SELECT id, state, updated_at, unique_for FROM switchboard_items WHERE dedupe_key = ? AND ` + holdsKey
+
+// releaseSQL releases the key of a succeeded item whose window ended. Placeholders: released
+// at, id, now.
+const releaseSQL = `UPDATE switchboard_items SET unique_released_at = ?
+	WHERE id = ? AND state = 'succeeded' AND unique_released_at IS NULL AND updated_at + unique_for <= ?`
 
 // isolatedDueSQL finds a due item to run alone whose name is not paused. Placeholders: now, now.
 const isolatedDueSQL = `SELECT 1 FROM switchboard_items i WHERE i.state = 'pending' AND i.isolate = 1 AND i.next_at <= ?

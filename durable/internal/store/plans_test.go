@@ -265,12 +265,15 @@ func statementCases(stmts map[string]string) []planCase {
 		"unpark":       {now, "breaker:a"},
 		"repark":       {now, 3_000_000, "breaker:a"},
 		"oldest_due":   {now, now},
-		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline
-		"enqueue": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil},
-		"dedupe":  {"plancheck-dedupe"},
+		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, unique for
+		"enqueue":        {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, nil},
+		"enqueue_notify": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, int64(3600e6)},
+		"dedupe":         {"plancheck-dedupe"},
+		// released at, id, now
+		"release": {now, int64(1000001), now},
 		"token":   {"plancheck-token"},
-		// before, limit
-		"prune": {now, PruneBatch},
+		// before, limit, now
+		"prune": {now, PruneBatch, now},
 		// name, key, state, failures, open for, probe for, owner (and the epoch)
 		"breaker_insert": {"plancheck", "k1", "open", 5, int64(30e6), int64(0), "w1"},
 		"breaker_update": {"plancheck", "k1", "half_open", 5, int64(0), int64(10e6), "w1", int64(3)},
@@ -284,7 +287,7 @@ func statementCases(stmts map[string]string) []planCase {
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "dedupe", "token", "prune",
+	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "dedupe", "release", "token", "prune",
 		"breaker_insert", "breaker_update", "breaker_read", "breaker_load", "breaker_since", "breaker_seq"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase

@@ -45,6 +45,8 @@ type postgresEngine struct {
 	completeMany string
 	extendStmt   string
 	sweepStmt    string
+	// insertNotify is the insert that also notifies ItemsChannel (see Store.EnqueueTx).
+	insertNotify string
 	drv          PostgresDriver
 }
 
@@ -158,6 +160,7 @@ func newPostgres() *postgresEngine {
 	e.st = statements{
 		insert:        e.rebind(insertSQL),
 		byDedupe:      e.rebind(byDedupeSQL),
+		release:       e.rebind(releaseSQL),
 		byToken:       e.rebind(byTokenSQL),
 		itemByToken:   e.rebind(itemByTokenSQL),
 		claim:         postgresClaim(0),
@@ -167,6 +170,7 @@ func newPostgres() *postgresEngine {
 		repark:        `UPDATE switchboard_items SET next_at = LEAST($1::bigint + floor(random() * ($2::bigint + 1))::bigint, COALESCE(deadline, $1::bigint + $2::bigint)) WHERE parked_key = $3`,
 		oldestDue:     e.rebind(oldestDueSQL),
 	}
+	e.insertNotify = "WITH i AS (" + e.st.insert + ")\nSELECT i.id FROM i, LATERAL (" + notifyTxSQL + ") n"
 	return e
 }
 

@@ -19,15 +19,20 @@ const PruneBatch = 500
 // other schemas of the same database prune on their own.
 const pruneLockSQL = `SELECT pg_try_advisory_xact_lock((1398227536::bigint << 32) | 'switchboard_items'::regclass::oid::bigint)`
 
+// prunable is, beside the age, what an item pruned must be: succeeded, and not holding its
+// dedupe key (its window, unique_for, ended by now: placeholder $3).
+const prunable = `state = 'succeeded' AND updated_at < $1
+          AND (unique_for IS NULL OR unique_released_at IS NOT NULL OR updated_at + unique_for <= $3)`
+
 // postgresPrune deletes up to $2 succeeded items last updated before $1, oldest first, with
-// their attempt rows. The ids are collected once (an InitPlan through the succeeded index) and
-// both deletes find their rows through an index from them; the foreign key of the attempt rows
-// is checked at the end of the statement, when both deletes are done. Placeholders: $1 before,
-// $2 limit.
+// their attempt rows, leaving those that still hold their dedupe key at $3 (now). The ids are
+// collected once (an InitPlan through the succeeded index) and both deletes find their rows
+// through an index from them; the foreign key of the attempt rows is checked at the end of the
+// statement, when both deletes are done. Placeholders: $1 before, $2 limit, $3 now.
 const postgresPrune = `WITH d AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM switchboard_items
-        WHERE state = 'succeeded' AND updated_at < $1
+        WHERE ` + prunable + `
         ORDER BY updated_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED) AS ids
@@ -39,18 +44,21 @@ const postgresPrune = `WITH d AS MATERIALIZED (
 )
 SELECT COUNT(*) FROM i`
 
-// sqlitePruneSelect lists the ids of one batch. Placeholders: before, limit.
-const sqlitePruneSelect = `SELECT id FROM switchboard_items INDEXED BY switchboard_items_succeeded
-	WHERE state = 'succeeded' AND updated_at < ? ORDER BY updated_at LIMIT ?`
+// sqlitePruneSelect lists the ids of one batch. Placeholders (SQLite's numbered ?NNN, for the
+// $NNN of prunable): ?1 before, ?2 limit, ?3 now.
+var sqlitePruneSelect = strings.ReplaceAll(`SELECT id FROM switchboard_items INDEXED BY switchboard_items_succeeded
+	WHERE `+prunable+` ORDER BY updated_at LIMIT $2`, "$", "?")
 
 // Prune deletes the succeeded items last updated before before, with their attempt rows, at
 // most PruneBatch of them in one transaction, and returns how many it deleted. Items in any
-// other state are never deleted. On PostgreSQL the transaction first tries the advisory lock of
-// pruning; when another instance holds it, Prune deletes nothing and reports busy (that
-// instance is pruning: this one skips its pass). Call it again while it returns PruneBatch.
-func (s *Store) Prune(ctx context.Context, before time.Time) (n int, busy bool, err error) {
+// other state are never deleted, nor a succeeded item that holds its dedupe key at now (its
+// UniqueFor has not passed since it succeeded): it is deleted once it has. On PostgreSQL the
+// transaction first tries the advisory lock of pruning; when another instance holds it, Prune
+// deletes nothing and reports busy (that instance is pruning: this one skips its pass). Call
+// it again while it returns PruneBatch.
+func (s *Store) Prune(ctx context.Context, before, now time.Time) (n int, busy bool, err error) {
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
-		n, busy, err = s.e.prune(ctx, tx, before)
+		n, busy, err = s.e.prune(ctx, tx, before, now)
 		return err
 	})
 	if err != nil {
@@ -60,7 +68,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (n int, busy bool, 
 }
 
 // prune tries the advisory lock of pruning and, holding it, deletes one batch.
-func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before time.Time) (n int, busy bool, err error) {
+func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before, now time.Time) (n int, busy bool, err error) {
 	var locked bool
 	if err := tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil {
 		return 0, false, err
@@ -68,13 +76,13 @@ func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before time.Time) 
 	if !locked {
 		return 0, true, nil
 	}
-	err = tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch).Scan(&n)
+	err = tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch, micros(now)).Scan(&n)
 	return n, false, err
 }
 
 // prune deletes one batch; the transaction itself holds the database's one writer.
-func (*sqliteEngine) prune(ctx context.Context, tx *sql.Tx, before time.Time) (int, bool, error) {
-	rows, err := tx.QueryContext(ctx, sqlitePruneSelect, micros(before), PruneBatch)
+func (*sqliteEngine) prune(ctx context.Context, tx *sql.Tx, before, now time.Time) (int, bool, error) {
+	rows, err := tx.QueryContext(ctx, sqlitePruneSelect, micros(before), PruneBatch, micros(now))
 	if err != nil {
 		return 0, false, err
 	}

@@ -78,7 +78,7 @@ func TestPruneOnlyOldSucceeded(t *testing.T) {
 
 		var passes []int
 		for {
-			n, busy, err := s.Prune(ctx, cutoff)
+			n, busy, err := s.Prune(ctx, cutoff, cutoff)
 			if err != nil || busy {
 				t.Fatalf("prune: %v (busy %v)", err, busy)
 			}
@@ -105,7 +105,7 @@ func TestPruneOnlyOldSucceeded(t *testing.T) {
 			t.Fatalf("%d attempt rows, want %d", n, otherAttempts+len(keptSucceeded))
 		}
 		// Nothing older is left: a pass finds nothing.
-		if n, _, err := s.Prune(ctx, cutoff); err != nil || n != 0 {
+		if n, _, err := s.Prune(ctx, cutoff, cutoff); err != nil || n != 0 {
 			t.Fatalf("second pass: %d, %v", n, err)
 		}
 	})
@@ -134,17 +134,17 @@ func TestPruneSkipsWhileLocked(t *testing.T) {
 	if err := tx.QueryRow(pruneLockSQL).Scan(&locked); err != nil || !locked {
 		t.Fatalf("lock: %v, %v", locked, err)
 	}
-	n, busy, err := s.Prune(ctx, pruneT0.Add(time.Hour))
+	n, busy, err := s.Prune(ctx, pruneT0.Add(time.Hour), pruneT0.Add(time.Hour))
 	if err != nil || !busy || n != 0 {
 		t.Fatalf("prune while locked: %d, busy %v, %v", n, busy, err)
 	}
-	if n, busy, err := elsewhere.Prune(ctx, pruneT0.Add(time.Hour)); err != nil || busy || n != 3 {
+	if n, busy, err := elsewhere.Prune(ctx, pruneT0.Add(time.Hour), pruneT0.Add(time.Hour)); err != nil || busy || n != 3 {
 		t.Fatalf("prune in another schema: %d, busy %v, %v", n, busy, err)
 	}
 	if err := tx.Commit(); err != nil { // the lock ends with the transaction
 		t.Fatal(err)
 	}
-	if n, busy, err := s.Prune(ctx, pruneT0.Add(time.Hour)); err != nil || busy || n != 10 {
+	if n, busy, err := s.Prune(ctx, pruneT0.Add(time.Hour), pruneT0.Add(time.Hour)); err != nil || busy || n != 10 {
 		t.Fatalf("prune after the lock: %d, busy %v, %v", n, busy, err)
 	}
 }

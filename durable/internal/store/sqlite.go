@@ -137,6 +137,7 @@ func newSQLite() *sqliteEngine {
 		st: statements{
 			insert:        insertSQL,
 			byDedupe:      byDedupeSQL,
+			release:       releaseSQL,
 			byToken:       byTokenSQL,
 			itemByToken:   itemByTokenSQL,
 			claim:         claim(0),

@@ -66,6 +66,12 @@ type Item struct {
 	GuardKey string
 	// Deadline is when the item is dead if it has not succeeded; zero when it has none.
 	Deadline time.Time
+	// UniqueFor is how long the item holds its dedupe key after it succeeded; zero: not after
+	// it ends.
+	UniqueFor time.Duration
+	// UniqueReleasedAt is when an enqueue of the key took it over after the window; zero
+	// while held or never.
+	UniqueReleasedAt time.Time
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -92,9 +98,12 @@ type NewItem struct {
 	Payload []byte
 	// NextAt is when the item is first due.
 	NextAt time.Time
-	// DedupeKey, when not empty, makes the insert a no-op if an item with the same key is
-	// pending or running; Enqueue then reports that item's id.
+	// DedupeKey, when not empty, makes the insert a no-op if an item holds the key: one
+	// pending or running with it, or one that succeeded with it less than its UniqueFor ago;
+	// Enqueue then reports that item's id.
 	DedupeKey string
+	// UniqueFor, when positive, is how long the item holds DedupeKey after it succeeded.
+	UniqueFor time.Duration
 	// OrderingKey, when not empty, makes the item wait for every earlier item with the same key.
 	OrderingKey string
 	// LastError records why the item was deferred, if it was.
@@ -265,11 +274,13 @@ func fromMicros(v int64) time.Time {
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-// Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey under which
-// an item is pending or running, it inserts nothing and returns that item's id with existed =
-// true. An error that leaves it unknown whether the item was inserted (the statement may have
-// reached the database: a deadline or a lost connection while it ran or committed) is an
-// *UnknownOutcomeError; any other error means nothing was inserted.
+// Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey an item
+// holds (pending or running, or succeeded less than its UniqueFor before it.Now), it inserts
+// nothing and returns that item's id with existed = true. A succeeded item whose window ended
+// by it.Now is released (its UniqueReleasedAt set) and the insert made. An error that leaves
+// it unknown whether the item was inserted (the statement may have reached the database: a
+// deadline or a lost connection while it ran or committed) is an *UnknownOutcomeError; any
+// other error means nothing was inserted.
 func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed bool, err error) {
 	if err := checkNewItem(it); err != nil {
 		return 0, false, err
@@ -283,7 +294,7 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 		if err != nil {
 			return 0, false, fmt.Errorf("durable: enqueue: no connection: %w", err)
 		}
-		id, existed, err = s.enqueue(ctx, conn, it)
+		id, existed, err = s.enqueue(ctx, conn, it, false)
 		_ = conn.Close()
 		if !errors.Is(err, driver.ErrBadConn) || try == 2 {
 			return id, existed, err
@@ -294,16 +305,21 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 // EnqueueTx is Enqueue inside the caller's transaction on this store's database, so the item
 // exists if and only if the transaction commits (a transactional outbox). On SQLite, tx must
 // come from DB(), which has a single connection: do not use the Store outside tx until it ends.
-// An *UnknownOutcomeError says the statement may have taken effect in tx.
+// An *UnknownOutcomeError says the statement may have taken effect in tx. On PostgreSQL an
+// item due at once is notified to the instances watching (WatchDue) when tx commits, by the
+// insert itself; Enqueue leaves the notification to its caller (NotifyDue), who knows when it
+// committed.
 func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id ItemID, existed bool, err error) {
 	if err := checkNewItem(it); err != nil {
 		return 0, false, err
 	}
-	return s.enqueue(ctx, tx, it)
+	return s.enqueue(ctx, tx, it, s.Notifies() && !it.NextAt.After(it.Now))
 }
 
+// querier is what enqueue needs of a connection or a transaction.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	execer
 }
 
 // UnknownOutcomeError reports an insert that may or may not have been applied: the statement
@@ -341,22 +357,31 @@ func checkNewItem(it NewItem) error {
 // byTokenSQL finds the item holding a token.
 const byTokenSQL = `SELECT id FROM switchboard_items WHERE token = ?`
 
-func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID, existed bool, err error) {
+// enqueue inserts it through db; notify: with the statement that notifies ItemsChannel
+// (PostgreSQL).
+func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool) (id ItemID, existed bool, err error) {
 	if it.Payload == nil {
 		it.Payload = []byte{}
 	}
 	it.LastError, it.ParkedKey, it.GuardKey = storedText(it.LastError), storedText(it.ParkedKey), storedText(it.GuardKey)
-	var deadline any
+	var deadline, uniqueFor any
 	if !it.Deadline.IsZero() {
 		deadline = micros(it.Deadline)
 	}
+	if it.UniqueFor > 0 {
+		uniqueFor = it.UniqueFor.Microseconds()
+	}
 	st := s.e.stmts()
+	insert := st.insert
+	if notify {
+		insert = s.e.(*postgresEngine).insertNotify
+	}
 	for range 5 {
 		var v int64
-		err = db.QueryRowContext(ctx, st.insert,
+		err = db.QueryRowContext(ctx, insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
-			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline).Scan(&v)
+			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline, uniqueFor).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
@@ -368,7 +393,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 			return 0, false, err
 		}
 		// A conflict on the token or the dedupe key: report the item holding it. The dedupe
-		// key's item may finish in between; then the insert is tried again.
+		// key's item may finish (or be released) in between; then the insert is tried again.
 		if it.Token != "" {
 			err = db.QueryRowContext(ctx, st.byToken, it.Token).Scan(&v)
 			if err == nil {
@@ -381,12 +406,26 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem) (id ItemID,
 		if it.DedupeKey == "" {
 			continue // the token's item was pruned in between: try again
 		}
-		err = db.QueryRowContext(ctx, st.byDedupe, it.DedupeKey).Scan(&v)
-		if err == nil {
+		var (
+			state           string
+			updated, window sql.NullInt64
+		)
+		err = db.QueryRowContext(ctx, st.byDedupe, it.DedupeKey).Scan(&v, &state, &updated, &window)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key is taken), and finding the item holding it failed: %w", err)
+		}
+		if State(state) != StateSucceeded || updated.Int64+window.Int64 > micros(it.Now) {
 			return ItemID(v), true, nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key is taken), and finding the item holding it failed: %w", err)
+		// The holder's window has ended: release it, and try the insert again. Of enqueues
+		// releasing it at once, one updates the row; the unique index lets one insert in.
+		if _, err := db.ExecContext(ctx, st.release, micros(it.Now), v, micros(it.Now)); err != nil {
+			// Nothing is inserted either way: whether the release took effect does not matter
+			// (the next enqueue of the key releases the item if it did not).
+			return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key's window ended), and releasing the item holding it failed: %w", err)
 		}
 	}
 	return 0, false, errors.New("durable: enqueue: the token or dedupe key kept changing hands")
@@ -404,7 +443,7 @@ func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
 // itemByTokenSQL reads the item holding a token whole.
 const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -422,6 +461,7 @@ type itemScan struct {
 	it                                          Item
 	id, nextAt, createdAt, updatedAt, isolate   int64
 	leaseUntil, claimedAt, deadline             sql.NullInt64
+	uniqueFor, released                         sql.NullInt64
 	state                                       string
 	dedupe, ordering, owner, lastErrStr, parked sql.NullString
 	metadata, token, guard                      sql.NullString
@@ -431,7 +471,7 @@ type itemScan struct {
 func newItemScan() *itemScan {
 	s := &itemScan{}
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.state, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.uniqueFor, &s.released}
 	return s
 }
 
@@ -468,6 +508,7 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 	if s.deadline.Valid {
 		it.Deadline = fromMicros(s.deadline.Int64)
 	}
+	it.UniqueFor, it.UniqueReleasedAt = time.Duration(s.uniqueFor.Int64)*time.Microsecond, fromMicros(s.released.Int64)
 	return it, s.claimedAt.Int64, nil
 }
 
