@@ -80,3 +80,7 @@ type ListenHooks struct {
 func SetListenHooks(s *Scheduler, h ListenHooks) {
 	s.hooks = listenHooks{listening: h.Listening, notified: h.Notified, relisten: h.Relisten}
 }
+
+// NotifierIdle waits until q's notifier has sent what its enqueues asked for, so that a test
+// knows which connections of the pool are busy.
+func NotifierIdle(q *Queue) { q.notify.wg.Wait() }

@@ -444,6 +444,7 @@ func TestDeferralPersistTimeoutBoundsWrite(t *testing.T) {
 	}
 	ctx := context.Background()
 	must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 0})) // the pool holds a connection that has run the INSERT
+	durable.NotifierIdle(q)                                // and is idle again: the NOTIFY to other instances is sent
 	pg.proxy.Freeze()
 	began := time.Now()
 	_, err := mediator.Send(ctx, m, &Work{N: 1})
