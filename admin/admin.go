@@ -91,6 +91,12 @@ type Config struct {
 	// SessionTTL is how long a dashboard session lasts after the token exchange, whatever its
 	// use. Default 12 hours: a working shift, after which the operator gives the token again.
 	SessionTTL time.Duration
+	// RequestTimeout bounds the work of one API request: a database that does not answer
+	// makes the request end with 503 after it, saying so, instead of holding the dashboard (and
+	// a connection) until the database comes back. Default 30 seconds: longer than a replay's
+	// handler normally runs, since a replay runs it within the request, and short enough that
+	// an operator sees the outage.
+	RequestTimeout time.Duration
 	// Logger receives the errors a client cannot fix (the database failed), which the client
 	// sees as a 500 without details. nil: zap.L(), the process's global logger, as in every
 	// package of the module, so that one zap.ReplaceGlobals configures them all.
@@ -128,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("admin: Config.MaxBodyBytes is negative"))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, errors.New("admin: Config.RequestTimeout is negative"))
 	}
 	if c.SessionTTL < 0 {
 		errs = append(errs, errors.New("admin: Config.SessionTTL is negative"))

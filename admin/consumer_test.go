@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,3 +64,60 @@ func TestSessionsEndOnTheConfiguredClock(t *testing.T) {
 type nopSender struct{}
 
 func (nopSender) SendAny(context.Context, any) (any, error) { return nil, nil }
+
+// hungQueue is an admin.Operations whose database does not answer: a call returns when its
+// context ends, with the context's error.
+type hungQueue struct{ admin.Operations }
+
+func (hungQueue) Stats(ctx context.Context) (durable.Stats, error) {
+	<-ctx.Done()
+	return durable.Stats{}, ctx.Err()
+}
+
+// TestRequestTimeoutBoundsAHungDatabase: a request whose database does not answer ends after
+// Config.RequestTimeout with 503 saying so, logged as a warning, not as a server error.
+func TestRequestTimeoutBoundsAHungDatabase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.DebugLevel)
+		h, err := admin.New(admin.Config{Queue: hungQueue{}, Sender: nopSender{}, Token: token, RequestTimeout: time.Second,
+			Logger: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		res := auth(t, h, "GET", "/api/queue", "")
+		want(t, res, http.StatusServiceUnavailable)
+		if took := time.Since(began); took != time.Second {
+			t.Errorf("the request took %v; RequestTimeout is 1s", took)
+		}
+		if body := res.Body.String(); !strings.Contains(body, "longer than 1s") {
+			t.Errorf("body %s does not say the request ran out of its time", body)
+		}
+		if n := logs.FilterLevelExact(zap.ErrorLevel).Len(); n != 0 || logs.FilterMessage("admin: request ran out of its time").Len() != 1 {
+			t.Errorf("logs = %+v; want one warning and no error", logs.All())
+		}
+	})
+	if _, err := admin.New(admin.Config{Queue: hungQueue{}, Sender: nopSender{}, Token: token, RequestTimeout: -1}); err == nil ||
+		!strings.Contains(err.Error(), "RequestTimeout is negative") {
+		t.Errorf("a negative RequestTimeout: %v", err)
+	}
+}
+
+// TestClientGoneIsNotAServerError: a request whose client went away is no server failure: no
+// error is logged.
+func TestClientGoneIsNotAServerError(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	h, err := admin.New(admin.Config{Queue: hungQueue{}, Sender: nopSender{}, Token: token, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/api/queue", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if n := logs.FilterLevelExact(zap.ErrorLevel).Len(); n != 0 || logs.FilterMessage("admin: request ended by its client").Len() != 1 {
+		t.Errorf("status %d, logs = %+v; want a debug entry and no error", w.Code, logs.All())
+	}
+}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/json"
@@ -18,7 +19,10 @@ import (
 //go:embed ui
 var uiFiles embed.FS
 
-const defaultMaxBody = 64 << 10
+const (
+	defaultMaxBody        = 64 << 10
+	defaultRequestTimeout = 30 * time.Second
+)
 
 type server struct {
 	cfg      Config
@@ -45,6 +49,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = defaultRequestTimeout
 	}
 	s := &server{cfg: cfg, auth: cfg.Authorizer, log: cfg.Logger, now: time.Now, mux: http.NewServeMux()}
 	if s.auth == nil {
@@ -148,8 +155,16 @@ func mustSub(f fs.FS, dir string) fs.FS {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, principal string)
 
 func (s *server) api(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.authorized(h))
+	s.mux.Handle(pattern, s.authorized(func(w http.ResponseWriter, r *http.Request, p string) {
+		ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.RequestTimeout, errRequestTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx), p)
+	}))
 }
+
+// errRequestTimeout is the cause of an API request's context that ran out of
+// Config.RequestTimeout.
+var errRequestTimeout = errors.New("the request ran out of admin.Config.RequestTimeout")
 
 func (s *server) needBreakers(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p string) {
@@ -265,7 +280,23 @@ func cut(s string, n int) string {
 
 // internal answers a failure the client cannot fix: the details go to the log, not to the
 // client.
+//
+// An error of the request's context is not the server's: a request whose client went away is
+// logged at debug level (there is nobody to answer), one that ran out of RequestTimeout is
+// answered 503 saying so and logged as a warning.
 func (s *server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if errors.Is(context.Cause(ctx), errRequestTimeout) {
+			s.log.Warn("admin: request ran out of its time", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+				zap.Duration("timeout", s.cfg.RequestTimeout), zap.Error(err))
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than %v (is the database answering?); what it was doing may or may not have been written", s.cfg.RequestTimeout))
+			return
+		}
+		s.log.Debug("admin: request ended by its client", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "the request ended before its answer")
+		return
+	}
 	s.log.Error("admin: request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	writeError(w, http.StatusInternalServerError, "internal error; the server log has the details")
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -23,6 +24,10 @@ type AuditFilter struct {
 	Limit int
 }
 
+// auditTargets are the kinds of target the queue's actions are audited on.
+var auditTargets = []record.AuditTarget{record.AuditTargetName, record.AuditTargetBreakerKey, record.AuditTargetItem,
+	record.AuditTargetSchedule, record.AuditTargetBulkAction}
+
 // Audit returns the entries of the audit log that f selects, newest first. Every operator
 // action on the queue other than a dead letter's replay or discard (which its timeline
 // records) has one: pauses and resumes, cancelled items and items run now, schedule changes,
@@ -34,6 +39,9 @@ func (q *Queue) Audit(ctx context.Context, f AuditFilter) ([]record.AuditEntry, 
 	}
 	if f.Before < 0 {
 		errs = append(errs, fmt.Errorf("Before %d is negative", f.Before))
+	}
+	if f.TargetKind != "" && !slices.Contains(auditTargets, f.TargetKind) {
+		errs = append(errs, fmt.Errorf("TargetKind %q is none of %q", f.TargetKind, auditTargets))
 	}
 	if f.Target != "" && f.TargetKind == "" {
 		errs = append(errs, errors.New("Target is set without TargetKind"))

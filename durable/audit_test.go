@@ -50,6 +50,10 @@ func TestAuditFilterRefusesBadInput(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
+	_, kindErr := q.Audit(context.Background(), durable.AuditFilter{TargetKind: "planet"})
+	if kindErr == nil || !strings.Contains(kindErr.Error(), `TargetKind "planet" is none of`) {
+		t.Errorf("an unknown target kind: %v", kindErr)
+	}
 	for _, want := range []string{"Limit 501", "Before -1", "Target is set without TargetKind"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)

@@ -57,20 +57,30 @@ const cursorPrefix = "i1"
 // cursorBody is an item cursor's content: a position in its listing's order (store.ItemCursor).
 type cursorBody struct {
 	V   string `json:"v"`
+	L   string `json:"l"` // the listing it is a position in (listingOf): another's is refused
 	Key string `json:"k,omitempty"`
 	Iso bool   `json:"i,omitempty"`
 	At  int64  `json:"t"`
 	ID  int64  `json:"id"`
 }
 
-// itemCursor encodes c.
-func itemCursor(c store.ItemCursor) string {
-	b, _ := json.Marshal(cursorBody{V: cursorPrefix, Key: c.Key, Iso: c.Isolate, At: c.At, ID: int64(c.ID)})
+// listingOf names the listing of q, whose order a cursor is a position in: each state's order
+// is its own, and the parked items' is by key.
+func listingOf(q store.ItemQuery) string {
+	if q.Parked {
+		return "parked"
+	}
+	return string(q.State)
+}
+
+// itemCursor encodes c, a position in listing.
+func itemCursor(listing string, c store.ItemCursor) string {
+	b, _ := json.Marshal(cursorBody{V: cursorPrefix, L: listing, Key: c.Key, Iso: c.Isolate, At: c.At, ID: int64(c.ID)})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// parseItemCursor decodes a cursor itemCursor made.
-func parseItemCursor(c string) (store.ItemCursor, error) {
+// parseItemCursor decodes a cursor itemCursor made for listing.
+func parseItemCursor(listing, c string) (store.ItemCursor, error) {
 	var body cursorBody
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil {
@@ -78,6 +88,11 @@ func parseItemCursor(c string) (store.ItemCursor, error) {
 	}
 	if err != nil || body.V != cursorPrefix || body.ID <= 0 {
 		return store.ItemCursor{}, fmt.Errorf("After %q is not a cursor of an item listing (an ItemPage's Next): %w", cut(c, 64), ErrBadCursor)
+	}
+	if body.L != listing {
+		// A position in another order would silently start this listing anywhere.
+		return store.ItemCursor{}, fmt.Errorf("After is a cursor of the %s items' listing, not of the %s items' (each listing has its own order): %w",
+			body.L, listing, ErrBadCursor)
 	}
 	return store.ItemCursor{Key: body.Key, Isolate: body.Iso, At: body.At, ID: store.ItemID(body.ID)}, nil
 }
@@ -116,7 +131,7 @@ func (f ItemFilter) query() (store.ItemQuery, error) {
 	}
 	if f.After != "" {
 		var err error
-		if q.After, err = parseItemCursor(f.After); err != nil {
+		if q.After, err = parseItemCursor(listingOf(q), f.After); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -145,7 +160,7 @@ func (q *Queue) Items(ctx context.Context, f ItemFilter) (ItemPage, error) {
 	var page ItemPage
 	if len(rows) > limit {
 		rows = rows[:limit]
-		page.Next = itemCursor(store.CursorOf(sq, rows[limit-1]))
+		page.Next = itemCursor(listingOf(sq), store.CursorOf(sq, rows[limit-1]))
 	}
 	page.Items = make([]record.Item, len(rows))
 	for i, it := range rows {

@@ -327,3 +327,26 @@ func TestRunNowParkedOnAnOpenBreaker(t *testing.T) {
 		}
 	})
 }
+
+// TestItemCursorOfAnotherListing: a cursor is a position in its own listing's order; given to
+// another listing it is refused, not read as a position in that one's.
+func TestItemCursorOfAnotherListing(t *testing.T) {
+	e := newEnv(t, sqliteBackend(t))
+	ctx := context.Background()
+	for i := range 3 {
+		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: i}))
+	}
+	page := must[durable.ItemPage](t)(e.q.Items(ctx, durable.ItemFilter{Limit: 1}))
+	if page.Next == "" {
+		t.Fatal("no next page")
+	}
+	if next := must[durable.ItemPage](t)(e.q.Items(ctx, durable.ItemFilter{Limit: 1, After: page.Next})); len(next.Items) != 1 {
+		t.Fatalf("the pending listing's own cursor: %+v", next)
+	}
+	for _, f := range []durable.ItemFilter{{State: record.StateSucceeded, After: page.Next}, {Parked: true, After: page.Next}} {
+		_, err := e.q.Items(ctx, f)
+		if !errors.Is(err, durable.ErrBadCursor) || !strings.Contains(err.Error(), "a cursor of the pending items' listing") {
+			t.Errorf("%+v: %v, want ErrBadCursor naming the listing", f, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -134,8 +135,10 @@ func (q *Queue) checkScheduleSpec(spec *ScheduleSpec, actor string) error {
 	}
 	if spec.Spec == "" {
 		errs = append(errs, errors.New("Spec is empty: a cron expression (0 2 * * *) or a descriptor (@hourly, @every 90s)"))
-	} else if loc != nil {
-		if _, err := parseSpec(spec.Spec, loc, "Location"); err != nil {
+	} else {
+		// A spec's syntax does not depend on the zone: it is checked in UTC when Location is
+		// refused, so that both problems are named at once.
+		if _, err := parseSpec(spec.Spec, cmp.Or(loc, time.UTC), "Location"); err != nil {
 			errs = append(errs, fmt.Errorf("Spec: %v", err))
 		}
 	}

@@ -292,6 +292,8 @@ func TestAddScheduleRefusesBadInput(t *testing.T) {
 		{"zone prefix", with(func(s *durable.ScheduleSpec) { s.Spec = "TZ=Europe/Paris 0 9 * * *" }), "ops", []string{"use Location"}},
 		{"location", with(func(s *durable.ScheduleSpec) { s.Location = "Mars/Olympus" }), "ops", []string{`Location "Mars/Olympus" is not a known time zone`}},
 		{"local", with(func(s *durable.ScheduleSpec) { s.Location = "Local" }), "ops", []string{`Location "Local" is the host's zone`}},
+		{"location and spec", with(func(s *durable.ScheduleSpec) { s.Location, s.Spec = "Mars/Olympus", "bad cron" }), "ops",
+			[]string{`Location "Mars/Olympus" is not a known time zone`, `Spec: invalid cron expression "bad cron"`}},
 	} {
 		_, err := q.AddSchedule(ctx, c.spec, c.actor)
 		if !errors.Is(err, durable.ErrInvalidSchedule) {

@@ -46,17 +46,18 @@
 
   function row(it) {
     var tr = el("tr");
-    tr.appendChild(el("td", { className: "num" }, it.id));
-    tr.appendChild(el("td", null, it.name));
-    var st = el("td");
+    // Each cell names its column (data-label): narrow screens show a row as a card, labels and all.
+    tr.appendChild(el("td", { className: "num", "data-label": "Id" }, it.id));
+    tr.appendChild(el("td", { "data-label": "Name" }, it.name));
+    var st = el("td", { "data-label": "State" });
     st.appendChild(A.badge(it.state));
     tr.appendChild(st);
-    tr.appendChild(el("td", { className: "num" }, it.attempts));
-    var t = el("td");
+    tr.appendChild(el("td", { className: "num", "data-label": "Attempts" }, it.attempts));
+    var t = el("td", { "data-label": $("items-time-col").textContent || "Time" });
     t.appendChild(A.whenEl(timeOf(it)));
     tr.appendChild(t);
-    tr.appendChild(el("td", null, it.parked_key || "–"));
-    tr.appendChild(el("td", { className: "err" }, it.last_error || "–"));
+    tr.appendChild(el("td", { "data-label": "Parked on" }, it.parked_key || "–"));
+    tr.appendChild(el("td", { className: "err", "data-label": "Last error" }, it.last_error || "–"));
     var acts = el("td", { className: "row-actions" });
     acts.appendChild(el("button", { type: "button", "data-act": "inspect", "data-id": it.id, "aria-label": "Inspect item " + it.id }, "Inspect"));
     if (actionable(it)) {
