@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
@@ -24,7 +25,8 @@ type BulkActionSpec struct {
 	Reason string
 	// Rate is the most letters per second the action settles. Zero means 50: an endpoint that
 	// just recovered takes a backlog of thousands within minutes, without the burst of a tight
-	// loop that could knock it over again.
+	// loop that could knock it over again. At most 1000: a letter takes a handler call and a
+	// few database round trips, so a higher rate is never reached.
 	Rate float64
 	// MaxInFlight is the most letters replayed at once; zero means 4, at most 64. While the
 	// breaker of a letter's key is half-open, no more letters of that key run than it has free
@@ -37,9 +39,12 @@ const (
 	defaultBulkRate     = 50
 	defaultBulkInFlight = 4
 	maxBulkInFlight     = 64
-	bulkSampleSize      = 10  // the letters a dry run shows
-	bulkBatchSize       = 100 // letters read at once; the cursor moves when a batch is settled
-	maxBulkActionList   = 100
+	// maxBulkRate bounds Rate: a letter takes a handler call and a few database round trips,
+	// so a higher rate is never reached, and a typo of a few zeros would lift the throttle.
+	maxBulkRate       = 1000
+	bulkSampleSize    = 10  // the letters a dry run shows
+	bulkBatchSize     = 100 // letters read at once; the cursor moves when a batch is settled
+	maxBulkActionList = 100
 )
 
 // BulkAction is a bulk action on dead letters as stored: what it does, where it stands and
@@ -112,13 +117,13 @@ func storeFilter(f DeadLetterFilter) store.DeadLetterFilter {
 // validate checks sp and applies its defaults; every problem is named.
 func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	var errs []error
-	if actor == "" {
+	if strings.TrimSpace(actor) == "" {
 		errs = append(errs, errors.New("actor is required: the audit log records who started it"))
 	}
 	switch sp.Kind {
 	case record.BulkReplay:
 	case record.BulkDiscard:
-		if sp.Reason == "" && !o.dryRun {
+		if strings.TrimSpace(sp.Reason) == "" && !o.dryRun {
 			errs = append(errs, errors.New("Reason is required for a discard: each letter's timeline records why"))
 		}
 	case "":
@@ -136,8 +141,8 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		errs = append(errs, fmt.Errorf("Filter.From %s is not before Filter.To %s: the range is empty", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
 	}
-	if sp.Rate < 0 || sp.Rate != sp.Rate {
-		errs = append(errs, fmt.Errorf("Rate %v is not a positive number of letters per second", sp.Rate))
+	if sp.Rate < 0 || sp.Rate != sp.Rate || sp.Rate > maxBulkRate {
+		errs = append(errs, fmt.Errorf("Rate %v is not a number of letters per second between 0 and %d", sp.Rate, maxBulkRate))
 	}
 	if sp.MaxInFlight < 0 || sp.MaxInFlight > maxBulkInFlight {
 		errs = append(errs, fmt.Errorf("MaxInFlight %d is not between 0 and %d", sp.MaxInFlight, maxBulkInFlight))
@@ -194,6 +199,15 @@ func (q *Queue) StartBulkAction(ctx context.Context, spec BulkActionSpec, actor 
 	a := BulkAction{Kind: spec.Kind, Filter: spec.Filter, Reason: spec.Reason, Actor: actor, Rate: spec.Rate, MaxInFlight: spec.MaxInFlight,
 		ResetBreaker: o.resetOf, Matched: matched, CreatedAt: now, UpdatedAt: now}
 	if o.dryRun {
+		// The dry run answers what the action would meet: a breaker the registry does not know
+		// is refused now, not after the operator confirmed.
+		if g, ok := o.reg.(interface {
+			Get(key string) (breaker.Snapshot, error)
+		}); ok {
+			if _, err := g.Get(o.resetOf); err != nil {
+				return BulkAction{}, fmt.Errorf("durable: StartBulkAction: reset breaker %q: %w", o.resetOf, err)
+			}
+		}
 		f.Limit = bulkSampleSize
 		sample, _, err := q.store.DeadLetters(ctx, f)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -206,10 +207,19 @@ func TestBulkActionSpecInvalid(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `Kind "rerun"`) {
 		t.Errorf("error %v", err)
 	}
+	// Blank text is no reason and no actor; an unbounded rate is no throttle.
+	_, err = e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkDiscard, Reason: " \t ", Rate: math.Inf(1)}, "   ")
+	for _, want := range []string{"actor is required", "Reason is required", "Rate +Inf"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
 	reg := breaker.NewRegistry(breaker.Config{})
-	_, err = e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay}, "alice", durable.ResetBreakerFirst(reg, "nowhere"))
-	if err == nil || !strings.Contains(err.Error(), `breaker "nowhere"`) || !errors.Is(err, breaker.ErrUnknown) {
-		t.Errorf("error %v", err)
+	for _, opts := range [][]durable.BulkActionOption{{durable.ResetBreakerFirst(reg, "nowhere")}, {durable.ResetBreakerFirst(reg, "nowhere"), durable.DryRun()}} {
+		_, err = e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay}, "alice", opts...)
+		if err == nil || !strings.Contains(err.Error(), `breaker "nowhere"`) || !errors.Is(err, breaker.ErrUnknown) {
+			t.Errorf("%d options: error %v", len(opts), err)
+		}
 	}
 	if list, _ := e.q.BulkActions(ctx, 0, 0); len(list) != 0 {
 		t.Fatalf("stored %+v", list)
