@@ -244,7 +244,10 @@ type scheduler struct {
 	cronWake chan struct{}
 
 	pauses keyPauses // the paused breaker keys (pause.go)
-	bulk   *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
+	// pausesRead is closed once the paused keys were first read (or the read failed): the
+	// bulk loop holds its first replay back until then, as the claim loop its first claim.
+	pausesRead chan struct{}
+	bulk       *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
 
 	// listenCtx ends the listening connection (listenLoop) once the claim loop has returned.
 	listenCtx context.Context
@@ -291,6 +294,8 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		keeperEnd: make(chan struct{}),
 		finished:  make(chan struct{}),
 		graceEnd:  make(chan struct{}),
+
+		pausesRead: make(chan struct{}),
 	}
 	s.health = dbHealth{log: cfg.Logger, instance: cfg.InstanceID}
 	s.bulk = newBulkLoop(s)
@@ -350,6 +355,7 @@ func (s *scheduler) Start() error {
 		// The paused keys are read before the first claim, so that a restart holds them back
 		// as the instance did before; then by watchPauses.
 		s.lookAtPauses()
+		close(s.pausesRead)
 		idle := s.run()
 		s.endListen()
 		<-listener
