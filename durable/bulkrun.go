@@ -436,11 +436,11 @@ func (r *bulkRun) await(wg *sync.WaitGroup, sem chan struct{}) bool {
 	default:
 	}
 	left := len(sem)
-	s.cfg.Logger.Warn("durable: shutdown gave up on bulk action replays whose handlers did not return", zap.String("instance", s.cfg.InstanceID),
+	s.cfg.Logger.Warn("durable: shutdown gave up on bulk action replays still in flight", zap.String("instance", s.cfg.InstanceID),
 		zap.Int64("bulk_action", r.row.ID), zap.Int("replays", left), zap.Duration("grace", s.cfg.ShutdownGrace))
 	b := s.bulk
 	b.mu.Lock()
-	b.result = errors.Join(b.result, fmt.Errorf("durable: shutdown gave up on %d bulk action replays that did not return within ShutdownGrace (%v) of their cancellation; their letters stay failed, and the action goes on from its cursor once its lease runs out",
+	b.result = errors.Join(b.result, fmt.Errorf("durable: shutdown gave up on %d bulk action replays still in flight at the end of ShutdownGrace (%v) after their cancellation (a handler that had not returned, or an outcome the database did not take); their letters stay failed, and the action goes on from its cursor once its lease runs out",
 		left, s.cfg.ShutdownGrace))
 	b.mu.Unlock()
 	return false

@@ -404,7 +404,9 @@ func signal(c chan struct{}) {
 // take the rest, and the store call still in flight when the grace ends is cancelled. So
 // Shutdown returns within ctx's deadline plus ShutdownGrace, even when a handler ignores
 // cancellation or the database is gone; what it could not finish keeps its lease until the
-// lease runs out and is then swept and run again, never lost.
+// lease runs out and is then swept and run again, never lost. The replays of a bulk action in
+// flight are waited for, and given up on, in the same way; the action is handed to the next
+// instance, or keeps its lease when the grace is over, and goes on from its cursor.
 //
 // Every call, concurrent ones included, waits for the same stop and returns its outcome: nil
 // when every item was completed or released, otherwise an error saying what was left (items
