@@ -105,7 +105,7 @@ func (b *bulkLoop) cancelled(id int64) {
 	r := b.cur
 	b.mu.Unlock()
 	if r != nil && r.row.ID == id {
-		r.halt("")
+		r.stop()
 	}
 }
 
@@ -121,7 +121,6 @@ type bulkRun struct {
 
 	mu       sync.Mutex
 	progress store.BulkProgress
-	failure  string // set when the action cannot go on: it ends failed
 	handBack string // set when this instance cannot go on with it: another may
 	next     time.Time
 	waits    map[record.DeadLetterID]bulkWait // letters waiting, and on what
@@ -238,16 +237,6 @@ func (b *bulkLoop) end(row store.BulkActionRow, state, msg string) {
 	}
 }
 
-// halt stops the run; a non-empty failure ends the action failed.
-func (r *bulkRun) halt(failure string) {
-	r.mu.Lock()
-	if failure != "" && r.failure == "" {
-		r.failure = failure
-	}
-	r.mu.Unlock()
-	r.stop()
-}
-
 // giveBack stops the run, handing the action back: this instance cannot go on with it (why).
 func (r *bulkRun) giveBack(why string) {
 	r.mu.Lock()
@@ -312,9 +301,9 @@ func breakerWaitOf(key string) bulkWait {
 // leaseWait is the wait of a letter another replay holds.
 var leaseWait = bulkWait{state: store.BulkWaiting}
 
-// pausedNames returns the paused request names, as read at most pauseCheck ago: once per
-// batch (fresh is true), and for the letters waiting on a pause at most once per pauseCheck
-// for them all. A failed read keeps the last view.
+// pausedNames returns the paused request names: read at the start of each batch (fresh is
+// true), and otherwise at most once per pauseCheck for all the batch's letters. A failed read
+// keeps the last view.
 func (r *bulkRun) pausedNames(fresh bool) map[string]store.PauseRow {
 	s := r.s
 	r.namesMu.Lock()
@@ -337,8 +326,9 @@ func (r *bulkRun) pausedNames(fresh bool) map[string]store.PauseRow {
 }
 
 // pausedBy reports the pause that holds letter d back at now, if one does: a pause of its
-// request name, or of its breaker key (key, as its breaker check uses it), and how long the
-// letter waits before it looks again.
+// request name, or of its breaker key (key, as its breaker check uses it) or of the key the
+// action reset first (a reset-and-replay replays that breaker's letters, whatever key their
+// own breaker check finds), and how long the letter waits before it looks again.
 func (r *bulkRun) pausedBy(d store.DeadLetter, key string, now time.Time) (bulkWait, time.Duration, bool) {
 	recheck := func(until time.Time) time.Duration {
 		if until.IsZero() {
@@ -353,9 +343,11 @@ func (r *bulkRun) pausedBy(d store.DeadLetter, key string, now time.Time) (bulkW
 		}
 		return bulkWait{state: store.BulkPaused, why: why + "; its letters wait, failed and untouched, until the pause ends"}, recheck(p.Until), true
 	}
-	if until, paused := r.s.pauses.paused(key, now); paused {
-		return bulkWait{state: store.BulkPaused, key: key,
-			why: fmt.Sprintf("breaker key %q is paused %s; the letters of that key wait, failed and untouched, until the pause ends", key, untilText(until))}, recheck(until), true
+	for _, k := range []string{key, r.row.ResetBreaker} {
+		if until, paused := r.s.pauses.paused(k, now); paused {
+			return bulkWait{state: store.BulkPaused, key: k,
+				why: fmt.Sprintf("breaker key %q is paused %s; the letters of that key wait, failed and untouched, until the pause ends", k, untilText(until))}, recheck(until), true
+		}
 	}
 	return bulkWait{}, 0, false
 }
@@ -396,12 +388,6 @@ func (r *bulkRun) work() (state, msg string) {
 		}
 		if !r.await(&wg, sem) {
 			return "", "" // the shutdown grace is over: the cursor stays
-		}
-		r.mu.Lock()
-		failure := r.failure
-		r.mu.Unlock()
-		if failure != "" {
-			return store.BulkFailed, failure
 		}
 		for _, ok := range settled {
 			if !ok {

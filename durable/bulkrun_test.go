@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,24 +76,34 @@ func TestBulkReplayWaitsWhileNamePaused(t *testing.T) {
 }
 
 // A bulk replay whose letters' breaker key is paused waits on the key, even right after the
-// breaker was reset for it (reset-and-replay), and touches no letter until the key is resumed.
-// The pause was made before the scheduler started: its first replay already honours it.
+// breaker was reset for it (reset-and-replay), and touches no letter until the key is resumed:
+// whether the scheduler knows the letters' key (SchedulerConfig.Breakers) or only the action
+// does (the key it reset; the breaker is in the pipeline alone). The pause was made before the
+// scheduler started: its first replay already honours it.
 func TestBulkReplayWaitsWhileKeyPaused(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 100})
-		e := newBulkEnv(t, b, durable.Config{}, func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
-		ids := e.capture(t, "orders", "boom", 3)
-		key := reg.KeyOf(&Work{})
-		target := durable.KeyTarget(key)
-		if _, err := e.q.Pause(context.Background(), target, "alice"); err != nil {
-			t.Fatal(err)
+		for _, guarded := range []bool{true, false} {
+			t.Run(fmt.Sprintf("scheduler knows the key %v", guarded), func(t *testing.T) {
+				reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 100})
+				e := newBulkEnv(t, b, durable.Config{}, func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
+				ids := e.capture(t, "orders", "boom", 3)
+				key := reg.KeyOf(&Work{})
+				target := durable.KeyTarget(key)
+				if _, err := e.q.Pause(context.Background(), target, "alice"); err != nil {
+					t.Fatal(err)
+				}
+				cfg := durable.SchedulerConfig{}
+				if guarded {
+					cfg.Breakers = reg
+				}
+				start(t, e.q, e.m, cfg)
+				pausedReplay(t, e, ids, target, func(a durable.BulkAction) {
+					if a.State != record.BulkPaused || a.WaitingKey != key || !strings.Contains(a.Error, "paused") {
+						t.Fatalf("with key %q paused the action is %s (key %q, %q), totals %+v", key, a.State, a.WaitingKey, a.Error, a.Totals)
+					}
+				}, durable.ResetBreakerFirst(reg, key))
+			})
 		}
-		start(t, e.q, e.m, durable.SchedulerConfig{Breakers: reg})
-		pausedReplay(t, e, ids, target, func(a durable.BulkAction) {
-			if a.State != record.BulkPaused || a.WaitingKey != key || !strings.Contains(a.Error, "paused") {
-				t.Fatalf("with key %q paused the action is %s (key %q, %q), totals %+v", key, a.State, a.WaitingKey, a.Error, a.Totals)
-			}
-		}, durable.ResetBreakerFirst(reg, key))
 	})
 }
 
