@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
@@ -219,5 +222,50 @@ func TestBulkActionRoutesReplayByFilter(t *testing.T) {
 	want(t, res, http.StatusOK)
 	if list := res.body["actions"].([]any); len(list) != 1 || list[0].(map[string]any)["id"] != b["id"] {
 		t.Fatalf("list %v", res.body)
+	}
+}
+
+// endedBulk is a queue whose bulk-action calls find the request's context ended.
+type endedBulk struct{ downQueue }
+
+func (endedBulk) StartBulkAction(ctx context.Context, _ durable.BulkActionSpec, _ string, _ ...durable.BulkActionOption) (durable.BulkAction, error) {
+	return durable.BulkAction{}, fmt.Errorf("durable: count dead letters: %w", context.Canceled)
+}
+
+func (endedBulk) BulkAction(context.Context, record.BulkActionID) (durable.BulkAction, error) {
+	return durable.BulkAction{}, fmt.Errorf("durable: bulk action 1: %w", context.DeadlineExceeded)
+}
+
+func (endedBulk) BulkActions(context.Context, record.BulkActionID, int) ([]durable.BulkAction, error) {
+	return nil, fmt.Errorf("durable: bulk actions: %w", context.Canceled)
+}
+
+func (endedBulk) CancelBulkAction(context.Context, record.BulkActionID, string, string) (durable.BulkAction, error) {
+	return durable.BulkAction{}, fmt.Errorf("durable: cancel bulk action 1: %w", context.Canceled)
+}
+
+// A request that ends before its bulk-action call returns is answered 503, saying so, and is
+// not logged as a server error: the caller gave up, the server did not fail.
+func TestBulkActionRoutesCallerGaveUp(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	reg := breaker.NewRegistry(breaker.Config{})
+	reg.Declare("https://api.example/v1/orders?x=1", "payments")
+	h, err := admin.New(admin.Config{Queue: endedBulk{}, Sender: nopSender{}, Token: token, Breakers: reg, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rt := range bulkRoutes {
+		body := ""
+		if i == 0 {
+			body = `{"kind":"replay"}`
+		}
+		res := auth(t, h, rt.method, rt.path, body)
+		want(t, res, http.StatusServiceUnavailable)
+		if msg := res.body["error"].(string); !strings.Contains(msg, "the request ended before") {
+			t.Errorf("%s %s: 503 says %q", rt.method, rt.path, msg)
+		}
+	}
+	if n := logs.Len(); n != 0 {
+		t.Fatalf("requests the caller gave up on were logged as errors: %+v", logs.All())
 	}
 }

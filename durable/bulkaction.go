@@ -66,7 +66,8 @@ type BulkAction struct {
 	// Cursor is the highest letter id below which every selected letter is settled.
 	Cursor record.DeadLetterID
 	Totals record.BulkActionTotals
-	// WaitingKey is the breaker key it waits on (State BulkPausedOnBreaker); empty otherwise.
+	// WaitingKey is the breaker key it waits on (State BulkPausedOnBreaker, or BulkPaused on a
+	// paused key); empty otherwise.
 	WaitingKey string
 	// Error says why it failed, or what it waits for; empty otherwise.
 	Error string
@@ -176,7 +177,9 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 // works through the letters in id order, throttled (spec.Rate, spec.MaxInFlight), each replay as
 // Queue.Replay makes it (so handlers must be idempotent), its timeline naming the action.
 // Before each replay it asks the breaker of the letter's key: while the breaker refuses, the
-// action waits (record.BulkPausedOnBreaker) and the letter stays failed, untouched. The
+// action waits (record.BulkPausedOnBreaker) and the letter stays failed, untouched; so it
+// does while the letter's request name or breaker key is paused (Queue.Pause; record.BulkPaused).
+// An instance that cannot run a letter's request hands the action back to the others. The
 // action survives its instance: if the process dies, another takes it over when its lease has
 // run out and goes on from where it stood. actor, required, names who started it.
 //

@@ -22,8 +22,9 @@ type bulkLoop struct {
 	wake chan struct{}
 	done chan struct{}
 
-	mu  sync.Mutex
-	cur *bulkRun // the action running, nil when none
+	mu     sync.Mutex
+	cur    *bulkRun // the action running, nil when none
+	result error    // what a shutdown gave up on, for Shutdown's outcome
 }
 
 // Waits of a bulk action: on a letter another replay holds, and at most on a breaker, between
@@ -52,10 +53,28 @@ func (s *scheduler) startBulk() {
 	}()
 }
 
-func (s *scheduler) waitBulk() { <-s.bulk.done }
+// waitBulk waits for the bulk loop to stop (once the replays in flight returned, or at the
+// end of the shutdown grace: the loop does not wait for a handler past it) and adds what it
+// gave up on to Shutdown's outcome.
+func (s *scheduler) waitBulk() {
+	<-s.bulk.done
+	s.bulk.mu.Lock()
+	err := s.bulk.result
+	s.bulk.mu.Unlock()
+	if err != nil {
+		s.mu.Lock()
+		s.result = errors.Join(s.result, err)
+		s.mu.Unlock()
+	}
+}
 
 func (b *bulkLoop) loop() {
 	s := b.s
+	select {
+	case <-s.stop:
+		return
+	case <-s.pausesRead: // a restart holds the paused keys' letters back as before
+	}
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
@@ -86,7 +105,7 @@ func (b *bulkLoop) cancelled(id int64) {
 	r := b.cur
 	b.mu.Unlock()
 	if r != nil && r.row.ID == id {
-		r.halt("")
+		r.stop()
 	}
 }
 
@@ -102,10 +121,24 @@ type bulkRun struct {
 
 	mu       sync.Mutex
 	progress store.BulkProgress
-	failure  string // set when the action cannot go on: it ends failed
+	handBack string // set when this instance cannot go on with it: another may
 	next     time.Time
-	waits    map[record.DeadLetterID]string // letters waiting, and the breaker key (empty: a lease)
+	waits    map[record.DeadLetterID]bulkWait // letters waiting, and on what
+
+	namesMu sync.Mutex                // held while the paused names are read: one read for all letters
+	names   map[string]store.PauseRow // the paused request names, read at namesAt
+	namesAt time.Time
 }
+
+// bulkWait is what a letter of a bulk action waits on: state is the action's state it shows
+// (waiting, paused_on_breaker, paused), key the breaker key (empty for a replay's lease or a
+// request name), why what the action's Error says.
+type bulkWait struct {
+	state, key, why string
+}
+
+// bulkWaitRank orders the states a waiting letter shows: the action shows the highest.
+var bulkWaitRank = map[string]int{store.BulkWaiting: 1, store.BulkPausedOnBreaker: 2, store.BulkPaused: 3}
 
 func (b *bulkLoop) run(row store.BulkActionRow) {
 	s := b.s
@@ -116,7 +149,7 @@ func (b *bulkLoop) run(row store.BulkActionRow) {
 	}
 	r := &bulkRun{s: s, row: row, filter: store.DeadLetterFilter{Status: store.DeadLetterFailed, Source: f.Source, From: f.From, To: f.To,
 		ErrorContains: f.ErrorContains}, cursor: row.Cursor, progress: store.BulkProgress{State: store.BulkRunning},
-		waits: map[record.DeadLetterID]string{}}
+		waits: map[record.DeadLetterID]bulkWait{}}
 	r.ctx, r.stop = context.WithCancel(s.base)
 	defer r.stop()
 	go func() {
@@ -157,22 +190,44 @@ func (b *bulkLoop) run(row store.BulkActionRow) {
 	state, msg := r.work()
 	close(hbEnd)
 	<-hbDone
+	r.mu.Lock()
+	handBack := r.handBack
+	r.mu.Unlock()
 	switch {
 	case state != "":
 		b.end(row, state, msg)
+	case handBack != "":
+		// Another instance (of another version, in a rolling deploy) may run the request: the
+		// action is left to whichever takes it up first once Config.Recheck has passed, as an
+		// item of an unknown request is.
+		ctx, cancel := context.WithTimeout(s.base, finishTimeout)
+		now := s.q.clock.Now()
+		until := now.Add(s.q.recheck)
+		err := s.q.store.DeferBulkAction(ctx, row.ID, s.cfg.InstanceID, until, now, store.BulkProgress{State: store.BulkWaiting,
+			Error: handBack + "; the action waits for an instance that can, from " + until.UTC().Format(time.RFC3339)})
+		cancel()
+		s.noteStore("hand back bulk action", err)
+		s.cfg.Logger.Warn("durable: bulk action handed back: this instance cannot run a letter's request", zap.String("instance", s.cfg.InstanceID),
+			zap.Int64("bulk_action", row.ID), zap.String("why", handBack))
 	case r.ctx.Err() != nil && s.stopping():
-		// Shutting down: give the action to the next instance at once.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), finishTimeout)
+		if s.base.Err() != nil {
+			// The grace is over: the action keeps its lease until it runs out, then another
+			// instance takes it over.
+			return
+		}
+		// Shutting down: give the action to the next instance at once, within what is left of
+		// the grace.
+		ctx, cancel := context.WithTimeout(s.base, finishTimeout)
 		err := s.q.store.ReleaseBulkAction(ctx, row.ID, s.cfg.InstanceID, s.q.clock.Now())
 		cancel()
 		s.noteStore("release bulk action", err)
 	}
 }
 
-// end finishes the action in state with msg.
+// end finishes the action in state with msg (within what is left of a shutdown's grace).
 func (b *bulkLoop) end(row store.BulkActionRow, state, msg string) {
 	s := b.s
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), finishTimeout)
+	ctx, cancel := context.WithTimeout(s.base, finishTimeout)
 	defer cancel()
 	ok, err := s.q.store.FinishBulkAction(ctx, row.ID, s.cfg.InstanceID, state, msg, s.q.clock.Now())
 	s.noteStore("finish bulk action", err)
@@ -182,11 +237,11 @@ func (b *bulkLoop) end(row store.BulkActionRow, state, msg string) {
 	}
 }
 
-// halt stops the run; a non-empty failure ends the action failed.
-func (r *bulkRun) halt(failure string) {
+// giveBack stops the run, handing the action back: this instance cannot go on with it (why).
+func (r *bulkRun) giveBack(why string) {
 	r.mu.Lock()
-	if failure != "" && r.failure == "" {
-		r.failure = failure
+	if r.handBack == "" {
+		r.handBack = why
 	}
 	r.mu.Unlock()
 	r.stop()
@@ -213,34 +268,88 @@ func (r *bulkRun) save() bool {
 	return true
 }
 
-// setWait records that letter id waits (on breaker key, or on another replay's lease when key
-// is empty), or no longer does (done), and writes the state when it changed.
-func (r *bulkRun) setWait(id record.DeadLetterID, key string, waiting bool) {
+// setWait records that letter id waits on w, or no longer waits (waiting false), and writes the
+// state when it changed: the action shows the wait of the highest rank (a pause, then a
+// breaker, then another replay's lease), of its lowest letter among those.
+func (r *bulkRun) setWait(id record.DeadLetterID, w bulkWait, waiting bool) {
 	r.mu.Lock()
 	if waiting {
-		r.waits[id] = key
+		r.waits[id] = w
 	} else {
 		delete(r.waits, id)
 	}
-	st, wk := store.BulkRunning, ""
-	for _, k := range r.waits {
-		switch {
-		case k != "":
-			st, wk = store.BulkPausedOnBreaker, k
-		case st == store.BulkRunning:
-			st = store.BulkWaiting
+	shown, first := bulkWait{state: store.BulkRunning}, record.DeadLetterID(0)
+	for lid, lw := range r.waits {
+		if rk, cur := bulkWaitRank[lw.state], bulkWaitRank[shown.state]; rk > cur || rk == cur && lid < first {
+			shown, first = lw, lid
 		}
 	}
-	changed := st != r.progress.State || wk != r.progress.WaitingKey
-	r.progress.State, r.progress.WaitingKey = st, wk
-	r.progress.Error = ""
-	if st == store.BulkPausedOnBreaker {
-		r.progress.Error = fmt.Sprintf("the breaker of %q refuses calls; the letters of that key wait, failed and untouched, until it lets them through", wk)
-	}
+	changed := shown.state != r.progress.State || shown.key != r.progress.WaitingKey || shown.why != r.progress.Error
+	r.progress.State, r.progress.WaitingKey, r.progress.Error = shown.state, shown.key, shown.why
 	r.mu.Unlock()
 	if changed {
 		r.save()
 	}
+}
+
+// breakerWaitOf is the wait of a letter refused by the breaker of key.
+func breakerWaitOf(key string) bulkWait {
+	return bulkWait{state: store.BulkPausedOnBreaker, key: key,
+		why: fmt.Sprintf("the breaker of %q refuses calls; the letters of that key wait, failed and untouched, until it lets them through", key)}
+}
+
+// leaseWait is the wait of a letter another replay holds.
+var leaseWait = bulkWait{state: store.BulkWaiting}
+
+// pausedNames returns the paused request names: read at the start of each batch (fresh is
+// true), and otherwise at most once per pauseCheck for all the batch's letters. A failed read
+// keeps the last view.
+func (r *bulkRun) pausedNames(fresh bool) map[string]store.PauseRow {
+	s := r.s
+	r.namesMu.Lock()
+	defer r.namesMu.Unlock()
+	if !fresh && r.names != nil && time.Since(r.namesAt) < pauseCheck {
+		return r.names
+	}
+	ctx, cancel := s.storeCtx()
+	rows, err := s.q.store.Pauses(ctx, store.PauseName)
+	cancel()
+	s.noteStore("read the paused request names", err)
+	if err != nil {
+		return r.names
+	}
+	r.names, r.namesAt = make(map[string]store.PauseRow, len(rows)), time.Now()
+	for _, p := range rows {
+		r.names[p.Target] = p
+	}
+	return r.names
+}
+
+// pausedBy reports the pause that holds letter d back at now, if one does: a pause of its
+// request name, or of its breaker key (key, as its breaker check uses it) or of the key the
+// action reset first (a reset-and-replay replays that breaker's letters, whatever key their
+// own breaker check finds), and how long the letter waits before it looks again.
+func (r *bulkRun) pausedBy(d store.DeadLetter, key string, now time.Time) (bulkWait, time.Duration, bool) {
+	recheck := func(until time.Time) time.Duration {
+		if until.IsZero() {
+			return bulkBreakerWait
+		}
+		return max(min(until.Sub(now), bulkBreakerWait), time.Millisecond)
+	}
+	if p, ok := r.pausedNames(false)[d.Name]; ok && (p.Until.IsZero() || p.Until.After(now)) {
+		why := fmt.Sprintf("request name %q is paused by %s %s", d.Name, p.Actor, untilText(p.Until))
+		if p.Reason != "" {
+			why += " (reason: " + p.Reason + ")"
+		}
+		return bulkWait{state: store.BulkPaused, why: why + "; its letters wait, failed and untouched, until the pause ends"}, recheck(p.Until), true
+	}
+	for _, k := range []string{key, r.row.ResetBreaker} {
+		if until, paused := r.s.pauses.paused(k, now); paused {
+			return bulkWait{state: store.BulkPaused, key: k,
+				why: fmt.Sprintf("breaker key %q is paused %s; the letters of that key wait, failed and untouched, until the pause ends", k, untilText(until))}, recheck(until), true
+		}
+	}
+	return bulkWait{}, 0, false
 }
 
 // work settles the letters batch by batch; it returns the final state (and its message), or
@@ -259,6 +368,9 @@ func (r *bulkRun) work() (state, msg string) {
 		if len(letters) == 0 {
 			return store.BulkDone, ""
 		}
+		if r.row.Kind == string(record.BulkReplay) {
+			r.pausedNames(true) // one read of the paused names per batch
+		}
 		sem := make(chan struct{}, r.row.InFlight)
 		var wg sync.WaitGroup
 		settled := make([]bool, len(letters))
@@ -274,12 +386,8 @@ func (r *bulkRun) work() (state, msg string) {
 				settled[i] = r.settle(d)
 			})
 		}
-		wg.Wait()
-		r.mu.Lock()
-		failure := r.failure
-		r.mu.Unlock()
-		if failure != "" {
-			return store.BulkFailed, failure
+		if !r.await(&wg, sem) {
+			return "", "" // the shutdown grace is over: the cursor stays
 		}
 		for _, ok := range settled {
 			if !ok {
@@ -291,6 +399,37 @@ func (r *bulkRun) work() (state, msg string) {
 		}
 	}
 	return "", ""
+}
+
+// await waits for the letters of a batch in flight to be settled; at the end of a shutdown's
+// grace it gives up on those still running (their handlers ignore cancellation), records that
+// for Shutdown's outcome and reports false.
+func (r *bulkRun) await(wg *sync.WaitGroup, sem chan struct{}) bool {
+	s := r.s
+	settled := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(settled)
+	}()
+	select {
+	case <-settled:
+		return true
+	case <-s.graceEnd:
+	}
+	select {
+	case <-settled: // they returned as the grace ended
+		return true
+	default:
+	}
+	left := len(sem)
+	s.cfg.Logger.Warn("durable: shutdown gave up on bulk action replays still in flight", zap.String("instance", s.cfg.InstanceID),
+		zap.Int64("bulk_action", r.row.ID), zap.Int("replays", left), zap.Duration("grace", s.cfg.ShutdownGrace))
+	b := s.bulk
+	b.mu.Lock()
+	b.result = errors.Join(b.result, fmt.Errorf("durable: shutdown gave up on %d bulk action replays still in flight at the end of ShutdownGrace (%v) after their cancellation (a handler that had not returned, or an outcome the database did not take); their letters stay failed, and the action goes on from its cursor once its lease runs out",
+		left, s.cfg.ShutdownGrace))
+	b.mu.Unlock()
+	return false
 }
 
 // advance moves the cursor past a settled batch, rolling its outcomes into the stored totals,
@@ -347,7 +486,7 @@ func (r *bulkRun) throttle() bool {
 func (r *bulkRun) settle(d store.DeadLetter) bool {
 	s := r.s
 	id := record.DeadLetterID(d.ID)
-	defer r.setWait(id, "", false)
+	defer r.setWait(id, bulkWait{}, false)
 	for r.throttle() {
 		var (
 			res  Resolution
@@ -357,19 +496,29 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 		if r.row.Kind == string(record.BulkDiscard) {
 			res, err = s.q.discard(r.ctx, id, r.row.Actor, r.row.Reason, r.row.ID)
 		} else {
-			if reg, key := s.guardOfLetter(d); reg != nil && key != "" {
+			reg, key := s.guardOfLetter(d)
+			if w, wait, paused := r.pausedBy(d, key, s.q.clock.Now()); paused {
+				// Held back as the scheduler holds back the items of a paused name or key: not
+				// replayed, untouched.
+				r.setWait(id, w, true)
+				if !r.pause(wait) {
+					return false
+				}
+				continue
+			}
+			if reg != nil && key != "" {
 				ref, refused := s.ask([]*breaker.Registry{reg}, key, &held)
 				if refused {
-					r.setWait(id, key, true)
+					r.setWait(id, breakerWaitOf(key), true)
 					if !r.pause(breakerWait(ref.remaining)) {
 						return false
 					}
 					continue
 				}
 			}
-			// The replay itself runs past the run's stop (a shutdown's grace ends it), so a
-			// handler that started gets its outcome recorded.
-			res, err = s.q.replay(s.life, s.sender, id, r.row.Actor, r.row.ID)
+			// The replay itself runs past the run's stop (a shutdown's cancellation ends it), so
+			// a handler that started gets its outcome recorded, within the shutdown's grace.
+			res, err = s.q.replay(s.life, s.base, s.sender, id, r.row.Actor, r.row.ID)
 			s.unhold(held)
 		}
 		switch {
@@ -377,7 +526,7 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 			return true
 		case res == Refused:
 			key, remaining := refusalOf(err)
-			r.setWait(id, key, true)
+			r.setWait(id, breakerWaitOf(key), true)
 			if !r.pause(breakerWait(remaining)) {
 				return false
 			}
@@ -388,18 +537,19 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 			if lerr == nil && (!found || cur.Status != store.DeadLetterFailed) {
 				return true // settled by another: counted as skipped when the action ends
 			}
-			r.setWait(id, "", true)
+			r.setWait(id, leaseWait, true)
 			if !r.pause(bulkBusyWait) {
 				return false
 			}
 		case errors.Is(err, ErrOutcomeUnknown):
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), finishTimeout)
+			ctx, cancel := context.WithTimeout(s.base, finishTimeout)
 			cerr := s.q.store.CountBulkUnknown(ctx, r.row.ID, s.q.clock.Now())
 			cancel()
 			s.noteStore("count bulk action outcome", cerr)
 			return true
 		case err != nil && (errors.Is(err, ErrUnknownRequest) || s.q.cannotRun(err, d.Name)):
-			r.halt(fmt.Sprintf("dead letter %d: this instance cannot run its request %q: %v", id, d.Name, err))
+			// Not run, nothing recorded: another instance (a rolling deploy) may run it.
+			r.giveBack(fmt.Sprintf("dead letter %d: instance %s cannot run its request %q: %v", id, s.cfg.InstanceID, d.Name, err))
 			return false
 		case s.life.Err() != nil || r.ctx.Err() != nil:
 			return false

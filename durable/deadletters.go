@@ -299,12 +299,15 @@ func (q *Queue) Replay(ctx context.Context, sender mediator.Sender, id record.De
 	if actor == "" {
 		return "", errors.New("durable: Replay: actor is required: the timeline records who replayed")
 	}
-	return q.replay(ctx, sender, id, actor, 0)
+	return q.replay(ctx, context.WithoutCancel(ctx), sender, id, actor, 0)
 }
 
 // replay is Replay, as a part of bulk action bulk when it is not 0: the events it appends name
 // the action, and the transaction that settles the letter counts it in the action's totals.
-func (q *Queue) replay(ctx context.Context, sender mediator.Sender, id record.DeadLetterID, actor string, bulk int64) (Resolution, error) {
+// finish bounds the writes made past ctx's end (the outcome, the letter's release), each also
+// bounded by finishTimeout: Replay's outlive its caller's cancellation, a bulk action's end with
+// its scheduler's shutdown grace.
+func (q *Queue) replay(ctx, finish context.Context, sender mediator.Sender, id record.DeadLetterID, actor string, bulk int64) (Resolution, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -327,7 +330,7 @@ func (q *Queue) replay(ctx context.Context, sender mediator.Sender, id record.De
 	if herr != nil && (errors.Is(herr, ErrUnknownRequest) || q.cannotRun(herr, d.Name)) {
 		// This instance cannot run the request (another may): no handler ran. Free the letter
 		// and record nothing.
-		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		done, cancel := context.WithTimeout(finish, finishTimeout)
 		defer cancel()
 		if err := q.store.ReleaseReplay(done, d.ID, owner); err != nil {
 			return "", errors.Join(herr, err)
@@ -337,7 +340,7 @@ func (q *Queue) replay(ctx context.Context, sender mediator.Sender, id record.De
 	if herr != nil && ctx.Err() == nil && behaviors.IsRefusal(herr) {
 		// Turned away before the endpoint (its breaker is open): nothing ran that could have
 		// failed, so nothing is recorded and no replay is counted.
-		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		done, cancel := context.WithTimeout(finish, finishTimeout)
 		defer cancel()
 		if err := q.store.ReleaseReplay(done, d.ID, owner); err != nil {
 			return "", errors.Join(herr, err)
@@ -348,7 +351,7 @@ func (q *Queue) replay(ctx context.Context, sender mediator.Sender, id record.De
 		// The caller gave up while the handler ran: the request did not fail, so the letter
 		// stays as it was (no retry counted), but the handler may have had effects, so the
 		// timeline says a replay ran whose outcome is not known.
-		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		done, cancel := context.WithTimeout(finish, finishTimeout)
 		defer cancel()
 		ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, BulkAction: bulk,
 			Outcome: string(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects; it returned: " + herr.Error()}
@@ -361,7 +364,7 @@ func (q *Queue) replay(ctx context.Context, sender mediator.Sender, id record.De
 	if herr != nil {
 		ev.Outcome, ev.Error = store.OutcomeStillFailed, herr.Error()
 	}
-	applied, err := q.recordReplay(ctx, lease, herr == nil, ev)
+	applied, err := q.recordReplay(finish, lease, herr == nil, ev)
 	switch {
 	case err != nil:
 		did := "its handler succeeded"
@@ -395,10 +398,10 @@ func (q *Queue) cannotRun(herr error, name string) bool {
 
 // recordReplay writes the outcome of a replay that ran (see Store.FinishReplay), trying again
 // with backoff while the write fails and the replay's lease may still be held. It returns the
-// last error once the lease is gone. A write whose answer was lost may have committed: when a
-// later one finds the lease cleared, the timeline says whether it did.
+// last error once the lease is gone, or once ctx, which bounds the writes, has ended. A write
+// whose answer was lost may have committed: when a later one finds the lease cleared, the
+// timeline says whether it did.
 func (q *Queue) recordReplay(ctx context.Context, lease *replayHold, ok bool, ev store.Event) (bool, error) {
-	ctx = context.WithoutCancel(ctx)
 	delay := recordRetryFirst
 	for attempt := 1; ; attempt++ {
 		// A try that hangs ends when the lease may: the caller waits at most about ReplayLease
@@ -420,12 +423,20 @@ func (q *Queue) recordReplay(ctx context.Context, lease *replayHold, ok bool, ev
 				zap.String("outcome", ev.Outcome), zap.Int("tries", attempt), zap.Error(err))
 			return false, err
 		}
+		if ctx.Err() != nil {
+			q.log.Error("durable: replay outcome not recorded: its scheduler stopped (shutdown grace over); the outcome is unknown", zap.Int64("dead_letter", int64(lease.id)),
+				zap.String("outcome", ev.Outcome), zap.Int("tries", attempt), zap.Error(err))
+			return false, err
+		}
 		if attempt == 1 {
 			q.log.Warn("durable: replay outcome not recorded; trying again under the replay lease", zap.Int64("dead_letter", int64(lease.id)),
 				zap.String("outcome", ev.Outcome), zap.Error(err))
 		}
 		wait, stop := q.clock.After(delay)
-		<-wait
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
 		stop()
 		delay = min(2*delay, recordRetryMax)
 	}

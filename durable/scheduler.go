@@ -244,7 +244,10 @@ type scheduler struct {
 	cronWake chan struct{}
 
 	pauses keyPauses // the paused breaker keys (pause.go)
-	bulk   *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
+	// pausesRead is closed once the paused keys were first read (or the read failed): the
+	// bulk loop holds its first replay back until then, as the claim loop its first claim.
+	pausesRead chan struct{}
+	bulk       *bulkLoop // takes up the queue's bulk actions (bulkrun.go)
 
 	// listenCtx ends the listening connection (listenLoop) once the claim loop has returned.
 	listenCtx context.Context
@@ -291,6 +294,8 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*sched
 		keeperEnd: make(chan struct{}),
 		finished:  make(chan struct{}),
 		graceEnd:  make(chan struct{}),
+
+		pausesRead: make(chan struct{}),
 	}
 	s.health = dbHealth{log: cfg.Logger, instance: cfg.InstanceID}
 	s.bulk = newBulkLoop(s)
@@ -350,6 +355,7 @@ func (s *scheduler) Start() error {
 		// The paused keys are read before the first claim, so that a restart holds them back
 		// as the instance did before; then by watchPauses.
 		s.lookAtPauses()
+		close(s.pausesRead)
 		idle := s.run()
 		s.endListen()
 		<-listener
@@ -398,7 +404,9 @@ func signal(c chan struct{}) {
 // take the rest, and the store call still in flight when the grace ends is cancelled. So
 // Shutdown returns within ctx's deadline plus ShutdownGrace, even when a handler ignores
 // cancellation or the database is gone; what it could not finish keeps its lease until the
-// lease runs out and is then swept and run again, never lost.
+// lease runs out and is then swept and run again, never lost. The replays of a bulk action in
+// flight are waited for, and given up on, in the same way; the action is handed to the next
+// instance, or keeps its lease when the grace is over, and goes on from its cursor.
 //
 // Every call, concurrent ones included, waits for the same stop and returns its outcome: nil
 // when every item was completed or released, otherwise an error saying what was left (items

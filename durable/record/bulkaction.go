@@ -19,15 +19,20 @@ type BulkActionState string
 const (
 	BulkQueued  BulkActionState = "queued"  // stored; no scheduler has taken it up yet
 	BulkRunning BulkActionState = "running" // a scheduler works through its letters
-	// BulkWaiting: its next letters are held by other replays (their leases); it goes on when
-	// they are free.
+	// BulkWaiting: its next letters are held by other replays (their leases), or it was handed
+	// back by an instance that cannot run a letter's request (Error says so) and waits for one
+	// that can; it goes on when they are free.
 	BulkWaiting BulkActionState = "waiting"
 	// BulkPausedOnBreaker: the breaker of its next letters' key refuses calls; it goes on when
 	// the breaker lets them through, and the letters stay failed, untouched, meanwhile.
 	BulkPausedOnBreaker BulkActionState = "paused_on_breaker"
-	BulkDone            BulkActionState = "done"      // every selected letter is settled
-	BulkCancelled       BulkActionState = "cancelled" // an operator cancelled it; settled letters stay settled
-	BulkFailed          BulkActionState = "failed"    // it could not go on (its Error says why)
+	// BulkPaused: the request name or the breaker key of its next letters is paused
+	// (Queue.Pause); it goes on when the pause ends, and the letters stay failed, untouched,
+	// meanwhile. WaitingKey names a paused key; Error says which pause holds it.
+	BulkPaused    BulkActionState = "paused"
+	BulkDone      BulkActionState = "done"      // every selected letter is settled
+	BulkCancelled BulkActionState = "cancelled" // an operator cancelled it; settled letters stay settled
+	BulkFailed    BulkActionState = "failed"    // it could not go on (its Error says why)
 )
 
 // Finished reports whether s is final: done, cancelled or failed.

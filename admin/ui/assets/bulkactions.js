@@ -150,8 +150,9 @@
     f("totals").textContent = parts.join(" · ");
     var wait = f("wait");
     wait.textContent = a.state === "paused_on_breaker" ? "Waiting on breaker " + a.waiting_key + ": its letters stay failed, untouched, until it lets calls through."
-      : a.state === "waiting" ? "Waiting for letters another replay holds."
-        : a.state === "failed" ? "Failed: " + a.error : "";
+      : a.state === "paused" ? "Paused: " + a.error
+        : a.state === "waiting" ? (a.error ? "Waiting: " + a.error : "Waiting for letters another replay holds.")
+          : a.state === "failed" ? "Failed: " + a.error : "";
     wait.hidden = !wait.textContent;
     li.querySelector('[data-act="cancel"]').hidden = !!finished[a.state];
   }

@@ -43,6 +43,7 @@ const (
 	BulkRunning         = "running"
 	BulkWaiting         = "waiting"
 	BulkPausedOnBreaker = "paused_on_breaker"
+	BulkPaused          = "paused"
 	BulkDone            = "done"
 	BulkCancelled       = "cancelled"
 	BulkFailed          = "failed"
@@ -248,9 +249,10 @@ func (s *Store) AdvanceBulkAction(ctx context.Context, id int64, owner string, f
 	return n > 0, err
 }
 
-// FinishBulkAction ends owner's action id in state (done or failed) with errText, counting as
-// skipped the letters it matched that none of its outcomes accounts for (others settled them
-// first). It reports false when owner no longer held it.
+// FinishBulkAction ends owner's action id in state (done or failed) with errText. When it is
+// done, the letters it matched that none of its outcomes accounts for are counted as skipped
+// (others settled them first); a failed action did not reach every letter, so it counts none.
+// It reports false when owner no longer held it.
 func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, errText string, now time.Time) (bool, error) {
 	var applied bool
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
@@ -264,7 +266,10 @@ func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, er
 		if err := s.withTally(ctx, tx, &b); err != nil {
 			return err
 		}
-		skipped := max(b.Matched-b.Replayed-b.StillFailed-b.Discarded-b.Unknown, 0)
+		skipped := int64(0)
+		if state == BulkDone {
+			skipped = max(b.Matched-b.Replayed-b.StillFailed-b.Discarded-b.Unknown, 0)
+		}
 		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
 	SET state = ?, error = ?, finished_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL, waiting_key = NULL, skipped = ?
 	WHERE id = ? AND lease_owner = ? AND finished_at IS NULL`),
@@ -289,6 +294,20 @@ func (s *Store) ReleaseBulkAction(ctx context.Context, id int64, owner string, n
 	SET lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ? AND lease_owner = ? AND finished_at IS NULL`), micros(now), id, owner)
 	if err != nil {
 		return fmt.Errorf("durable: release bulk action %d: %w", id, err)
+	}
+	return nil
+}
+
+// DeferBulkAction gives up owner's lease on action id and writes p, leaving the action to no
+// instance until until: this one cannot go on with it (it lacks a letter's request), another
+// may, and none takes it up again before then.
+func (s *Store) DeferBulkAction(ctx context.Context, id int64, owner string, until, now time.Time, p BulkProgress) error {
+	_, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
+	SET lease_owner = NULL, lease_until = ?, updated_at = ?, state = ?, waiting_key = ?, error = ?
+	WHERE id = ? AND lease_owner = ? AND finished_at IS NULL`),
+		micros(until), micros(now), p.State, nullString(p.WaitingKey), nullString(storedText(p.Error)), id, owner)
+	if err != nil {
+		return fmt.Errorf("durable: hand back bulk action %d: %w", id, err)
 	}
 	return nil
 }
