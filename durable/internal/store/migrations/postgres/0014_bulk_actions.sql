@@ -8,7 +8,8 @@
 --   reason:        why (required for a discard); NULL if none was given.
 --   actor:         who started it.
 --   state:         'queued', 'running', 'waiting' (a letter is leased by another replay),
---                  'paused_on_breaker', 'done', 'cancelled', 'failed'.
+--                  'paused_on_breaker', 'paused' (its letters' request name or breaker key is
+--                  paused), 'done', 'cancelled', 'failed'.
 --   rate:          letters per second at most.
 --   in_flight:     letters at most replayed at once (fewer while a breaker is half-open).
 --   reset_breaker: the breaker key reset when the action started; NULL if none.
