@@ -555,9 +555,9 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 			return false
 		default:
 			// The database failed before the letter was taken (or after it was freed): try
-			// again.
-			s.cfg.Logger.Warn("durable: bulk action letter not settled; trying again", zap.String("instance", s.cfg.InstanceID),
-				zap.Int64("bulk_action", r.row.ID), zap.Int64("dead_letter", int64(id)), zap.Error(err))
+			// again. Told through the scheduler's health, which logs an outage once and then
+			// at most every 30 s, not once per try of every letter in flight.
+			s.noteStore(fmt.Sprintf("settle a dead letter of bulk action %d", r.row.ID), err)
 			if !r.pause(bulkBusyWait) {
 				return false
 			}
