@@ -129,7 +129,10 @@ func (f ItemFilter) query() (store.ItemQuery, error) {
 // Items returns a page of the items f selects, in the listing order of their state (see
 // ItemFilter), and the cursor of the next page. Paging is by cursor (keyset), not by offset: each page reads its own rows from an
 // index, so the thousandth page of a million items reads as fast as the first, and items
-// created or finishing between pages neither repeat nor shift the pages. Queue.Item and
+// created or finishing between pages neither repeat nor shift the pages. Running items are the
+// exception: they are listed by when their lease runs out, which each heartbeat moves later, so
+// a running item may appear again on a later page (and one started between pages may too).
+// Queue.Item and
 // Queue.Attempts inspect one item; Cancel and RunNow act on a pending one.
 func (q *Queue) Items(ctx context.Context, f ItemFilter) (ItemPage, error) {
 	sq, err := f.query()

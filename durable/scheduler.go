@@ -1450,7 +1450,9 @@ func (h *dbHealth) ok() {
 		zap.Duration("after", time.Since(h.since)))
 }
 
-// outcomePaused is the OnSettled outcome of an item parked on a paused breaker key.
+// outcomePaused is the OnSettled outcome of an item parked on a paused breaker key, as
+// SchedulerConfig.OnSettled documents it (and metrics.Recorder.OnSettled counts it): no
+// record.Outcome, as no attempt was made and none is logged.
 const outcomePaused = "paused"
 
 // pausedKeyOf returns the paused breaker key that holds c back at now, if one does (its guard
