@@ -97,7 +97,8 @@ func (q *Queue) Pause(ctx context.Context, target PauseTarget, actor string, opt
 // Resume ends the pause of target on every instance; actor (required) is who resumed it, as
 // the audit log records it. It reports whether a pause was holding the target back: false
 // when there was none or it had ended by its time (the log then records that nothing
-// changed). The items of a resumed breaker key parked on it are due at once.
+// changed). The items of a resumed breaker key parked on it are due at once; a key that was
+// not paused frees nothing (the items a breaker parked on it wait for the breaker).
 func (q *Queue) Resume(ctx context.Context, target PauseTarget, actor string) (bool, error) {
 	if err := errors.Join(checkPauseTarget(target, actor)...); err != nil {
 		return false, fmt.Errorf("durable: Resume: %w", err)

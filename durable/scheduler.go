@@ -1476,8 +1476,9 @@ func (s *scheduler) pausedKeyOf(c *store.Claimed, req any, now time.Time) (key s
 // frees the items parked on the key at once; the recheck bounds the wait should a pause be
 // replaced by a shorter one); never later than its deadline.
 func (s *scheduler) parkPaused(comp store.Completion, c *store.Claimed, key string, until time.Time) store.Completion {
+	// No error: the item keeps its last attempt's (a pause is no attempt, and a deadline passing
+	// under it ends the item with that error); its parked key and the pause say why it waits.
 	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt, comp.Paused = store.StatePending, "", key, time.Time{}, true
-	comp.Error = "breaker key " + key + " is paused " + untilText(until)
 	next := comp.EndedAt.Add(s.q.recheck)
 	if !until.IsZero() && until.Before(next) {
 		next = until
