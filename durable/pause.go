@@ -55,6 +55,8 @@ func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.re
 //
 // A paused request name's items are never claimed: they stay pending, untouched, and the
 // other items are claimed past them; every instance honours the pause from its next claim on.
+// The runs of the schedules that send that name are skipped, the run log saying so (see
+// Schedule), and RunNow of its items changes nothing (ItemPaused).
 // A paused breaker key's items are claimed (a key is often computed from the request when it
 // is claimed) and parked on the key, no attempt counted, as an open breaker parks them: until
 // the pause's end or Config.Recheck, whichever is sooner, then looked at again. This instance holds them back
