@@ -188,6 +188,9 @@ type ItemChange struct {
 	// the change, or as found; held is the pause that kept a RunItemNow from changing a
 	// pending item (nil when none did).
 	Audit func(changed bool, it Item, held *PauseRow) AuditRow
+	// decided, when not nil, is called in the change's transaction once the state the change
+	// is decided on is read, before it is acted on: the tests race a concurrent write there.
+	decided func()
 }
 
 // CancelItem makes c's item cancelled if it is still pending (a claim racing it wins or
@@ -238,6 +241,9 @@ func (s *Store) changeItem(ctx context.Context, c ItemChange, held bool, update 
 			return err
 		}
 		found = true
+		if c.decided != nil {
+			c.decided()
+		}
 		var pause *PauseRow
 		if it.State == StatePending && held {
 			p, err := scanPause(tx.QueryRowContext(ctx, s.e.rebind(pauseHoldingSQL), it.Name, it.ParkedKey, it.GuardKey, micros(c.Now)))
