@@ -255,7 +255,7 @@ func (s *server) answerItem(w http.ResponseWriter, r *http.Request, iq Items, id
 		body.Error = "the item is running: it was not interrupted, and nothing changed; its outcome decides what follows"
 		writeJSON(w, http.StatusConflict, body)
 	case durable.ItemPaused:
-		body.Error = "the item is held back by " + s.pauseHolding(r, it) + ": nothing changed; resume the pause to run it"
+		body.Error = "nothing changed: the item is held back by " + s.pauseHolding(r, it) + "; resume the pause to run it"
 		writeJSON(w, http.StatusConflict, body)
 	default:
 		body.Error = "the item has finished (" + string(body.State) + "): nothing changed"

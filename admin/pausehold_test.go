@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -77,5 +78,38 @@ func TestPauseAndScheduleRoutesAnswerACallerThatLeft(t *testing.T) {
 	}
 	for _, e := range logs.All() {
 		t.Errorf("logged %s: %s %v", e.Level, e.Message, e.ContextMap())
+	}
+}
+
+// The dashboard's run-now of an item a pause holds back shows, as an error notice, that the
+// pause holds it and nothing changed.
+func TestDashboardRunNowOfAPausedItem(t *testing.T) {
+	f := newItemsFixture(t)
+	ctx := context.Background()
+	got[record.Pause](t)(f.q.Pause(ctx, durable.NameTarget("crm.import-contact"), "alice", durable.PauseReason("import frozen")))
+	srv := httptest.NewServer(f.h)
+	t.Cleanup(srv.Close)
+	tab := newBrowser(t, 1280, 900)
+	must(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		chromedp.WaitVisible(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("items-title").scrollIntoView()`),
+		chromedp.Click(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
+		chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
+		chromedp.Click(chromedp.ID("confirm-ok")),
+		poll(`document.getElementById("notice").textContent.indexOf("held back by the pause of name crm.import-contact by alice") >= 0`),
+	))
+	screenshot(t, tab, "item-run-now-paused")
+	class, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("notice").className`))
+	must(t, err)
+	if !strings.Contains(class, "is-error") {
+		t.Errorf("the refused run-now's notice is not an error: class %q", class)
+	}
+	if it := got[record.Item](t)(f.q.Item(ctx, f.pending)); it.State != record.StatePending || !it.NextAt.After(time.Now()) {
+		t.Errorf("the paused item changed: %+v", it)
 	}
 }
