@@ -91,11 +91,7 @@ func TestDashboardRunNowOfAPausedItem(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tab := newBrowser(t, 1280, 900)
 	must(t, chromedp.Do(tab,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("login-submit")),
-		chromedp.WaitVisible(chromedp.ID("app")),
+		signIn(srv.URL),
 		chromedp.WaitVisible(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("items-title").scrollIntoView()`),
 		chromedp.Click(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
@@ -104,11 +100,7 @@ func TestDashboardRunNowOfAPausedItem(t *testing.T) {
 		poll(`document.getElementById("notice").textContent.indexOf("held back by the pause of name crm.import-contact by alice") >= 0`),
 	))
 	screenshot(t, tab, "item-run-now-paused")
-	class, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("notice").className`))
-	must(t, err)
-	if !strings.Contains(class, "is-error") {
-		t.Errorf("the refused run-now's notice is not an error: class %q", class)
-	}
+	wantErrorNotice(t, tab, "the refused run-now")
 	if it := got[record.Item](t)(f.q.Item(ctx, f.pending)); it.State != record.StatePending || !it.NextAt.After(time.Now()) {
 		t.Errorf("the paused item changed: %+v", it)
 	}
