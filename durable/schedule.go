@@ -431,8 +431,9 @@ func (c *cronLoop) act(e *scheduleEntry, r store.ScheduleRow, now time.Time) tim
 		// end (a run ending wakes the loop, or the poll sees it). A pause of its request name
 		// holds it back, as it holds back RunNow of an item: it is skipped, saying so.
 		until := now.Add(s.cfg.ScheduleLease)
+		held := c.heldBy(e, now)
 		ctx, cancel := s.storeCtx()
-		if held := c.heldBy(e, now); held != "" {
+		if held != "" {
 			_, err := s.q.store.SkipScheduleRunNow(ctx, e.name, r.RunNowAt, r.RunNowBy, s.cfg.InstanceID, now, held)
 			cancel()
 			s.noteStore("skip a run now of a schedule", err)
