@@ -18,6 +18,27 @@ func itemRowSel(id record.ItemID, act string) string {
 	return `#items-rows button[data-act=` + act + `][data-id="` + strconv.FormatInt(int64(id), 10) + `"]`
 }
 
+// signIn opens the dashboard served at url and signs in with the test token.
+func signIn(url string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+	)
+}
+
+// wantErrorNotice fails the test unless the dashboard's notice, of what, shows as an error.
+func wantErrorNotice(t *testing.T, tab context.Context, what string) {
+	t.Helper()
+	class, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("notice").className`))
+	must(t, err)
+	if !strings.Contains(class, "is-error") {
+		t.Errorf("%s's notice is not an error: class %q", what, class)
+	}
+}
+
 // showItems selects state in the Items panel and waits for its rows.
 func showItems(t *testing.T, tab context.Context, state string) {
 	t.Helper()
@@ -38,11 +59,7 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tab := newBrowser(t, 1280, 900)
 	must(t, chromedp.Do(tab,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("login-submit")),
-		chromedp.WaitVisible(chromedp.ID("app")),
+		signIn(srv.URL),
 		chromedp.WaitVisible(chromedp.CSS(itemRowSel(f.pending, "inspect"))),
 		chromedp.WaitVisible(chromedp.CSS(itemRowSel(spare, "cancel"))),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("items-title").scrollIntoView()`),
@@ -105,11 +122,7 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 		poll(`document.getElementById("notice").textContent.indexOf("not interrupted") >= 0`),
 	))
 	screenshot(t, tab, "item-cancel-running")
-	notice, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("notice").className`))
-	must(t, err)
-	if !strings.Contains(notice, "is-error") {
-		t.Errorf("the refused cancel's notice is not an error: class %q", notice)
-	}
+	wantErrorNotice(t, tab, "the refused cancel")
 	if it := got[record.Item](t)(f.q.Item(ctx, f.running)); it.State != record.StateRunning {
 		t.Errorf("the running item is %s after the refused cancel", it.State)
 	}

@@ -301,5 +301,24 @@ func (s *server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, http.StatusInternalServerError, "internal error; the server log has the details")
 }
 
+// Answers to a caller that went away (callerLeft): a change may not have been written, a read
+// was not finished.
+const (
+	leftBeforeChange = "the request ended before the change was written; nothing was recorded"
+	leftBeforeRead   = "the request ended before the answer was read"
+)
+
+// callerLeft reports whether err is the request's own end (its context cancelled or past its
+// deadline: the client went away or gave up) and then answers 503 with msg. A caller's
+// cancellation is no failure of the server: it is neither answered 500 nor logged as an
+// error, so that the log's errors stay the ones an operator must look at.
+func callerLeft(w http.ResponseWriter, err error, msg string) bool {
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	writeError(w, http.StatusServiceUnavailable, msg)
+	return true
+}
+
 // errBodyTooLarge is matched to answer 413.
 var errBodyTooLarge = errors.New("request body too large")

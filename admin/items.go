@@ -228,15 +228,14 @@ func (s *server) runItemNow(w http.ResponseWriter, r *http.Request, principal st
 }
 
 // answerItem answers a cancel or a run-now: 200 when it changed the item (cancelled, due), 409
-// when the item is running (not interrupted) or has finished, saying so, 404 when there is no
-// such item, 503 when the request ended first, 500 when the store failed.
+// when the item is running (not interrupted), held back by a pause (naming it) or has
+// finished, saying so, 404 when there is no such item, 503 when the request ended first, 500
+// when the store failed.
 func (s *server) answerItem(w http.ResponseWriter, r *http.Request, iq Items, id record.ItemID, res durable.ItemResult, err error) {
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			writeError(w, http.StatusServiceUnavailable, "the request ended before the change was written; nothing was recorded")
-			return
+		if !callerLeft(w, err, leftBeforeChange) {
+			s.internal(w, r, err)
 		}
-		s.internal(w, r, err)
 		return
 	}
 	body := itemResultBody{ID: id, Result: res}
@@ -245,7 +244,8 @@ func (s *server) answerItem(w http.ResponseWriter, r *http.Request, iq Items, id
 		writeJSON(w, http.StatusNotFound, body)
 		return
 	}
-	if it, err := iq.Item(r.Context(), id); err == nil {
+	it, err := iq.Item(r.Context(), id)
+	if err == nil {
 		body.State = it.State
 	}
 	switch res {
@@ -254,8 +254,45 @@ func (s *server) answerItem(w http.ResponseWriter, r *http.Request, iq Items, id
 	case durable.ItemRunning:
 		body.Error = "the item is running: it was not interrupted, and nothing changed; its outcome decides what follows"
 		writeJSON(w, http.StatusConflict, body)
+	case durable.ItemPaused:
+		body.Error = "nothing changed: the item is held back by " + s.pauseHolding(r, it) + "; resume the pause to run it"
+		writeJSON(w, http.StatusConflict, body)
 	default:
 		body.Error = "the item has finished (" + string(body.State) + "): nothing changed"
 		writeJSON(w, http.StatusConflict, body)
 	}
+}
+
+// pauseHolding names the pause that holds the pending item it back, as the queue's pauses
+// list it, its name's first (as the queue looks): "the pause of name billing.send by alice
+// until resumed; reason: outage"; "a pause of its request name or breaker key" when the queue
+// lists no pauses or none is found (it ended since).
+func (s *server) pauseHolding(r *http.Request, it record.Item) string {
+	q, ok := s.cfg.Queue.(Pauses)
+	if !ok {
+		return "a pause of its request name or breaker key"
+	}
+	ps, _ := q.Pauses(r.Context())
+	var held *record.Pause
+	for i, p := range ps {
+		switch {
+		case p.Expired:
+		case p.Kind == record.PauseName && p.Target == it.Name:
+			held = &ps[i]
+		case held == nil && p.Kind == record.PauseBreakerKey && (p.Target == it.ParkedKey || p.Target == it.GuardKey):
+			held = &ps[i]
+		}
+	}
+	if held == nil {
+		return "a pause of its request name or breaker key"
+	}
+	until := "until resumed"
+	if !held.Until.IsZero() {
+		until = "until " + held.Until.UTC().Format(time.RFC3339)
+	}
+	d := "the pause of " + string(held.Kind) + " " + held.Target + " by " + held.Actor + " " + until
+	if held.Reason != "" {
+		d += "; reason: " + held.Reason
+	}
+	return d
 }

@@ -68,7 +68,9 @@ func pauseOf(p record.Pause) pauseBody {
 func (s *server) listPauses(w http.ResponseWriter, r *http.Request, _ string, q Pauses) {
 	ps, err := q.Pauses(r.Context())
 	if err != nil {
-		s.internal(w, r, err)
+		if !callerLeft(w, err, leftBeforeRead) {
+			s.internal(w, r, err)
+		}
 		return
 	}
 	out := make([]pauseBody, 0, len(ps))
@@ -128,7 +130,9 @@ func (s *server) createPause(w http.ResponseWriter, r *http.Request, principal s
 	}
 	p, err := q.Pause(r.Context(), target, principal, opts...)
 	if err != nil {
-		s.internal(w, r, err)
+		if !callerLeft(w, err, leftBeforeChange) {
+			s.internal(w, r, err)
+		}
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -151,7 +155,9 @@ func (s *server) resumePause(w http.ResponseWriter, r *http.Request, principal s
 	}
 	resumed, err := q.Resume(r.Context(), target, principal)
 	if err != nil {
-		s.internal(w, r, err)
+		if !callerLeft(w, err, leftBeforeChange) {
+			s.internal(w, r, err)
+		}
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -201,7 +207,9 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request, _ string, q a
 	}
 	entries, err := q.Audit(r.Context(), f)
 	if err != nil {
-		s.internal(w, r, err)
+		if !callerLeft(w, err, leftBeforeRead) {
+			s.internal(w, r, err)
+		}
 		return
 	}
 	out := make([]auditBody, 0, len(entries))

@@ -98,7 +98,8 @@ func (s *server) scheduleAction(status int, act func(c ScheduleControls, ctx con
 
 // answerSchedule answers a change of a schedule: status with the schedule as it is after it;
 // 400 for a refused input (the message names the field), 404 for an unknown schedule, 409 for
-// a change only the code can make or a name taken, 500 when the store failed.
+// a change only the code can make or a name taken, 503 when the request ended first, 500 when
+// the store failed.
 func (s *server) answerSchedule(w http.ResponseWriter, r *http.Request, status int, info record.ScheduleInfo, err error) {
 	switch {
 	case err == nil:
@@ -111,6 +112,7 @@ func (s *server) answerSchedule(w http.ResponseWriter, r *http.Request, status i
 		writeError(w, http.StatusNotFound, "unknown schedule "+quote(r.PathValue("name")))
 	case errors.Is(err, durable.ErrScheduleInCode), errors.Is(err, durable.ErrScheduleExists):
 		writeError(w, http.StatusConflict, err.Error())
+	case callerLeft(w, err, leftBeforeChange):
 	default:
 		s.internal(w, r, err)
 	}

@@ -267,8 +267,6 @@ func (r *registry) decode(name string, payload []byte) (req any, err error) {
 	return v.Interface(), nil
 }
 
-// policyFor returns the policy of the registration of name (merged at registration); the
-// queue's policy for a name not registered.
 // uniqueFor returns the WithUniqueWindow of the registration of name; zero when none.
 func (r *registry) uniqueFor(name string) time.Duration {
 	if reg := r.lookupName(name); reg != nil {
@@ -277,6 +275,8 @@ func (r *registry) uniqueFor(name string) time.Duration {
 	return 0
 }
 
+// policyFor returns the policy of the registration of name (merged at registration); the
+// queue's policy for a name not registered.
 func (r *registry) policyFor(name string) retry.Policy {
 	if reg := r.lookupName(name); reg != nil {
 		return reg.policy

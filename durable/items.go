@@ -144,7 +144,10 @@ func (f ItemFilter) query() (store.ItemQuery, error) {
 // Items returns a page of the items f selects, in the listing order of their state (see
 // ItemFilter), and the cursor of the next page. Paging is by cursor (keyset), not by offset: each page reads its own rows from an
 // index, so the thousandth page of a million items reads as fast as the first, and items
-// created or finishing between pages neither repeat nor shift the pages. Queue.Item and
+// created or finishing between pages neither repeat nor shift the pages. Running items are the
+// exception: they are listed by when their lease runs out, which each heartbeat moves later, so
+// a running item may appear again on a later page (and one started between pages may too).
+// Queue.Item and
 // Queue.Attempts inspect one item; Cancel and RunNow act on a pending one.
 func (q *Queue) Items(ctx context.Context, f ItemFilter) (ItemPage, error) {
 	sq, err := f.query()
@@ -176,6 +179,11 @@ type ItemResult string
 const (
 	ItemCancelled ItemResult = "cancelled" // Cancel: the pending item is cancelled; it will not run
 	ItemDue       ItemResult = "due"       // RunNow: the pending item is due now, no longer parked
+	// ItemPaused: nothing changed: RunNow of a pending item that a pause (Queue.Pause) holds
+	// back, of its request name or of the breaker key it carries or is parked on. A run-now
+	// does not bypass a pause, as a pause is an operator's decision too: resume it to run the
+	// item. The audit log names the pause.
+	ItemPaused ItemResult = "paused"
 	// ItemRunning: nothing changed: the item is running, and an operator's action does not
 	// interrupt a handler (it may be half way through its work); its outcome decides what
 	// follows. Cancel it once it is pending again, if it fails.
@@ -211,9 +219,12 @@ func (q *Queue) Cancel(ctx context.Context, id record.ItemID, actor, reason stri
 // wakes this instance's scheduler, which claims it at once (other instances find it at their
 // next poll). It does not bypass what the claim and the dispatch check: an item with an
 // ordering key still waits for the items before it, and if the breaker it was parked on still
-// refuses calls, the attempt is turned away and the item parks again. A running or finished
-// item is not changed (ItemRunning, ItemFinished). actor is required: the audit log records
-// each run-now with it.
+// refuses calls, the attempt is turned away and the item parks again. Nor does it bypass a
+// pause: an item held back by a pause of its request name, or of the breaker key it carries
+// (WithBreakerKey) or is parked on, is not changed (ItemPaused; the key a breaker's key
+// function computes is known only when the item is claimed, which then parks it). A running
+// or finished item is not changed (ItemRunning, ItemFinished). actor is required: the audit
+// log records each run-now with it.
 func (q *Queue) RunNow(ctx context.Context, id record.ItemID, actor string) (ItemResult, error) {
 	if actor == "" {
 		return "", errors.New("durable: RunNow: actor is required: the audit log records who ran the item")
@@ -232,13 +243,16 @@ func (q *Queue) RunNow(ctx context.Context, id record.ItemID, actor string) (Ite
 func (q *Queue) changeItem(ctx context.Context, id record.ItemID, actor string, action record.AuditAction, done ItemResult, detail string,
 	change func(context.Context, store.ItemChange) (store.Item, bool, bool, error)) (ItemResult, error) {
 	var res ItemResult
-	_, _, found, err := change(ctx, store.ItemChange{ID: store.ItemID(id), Now: q.clock.Now(), Audit: func(changed bool, it store.Item) store.AuditRow {
-		e := store.AuditRow{At: q.clock.Now(), Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetItem),
+	now := q.clock.Now()
+	_, _, found, err := change(ctx, store.ItemChange{ID: store.ItemID(id), Now: now, Audit: func(changed bool, it store.Item, held *store.PauseRow) store.AuditRow {
+		e := store.AuditRow{At: now, Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetItem),
 			Target: strconv.FormatInt(int64(id), 10), Outcome: string(record.AuditDone)}
 		var why string
 		switch {
 		case changed:
 			res = done
+		case held != nil:
+			res, why = ItemPaused, "the item is held back by the pause of "+heldBy(*held)+"; resume it to run the item"
 		case it.State == store.StateRunning:
 			res, why = ItemRunning, "the item is running; it was not interrupted"
 		default:
@@ -260,4 +274,9 @@ func (q *Queue) changeItem(ctx context.Context, id record.ItemID, actor string, 
 		return ItemNotFound, nil
 	}
 	return res, nil
+}
+
+// heldBy describes the pause p: "name billing.send by alice until resumed; reason: outage".
+func heldBy(p store.PauseRow) string {
+	return PauseTarget{Kind: record.PauseKind(p.Kind), Target: p.Target}.String() + " by " + p.Actor + " " + pauseDetail(p.Until, p.Reason)
 }

@@ -81,3 +81,42 @@ func ExampleQueue_Items() {
 	// run_now done ops@example
 	// cancel done ops@example reason: invoice A-2 was sent by hand
 }
+
+// RunNow does not bypass a pause: an item whose request name is paused stays as it is
+// (ItemPaused), and the audit log names the pause. Resumed, the item can be run now.
+func ExampleQueue_RunNow_paused() {
+	dir, _ := os.MkdirTemp("", "durable-runnow")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Logger: zap.NewNop()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.Close()
+	durable.Register[*SendStatement](q, "billing.send-statement")
+	e, err := q.Enqueue(ctx, &SendStatement{Number: "B-7"}, durable.WithDelay(time.Hour))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := q.Pause(ctx, durable.NameTarget("billing.send-statement"), "alice", durable.PauseReason("printer jam")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := q.RunNow(ctx, e.ID, "bob")
+	fmt.Println("run now:", res, err)
+	log, _ := q.Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetItem})
+	fmt.Println(log[0].Outcome, log[0].Detail)
+
+	if _, err := q.Resume(ctx, durable.NameTarget("billing.send-statement"), "alice"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err = q.RunNow(ctx, e.ID, "bob")
+	fmt.Println("run now after the resume:", res, err)
+	// Output:
+	// run now: paused <nil>
+	// no_change the item is held back by the pause of name billing.send-statement by alice until resumed; reason: printer jam; resume it to run the item
+	// run now after the resume: due <nil>
+}

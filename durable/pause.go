@@ -55,6 +55,8 @@ func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.re
 //
 // A paused request name's items are never claimed: they stay pending, untouched, and the
 // other items are claimed past them; every instance honours the pause from its next claim on.
+// The runs of the schedules that send that name are skipped, the run log saying so (see
+// Schedule), and RunNow of its items changes nothing (ItemPaused).
 // A paused breaker key's items are claimed (a key is often computed from the request when it
 // is claimed) and parked on the key, no attempt counted, as an open breaker parks them: until
 // the pause's end or Config.Recheck, whichever is sooner, then looked at again. This instance holds them back
@@ -97,7 +99,8 @@ func (q *Queue) Pause(ctx context.Context, target PauseTarget, actor string, opt
 // Resume ends the pause of target on every instance; actor (required) is who resumed it, as
 // the audit log records it. It reports whether a pause was holding the target back: false
 // when there was none or it had ended by its time (the log then records that nothing
-// changed). The items of a resumed breaker key parked on it are due at once.
+// changed). The items of a resumed breaker key parked on it are due at once; a key that was
+// not paused frees nothing (the items a breaker parked on it wait for the breaker).
 func (q *Queue) Resume(ctx context.Context, target PauseTarget, actor string) (bool, error) {
 	if err := errors.Join(checkPauseTarget(target, actor)...); err != nil {
 		return false, fmt.Errorf("durable: Resume: %w", err)

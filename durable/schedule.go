@@ -46,7 +46,8 @@ func WithLocation(loc *time.Location) ScheduleOption {
 // Each run is its own goroutine, so a slow run delays no other schedule; its next due time moves
 // on when it is claimed, so a failing run keeps the cadence. Runs of a schedule never overlap: one
 // due while the previous runs is record.OutcomeSkipped, as queuing would fall ever further
-// behind. After downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
+// behind; so is one due while the request name Q is registered under is paused (Queue.Pause),
+// its error saying so. After downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
 // holds a lease (SchedulerConfig.ScheduleLease): a dead instance's run is not logged, and its schedule
 // goes on when the lease runs out. Shutdown waits for runs as for items.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
@@ -214,6 +215,9 @@ type cronLoop struct {
 	// stored are the entries of the schedules added at run time as last read, by name; the
 	// loop's alone.
 	stored map[string]*scheduleEntry
+	// namePauses are the pauses of request names, read once in a turn when a run is due
+	// (heldBy); nil until then. The loop's alone.
+	namePauses map[string]store.PauseRow
 
 	mu          sync.Mutex
 	active      int
@@ -349,6 +353,7 @@ func (c *cronLoop) turn() (wait time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
+	c.namePauses = nil // read again, when a run is due, for this turn
 	found := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		found[r.Name] = true
@@ -416,22 +421,31 @@ func (c *cronLoop) entryOf(r store.ScheduleRow) *scheduleEntry {
 }
 
 // act claims and starts the run of e asked for now, if any, and acts on its due run, if due:
-// it claims and starts it, skips it while a run is still going, or passes over it while the
-// schedule is paused. It returns the due time to wait for next (never: none known).
+// it claims and starts it, skips it while a run is still going or while its request name is
+// paused, or passes over it while the schedule is paused. It returns the due time to wait for
+// next (never: none known).
 func (c *cronLoop) act(e *scheduleEntry, r store.ScheduleRow, now time.Time) time.Time {
 	s := c.s
 	if !r.RunNowAt.IsZero() && !r.Running(now) {
 		// Asked for by an operator, paused or not; while a run is going it waits for the run's
-		// end (a run ending wakes the loop, or the poll sees it).
+		// end (a run ending wakes the loop, or the poll sees it). A pause of its request name
+		// holds it back, as it holds back RunNow of an item: it is skipped, saying so.
 		until := now.Add(s.cfg.ScheduleLease)
+		held := c.heldBy(e, now)
 		ctx, cancel := s.storeCtx()
-		acted, err := s.q.store.ClaimScheduleRunNow(ctx, e.name, r.RunNowAt, s.cfg.InstanceID, now, until)
-		cancel()
-		s.noteStore("claim a run now of a schedule", err)
-		if acted {
-			c.launch(e, r.RunNowAt, now, r.RunNowBy)
-			// A run due now as well overlaps this one: it is skipped.
-			r.RunOwner, r.RunUntil, r.RunStartedAt = s.cfg.InstanceID, until, now
+		if held != "" {
+			_, err := s.q.store.SkipScheduleRunNow(ctx, e.name, r.RunNowAt, r.RunNowBy, s.cfg.InstanceID, now, held)
+			cancel()
+			s.noteStore("skip a run now of a schedule", err)
+		} else {
+			acted, err := s.q.store.ClaimScheduleRunNow(ctx, e.name, r.RunNowAt, s.cfg.InstanceID, now, until)
+			cancel()
+			s.noteStore("claim a run now of a schedule", err)
+			if acted {
+				c.launch(e, r.RunNowAt, now, r.RunNowBy)
+				// A run due now as well overlaps this one: it is skipped.
+				r.RunOwner, r.RunUntil, r.RunStartedAt = s.cfg.InstanceID, until, now
+			}
 		}
 	}
 	if r.NextAt.After(now) {
@@ -453,6 +467,11 @@ func (c *cronLoop) act(e *scheduleEntry, r store.ScheduleRow, now time.Time) tim
 		acted, err = s.q.store.SkipScheduleRun(ctx, d, s.cfg.InstanceID, now, reason)
 		s.noteStore("skip a schedule run", err)
 	default:
+		if held := c.heldBy(e, now); held != "" {
+			acted, err = s.q.store.SkipHeldScheduleRun(ctx, d, s.cfg.InstanceID, now, held)
+			s.noteStore("skip a schedule run", err)
+			break
+		}
 		acted, err = s.q.store.ClaimScheduleRun(ctx, d, s.cfg.InstanceID, now, now.Add(s.cfg.ScheduleLease))
 		s.noteStore("claim a schedule run", err)
 		if acted {
@@ -463,6 +482,37 @@ func (c *cronLoop) act(e *scheduleEntry, r store.ScheduleRow, now time.Time) tim
 		return d.Next
 	}
 	return never
+}
+
+// heldBy returns why a run of e is held back at now, "" when it is not: the pause of the
+// request name e sends (a schedule added at run time's, or the name its request type is
+// registered under), as the items of that name are held back. The pauses are read once in a
+// turn, when a run is due; a failed read holds nothing back (the failure is logged).
+func (c *cronLoop) heldBy(e *scheduleEntry, now time.Time) string {
+	name := e.request
+	if name == "" {
+		reg := c.s.q.reg.lookupType(e.typ)
+		if reg == nil {
+			return ""
+		}
+		name = reg.name
+	}
+	if c.namePauses == nil {
+		s := c.s
+		ctx, cancel := s.storeCtx()
+		rows, err := s.q.store.Pauses(ctx, store.PauseName)
+		cancel()
+		s.noteStore("read the paused names", err)
+		c.namePauses = make(map[string]store.PauseRow, len(rows))
+		for _, r := range rows {
+			c.namePauses[r.Target] = r
+		}
+	}
+	p, ok := c.namePauses[name]
+	if !ok || !p.Until.IsZero() && !p.Until.After(now) {
+		return ""
+	}
+	return fmt.Sprintf("request name %q is paused by %s %s", name, p.Actor, pauseDetail(p.Until, p.Reason))
 }
 
 func earlier(a, b time.Time) time.Time {

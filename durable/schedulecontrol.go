@@ -241,7 +241,9 @@ func (q *Queue) ResumeSchedule(ctx context.Context, name, actor string) (record.
 // longer; this one at once),
 // under the run lease, and the run log records it with actor as its RunNowBy. While a run of
 // the schedule is going, the run asked for waits for its end; asking again while one is pending
-// changes nothing (the audit log says so). actor, required, names who asked.
+// changes nothing (the audit log says so). A pause of the schedule's request name
+// (Queue.Pause) holds the run back: it is logged as record.OutcomeSkipped, saying so. actor,
+// required, names who asked.
 func (q *Queue) RunScheduleNow(ctx context.Context, name, actor string) (record.ScheduleInfo, error) {
 	return q.changeSchedule(ctx, "RunScheduleNow", name, actor, record.AuditRunScheduleNow, "",
 		func(r *store.ScheduleRow, now time.Time) (string, error) {

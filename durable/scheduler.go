@@ -1458,7 +1458,9 @@ func (h *dbHealth) ok() {
 		zap.Duration("after", time.Since(h.since)))
 }
 
-// outcomePaused is the OnSettled outcome of an item parked on a paused breaker key.
+// outcomePaused is the OnSettled outcome of an item parked on a paused breaker key, as
+// SchedulerConfig.OnSettled documents it (and metrics.Recorder.OnSettled counts it): no
+// record.Outcome, as no attempt was made and none is logged.
 const outcomePaused = "paused"
 
 // pausedKeyOf returns the paused breaker key that holds c back at now, if one does (its guard
@@ -1482,8 +1484,9 @@ func (s *scheduler) pausedKeyOf(c *store.Claimed, req any, now time.Time) (key s
 // frees the items parked on the key at once; the recheck bounds the wait should a pause be
 // replaced by a shorter one); never later than its deadline.
 func (s *scheduler) parkPaused(comp store.Completion, c *store.Claimed, key string, until time.Time) store.Completion {
+	// No error: the item keeps its last attempt's (a pause is no attempt, and a deadline passing
+	// under it ends the item with that error); its parked key and the pause say why it waits.
 	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt, comp.Paused = store.StatePending, "", key, time.Time{}, true
-	comp.Error = "breaker key " + key + " is paused " + untilText(until)
 	next := comp.EndedAt.Add(s.q.recheck)
 	if !until.IsZero() && until.Before(next) {
 		next = until

@@ -25,7 +25,7 @@ type Outcome string
 const (
 	OutcomeSucceeded Outcome = "succeeded" // the dispatch returned no error
 	OutcomeFailed    Outcome = "failed"    // the dispatch returned an error
-	OutcomeSkipped   Outcome = "skipped"   // a scheduled run due while the previous one still ran
+	OutcomeSkipped   Outcome = "skipped"   // a scheduled run due while the previous one still ran, or whose request name was paused
 	// OutcomeAbandoned: the lease ran out before the holder completed the item (it died or lost
 	// its database); the handler may or may not have run.
 	OutcomeAbandoned   Outcome = "abandoned"

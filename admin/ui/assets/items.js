@@ -133,7 +133,7 @@
 
   function runNow(id) {
     A.confirmAction("Run item " + id + " now?",
-      "It becomes due now, and this instance's scheduler claims it at once. If the breaker it waits on still refuses calls, it is parked again.",
+      "It becomes due now, and this instance's scheduler claims it at once. If the breaker it waits on still refuses calls, it is parked again; a pause of its request name or breaker key holds it back until resumed.",
       "Run now").then(function (ok) {
       if (!ok) return;
       return A.api("POST", "api/items/" + A.seg(id) + "/run-now", {}).then(after(function () {

@@ -184,9 +184,13 @@ type ItemChange struct {
 	ID  ItemID
 	Now time.Time
 	// Audit returns the audit row of the change, written in its transaction when there is
-	// such an item: changed says whether it was pending (and so changed); it is the item after
-	// the change, or as found.
-	Audit func(changed bool, it Item) AuditRow
+	// such an item: changed says whether it was pending and so changed; it is the item after
+	// the change, or as found; held is the pause that kept a RunItemNow from changing a
+	// pending item (nil when none did).
+	Audit func(changed bool, it Item, held *PauseRow) AuditRow
+	// decided, when not nil, is called in the change's transaction once the state the change
+	// is decided on is read, before it is acted on: the tests race a concurrent write there.
+	decided func()
 }
 
 // CancelItem makes c's item cancelled if it is still pending (a claim racing it wins or
@@ -194,43 +198,76 @@ type ItemChange struct {
 // writes c.Audit's row in the same transaction and returns the item after, whether it
 // changed, and whether there is one.
 func (s *Store) CancelItem(ctx context.Context, c ItemChange) (it Item, changed, found bool, err error) {
-	return s.changeItem(ctx, c, `UPDATE switchboard_items SET state = 'cancelled', parked_key = NULL, updated_at = ?
+	return s.changeItem(ctx, c, false, `UPDATE switchboard_items SET state = 'cancelled', parked_key = NULL, updated_at = ?
 	WHERE id = ? AND state = 'pending'`, micros(c.Now), int64(c.ID))
 }
 
 // RunItemNow makes c's item due at c.Now (unless it is due sooner) and clears its parked key,
-// if it is still pending; a running or finished item is left as it is. It writes c.Audit's row
-// in the same transaction, as CancelItem does.
+// if it is still pending and no pause holds it back at c.Now: neither one of its request name
+// nor one of the breaker key it is parked on or guarded by (its key function's key is known
+// only when it is claimed). A running, finished or held item is left as it is. It writes
+// c.Audit's row in the same transaction, as CancelItem does.
 func (s *Store) RunItemNow(ctx context.Context, c ItemChange) (it Item, changed, found bool, err error) {
 	now := micros(c.Now)
-	return s.changeItem(ctx, c, `UPDATE switchboard_items SET next_at = CASE WHEN next_at > ? THEN ? ELSE next_at END,
+	return s.changeItem(ctx, c, true, `UPDATE switchboard_items SET next_at = CASE WHEN next_at > ? THEN ? ELSE next_at END,
 	parked_key = NULL, updated_at = ? WHERE id = ? AND state = 'pending'`, now, now, now, int64(c.ID))
 }
 
-func (s *Store) changeItem(ctx context.Context, c ItemChange, update string, args ...any) (it Item, changed, found bool, err error) {
+// pauseHoldingSQL reads the pause that holds an item back at a time, if one does: of its name
+// (first) or of a breaker key it carries. Placeholders: name, the two keys, now.
+const pauseHoldingSQL = `SELECT ` + pauseColumns + ` FROM switchboard_pauses
+	WHERE ((kind = 'name' AND target = ?) OR (kind = 'breaker_key' AND target IN (?, ?))) AND (until IS NULL OR until > ?)
+	ORDER BY kind DESC, target LIMIT 1`
+
+// changeItem reads c's item, locked (PostgreSQL; the write transaction is immediate on
+// SQLite), and, if it is pending and (when held) no pause holds it back, applies update. The
+// item being read under the lock, a claim or a completion racing the change waits for it: the
+// state the change is decided on is the state it is made in, never one read after another
+// change committed (which could show a pending item the change missed).
+func (s *Store) changeItem(ctx context.Context, c ItemChange, held bool, update string, args ...any) (it Item, changed, found bool, err error) {
+	read := s.e.rebind("SELECT " + itemColumns + " FROM switchboard_items WHERE id = ?")
+	locked := read
+	if s.e.String() == "postgres" {
+		locked += " FOR UPDATE"
+	}
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.e.rebind(update), args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		changed = n > 0
-		it, _, err = scanItem(tx.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items WHERE id = ?"), int64(c.ID)))
+		changed, found = false, false
+		it, _, err = scanItem(tx.QueryRowContext(ctx, locked, int64(c.ID)))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			it, err = Item{}, nil
+			it = Item{}
+			return nil // nothing to audit: there is no such item
 		case err != nil:
 			return err
-		default:
-			found = true
 		}
-		if !found {
-			return nil // nothing to audit: there is no such item
+		found = true
+		if c.decided != nil {
+			c.decided()
 		}
-		return s.AddAudit(ctx, tx, c.Audit(changed, it))
+		var pause *PauseRow
+		if it.State == StatePending && held {
+			p, err := scanPause(tx.QueryRowContext(ctx, s.e.rebind(pauseHoldingSQL), it.Name, it.ParkedKey, it.GuardKey, micros(c.Now)))
+			switch {
+			case err == nil:
+				pause = &p
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		if it.State == StatePending && pause == nil {
+			res, err := tx.ExecContext(ctx, s.e.rebind(update), args...)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return errors.Join(errors.New("the pending item read under a lock was not changed"), err)
+			}
+			changed = true
+			if it, _, err = scanItem(tx.QueryRowContext(ctx, read, int64(c.ID))); err != nil {
+				return err
+			}
+		}
+		return s.AddAudit(ctx, tx, c.Audit(changed, it, pause))
 	})
 	if err != nil {
 		return Item{}, false, false, fmt.Errorf("durable: item %d: %w", c.ID, err)

@@ -248,7 +248,7 @@ func TestCancelItem(t *testing.T) {
 		ctx := context.Background()
 		s := b.open(t)
 		now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-		audit := func(changed bool, it Item) AuditRow {
+		audit := func(changed bool, it Item, _ *PauseRow) AuditRow {
 			return AuditRow{At: now, Actor: "op", Action: "cancel", TargetKind: "item", Target: fmt.Sprint(it.ID), Outcome: fmt.Sprint(changed)}
 		}
 		a, _, err := s.Enqueue(ctx, NewItem{Name: "w", NextAt: now, Now: now, DedupeKey: "k", ParkedKey: "breaker:x"})

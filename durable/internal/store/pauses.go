@@ -64,9 +64,11 @@ func (s *Store) SetPause(ctx context.Context, r PauseRow, then func(tx *sql.Tx, 
 	return nil
 }
 
-// DeletePause deletes the pause of kind and target and, for a breaker key, makes the items
-// parked on the key due at now (as Unpark does), then calls then (when not nil) in the same
-// transaction with the pause deleted (had: there was one). It returns how many items it freed.
+// DeletePause deletes the pause of kind and target and, for a breaker key whose pause held at
+// now, makes the items parked on the key due at now (as Unpark does), then calls then (when not
+// nil) in the same transaction with the pause deleted (had: there was one). It returns how many
+// items it freed. A key that was not paused, or whose pause had ended, frees nothing: the items
+// parked on it wait for a breaker (or were due when the pause ended).
 func (s *Store) DeletePause(ctx context.Context, kind, target string, now time.Time, then func(tx *sql.Tx, prev PauseRow, had bool) error) (int, error) {
 	freed := 0
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
@@ -79,7 +81,7 @@ func (s *Store) DeletePause(ctx context.Context, kind, target string, now time.T
 				return err
 			}
 		}
-		if kind == PauseBreakerKey {
+		if kind == PauseBreakerKey && had && (prev.Until.IsZero() || prev.Until.After(now)) {
 			res, err := tx.ExecContext(ctx, s.e.stmts().unpark, micros(now), target)
 			if err != nil {
 				return err

@@ -264,26 +264,55 @@ func (s *Store) updateOne(ctx context.Context, q string, args ...any) (bool, err
 // the row still has d's spec, location and due time and that lease, it moves next_at to d.Next
 // and logs a skipped run by instance with reason, in one transaction. It reports whether it did.
 func (s *Store) SkipScheduleRun(ctx context.Context, d ScheduleDue, instance string, now time.Time, reason string) (bool, error) {
+	return s.skipRun(ctx, d.Name, instance, d.DueAt, now, reason, "", `UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
+	WHERE name = ? AND spec = ? AND location = ? AND next_at = ? AND run_owner IS NOT NULL AND run_until >= ?`,
+		micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now))
+}
+
+// SkipHeldScheduleRun passes over the due run d that would have been claimed (as
+// ClaimScheduleRun would: the row still has d's spec, location and due time, no run holds an
+// unexpired lease, the schedule is neither removed nor paused at now) but is held back for
+// reason (its request name is paused): it moves next_at to d.Next and logs a skipped run by
+// instance with reason, in one transaction. It reports whether it did.
+func (s *Store) SkipHeldScheduleRun(ctx context.Context, d ScheduleDue, instance string, now time.Time, reason string) (bool, error) {
+	return s.skipRun(ctx, d.Name, instance, d.DueAt, now, reason, "", `UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
+	WHERE name = ? AND spec = ? AND location = ? AND next_at = ? AND (run_owner IS NULL OR run_until < ?)
+	  AND removed_at IS NULL AND (paused_at IS NULL OR paused_until <= ?)`,
+		micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now), micros(now))
+}
+
+// SkipScheduleRunNow passes over the run of the schedule name an operator (by) asked for at at,
+// that would have been claimed (as ClaimScheduleRunNow would) but is held back for reason: it
+// clears the request and logs a skipped run by instance with reason, in one transaction. It
+// reports whether it did.
+func (s *Store) SkipScheduleRunNow(ctx context.Context, name string, at time.Time, by, instance string, now time.Time, reason string) (bool, error) {
+	return s.skipRun(ctx, name, instance, at, now, reason, by, `UPDATE switchboard_schedules SET run_now_at = NULL, run_now_by = NULL, updated_at = ?
+	WHERE name = ? AND run_now_at = ? AND (run_owner IS NULL OR run_until < ?)`,
+		micros(now), name, micros(at), micros(now))
+}
+
+// skipRun runs update, which passes over a run of the schedule name due at due, and when it
+// changed the row logs the run as skipped by instance with reason (and the run-now's by), in
+// one transaction. It reports whether it did.
+func (s *Store) skipRun(ctx context.Context, name, instance string, due, now time.Time, reason, by, update string, args ...any) (bool, error) {
 	var skipped bool
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules SET next_at = ?, updated_at = ?
-	WHERE name = ? AND spec = ? AND location = ? AND next_at = ? AND run_owner IS NOT NULL AND run_until >= ?`),
-			micros(d.Next), micros(now), d.Name, d.Spec, d.Location, micros(d.DueAt), micros(now))
+		res, err := tx.ExecContext(ctx, s.e.rebind(update), args...)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error)
-	VALUES (?, ?, ?, ?, ?, 'skipped', ?)`), d.Name, instance, micros(d.DueAt), micros(now), micros(now), nullString(reason)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.e.rebind(`INSERT INTO switchboard_schedule_runs (name, instance, due_at, started_at, ended_at, outcome, error, run_now_by)
+	VALUES (?, ?, ?, ?, ?, 'skipped', ?, ?)`), name, instance, micros(due), micros(now), micros(now), nullString(reason), nullString(by)); err != nil {
 			return err
 		}
 		skipped = true
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("durable: skip schedule %q: %w", d.Name, err)
+		return false, fmt.Errorf("durable: skip schedule %q: %w", name, err)
 	}
 	return skipped, nil
 }
