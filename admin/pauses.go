@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,9 @@ func pauseOf(p record.Pause) pauseBody {
 }
 
 func (s *server) listPauses(w http.ResponseWriter, r *http.Request, _ string, q Pauses) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	ps, err := q.Pauses(r.Context())
 	if err != nil {
 		if !callerLeft(w, err, leftBeforeRead) {
@@ -82,6 +86,9 @@ func (s *server) listPauses(w http.ResponseWriter, r *http.Request, _ string, q 
 	}{out})
 }
 
+// maxPauseTarget is the longest target durable.Queue.Pause takes.
+const maxPauseTarget = 1024
+
 // pauseTargetOf checks the kind and target of a pause or resume body, naming the bad fields.
 func pauseTargetOf(kind, target string) (durable.PauseTarget, []error) {
 	var errs []error
@@ -92,8 +99,11 @@ func pauseTargetOf(kind, target string) (durable.PauseTarget, []error) {
 	default:
 		errs = append(errs, fmt.Errorf(`field "kind" %s: want %q (a request name) or %q`, quote(kind), record.PauseName, record.PauseBreakerKey))
 	}
-	if strings.TrimSpace(target) == "" {
-		errs = append(errs, errors.New(`field "target" is required: the request name or the breaker key to pause`))
+	switch {
+	case strings.TrimSpace(target) == "":
+		errs = append(errs, errors.New(`field "target" is required: the request name or the breaker key`))
+	case len(target) > maxPauseTarget:
+		errs = append(errs, fmt.Errorf(`field "target" is %d bytes, more than %d: no request name or breaker key is that long`, len(target), maxPauseTarget))
 	}
 	return durable.PauseTarget{Kind: record.PauseKind(kind), Target: target}, errs
 }
@@ -180,6 +190,10 @@ type auditBody struct {
 	Outcome    record.AuditOutcome `json:"outcome"`
 }
 
+// auditTargets are the target kinds an audit entry may name.
+var auditTargets = []record.AuditTarget{record.AuditTargetName, record.AuditTargetBreakerKey, record.AuditTargetItem,
+	record.AuditTargetSchedule, record.AuditTargetBulkAction}
+
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request, _ string, q auditLog) {
 	v, ok := query(w, r, "target_kind", "target", "before", "limit")
 	if !ok {
@@ -189,6 +203,9 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request, _ string, q a
 	var errs []error
 	if f.Target != "" && f.TargetKind == "" {
 		errs = append(errs, errors.New("target is given without target_kind: give the kind of target too"))
+	}
+	if k := f.TargetKind; k != "" && !slices.Contains(auditTargets, k) {
+		errs = append(errs, fmt.Errorf("target_kind %s: want one of %q", quote(string(k)), auditTargets))
 	}
 	if b := v.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)

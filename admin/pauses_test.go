@@ -100,6 +100,9 @@ func TestPauseRoutesRefuseBadInput(t *testing.T) {
 		{"GET", "/api/audit?before=-3", "", `before "-3"`},
 		{"GET", "/api/audit?limit=501", "", `limit "501"`},
 		{"GET", "/api/audit?limt=5", "", `unknown query parameter "limt"`},
+		{"GET", "/api/audit?target_kind=planet", "", `target_kind "planet": want one of`},
+		{"GET", "/api/pauses?x=1", "", `unknown query parameter "x"`},
+		{"POST", "/api/pauses", `{"kind":"breaker_key","target":"` + strings.Repeat("k", 2000) + `","reason":"r"}`, `field "target" is 2000 bytes, more than 1024`},
 	} {
 		res := auth(t, f.h, c.method, c.path, c.body)
 		want(t, res, http.StatusBadRequest)

@@ -148,6 +148,11 @@ func (q *Queue) Pauses(ctx context.Context) ([]record.Pause, error) {
 	return out, nil
 }
 
+// maxPauseTarget bounds a pause's target: request names and breaker keys (a URL's host and
+// port, a tenant's id) are short, and a pasted payload is a mistake that every list and audit
+// entry would carry.
+const maxPauseTarget = 1024
+
 func checkPauseTarget(t PauseTarget, actor string) []error {
 	var errs []error
 	switch t.Kind {
@@ -155,8 +160,11 @@ func checkPauseTarget(t PauseTarget, actor string) []error {
 	default:
 		errs = append(errs, fmt.Errorf("Kind %q: want %q or %q", t.Kind, record.PauseName, record.PauseBreakerKey))
 	}
-	if strings.TrimSpace(t.Target) == "" {
+	switch {
+	case strings.TrimSpace(t.Target) == "":
 		errs = append(errs, errors.New("Target is empty: a pause names a request name or a breaker key"))
+	case len(t.Target) > maxPauseTarget:
+		errs = append(errs, fmt.Errorf("Target is %d bytes, more than %d: no request name or breaker key is that long", len(t.Target), maxPauseTarget))
 	}
 	if actor == "" {
 		errs = append(errs, errors.New("actor is required: the audit log records who paused and resumed"))

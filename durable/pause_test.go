@@ -228,6 +228,10 @@ func TestPauseRefusesBadInput(t *testing.T) {
 			t.Fatalf("Pause error %v: want it to name %s", err, want)
 		}
 	}
+	if _, err := q.Pause(ctx, durable.KeyTarget(strings.Repeat("k", 100000)), "ops"); err == nil ||
+		!strings.Contains(err.Error(), "Target is 100000 bytes, more than 1024") {
+		t.Fatalf("a pause of a 100,000-byte key: %v", err)
+	}
 	if _, err := q.Resume(ctx, durable.PauseTarget{Kind: record.PauseName}, "ops"); err == nil || !strings.Contains(err.Error(), "Target is empty") {
 		t.Fatalf("Resume error %v", err)
 	}
