@@ -69,9 +69,10 @@ type SchedulerConfig struct {
 	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
 	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
 	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
-	// (not attempted: a shutdown before it started, a name or a handler this instance lacks). metrics.Recorder.OnSettled counts them. Called by the
-	// claim loop after the write, so a reader of the queue may see an outcome before its
-	// observers hear it; every call for the claims written is made before Shutdown returns.
+	// (not attempted: a shutdown before it started, a name or a handler this instance lacks).
+	// metrics.Recorder.OnSettled counts them. Called by the claim loop after the write, so a
+	// reader of the queue may see an outcome before its observers hear it; every call for the
+	// claims written is made before Shutdown returns.
 	// Keep them cheap. A panic in one is logged and the next still runs.
 	OnSettled []func(name, outcome string)
 }
