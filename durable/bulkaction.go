@@ -25,8 +25,8 @@ type BulkActionSpec struct {
 	Reason string
 	// Rate is the most letters per second the action settles. Zero means 50: an endpoint that
 	// just recovered takes a backlog of thousands within minutes, without the burst of a tight
-	// loop that could knock it over again. At most 1000: a letter takes a handler call and a
-	// few database round trips, so a higher rate is never reached.
+	// loop that could knock it over again. At most 100,000, which no action reaches (a letter
+	// takes a handler call and a few database round trips): set it that high to run unthrottled.
 	Rate float64
 	// MaxInFlight is the most letters replayed at once; zero means 4, at most 64. While the
 	// breaker of a letter's key is half-open, no more letters of that key run than it has free
@@ -40,8 +40,9 @@ const (
 	defaultBulkInFlight = 4
 	maxBulkInFlight     = 64
 	// maxBulkRate bounds Rate: a letter takes a handler call and a few database round trips,
-	// so a higher rate is never reached, and a typo of a few zeros would lift the throttle.
-	maxBulkRate       = 1000
+	// so a higher rate is never reached; it is what "unthrottled" means, and refusing more
+	// keeps a stored rate a finite number.
+	maxBulkRate       = 100000
 	bulkSampleSize    = 10  // the letters a dry run shows
 	bulkBatchSize     = 100 // letters read at once; the cursor moves when a batch is settled
 	maxBulkActionList = 100
