@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
@@ -59,8 +60,8 @@ func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.re
 // Schedule), and RunNow of its items changes nothing (ItemPaused).
 // A paused breaker key's items are claimed (a key is often computed from the request when it
 // is claimed) and parked on the key, no attempt counted, as an open breaker parks them: until
-// the pause's end or Config.Recheck, whichever is sooner, then looked at again. This instance holds them back
-// at once; the other instances from their next look at the pauses, every
+// the pause's end or Config.Recheck, whichever is sooner, then looked at again. This instance
+// holds them back at once; the other instances from their next look at the pauses, every
 // SchedulerConfig.PollInterval and at most every second.
 //
 // A pause holds back only what the scheduler runs: in-process calls (the mediator's Send, a
@@ -199,6 +200,9 @@ type keyPauses struct {
 	mu   sync.Mutex
 	keys map[string]time.Time // key → until (zero: until resumed)
 	gen  uint64
+	// n is len(keys), read without the lock by any: the scheduler asks it for every item it
+	// claims, and no key is paused nearly always.
+	n atomic.Int32
 }
 
 func (p *keyPauses) set(key string, until time.Time) {
@@ -209,6 +213,7 @@ func (p *keyPauses) set(key string, until time.Time) {
 	}
 	p.keys[key] = until
 	p.gen++
+	p.n.Store(int32(len(p.keys)))
 }
 
 func (p *keyPauses) drop(key string) {
@@ -216,6 +221,7 @@ func (p *keyPauses) drop(key string) {
 	defer p.mu.Unlock()
 	delete(p.keys, key)
 	p.gen++
+	p.n.Store(int32(len(p.keys)))
 }
 
 // paused reports whether key is paused at now, and until when (zero: until resumed).
@@ -234,11 +240,7 @@ func (p *keyPauses) paused(key string, now time.Time) (time.Time, bool) {
 
 // any reports whether any key is paused (expired ones included): the scheduler looks at an
 // item's keys only then.
-func (p *keyPauses) any() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.keys) > 0
-}
+func (p *keyPauses) any() bool { return p.n.Load() > 0 }
 
 // replace sets the paused keys to those of rows that hold at now, read when the view was at
 // generation gen, and returns the keys that were paused at the last look and no longer are
@@ -263,6 +265,7 @@ func (p *keyPauses) replace(rows []store.PauseRow, now time.Time, gen uint64) []
 		}
 	}
 	p.keys = next
+	p.n.Store(int32(len(next)))
 	return ended
 }
 
