@@ -30,11 +30,16 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 	}
 	pg, sq, engine, store := src("postgres.go"), src("sqlite.go"), src("engine.go"), src("store.go")
 	columns := literal(store, "const claimColumns = ")
-	claimSelect := strings.NewReplacer("%s", " INDEXED BY switchboard_items_due", "%d", "0").
-		Replace(literal(engine, "const claimSelect = "))
+	// The claims leave out the items of a paused request name (pausedNameSQL, now's placeholder
+	// in its %s).
+	paused := literal(src("pauses.go"), "const pausedNameSQL = ")
+	claimSelect := strings.Replace(strings.Replace(literal(engine, "const claimSelect = "), "%s", " INDEXED BY switchboard_items_due", 1),
+		"%d", "0", 1)
+	claimSelect = strings.Replace(claimSelect, "%s", strings.Replace(paused, "%s", "?6", 1), 1)
+	pgClaim := strings.Replace(strings.ReplaceAll(literal(pg, "return fmt.Sprintf("), "%d", "0"), "%s", strings.Replace(paused, "%s", "$6", 1), 1)
 	for _, c := range []struct{ name, floor, store string }{
 		{"claimColumns", floorClaimColumns, columns},
-		{"postgresClaim(0)", floorPostgresClaim, strings.ReplaceAll(literal(pg, "return fmt.Sprintf("), "%d", "0") + columns},
+		{"postgresClaim(0)", floorPostgresClaim, pgClaim + columns},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
 		{"SQLite claim", floorSQLiteClaim, strings.Replace(literal(sq, "const sqliteClaimUpdate = "), "%s", claimSelect, 1) + columns},
 		{"sqliteCompleteOne", floorSQLiteComplete, literal(sq, "const sqliteCompleteOne = ")},

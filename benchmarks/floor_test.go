@@ -40,6 +40,9 @@ WHERE id = ANY(ARRAY(
           AND (i.ordering_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM switchboard_items o
                 WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+          AND i.name NOT IN (
+	        SELECT p.target FROM switchboard_pauses p
+	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > $6))
         ORDER BY i.next_at, i.id
         LIMIT $7
         FOR UPDATE OF i SKIP LOCKED))
@@ -84,6 +87,9 @@ const floorSQLiteClaim = `UPDATE switchboard_items
 	  AND (i.ordering_key IS NULL OR NOT EXISTS (
 	        SELECT 1 FROM switchboard_items o
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+	  AND i.name NOT IN (
+	        SELECT p.target FROM switchboard_pauses p
+	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))
 	ORDER BY i.next_at, i.id
 	LIMIT ?)
 	RETURNING ` + floorClaimColumns
