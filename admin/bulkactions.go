@@ -215,7 +215,7 @@ func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal 
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
-		s.bulkFailed(w, r, err, "the request ended before the action was stored, or before that was confirmed: look at the list of actions before starting it again")
+		s.failed(w, r, err, "the request ended before the action was stored, or before that was confirmed: look at the list of actions before starting it again")
 		return
 	}
 	if body.DryRun {
@@ -256,7 +256,7 @@ func (s *server) listBulkActions(w http.ResponseWriter, r *http.Request, _ strin
 	}
 	list, err := b.BulkActions(r.Context(), record.BulkActionID(before), limit)
 	if err != nil {
-		s.bulkFailed(w, r, err, "the request ended before the actions were read")
+		s.failed(w, r, err, "the request ended before the actions were read")
 		return
 	}
 	out := make([]bulkActionBody, 0, len(list))
@@ -322,20 +322,10 @@ func (s *server) answerBulkAction(w http.ResponseWriter, r *http.Request, id rec
 	case errors.Is(err, durable.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown bulk action %d", id))
 	case err != nil:
-		s.bulkFailed(w, r, err, ended)
+		s.failed(w, r, err, ended)
 	default:
 		writeJSON(w, http.StatusOK, struct {
 			Action bulkActionBody `json:"action"`
 		}{bulkActionOf(a)})
 	}
-}
-
-// bulkFailed answers a bulk-action call that failed: 503 saying ended when the request ended
-// first (the caller gave up: not a failure of the server, so nothing is logged), 500 otherwise.
-func (s *server) bulkFailed(w http.ResponseWriter, r *http.Request, err error, ended string) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		writeError(w, http.StatusServiceUnavailable, ended)
-		return
-	}
-	s.internal(w, r, err)
 }

@@ -279,46 +279,41 @@ func cut(s string, n int) string {
 }
 
 // internal answers a failure the client cannot fix: the details go to the log, not to the
-// client.
-//
-// An error of the request's context is not the server's: a request whose client went away is
-// logged at debug level (there is nobody to answer), one that ran out of RequestTimeout is
-// answered 503 saying so and logged as a warning.
+// client. An error of the request's own context is answered as failed does, saying the
+// request ended before its answer.
 func (s *server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.failed(w, r, err, "the request ended before its answer")
+}
+
+// failed answers err of a route's call to the queue. An error of the request's context is not
+// the server's, so it is neither answered 500 nor logged as an error (the log's errors stay
+// the ones an operator must look at): a request whose client went away is answered 503 with
+// ended and logged at debug level; one that ran out of RequestTimeout is answered 503 saying
+// so, then ended, and logged as a warning. Any other error is a 500 with the details in the
+// log.
+func (s *server) failed(w http.ResponseWriter, r *http.Request, err error, ended string) {
 	ctx := r.Context()
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		if errors.Is(context.Cause(ctx), errRequestTimeout) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), errRequestTimeout) {
 			s.log.Warn("admin: request ran out of its time", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 				zap.Duration("timeout", s.cfg.RequestTimeout), zap.Error(err))
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than %v (is the database answering?); what it was doing may or may not have been written", s.cfg.RequestTimeout))
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than %v (is the database answering?): %s", s.cfg.RequestTimeout, ended))
 			return
 		}
 		s.log.Debug("admin: request ended by its client", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
-		writeError(w, http.StatusServiceUnavailable, "the request ended before its answer")
+		writeError(w, http.StatusServiceUnavailable, ended)
 		return
 	}
 	s.log.Error("admin: request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	writeError(w, http.StatusInternalServerError, "internal error; the server log has the details")
 }
 
-// Answers to a caller that went away (callerLeft): a change may not have been written, a read
+// What failed answers a request that ended first: a change may not have been written, a read
 // was not finished.
 const (
-	leftBeforeChange = "the request ended before the change was written; nothing was recorded"
+	leftBeforeChange = "the request ended before the change was written, or before that was confirmed"
 	leftBeforeRead   = "the request ended before the answer was read"
 )
-
-// callerLeft reports whether err is the request's own end (its context cancelled or past its
-// deadline: the client went away or gave up) and then answers 503 with msg. A caller's
-// cancellation is no failure of the server: it is neither answered 500 nor logged as an
-// error, so that the log's errors stay the ones an operator must look at.
-func callerLeft(w http.ResponseWriter, err error, msg string) bool {
-	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	writeError(w, http.StatusServiceUnavailable, msg)
-	return true
-}
 
 // errBodyTooLarge is matched to answer 413.
 var errBodyTooLarge = errors.New("request body too large")

@@ -233,9 +233,7 @@ func (s *server) runItemNow(w http.ResponseWriter, r *http.Request, principal st
 // when the store failed.
 func (s *server) answerItem(w http.ResponseWriter, r *http.Request, iq Items, id record.ItemID, res durable.ItemResult, err error) {
 	if err != nil {
-		if !callerLeft(w, err, leftBeforeChange) {
-			s.internal(w, r, err)
-		}
+		s.failed(w, r, err, leftBeforeChange)
 		return
 	}
 	body := itemResultBody{ID: id, Result: res}

@@ -72,9 +72,7 @@ func (s *server) listPauses(w http.ResponseWriter, r *http.Request, _ string, q 
 	}
 	ps, err := q.Pauses(r.Context())
 	if err != nil {
-		if !callerLeft(w, err, leftBeforeRead) {
-			s.internal(w, r, err)
-		}
+		s.failed(w, r, err, leftBeforeRead)
 		return
 	}
 	out := make([]pauseBody, 0, len(ps))
@@ -140,9 +138,7 @@ func (s *server) createPause(w http.ResponseWriter, r *http.Request, principal s
 	}
 	p, err := q.Pause(r.Context(), target, principal, opts...)
 	if err != nil {
-		if !callerLeft(w, err, leftBeforeChange) {
-			s.internal(w, r, err)
-		}
+		s.failed(w, r, err, leftBeforeChange)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -165,9 +161,7 @@ func (s *server) resumePause(w http.ResponseWriter, r *http.Request, principal s
 	}
 	resumed, err := q.Resume(r.Context(), target, principal)
 	if err != nil {
-		if !callerLeft(w, err, leftBeforeChange) {
-			s.internal(w, r, err)
-		}
+		s.failed(w, r, err, leftBeforeChange)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -190,10 +184,6 @@ type auditBody struct {
 	Outcome    record.AuditOutcome `json:"outcome"`
 }
 
-// auditTargets are the target kinds an audit entry may name.
-var auditTargets = []record.AuditTarget{record.AuditTargetName, record.AuditTargetBreakerKey, record.AuditTargetItem,
-	record.AuditTargetSchedule, record.AuditTargetBulkAction}
-
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request, _ string, q auditLog) {
 	v, ok := query(w, r, "target_kind", "target", "before", "limit")
 	if !ok {
@@ -204,8 +194,8 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request, _ string, q a
 	if f.Target != "" && f.TargetKind == "" {
 		errs = append(errs, errors.New("target is given without target_kind: give the kind of target too"))
 	}
-	if k := f.TargetKind; k != "" && !slices.Contains(auditTargets, k) {
-		errs = append(errs, fmt.Errorf("target_kind %s: want one of %q", quote(string(k)), auditTargets))
+	if k := f.TargetKind; k != "" && !slices.Contains(record.AuditTargets(), k) {
+		errs = append(errs, fmt.Errorf("target_kind %s: want one of %q", quote(string(k)), record.AuditTargets()))
 	}
 	if b := v.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
@@ -224,9 +214,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request, _ string, q a
 	}
 	entries, err := q.Audit(r.Context(), f)
 	if err != nil {
-		if !callerLeft(w, err, leftBeforeRead) {
-			s.internal(w, r, err)
-		}
+		s.failed(w, r, err, leftBeforeRead)
 		return
 	}
 	out := make([]auditBody, 0, len(entries))

@@ -112,8 +112,7 @@ func (s *server) answerSchedule(w http.ResponseWriter, r *http.Request, status i
 		writeError(w, http.StatusNotFound, "unknown schedule "+quote(r.PathValue("name")))
 	case errors.Is(err, durable.ErrScheduleInCode), errors.Is(err, durable.ErrScheduleExists):
 		writeError(w, http.StatusConflict, err.Error())
-	case callerLeft(w, err, leftBeforeChange):
 	default:
-		s.internal(w, r, err)
+		s.failed(w, r, err, leftBeforeChange)
 	}
 }

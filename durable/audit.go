@@ -24,10 +24,6 @@ type AuditFilter struct {
 	Limit int
 }
 
-// auditTargets are the kinds of target the queue's actions are audited on.
-var auditTargets = []record.AuditTarget{record.AuditTargetName, record.AuditTargetBreakerKey, record.AuditTargetItem,
-	record.AuditTargetSchedule, record.AuditTargetBulkAction}
-
 // Audit returns the entries of the audit log that f selects, newest first. Every operator
 // action on the queue other than a dead letter's replay or discard (which its timeline
 // records) has one: pauses and resumes, cancelled items and items run now, schedule changes,
@@ -40,8 +36,8 @@ func (q *Queue) Audit(ctx context.Context, f AuditFilter) ([]record.AuditEntry, 
 	if f.Before < 0 {
 		errs = append(errs, fmt.Errorf("Before %d is negative", f.Before))
 	}
-	if f.TargetKind != "" && !slices.Contains(auditTargets, f.TargetKind) {
-		errs = append(errs, fmt.Errorf("TargetKind %q is none of %q", f.TargetKind, auditTargets))
+	if f.TargetKind != "" && !slices.Contains(record.AuditTargets(), f.TargetKind) {
+		errs = append(errs, fmt.Errorf("TargetKind %q is none of %q", f.TargetKind, record.AuditTargets()))
 	}
 	if f.Target != "" && f.TargetKind == "" {
 		errs = append(errs, errors.New("Target is set without TargetKind"))

@@ -66,3 +66,8 @@ const (
 	AuditRunNow     AuditAction = "run_now"
 	AuditTargetItem AuditTarget = "item"
 )
+
+// AuditTargets returns the target kinds the queue's actions are audited on, in a new slice.
+func AuditTargets() []AuditTarget {
+	return []AuditTarget{AuditTargetName, AuditTargetBreakerKey, AuditTargetItem, AuditTargetSchedule, AuditTargetBulkAction}
+}
