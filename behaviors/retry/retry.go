@@ -88,7 +88,7 @@ type Config struct {
 	// retry the budget refuses is not made: the call ends with an *ExhaustedError whose Budget
 	// is the budget's *budget.SpentError, unwrapping to the last failure as ever. The durable
 	// queue's scheduler finds the budget here and charges its re-dispatches to it too (see
-	// durable.Config.RetryBudget). nil: retries are bounded by the policy alone.
+	// durable.WithRetryBudget). nil: retries are bounded by the policy alone.
 	Budget *budget.Budget
 	// Rand returns the jitter draws of the policy's delays: uniform numbers in [0, 1), see
 	// Policy.Delay. It is called only when Jitter is On, and only when BackOff is nil. nil:
