@@ -33,7 +33,7 @@ var floors = map[string][]string{
 	"behaviors/recovery":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"httpcall":                 {"mediator", "behaviors", "behaviors/validation"},
 	"logging":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/bulkhead", "behaviors/fallback"},
-	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
+	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget"},
 	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
 	"health":                   {"mediator", "behaviors"},
 	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/budget", "durable/record", "durable/internal/exec", "durable/internal/store"},
