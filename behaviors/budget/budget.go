@@ -134,8 +134,9 @@ type account struct {
 	// the clock, and every flushEvery-th call, every retry asked and every Snapshot places
 	// them in the current slot.
 	pending atomic.Uint64
-	gone    atomic.Bool // swept: a new account takes its place
-	mu      sync.Mutex  // serializes the retries' decisions, so none is allowed past the allowance
+	placed  atomic.Uint32 // the tick the account was made or last placed its pending calls
+	gone    atomic.Bool   // swept: a new account takes its place
+	mu      sync.Mutex    // serializes the retries' decisions, so none is allowed past the allowance
 	ring    [slotCount]slot
 }
 
@@ -149,6 +150,7 @@ const flushEvery = 64
 func (a *account) flush(tick uint32) {
 	if n := a.pending.Swap(0); n > 0 {
 		bump(&a.ring[tick%slotCount].calls, tick, n)
+		a.placed.Store(tick)
 	}
 }
 
@@ -400,18 +402,20 @@ func (b *Budget) addAccount(key string) *account {
 		b.sweep()
 	}
 	a := &account{key: key}
+	a.placed.Store(b.tick())
 	b.keys.Store(key, a)
 	b.n++
 	return a
 }
 
-// sweep drops the accounts that counted nothing over the window, so the keys a budget holds
-// are bounded by the keys active within a window; b.mu is held.
+// sweep drops the accounts that counted nothing over the window and placed no calls in it, so
+// the keys a budget holds are bounded by the keys active within a window; b.mu is held. (An
+// account dropped with calls still waiting, fewer than flushEvery, loses them.)
 func (b *Budget) sweep() {
 	tick := b.tick()
 	b.keys.Range(func(k, v any) bool {
 		a := v.(*account)
-		if c, r, f := a.sum(tick); c+r+f == 0 && a.pending.Load() == 0 {
+		if c, r, f := a.sum(tick); c+r+f == 0 && tick-a.placed.Load() >= slotCount {
 			a.gone.Store(true)
 			b.keys.Delete(k)
 			b.n--
