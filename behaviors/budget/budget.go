@@ -119,9 +119,10 @@ type Budget struct {
 	clock   behaviors.Clock
 	start   time.Time
 
-	keys    sync.Map    // string → *account
-	types   sync.Map    // reflect.Type → *account, when Key is nil: no key string to hash
-	marked  atomic.Bool // a context was ever marked: before, no context needs looking at
+	keys    sync.Map              // string → *account
+	types   sync.Map              // reflect.Type → *typed, when Key is nil: no key string to hash
+	last    atomic.Pointer[typed] // the last type looked up, when Key is nil: most budgets see one or a few
+	marked  atomic.Bool           // a context was ever marked: before, no context needs looking at
 	mu      sync.Mutex
 	n       int // keys stored, guarded by mu
 	sweepAt int // the key count at which idle keys are swept, guarded by mu
@@ -368,20 +369,31 @@ func (a *account) sum(tick uint32) (calls, retries, refused int) {
 	return calls, retries, refused
 }
 
+// typed is a request type's account.
+type typed struct {
+	t reflect.Type
+	a *account
+}
+
 // accountOf returns the account of req's key, made when missing.
 func (b *Budget) accountOf(req any) *account {
 	if b.cfg.Key != nil {
 		return b.account(b.cfg.Key(req))
 	}
 	t := reflect.TypeOf(req)
-	if a, ok := b.types.Load(t); ok {
-		if a := a.(*account); !a.gone.Load() {
-			return a
+	if l := b.last.Load(); l != nil && l.t == t && !l.a.gone.Load() {
+		return l.a
+	}
+	if v, ok := b.types.Load(t); ok {
+		if e := v.(*typed); !e.a.gone.Load() {
+			b.last.Store(e)
+			return e.a
 		}
 	}
-	a := b.account(b.KeyOf(req))
-	b.types.Store(t, a)
-	return a
+	e := &typed{t: t, a: b.account(b.KeyOf(req))}
+	b.types.Store(t, e)
+	b.last.Store(e)
+	return e.a
 }
 
 // account returns the account of key, made when missing.

@@ -191,6 +191,12 @@ func TestSuccessPathAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() { b.Count(ctx, req) }); n != 0 {
 			t.Fatalf("Count allocates %v times per call", n)
 		}
+		// Two request types in turn, each a miss of the last type looked up.
+		other := &GetOrder{}
+		b.Count(ctx, other)
+		if n := testing.AllocsPerRun(1000, func() { b.Count(ctx, req); b.Count(ctx, other) }); n != 0 {
+			t.Fatalf("Count of two types in turn allocates %v times per pair", n)
+		}
 	}
 }
 
