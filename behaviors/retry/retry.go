@@ -189,18 +189,24 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // mediator.SingleAttempt is attempted once. With a Budget, the call is counted, and a retry the
 // budget refuses ends the call with an *ExhaustedError whose Budget says so.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
-	if b := r.cfg.Budget; b != nil {
-		if r.mark {
-			ctx = b.Call(ctx, req)
-		} else {
-			b.Count(ctx, req)
-		}
+	if r.cfg.Budget != nil {
+		ctx = r.count(ctx, req)
 	}
 	resp, err := next(ctx, req)
 	if err == nil {
 		return resp, nil
 	}
 	return r.retry(ctx, req, next, resp, err)
+}
+
+// count counts the call of req on the budget: marking ctx when another behavior of the
+// pipeline shares the budget.
+func (r *Behavior) count(ctx context.Context, req any) context.Context {
+	if r.mark {
+		return r.cfg.Budget.Call(ctx, req)
+	}
+	r.cfg.Budget.Count(ctx, req)
+	return ctx
 }
 
 // retry goes on after a failed first attempt.
