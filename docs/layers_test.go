@@ -23,7 +23,8 @@ var floors = map[string][]string{
 	"handlers":                 {"mediator"},
 	"behaviors":                {"mediator", "behaviors/internal/..."},
 	"behaviors/internal/...":   {"mediator", "behaviors/internal/..."},
-	"behaviors/retry":          {"mediator", "behaviors", "behaviors/internal/...", "behaviors/validation"},
+	"behaviors/retry":          {"mediator", "behaviors", "behaviors/internal/...", "behaviors/validation", "behaviors/budget"},
+	"behaviors/budget":         {"mediator", "behaviors"},
 	"behaviors/breaker":        {"mediator", "behaviors", "behaviors/internal/...", "behaviors/validation"},
 	"behaviors/fallback":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/timeout":        {"mediator", "behaviors", "behaviors/internal/..."},
@@ -32,10 +33,10 @@ var floors = map[string][]string{
 	"behaviors/recovery":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"httpcall":                 {"mediator", "behaviors", "behaviors/validation"},
 	"logging":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/bulkhead", "behaviors/fallback"},
-	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
+	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget"},
 	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
 	"health":                   {"mediator", "behaviors"},
-	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "durable/record", "durable/internal/exec", "durable/internal/store"},
+	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/budget", "durable/record", "durable/internal/exec", "durable/internal/store"},
 	"durable/record":           {},
 	"durable/internal/store":   {},
 	"durable/internal/exec":    {"mediator", "durable/internal/store"},
@@ -44,7 +45,7 @@ var floors = map[string][]string{
 	"durable/sqlite":           {"durable", "durable/internal/store"},
 	"durable/postgres":         {"durable", "durable/internal/store", "durable/internal/pgxconn"},
 	"durable/durabletest":      {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
-	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "durable", "durable/record"},
+	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "durable", "durable/record"},
 }
 
 // driverFree are the packages that must not link a database driver, directly or through

@@ -13,6 +13,10 @@
 // the breaker ends the retries at once. Its success path allocates nothing: no policy merge,
 // no backoff and no timer until a call fails. Attempt tells a handler which attempt it runs.
 //
+// Config.Budget bounds the retries of a dependency beside those of one call: a retry budget
+// (package budget) that counts the calls and allows retries up to a ratio of them. A retry it
+// refuses is not made, and the call ends with the last attempt's error.
+//
 // A call attempted more than once ends in an *ExhaustedError (matching ErrExhausted) that
 // unwraps to the last attempt's error. The caller's cancellation is never retried.
 package retry
