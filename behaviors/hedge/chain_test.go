@@ -1,0 +1,142 @@
+package hedge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/hedge"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+var attemptID = mediator.NewContextKey[int]("test.attempt")
+
+// The full chain, concurrent calls: retry → hedge → breaker → timeout → handler. Every
+// attempt has its own per-attempt deadline, the losers the hedge cancels are not counted by
+// the breaker (a threshold of one would trip on the first), a value bound to the request
+// (WithFor) reaches every attempt, and the breaker still counts a real failure of a hedged
+// attempt.
+func TestFullChainConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, Key: endpointKey})
+		var n atomic.Int32
+		var mu sync.Mutex
+		var deadlines []time.Duration
+		seen := map[*Call]bool{}
+		var unbound atomic.Int32
+		handler := func(ctx context.Context, q *Call) (*Reply, error) {
+			n.Add(1)
+			if v, ok := attemptID.GetFor(ctx, q); !ok || v != 7 {
+				unbound.Add(1)
+			}
+			dl, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines = append(deadlines, time.Until(dl))
+			first := !seen[q]
+			seen[q] = true
+			mu.Unlock()
+			took := 2 * time.Millisecond
+			if q.Endpoint == "slow-first" && first {
+				took = time.Second // the primary hangs until cancelled
+			}
+			tm := time.NewTimer(took)
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+				if q.Endpoint == "broken" {
+					return nil, &statusErr{Code: 500}
+				}
+				return &Reply{Text: q.Endpoint}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		h := hedge.New(hedge.Config{Delay: 10 * time.Millisecond, Key: endpointKey})
+		m := build(t, handler,
+			timeout.New(timeout.Config{Duration: 50 * time.Millisecond}),
+			breaker.New(reg),
+			h,
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
+		chain, err := mediator.Explain[*Call](m)
+		var names []string
+		for _, st := range chain {
+			names = append(names, st.Name)
+		}
+		if err != nil || fmt.Sprint(names) != "[retry hedge circuit-breaker timeout handler]" {
+			t.Fatalf("%v %v", chain, err)
+		}
+		var wg sync.WaitGroup
+		var failed atomic.Int32
+		for range 40 {
+			wg.Go(func() {
+				q := &Call{Endpoint: "slow-first"}
+				r, err := mediator.Send(attemptID.WithFor(context.Background(), q, 7), m, q)
+				if err != nil || r.Text != "slow-first" {
+					failed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if failed.Load() != 0 || unbound.Load() != 0 {
+			t.Fatalf("%d calls failed, %d attempts missed the request's bound value", failed.Load(), unbound.Load())
+		}
+		for _, d := range deadlines {
+			if d != 50*time.Millisecond {
+				t.Fatalf("an attempt started with %s to its deadline, want its own 50ms", d)
+			}
+		}
+		if s := reg.Snapshot(); len(s) != 1 || s[0].State != breaker.StateClosed || s[0].Failures != 0 {
+			t.Fatalf("breaker %+v: cancelled losers must not count", s)
+		}
+		snap := h.Snapshot()
+		if len(snap) != 1 || snap[0].Sent == 0 || snap[0].Won == 0 {
+			t.Fatalf("%+v", snap)
+		}
+		t.Logf("%d attempts for 40 calls, %+v", n.Load(), snap[0])
+
+		// A counted failure still trips the breaker.
+		_, err = mediator.Send(context.Background(), m, &Call{Endpoint: "broken"})
+		if !errors.Is(err, breaker.ErrTripped) {
+			t.Fatalf("%v", err)
+		}
+		if behaviors.IsRefusal(err) {
+			t.Fatal("the trip is the handler's failure, not a refusal")
+		}
+	})
+}
+
+// A hedge the breaker refuses (it opened meanwhile) is a failed attempt like another: the
+// call waits for the primary.
+func TestHedgeRefusedByOpenBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, Key: endpointKey})
+		var n atomic.Int32
+		handler := func(ctx context.Context, q *Call) (*Reply, error) {
+			if n.Add(1) == 1 {
+				if err := reg.Trip(q.Endpoint); err != nil { // opens after the primary passed
+					return nil, err
+				}
+				time.Sleep(30 * time.Millisecond) // fake time: the primary's latency
+			}
+			return &Reply{Text: fmt.Sprint("attempt ", n.Load())}, nil
+		}
+		nt := &notes{}
+		m := build(t, handler, breaker.New(reg), hedge.New(hedge.Config{Delay: 10 * time.Millisecond,
+			OnHedge: []func(context.Context, hedge.Notice){nt.on}}))
+		start := time.Now()
+		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "b"})
+		if err != nil || r.Text != "attempt 1" || time.Since(start) != 30*time.Millisecond || n.Load() != 1 ||
+			nt.String() != "sent 1, won 0" {
+			t.Fatalf("%v %v after %s, %d handler calls, notices %q", r, err, time.Since(start), n.Load(), nt)
+		}
+	})
+}
