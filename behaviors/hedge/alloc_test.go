@@ -10,9 +10,9 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// hedgeAllocs bounds the allocations of a call that ends before its delay: the call's state,
-// the primary's cancellable context and the timer (time.AfterFunc).
-const hedgeAllocs = 5
+// hedgeAllocs bounds the allocations of a call that ends before its delay: the primary's
+// cancellable context (the call's state and its timer are reused).
+const hedgeAllocs = 2
 
 // A call that ends before its delay starts no goroutine and allocates at most hedgeAllocs
 // objects.

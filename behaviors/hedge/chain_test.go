@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/behaviors/hedge"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
@@ -139,4 +140,50 @@ func TestHedgeRefusedByOpenBreaker(t *testing.T) {
 			t.Fatalf("%v %v after %s, %d handler calls, notices %q", r, err, time.Since(start), n.Load(), nt)
 		}
 	})
+}
+
+// Calls that end around their delay, many at once: each gets its own answer, whether a hedge
+// was sent or not (the state of calls that sent none is reused).
+func TestConcurrentCallsAroundTheDelay(t *testing.T) {
+	var n atomic.Int64
+	handler := func(ctx context.Context, q *Call) (*Reply, error) {
+		d := time.Duration(n.Add(1)%7) * 300 * time.Microsecond
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return &Reply{Text: q.Endpoint}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	b := budget.New(budget.Config{Ratio: 0.5})
+	h := hedge.New(hedge.Config{Delay: time.Millisecond, MaxHedges: 2, Budget: b, Key: endpointKey})
+	m := build(t, handler, h)
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				q := &Call{Endpoint: fmt.Sprint(w, "/", i%3)}
+				r, err := mediator.Send(context.Background(), m, q)
+				if err != nil || r.Text != q.Endpoint {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if wrong.Load() != 0 {
+		t.Fatalf("%d calls got another call's answer or failed", wrong.Load())
+	}
+	var sent, refused uint64
+	for _, k := range h.Snapshot() {
+		sent += k.Sent
+		refused += k.Refused
+	}
+	if sent == 0 {
+		t.Fatal("no hedge was sent: the test did not cross the delay")
+	}
+	t.Logf("%d attempts for 1,200 calls: %d hedges sent, %d refused by the budget", n.Load(), sent, refused)
 }

@@ -24,8 +24,10 @@
 // the call with the context's error, and no hedge is sent after it. A dispatch marked
 // mediator.SingleAttempt (the durable scheduler's) is one attempt: the behavior steps aside.
 //
-// A call that succeeds before its delay starts no goroutine: the primary attempt runs on the
-// caller's goroutine, and the hedge is sent by a timer's callback that the call stops. A call
+// A call that ends before its delay starts no goroutine and allocates only the primary's
+// cancellable context: the primary attempt runs on the caller's goroutine, the hedge would be
+// sent by a timer's callback that the call stops, and the state of such calls, their timer
+// included, is reused. A call
 // returns only after every attempt it sent has returned, so no goroutine outlives it: the
 // handler must honour its context's cancellation, or a lost attempt delays the winner's
 // answer.

@@ -73,7 +73,8 @@ type table struct {
 	mu     sync.Mutex // creating keys
 	keys   sync.Map   // string → *keyState
 	nkeys  int
-	byType sync.Map // reflect.Type → *keyState, when Handle runs unbound without a Key
+	byType sync.Map  // reflect.Type → *keyState, when Handle runs unbound without a Key
+	pool   sync.Pool // *call, with a stopped timer: the calls that sent no hedge
 }
 
 // New returns a hedging behavior configured by cfg. It does not validate cfg: Validate does,
@@ -191,12 +192,8 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		b.cfg.Budget.Count(ctx, req)
 	}
 	st.calls.Add(1)
-	c := &call{b: b, st: st, ctx: ctx, req: req, next: next, delay: st.delay(), started: 1, running: 1}
 	pctx, pcancel := context.WithCancel(ctx)
-	c.pcancel = pcancel
-	c.mu.Lock() // fire may run before the assignment is done
-	c.timer = b.afterFunc(c.delay, c.fire)
-	c.mu.Unlock()
+	c := b.start(ctx, req, next, st, pcancel)
 	var start time.Time
 	if st.sketch != nil {
 		start = b.now()
@@ -207,16 +204,45 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		// No hedge was sent: the call is the primary's, and no other goroutine takes part.
 		c.closed, c.settled = true, true
 		c.mu.Unlock()
-		c.timer.Stop()
+		stopped := c.timer.Stop()
 		pcancel()
 		if err == nil && st.sketch != nil {
 			st.sketch.record(b.now().Sub(start))
+		}
+		if stopped {
+			// The timer will not run fire for this call: the call and its timer may serve
+			// another.
+			c.mu.Lock()
+			c.ctx, c.req, c.next, c.pcancel, c.st = nil, nil, nil, nil, nil
+			c.mu.Unlock()
+			b.tab.pool.Put(c)
 		}
 		return resp, err
 	}
 	c.mu.Unlock()
 	c.finish(0, start, resp, err)
 	return c.wait()
+}
+
+// start returns the state of a call, from the pool when one is there, with its timer armed.
+// The fields are set under the call's lock, which fire takes, so that a timer firing at once
+// sees them.
+func (b *Behavior) start(ctx context.Context, req any, next mediator.Next, st *keyState, pcancel context.CancelFunc) *call {
+	delay := st.delay()
+	c, _ := b.tab.pool.Get().(*call)
+	if c == nil {
+		c = &call{}
+	}
+	c.mu.Lock()
+	c.b, c.st, c.ctx, c.req, c.next, c.delay, c.pcancel = b, st, ctx, req, next, delay, pcancel
+	c.closed, c.settled, c.started, c.running = false, false, 1, 1
+	if c.timer == nil {
+		c.timer = b.afterFunc(delay, c.fire)
+	} else {
+		c.timer.Reset(delay)
+	}
+	c.mu.Unlock()
+	return c
 }
 
 // call is one hedged call.
@@ -247,8 +273,8 @@ type call struct {
 
 // fire sends a hedge, on the timer's goroutine, and runs it there.
 func (c *call) fire() {
-	b, st := c.b, c.st
 	c.mu.Lock()
+	b, st := c.b, c.st
 	if c.closed || c.ctx.Err() != nil {
 		c.mu.Unlock()
 		return
