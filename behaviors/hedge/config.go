@@ -111,8 +111,9 @@ type Config struct {
 	// MaxKeys bounds the keys of Key kept apart; the calls of the keys beyond it share
 	// OverflowKey. Zero: DefaultMaxKeys.
 	MaxKeys int
-	// OnHedge are the observers of the hedged calls' steps (see Phase): metrics and tracing
-	// attach one each (metrics.Recorder.OnHedge, tracing.OnHedge). Sent and Refused are
+	// OnHedge are the observers of the hedged calls' steps (see Phase): tracing attaches one
+	// (tracing.OnHedge; metrics read Behavior.Snapshot instead, see
+	// metrics.Recorder.CollectHedges). Sent and Refused are
 	// called on the goroutine of the timer that sends the hedge, Won and Cancelled on the
 	// caller's, before the call returns. A call that ends before its delay calls none.
 	OnHedge []func(ctx context.Context, n Notice)
