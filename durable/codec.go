@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -69,6 +70,8 @@ type registration struct {
 	// uniqueFor is WithUniqueWindow's: how long its items' dedupe keys are held after they
 	// succeeded.
 	uniqueFor time.Duration
+	budget    *budget.Budget // WithRetryBudget's; nil: the pipeline's retry behavior's
+	over      OverBudget     // WithRetryBudget's
 }
 
 // guard is the circuit breaker that guards a registration's items (WithBreaker).

@@ -1031,6 +1031,10 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	c.Metadata = nil
 	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
 	ctx = s.q.withDispatch(ctx, req, Dispatch{ItemID: record.ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID}, s.cfg.Logger)
+	ctx, spent, over := s.chargeRetry(ctx, c, req) // a re-dispatch is a retry of its budget
+	if spent != nil {
+		return s.overBudget(comp, c, spent, over)
+	}
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()

@@ -40,6 +40,7 @@ type Recorder struct {
 	refusals  *prometheus.CounterVec
 	claims    prometheus.Histogram
 	settled   *prometheus.CounterVec
+	budgets   *budgetSeries
 
 	mu    sync.RWMutex
 	types map[reflect.Type]*series // the series of each request type, resolved once
@@ -105,7 +106,8 @@ func New(cfg Config) (*Recorder, error) {
 	r.settled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("durable_outcomes_total"),
 		Help: "How the durable scheduler's claims of items ended, by request name and outcome (succeeded, retried, dead, refused, paused, expired, interrupted, released)."},
 		[]string{"name", "outcome"})
-	for _, c := range []prometheus.Collector{r.requests, r.durations, r.retries, r.fallbacks, r.refusals, r.claims, r.settled} {
+	r.budgets = newBudgetSeries(r)
+	for _, c := range []prometheus.Collector{r.requests, r.durations, r.retries, r.fallbacks, r.refusals, r.claims, r.settled, r.budgets.vec} {
 		if err := r.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}

@@ -119,7 +119,9 @@ type Budget struct {
 	clock   behaviors.Clock
 	start   time.Time
 
-	keys    sync.Map // string → *account
+	keys    sync.Map    // string → *account
+	types   sync.Map    // reflect.Type → *account, when Key is nil: no key string to hash
+	marked  atomic.Bool // a context was ever marked: before, no context needs looking at
 	mu      sync.Mutex
 	n       int // keys stored, guarded by mu
 	sweepAt int // the key count at which idle keys are swept, guarded by mu
@@ -127,9 +129,27 @@ type Budget struct {
 
 // account counts one key's calls and retries.
 type account struct {
-	key  string
-	mu   sync.Mutex // serializes the retries' decisions, so none is allowed past the allowance
-	ring [slotCount]slot
+	key string
+	// pending counts the calls not yet placed in a slot: a call adds to it without reading
+	// the clock, and every flushEvery-th call, every retry asked and every Snapshot places
+	// them in the current slot.
+	pending atomic.Uint64
+	gone    atomic.Bool // swept: a new account takes its place
+	mu      sync.Mutex  // serializes the retries' decisions, so none is allowed past the allowance
+	ring    [slotCount]slot
+}
+
+// flushEvery is how many calls may wait in account.pending before one of them reads the clock
+// and places them: on a busy key the clock is read once per flushEvery calls; on a quiet key
+// the calls placed late are few (fewer than flushEvery), and a late call is only ever counted
+// later than it happened, never twice.
+const flushEvery = 64
+
+// flush places a's pending calls in the slot of tick.
+func (a *account) flush(tick uint32) {
+	if n := a.pending.Swap(0); n > 0 {
+		bump(&a.ring[tick%slotCount].calls, tick, n)
+	}
 }
 
 // slot counts one tick of the window. Each counter packs the tick it counts (high 32 bits)
@@ -200,6 +220,9 @@ var countedKey = mediator.NewContextKey[*counted]("budget.counted")
 
 // isCounted reports whether ctx says its dispatch of req is counted by b.
 func (b *Budget) isCounted(ctx context.Context, req any) bool {
+	if !b.marked.Load() {
+		return false
+	}
 	c, _ := countedKey.GetFor(ctx, req)
 	for ; c != nil; c = c.next {
 		if c.b == b {
@@ -218,6 +241,7 @@ func (b *Budget) MarkCounted(ctx context.Context, req any) context.Context {
 	if b.isCounted(ctx, req) {
 		return ctx
 	}
+	b.marked.Store(true)
 	prev, _ := countedKey.GetFor(ctx, req)
 	return countedKey.WithFor(ctx, req, &counted{b: b, next: prev})
 }
@@ -244,27 +268,29 @@ func (b *Budget) Count(ctx context.Context, req any) {
 }
 
 func (b *Budget) count(req any) {
-	a := b.account(b.KeyOf(req))
-	tick := b.tick()
-	bump(&a.ring[tick%slotCount].calls, tick)
+	a := b.accountOf(req)
+	if a.pending.Add(1)%flushEvery == 0 {
+		a.flush(b.tick())
+	}
 }
 
 // Retry asks for one retry (or hedge, or re-dispatch) of req: nil, and the retry is counted;
 // or a *SpentError, a behaviors.Refusal, when the key's retries over the window already
 // reach Ratio × its calls plus the floor. It does not count a call.
 func (b *Budget) Retry(ctx context.Context, req any) error {
-	key := b.KeyOf(req)
-	a := b.account(key)
+	a := b.accountOf(req)
+	key := a.key
 	tick := b.tick()
 	a.mu.Lock()
+	a.flush(tick)
 	calls, retries, _ := a.sum(tick)
 	allowed := b.allowed(calls)
 	ok := float64(retries)+1 <= allowed
 	var err *SpentError
 	if ok {
-		bump(&a.ring[tick%slotCount].retries, tick)
+		bump(&a.ring[tick%slotCount].retries, tick, 1)
 	} else {
-		bump(&a.ring[tick%slotCount].refused, tick)
+		bump(&a.ring[tick%slotCount].refused, tick, 1)
 		err = &SpentError{Key: key, Calls: calls, Retries: retries, Allowed: allowed, Window: b.window,
 			Wait: b.wait(a, tick), req: req}
 	}
@@ -305,21 +331,16 @@ func (b *Budget) tick() uint32 {
 	return uint32(b.clock.Now().Sub(b.start) / b.slot)
 }
 
-// bump counts one in c, a counter of the slot of tick.
-func bump(c *atomic.Uint64, tick uint32) {
-	v := c.Add(1)
-	if uint32(v>>32) == tick {
-		return
-	}
-	for { // the slot still counts an older tick: move it on to this one
+// bump counts n in c, a counter of the slot of tick.
+func bump(c *atomic.Uint64, tick uint32, n uint64) {
+	for {
 		old := c.Load()
+		next := uint64(tick)<<32 | n // the slot still counts an older tick: move it on to this one
 		if t := uint32(old >> 32); t == tick || int32(t-tick) > 0 {
-			// Another caller moved it on first (or to a later tick, as a slow caller may find):
-			// count in it.
-			c.Add(1)
-			return
+			// It counts this tick (or a later one, as a slow caller may find): count in it.
+			next = old + n
 		}
-		if c.CompareAndSwap(old, uint64(tick)<<32|1) {
+		if c.CompareAndSwap(old, next) {
 			return
 		}
 	}
@@ -343,6 +364,22 @@ func (a *account) sum(tick uint32) (calls, retries, refused int) {
 		refused += read(&s.refused, tick)
 	}
 	return calls, retries, refused
+}
+
+// accountOf returns the account of req's key, made when missing.
+func (b *Budget) accountOf(req any) *account {
+	if b.cfg.Key != nil {
+		return b.account(b.cfg.Key(req))
+	}
+	t := reflect.TypeOf(req)
+	if a, ok := b.types.Load(t); ok {
+		if a := a.(*account); !a.gone.Load() {
+			return a
+		}
+	}
+	a := b.account(b.KeyOf(req))
+	b.types.Store(t, a)
+	return a
 }
 
 // account returns the account of key, made when missing.
@@ -373,7 +410,9 @@ func (b *Budget) addAccount(key string) *account {
 func (b *Budget) sweep() {
 	tick := b.tick()
 	b.keys.Range(func(k, v any) bool {
-		if c, r, f := v.(*account).sum(tick); c+r+f == 0 {
+		a := v.(*account)
+		if c, r, f := a.sum(tick); c+r+f == 0 && a.pending.Load() == 0 {
+			a.gone.Store(true)
 			b.keys.Delete(k)
 			b.n--
 		}
@@ -387,10 +426,44 @@ func (b *Budget) Snapshot() []Usage {
 	tick := b.tick()
 	var out []Usage
 	b.keys.Range(func(k, v any) bool {
-		c, r, f := v.(*account).sum(tick)
+		a := v.(*account)
+		a.mu.Lock()
+		a.flush(tick)
+		c, r, f := a.sum(tick)
+		a.mu.Unlock()
 		out = append(out, Usage{Key: k.(string), Calls: c, Retries: r, Refused: f, Allowed: b.allowed(c)})
 		return true
 	})
 	slices.SortFunc(out, func(x, y Usage) int { return strings.Compare(x.Key, y.Key) })
 	return out
+}
+
+// Validate reports what Config.Validate reports of the budget's configuration: the retry
+// behavior's Validate calls it for its Config.Budget, so that Build reports it.
+func (b *Budget) Validate() error { return b.cfg.Validate() }
+
+// Holder is implemented by the behaviors that count calls against a budget and ask it for
+// retries: the retry behavior (*retry.Behavior), hedging. RetryBudget returns the budget, or nil.
+type Holder interface {
+	RetryBudget() *Budget
+}
+
+// SharedBy reports whether a behavior among bs other than self holds b (a Holder whose
+// RetryBudget is b). A Holder's Bind asks it of mediator.RequestInfo.Behaviors: when another
+// behavior of the pipeline shares its budget, it counts calls with Call, which marks the
+// context so the other does not count the same Send again; else with Count, which allocates
+// nothing.
+func SharedBy(b *Budget, self any, bs []mediator.Behavior) bool {
+	if b == nil {
+		return false
+	}
+	for _, x := range bs {
+		if any(x) == self {
+			continue
+		}
+		if h, ok := x.(Holder); ok && h.RetryBudget() == b {
+			return true
+		}
+	}
+	return false
 }

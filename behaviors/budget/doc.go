@@ -13,8 +13,12 @@
 // same allowance. A retry the budget refuses is not made: Retry returns a *SpentError, a
 // behaviors.Refusal (By "retry-budget") whose RetryAfter says when the window will have room.
 //
-// The success path (a call that is not retried) is a few atomic operations on the key's
-// current slot and one clock reading, with no lock and no allocation.
+// The success path (a call that is not retried) is a lookup of its key and an atomic add,
+// with no lock, no allocation and, but once every 64 calls of a key, no clock reading: calls
+// wait in a counter until a retry, a Snapshot or the 64th call places them in the window's
+// current slot. A call placed late stays in the window a little longer than it should, which
+// on a quiet key makes the budget more lenient by the ratio of fewer than 64 calls; it is never
+// counted twice.
 //
 // A budget is per process. That is enough for a fleet: each instance holds its own retries
 // to the ratio of its own calls, so the fleet's retries are at most the ratio of the fleet's

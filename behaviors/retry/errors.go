@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 )
 
 // ErrExhausted reports a call that failed after more than one attempt, or whose retries a
-// server's Retry-After hint or the policy's MaxAge cut short.
+// server's Retry-After hint, the policy's MaxAge or a retry budget cut short.
 var ErrExhausted = errors.New("retry: retries exhausted")
 
 // ExhaustedError is the final error of a call that was attempted more than once, or whose
-// retries a server's Retry-After hint (Hint) or the policy's MaxAge cut short. It matches ErrExhausted and unwraps to
+// retries a server's Retry-After hint (Hint), the policy's MaxAge or a retry budget (Budget)
+// cut short. It matches ErrExhausted and unwraps to
 // the last attempt's error, so errors.Is and errors.As reach the handler's error through it.
 // When the last attempt was refused before reaching the handler (an open circuit breaker, a
 // full bulkhead), the error of the last attempt that did reach it stays reachable through
@@ -33,6 +35,12 @@ type ExhaustedError struct {
 	// attempts: the next one would have started more than MaxAge after the first. Zero
 	// otherwise.
 	MaxAge time.Duration
+	// Budget is the retry budget's refusal when the budget ended the retries although the
+	// policy allowed more attempts (its Err is the last attempt's error); nil otherwise. The
+	// error then also matches budget.ErrExceeded, and errors.As finds the *budget.SpentError.
+	// It is not a refusal of the call: the attempts made reached the handler (or were refused
+	// by what refused them), and the call says what they did.
+	Budget *budget.SpentError
 
 	handlerErr error // the last error from an attempt that was not refused; nil when Err is one
 }
@@ -51,6 +59,9 @@ func (e *ExhaustedError) Error() string {
 	if e.MaxAge > 0 {
 		fmt.Fprintf(&b, " (retries stopped: the next attempt would start more than MaxAge %s after the first failure)", e.MaxAge)
 	}
+	if s := e.Budget; s != nil {
+		fmt.Fprintf(&b, " (retries stopped: retry budget %q exceeded, %d retries of %d calls in %s)", s.Key, s.Retries, s.Calls, s.Window)
+	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	if e.handlerErr != nil {
 		fmt.Fprintf(&b, " (last handler error: %v)", e.handlerErr)
@@ -59,20 +70,31 @@ func (e *ExhaustedError) Error() string {
 }
 
 // RetryAfter returns how long a caller that tries again later (a durable queue) should wait at
-// least: Hint when a server's hint ended the retries, else the hint the last attempt's error
-// carries (a server's Retry-After, the open time of a breaker it tripped or met), else 0.
+// least: the longest of Hint when a server's hint ended the retries, the budget's wait when a
+// budget did, and the hint the last attempt's error carries (a server's Retry-After, the open
+// time of a breaker it tripped or met); else 0.
 func (e *ExhaustedError) RetryAfter() time.Duration {
-	return max(e.Hint, behaviors.RetryAfter(e.Err), behaviors.RetryAfter(e.handlerErr))
+	d := max(e.Hint, behaviors.RetryAfter(e.Err), behaviors.RetryAfter(e.handlerErr))
+	if e.Budget != nil {
+		d = max(d, e.Budget.Wait)
+	}
+	return d
 }
 
-// Is reports whether target is ErrExhausted, or matches the last handler error of a call whose
-// last attempt was refused.
+// Is reports whether target is ErrExhausted, budget.ErrExceeded when a budget ended the
+// retries, or matches the last handler error of a call whose last attempt was refused.
 func (e *ExhaustedError) Is(target error) bool {
-	return target == ErrExhausted || (e.handlerErr != nil && errors.Is(e.handlerErr, target))
+	return target == ErrExhausted || (e.Budget != nil && target == budget.ErrExceeded) ||
+		(e.handlerErr != nil && errors.Is(e.handlerErr, target))
 }
 
-// As finds target in the last handler error of a call whose last attempt was refused.
+// As finds Budget for a **budget.SpentError target, and target in the last handler error of a
+// call whose last attempt was refused.
 func (e *ExhaustedError) As(target any) bool {
+	if t, ok := target.(**budget.SpentError); ok && e.Budget != nil {
+		*t = e.Budget
+		return true
+	}
 	return e.handlerErr != nil && errors.As(e.handlerErr, target)
 }
 

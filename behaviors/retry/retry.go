@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -81,6 +83,13 @@ type Config struct {
 	BackOff func(p Policy) backoff.BackOff
 	// Clock is the time source of the waits. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
+	// Budget is the retry budget the behavior's retries draw on: it counts one call per Send
+	// (the first attempt) and asks the budget before each retry, before waiting for it. A
+	// retry the budget refuses is not made: the call ends with an *ExhaustedError whose Budget
+	// is the budget's *budget.SpentError, unwrapping to the last failure as ever. The durable
+	// queue's scheduler finds the budget here and charges its re-dispatches to it too (see
+	// durable.WithRetryBudget). nil: retries are bounded by the policy alone.
+	Budget *budget.Budget
 	// Rand returns the jitter draws of the policy's delays: uniform numbers in [0, 1), see
 	// Policy.Delay. It is called only when Jitter is On, and only when BackOff is nil. nil:
 	// math/rand/v2's Float64; set it to make jittered delays predictable in tests.
@@ -100,6 +109,7 @@ type Behavior struct {
 	base  Policy
 	clock behaviors.Clock
 	rand  func() float64
+	mark  bool // another behavior of the pipeline shares the budget: count calls with budget.Call
 }
 
 // New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
@@ -125,14 +135,34 @@ func (r *Behavior) Placement() mediator.Placement {
 // Validate reports what Config.Validate reports.
 func (r *Behavior) Validate() error { return r.cfg.Validate() }
 
-// Validate reports an invalid policy, and a per-key layer that could never apply (KeyPolicy
-// without Key).
+// Validate reports an invalid policy, a per-key layer that could never apply (KeyPolicy
+// without Key), and an invalid budget configuration.
 func (c Config) Validate() error {
 	err := c.Policy.Validate()
 	if c.KeyPolicy != nil && c.Key == nil {
 		err = errors.Join(err, errors.New("KeyPolicy is set but Key is nil: the per-key layer would never apply"))
 	}
+	if c.Budget != nil {
+		if berr := c.Budget.Validate(); berr != nil {
+			err = errors.Join(err, fmt.Errorf("Budget: %w", berr))
+		}
+	}
 	return err
+}
+
+// RetryBudget returns Config.Budget (see budget.Holder).
+func (r *Behavior) RetryBudget() *budget.Budget { return r.cfg.Budget }
+
+// Bind implements mediator.BindingBehavior: when another behavior of the pipeline shares the
+// budget (hedging), the calls are counted so that it sees them counted (budget.Budget.Call),
+// at the cost of a context per Send; otherwise the behavior is used as it is.
+func (r *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
+	if !budget.SharedBy(r.cfg.Budget, r, info.Behaviors) {
+		return r, nil
+	}
+	c := *r
+	c.mark = true
+	return &c, nil
 }
 
 // Policy returns the merged policy a call of req on ctx runs under: DefaultPolicy, the
@@ -156,8 +186,16 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // failure that opened the circuit breaker (*breaker.TrippedError) ends the retries at once,
 // without a wait, unless the policy waits for the breaker. A retry that would start more than
 // the policy's MaxAge after the first attempt failed is not made. A dispatch marked
-// mediator.SingleAttempt is attempted once.
+// mediator.SingleAttempt is attempted once. With a Budget, the call is counted, and a retry the
+// budget refuses ends the call with an *ExhaustedError whose Budget says so.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	if b := r.cfg.Budget; b != nil {
+		if r.mark {
+			ctx = b.Call(ctx, req)
+		} else {
+			b.Count(ctx, req)
+		}
+	}
 	resp, err := next(ctx, req)
 	if err == nil {
 		return resp, nil
@@ -213,6 +251,17 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		}
 		if !fitsDeadline(ctx, r.clock, delay) {
 			break
+		}
+		if b := r.cfg.Budget; b != nil {
+			// Asked before the wait: a caller does not wait for a retry that is not made.
+			if berr := b.Retry(ctx, req); berr != nil {
+				re := exhausted(attempt, err, handlerErr)
+				if se, ok := berr.(*budget.SpentError); ok {
+					se.Err = err
+					re.Budget = se
+				}
+				return resp, re
+			}
 		}
 		for _, on := range r.cfg.OnRetry {
 			on(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
