@@ -187,3 +187,26 @@ func TestConcurrentCallsAroundTheDelay(t *testing.T) {
 	}
 	t.Logf("%d attempts for 1,200 calls: %d hedges sent, %d refused by the budget", n.Load(), sent, refused)
 }
+
+// Retry outside and hedging inside share one budget: each Send is counted once, and the
+// hedges and retries together draw on it.
+func TestRetryAndHedgeShareABudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{Ratio: 0.5, Floor: budget.NoFloor})
+		s := &scripted{steps: []step{
+			{took: 30 * time.Millisecond}, {took: 30 * time.Millisecond}, // call 1: hedged, the primary wins
+			{}, {}, {}, {}, // calls 2-5: fast
+		}}
+		m := build(t, s.Handle,
+			hedge.New(hedge.Config{Delay: 10 * time.Millisecond, Budget: b}),
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2}, Budget: b}))
+		for range 5 {
+			if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if u := b.Snapshot(); len(u) != 1 || u[0].Calls != 5 || u[0].Retries != 1 {
+			t.Fatalf("budget %+v: want 5 calls (each Send once) and the one hedge", u)
+		}
+	})
+}

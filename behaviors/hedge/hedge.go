@@ -3,6 +3,7 @@ package hedge
 import (
 	"cmp"
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -98,8 +100,18 @@ func (b *Behavior) Placement() mediator.Placement {
 	return mediator.Placement{Name: "hedge", Stage: mediator.StageDefault, Order: behaviors.HedgeOrder}
 }
 
-// Validate reports what Config.Validate reports.
-func (b *Behavior) Validate() error { return b.cfg.Validate() }
+// Validate reports what Config.Validate reports, and the budget's configuration.
+func (b *Behavior) Validate() error {
+	err := b.cfg.Validate()
+	if b.cfg.Budget != nil {
+		err = errors.Join(err, b.cfg.Budget.Validate())
+	}
+	return err
+}
+
+// RetryBudget returns Config.Budget (see budget.Holder): a retry behavior outside that shares
+// it marks each call counted, so that the call is counted once.
+func (b *Behavior) RetryBudget() *budget.Budget { return b.cfg.Budget }
 
 // Bind resolves the state of a request type once, when Config.Key is nil.
 func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
