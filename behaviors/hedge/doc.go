@@ -20,7 +20,9 @@
 // and counted by the breaker, takes a permit of its own and has its own deadline. A failure
 // of one attempt while another runs does not end the call; when every attempt that was sent
 // has failed, the call fails with the primary attempt's error (the one the call would have had
-// without hedging, which retry outside classifies as usual). The caller's cancellation ends
+// without hedging, which retry outside classifies as usual), unless a hedge panicked: a
+// hedge runs on a goroutine of its own, so its panic becomes its error, a
+// *mediator.PanicError, which the call then returns. The caller's cancellation ends
 // the call with the context's error, and no hedge is sent after it. A dispatch marked
 // mediator.SingleAttempt (the durable scheduler's) is one attempt: the behavior steps aside.
 //

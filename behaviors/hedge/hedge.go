@@ -278,6 +278,7 @@ type call struct {
 	winner    int                  // the attempt that succeeded; -1 none
 	resp      any                  // the winner's
 	presp     any                  // the primary's
+	panicked  error                // a hedge's panic, as a *mediator.PanicError
 	perr      error                // the primary's
 	done      chan struct{}        // closed when settled; made with the first hedge
 	wg        sync.WaitGroup       // the hedges
@@ -320,8 +321,24 @@ func (c *call) fire() {
 	if st.sketch != nil {
 		start = b.now()
 	}
-	resp, err := c.next(hctx, c.req)
+	resp, err := c.attempt(hctx)
 	c.finish(attempt, start, resp, err)
+}
+
+// attempt runs a hedge. A panic of the rest of the pipeline on the timer's goroutine, where
+// no recovery behavior outside could catch it, becomes the attempt's error, a
+// *mediator.PanicError with the stack, as a handler's panic does.
+func (c *call) attempt(ctx context.Context) (resp any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := mediator.NewPanicError(v)
+			c.mu.Lock()
+			c.panicked = pe
+			c.mu.Unlock()
+			resp, err = nil, pe
+		}
+	}()
+	return c.next(ctx, c.req)
 }
 
 // finish takes the result of an attempt: the first success settles the call, and so does the
@@ -409,6 +426,8 @@ func (c *call) wait() (any, error) {
 		return c.resp, nil
 	case c.ctx.Err() != nil:
 		return nil, c.ctx.Err()
+	case c.panicked != nil:
+		return nil, c.panicked // a bug: not to be hidden behind the primary's error
 	}
 	return c.presp, c.perr
 }

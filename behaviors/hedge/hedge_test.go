@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/behaviors/hedge"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -368,4 +369,64 @@ func TestValidate(t *testing.T) {
 	if err := m.Build(); err == nil || !strings.Contains(err.Error(), "Delay") {
 		t.Errorf("Build: %v", err)
 	}
+}
+
+// A panic inside a hedge, on the timer's goroutine, does not take the process down: it
+// becomes a *mediator.PanicError, returned when no attempt succeeded.
+func TestHedgePanicBecomesItsError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		boom := mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+			if n.Add(1) == 2 {
+				panic("inner behavior bug")
+			}
+			return next(ctx, req)
+		})
+		s := &scripted{steps: []step{{took: 30 * time.Millisecond, err: errors.New("primary")}}}
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, s.Handle)
+		m.Use(hedge.New(hedge.Config{Delay: 10 * time.Millisecond}))
+		m.Use(boom, mediator.WithOrder(behaviors.HedgeOrder+1))
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		var pe *mediator.PanicError
+		if !errors.As(err, &pe) || pe.Value != "inner behavior bug" || len(pe.Stack) == 0 {
+			t.Fatalf("%v", err)
+		}
+	})
+}
+
+// timeClock is a behaviors.Clock of its own over the time package (the bubble's fake time).
+type timeClock struct{}
+
+func (timeClock) Now() time.Time { return time.Now() }
+func (timeClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// With a Clock of the user's, the delays run on its timers: fast calls leave no goroutine,
+// and a slow one is hedged after the delay.
+func TestClockTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &scripted{steps: []step{{took: time.Millisecond}, {took: time.Millisecond}, {took: time.Second}, {took: 5 * time.Millisecond}}}
+		m, _, n := hedged(t, s, hedge.Config{Delay: 10 * time.Millisecond, Clock: timeClock{}, MaxHedges: 2})
+		for range 2 {
+			if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		r, err := mediator.Send(context.Background(), m, &Call{})
+		if err != nil || r.Text != "attempt 3" || time.Since(start) != 15*time.Millisecond || n.String() != "sent 1, won 1, cancelled 0" {
+			t.Fatalf("%v %v after %s, notices %q", r, err, time.Since(start), n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s.n.Load() != 4 {
+			t.Fatalf("%d attempts: a stopped clock timer sent a hedge", s.n.Load())
+		}
+	})
 }
