@@ -24,6 +24,10 @@ const (
 	DefaultMaxKeys = 1000
 )
 
+// maxHedges bounds Config.MaxHedges: beyond a few, hedges multiply a slow dependency's load
+// for little gain.
+const maxHedges = 16
+
 // OverflowKey is the key under which the calls of keys beyond Config.MaxKeys are counted and
 // measured together (in Behavior.Snapshot and in the Notices).
 const OverflowKey = "(other)"
@@ -89,14 +93,16 @@ type Config struct {
 	// Percentile, when set, makes the delay of a key the given percentile (such as 95) of the
 	// durations of its recent successful attempts (about the last 1,000), measured with a
 	// bounded latency sketch per key, rounded up to its bucket (at most 25 % more), so that
-	// only the calls slower than most are hedged. Zero: the fixed Delay.
+	// only the calls slower than most are hedged. The winning attempt of each call is
+	// measured; the attempts that lost are not, so the sketch leans towards the faster
+	// answers. Zero: the fixed Delay.
 	Percentile float64
 	// MinSamples is the number of successful attempts of a key the percentile needs before it
 	// replaces Delay (it is refreshed every 16 samples). Zero: DefaultMinSamples. Only with
 	// Percentile.
 	MinSamples int
 	// MaxHedges is how many hedges a call may send, each Delay after the one before while no
-	// attempt has succeeded. Zero: DefaultMaxHedges.
+	// attempt has succeeded; at most 16. Zero: DefaultMaxHedges.
 	MaxHedges int
 	// Budget, when set, is asked before every hedge (budget.Budget.Retry; the call is counted
 	// once by budget.Budget.Count, unless a retry behavior outside counted it already): a
@@ -141,8 +147,8 @@ func (c Config) Validate() error {
 	if c.MinSamples != 0 && c.Percentile == 0 {
 		errs = append(errs, errors.New("hedge MinSamples is set but Percentile is zero: it would never apply"))
 	}
-	if c.MaxHedges < 0 {
-		errs = append(errs, fmt.Errorf("hedge MaxHedges %d is negative", c.MaxHedges))
+	if c.MaxHedges < 0 || c.MaxHedges > maxHedges {
+		errs = append(errs, fmt.Errorf("hedge MaxHedges %d is not in [0, %d]: each hedge is a full extra request", c.MaxHedges, maxHedges))
 	}
 	if c.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("hedge MaxKeys %d is negative", c.MaxKeys))

@@ -360,7 +360,10 @@ func TestValidate(t *testing.T) {
 	if err := (hedge.Config{Delay: time.Millisecond, MinSamples: 10}).Validate(); err == nil || !strings.Contains(err.Error(), "Percentile") {
 		t.Errorf("MinSamples without Percentile: %v", err)
 	}
-	if err := (hedge.Config{Delay: time.Millisecond, Percentile: 99}).Validate(); err != nil {
+	if err := (hedge.Config{Delay: time.Millisecond, MaxHedges: 17}).Validate(); err == nil || !strings.Contains(err.Error(), "MaxHedges") {
+		t.Errorf("MaxHedges 17: %v", err)
+	}
+	if err := (hedge.Config{Delay: time.Millisecond, Percentile: 99, MaxHedges: 16}).Validate(); err != nil {
 		t.Error(err)
 	}
 	m := mediator.New(nil, mediator.Config{})
