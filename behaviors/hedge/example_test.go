@@ -2,11 +2,14 @@ package hedge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/behaviors/hedge"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -54,4 +57,34 @@ func ExampleNew() {
 	// won attempt 1
 	// cancelled attempt 0
 	// ACME 101.5 <nil>
+}
+
+// Hedges share a retry budget with retry: with no room left in it, the hedge is refused, not
+// sent, and the call waits for its first attempt.
+func ExampleConfig_budget() {
+	b := budget.New(budget.Config{Ratio: 0.01, Floor: budget.NoFloor}) // one call allows no retry
+	refused := make(chan struct{})
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, q *GetPrice) (string, error) {
+		<-refused // slow: still running when its hedge is refused
+		return q.Symbol + " 99.0", nil
+	})
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, Budget: b}), mediator.ForInterface[Idempotent]())
+	m.Use(hedge.New(hedge.Config{
+		Delay:  time.Millisecond,
+		Budget: b,
+		OnHedge: []func(context.Context, hedge.Notice){func(_ context.Context, n hedge.Notice) {
+			fmt.Println(n.Phase, "attempt", n.Attempt, "-", errors.Is(n.Err, budget.ErrExceeded))
+			close(refused)
+		}},
+	}), mediator.ForInterface[Idempotent]())
+	if err := m.Build(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	price, err := mediator.Send(context.Background(), m, &GetPrice{Symbol: "ACME"})
+	fmt.Println(price, err)
+	// Output:
+	// refused attempt 1 - true
+	// ACME 99.0 <nil>
 }
