@@ -120,6 +120,7 @@ func TestDashboardHedges(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("token"), testToken),
 		chromedp.Click(chromedp.ID("login-submit")),
 		chromedp.WaitVisible(chromedp.CSS(`#breakers li.breaker`)),
+		poll(`!!document.querySelector("#updated time")`), // every panel has loaded
 	))
 	hidden, err := chromedp.Run(tab2, chromedp.Evaluate[bool](`document.getElementById("hedges-title").closest("section").hidden`))
 	must(t, err)
