@@ -210,7 +210,7 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if st.sketch != nil {
 		start = b.now()
 	}
-	resp, err := next(pctx, req)
+	resp, err := c.primary(pctx)
 	c.mu.Lock()
 	if c.started == 1 {
 		// No hedge was sent: the call is the primary's, and no other goroutine takes part.
@@ -323,6 +323,33 @@ func (c *call) fire() {
 	}
 	resp, err := c.attempt(hctx)
 	c.finish(attempt, start, resp, err)
+}
+
+// primary runs the primary attempt on the caller's goroutine. Should the rest of the pipeline
+// panic (a handler's panic is an error already, a behavior's is not), the call ends before the
+// panic goes on up to a recovery behavior: no hedge is sent after it, and those running are
+// cancelled and waited for.
+func (c *call) primary(ctx context.Context) (any, error) {
+	ok := false
+	defer func() {
+		if !ok {
+			c.mu.Lock()
+			c.closed = true
+			c.mu.Unlock()
+			c.timer.Stop()
+			c.pcancel()
+			c.mu.Lock()
+			cancels := c.cancels
+			c.mu.Unlock()
+			for _, cancel := range cancels {
+				cancel()
+			}
+			c.wg.Wait()
+		}
+	}()
+	resp, err := c.next(ctx, c.req)
+	ok = true
+	return resp, err
 }
 
 // attempt runs a hedge. A panic of the rest of the pipeline on the timer's goroutine, where

@@ -433,3 +433,35 @@ func TestClockTimers(t *testing.T) {
 		}
 	})
 }
+
+// A panic of the primary attempt (of a behavior inside; a handler's panic is an error) goes on
+// up the caller's goroutine, and no hedge is sent after it.
+func TestPrimaryPanicSendsNoHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		boom := mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+			n.Add(1)
+			panic("inner behavior bug")
+		})
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, (&scripted{}).Handle)
+		m.Use(hedge.New(hedge.Config{Delay: 10 * time.Millisecond}))
+		m.Use(boom, mediator.WithOrder(behaviors.HedgeOrder+1))
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if v := recover(); v != "inner behavior bug" {
+					t.Errorf("recovered %v", v)
+				}
+			}()
+			_, _ = mediator.Send(context.Background(), m, &Call{})
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n.Load() != 1 {
+			t.Fatalf("%d attempts after the primary panicked", n.Load())
+		}
+	})
+}
