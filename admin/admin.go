@@ -70,6 +70,10 @@ type Config struct {
 	// Queue is the durable queue (a *durable.Queue) whose dead letters, schedules and counts
 	// the other routes show. nil: those routes answer 404, saying no queue is configured.
 	Queue Operations
+	// Budgets is the retry budget (a *budget.Budget) whose keys GET /api/retry-budgets lists
+	// with their calls, retries and refused retries over the window. nil: the route answers
+	// 404, saying no retry budget is configured.
+	Budgets Budgets
 	// Sender replays dead letters: the built mediator. Required with Queue, since a replay
 	// runs the request again through it.
 	Sender mediator.Sender
@@ -122,15 +126,15 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    any
-	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}, {"Hedges", c.Hedges}} {
+	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}, {"Budgets", c.Budgets}, {"Hedges", c.Hedges}} {
 		if nilValue(f.v) {
 			// A nil pointer in the interface is not a missing field: the first request that
 			// used it would panic.
 			errs = append(errs, fmt.Errorf("admin: Config.%s is a nil %T: leave it unset, or pass a value", f.name, f.v))
 		}
 	}
-	if c.Breakers == nil && c.Queue == nil {
-		errs = append(errs, errors.New("admin: Config.Breakers or Config.Queue is required: there is nothing to administer"))
+	if c.Breakers == nil && c.Queue == nil && c.Budgets == nil {
+		errs = append(errs, errors.New("admin: Config.Breakers, Config.Queue or Config.Budgets is required: there is nothing to administer"))
 	}
 	if c.Queue != nil && c.Sender == nil {
 		errs = append(errs, errors.New("admin: Config.Sender is required with Config.Queue: replays run through it"))

@@ -46,7 +46,7 @@ var floors = map[string][]string{
 	"durable/sqlite":           {"durable", "durable/internal/store"},
 	"durable/postgres":         {"durable", "durable/internal/store", "durable/internal/pgxconn"},
 	"durable/durabletest":      {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
-	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/hedge", "durable", "durable/record"},
+	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "durable", "durable/record"},
 }
 
 // driverFree are the packages that must not link a database driver, directly or through
