@@ -64,6 +64,9 @@ type Config struct {
 	// Breakers is the registry (a *breaker.Registry) whose breakers the breaker routes list,
 	// trip and reset. nil: the breaker routes answer 404, saying no registry is configured.
 	Breakers Breakers
+	// Hedges is the hedging behavior (a *hedge.Behavior) whose keys GET /api/hedges lists and
+	// the dashboard's hedging panel shows. nil: the route answers 404.
+	Hedges Hedges
 	// Queue is the durable queue (a *durable.Queue) whose dead letters, schedules and counts
 	// the other routes show. nil: those routes answer 404, saying no queue is configured.
 	Queue Operations
@@ -123,7 +126,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    any
-	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}, {"Budgets", c.Budgets}} {
+	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}, {"Budgets", c.Budgets}, {"Hedges", c.Hedges}} {
 		if nilValue(f.v) {
 			// A nil pointer in the interface is not a missing field: the first request that
 			// used it would panic.

@@ -103,6 +103,8 @@ func (s *server) routes() {
 	s.api("POST /api/breakers/{key}/trip", s.needBreakers(s.tripBreaker))
 	s.api("POST /api/breakers/{key}/reset", s.needBreakers(s.resetBreaker))
 
+	s.api("GET /api/hedges", s.listHedges)
+
 	s.api("GET /api/dead-letters", s.needQueue(s.listDeadLetters))
 	s.api("GET /api/dead-letters/{id}", s.needQueue(s.getDeadLetter))
 	s.api("POST /api/dead-letters/{id}/replay", s.needQueue(s.replayDeadLetter))

@@ -16,6 +16,7 @@ package behaviors
 //	default     40  durable deferral                       DeferralOrder
 //	default     49  total timeout (timeout.Config.Total)   RetryOrder - 1
 //	default     50  retry                                  RetryOrder
+//	default     55  hedge                                  HedgeOrder
 //	default     60  circuit breaker                        BreakerOrder
 //	default     70  timeout, per attempt                   TimeoutOrder
 //	default     80  bulkhead                               BulkheadOrder
@@ -51,6 +52,11 @@ const (
 	DeferralOrder = 40
 	// RetryOrder is the order of the retry behavior within mediator.StageDefault.
 	RetryOrder = 50
+	// HedgeOrder is the order of the hedging behavior within mediator.StageDefault: inside
+	// retry, so a call whose attempts all failed is retried as a whole, and outside the
+	// circuit breaker, so every hedged attempt is gated and counted by the breaker, takes a
+	// rate-limit permit and runs under its own per-attempt timeout.
+	HedgeOrder = 55
 	// BreakerOrder is the order of the circuit breaker behavior within mediator.StageDefault:
 	// inside retry, so every attempt is gated and counted.
 	BreakerOrder = 60

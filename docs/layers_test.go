@@ -25,6 +25,7 @@ var floors = map[string][]string{
 	"behaviors/internal/...":   {"mediator", "behaviors/internal/..."},
 	"behaviors/retry":          {"mediator", "behaviors", "behaviors/internal/...", "behaviors/validation", "behaviors/budget"},
 	"behaviors/budget":         {"mediator", "behaviors"},
+	"behaviors/hedge":          {"mediator", "behaviors", "behaviors/budget"},
 	"behaviors/breaker":        {"mediator", "behaviors", "behaviors/internal/...", "behaviors/validation"},
 	"behaviors/fallback":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/timeout":        {"mediator", "behaviors", "behaviors/internal/..."},
@@ -33,8 +34,8 @@ var floors = map[string][]string{
 	"behaviors/recovery":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"httpcall":                 {"mediator", "behaviors", "behaviors/validation"},
 	"logging":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/bulkhead", "behaviors/fallback"},
-	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget"},
-	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback"},
+	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget", "behaviors/hedge"},
+	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/hedge"},
 	"health":                   {"mediator", "behaviors"},
 	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/budget", "durable/record", "durable/internal/exec", "durable/internal/store"},
 	"durable/record":           {},
@@ -45,7 +46,7 @@ var floors = map[string][]string{
 	"durable/sqlite":           {"durable", "durable/internal/store"},
 	"durable/postgres":         {"durable", "durable/internal/store", "durable/internal/pgxconn"},
 	"durable/durabletest":      {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
-	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "durable", "durable/record"},
+	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "durable", "durable/record"},
 }
 
 // driverFree are the packages that must not link a database driver, directly or through

@@ -1,0 +1,64 @@
+package metrics_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard-go/switchboard/behaviors/hedge"
+	"github.com/switchboard-go/switchboard/mediator"
+	"github.com/switchboard-go/switchboard/metrics"
+)
+
+type hedgedReq struct {
+	mediator.Returns[string]
+	N int
+}
+
+// The hedge series come from the behavior's Snapshot at scrape time: a call that was hedged
+// and won by its hedge counts one sent and one won, under its key.
+func TestCollectHedges(t *testing.T) {
+	rec, err := metrics.New(metrics.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hedge.New(hedge.Config{Delay: time.Millisecond})
+	if err := rec.CollectHedges(h); err != nil {
+		t.Fatal(err)
+	}
+	m := mediator.New(nil, mediator.Config{})
+	var calls atomic.Int32
+	mediator.HandleFunc(m, func(ctx context.Context, q *hedgedReq) (string, error) {
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // hangs until the hedge wins
+			return "", ctx.Err()
+		}
+		return "ok", nil
+	})
+	m.Use(h)
+	if err := m.Build(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mediator.Send(context.Background(), m, &hedgedReq{}); err != nil {
+		t.Fatal(err)
+	}
+	expected := `
+# HELP switchboard_hedges_sent_total Hedged attempts sent, by key.
+# TYPE switchboard_hedges_sent_total counter
+switchboard_hedges_sent_total{key="*metrics_test.hedgedReq"} 1
+# HELP switchboard_hedges_won_total Calls a hedged attempt won (the first attempt lost), by key.
+# TYPE switchboard_hedges_won_total counter
+switchboard_hedges_won_total{key="*metrics_test.hedgedReq"} 1
+# HELP switchboard_hedge_delay_seconds The delay before a key's next call is hedged: fixed, or the percentile of its recent latency.
+# TYPE switchboard_hedge_delay_seconds gauge
+switchboard_hedge_delay_seconds{key="*metrics_test.hedgedReq"} 0.001
+`
+	if err := testutil.GatherAndCompare(rec.Gatherer(), strings.NewReader(expected),
+		"switchboard_hedges_sent_total", "switchboard_hedges_won_total", "switchboard_hedge_delay_seconds"); err != nil {
+		t.Fatal(err)
+	}
+}
