@@ -147,7 +147,8 @@ func (f *fleetLimit) snapshot(now int64, s *KeySnapshot) {
 }
 
 // wants returns how many permits to lease now: none while the key has permits for at least
-// half a lease period ahead, or has not been asked for lately.
+// three quarters of a lease period ahead (the store leases none further than a period ahead),
+// or has not been asked for lately.
 func (f *fleetLimit) wants(now, period int64) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,7 +162,7 @@ func (f *fleetLimit) wants(now, period int64) int {
 	for _, r := range f.runs {
 		end = max(end, r.next+int64(r.left-1)*r.interval)
 	}
-	if !f.short && end-now >= period/2 {
+	if !f.short && end-now >= period*3/4 {
 		return 0
 	}
 	return batch(f.l.rate, period)
@@ -217,7 +218,7 @@ func (f *fleetLimit) failed(now, period int64) (wasFallback bool, instances int)
 			f.shareTat = max(f.shareTat, r.next+int64(r.left)*r.interval)
 		}
 	}
-	f.nextTry = now + period
+	f.nextTry = now + period/2 // the instances find the store back within half a period of each other
 	f.wake()
 	return wasFallback, max(f.instances, 1)
 }
@@ -241,9 +242,12 @@ type leaser struct {
 	started bool
 	closed  bool
 	wake    chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// The clock offset estimate (the leasing goroutine's; see offset).
+	offsetSet                     bool
+	offsetRTT, offsetAt, offsetNs int64
+	ctx                           context.Context
+	cancel                        context.CancelFunc
+	done                          chan struct{}
 }
 
 func newLeaser(b *Behavior) *leaser {
@@ -330,8 +334,7 @@ func (l *leaser) leaseKey(k *limiter) {
 		}
 		return
 	}
-	// The store's times in local time: its now was read about halfway through the call.
-	offset := lease.Now.UnixNano() - (sent+got)/2
+	offset := l.offset(lease.Now.UnixNano(), sent, got)
 	first := lease.First.UnixNano() - offset
 	var retry int64
 	if lease.Permits == 0 && !lease.Next.IsZero() {
@@ -342,6 +345,21 @@ func (l *leaser) leaseKey(k *limiter) {
 		l.fallback(FallbackEvent{Key: k.key, Share: k.rate, Instances: max(lease.Instances, 1)})
 	}
 }
+
+// offset returns the store's clock less the local one, from a lease whose store now was read
+// between sent and got (local): about halfway, within half the round trip. The estimate of the
+// lease with the shortest round trip of the last offsetFor is kept, as NTP does, so that a slow
+// lease does not shift the permits it leases against those the others lease.
+func (l *leaser) offset(storeNow, sent, got int64) int64 {
+	rtt, est := got-sent, storeNow-(sent+got)/2
+	if !l.offsetSet || rtt <= l.offsetRTT || got-l.offsetAt > int64(offsetFor) {
+		l.offsetSet, l.offsetRTT, l.offsetAt, l.offsetNs = true, rtt, got, est
+	}
+	return l.offsetNs
+}
+
+// offsetFor is how long the clock offset of the best lease is kept (see leaser.offset).
+const offsetFor = 10 * time.Second
 
 func (l *leaser) fallback(e FallbackEvent) {
 	for _, fn := range l.b.cfg.OnFallback {
