@@ -317,13 +317,13 @@ func (l *leaser) loop() {
 // leaseKey leases the permits key wants, if any.
 func (l *leaser) leaseKey(k *limiter) {
 	f := k.fleet
-	sent := l.b.clock.Now().UnixNano()
+	sent := l.b.nanos()
 	n := f.wants(sent, l.period)
 	if n == 0 {
 		return
 	}
 	lease, err := l.store.Lease(l.ctx, LeaseRequest{Key: k.key, Interval: time.Duration(k.interval), Burst: k.burst, Permits: n})
-	got := l.b.clock.Now().UnixNano()
+	got := l.b.nanos()
 	if err != nil {
 		if l.ctx.Err() != nil {
 			return

@@ -124,6 +124,29 @@ type Behavior struct {
 	root  *Behavior
 	keys  sync.Map // string → *limiter (the root's)
 	lease *leaser  // with a Store (the root's)
+	// The root's time base (see nanos): the clock's time at New.
+	system     bool
+	epoch      time.Time
+	epochNanos int64
+}
+
+// nanos is the root's now in nanoseconds: since the Unix epoch by the clock at New, and then
+// by the monotonic clock when the clock is the system's (one read of it, not two).
+func (b *Behavior) nanos() int64 {
+	if b.system {
+		return b.epochNanos + int64(time.Since(b.epoch))
+	}
+	return b.clock.Now().UnixNano()
+}
+
+// wallOffset returns, for a time of nanos, the same time by the clock's wall time: nanos
+// itself, but for the system clock's wall time moving otherwise than its monotonic time since
+// New.
+func (b *Behavior) wallOffset(n int64) int64 {
+	if b.system {
+		return time.Now().UnixNano() - (b.nanos() - n)
+	}
+	return n
 }
 
 // New returns a rate limiter behavior configured by cfg. It does not validate cfg: Validate
@@ -138,7 +161,9 @@ func New(cfg Config) *Behavior {
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
 	}
-	b.root = b
+	b.root, b.system = b, b.clock == behaviors.SystemClock
+	b.epoch = b.clock.Now()
+	b.epochNanos = b.epoch.UnixNano()
 	if cfg.Store != nil {
 		b.lease = newLeaser(b)
 	}
@@ -180,19 +205,19 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		l = b.root.limiterOf(b.keyOf(req))
 	}
 	maxWait := int64(b.cfg.MaxWait)
-	now := b.clock.Now()
+	now := b.root.nanos()
 	if maxWait > 0 {
 		if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
 			maxWait = 0 // a scheduler's worker: the item parks until the permit instead
 		}
 		if dl, ok := ctx.Deadline(); ok {
-			maxWait = max(min(maxWait, int64(dl.Sub(now))), 0)
+			maxWait = max(min(maxWait, dl.UnixNano()-b.root.wallOffset(now)), 0)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	wait, ok := l.take(now.UnixNano(), maxWait)
+	wait, ok := l.take(now, maxWait)
 	var waited int64 // for a lease
 	if !ok && l.fleet != nil && wait < 0 {
 		wait, waited, ok = b.awaitLease(ctx, l, now, maxWait)
@@ -225,11 +250,11 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 // awaitLease waits, up to maxWait from start, for a lease of a fleet key that had no permit
 // known, and takes a permit of it: the wait from now until the permit, how long it waited
 // for the lease, and whether it took one.
-func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start time.Time, maxWait int64) (wait, waited int64, ok bool) {
-	deadline := start.UnixNano() + maxWait
+func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait int64) (wait, waited int64, ok bool) {
+	deadline := start + maxWait
 	for {
 		ch := l.fleet.refilled()
-		now := b.clock.Now().UnixNano()
+		now := b.root.nanos()
 		left := deadline - now
 		if left <= 0 {
 			return l.fleet.retryAfter(), 0, false
@@ -244,10 +269,10 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start time.Time, 
 			stop()
 			return 0, 0, false
 		}
-		now = b.clock.Now().UnixNano()
+		now = b.root.nanos()
 		wait, ok := l.take(now, max(deadline-now, 0))
 		if ok || wait >= 0 {
-			return wait, now - start.UnixNano(), ok
+			return wait, now - start, ok
 		}
 	}
 }
@@ -278,7 +303,7 @@ func (b *Behavior) limiterOf(key string) *limiter {
 		return v.(*limiter)
 	}
 	if b.lease != nil {
-		l.fleet = newFleetLimit(l, b.clock.Now().UnixNano())
+		l.fleet = newFleetLimit(l, b.nanos())
 		b.lease.add(l)
 	}
 	return l
@@ -367,7 +392,7 @@ type KeySnapshot struct {
 // Snapshot returns the state of every key's limit, in key order.
 func (b *Behavior) Snapshot() []KeySnapshot {
 	var out []KeySnapshot
-	now := b.clock.Now().UnixNano()
+	now := b.root.nanos()
 	b.root.keys.Range(func(_, v any) bool {
 		l := v.(*limiter)
 		s := KeySnapshot{Key: l.key, Rate: l.rate, Burst: l.burst, Waiting: int(l.waiting.Load()), Refused: l.refused.Load(), Instances: 1}
