@@ -57,7 +57,7 @@ func ExampleConfig_maxWait() {
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *GetQuote) (*Quote, error) { return &Quote{Price: 1}, nil })
 	m.Use(ratelimit.New(ratelimit.Config{Rate: 50, Burst: 2, MaxWait: 100 * time.Millisecond,
-		OnPermit: []func(ratelimit.PermitEvent){func(e ratelimit.PermitEvent) {
+		OnPermit: []func(context.Context, ratelimit.PermitEvent){func(_ context.Context, e ratelimit.PermitEvent) {
 			fmt.Println("permit after", e.Wait.Round(10*time.Millisecond))
 		}}}))
 	mustBuild(m)

@@ -47,10 +47,12 @@ type Config struct {
 	// process's.
 	Store Store
 	// OnPermit are the observers of every permit given, with the time its call waited for it
-	// (0 when it was free at once), called before the call goes on, in the order listed.
-	OnPermit []func(PermitEvent)
-	// OnRefused are the observers of every call refused, called before Handle returns.
-	OnRefused []func(RefusedEvent)
+	// (0 when it was free at once), called with the call's context before the call goes on, in
+	// the order listed.
+	OnPermit []func(context.Context, PermitEvent)
+	// OnRefused are the observers of every call refused, called with the call's context
+	// before Handle returns.
+	OnRefused []func(context.Context, RefusedEvent)
 	// OnFallback are the observers of a key's moves into and out of its fleet share (the
 	// store did not answer; it answers again), called by the limiter's leasing goroutine.
 	OnFallback []func(FallbackEvent)
@@ -226,7 +228,7 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		}
 	}
 	if !ok {
-		return nil, b.refuse(l, req, time.Duration(wait))
+		return nil, b.refuse(ctx, l, req, time.Duration(wait))
 	}
 	if wait > 0 {
 		l.waiting.Add(1)
@@ -242,7 +244,7 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		}
 	}
 	for _, f := range b.cfg.OnPermit {
-		f(PermitEvent{Key: l.key, Request: req, Wait: time.Duration(waited + wait)})
+		f(ctx, PermitEvent{Key: l.key, Request: req, Wait: time.Duration(waited + wait)})
 	}
 	return next(ctx, req)
 }
@@ -277,10 +279,10 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 	}
 }
 
-func (b *Behavior) refuse(l *limiter, req any, wait time.Duration) error {
+func (b *Behavior) refuse(ctx context.Context, l *limiter, req any, wait time.Duration) error {
 	l.refused.Add(1)
 	for _, f := range b.cfg.OnRefused {
-		f(RefusedEvent{Key: l.key, Request: req, RetryAfter: wait})
+		f(ctx, RefusedEvent{Key: l.key, Request: req, RetryAfter: wait})
 	}
 	return &LimitedError{Key: l.key, Rate: l.rateNow(), Wait: wait, req: req}
 }

@@ -23,7 +23,7 @@ func TestRateLimitRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var refused []ratelimit.RefusedEvent
 		rl := ratelimit.New(ratelimit.Config{Rate: 10, Burst: 2, Key: endpointKey,
-			OnRefused: []func(ratelimit.RefusedEvent){func(e ratelimit.RefusedEvent) { refused = append(refused, e) }}})
+			OnRefused: []func(context.Context, ratelimit.RefusedEvent){func(_ context.Context, e ratelimit.RefusedEvent) { refused = append(refused, e) }}})
 		m := build(t, ok, rl)
 		for i := range 2 { // the burst
 			if _, err := mediator.Send(context.Background(), m, &Call{Endpoint: "a"}); err != nil {
@@ -65,7 +65,7 @@ func TestRateLimitWaits(t *testing.T) {
 		var waits []time.Duration
 		var mu sync.Mutex
 		rl := ratelimit.New(ratelimit.Config{Rate: 10, MaxWait: 250 * time.Millisecond,
-			OnPermit: []func(ratelimit.PermitEvent){func(e ratelimit.PermitEvent) { mu.Lock(); waits = append(waits, e.Wait); mu.Unlock() }}})
+			OnPermit: []func(context.Context, ratelimit.PermitEvent){func(_ context.Context, e ratelimit.PermitEvent) { mu.Lock(); waits = append(waits, e.Wait); mu.Unlock() }}})
 		m := build(t, ok, rl)
 		start := time.Now()
 		var done []time.Duration
