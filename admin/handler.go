@@ -129,6 +129,8 @@ func (s *server) routes() {
 	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause))
 	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
 
+	s.api("GET /api/rate-limits", s.listRateLimits)
+
 	s.api("GET /api/items", s.needQueue(s.listItems))
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
 	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem))

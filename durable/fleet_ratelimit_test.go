@@ -46,10 +46,10 @@ type Hit struct {
 // HitReply is Hit's response.
 type HitReply struct{}
 
-// countingStore is a ratelimit.Store that counts the leases made on the goroutine of a call
+// countingStore is a ratelimit.PermitStore that counts the leases made on the goroutine of a call
 // (one whose stack holds mediator's Send): the request path.
 type countingStore struct {
-	ratelimit.Store
+	ratelimit.PermitStore
 	onRequestPath atomic.Int64
 }
 
@@ -58,7 +58,7 @@ func (c *countingStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (ra
 	if strings.Contains(string(buf[:runtime.Stack(buf, false)]), "mediator.Send") {
 		c.onRequestPath.Add(1)
 	}
-	return c.Store.Lease(ctx, r)
+	return c.PermitStore.Lease(ctx, r)
 }
 
 func runRateLimitChild() int {
@@ -75,7 +75,7 @@ func runRateLimitChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	counting := &countingStore{Store: st}
+	counting := &countingStore{PermitStore: st}
 	var fallback atomic.Bool
 	rl := ratelimit.New(ratelimit.Config{Rate: fleetRate, MaxWait: time.Second, Store: counting,
 		Key:        func(any) string { return "endpoint" },

@@ -108,7 +108,7 @@ const (
 
 // RateLimitStore keeps the limits that a fleet's rate limiters share in a queue's database
 // (the tables switchboard_rate_limits and switchboard_rate_limit_lessees), on SQLite and on
-// PostgreSQL: it is a ratelimit.Store, given to ratelimit.Config.Store. NewRateLimitStore makes
+// PostgreSQL: it is a ratelimit.PermitStore, given to ratelimit.Config.Store. NewRateLimitStore makes
 // one.
 //
 // Each limit is one row holding the time of its next free permit, by the database's clock. A
@@ -139,7 +139,7 @@ type lessee struct {
 	counting bool
 }
 
-var _ ratelimit.Store = (*RateLimitStore)(nil)
+var _ ratelimit.PermitStore = (*RateLimitStore)(nil)
 
 // NewRateLimitStore returns the store of the shared rate limits of q's database named
 // cfg.Name. Give each limiter (ratelimit.Config.Store) of each instance a store; the instances
@@ -156,10 +156,10 @@ func NewRateLimitStore(q *Queue, cfg RateLimitStoreConfig) (*RateLimitStore, err
 	return &RateLimitStore{st: q.store, cfg: cfg, health: dbHealth{log: log, instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
 }
 
-// LeasePeriod implements ratelimit.Store: RateLimitStoreConfig.LeasePeriod.
+// LeasePeriod implements ratelimit.PermitStore: RateLimitStoreConfig.LeasePeriod.
 func (s *RateLimitStore) LeasePeriod() time.Duration { return s.cfg.LeasePeriod }
 
-// Lease implements ratelimit.Store: one statement (two the first time a limit is leased),
+// Lease implements ratelimit.PermitStore: one statement (two the first time a limit is leased),
 // and about once a second per key two more that count the lessees; bounded by Timeout (and
 // ctx).
 func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (ratelimit.Lease, error) {

@@ -7,5 +7,5 @@
 //
 // With a Config.Store the limit is the fleet's: the instances lease permits from the store in
 // small batches, in the background, and hand them out locally, so that no request waits on the
-// store (see Store; durable.NewRateLimitStore keeps them in a queue's database).
+// store (see PermitStore; durable.NewRateLimitStore keeps them in a queue's database).
 package ratelimit

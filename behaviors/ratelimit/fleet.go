@@ -233,7 +233,7 @@ func (f *fleetLimit) wake() {
 // leaser leases the permits of a Behavior's fleet keys, in the background.
 type leaser struct {
 	b      *Behavior
-	store  Store
+	store  PermitStore
 	period int64
 	tick   int64
 

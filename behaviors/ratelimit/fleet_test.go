@@ -13,7 +13,7 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// memStore is a ratelimit.Store in memory, with the semantics of durable's: one theoretical
+// memStore is a ratelimit.PermitStore in memory, with the semantics of durable's: one theoretical
 // arrival time per key, leased in all-or-nothing batches at most a period ahead.
 type memStore struct {
 	period time.Duration
@@ -80,7 +80,7 @@ type fleetRun struct {
 	rls     []*ratelimit.Behavior
 }
 
-func (f *fleetRun) instance(store ratelimit.Store, observe ...func(ratelimit.FallbackEvent)) {
+func (f *fleetRun) instance(store ratelimit.PermitStore, observe ...func(ratelimit.FallbackEvent)) {
 	rl := ratelimit.New(ratelimit.Config{Rate: 100, MaxWait: time.Second, Store: store, OnFallback: observe})
 	f.rls = append(f.rls, rl)
 	m := build(f.t, func(context.Context, *Call) (*Reply, error) {

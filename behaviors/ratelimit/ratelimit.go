@@ -45,7 +45,7 @@ type Config struct {
 	// (Rate divided by the instances it last knew of) until it answers again.
 	// durable.NewRateLimitStore keeps the limits in a queue's database. nil: the limit is this
 	// process's.
-	Store Store
+	Store PermitStore
 	// OnPermit are the observers of every permit given, with the time its call waited for it
 	// (0 when it was free at once), called with the call's context before the call goes on, in
 	// the order listed.
@@ -191,8 +191,8 @@ func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 }
 
 // Close stops the leasing of a Behavior with a Store, waiting for a lease under way. The
-// permits it holds are given no more: the calls after Close are refused. Without a Store it
-// does nothing.
+// permits it holds are still given; once they are spent, calls are refused. Without a Store
+// it does nothing.
 func (b *Behavior) Close() error {
 	if l := b.root.lease; l != nil {
 		l.close()

@@ -65,7 +65,11 @@ func TestRateLimitWaits(t *testing.T) {
 		var waits []time.Duration
 		var mu sync.Mutex
 		rl := ratelimit.New(ratelimit.Config{Rate: 10, MaxWait: 250 * time.Millisecond,
-			OnPermit: []func(context.Context, ratelimit.PermitEvent){func(_ context.Context, e ratelimit.PermitEvent) { mu.Lock(); waits = append(waits, e.Wait); mu.Unlock() }}})
+			OnPermit: []func(context.Context, ratelimit.PermitEvent){func(_ context.Context, e ratelimit.PermitEvent) {
+				mu.Lock()
+				waits = append(waits, e.Wait)
+				mu.Unlock()
+			}}})
 		m := build(t, ok, rl)
 		start := time.Now()
 		var done []time.Duration

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Store shares rate limits among the instances of a fleet: it keeps, per key, the time of the
+// PermitStore shares rate limits among the instances of a fleet: it keeps, per key, the time of the
 // next permit of the fleet's limit (a GCRA's theoretical arrival time) by its own clock (a
 // database's), and leases permits off it in batches. Every permit of the limit's timeline is
 // leased to one instance once, so the instances together never take more than the limit,
@@ -14,7 +14,7 @@ import (
 //
 // The limiter calls it from one background goroutine per Behavior, ahead of demand, never on
 // a call's path. durable.NewRateLimitStore keeps the limits in a queue's database.
-type Store interface {
+type PermitStore interface {
 	// Lease leases r.Permits consecutive permits of r.Key's limit, if the first of them comes
 	// no later than LeasePeriod after the store's now: all of them or none (Lease.Permits 0,
 	// when other instances leased the permits of the coming period already). An error says
@@ -26,7 +26,7 @@ type Store interface {
 	LeasePeriod() time.Duration
 }
 
-// LeaseRequest is a lease of permits of one key's limit; see Store.Lease.
+// LeaseRequest is a lease of permits of one key's limit; see PermitStore.Lease.
 type LeaseRequest struct {
 	// Key is the limit's key.
 	Key string
@@ -38,7 +38,7 @@ type LeaseRequest struct {
 	Permits int
 }
 
-// Lease is the answer of Store.Lease.
+// Lease is the answer of PermitStore.Lease.
 type Lease struct {
 	// Permits is the number of permits leased: LeaseRequest.Permits, or 0.
 	Permits int
