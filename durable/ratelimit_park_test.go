@@ -32,7 +32,9 @@ func TestRateLimitedItemParksUntilThePermit(t *testing.T) {
 		refusedAt := e.clock.Now()
 		start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
 		waitState(t, e.q, first, record.StateSucceeded)
-		eventually(t, 20*time.Second, "the refusal of the second", func() bool { return rl.Snapshot()[0].Refused > 0 })
+		eventually(t, 20*time.Second, "the refusal of the second", func() bool {
+			return rl.Snapshot()[0].Refused > 0 && item(t, e.q, second).State == record.StatePending
+		})
 		it := item(t, e.q, second)
 		// Parked until the permit a second later (and a twentieth of it, the queue's spread
 		// with Rand 0.5), with no attempt.
