@@ -273,6 +273,11 @@ func (l *leaser) add(lim *limiter) {
 		l.started = true
 		go l.loop()
 	}
+	l.poke()
+}
+
+// poke wakes the leasing goroutine.
+func (l *leaser) poke() {
 	select {
 	case l.wake <- struct{}{}:
 	default:

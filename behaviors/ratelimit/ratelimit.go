@@ -34,7 +34,9 @@ type Config struct {
 	// until the permit instead of holding a worker.
 	MaxWait time.Duration
 	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
-	// behaviors.TypeKey, because a request type usually names one dependency.
+	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
+	// limit is kept for the Behavior's life, so keys should be few (endpoints, tenants),
+	// not one per call.
 	Key behaviors.KeyFunc
 	// Clock is the time source of the limiter and of its waits. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
@@ -256,6 +258,7 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 	deadline := start + maxWait
 	for {
 		ch := l.fleet.refilled()
+		b.root.lease.poke() // lease now rather than at the next tick
 		now := b.root.nanos()
 		left := deadline - now
 		if left <= 0 {
