@@ -67,6 +67,10 @@ type Config struct {
 	// Hedges is the hedging behavior (a *hedge.Behavior) whose keys GET /api/hedges lists and
 	// the dashboard's hedging panel shows. nil: the route answers 404.
 	Hedges Hedges
+	// RateLimits is the rate limiter (a *ratelimit.Behavior) whose limits GET /api/rate-limits
+	// lists: per key, the rate, the permits free now, the calls waiting and refused, and for a
+	// fleet's limit whether the instance keeps to its share. nil: the route answers 404.
+	RateLimits RateLimits
 	// Queue is the durable queue (a *durable.Queue) whose dead letters, schedules and counts
 	// the other routes show. nil: those routes answer 404, saying no queue is configured.
 	Queue Operations
@@ -126,7 +130,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    any
-	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}, {"Budgets", c.Budgets}, {"Hedges", c.Hedges}} {
+	}{{"Queue", c.Queue}, {"Breakers", c.Breakers}, {"Sender", c.Sender}, {"Authorizer", c.Authorizer}, {"Budgets", c.Budgets}, {"Hedges", c.Hedges}, {"RateLimits", c.RateLimits}} {
 		if nilValue(f.v) {
 			// A nil pointer in the interface is not a missing field: the first request that
 			// used it would panic.

@@ -262,7 +262,7 @@ func newDashboardWith(t *testing.T, layout, running bool) *dashboard {
 	}
 
 	d.reg = breakers(t)
-	h, err := admin.New(admin.Config{Breakers: d.reg, Queue: q, Sender: m, Token: testToken})
+	h, err := admin.New(admin.Config{Breakers: d.reg, Queue: q, Sender: m, Token: testToken, RateLimits: uiRateLimits{}})
 	must(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", http.StripPrefix("/admin", d.record(h)))

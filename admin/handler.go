@@ -132,6 +132,7 @@ func (s *server) routes() {
 	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
 
 	s.api("GET /api/retry-budgets", s.listBudgets)
+	s.api("GET /api/rate-limits", s.listRateLimits)
 
 	s.api("GET /api/items", s.needQueue(s.listItems))
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))

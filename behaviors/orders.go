@@ -18,6 +18,7 @@ package behaviors
 //	default     50  retry                                  RetryOrder
 //	default     55  hedge                                  HedgeOrder
 //	default     60  circuit breaker                        BreakerOrder
+//	default     65  rate limiter                           RateLimitOrder
 //	default     70  timeout, per attempt                   TimeoutOrder
 //	default     80  bulkhead                               BulkheadOrder
 //	                handler
@@ -60,6 +61,10 @@ const (
 	// BreakerOrder is the order of the circuit breaker behavior within mediator.StageDefault:
 	// inside retry, so every attempt is gated and counted.
 	BreakerOrder = 60
+	// RateLimitOrder is the order of the rate limiter behavior within mediator.StageDefault:
+	// inside the breaker, so a call an open breaker refuses spends no permit, and outside the
+	// per-attempt timeout, so waiting for a permit does not eat the attempt's time.
+	RateLimitOrder = 65
 	// TimeoutOrder is the order of a per-attempt timeout within mediator.StageDefault: inside
 	// retry and the breaker, so it bounds each attempt and the breaker counts a timed-out one.
 	// A total timeout sits at RetryOrder - 1 instead, just outside retry.

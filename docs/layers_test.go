@@ -30,14 +30,15 @@ var floors = map[string][]string{
 	"behaviors/fallback":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/timeout":        {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/bulkhead":       {"mediator", "behaviors", "behaviors/internal/..."},
+	"behaviors/ratelimit":      {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/validation":     {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/recovery":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"httpcall":                 {"mediator", "behaviors", "behaviors/validation"},
 	"logging":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/bulkhead", "behaviors/fallback"},
-	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget", "behaviors/hedge"},
-	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/hedge"},
+	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget", "behaviors/hedge", "behaviors/ratelimit"},
+	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/hedge", "behaviors/ratelimit"},
 	"health":                   {"mediator", "behaviors"},
-	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/budget", "durable/record", "durable/internal/exec", "durable/internal/store"},
+	"durable":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/budget", "behaviors/ratelimit", "durable/record", "durable/internal/exec", "durable/internal/store"},
 	"durable/record":           {},
 	"durable/internal/store":   {},
 	"durable/internal/exec":    {"mediator", "durable/internal/store"},
@@ -46,7 +47,7 @@ var floors = map[string][]string{
 	"durable/sqlite":           {"durable", "durable/internal/store"},
 	"durable/postgres":         {"durable", "durable/internal/store", "durable/internal/pgxconn"},
 	"durable/durabletest":      {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
-	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "durable", "durable/record"},
+	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "behaviors/ratelimit", "durable", "durable/record"},
 }
 
 // driverFree are the packages that must not link a database driver, directly or through

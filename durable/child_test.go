@@ -53,6 +53,9 @@ func runChild(mode string) int {
 	if mode == "breaker" {
 		return runBreakerChild() // fleet_breaker_test.go
 	}
+	if mode == "ratelimit" {
+		return runRateLimitChild() // fleet_ratelimit_test.go
+	}
 	if mode == "schedule" {
 		return runScheduleChild() // fleet_schedule_test.go
 	}

@@ -84,3 +84,6 @@ func SetListenHooks(s *Scheduler, h ListenHooks) {
 // NotifierIdle waits until q's notifier has sent what its enqueues asked for, so that a test
 // knows which connections of the pool are busy.
 func NotifierIdle(q *Queue) { q.notify.wg.Wait() }
+
+// RateLimitStoreStatements returns how many statements s has sent to the database.
+func RateLimitStoreStatements(s *RateLimitStore) int64 { return s.statements.Load() }

@@ -54,6 +54,8 @@ type Recorder struct {
 	// overflow is the breaker_rejections_total counter of OverflowKey, nil until a refusal
 	// overflowed.
 	overflow prometheus.Counter
+
+	rateLimits rateLimitSeries // ratelimit.go
 }
 
 // series are the resolved series of one request type.
@@ -111,6 +113,9 @@ func New(cfg Config) (*Recorder, error) {
 		if err := r.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
+	}
+	if err := r.rateLimits.register(r); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return r, nil
 }

@@ -53,6 +53,8 @@ type Engine interface {
 	versionTableExists() string
 	// breakers returns the engine's statements of switchboard_breakers.
 	breakers() *breakerStatements
+	// rateLimits returns the engine's statements of switchboard_rate_limits.
+	rateLimits() *rateLimitStatements
 	// watch listens for the changes of name's shared breakers (see Store.WatchBreakers).
 	watch(ctx context.Context, db *sql.DB, name string, listening, changed func()) error
 	// checkConnection checks, on a database that answers, what the engine can tell of a

@@ -1,0 +1,81 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchboard-go/switchboard/admin"
+	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+)
+
+// uiRateLimits is the dashboard fixture's rate limiter: a limit of this instance's and a
+// fleet's limit whose store is away.
+type uiRateLimits struct{}
+
+func (uiRateLimits) Snapshot() []ratelimit.KeySnapshot {
+	return []ratelimit.KeySnapshot{
+		{Key: "https://api.payments.example/v1/charge", Rate: 100, Burst: 1, Available: 0, Waiting: 3, Refused: 12, Fleet: true, Fallback: true, Instances: 3, Leased: 4210},
+		{Key: "crm", Rate: 5, Burst: 10, Available: 10, Instances: 1},
+	}
+}
+
+func rateLimitRowSel(key string) string { return `#rate-limits-rows tr[data-key=` + css(key) + `]` }
+
+// The dashboard lists each key's limit: the rate, what is free, waiting and refused, and a
+// fleet's limit on its share while the store is away.
+func TestDashboardRateLimits(t *testing.T) {
+	f := startDashboard(t)
+	tab := newBrowser(t, 1280, 900)
+	login(t, tab, f.url)
+	fleet := "https://api.payments.example/v1/charge"
+	must(t, chromedp.Do(tab,
+		chromedp.WaitVisible(chromedp.ID("rate-limits-title")),
+		chromedp.WaitVisible(chromedp.CSS(rateLimitRowSel(fleet))),
+		chromedp.WaitVisible(chromedp.CSS(rateLimitRowSel("crm"))),
+	))
+	fleetRow, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(rateLimitRowSel(fleet))))
+	must(t, err)
+	localRow, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(rateLimitRowSel("crm"))))
+	must(t, err)
+	for _, want := range []string{"100/s", "12", "fleet of 3", "4210 leased", "share"} {
+		if !strings.Contains(fleetRow, want) {
+			t.Errorf("the fleet's row %q lacks %q", fleetRow, want)
+		}
+	}
+	for _, want := range []string{"5/s (burst 10)", "this instance only"} {
+		if !strings.Contains(localRow, want) {
+			t.Errorf("the local row %q lacks %q", localRow, want)
+		}
+	}
+	screenshot(t, tab, "rate-limits")
+}
+
+// GET /api/rate-limits answers the limiter's snapshot, and 404 without one.
+func TestRateLimitsRoute(t *testing.T) {
+	for _, rl := range []admin.RateLimits{uiRateLimits{}, nil} {
+		h, err := admin.New(admin.Config{Breakers: breakers(t), RateLimits: rl, Token: testToken})
+		must(t, err)
+		req := httptest.NewRequest(http.MethodGet, "/api/rate-limits", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if rl == nil {
+			if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "no rate limiter") {
+				t.Fatalf("without a limiter: %d %s", w.Code, w.Body)
+			}
+			continue
+		}
+		var body struct {
+			RateLimits []ratelimit.KeySnapshot `json:"rate_limits"`
+		}
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body.RateLimits) != 2 ||
+			!body.RateLimits[0].Fallback || body.RateLimits[0].Instances != 3 || body.RateLimits[1].Available != 10 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+}

@@ -1,0 +1,373 @@
+package ratelimit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// fleetLimit is the local side of a key's fleet limit: the permits leased for it, handed out at
+// their times, and the share of the limit the instance keeps to while the store is away.
+type fleetLimit struct {
+	l *limiter
+
+	mu        sync.Mutex
+	runs      []run // leased permits not yet taken
+	fallback  bool
+	shareTat  int64 // the theoretical arrival time of the share's GCRA, while falling back
+	instances int   // as the store last said; 0: never said
+	lastAsk   int64 // when a call last asked for a permit (local nanoseconds)
+	short     bool  // a call found no permit since the last lease
+	refill    chan struct{}
+	leased    int64
+	nextTry   int64 // while falling back: when to try the store again
+	skipUntil int64 // leased permits before it are not used (see granted)
+}
+
+// run is a batch of leased permits: left permits, from next on, interval apart (local time).
+type run struct {
+	next, interval int64
+	left           int
+}
+
+func newFleetLimit(l *limiter, now int64) *fleetLimit {
+	return &fleetLimit{l: l, lastAsk: now}
+}
+
+// expiry is how long after its time a leased permit may still be used: the burst's tolerance
+// and one interval, so that a call that comes just late still finds the permit of its slot.
+func (f *fleetLimit) expiry() int64 { return f.l.tol + f.l.interval }
+
+// take reserves the next leased permit (see limiter.take); -1 and false when it knows of none
+// and the store answers (a lease is to come).
+func (f *fleetLimit) take(now, maxWait int64) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastAsk = now
+	if i := f.first(now); i >= 0 {
+		r := &f.runs[i]
+		wait := max(r.next-now, 0)
+		if wait > maxWait {
+			return wait, false
+		}
+		r.next += r.interval
+		if r.left--; r.left == 0 {
+			f.runs = append(f.runs[:i], f.runs[i+1:]...)
+		}
+		return wait, true
+	}
+	if f.fallback {
+		n := int64(max(f.instances, 1))
+		interval := f.l.interval * n
+		tol := int64(max(f.l.burst/int(n), 1)-1) * interval
+		base := max(f.shareTat, now)
+		wait := max(base-tol-now, 0)
+		if wait > maxWait {
+			return wait, false
+		}
+		f.shareTat = base + interval
+		return wait, true
+	}
+	f.short = true
+	return -1, false
+}
+
+// first drops the permits too late to use and returns the run of the earliest permit left,
+// or -1.
+func (f *fleetLimit) first(now int64) int {
+	oldest := now - f.expiry()
+	best := -1
+	for i := 0; i < len(f.runs); {
+		r := &f.runs[i]
+		if r.next < oldest {
+			skip := (oldest-r.next)/r.interval + 1
+			if skip >= int64(r.left) {
+				f.runs = append(f.runs[:i], f.runs[i+1:]...)
+				continue
+			}
+			r.next += skip * r.interval
+			r.left -= int(skip)
+		}
+		if best < 0 || r.next < f.runs[best].next {
+			best = i
+		}
+		i++
+	}
+	return best
+}
+
+// giveBack returns a permit taken but not used: while falling back, to the share; else the
+// permit's slot has gone by the time anyone else could take it, and the lease it was part of
+// ends the sooner.
+func (f *fleetLimit) giveBack() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fallback && len(f.runs) == 0 {
+		f.shareTat -= f.l.interval * int64(max(f.instances, 1))
+	}
+}
+
+// refilled returns a channel closed at the next lease (or fallback) of the key.
+func (f *fleetLimit) refilled() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.short = true
+	if f.refill == nil {
+		f.refill = make(chan struct{})
+	}
+	return f.refill
+}
+
+// retryAfter is the wait a call refused for want of a lease is told: one permit's interval at
+// the fleet's rate, about when the next lease has come.
+func (f *fleetLimit) retryAfter() int64 { return f.l.interval }
+
+func (f *fleetLimit) rateNow() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fallback {
+		return f.l.rate / float64(max(f.instances, 1))
+	}
+	return f.l.rate
+}
+
+func (f *fleetLimit) snapshot(now int64, s *KeySnapshot) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.Fleet, s.Fallback, s.Instances, s.Leased = true, f.fallback, max(f.instances, 1), f.leased
+	oldest := now - f.expiry()
+	for _, r := range f.runs {
+		for i, t := 0, r.next; i < r.left && t <= now; i, t = i+1, t+r.interval {
+			if t >= oldest {
+				s.Available++
+			}
+		}
+	}
+}
+
+// wants returns how many permits to lease now: none while the key has permits for at least
+// three quarters of a lease period ahead (the store leases none further than a period ahead),
+// or has not been asked for lately.
+func (f *fleetLimit) wants(now, period int64) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now < f.nextTry {
+		return 0 // falling back, or the store said when its next permits are free
+	}
+	if !f.short && now-f.lastAsk > idleAfter(period) {
+		return 0 // quiet: the permits it would lease would go unused
+	}
+	end := now
+	for _, r := range f.runs {
+		end = max(end, r.next+int64(r.left-1)*r.interval)
+	}
+	if !f.short && end-now >= period*3/4 {
+		return 0
+	}
+	return batch(f.l.rate, period)
+}
+
+// idleAfter is how long after its last call a key stops leasing: four lease periods, and at
+// least a second, so that a key asked for now and then keeps its permits coming.
+func idleAfter(period int64) int64 { return max(4*period, int64(time.Second)) }
+
+// batch is the number of permits of one lease: a quarter of a lease period's worth, so that
+// an instance holds at most about a period's permits, and at least 1.
+func batch(rate float64, period int64) int {
+	return max(int(math.Round(rate*float64(period)/4e9)), 1)
+}
+
+// granted records a lease: n permits from first on (local time).
+func (f *fleetLimit) granted(now, period, first int64, n, instances int, retry int64) (wasFallback bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextTry = retry
+	if f.fallback {
+		// Back from the share, whose permits calls may hold up to shareTat, while the other
+		// instances keep to theirs until they too find the store back (within a period): the
+		// leased permits before then would be taken twice over.
+		f.skipUntil = max(f.shareTat, now+period)
+	}
+	if n > 0 && first < f.skipUntil {
+		skip := min((f.skipUntil-first+f.l.interval-1)/f.l.interval, int64(n))
+		first, n = first+skip*f.l.interval, n-int(skip)
+	}
+	if n > 0 {
+		f.runs = append(f.runs, run{next: first, interval: f.l.interval, left: n})
+		f.leased += int64(n)
+		f.short = false
+	}
+	f.instances = max(instances, 1)
+	wasFallback, f.fallback = f.fallback, false
+	f.wake()
+	return wasFallback
+}
+
+// failed records a store that did not answer: the key keeps to its share until it does.
+func (f *fleetLimit) failed(now, period int64) (wasFallback bool, instances int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	wasFallback = f.fallback
+	if !f.fallback {
+		// The share's permits follow the leased ones the key still holds, and the ones the
+		// other instances may hold: the store leased none further than a period ahead of the
+		// last lease anyone made.
+		f.fallback, f.shareTat = true, now+period
+		for _, r := range f.runs {
+			f.shareTat = max(f.shareTat, r.next+int64(r.left)*r.interval)
+		}
+	}
+	f.nextTry = now + period/2 // the instances find the store back within half a period of each other
+	f.wake()
+	return wasFallback, max(f.instances, 1)
+}
+
+func (f *fleetLimit) wake() {
+	if f.refill != nil {
+		close(f.refill)
+		f.refill = nil
+	}
+}
+
+// leaser leases the permits of a Behavior's fleet keys, in the background.
+type leaser struct {
+	b      *Behavior
+	store  PermitStore
+	period int64
+	tick   int64
+
+	mu      sync.Mutex
+	keys    []*limiter
+	started bool
+	closed  bool
+	wake    chan struct{}
+	// The clock offset estimate (the leasing goroutine's; see offset).
+	offsetSet                     bool
+	offsetRTT, offsetAt, offsetNs int64
+	ctx                           context.Context
+	cancel                        context.CancelFunc
+	done                          chan struct{}
+}
+
+func newLeaser(b *Behavior) *leaser {
+	period := int64(b.cfg.Store.LeasePeriod())
+	if period <= 0 {
+		period = int64(250 * time.Millisecond)
+	}
+	l := &leaser{b: b, store: b.cfg.Store, period: period, tick: max(period/8, int64(time.Millisecond)),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l
+}
+
+// add starts leasing for a key, and the leasing goroutine with the first.
+func (l *leaser) add(lim *limiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.keys = append(l.keys, lim)
+	if !l.started {
+		l.started = true
+		go l.loop()
+	}
+	l.poke()
+}
+
+// poke wakes the leasing goroutine.
+func (l *leaser) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *leaser) close() {
+	l.mu.Lock()
+	started := l.started
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	if started {
+		<-l.done
+	}
+}
+
+func (l *leaser) loop() {
+	defer close(l.done)
+	for {
+		l.mu.Lock()
+		keys := l.keys
+		l.mu.Unlock()
+		for _, k := range keys {
+			if l.ctx.Err() != nil {
+				return
+			}
+			l.leaseKey(k)
+		}
+		ch, stop := l.b.clock.After(time.Duration(l.tick))
+		select {
+		case <-l.ctx.Done():
+			stop()
+			return
+		case <-ch:
+		case <-l.wake:
+			stop()
+		}
+	}
+}
+
+// leaseKey leases the permits key wants, if any.
+func (l *leaser) leaseKey(k *limiter) {
+	f := k.fleet
+	sent := l.b.nanos()
+	n := f.wants(sent, l.period)
+	if n == 0 {
+		return
+	}
+	lease, err := l.store.Lease(l.ctx, LeaseRequest{Key: k.key, Interval: time.Duration(k.interval), Burst: k.burst, Permits: n})
+	got := l.b.nanos()
+	if err != nil {
+		if l.ctx.Err() != nil {
+			return
+		}
+		was, instances := f.failed(got, l.period)
+		if !was {
+			l.fallback(FallbackEvent{Key: k.key, Active: true, Share: k.rate / float64(instances), Instances: instances, Err: err})
+		}
+		return
+	}
+	offset := l.offset(lease.Now.UnixNano(), sent, got)
+	first := lease.First.UnixNano() - offset
+	var retry int64
+	if lease.Permits == 0 && !lease.Next.IsZero() {
+		// Its next free permit is too far ahead: try once a lease would be granted.
+		retry = lease.Next.UnixNano() - offset - l.period + int64(n-1)*k.interval
+	}
+	if f.granted(got, l.period, first, lease.Permits, lease.Instances, retry) {
+		l.fallback(FallbackEvent{Key: k.key, Share: k.rate, Instances: max(lease.Instances, 1)})
+	}
+}
+
+// offset returns the store's clock less the local one, from a lease whose store now was read
+// between sent and got (local): about halfway, within half the round trip. The estimate of the
+// lease with the shortest round trip of the last offsetFor is kept, as NTP does, so that a slow
+// lease does not shift the permits it leases against those the others lease.
+func (l *leaser) offset(storeNow, sent, got int64) int64 {
+	rtt, est := got-sent, storeNow-(sent+got)/2
+	if !l.offsetSet || rtt <= l.offsetRTT || got-l.offsetAt > int64(offsetFor) {
+		l.offsetSet, l.offsetRTT, l.offsetAt, l.offsetNs = true, rtt, got, est
+	}
+	return l.offsetNs
+}
+
+// offsetFor is how long the clock offset of the best lease is kept (see leaser.offset).
+const offsetFor = 10 * time.Second
+
+func (l *leaser) fallback(e FallbackEvent) {
+	for _, fn := range l.b.cfg.OnFallback {
+		fn(e)
+	}
+}

@@ -1,0 +1,192 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// memStore is a ratelimit.PermitStore in memory, with the semantics of durable's: one theoretical
+// arrival time per key, leased in all-or-nothing batches at most a period ahead.
+type memStore struct {
+	period time.Duration
+	fail   atomic.Bool
+	calls  atomic.Int64
+
+	mu   sync.Mutex
+	tat  map[string]time.Time
+	seen map[string]map[string]time.Time
+}
+
+func newMemStore(period time.Duration) *memStore {
+	return &memStore{period: period, tat: map[string]time.Time{}, seen: map[string]map[string]time.Time{}}
+}
+
+// instance is one instance's view of a memStore.
+type instance struct {
+	*memStore
+	name string
+}
+
+var errAway = errors.New("store away")
+
+func (s instance) LeasePeriod() time.Duration { return s.period }
+
+func (s instance) Lease(_ context.Context, r ratelimit.LeaseRequest) (ratelimit.Lease, error) {
+	s.calls.Add(1)
+	if s.fail.Load() {
+		return ratelimit.Lease{}, errAway
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.seen[r.Key] == nil {
+		s.seen[r.Key] = map[string]time.Time{}
+	}
+	s.seen[r.Key][s.name] = now
+	live := 0
+	for _, at := range s.seen[r.Key] {
+		if now.Sub(at) < time.Second {
+			live++
+		}
+	}
+	first := s.tat[r.Key]
+	if lo := now.Add(-time.Duration(r.Burst-1) * r.Interval); first.Before(lo) {
+		first = lo
+	}
+	if first.Add(time.Duration(r.Permits-1) * r.Interval).After(now.Add(s.period)) {
+		return ratelimit.Lease{Next: first, Now: now, Instances: live}, nil
+	}
+	s.tat[r.Key] = first.Add(time.Duration(r.Permits) * r.Interval)
+	return ratelimit.Lease{Permits: r.Permits, First: first, Now: now, Instances: live}, nil
+}
+
+// fleetRun runs instances that each send as fast as their limit lets them, and counts the
+// calls their handlers make per second of fake time.
+type fleetRun struct {
+	t       *testing.T
+	start   time.Time
+	mu      sync.Mutex
+	perSec  map[int]int
+	stopped []context.CancelFunc
+	wg      sync.WaitGroup
+	rls     []*ratelimit.Behavior
+}
+
+func (f *fleetRun) instance(store ratelimit.PermitStore, observe ...func(ratelimit.FallbackEvent)) {
+	rl := ratelimit.New(ratelimit.Config{Rate: 100, MaxWait: time.Second, Store: store, OnFallback: observe})
+	f.rls = append(f.rls, rl)
+	m := build(f.t, func(context.Context, *Call) (*Reply, error) {
+		f.mu.Lock()
+		f.perSec[int(time.Since(f.start)/time.Second)]++
+		f.mu.Unlock()
+		return &Reply{}, nil
+	}, rl)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.stopped = append(f.stopped, cancel)
+	for range 8 {
+		f.wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := mediator.Send(ctx, m, &Call{})
+				if d := (*ratelimit.LimitedError)(nil); errors.As(err, &d) {
+					time.Sleep(d.Wait)
+				}
+			}
+		})
+	}
+}
+
+func (f *fleetRun) stop(i int) {
+	f.stopped[i]()
+	_ = f.rls[i].Close()
+}
+
+func (f *fleetRun) end() {
+	for i := range f.stopped {
+		f.stop(i)
+	}
+	f.wg.Wait()
+}
+
+// inBand fails unless every second from..to-1 counted between lo and hi calls.
+func (f *fleetRun) inBand(from, to, lo, hi int) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := from; s < to; s++ {
+		if n := f.perSec[s]; n < lo || n > hi {
+			f.t.Errorf("second %d: %d calls, want %d..%d (all: %v)", s, n, lo, hi, f.perSec)
+		}
+	}
+}
+
+func TestSharedLimitAcrossInstances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(200 * time.Millisecond)
+		f := &fleetRun{t: t, start: time.Now(), perSec: map[int]int{}}
+		for i := range 3 {
+			f.instance(instance{store, string(rune('a' + i))})
+		}
+		time.Sleep(5 * time.Second)
+		f.stop(0) // leaves: the others take its share within a lease period
+		time.Sleep(5 * time.Second)
+		f.end()
+		f.inBand(1, 5, 90, 105)
+		f.inBand(6, 10, 90, 105)
+		// Leasing: about a quarter period's permits a statement, and retries while full.
+		if n := store.calls.Load(); n < 100*10/5 || n > 3*10*40 {
+			t.Errorf("%d leases in 10 s", n)
+		}
+		t.Logf("leases: %d in 10 s (%v per second per instance)", store.calls.Load(), float64(store.calls.Load())/30)
+	})
+}
+
+func TestSharedLimitFallsBackToShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(200 * time.Millisecond)
+		f := &fleetRun{t: t, start: time.Now(), perSec: map[int]int{}}
+		var mu sync.Mutex
+		var events []ratelimit.FallbackEvent
+		observe := func(e ratelimit.FallbackEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
+		for i := range 3 {
+			f.instance(instance{store, string(rune('a' + i))}, observe)
+		}
+		time.Sleep(3 * time.Second)
+		store.fail.Store(true)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		for _, s := range f.rls[0].Snapshot() {
+			if !s.Fallback || s.Instances != 3 {
+				t.Errorf("%+v", s)
+			}
+		}
+		time.Sleep(3 * time.Second)
+		store.fail.Store(false)
+		time.Sleep(3 * time.Second)
+		f.end()
+		f.inBand(1, 9, 90, 105)
+		mu.Lock()
+		defer mu.Unlock()
+		var into, out int
+		for _, e := range events {
+			if e.Active {
+				into++
+				if e.Instances != 3 || e.Share < 33 || e.Share > 34 || !errors.Is(e.Err, errAway) {
+					t.Errorf("%+v", e)
+				}
+			} else {
+				out++
+			}
+		}
+		if into != 3 || out != 3 {
+			t.Errorf("%d into the share, %d back: %+v", into, out, events)
+		}
+	})
+}

@@ -1,0 +1,416 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// Config configures New.
+type Config struct {
+	// Rate is the number of permits a second per key: across the fleet when Store is set.
+	// Required: above 0 (and at most a billion, one a nanosecond), since no rate suits every
+	// dependency.
+	Rate float64
+	// Burst is how many permits a key has at once after a quiet spell; the permits come
+	// evenly spaced, 1/Rate apart, once it is spent. Default 1: strictly smooth, because a
+	// provider that states "N a second" seldom welcomes N at once.
+	Burst int
+	// MaxWait is how long a call waits for its permit before it is refused. Default 0:
+	// refused at once, as the bulkhead does, so that a limited dependency does not also hold
+	// its callers; the refusal's RetryAfter says when the next permit comes. A call whose
+	// context ends sooner than its permit comes is refused at once, and one marked
+	// mediator.Stored (a durable queue's dispatch) never waits: the queue parks the item
+	// until the permit instead of holding a worker.
+	MaxWait time.Duration
+	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
+	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
+	// limit is kept for the Behavior's life, so keys should be few (endpoints, tenants),
+	// not one per call.
+	Key behaviors.KeyFunc
+	// Clock is the time source of the limiter and of its waits. nil: behaviors.SystemClock.
+	Clock behaviors.Clock
+	// Store shares each key's limit with the other instances of a fleet that use the same
+	// store: Rate is then the fleet's. The limiter leases permits from it in small batches,
+	// in the background, ahead of demand, and hands them out locally: no call waits on the
+	// store. While the store does not answer, each instance keeps to its share of the rate
+	// (Rate divided by the instances it last knew of) until it answers again.
+	// durable.NewRateLimitStore keeps the limits in a queue's database. nil: the limit is this
+	// process's.
+	Store PermitStore
+	// OnPermit are the observers of every permit given, with the time its call waited for it
+	// (0 when it was free at once), called with the call's context before the call goes on, in
+	// the order listed.
+	OnPermit []func(context.Context, PermitEvent)
+	// OnRefused are the observers of every call refused, called with the call's context
+	// before Handle returns.
+	OnRefused []func(context.Context, RefusedEvent)
+	// OnFallback are the observers of a key's moves into and out of its fleet share (the
+	// store did not answer; it answers again), called by the limiter's leasing goroutine.
+	OnFallback []func(FallbackEvent)
+}
+
+// PermitEvent is a permit given (see Config.OnPermit).
+type PermitEvent struct {
+	// Key is the limit's key.
+	Key string
+	// Request is the request the permit is for.
+	Request any
+	// Wait is how long the call waited for it.
+	Wait time.Duration
+}
+
+// RefusedEvent is a call refused (see Config.OnRefused).
+type RefusedEvent struct {
+	// Key is the limit's key.
+	Key string
+	// Request is the request refused.
+	Request any
+	// RetryAfter is the wait until the next permit.
+	RetryAfter time.Duration
+}
+
+// FallbackEvent is a key's move into or out of its fleet share (see Config.OnFallback).
+type FallbackEvent struct {
+	// Key is the limit's key.
+	Key string
+	// Active is true when the key falls back to its share, false when it leases again.
+	Active bool
+	// Share is the rate the instance keeps to meanwhile: Rate divided by Instances.
+	Share float64
+	// Instances is the number of instances the limiter last knew to share the key.
+	Instances int
+	// Err is the store's error that made the key fall back; nil when it leases again.
+	Err error
+}
+
+// maxRate is the highest Rate: one permit a nanosecond.
+const maxRate = 1e9
+
+// Validate reports every field with an invalid value.
+func (c Config) Validate() error {
+	var errs []error
+	if !(c.Rate > 0) || math.IsInf(c.Rate, 0) || c.Rate > maxRate {
+		errs = append(errs, fmt.Errorf("ratelimit Rate %v must be above 0 and at most %g a second", c.Rate, float64(maxRate)))
+	}
+	if c.Burst < 0 {
+		errs = append(errs, fmt.Errorf("ratelimit Burst %d must not be negative", c.Burst))
+	}
+	if c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("ratelimit MaxWait %v must not be negative", c.MaxWait))
+	}
+	return errors.Join(errs...)
+}
+
+// Behavior is the rate limiter behavior: it gives each call a permit of its key's limit,
+// waiting for it up to Config.MaxWait, or refuses the call with a *LimitedError. It is in
+// mediator.StageDefault at behaviors.RateLimitOrder: inside the breaker, so a call an open
+// breaker refuses spends no permit, and outside the per-attempt timeout, so waiting for a
+// permit does not eat the attempt's time. Each attempt of a retried call takes a permit.
+//
+// A call that finds its permit free takes no lock and allocates nothing: one compare-and-swap
+// of the key's theoretical arrival time (with a Store, one short lock of the key's leased
+// permits instead).
+type Behavior struct {
+	cfg   Config
+	clock behaviors.Clock
+	fixed *limiter // the request type's limit, bound at Build when Key is nil
+	root  *Behavior
+	keys  sync.Map // string → *limiter (the root's)
+	lease *leaser  // with a Store (the root's)
+	// The root's time base (see nanos): the clock's time at New.
+	system     bool
+	epoch      time.Time
+	epochNanos int64
+}
+
+// nanos is the root's now in nanoseconds: since the Unix epoch by the clock at New, and then
+// by the monotonic clock when the clock is the system's (one read of it, not two).
+func (b *Behavior) nanos() int64 {
+	if b.system {
+		return b.epochNanos + int64(time.Since(b.epoch))
+	}
+	return b.clock.Now().UnixNano()
+}
+
+// wallOffset returns, for a time of nanos, the same time by the clock's wall time: nanos
+// itself, but for the system clock's wall time moving otherwise than its monotonic time since
+// New.
+func (b *Behavior) wallOffset(n int64) int64 {
+	if b.system {
+		return time.Now().UnixNano() - (b.nanos() - n)
+	}
+	return n
+}
+
+// New returns a rate limiter behavior configured by cfg. It does not validate cfg: Validate
+// does, and mediator's Build calls it, so that Build reports every invalid behavior at once.
+// With a Store, Close stops its leasing.
+func New(cfg Config) *Behavior {
+	cfg.OnPermit, cfg.OnRefused, cfg.OnFallback = slices.Clone(cfg.OnPermit), slices.Clone(cfg.OnRefused), slices.Clone(cfg.OnFallback)
+	if cfg.Burst == 0 {
+		cfg.Burst = 1
+	}
+	b := &Behavior{cfg: cfg, clock: cfg.Clock}
+	if b.clock == nil {
+		b.clock = behaviors.SystemClock
+	}
+	b.root, b.system = b, b.clock == behaviors.SystemClock
+	b.epoch = b.clock.Now()
+	b.epochNanos = b.epoch.UnixNano()
+	if cfg.Store != nil {
+		b.lease = newLeaser(b)
+	}
+	return b
+}
+
+// Placement implements mediator.PlacedBehavior: Explain shows it as "rate-limit", in
+// mediator.StageDefault, at behaviors.RateLimitOrder (see the table of orders in package
+// behaviors).
+func (b *Behavior) Placement() mediator.Placement {
+	return mediator.Placement{Name: "rate-limit", Stage: mediator.StageDefault, Order: behaviors.RateLimitOrder}
+}
+
+// Validate reports what Config.Validate reports.
+func (b *Behavior) Validate() error { return b.cfg.Validate() }
+
+// Bind gives each request type its own limit when no key function was given.
+func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
+	if b.cfg.Key != nil {
+		return b, nil
+	}
+	return &Behavior{cfg: b.cfg, clock: b.clock, root: b.root, fixed: b.root.limiterOf(behaviors.TypeKey(info.Request))}, nil
+}
+
+// Close stops the leasing of a Behavior with a Store, waiting for a lease under way. The
+// permits it holds are still given; once they are spent, calls are refused. Without a Store
+// it does nothing.
+func (b *Behavior) Close() error {
+	if l := b.root.lease; l != nil {
+		l.close()
+	}
+	return nil
+}
+
+// Handle gives the call a permit, then runs next.
+func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
+	l := b.fixed
+	if l == nil {
+		l = b.root.limiterOf(b.keyOf(req))
+	}
+	maxWait := int64(b.cfg.MaxWait)
+	now := b.root.nanos()
+	if maxWait > 0 {
+		if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
+			maxWait = 0 // a scheduler's worker: the item parks until the permit instead
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			maxWait = max(min(maxWait, dl.UnixNano()-b.root.wallOffset(now)), 0)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	wait, ok := l.take(now, maxWait)
+	var waited int64 // for a lease
+	if !ok && l.fleet != nil && wait < 0 {
+		wait, waited, ok = b.awaitLease(ctx, l, now, maxWait)
+		if !ok && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if !ok {
+		return nil, b.refuse(ctx, l, req, time.Duration(wait))
+	}
+	if wait > 0 {
+		l.waiting.Add(1)
+		ch, stop := b.clock.After(time.Duration(wait))
+		select {
+		case <-ch:
+			l.waiting.Add(-1)
+		case <-ctx.Done():
+			stop()
+			l.waiting.Add(-1)
+			l.giveBack()
+			return nil, ctx.Err()
+		}
+	}
+	for _, f := range b.cfg.OnPermit {
+		f(ctx, PermitEvent{Key: l.key, Request: req, Wait: time.Duration(waited + wait)})
+	}
+	return next(ctx, req)
+}
+
+// awaitLease waits, up to maxWait from start, for a lease of a fleet key that had no permit
+// known, and takes a permit of it: the wait from now until the permit, how long it waited
+// for the lease, and whether it took one.
+func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait int64) (wait, waited int64, ok bool) {
+	deadline := start + maxWait
+	for {
+		ch := l.fleet.refilled()
+		b.root.lease.poke() // lease now rather than at the next tick
+		now := b.root.nanos()
+		left := deadline - now
+		if left <= 0 {
+			return l.fleet.retryAfter(), 0, false
+		}
+		timer, stop := b.clock.After(time.Duration(left))
+		select {
+		case <-ch:
+			stop()
+		case <-timer:
+			return l.fleet.retryAfter(), 0, false
+		case <-ctx.Done():
+			stop()
+			return 0, 0, false
+		}
+		now = b.root.nanos()
+		wait, ok := l.take(now, max(deadline-now, 0))
+		if ok || wait >= 0 {
+			return wait, now - start, ok
+		}
+	}
+}
+
+func (b *Behavior) refuse(ctx context.Context, l *limiter, req any, wait time.Duration) error {
+	l.refused.Add(1)
+	for _, f := range b.cfg.OnRefused {
+		f(ctx, RefusedEvent{Key: l.key, Request: req, RetryAfter: wait})
+	}
+	return &LimitedError{Key: l.key, Rate: l.rateNow(), Wait: wait, req: req}
+}
+
+// keyOf is req's key: Config.Key's, else its type's (for a Behavior used without Build).
+func (b *Behavior) keyOf(req any) string {
+	if b.cfg.Key != nil {
+		return b.cfg.Key(req)
+	}
+	return behaviors.TypeKey(reflect.TypeOf(req))
+}
+
+// limiterOf returns the limit of key, making it on first use.
+func (b *Behavior) limiterOf(key string) *limiter {
+	if v, ok := b.keys.Load(key); ok {
+		return v.(*limiter)
+	}
+	l := newLimiter(key, b.cfg)
+	if v, loaded := b.keys.LoadOrStore(key, l); loaded {
+		return v.(*limiter)
+	}
+	if b.lease != nil {
+		l.fleet = newFleetLimit(l, b.nanos())
+		b.lease.add(l)
+	}
+	return l
+}
+
+// limiter is one key's limit: a GCRA on its theoretical arrival time, or, with a Store, the
+// permits leased for it.
+type limiter struct {
+	key      string
+	rate     float64
+	burst    int
+	interval int64 // nanoseconds between permits
+	tol      int64 // how far ahead of now the theoretical arrival time may be: (burst-1) intervals
+	tat      atomic.Int64
+	waiting  atomic.Int64
+	refused  atomic.Int64
+	fleet    *fleetLimit // with a Store
+}
+
+func newLimiter(key string, cfg Config) *limiter {
+	interval := int64(math.Ceil(1e9 / cfg.Rate))
+	return &limiter{key: key, rate: cfg.Rate, burst: cfg.Burst, interval: interval, tol: int64(cfg.Burst-1) * interval}
+}
+
+// take reserves the next permit at now if it comes within maxWait: its wait and true; else
+// the wait until it and false. With a Store and no permit known, it returns -1 and false.
+func (l *limiter) take(now, maxWait int64) (int64, bool) {
+	if l.fleet != nil {
+		return l.fleet.take(now, maxWait)
+	}
+	for {
+		tat := l.tat.Load()
+		base := max(tat, now)
+		wait := max(base-l.tol-now, 0)
+		if wait > maxWait {
+			return wait, false
+		}
+		if l.tat.CompareAndSwap(tat, base+l.interval) {
+			return wait, true
+		}
+	}
+}
+
+// giveBack returns a permit taken but not used (its caller gave up waiting).
+func (l *limiter) giveBack() {
+	if l.fleet != nil {
+		l.fleet.giveBack()
+		return
+	}
+	l.tat.Add(-l.interval)
+}
+
+// rateNow is the rate the limit keeps to now: its share while a fleet's store is away.
+func (l *limiter) rateNow() float64 {
+	if l.fleet != nil {
+		return l.fleet.rateNow()
+	}
+	return l.rate
+}
+
+// KeySnapshot is one key's limit as Snapshot reports it.
+type KeySnapshot struct {
+	// Key is the limit's key.
+	Key string `json:"key"`
+	// Rate is the limit in permits a second (the fleet's, with a Store).
+	Rate float64 `json:"rate"`
+	// Burst is the limit's burst.
+	Burst int `json:"burst"`
+	// Available is the number of permits a call could take now without waiting.
+	Available int `json:"available"`
+	// Waiting is the number of calls waiting for their permit.
+	Waiting int `json:"waiting"`
+	// Refused is the number of calls refused since the limit was made.
+	Refused int64 `json:"refused"`
+	// Fleet is true for a limit shared through a Store.
+	Fleet bool `json:"fleet"`
+	// Fallback is true while the store does not answer and the instance keeps to its share.
+	Fallback bool `json:"fallback"`
+	// Instances is the number of instances the limit was last known to be shared by (1
+	// without a Store).
+	Instances int `json:"instances"`
+	// Leased is the number of permits leased from the store (with a Store).
+	Leased int64 `json:"leased"`
+}
+
+// Snapshot returns the state of every key's limit, in key order.
+func (b *Behavior) Snapshot() []KeySnapshot {
+	var out []KeySnapshot
+	now := b.root.nanos()
+	b.root.keys.Range(func(_, v any) bool {
+		l := v.(*limiter)
+		s := KeySnapshot{Key: l.key, Rate: l.rate, Burst: l.burst, Waiting: int(l.waiting.Load()), Refused: l.refused.Load(), Instances: 1}
+		if l.fleet != nil {
+			l.fleet.snapshot(now, &s)
+		} else {
+			if ahead := max(l.tat.Load(), now) - now; ahead <= l.tol {
+				s.Available = int(min((l.tol-ahead)/l.interval+1, int64(l.burst)))
+			}
+		}
+		out = append(out, s)
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

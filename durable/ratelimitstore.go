@@ -1,0 +1,240 @@
+package durable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
+)
+
+// RateLimitStoreConfig configures NewRateLimitStore. Its zero value takes the defaults.
+type RateLimitStoreConfig struct {
+	// Name is the namespace of the limits: the limiters of a fleet that share a set of limits
+	// use stores of the same name, and one queue may hold several sets. Default "default".
+	Name string
+	// LeasePeriod is how far ahead of the database's now permits are leased. It bounds what
+	// an instance's crash costs (the permits it leased and did not use pass unused, at most a
+	// period of them) and so how soon the others take its share; the limiter leases a quarter
+	// period's permits at a time, while its permits last less than half a period, so a period
+	// is also the lead that keeps calls from waiting on the database. Default 500 ms: a crash
+	// costs at most half a second of the limit, a database slow for a few hundred
+	// milliseconds costs nothing, and a busy key takes about eight leases a second across the
+	// fleet (and the attempts of the instances that find the period leased already). At least
+	// 10 ms.
+	LeasePeriod time.Duration
+	// Timeout bounds every database call of the store; a call that takes longer, or fails,
+	// makes the limiter fall back to its share of the limit until a lease succeeds again.
+	// Default 1 s: the leases run in the background, ahead of demand, so a database that is
+	// slow for a moment (a busy host) costs nothing while the permits in hand last, whereas
+	// each fallback and return costs up to a lease period of the instance's permits (see
+	// ratelimit.Config.Store).
+	Timeout time.Duration
+	// Instance names this instance to the other lessees of a limit, which count each other to
+	// know their share. Default: the host name, the process id and a random suffix.
+	Instance string
+	// Logger receives the store's database failures, rate-limited: the first at once, then
+	// at most one line every 30 s while they go on, and one when the database answers again;
+	// and one line when the instances fall back to their shares. Default zap.L().
+	Logger *zap.Logger
+}
+
+// Validate reports every field with an invalid value.
+func (c RateLimitStoreConfig) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+func (c RateLimitStoreConfig) withDefaults() (RateLimitStoreConfig, error) {
+	var errs []error
+	switch {
+	case !utf8.ValidString(c.Name) || strings.IndexByte(c.Name, 0) >= 0:
+		errs = append(errs, fmt.Errorf("Name %q is not valid UTF-8 without NUL bytes", c.Name))
+	case len(c.Name) > maxBreakerStoreName:
+		errs = append(errs, fmt.Errorf("Name is %d bytes long, longer than %d", len(c.Name), maxBreakerStoreName))
+	}
+	if c.LeasePeriod < 0 || (c.LeasePeriod > 0 && c.LeasePeriod < 10*time.Millisecond) {
+		errs = append(errs, fmt.Errorf("LeasePeriod %v is under 10ms", c.LeasePeriod))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("Timeout %v is negative", c.Timeout))
+	}
+	if !utf8.ValidString(c.Instance) || strings.IndexByte(c.Instance, 0) >= 0 {
+		errs = append(errs, fmt.Errorf("Instance %q is not valid UTF-8 without NUL bytes", c.Instance))
+	}
+	if c.Name == "" {
+		c.Name = "default"
+	}
+	if c.LeasePeriod == 0 {
+		c.LeasePeriod = 500 * time.Millisecond
+	}
+	if c.Timeout == 0 {
+		c.Timeout = time.Second
+	}
+	if c.Instance == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.Instance = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if c.Logger == nil {
+		c.Logger = zap.L()
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("durable: RateLimitStoreConfig: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// Lessees: an instance says it leases a key at most once a lessSeen; it counts the instances
+// seen within lesseesLive as sharing the key; it deletes those not seen for lesseesPrune, at
+// most once a lesseesPrune.
+const (
+	lesseeEvery  = time.Second
+	lesseesLive  = 3 * time.Second
+	lesseesPrune = 10 * time.Minute
+)
+
+// RateLimitStore keeps the limits that a fleet's rate limiters share in a queue's database
+// (the tables switchboard_rate_limits and switchboard_rate_limit_lessees), on SQLite and on
+// PostgreSQL: it is a ratelimit.PermitStore, given to ratelimit.Config.Store. NewRateLimitStore makes
+// one.
+//
+// Each limit is one row holding the time of its next free permit, by the database's clock. A
+// lease of n permits is one conditional UPDATE … RETURNING that advances it by n intervals,
+// if the last of them comes within LeasePeriod of the database's now: every permit of the
+// limit's timeline goes to one instance once, so the fleet together keeps to the limit
+// whichever instances join, leave or crash. Besides the leases, about once a second while it
+// leases a key, the instance records itself as a lessee of the key and counts the others (two
+// statements; a third, every ten minutes, deletes the lessees long gone): that count is its
+// divisor when the database does not answer and it keeps to its share of the limit.
+type RateLimitStore struct {
+	st     *store.Store
+	cfg    RateLimitStoreConfig
+	health dbHealth
+
+	away atomic.Bool // the last call failed
+
+	mu      sync.Mutex
+	lessees map[string]*lessee
+
+	statements atomic.Int64 // for the tests
+}
+
+type lessee struct {
+	count    int
+	seen     time.Time // when this instance last said it leases the key (local clock)
+	pruned   time.Time
+	counting bool
+}
+
+var _ ratelimit.PermitStore = (*RateLimitStore)(nil)
+
+// NewRateLimitStore returns the store of the shared rate limits of q's database named
+// cfg.Name. Give each limiter (ratelimit.Config.Store) of each instance a store; the instances
+// that share limits use the same Name. It makes no database call until the first lease.
+func NewRateLimitStore(q *Queue, cfg RateLimitStoreConfig) (*RateLimitStore, error) {
+	if q == nil {
+		return nil, errors.New("durable: NewRateLimitStore: the queue is nil")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With(zap.String("rate_limit_store", cfg.Name))
+	return &RateLimitStore{st: q.store, cfg: cfg, health: dbHealth{log: log, instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
+}
+
+// LeasePeriod implements ratelimit.PermitStore: RateLimitStoreConfig.LeasePeriod.
+func (s *RateLimitStore) LeasePeriod() time.Duration { return s.cfg.LeasePeriod }
+
+// Lease implements ratelimit.PermitStore: one statement (two the first time a limit is leased),
+// and about once a second per key two more that count the lessees; bounded by Timeout (and
+// ctx).
+func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (ratelimit.Lease, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	s.statements.Add(1)
+	g, err := s.st.LeaseRateLimit(cctx, store.RateLimitLease{Name: s.cfg.Name, Key: r.Key, Interval: r.Interval, Burst: r.Burst,
+		Permits: r.Permits, Horizon: s.cfg.LeasePeriod})
+	if err != nil {
+		return ratelimit.Lease{}, s.failed(ctx, err)
+	}
+	n, err := s.instances(cctx, r.Key)
+	if err != nil {
+		return ratelimit.Lease{}, s.failed(ctx, err)
+	}
+	if s.away.Swap(false) {
+		s.health.ok()
+		s.health.log.Info("durable: rate limit store answers again; the instances lease the fleet's permits again",
+			zap.String("instance", s.cfg.Instance))
+	}
+	return ratelimit.Lease{Permits: g.Permits, First: g.First, Next: g.Next, Now: g.Now, Instances: n}, nil
+}
+
+// instances returns the number of instances leasing key, asking the database about once a
+// lesseeEvery.
+func (s *RateLimitStore) instances(ctx context.Context, key string) (int, error) {
+	now := time.Now()
+	s.mu.Lock()
+	l := s.lessees[key]
+	if l == nil {
+		l = &lessee{count: 1}
+		s.lessees[key] = l
+	}
+	if now.Sub(l.seen) < lesseeEvery || l.counting {
+		n := l.count
+		s.mu.Unlock()
+		return n, nil
+	}
+	l.counting = true
+	prune := l.pruned.IsZero() || now.Sub(l.pruned) >= lesseesPrune
+	s.mu.Unlock()
+	var after time.Duration
+	if prune {
+		after = lesseesPrune
+		s.statements.Add(1)
+	}
+	s.statements.Add(2)
+	n, err := s.st.RateLimitLessees(ctx, s.cfg.Name, key, s.cfg.Instance, lesseesLive, after)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.counting = false
+	if err != nil {
+		return 0, err
+	}
+	l.seen, l.count = now, max(n, 1)
+	if prune {
+		l.pruned = now
+	}
+	return l.count, nil
+}
+
+// failed logs a failed call (rate-limited) and says so once when the store goes away.
+func (s *RateLimitStore) failed(ctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("durable: rate limit store %q: the database did not answer within the Timeout (%v): %w", s.cfg.Name, s.cfg.Timeout, err)
+	} else {
+		err = fmt.Errorf("durable: rate limit store %q: %w", s.cfg.Name, err)
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	if !s.away.Swap(true) {
+		s.health.log.Warn("durable: rate limit store unreachable; each instance keeps to its share of the limits until it answers",
+			zap.String("instance", s.cfg.Instance), zap.Error(err))
+	}
+	s.health.failed("rate limit store: lease", err)
+	return err
+}

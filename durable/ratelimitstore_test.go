@@ -1,0 +1,68 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/durable"
+)
+
+// Two stores of one name share a limit: their leases never overlap, each tells the other's
+// presence in Instances, and a store of another name has its own limits.
+func TestRateLimitStoreLeases(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		q := b.bare(t, durable.Config{})
+		a := must[*durable.RateLimitStore](t)(durable.NewRateLimitStore(q, durable.RateLimitStoreConfig{Instance: "a"}))
+		c := must[*durable.RateLimitStore](t)(durable.NewRateLimitStore(q, durable.RateLimitStoreConfig{Instance: "c"}))
+		other := must[*durable.RateLimitStore](t)(durable.NewRateLimitStore(q, durable.RateLimitStoreConfig{Name: "other", Instance: "a"}))
+		if a.LeasePeriod() != 500*time.Millisecond {
+			t.Fatal(a.LeasePeriod())
+		}
+		ctx := context.Background()
+		r := ratelimit.LeaseRequest{Key: "api", Interval: 10 * time.Millisecond, Burst: 1, Permits: 5}
+		la := must[ratelimit.Lease](t)(a.Lease(ctx, r))
+		lc := must[ratelimit.Lease](t)(c.Lease(ctx, r))
+		if la.Permits != 5 || lc.Permits != 5 || lc.First.Before(la.First.Add(50*time.Millisecond)) {
+			t.Fatalf("a %+v, c %+v", la, lc)
+		}
+		if la.Instances != 1 || lc.Instances != 2 {
+			t.Fatalf("instances: a %d, c %d", la.Instances, lc.Instances)
+		}
+		if lo := must[ratelimit.Lease](t)(other.Lease(ctx, r)); lo.Permits != 5 || lo.First.After(lo.Now) {
+			t.Fatalf("other name: %+v", lo)
+		}
+		// More than a period's permits at once: none, and when the next one is free.
+		big := r
+		big.Permits = 100
+		if l := must[ratelimit.Lease](t)(a.Lease(ctx, big)); l.Permits != 0 || !l.Next.Equal(lc.First.Add(50*time.Millisecond)) {
+			t.Fatalf("a lease past the period: %+v", l)
+		}
+	})
+}
+
+func TestRateLimitStoreConfigValidate(t *testing.T) {
+	err := durable.RateLimitStoreConfig{Name: "a\x00", LeasePeriod: time.Millisecond, Timeout: -1, Instance: "\xff"}.Validate()
+	for _, want := range []string{"Name", "LeasePeriod", "Timeout", "Instance"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v lacks %s", err, want)
+		}
+	}
+	if _, err := durable.NewRateLimitStore(nil, durable.RateLimitStoreConfig{}); err == nil {
+		t.Fatal("a nil queue passed")
+	}
+}
+
+// A store whose database is gone fails its leases, saying which store.
+func TestRateLimitStoreClosedQueue(t *testing.T) {
+	q := sqliteBackend(t).bare(t, durable.Config{})
+	s := must[*durable.RateLimitStore](t)(durable.NewRateLimitStore(q, durable.RateLimitStoreConfig{Name: "n"}))
+	_ = q.Close()
+	_, err := s.Lease(context.Background(), ratelimit.LeaseRequest{Key: "k", Interval: time.Millisecond, Burst: 1, Permits: 1})
+	if err == nil || !strings.Contains(err.Error(), `rate limit store "n"`) || errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
