@@ -11,6 +11,8 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/bulkhead"
 	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/hedge"
+	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
 	"github.com/switchboard-go/switchboard/behaviors/recovery"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/behaviors/timeout"
@@ -86,7 +88,9 @@ func TestChainOrder(t *testing.T) {
 		validation.New(),
 		fallback.NewFor(func(context.Context, *CreateUser, error) (int, error) { return 0, nil }, fallback.Config{}),
 		retry.New(retry.Config{}),
+		hedge.New(hedge.Config{Delay: time.Second}),
 		breaker.New(reg),
+		ratelimit.New(ratelimit.Config{Rate: 100}),
 		timeout.New(timeout.Config{Duration: time.Second}),
 		bulkhead.New(bulkhead.Config{Limit: 4}),
 	}
@@ -94,10 +98,12 @@ func TestChainOrder(t *testing.T) {
   validation (pre, 100)
     fallback (default, 30)
       retry (default, 50)
-        circuit-breaker (default, 60)
-          timeout (default, 70)
-            bulkhead (default, 80)
-              handler
+        hedge (default, 55)
+          circuit-breaker (default, 60)
+            rate-limit (default, 65)
+              timeout (default, 70)
+                bulkhead (default, 80)
+                  handler
 `
 	for range 20 {
 		rand.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })

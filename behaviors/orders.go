@@ -27,9 +27,12 @@ package behaviors
 // Fallback is inside them and outside everything else, so it sees the final failure (an open
 // circuit included). The durable deferral is inside fallback, so work it takes for later is
 // not answered by a fallback, and outside retry, so it defers only what retry gave up on. The
-// breaker is inside retry, so every attempt is gated and counted; the timeout is inside the
-// breaker, so a timed-out attempt is counted; the bulkhead is innermost, so a slot is held only
-// while the handler runs.
+// breaker is inside retry, so every attempt is gated and counted; hedging is between them, so
+// every hedged attempt is gated and counted too; the rate limiter is inside the breaker, so a
+// call the breaker refuses spends no permit, and outside the per-attempt timeout, so waiting for
+// a permit does not use up the attempt's time; the timeout is inside the breaker, so a
+// timed-out attempt is counted; the bulkhead is innermost, so a slot is held only while the
+// handler runs.
 const (
 	// TracingOrder is the order of the tracing behavior (package tracing) within
 	// mediator.StagePre: outside recovery, so its span covers the whole pipeline and records a
