@@ -322,7 +322,7 @@ func (s *scheduler) lookAtLimits() {
 
 // wakeLimited makes due the items parked on the keys whose slots freed, as many as each has
 // free slots, unless a pause or a breaker holds the key back (their items wait for them), and
-// tells the other instances.
+// tells this instance's claim loop and the other instances.
 func (s *scheduler) wakeLimited() {
 	keys := s.limits.takeFreed()
 	if len(keys) == 0 {
@@ -350,6 +350,7 @@ func (s *scheduler) wakeLimited() {
 	}
 	s.noteStore("wake the items parked on a concurrency limit", firstErr)
 	if woke > 0 {
+		s.Wake() // this turn of the claim loop may have claimed already
 		s.q.notifyDue()
 	}
 }

@@ -37,7 +37,7 @@ const heldCountSQL = `(SELECT COUNT(*) FROM switchboard_items h WHERE h.held_key
 // On SQLite the write transaction is exclusive.
 const acquireSQL = `UPDATE switchboard_items SET held_key = ?1
 	WHERE id = ?2 AND state = 'running' AND lease_owner = ?3 AND attempts = ?4
-	  AND (held_key = ?1 OR ` + `(SELECT COUNT(*) FROM switchboard_items h WHERE h.held_key = ?1 AND h.state = 'running')` + `
+	  AND (held_key = ?1 OR (SELECT COUNT(*) FROM switchboard_items h WHERE h.held_key = ?1 AND h.state = 'running')
 	        < COALESCE((SELECT l.max_running FROM switchboard_concurrency_limits l WHERE l.key = ?1), 2147483647))
 	RETURNING id`
 
@@ -48,15 +48,24 @@ const acquireLockSQL = `SELECT 1 FROM switchboard_concurrency_limits WHERE key =
 // wakeLimitedSQL makes due at ?1 as many of the pending items parked on key ?2 (not due yet,
 // earliest due first) as the key has free slots: its limit less the running items holding it
 // (none without a limit). A hint, not a reservation: the woken items still take their slots
-// one by one. %s and %s open and close the set of ids: "IN (" and ")" on SQLite; on
-// PostgreSQL "= ANY(ARRAY(" and "))", an InitPlan run once, as the claim's (postgresClaim).
+// one by one. The first and last %s open and close the set of ids: "IN (" and ")" on SQLite;
+// on PostgreSQL "= ANY(ARRAY(" and "))", an InitPlan run once, as the claim's (postgresClaim).
+// The middle one is the larger of two numbers: MAX on SQLite, GREATEST on PostgreSQL.
 const wakeLimitedSQL = `UPDATE switchboard_items SET next_at = ?1, parked_key = NULL
 	WHERE id %s SELECT w.id FROM switchboard_items w
 	    WHERE w.parked_key = ?2 AND w.state = 'pending' AND w.next_at > ?1
 	    ORDER BY w.next_at, w.id
-	    LIMIT COALESCE((SELECT CASE WHEN l.max_running > c.n THEN l.max_running - c.n ELSE 0 END
-	        FROM switchboard_concurrency_limits l, (SELECT COUNT(*) AS n FROM switchboard_items h WHERE h.held_key = ?2 AND h.state = 'running') c
-	        WHERE l.key = ?2), 0)%s`
+	    LIMIT %s(COALESCE((SELECT l.max_running FROM switchboard_concurrency_limits l WHERE l.key = ?2), 0)
+	        - (SELECT COUNT(*) FROM switchboard_items h WHERE h.held_key = ?2 AND h.state = 'running'), 0)%s`
+
+// The statements of each engine.
+var (
+	pgAcquireSQL  = pg(acquireSQL)
+	sqliteWakeSQL = fmt.Sprintf(wakeLimitedSQL, "IN (", "MAX", ")")
+	pgWakeSQL     = pg(fmt.Sprintf(wakeLimitedSQL, "= ANY(ARRAY(", "GREATEST", "))"))
+	limitsSQL     = `SELECT ` + limitColumns + `, ` + fmt.Sprintf(heldCountSQL, "l.key") + `
+	FROM switchboard_concurrency_limits l ORDER BY key`
+)
 
 // pg turns a statement numbered ?N into PostgreSQL's $N.
 func pg(q string) string { return strings.ReplaceAll(q, "?", "$") }
@@ -121,8 +130,7 @@ func (s *Store) DeleteLimit(ctx context.Context, key string, then func(tx *sql.T
 // Limits returns the stored limits in key order, each with the running items holding a slot
 // of its key.
 func (s *Store) Limits(ctx context.Context) ([]LimitRow, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+limitColumns+`, `+fmt.Sprintf(heldCountSQL, "l.key")+`
-	FROM switchboard_concurrency_limits l ORDER BY key`)
+	rows, err := s.db.QueryContext(ctx, limitsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("durable: concurrency limits: %w", err)
 	}
@@ -178,7 +186,7 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence) (bool, error) 
 		var conn *sql.Conn
 		if conn, err = s.db.Conn(ctx); err == nil {
 			err = pe.drv.SendBatch(ctx, conn,
-				[]BatchQuery{{SQL: acquireLockSQL, Args: []any{key}}, {SQL: pg(acquireSQL), Args: args}},
+				[]BatchQuery{{SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}},
 				[]func(RowReader) error{drain, func(rows RowReader) error {
 					for rows.Next() {
 						got = true
@@ -221,9 +229,9 @@ func drain(rows RowReader) error {
 // WakeLimited makes as many of the pending items parked on key due at now as the key has free
 // slots (see wakeLimitedSQL), and returns how many.
 func (s *Store) WakeLimited(ctx context.Context, key string, now time.Time) (int, error) {
-	q := fmt.Sprintf(wakeLimitedSQL, "IN (", ")")
+	q := sqliteWakeSQL
 	if s.e.String() == "postgres" {
-		q = pg(fmt.Sprintf(wakeLimitedSQL, "= ANY(ARRAY(", "))"))
+		q = pgWakeSQL
 	}
 	res, err := s.db.ExecContext(ctx, q, micros(now), key)
 	if err != nil {
