@@ -134,6 +134,20 @@ func (q *Queue) ConcurrencyLimits(ctx context.Context) ([]record.ConcurrencyLimi
 	return out, nil
 }
 
+// ConcurrencyLimitUse returns the limit of each limited key and how many of its items run now
+// (ConcurrencyLimits in maps of standard types, for metrics.Recorder.CollectConcurrencyLimits).
+func (q *Queue) ConcurrencyLimitUse(ctx context.Context) (limits, inUse map[string]int, err error) {
+	rows, err := q.store.Limits(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	limits, inUse = make(map[string]int, len(rows)), make(map[string]int, len(rows))
+	for _, r := range rows {
+		limits[r.Key], inUse[r.Key] = r.Max, r.InUse
+	}
+	return limits, inUse, nil
+}
+
 func limitOf(r store.LimitRow) record.ConcurrencyLimit {
 	return record.ConcurrencyLimit{Key: r.Key, Max: r.Max, InUse: r.InUse, Actor: r.Actor, Reason: r.Reason, CreatedAt: r.CreatedAt}
 }
