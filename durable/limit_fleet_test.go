@@ -112,9 +112,9 @@ func (e *inflightEndpoint) read(f func(e *inflightEndpoint)) {
 }
 
 // fleetLimitRun starts three limit children on b's database, with lease, against a limit of 4
-// on key "api": 120 items of the key and 60 of another. kill, when set, is called with the
+// on key "api": limited items of the key and 60 of another. kill, when set, is called with the
 // children and the endpoint while they run.
-func fleetLimitRun(t *testing.T, b backend, lease time.Duration, kill func(children []*child, instances []string, e *inflightEndpoint)) (*durable.Queue, *inflightEndpoint, []record.ItemID) {
+func fleetLimitRun(t *testing.T, b backend, lease time.Duration, limited int, kill func(children []*child, instances []string, e *inflightEndpoint)) (*durable.Queue, *inflightEndpoint, []record.ItemID) {
 	t.Helper()
 	ctx := context.Background()
 	op := b.queue(t, durable.Config{Policy: fastPolicy})
@@ -127,7 +127,7 @@ func fleetLimitRun(t *testing.T, b backend, lease time.Duration, kill func(child
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	var ids []record.ItemID
-	for i := range 120 {
+	for i := range limited {
 		ids = append(ids, must[durable.Enqueued](t)(op.Enqueue(ctx, &Work{N: i}, durable.WithBreakerKey("api"))).ID)
 	}
 	for i := range 60 {
@@ -175,7 +175,7 @@ func fleetLimitRun(t *testing.T, b backend, lease time.Duration, kill func(child
 // items the limit held back were charged none), none is lost or stuck.
 func TestFleetConcurrencyLimitHoldsAcrossThreeProcesses(t *testing.T) {
 	b := pgBackend(t)
-	op, e, ids := fleetLimitRun(t, b, 30*time.Second, nil)
+	op, e, ids := fleetLimitRun(t, b, 30*time.Second, 120, nil)
 	e.read(func(e *inflightEndpoint) {
 		for _, id := range ids {
 			if e.calls[id] != 1 {
@@ -192,12 +192,13 @@ func TestFleetConcurrencyLimitHoldsAcrossThreeProcesses(t *testing.T) {
 }
 
 // One of the three processes is killed while it holds slots of the limited key: its slots come
-// back when its leases run out and are swept (the others reach the limit again), and nothing
-// is lost; an item is run twice only where the store recorded the lost lease.
+// back when its leases run out and are swept (the others reach the limit again: enough items
+// are left for that, 400 at 4 at a time taking 2 s, the lease), and nothing is lost; an item is
+// run twice only where the store recorded the lost lease.
 func TestFleetConcurrencyLimitSlotsComeBackAfterSIGKILL(t *testing.T) {
 	b := pgBackend(t)
 	var killedAt time.Time
-	op, e, ids := fleetLimitRun(t, b, 2*time.Second, func(children []*child, instances []string, e *inflightEndpoint) {
+	op, e, ids := fleetLimitRun(t, b, 2*time.Second, 400, func(children []*child, instances []string, e *inflightEndpoint) {
 		victim := ""
 		eventually(t, 30*time.Second, "a process to hold slots", func() bool {
 			ok := false
