@@ -130,6 +130,9 @@ func (s *server) routes() {
 	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause))
 	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause))
 	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
+	s.api("GET /api/concurrency-limits", needQueueOf(s, noConcurrencyLimits, s.listConcurrencyLimits))
+	s.api("PUT /api/concurrency-limits/{key}", needQueueOf(s, noConcurrencyLimits, s.setConcurrencyLimit))
+	s.api("DELETE /api/concurrency-limits/{key}", needQueueOf(s, noConcurrencyLimits, s.removeConcurrencyLimit))
 
 	s.api("GET /api/retry-budgets", s.listBudgets)
 	s.api("GET /api/rate-limits", s.listRateLimits)

@@ -62,6 +62,9 @@ func runChild(mode string) int {
 	if mode == "bulk" {
 		return runBulkChild() // bulkaction_fleet_test.go
 	}
+	if mode == "limit" {
+		return runLimitChild() // limit_fleet_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)

@@ -68,6 +68,8 @@ type SchedulerConfig struct {
 	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
 	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
 	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
+	// "limited" (its breaker key's concurrency limit had no free slot, SetConcurrencyLimit: no
+	// attempt);
 	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
 	// (not attempted: a shutdown before it started, a name or a handler this instance lacks).
 	// metrics.Recorder.OnSettled counts them. Called by the claim loop after the write, so a
@@ -245,6 +247,7 @@ type scheduler struct {
 	cronWake chan struct{}
 
 	pauses keyPauses // the paused breaker keys (pause.go)
+	limits keyLimits // the limited breaker keys (limit.go)
 	// pausesRead is closed once the paused keys were first read (or the read failed): the
 	// bulk loop holds its first replay back until then, as the claim loop its first claim.
 	pausesRead chan struct{}
@@ -356,6 +359,7 @@ func (s *scheduler) Start() error {
 		// The paused keys are read before the first claim, so that a restart holds them back
 		// as the instance did before; then by watchPauses.
 		s.lookAtPauses()
+		s.lookAtLimits()
 		close(s.pausesRead)
 		idle := s.run()
 		s.endListen()
@@ -584,6 +588,7 @@ func (s *scheduler) run() (idle bool) {
 			}
 		} else if !writeFailed {
 			s.unparkClosed()
+			s.wakeLimited()
 			free := s.cfg.Workers - running
 			switch {
 			case claimed || isolating || free == 0:
@@ -758,6 +763,7 @@ func (s *scheduler) settle(batch []store.Completion, results []error, retried bo
 	s.notifySettled(batch, results)
 	s.recheckVerdicts(batch, results)
 	s.freeAfterSuccess(batch, results)
+	s.slotsFreed(batch, results)
 	s.mu.Lock()
 	for _, c := range batch {
 		delete(s.inflight, c.Fence)
@@ -948,6 +954,8 @@ func settledOutcome(c store.Completion) string {
 		return string(record.OutcomeExpired)
 	case c.Paused:
 		return outcomePaused
+	case c.Limited:
+		return outcomeLimited
 	case c.Refused:
 		return string(record.OutcomeRefused)
 	case c.State == store.StateSucceeded:
@@ -1023,6 +1031,9 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	defer s.unhold(held)
 	if refused {
 		return s.park(comp, c, refusal.key, refusal.remaining)
+	}
+	if p, ok := s.limit(&comp, c, req); !ok {
+		return p
 	}
 	if s.life.Err() != nil {
 		return s.release(*c) // shutting down: not started
@@ -1516,6 +1527,7 @@ func (s *scheduler) watchPauses() {
 			return
 		case <-t.C:
 			s.lookAtPauses()
+			s.lookAtLimits()
 		}
 	}
 }

@@ -106,7 +106,7 @@ func New(cfg Config) (*Recorder, error) {
 		Buckets:                     prometheus.DefBuckets,
 		NativeHistogramBucketFactor: cfg.NativeHistogramBucketFactor})
 	r.settled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("durable_outcomes_total"),
-		Help: "How the durable scheduler's claims of items ended, by request name and outcome (succeeded, retried, dead, refused, paused, expired, interrupted, released)."},
+		Help: "How the durable scheduler's claims of items ended, by request name and outcome (succeeded, retried, dead, refused, paused, limited, expired, interrupted, released)."},
 		[]string{"name", "outcome"})
 	r.budgets = newBudgetSeries(r)
 	for _, c := range []prometheus.Collector{r.requests, r.durations, r.retries, r.fallbacks, r.refusals, r.claims, r.settled, r.budgets.vec} {
@@ -256,7 +256,7 @@ func (r *Recorder) evicted(key string) {
 func (r *Recorder) OnClaim(took time.Duration, _ int, _ error) { r.claims.Observe(took.Seconds()) }
 
 // OnSettled counts an item's claim in durable_outcomes_total by its request name and how it
-// ended (succeeded, retried, dead, refused, paused, expired, interrupted, released; see
+// ended (succeeded, retried, dead, refused, paused, limited, expired, interrupted, released; see
 // durable.SchedulerConfig.OnSettled, whose observer it is):
 //
 //	q.Start(m, durable.SchedulerConfig{OnSettled: []func(string, string){rec.OnSettled}})

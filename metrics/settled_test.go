@@ -20,7 +20,7 @@ func TestOnSettledCountsOutcomes(t *testing.T) {
 	}
 	rec.OnSettled("billing.charge", "dead")
 	want := `
-# HELP switchboard_durable_outcomes_total How the durable scheduler's claims of items ended, by request name and outcome (succeeded, retried, dead, refused, paused, expired, interrupted, released).
+# HELP switchboard_durable_outcomes_total How the durable scheduler's claims of items ended, by request name and outcome (succeeded, retried, dead, refused, paused, limited, expired, interrupted, released).
 # TYPE switchboard_durable_outcomes_total counter
 switchboard_durable_outcomes_total{name="billing.charge",outcome="dead"} 1
 switchboard_durable_outcomes_total{name="webhook.deliver",outcome="expired"} 1

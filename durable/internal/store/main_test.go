@@ -121,6 +121,9 @@ func postgresStatements() map[string]string {
 		"breaker_load":   postgresBreakers.load,
 		"breaker_since":  postgresBreakers.changes,
 		"breaker_seq":    postgresBreakers.lastSeq,
+		"acquire":        pgAcquireSQL,
+		"wake_limited":   pgWakeSQL,
+		"limits":         limitsSQL,
 	}
 }
 

@@ -282,13 +282,17 @@ func statementCases(stmts map[string]string) []planCase {
 		// name, after, limit
 		"breaker_since": {"plancheck", int64(1000), 1000},
 		"breaker_seq":   {"plancheck"},
+		// key, id, owner, attempt
+		"acquire": {"api", int64(1000001), "plancheck", 1},
+		// now, key
+		"wake_limited": {now, "api"},
 	}
 	names := make([]string, 0, len(stmts))
 	for name := range stmts {
 		names = append(names, name)
 	}
 	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "dedupe", "release", "token", "prune",
-		"breaker_insert", "breaker_update", "breaker_read", "breaker_load", "breaker_since", "breaker_seq"}
+		"breaker_insert", "breaker_update", "breaker_read", "breaker_load", "breaker_since", "breaker_seq", "acquire", "wake_limited", "limits"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase
 	for _, name := range names {

@@ -93,7 +93,8 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // costs the arrays at ten elements, join each of them to every completion in a nested loop.
 // This way the primary key, probed once per completion, is the only way in. The attempt rows
 // are inserted from the update's RETURNING, which carries the input's columns. A completion
-// that records an attempt clears isolate: the item ran to an outcome of its own. Placeholders:
+// that records an attempt clears isolate: the item ran to an outcome of its own. Every
+// completion frees the concurrency slot its lease held (held_key). Placeholders:
 // arrays of id, attempt, owner, next state, next_at, undo (1: the claim is undone), error,
 // started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none).
 // An item completed as dead gets its dead letter in the same statement (d), so the two exist
@@ -110,7 +111,7 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
         isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
         last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
-        lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
+        lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
     FROM v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
@@ -137,14 +138,15 @@ WHERE i.id = x.id AND i.state = x.running AND i.lease_owner = $2`
 // postgresSweep returns expired leases to pending. s locks them (a lease extended or completed
 // meanwhile fails the re-check on its newest version and is skipped); the update finds them by
 // primary key; the attempt rows come from s, whose rows are exactly the updated ones. The item
-// runs alone next; the lost attempt counts only if it ran alone. Placeholder: $1 now.
+// runs alone next; the lost attempt counts only if it ran alone; the concurrency slot the lease
+// held (held_key) is freed. Placeholder: $1 now.
 const postgresSweep = `WITH s AS (
     SELECT id, attempts, lease_owner, claimed_at FROM switchboard_items
     WHERE state = 'running' AND lease_until < $1
     FOR UPDATE SKIP LOCKED
 ), u AS (
     UPDATE switchboard_items i
-    SET state = 'pending', next_at = $1, lease_owner = NULL, lease_until = NULL, updated_at = $1,
+    SET state = 'pending', next_at = $1, lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = $1,
         last_error = '` + LeaseExpired + `', isolate = 1, unattributed = i.unattributed + 1 - i.alone, alone = 0
     WHERE i.id = ANY(ARRAY(SELECT id FROM s))
     RETURNING i.id

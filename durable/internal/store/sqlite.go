@@ -108,7 +108,7 @@ func inTxStmt(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string) (*sql.Stm
 	return tx.StmtContext(ctx, st), nil
 }
 
-// sqliteCompleteOne ends one lease. Placeholders: state, next_at, undo (1 when the claim is
+// sqliteCompleteOne ends one lease, freeing the concurrency slot it held (held_key). Placeholders: state, next_at, undo (1 when the claim is
 // undone: no attempt was made), outcome (twice), error, parked key, updated at, and the fence
 // (id, owner, attempt). A completion that records an attempt clears isolate: the item ran to an
 // outcome of its own, so it is no crasher.
@@ -117,7 +117,7 @@ const sqliteCompleteOne = `UPDATE switchboard_items
 	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
 	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
 	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
-	    lease_owner = NULL, lease_until = NULL, updated_at = ?
+	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?
 	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
 
 const sqliteClaimUpdate = `UPDATE switchboard_items
@@ -149,7 +149,7 @@ func newSQLite() *sqliteEngine {
 		},
 		completeOne: sqliteCompleteOne,
 		sweepOne: `UPDATE switchboard_items
-	SET state = 'pending', next_at = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?,
+	SET state = 'pending', next_at = ?, lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?,
 	    last_error = '` + LeaseExpired + `', isolate = 1, unattributed = unattributed + 1 - alone, alone = 0
 	WHERE id = ?`,
 	}

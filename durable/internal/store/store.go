@@ -180,6 +180,10 @@ type Completion struct {
 	Name                              string
 	Refused, Verdict, Paused, Expired bool
 	Freed                             string
+	// Limited and Held are not stored either: a concurrency limit held the item back, and
+	// the limited key whose slot the lease held (the completion frees it).
+	Limited bool
+	Held    string
 }
 
 // Stats summarises a store.

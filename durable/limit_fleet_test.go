@@ -1,0 +1,246 @@
+package durable_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// The limit child (mode "limit"): a scheduler whose Work items call the parent's endpoint
+// (childURLEnv) with their item id, N and instance, and succeed when it answers 200.
+
+// limitedN is the first Work.N of the items of the unlimited key in the limit tests.
+const limitedN = 1000
+
+func runLimitChild() int {
+	ctx := context.Background()
+	q, err := durable.Open(ctx, targetDriver(os.Getenv(childBackendEnv), os.Getenv(childTargetEnv)), durable.Config{Policy: fastPolicy})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	defer q.Close()
+	durable.Register[*Work](q, "test.work")
+	url := os.Getenv(childURLEnv)
+	client := &http.Client{Timeout: 10 * time.Second}
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
+		d, _ := durable.FromContext(ctx, w)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s?id=%d&n=%d&inst=%s", url, d.ItemID, w.N, d.Instance), nil)
+		if err != nil {
+			return mediator.Void{}, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return mediator.Void{}, err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return mediator.Void{}, fmt.Errorf("endpoint: %s", resp.Status)
+		}
+		return mediator.Void{}, nil
+	})
+	if err := m.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
+	return serveChild(q, m, durable.SchedulerConfig{Workers: 6, BatchSize: 10, PollInterval: 5 * time.Millisecond, Lease: lease})
+}
+
+// inflightEndpoint is the dependency of the limit tests: it counts the calls of the limited
+// key in flight (and their most at once), the calls per item, and the limited calls in flight
+// per instance. Each call takes callTime.
+type inflightEndpoint struct {
+	mu         sync.Mutex
+	inflight   int                   // calls of the limited key now
+	most       int                   // the most at once
+	mostSince  int                   // the most at once since resetMost
+	other      int                   // calls of the unlimited key now
+	otherMost  int                   // their most at once
+	calls      map[record.ItemID]int // calls per item
+	byInstance map[string]int        // limited calls now, per instance
+	total      int
+}
+
+const callTime = 20 * time.Millisecond
+
+func (e *inflightEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
+	n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+	inst := r.URL.Query().Get("inst")
+	limited := n < limitedN
+	e.mu.Lock()
+	e.calls[record.ItemID(id)]++
+	e.total++
+	if limited {
+		e.inflight++
+		e.byInstance[inst]++
+		e.most, e.mostSince = max(e.most, e.inflight), max(e.mostSince, e.inflight)
+	} else {
+		e.other++
+		e.otherMost = max(e.otherMost, e.other)
+	}
+	e.mu.Unlock()
+	time.Sleep(callTime) // the dependency's latency: what the limit keeps few calls in
+	e.mu.Lock()
+	if limited {
+		e.inflight--
+		e.byInstance[inst]--
+	} else {
+		e.other--
+	}
+	e.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (e *inflightEndpoint) read(f func(e *inflightEndpoint)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f(e)
+}
+
+// fleetLimitRun starts three limit children on b's database, with lease, against a limit of 4
+// on key "api": limited items of the key and 60 of another. kill, when set, is called with the
+// children and the endpoint while they run.
+func fleetLimitRun(t *testing.T, b backend, lease time.Duration, limited int, kill func(children []*child, instances []string, e *inflightEndpoint)) (*durable.Queue, *inflightEndpoint, []record.ItemID) {
+	t.Helper()
+	ctx := context.Background()
+	op := b.queue(t, durable.Config{Policy: fastPolicy})
+	const limit = 4
+	l := must[record.ConcurrencyLimit](t)(op.SetConcurrencyLimit(ctx, "api", limit, "ops", durable.LimitReason("fleet test")))
+	if l.Key != "api" || l.Max != limit || l.Actor != "ops" {
+		t.Fatalf("limit: %+v", l)
+	}
+	e := &inflightEndpoint{calls: map[record.ItemID]int{}, byInstance: map[string]int{}}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	var ids []record.ItemID
+	for i := range limited {
+		ids = append(ids, must[durable.Enqueued](t)(op.Enqueue(ctx, &Work{N: i}, durable.WithBreakerKey("api"))).ID)
+	}
+	for i := range 60 {
+		ids = append(ids, must[durable.Enqueued](t)(op.Enqueue(ctx, &Work{N: limitedN + i}, durable.WithBreakerKey("other"))).ID)
+	}
+	var (
+		children  []*child
+		instances []string
+	)
+	for range 3 {
+		c := startChild(t, b, "limit", childLeaseEnv+"="+lease.String(), childURLEnv+"="+srv.URL)
+		instances = append(instances, c.line(t, "READY")[1])
+		children = append(children, c)
+	}
+	if kill != nil {
+		kill(children, instances, e)
+	}
+	eventually(t, 90*time.Second, "every item to succeed", func() bool {
+		n, err := op.Stats(ctx)
+		return err == nil && n.Counts[record.StateSucceeded] == int64(len(ids))
+	})
+	for _, c := range children {
+		if c.cmd.ProcessState == nil {
+			c.stop(t)
+		}
+	}
+	e.read(func(e *inflightEndpoint) {
+		t.Logf("limited calls at most %d at once; the other key's at most %d; %d calls", e.most, e.otherMost, e.total)
+		if e.most > limit {
+			t.Errorf("the endpoint saw %d calls of the limited key at once, more than the limit of %d", e.most, limit)
+		}
+		if e.most < limit {
+			t.Errorf("the endpoint saw at most %d calls of the limited key at once: the limit of %d was never reached", e.most, limit)
+		}
+	})
+	ls := must[[]record.ConcurrencyLimit](t)(op.ConcurrencyLimits(ctx))
+	if len(ls) != 1 || ls[0].InUse != 0 {
+		t.Errorf("limits after the run: %+v; want the one, with no slot held", ls)
+	}
+	return op, e, ids
+}
+
+// Three processes share a limit of 4 on a key: the endpoint never sees more than 4 of its
+// calls at once and sees 4; every item succeeds with exactly one call and one attempt (the
+// items the limit held back were charged none), none is lost or stuck.
+func TestFleetConcurrencyLimitHoldsAcrossThreeProcesses(t *testing.T) {
+	b := pgBackend(t)
+	op, e, ids := fleetLimitRun(t, b, 30*time.Second, 120, nil)
+	e.read(func(e *inflightEndpoint) {
+		for _, id := range ids {
+			if e.calls[id] != 1 {
+				t.Errorf("item %d called the endpoint %d times, want once", id, e.calls[id])
+			}
+		}
+	})
+	for _, id := range ids {
+		it := item(t, op, id)
+		if it.State != record.StateSucceeded || outcomes(attempts(t, op, id)) != "1:succeeded" {
+			t.Errorf("item %d: %s, attempts %s; want succeeded at its first attempt", id, it.State, outcomes(attempts(t, op, id)))
+		}
+	}
+}
+
+// One of the three processes is killed while it holds slots of the limited key: its slots come
+// back when its leases run out and are swept (the others reach the limit again: enough items
+// are left for that, 400 at 4 at a time taking 2 s, the lease), and nothing is lost; an item is
+// run twice only where the store recorded the lost lease.
+func TestFleetConcurrencyLimitSlotsComeBackAfterSIGKILL(t *testing.T) {
+	b := pgBackend(t)
+	var killedAt time.Time
+	op, e, ids := fleetLimitRun(t, b, 2*time.Second, 400, func(children []*child, instances []string, e *inflightEndpoint) {
+		victim := ""
+		eventually(t, 30*time.Second, "a process to hold slots", func() bool {
+			ok := false
+			e.read(func(e *inflightEndpoint) {
+				for inst, n := range e.byInstance {
+					if n > 0 && e.total > 20 {
+						victim, ok = inst, true
+					}
+				}
+			})
+			return ok
+		})
+		for i, c := range children {
+			if instances[i] == victim {
+				c.kill(t)
+				killedAt = time.Now()
+			}
+		}
+		if killedAt.IsZero() {
+			t.Fatalf("no child is instance %q", victim)
+		}
+		e.read(func(e *inflightEndpoint) { e.mostSince = 0 })
+	})
+	e.read(func(e *inflightEndpoint) {
+		if e.mostSince != 4 {
+			t.Errorf("after the kill the endpoint saw at most %d limited calls at once, want the limit (4): the killed process's slots did not come back", e.mostSince)
+		}
+		for _, id := range ids {
+			abandoned := 0
+			for _, a := range attempts(t, op, id) {
+				if a.Outcome == record.OutcomeAbandoned {
+					abandoned++
+				}
+			}
+			if e.calls[id] < 1 || e.calls[id] > 1+abandoned {
+				t.Errorf("item %d called the endpoint %d times with %d abandoned attempts", id, e.calls[id], abandoned)
+			}
+		}
+	})
+	for _, id := range ids {
+		if it := item(t, op, id); it.State != record.StateSucceeded {
+			t.Errorf("item %d: %s", id, it.State)
+		}
+	}
+	t.Logf("all done %v after the kill", time.Since(killedAt))
+}
