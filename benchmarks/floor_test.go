@@ -27,7 +27,7 @@ import (
 // an internal package): keep them in step with it.
 
 // floorClaimColumns is store.claimColumns (durable/internal/store/store.go): what a claim returns.
-const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline"
+const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred"
 
 // floorPostgresClaim is store.postgresClaim(0) (durable/internal/store/postgres.go).
 // Placeholders: $1 owner, $2 lease until, $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
@@ -176,7 +176,7 @@ func floorScan(next func() bool, scan func(...any) error, err func() error, skip
 	var (
 		out []floorItem
 		it  floorItem
-		dst = make([]any, 17)
+		dst = make([]any, 18)
 	)
 	for i := range dst {
 		dst[i] = skip

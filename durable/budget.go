@@ -40,8 +40,10 @@ func (o OverBudget) String() string {
 // each is a retry of a call already made, so before it the scheduler asks b (budget.Budget.
 // Retry) and, when b allows it, dispatches it marked counted (budget.Budget.MarkCounted), so
 // the pipeline's retry behavior does not count it as a new call. A first attempt of an item
-// enqueued directly is a call, and the pipeline's retry behavior counts it. So in-process
-// retries and durable retries draw on one allowance.
+// enqueued directly is a call, and the pipeline's retry behavior counts it, even when a
+// refusal (a rate limiter, an open breaker) put it off before it and left its last error: the
+// item records that the deferral stored it, and only that makes its first attempt a retry. So
+// in-process retries and durable retries draw on one allowance.
 //
 // b nil: the budget of the retry behavior of the request type's pipeline (retry.Config.Budget),
 // which is what items have without this option too (with the default ParkOverBudget). Without
@@ -71,10 +73,11 @@ func (s *scheduler) budgetFor(name string, req any) (*budget.Budget, OverBudget)
 }
 
 // redispatch reports whether the attempt c's claim makes is a retry of a call already made:
-// the item's second attempt or later, or an attempt of an item the deferral stored with the
-// error of its in-process attempts (its last error set before any attempt of its own).
+// the item's second attempt or later, or any attempt of an item the deferral stored after its
+// in-process attempts failed (c.Deferred). A last error alone says nothing: a refusal before
+// any attempt (a rate limiter, an open breaker, a full bulkhead) sets it, and no call was made.
 func redispatch(c *store.Claimed) bool {
-	return c.Attempts >= 2 || c.LastError != ""
+	return c.Attempts >= 2 || c.Deferred
 }
 
 // chargeRetry asks the retry budget of c's request for the retry a re-dispatch of c is, and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/budget"
+	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -148,6 +149,46 @@ func TestBudgetFailOverBudget(t *testing.T) {
 		}
 		if dead < 8 {
 			t.Fatalf("%d of 10 items dead, want those the budget refused (at least 8)", dead)
+		}
+	})
+}
+
+// An item enqueued directly that the rate limiter refuses before its first attempt is not a
+// retry when it runs: the refusal set its last error, but no call was made, so the budget
+// counts the attempt as a call and charges no retry. (Regression: the last error alone made
+// it a re-dispatch.)
+func TestBudgetRefusedFirstAttemptIsACall(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		bud := budget.New(budget.Config{Clock: e.clock})
+		rl := ratelimit.New(ratelimit.Config{Rate: 1, Clock: e.clock, Key: func(any) string { return "api" }})
+		var ran atomic.Int64
+		m := mediatorFor(t, handlers{work: func(context.Context, *Work) error {
+			ran.Add(1)
+			return nil
+		}}, func(m *mediator.Mediator) {
+			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond}, Budget: bud, Clock: e.clock}))
+			m.Use(rl)
+		})
+		first := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
+		second := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 2})).ID
+		start(t, e.q, m, durable.SchedulerConfig{Workers: 1})
+		waitState(t, e.q, first, record.StateSucceeded)
+		eventually(t, 20*time.Second, "the refusal of the second", func() bool {
+			return rl.Snapshot()[0].Refused > 0 && item(t, e.q, second).State == record.StatePending
+		})
+		if it := item(t, e.q, second); it.Attempts != 0 || it.LastError == "" {
+			t.Fatalf("refused item: %d attempts, last error %q; want none and the refusal", it.Attempts, it.LastError)
+		}
+		e.clock.Advance(2 * time.Second)
+		waitState(t, e.q, second, record.StateSucceeded)
+		if n := ran.Load(); n != 2 {
+			t.Fatalf("the handler ran %d times, want 2", n)
+		}
+		// Three calls: the first item's, the refused dispatch of the second (the retry
+		// behavior counts a Send before the limiter inside it refuses), and its first attempt.
+		if u := bud.Snapshot(); len(u) != 1 || u[0].Calls != 3 || u[0].Retries != 0 {
+			t.Fatalf("budget usage %+v: want 3 calls and no retry (the refused item's first attempt is a call)", u)
 		}
 	})
 }

@@ -129,7 +129,7 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	// when the insert was sent and its answer did not come.
 	pctx, cancel := context.WithTimeout(ctx, d.persist)
 	defer cancel()
-	res, perr := d.q.Enqueue(pctx, req, WithDelay(delay), withLastError(err.Error()), parkedOn(parked), dueByDeadline)
+	res, perr := d.q.Enqueue(pctx, req, WithDelay(delay), deferredFrom(err), parkedOn(parked), dueByDeadline)
 	if perr != nil {
 		if errors.Is(perr, ErrOutcomeUnknown) {
 			return resp, fmt.Errorf("%w (deferral outcome unknown: %w)", err, perr)
@@ -139,8 +139,12 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	return nil, &DeferredError{ItemID: res.ID, Duplicate: res.Duplicate, Token: res.Token, Cause: err}
 }
 
-func withLastError(msg string) EnqueueOption {
-	return func(c *enqueueConfig) { c.lastError = msg }
+// deferredFrom marks the item the deferral stores: its last error is err, the in-process
+// attempts' failure, and it is deferred, so that its first stored attempt is a retry (see
+// redispatch).
+func deferredFrom(err error) EnqueueOption {
+	msg := err.Error()
+	return func(c *enqueueConfig) { c.lastError, c.deferred = msg, true }
 }
 
 // dueByDeadline makes an item whose first try would come after its deadline (its policy's

@@ -139,6 +139,7 @@ type enqueueConfig struct {
 	dedupe    *string
 	ordering  *string
 	lastError string
+	deferred  bool // stored by the deferral: its first attempt is a retry
 	parkedKey string
 	token     *string
 	guardKey  *string
@@ -242,7 +243,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	if err != nil {
 		return Enqueued{}, err
 	}
-	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, ParkedKey: c.parkedKey,
+	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, Deferred: c.deferred, ParkedKey: c.parkedKey,
 		Metadata: md, Token: token, Deadline: deadline}
 	if c.guardKey != nil {
 		it.GuardKey = *c.guardKey

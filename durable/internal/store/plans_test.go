@@ -265,9 +265,9 @@ func statementCases(stmts map[string]string) []planCase {
 		"unpark":       {now, "breaker:a"},
 		"repark":       {now, 3_000_000, "breaker:a"},
 		"oldest_due":   {now, now},
-		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, unique for
-		"enqueue":        {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, nil},
-		"enqueue_notify": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, int64(3600e6)},
+		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, unique for, deferred
+		"enqueue":        {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, nil, 0},
+		"enqueue_notify": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, int64(3600e6), 1},
 		"dedupe":         {"plancheck-dedupe"},
 		// released at, id, now
 		"release": {now, int64(1000001), now},

@@ -123,6 +123,9 @@ type NewItem struct {
 	// Deadline, when not zero, is when the item is dead if it has not succeeded. NextAt must
 	// not be later.
 	Deadline time.Time
+	// Deferred is set by the durable deferral, which stores a request whose in-process
+	// attempts failed: the item's first attempt is then already a retry (see Claimed.Deferred).
+	Deferred bool
 }
 
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
@@ -131,6 +134,9 @@ type Claimed struct {
 	Item
 	// ClaimedAt is when the claim was made.
 	ClaimedAt time.Time
+	// Deferred is NewItem.Deferred of the item's enqueue: the durable deferral stored it, so
+	// every attempt of it, its first included, is a retry of a call already made.
+	Deferred bool
 }
 
 // Fence returns the item's fence for a completion.
@@ -369,6 +375,10 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 	}
 	it.LastError, it.ParkedKey, it.GuardKey = storedText(it.LastError), storedText(it.ParkedKey), storedText(it.GuardKey)
 	var deadline, uniqueFor any
+	deferred := 0
+	if it.Deferred {
+		deferred = 1
+	}
 	if !it.Deadline.IsZero() {
 		deadline = micros(it.Deadline)
 	}
@@ -385,7 +395,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 		err = db.QueryRowContext(ctx, insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
-			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline, uniqueFor).Scan(&v)
+			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline, uniqueFor, deferred).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
@@ -455,8 +465,8 @@ func scanItem(r rowScanner) (Item, int64, error) { return newItemScan().scan(r) 
 
 // claimColumns are the columns a claim returns: those of itemColumns whose values the claim did
 // not itself set (state, lease owner, lease until, claimed at, updated at come from its
-// arguments; see readClaims).
-const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline"
+// arguments; see readClaims), and deferred (Claimed.Deferred).
+const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred"
 
 // itemScan holds the destinations of an item row's columns. Scanning through it allocates the
 // destinations once for all the rows of a result, not once per column per row (each pointer to
@@ -464,6 +474,7 @@ const claimColumns = "id, name, payload, attempts, interruptions, unattributed, 
 type itemScan struct {
 	it                                          Item
 	id, nextAt, createdAt, updatedAt, isolate   int64
+	deferred                                    int64 // claimColumns only
 	leaseUntil, claimedAt, deadline             sql.NullInt64
 	uniqueFor, released                         sql.NullInt64
 	state                                       string
@@ -488,7 +499,7 @@ func newClaimScan(args []any) *itemScan {
 	s.claimedAt.Int64, s.claimedAt.Valid = args[2].(int64)
 	s.updatedAt, _ = args[3].(int64)
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token, &s.guard, &s.deadline}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.deferred}
 	return s
 }
 
@@ -750,7 +761,7 @@ func readClaims(rows RowReader, args []any) ([]Claimed, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt)})
+		out = append(out, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt), Deferred: sc.deferred != 0})
 	}
 	return out, rows.Err()
 }
