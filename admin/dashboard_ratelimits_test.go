@@ -79,3 +79,17 @@ func TestRateLimitsRoute(t *testing.T) {
 		}
 	}
 }
+
+// A route that takes no query parameter says so of one it is given, rather than listing an
+// empty set of the parameters it wants.
+func TestRouteWithoutParametersNamesNone(t *testing.T) {
+	h, err := admin.New(admin.Config{Breakers: breakers(t), RateLimits: uiRateLimits{}, Token: testToken})
+	must(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/api/rate-limits?limit=abc", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `unknown query parameter \"limit\": this route takes none`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}

@@ -60,6 +60,8 @@ func query(w http.ResponseWriter, r *http.Request, known ...string) (url.Values,
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		switch {
+		case !slices.Contains(known, name) && len(known) == 0:
+			errs = append(errs, fmt.Errorf("unknown query parameter %s: this route takes none", quote(name)))
 		case !slices.Contains(known, name):
 			// A misspelt filter would otherwise be ignored and show what was not asked for.
 			errs = append(errs, fmt.Errorf("unknown query parameter %s: want %s", quote(name), orList(known)))
