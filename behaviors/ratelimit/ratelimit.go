@@ -31,7 +31,9 @@ type Config struct {
 	// its callers; the refusal's RetryAfter says when the next permit comes. A call whose
 	// context ends sooner than its permit comes is refused at once, and one marked
 	// mediator.Stored (a durable queue's dispatch) never waits: the queue parks the item
-	// until the permit instead of holding a worker.
+	// until the permit instead of holding a worker. Stored dispatches refused one after
+	// another are each told a permit of their own (the next, the one after, ...), so that a
+	// parked backlog comes back about one item a permit.
 	MaxWait time.Duration
 	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
 	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
@@ -284,6 +286,9 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 
 func (b *Behavior) refuse(ctx context.Context, l *limiter, req any, wait time.Duration) error {
 	l.refused.Add(1)
+	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
+		wait = time.Duration(l.promise(b.root.nanos(), int64(wait)))
+	}
 	for _, f := range b.cfg.OnRefused {
 		f(ctx, RefusedEvent{Key: l.key, Request: req, RetryAfter: wait})
 	}
@@ -323,6 +328,7 @@ type limiter struct {
 	interval int64 // nanoseconds between permits
 	tol      int64 // how far ahead of now the theoretical arrival time may be: (burst-1) intervals
 	tat      atomic.Int64
+	promised atomic.Int64 // the slot after the last one told a stored dispatch (see promise)
 	waiting  atomic.Int64
 	refused  atomic.Int64
 	fleet    *fleetLimit // with a Store
@@ -348,6 +354,21 @@ func (l *limiter) take(now, maxWait int64) (int64, bool) {
 		}
 		if l.tat.CompareAndSwap(tat, base+l.interval) {
 			return wait, true
+		}
+	}
+}
+
+// promise returns the wait to tell a stored dispatch refused at now whose next permit is wait
+// away: until a slot of its own, one interval after the one told the previous stored dispatch
+// and never before the next permit, so that a parked backlog comes back one item a permit
+// instead of all at the next permit. The slots before now are forgotten: the items told them
+// have come back (or been taken by other calls), and the next permit bounds what is promised.
+func (l *limiter) promise(now, wait int64) int64 {
+	for {
+		p := l.promised.Load()
+		slot := max(p, now+wait)
+		if l.promised.CompareAndSwap(p, slot+l.interval) {
+			return slot - now
 		}
 	}
 }
