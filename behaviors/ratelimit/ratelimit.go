@@ -34,6 +34,10 @@ type Config struct {
 	// until the permit instead of holding a worker. Stored dispatches refused one after
 	// another are each told a permit of their own (the next, the one after, ...), so that a
 	// parked backlog comes back about one item a permit.
+	// With a Store, a call that finds no permit leased (its key was quiet, or is called too
+	// seldom to lease ahead) waits for the lease it starts, up to an eighth of the store's
+	// LeasePeriod when MaxWait is shorter: a round trip to the store rather than a refusal,
+	// and a permit of the fleet's limit like any other.
 	MaxWait time.Duration
 	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
 	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
@@ -44,8 +48,8 @@ type Config struct {
 	Clock behaviors.Clock
 	// Store shares each key's limit with the other instances of a fleet that use the same
 	// store: Rate is then the fleet's. The limiter leases permits from it in small batches,
-	// in the background, ahead of demand, and hands them out locally: no call waits on the
-	// store. While the store does not answer, each instance keeps to its share of the rate
+	// in the background, ahead of the instance's own demand (a moving average of its calls),
+	// and hands them out locally: no call of a busy key waits on the store. While the store does not answer, each instance keeps to its share of the rate
 	// (Rate divided by the instances it last knew of) until it answers again.
 	// durable.NewRateLimitStore keeps the limits in a queue's database. nil: the limit is this
 	// process's.
@@ -226,7 +230,13 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	wait, ok := l.take(now, maxWait)
 	var waited int64 // for a lease
 	if !ok && l.fleet != nil && wait < 0 {
-		wait, waited, ok = b.awaitLease(ctx, l, now, maxWait)
+		// No permit leased (the key was quiet, or its demand is too small to lease ahead):
+		// wait for the lease the call wakes, a round trip to the store, up to leaseWait.
+		lw := max(maxWait, b.root.lease.tick)
+		if dl, ok := ctx.Deadline(); ok {
+			lw = max(min(lw, dl.UnixNano()-b.root.wallOffset(now)), 0)
+		}
+		wait, waited, ok = b.awaitLease(ctx, l, now, lw)
 		if !ok && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
