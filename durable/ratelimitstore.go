@@ -26,9 +26,10 @@ type RateLimitStoreConfig struct {
 	Name string
 	// LeasePeriod is how far ahead of the database's now permits are leased. It bounds what
 	// an instance's crash costs (the permits it leased and did not use pass unused, at most a
-	// period of them) and so how soon the others take its share; the limiter leases a quarter
-	// period's permits at a time, while its permits last less than half a period, so a period
-	// is also the lead that keeps calls from waiting on the database. Default 500 ms: a crash
+	// period of them) and so how soon the others take its share; the limiter leases up to a
+	// quarter period's permits at a time (its instance's demand over that time), while its
+	// permits last less than three quarters of a period, so a period is also the lead that
+	// keeps calls from waiting on the database. Default 500 ms: a crash
 	// costs at most half a second of the limit, a database slow for a few hundred
 	// milliseconds costs nothing, and a busy key takes about eight leases a second across the
 	// fleet (and the attempts of the instances that find the period leased already). At least

@@ -397,6 +397,6 @@ const offsetFor = 10 * time.Second
 
 func (l *leaser) fallback(e FallbackEvent) {
 	for _, fn := range l.b.cfg.OnFallback {
-		fn(e)
+		fn(l.ctx, e)
 	}
 }

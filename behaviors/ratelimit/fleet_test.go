@@ -80,7 +80,7 @@ type fleetRun struct {
 	rls     []*ratelimit.Behavior
 }
 
-func (f *fleetRun) instance(store ratelimit.PermitStore, observe ...func(ratelimit.FallbackEvent)) {
+func (f *fleetRun) instance(store ratelimit.PermitStore, observe ...func(context.Context, ratelimit.FallbackEvent)) {
 	rl := ratelimit.New(ratelimit.Config{Rate: 100, MaxWait: time.Second, Store: store, OnFallback: observe})
 	f.rls = append(f.rls, rl)
 	m := build(f.t, func(context.Context, *Call) (*Reply, error) {
@@ -154,7 +154,7 @@ func TestSharedLimitFallsBackToShare(t *testing.T) {
 		f := &fleetRun{t: t, start: time.Now(), perSec: map[int]int{}}
 		var mu sync.Mutex
 		var events []ratelimit.FallbackEvent
-		observe := func(e ratelimit.FallbackEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
+		observe := func(_ context.Context, e ratelimit.FallbackEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
 		for i := range 3 {
 			f.instance(instance{store, string(rune('a' + i))}, observe)
 		}

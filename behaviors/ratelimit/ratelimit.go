@@ -62,8 +62,9 @@ type Config struct {
 	// before Handle returns.
 	OnRefused []func(context.Context, RefusedEvent)
 	// OnFallback are the observers of a key's moves into and out of its fleet share (the
-	// store did not answer; it answers again), called by the limiter's leasing goroutine.
-	OnFallback []func(FallbackEvent)
+	// store did not answer; it answers again), called by the limiter's leasing goroutine with
+	// its context (which Close cancels).
+	OnFallback []func(context.Context, FallbackEvent)
 }
 
 // PermitEvent is a permit given (see Config.OnPermit).
