@@ -79,7 +79,7 @@ func runRateLimitChild() int {
 	var fallback atomic.Bool
 	rl := ratelimit.New(ratelimit.Config{Rate: fleetRate, MaxWait: time.Second, Store: counting,
 		Key:        func(any) string { return "endpoint" },
-		OnFallback: []func(ratelimit.FallbackEvent){func(e ratelimit.FallbackEvent) { fallback.Store(e.Active) }}})
+		OnFallback: []func(context.Context, ratelimit.FallbackEvent){func(_ context.Context, e ratelimit.FallbackEvent) { fallback.Store(e.Active) }}})
 	defer rl.Close()
 	url := os.Getenv(childURLEnv)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}

@@ -2,11 +2,17 @@ package durable_test
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -51,6 +57,51 @@ func TestRateLimitedItemParksUntilThePermit(t *testing.T) {
 		waitState(t, e.q, second, record.StateSucceeded)
 		if as := attempts(t, e.q, second); outcomes(as) != "1:succeeded" {
 			t.Fatalf("rows %s", outcomes(as))
+		}
+	})
+}
+
+// A backlog behind a rate limit parks each refused item until a slot of its own, one permit
+// after the previous item's: the items come back about one a permit, and each is refused about
+// once, instead of all of them coming back at the next permit and being refused again and again.
+func TestRateLimitedBacklogComesBackOneAPermit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		q := bubbleQueue(t, path, retry.Policy{})
+		var refused atomic.Int64
+		rl := ratelimit.New(ratelimit.Config{Rate: 20, Key: func(any) string { return "api" },
+			OnRefused: []func(context.Context, ratelimit.RefusedEvent){func(context.Context, ratelimit.RefusedEvent) { refused.Add(1) }}})
+		const n = 100
+		var ran atomic.Int64
+		done := make(chan struct{})
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if ran.Add(1) == n {
+				close(done)
+			}
+			return nil
+		}}, func(m *mediator.Mediator) { m.Use(rl) })
+		for i := range n {
+			must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: i}))
+		}
+		begin := time.Now()
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 4, PollInterval: 50 * time.Millisecond,
+			Logger: zaptest.NewLogger(t)}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		took := time.Since(begin)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// 100 permits at 20 a second: about 5 s; each item refused about once (parked to its
+		// slot), twice at most on average.
+		t.Logf("%d items in %v, %d refusals", n, took, refused.Load())
+		if r := refused.Load(); r > 2*n {
+			t.Errorf("%d refusals for %d items", r, n)
+		}
+		if took < 4900*time.Millisecond || took > 7*time.Second {
+			t.Errorf("the backlog took %v", took)
 		}
 	})
 }

@@ -26,9 +26,10 @@ type RateLimitStoreConfig struct {
 	Name string
 	// LeasePeriod is how far ahead of the database's now permits are leased. It bounds what
 	// an instance's crash costs (the permits it leased and did not use pass unused, at most a
-	// period of them) and so how soon the others take its share; the limiter leases a quarter
-	// period's permits at a time, while its permits last less than half a period, so a period
-	// is also the lead that keeps calls from waiting on the database. Default 500 ms: a crash
+	// period of them) and so how soon the others take its share; the limiter leases up to a
+	// quarter period's permits at a time (its instance's demand over that time), while its
+	// permits last less than three quarters of a period, so a period is also the lead that
+	// keeps calls from waiting on the database. Default 500 ms: a crash
 	// costs at most half a second of the limit, a database slow for a few hundred
 	// milliseconds costs nothing, and a busy key takes about eight leases a second across the
 	// fleet (and the attempts of the instances that find the period leased already). At least
@@ -161,7 +162,7 @@ func (s *RateLimitStore) LeasePeriod() time.Duration { return s.cfg.LeasePeriod 
 
 // Lease implements ratelimit.PermitStore: one statement (two the first time a limit is leased),
 // and about once a second per key two more that count the lessees; bounded by Timeout (and
-// ctx).
+// ctx). A count that fails is logged and the lease returned with the last count known.
 func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (ratelimit.Lease, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -172,8 +173,10 @@ func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (r
 		return ratelimit.Lease{}, s.failed(ctx, err)
 	}
 	n, err := s.instances(cctx, r.Key)
-	if err != nil {
-		return ratelimit.Lease{}, s.failed(ctx, err)
+	if err != nil && ctx.Err() == nil {
+		// The row has moved on already: the lease is the instance's whatever the count, which
+		// keeps the last one known.
+		s.health.failed("rate limit store: count lessees", fmt.Errorf("durable: rate limit store %q: %w", s.cfg.Name, err))
 	}
 	if s.away.Swap(false) {
 		s.health.ok()
@@ -184,7 +187,7 @@ func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (r
 }
 
 // instances returns the number of instances leasing key, asking the database about once a
-// lesseeEvery.
+// lesseeEvery; when the database fails to say, the last count known (1 at first) and the error.
 func (s *RateLimitStore) instances(ctx context.Context, key string) (int, error) {
 	now := time.Now()
 	s.mu.Lock()
@@ -211,10 +214,11 @@ func (s *RateLimitStore) instances(ctx context.Context, key string) (int, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.counting = false
+	l.seen = now // after a failure too: the next count is tried in a lesseeEvery
 	if err != nil {
-		return 0, err
+		return l.count, err
 	}
-	l.seen, l.count = now, max(n, 1)
+	l.count = max(n, 1)
 	if prune {
 		l.pruned = now
 	}

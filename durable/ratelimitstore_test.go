@@ -74,3 +74,27 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// A lease whose lessees cannot be counted is still the lease the database granted (its row has
+// moved on): the store returns it with the last count it knew rather than dropping it.
+func TestRateLimitStoreLeaseKeptWhenCountFails(t *testing.T) {
+	q := sqliteBackend(t).bare(t, durable.Config{})
+	s := must[*durable.RateLimitStore](t)(durable.NewRateLimitStore(q, durable.RateLimitStoreConfig{Instance: "a"}))
+	ctx := context.Background()
+	r := ratelimit.LeaseRequest{Key: "k", Interval: 10 * time.Millisecond, Burst: 1, Permits: 3}
+	first := must[ratelimit.Lease](t)(s.Lease(ctx, r))
+	if _, err := durable.StoreOf(q).DB().ExecContext(ctx, "DROP TABLE switchboard_rate_limit_lessees"); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh key: its lessees are counted at its first lease, and the count fails.
+	r.Key = "fresh"
+	l, err := s.Lease(ctx, r)
+	if err != nil || l.Permits != 3 || l.Instances != 1 {
+		t.Fatalf("lease with the count failing: %+v, %v (first %+v)", l, err, first)
+	}
+	// The permits it returned were taken off the limit: the next lease follows them.
+	next := must[ratelimit.Lease](t)(s.Lease(ctx, r))
+	if next.Permits != 3 || next.First.Before(l.First.Add(30*time.Millisecond)) {
+		t.Fatalf("next %+v after %+v", next, l)
+	}
+}

@@ -15,10 +15,13 @@ type fleetLimit struct {
 	mu        sync.Mutex
 	runs      []run // leased permits not yet taken
 	fallback  bool
-	shareTat  int64 // the theoretical arrival time of the share's GCRA, while falling back
-	instances int   // as the store last said; 0: never said
-	lastAsk   int64 // when a call last asked for a permit (local nanoseconds)
-	short     bool  // a call found no permit since the last lease
+	shareTat  int64   // the theoretical arrival time of the share's GCRA, while falling back
+	instances int     // as the store last said; 0: never said
+	lastAsk   int64   // when a call last asked for a permit (local nanoseconds)
+	asks      int64   // the calls that asked for a permit since sampled
+	sampled   int64   // when demand was last updated
+	demand    float64 // the moving average of the calls a second that ask for a permit
+	short     bool    // a call found no permit since the last lease
 	refill    chan struct{}
 	leased    int64
 	nextTry   int64 // while falling back: when to try the store again
@@ -32,7 +35,7 @@ type run struct {
 }
 
 func newFleetLimit(l *limiter, now int64) *fleetLimit {
-	return &fleetLimit{l: l, lastAsk: now}
+	return &fleetLimit{l: l, lastAsk: now, sampled: now}
 }
 
 // expiry is how long after its time a leased permit may still be used: the burst's tolerance
@@ -45,6 +48,7 @@ func (f *fleetLimit) take(now, maxWait int64) (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastAsk = now
+	f.asks++
 	if i := f.first(now); i >= 0 {
 		r := &f.runs[i]
 		wait := max(r.next-now, 0)
@@ -146,34 +150,59 @@ func (f *fleetLimit) snapshot(now int64, s *KeySnapshot) {
 	}
 }
 
-// wants returns how many permits to lease now: none while the key has permits for at least
-// three quarters of a lease period ahead (the store leases none further than a period ahead),
-// or has not been asked for lately.
+// wants returns how many permits to lease now, for the instance's own demand (the moving
+// average of its calls a second): none while the key holds the permits its demand takes over
+// three quarters of a lease period (and never more than that period's permits: the store leases
+// none further than a period ahead), when its demand is under one call in that lead (its calls
+// then lease on demand: see Behavior.awaitLease), or when it has not been asked for lately.
+// A call that found no permit makes it lease at once.
 func (f *fleetLimit) wants(now, period int64) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if dt := now - f.sampled; dt > 0 {
+		w := 1 - math.Exp(-float64(dt)/float64(demandOver))
+		f.demand += w * (float64(f.asks)*1e9/float64(dt) - f.demand)
+		f.asks, f.sampled = 0, now
+	}
 	if now < f.nextTry {
 		return 0 // falling back, or the store said when its next permits are free
 	}
-	if !f.short && now-f.lastAsk > idleAfter(period) {
+	n := max(min(int(math.Round(f.demand*float64(period)/4e9)), batch(f.l.rate, period)), 1)
+	if f.short {
+		return n
+	}
+	if now-f.lastAsk > idleAfter(period) {
 		return 0 // quiet: the permits it would lease would go unused
 	}
-	end := now
+	lead := period * 3 / 4
+	need := f.demand * float64(lead) / 1e9
+	if need < 1 {
+		return 0 // leased ahead, its permits would mostly pass unused
+	}
+	end, held := now, 0
+	oldest := now - f.expiry()
 	for _, r := range f.runs {
 		end = max(end, r.next+int64(r.left-1)*r.interval)
+		skip := max((oldest-r.next+r.interval-1)/r.interval, 0)
+		held += max(r.left-int(skip), 0)
 	}
-	if !f.short && end-now >= period*3/4 {
+	if end-now >= lead || float64(held) >= need {
 		return 0
 	}
-	return batch(f.l.rate, period)
+	return n
 }
+
+// demandOver is the time constant of the moving average of a key's demand: a second, so that
+// a key's leases follow its calls within a few seconds, and a key called now and then (its
+// average under one call in three quarters of a period) does not lease ahead.
+const demandOver = time.Second
 
 // idleAfter is how long after its last call a key stops leasing: four lease periods, and at
 // least a second, so that a key asked for now and then keeps its permits coming.
 func idleAfter(period int64) int64 { return max(4*period, int64(time.Second)) }
 
-// batch is the number of permits of one lease: a quarter of a lease period's worth, so that
-// an instance holds at most about a period's permits, and at least 1.
+// batch is the most permits of one lease: a quarter of a lease period's worth at the fleet's
+// rate, so that an instance holds at most about a period's permits, and at least 1.
 func batch(rate float64, period int64) int {
 	return max(int(math.Round(rate*float64(period)/4e9)), 1)
 }
@@ -368,6 +397,6 @@ const offsetFor = 10 * time.Second
 
 func (l *leaser) fallback(e FallbackEvent) {
 	for _, fn := range l.b.cfg.OnFallback {
-		fn(e)
+		fn(l.ctx, e)
 	}
 }

@@ -80,7 +80,7 @@ type fleetRun struct {
 	rls     []*ratelimit.Behavior
 }
 
-func (f *fleetRun) instance(store ratelimit.PermitStore, observe ...func(ratelimit.FallbackEvent)) {
+func (f *fleetRun) instance(store ratelimit.PermitStore, observe ...func(context.Context, ratelimit.FallbackEvent)) {
 	rl := ratelimit.New(ratelimit.Config{Rate: 100, MaxWait: time.Second, Store: store, OnFallback: observe})
 	f.rls = append(f.rls, rl)
 	m := build(f.t, func(context.Context, *Call) (*Reply, error) {
@@ -154,7 +154,7 @@ func TestSharedLimitFallsBackToShare(t *testing.T) {
 		f := &fleetRun{t: t, start: time.Now(), perSec: map[int]int{}}
 		var mu sync.Mutex
 		var events []ratelimit.FallbackEvent
-		observe := func(e ratelimit.FallbackEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
+		observe := func(_ context.Context, e ratelimit.FallbackEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
 		for i := range 3 {
 			f.instance(instance{store, string(rune('a' + i))}, observe)
 		}
@@ -187,6 +187,63 @@ func TestSharedLimitFallsBackToShare(t *testing.T) {
 		}
 		if into != 3 || out != 3 {
 			t.Errorf("%d into the share, %d back: %+v", into, out, events)
+		}
+	})
+}
+
+// After a quiet spell a fleet key holds no permits: the next call waits for the lease it wakes
+// (a round trip to the store) instead of being refused, with the default MaxWait of 0.
+func TestRateLimitFleetCallAfterQuietSpell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rl := ratelimit.New(ratelimit.Config{Rate: 100, Store: instance{newMemStore(500 * time.Millisecond), "a"}})
+		defer rl.Close()
+		m := build(t, ok, rl)
+		refused := 0
+		for range 10 {
+			time.Sleep(3 * time.Second)
+			if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+				refused++
+			}
+		}
+		if refused != 0 {
+			t.Errorf("%d of 10 calls after a quiet spell refused", refused)
+		}
+	})
+}
+
+// An instance that calls now and then leases for its own demand, not for the fleet's rate: a
+// busy neighbour on the same store still gets nearly the whole rate.
+func TestRateLimitFleetIdleInstanceLeasesItsDemand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(500 * time.Millisecond)
+		f := &fleetRun{t: t, start: time.Now(), perSec: map[int]int{}}
+		f.instance(instance{store, "busy"})
+		idle := ratelimit.New(ratelimit.Config{Rate: 100, Store: instance{store, "idle"}})
+		m := build(t, ok, idle)
+		ctx, cancel := context.WithCancel(context.Background())
+		f.wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = mediator.Send(ctx, m, &Call{})
+				time.Sleep(1500 * time.Millisecond)
+			}
+		})
+		time.Sleep(11 * time.Second)
+		cancel()
+		_ = idle.Close()
+		f.end()
+		f.mu.Lock()
+		total := 0
+		for s := 1; s < 11; s++ {
+			total += f.perSec[s]
+		}
+		f.mu.Unlock()
+		if total < 900 {
+			t.Errorf("the busy instance: %d calls in 10 s, want at least 900 of 1000", total)
+		}
+		leased := idle.Snapshot()[0].Leased
+		t.Logf("busy %d calls in 10 s; idle leased %d permits for about 7 calls", total, leased)
+		if leased > 20 {
+			t.Errorf("the idle instance leased %d permits for about 7 calls", leased)
 		}
 	})
 }

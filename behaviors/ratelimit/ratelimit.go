@@ -31,7 +31,13 @@ type Config struct {
 	// its callers; the refusal's RetryAfter says when the next permit comes. A call whose
 	// context ends sooner than its permit comes is refused at once, and one marked
 	// mediator.Stored (a durable queue's dispatch) never waits: the queue parks the item
-	// until the permit instead of holding a worker.
+	// until the permit instead of holding a worker. Stored dispatches refused one after
+	// another are each told a permit of their own (the next, the one after, ...), so that a
+	// parked backlog comes back about one item a permit.
+	// With a Store, a call that finds no permit leased (its key was quiet, or is called too
+	// seldom to lease ahead) waits for the lease it starts, up to an eighth of the store's
+	// LeasePeriod when MaxWait is shorter: a round trip to the store rather than a refusal,
+	// and a permit of the fleet's limit like any other.
 	MaxWait time.Duration
 	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
 	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
@@ -42,8 +48,8 @@ type Config struct {
 	Clock behaviors.Clock
 	// Store shares each key's limit with the other instances of a fleet that use the same
 	// store: Rate is then the fleet's. The limiter leases permits from it in small batches,
-	// in the background, ahead of demand, and hands them out locally: no call waits on the
-	// store. While the store does not answer, each instance keeps to its share of the rate
+	// in the background, ahead of the instance's own demand (a moving average of its calls),
+	// and hands them out locally: no call of a busy key waits on the store. While the store does not answer, each instance keeps to its share of the rate
 	// (Rate divided by the instances it last knew of) until it answers again.
 	// durable.NewRateLimitStore keeps the limits in a queue's database. nil: the limit is this
 	// process's.
@@ -56,8 +62,9 @@ type Config struct {
 	// before Handle returns.
 	OnRefused []func(context.Context, RefusedEvent)
 	// OnFallback are the observers of a key's moves into and out of its fleet share (the
-	// store did not answer; it answers again), called by the limiter's leasing goroutine.
-	OnFallback []func(FallbackEvent)
+	// store did not answer; it answers again), called by the limiter's leasing goroutine with
+	// its context (which Close cancels).
+	OnFallback []func(context.Context, FallbackEvent)
 }
 
 // PermitEvent is a permit given (see Config.OnPermit).
@@ -224,7 +231,13 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	wait, ok := l.take(now, maxWait)
 	var waited int64 // for a lease
 	if !ok && l.fleet != nil && wait < 0 {
-		wait, waited, ok = b.awaitLease(ctx, l, now, maxWait)
+		// No permit leased (the key was quiet, or its demand is too small to lease ahead):
+		// wait for the lease the call wakes, a round trip to the store, up to leaseWait.
+		lw := max(maxWait, b.root.lease.tick)
+		if dl, ok := ctx.Deadline(); ok {
+			lw = max(min(lw, dl.UnixNano()-b.root.wallOffset(now)), 0)
+		}
+		wait, waited, ok = b.awaitLease(ctx, l, now, lw)
 		if !ok && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -284,6 +297,9 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 
 func (b *Behavior) refuse(ctx context.Context, l *limiter, req any, wait time.Duration) error {
 	l.refused.Add(1)
+	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
+		wait = time.Duration(l.promise(b.root.nanos(), int64(wait)))
+	}
 	for _, f := range b.cfg.OnRefused {
 		f(ctx, RefusedEvent{Key: l.key, Request: req, RetryAfter: wait})
 	}
@@ -323,6 +339,7 @@ type limiter struct {
 	interval int64 // nanoseconds between permits
 	tol      int64 // how far ahead of now the theoretical arrival time may be: (burst-1) intervals
 	tat      atomic.Int64
+	promised atomic.Int64 // the slot after the last one told a stored dispatch (see promise)
 	waiting  atomic.Int64
 	refused  atomic.Int64
 	fleet    *fleetLimit // with a Store
@@ -348,6 +365,21 @@ func (l *limiter) take(now, maxWait int64) (int64, bool) {
 		}
 		if l.tat.CompareAndSwap(tat, base+l.interval) {
 			return wait, true
+		}
+	}
+}
+
+// promise returns the wait to tell a stored dispatch refused at now whose next permit is wait
+// away: until a slot of its own, one interval after the one told the previous stored dispatch
+// and never before the next permit, so that a parked backlog comes back one item a permit
+// instead of all at the next permit. The slots before now are forgotten: the items told them
+// have come back (or been taken by other calls), and the next permit bounds what is promised.
+func (l *limiter) promise(now, wait int64) int64 {
+	for {
+		p := l.promised.Load()
+		slot := max(p, now+wait)
+		if l.promised.CompareAndSwap(p, slot+l.interval) {
+			return slot - now
 		}
 	}
 }

@@ -226,3 +226,44 @@ func TestRateLimitSuccessAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Stored dispatches refused one after another are told distinct slots, one interval apart from
+// the next permit on, so that a parked backlog comes back one item a permit rather than all at
+// once; the promises older than now are forgotten.
+func TestRateLimitStoredRefusalsGetDistinctSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rl := ratelimit.New(ratelimit.Config{Rate: 20, MaxWait: time.Second})
+		m := build(t, ok, rl)
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+			t.Fatal(err)
+		}
+		stored := func() time.Duration {
+			req := &Call{}
+			_, err := mediator.Send(mediator.WithMarks(context.Background(), req, mediator.Stored), m, req)
+			if !errors.Is(err, ratelimit.ErrLimited) {
+				t.Fatalf("stored dispatch: %v", err)
+			}
+			return behaviors.RetryAfter(err)
+		}
+		for i := range 5 {
+			if got, want := stored(), time.Duration(i+1)*50*time.Millisecond; got != want {
+				t.Fatalf("refusal %d: RetryAfter %v, want %v", i, got, want)
+			}
+		}
+		// A call not stored is told the next permit, and takes no slot.
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+			t.Fatal(err) // it waits for the next permit (MaxWait 1 s)
+		}
+		// 50 ms on: the slots promised run to 250 ms from the start; the next is 300 ms.
+		if got := stored(); got != 250*time.Millisecond {
+			t.Fatalf("after the promises: %v", got)
+		}
+		time.Sleep(time.Second) // promises in the past are forgotten
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(); got != 50*time.Millisecond {
+			t.Fatalf("after a quiet second: %v", got)
+		}
+	})
+}

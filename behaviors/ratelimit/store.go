@@ -15,7 +15,7 @@ import (
 // The limiter calls it from one background goroutine per Behavior, ahead of demand, never on
 // a call's path. durable.NewRateLimitStore keeps the limits in a queue's database.
 type PermitStore interface {
-	// Lease leases r.Permits consecutive permits of r.Key's limit, if the first of them comes
+	// Lease leases r.Permits consecutive permits of r.Key's limit, if the last of them comes
 	// no later than LeasePeriod after the store's now: all of them or none (Lease.Permits 0,
 	// when other instances leased the permits of the coming period already). An error says
 	// nothing was leased, or that it is unknown; the limiter falls back to its share.
