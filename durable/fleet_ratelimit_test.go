@@ -105,6 +105,13 @@ func runRateLimitChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	// One call before the run, so that the run measures the limit, not the start of a process
+	// (opening the queue, its first lease), which on a loaded machine takes more than a second.
+	if _, err := mediator.Send(context.Background(), m, &Hit{}); err != nil {
+		fmt.Fprintln(os.Stderr, "child: the first call:", err)
+		return 2
+	}
+	fmt.Println("READY")
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() || in.Text() != "go" {
 		return 0
@@ -158,13 +165,14 @@ type rateChild struct {
 	calls, statements, onPath, fell int64
 	stderr                          strings.Builder
 	done                            chan struct{}
+	ready                           chan struct{} // closed when the child printed READY
 }
 
 func startRateChild(t *testing.T, b backend, name, url string) *rateChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(b.env, childEnv+"=ratelimit", childURLEnv+"="+url, childInstanceEnv+"="+name)...)
-	c := &rateChild{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &rateChild{name: name, cmd: cmd, done: make(chan struct{}), ready: make(chan struct{})}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +193,10 @@ func startRateChild(t *testing.T, b backend, name, url string) *rateChild {
 	readers.Go(func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			if sc.Text() == "READY" {
+				close(c.ready)
+				continue
+			}
 			f := strings.Fields(sc.Text())
 			if len(f) != 5 || f[0] != "STATS" {
 				continue
@@ -221,6 +233,31 @@ func startRateChild(t *testing.T, b backend, name, url string) *rateChild {
 		}
 	})
 	return c
+}
+
+// begin waits until every child made its first call, then starts the endpoint's count and
+// tells the children to go.
+func begin(t *testing.T, e *endpoint, children []*rateChild) {
+	t.Helper()
+	for _, c := range children {
+		select {
+		case <-c.ready:
+		case <-c.done:
+			t.Fatalf("%s ended before its first call: %s", c.name, c.stderrText())
+		case <-time.After(time.Minute):
+			t.Fatalf("%s made no first call within a minute: %s", c.name, c.stderrText())
+		}
+	}
+	e.begin()
+	for _, c := range children {
+		c.send(t, "go")
+	}
+}
+
+func (c *rateChild) stderrText() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stderr.String()
 }
 
 func (c *rateChild) send(t *testing.T, line string) {
@@ -318,10 +355,7 @@ func TestFleetRateLimitSharedByThreeProcesses(t *testing.T) {
 	_ = b.bare(t, durable.Config{}) // migrated before the children start
 	e := startEndpoint(t)
 	children := []*rateChild{startRateChild(t, b, "p1", e.srv.URL), startRateChild(t, b, "p2", e.srv.URL), startRateChild(t, b, "p3", e.srv.URL)}
-	e.begin()
-	for _, c := range children {
-		c.send(t, "go")
-	}
+	begin(t, e, children)
 	const total, killAt = 30, 15
 	time.Sleep(killAt * time.Second) // measuring: the run's length
 	children[2].kill()
@@ -366,10 +400,7 @@ func TestFleetRateLimitOnAFrozenDatabase(t *testing.T) {
 	_ = b.bare(t, durable.Config{})
 	e := startEndpoint(t)
 	children := []*rateChild{startRateChild(t, b, "p1", e.srv.URL), startRateChild(t, b, "p2", e.srv.URL), startRateChild(t, b, "p3", e.srv.URL)}
-	e.begin()
-	for _, c := range children {
-		c.send(t, "go")
-	}
+	begin(t, e, children)
 	const frozenAt, thawAt, total = 5, 11, 16
 	time.Sleep(frozenAt * time.Second) // measuring: the run's length
 	srv.stop(t)
