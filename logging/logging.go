@@ -15,7 +15,9 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/behaviors/fallback"
+	"github.com/switchboard-go/switchboard/behaviors/hedge"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -423,6 +425,59 @@ func (b *Behavior) OnFallback(ctx context.Context, f fallback.Fallback) {
 		fields = append(fields, zap.String("fallback_error", f.FallbackErr.Error()))
 	}
 	ce.Write(b.around(ctx, f.Request, fields)...)
+}
+
+// OnHedge is a ready hedge.Config.OnHedge: it writes a "switchboard: hedge" entry at
+// Config.Steps (default debug) with request, key, hedge (what happened: sent, refused, won or
+// cancelled), attempt (0 is the first attempt, 1 the first hedge), delay (the call's hedge
+// delay, for sent and refused), error (the budget's refusal, for refused), and the fields
+// every entry has. Nothing is built when the level is disabled.
+func (b *Behavior) OnHedge(ctx context.Context, n hedge.Notice) {
+	ce := b.log.Check(b.steps.Level(), "switchboard: hedge")
+	if ce == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 9)
+	fields = append(fields, zap.String("request", behaviors.RequestName(reflect.TypeOf(n.Request))), zap.String("key", n.Key),
+		zap.String("hedge", n.Phase.String()), zap.Int("attempt", n.Attempt))
+	if n.Delay > 0 {
+		fields = append(fields, zap.Duration("delay", n.Delay))
+	}
+	if n.Err != nil {
+		fields = append(fields, zap.String("error", n.Err.Error()))
+	}
+	ce.Write(b.around(ctx, n.Request, fields)...)
+}
+
+// OnBudgetSpend is a ready budget.Config.OnSpend: for each retry the budget refused, it writes
+// a "switchboard: retry budget refused a retry" entry at Config.Refusal (default warn: a
+// dependency is failing more than its budget allows, and its callers get its errors without
+// the retries they would have had), at most one per key per RefusalEvery as refusals are,
+// with request, budget (its key), calls and retries (the key's counts over the window), and
+// the fields every entry has. A retry the budget allowed writes nothing: the retry's own
+// entry (OnRetry) says it happened.
+func (b *Behavior) OnBudgetSpend(ctx context.Context, s budget.Spend) {
+	if !s.Refused {
+		return
+	}
+	ce := b.log.Check(b.refusal.Level(), "switchboard: retry budget refused a retry")
+	if ce == nil {
+		return
+	}
+	ok, suppressed, shared := b.refusals.allow("retry-budget\x00" + s.Key)
+	if !ok {
+		return
+	}
+	fields := make([]zap.Field, 0, 9)
+	fields = append(fields, zap.String("request", behaviors.RequestName(reflect.TypeOf(s.Request))), zap.String("budget", s.Key),
+		zap.Int("calls", s.Calls), zap.Int("retries", s.Retries))
+	switch {
+	case suppressed > 0 && shared:
+		fields = append(fields, zap.Int("suppressed_shared", suppressed))
+	case suppressed > 0:
+		fields = append(fields, zap.Int("suppressed", suppressed))
+	}
+	ce.Write(b.around(ctx, s.Request, fields)...)
 }
 
 // errorText is err's text, "" for nil.
