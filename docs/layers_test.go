@@ -34,7 +34,7 @@ var floors = map[string][]string{
 	"behaviors/validation":     {"mediator", "behaviors", "behaviors/internal/..."},
 	"behaviors/recovery":       {"mediator", "behaviors", "behaviors/internal/..."},
 	"httpcall":                 {"mediator", "behaviors", "behaviors/validation"},
-	"logging":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/bulkhead", "behaviors/fallback"},
+	"logging":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/bulkhead", "behaviors/fallback", "behaviors/budget", "behaviors/hedge"},
 	"metrics":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/budget", "behaviors/hedge", "behaviors/ratelimit"},
 	"tracing":                  {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/hedge", "behaviors/ratelimit"},
 	"health":                   {"mediator", "behaviors"},
