@@ -34,8 +34,8 @@ func TestRatio(t *testing.T) {
 	}
 	err := b.Retry(ctx, req)
 	var se *budget.SpentError
-	if !errors.As(err, &se) || !errors.Is(err, budget.ErrExceeded) {
-		t.Fatalf("over budget: %v, want a *SpentError matching ErrExceeded", err)
+	if !errors.As(err, &se) || !errors.Is(err, budget.ErrSpent) {
+		t.Fatalf("over budget: %v, want a *SpentError matching ErrSpent", err)
 	}
 	if !behaviors.Refused(err, req) {
 		t.Fatalf("the refusal is not req's refusal: %v", err)

@@ -30,7 +30,7 @@ const maxHedges = 16
 
 // OverflowKey is the key under which the calls of keys beyond Config.MaxKeys are counted and
 // measured together (in Behavior.Snapshot and in the Notices).
-const OverflowKey = "(other)"
+const OverflowKey = "_overflow" // as metrics.OverflowKey, so a hedge key and a metrics series overflow under one name
 
 // Phase says what a Notice reports.
 type Phase uint8

@@ -216,7 +216,7 @@ func TestBudgetRefusalStopsHedges(t *testing.T) {
 		if err != nil || r.Text != "attempt 1" || time.Since(start) != 90*time.Millisecond {
 			t.Fatalf("%v %v after %s", r, err, time.Since(start))
 		}
-		if s.n.Load() != 2 || n.String() != "sent 1, refused 2, won 1, cancelled 0" || !errors.Is(refusal, budget.ErrExceeded) {
+		if s.n.Load() != 2 || n.String() != "sent 1, refused 2, won 1, cancelled 0" || !errors.Is(refusal, budget.ErrSpent) {
 			t.Errorf("%d attempts, notices %q, refusal %v", s.n.Load(), n, refusal)
 		}
 		if u := b.Snapshot(); len(u) != 1 || u[0].Calls != 1 || u[0].Retries != 1 || u[0].Refused != 1 {
@@ -344,7 +344,7 @@ func TestMaxKeys(t *testing.T) {
 		for _, k := range h.Snapshot() {
 			got = append(got, fmt.Sprintf("%s:%d", k.Key, k.Calls))
 		}
-		if fmt.Sprint(got) != "[(other):2 a:2 b:1]" {
+		if fmt.Sprint(got) != "[_overflow:2 a:2 b:1]" {
 			t.Fatal(got)
 		}
 	})

@@ -67,7 +67,7 @@ func TestBudgetOutage(t *testing.T) {
 }
 
 // TestBudgetRefusalError: a retry the budget refuses ends the call with an *ExhaustedError
-// that reaches the last failure, matches budget.ErrExceeded, and is no refusal of the call.
+// that reaches the last failure, matches budget.ErrSpent, and is no refusal of the call.
 func TestBudgetRefusalError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := budget.New(budget.Config{Floor: budget.NoFloor})
@@ -82,7 +82,7 @@ func TestBudgetRefusalError(t *testing.T) {
 		if !errors.As(err, &re) || re.Budget == nil || re.Attempts != 1 || s.Calls != 1 {
 			t.Fatalf("err %v after %d calls, want the budget to stop after 1 attempt", err, s.Calls)
 		}
-		if !errors.As(err, &se) || se.Code != 502 || !errors.Is(err, budget.ErrExceeded) ||
+		if !errors.As(err, &se) || se.Code != 502 || !errors.Is(err, budget.ErrSpent) ||
 			!errors.Is(err, retry.ErrExhausted) || !errors.As(err, &spent) || spent != re.Budget ||
 			!errors.Is(spent, se) {
 			t.Fatalf("%v does not reach the failure and the budget's refusal", err)
