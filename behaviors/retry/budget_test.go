@@ -160,3 +160,79 @@ func TestBudgetValidate(t *testing.T) {
 		t.Fatalf("Validate: %v", err)
 	}
 }
+
+// refusal is a refusal of req that says when it may pass, as an open breaker's does.
+type refusal struct {
+	req   any
+	after time.Duration
+}
+
+func (r *refusal) Error() string { return "refused" }
+func (r *refusal) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "breaker", Request: r.req}
+}
+func (r *refusal) RetryAfter() time.Duration { return r.after }
+func retriesOf(t *testing.T, b *budget.Budget) (calls, retries int) {
+	t.Helper()
+	u := b.Snapshot()
+	if len(u) != 1 {
+		t.Fatalf("usage %+v, want one key", u)
+	}
+	return u[0].Calls, u[0].Retries
+}
+
+// TestBudgetRefundCancelledWait: a caller who cancels during the wait before a retry is not
+// charged for the retry that was never made (regression: the retry was asked of the budget
+// before the wait and kept its charge).
+func TestBudgetRefundCancelledWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{Ratio: 1, Floor: budget.NoFloor})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, &statusErr{Code: 503} },
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second}, Budget: b,
+				OnRetry: []func(context.Context, retry.Event){func(context.Context, retry.Event) { cancel() }}}))
+		if _, err := mediator.Send(ctx, m, &Call{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want the caller's cancellation", err)
+		}
+		if calls, retries := retriesOf(t, b); calls != 1 || retries != 0 {
+			t.Fatalf("%d calls, %d retries charged; want 1 call and the cancelled retry refunded", calls, retries)
+		}
+	})
+}
+
+// TestBudgetRefundRefusedAttempt: a retried attempt that comes back refused (an open breaker,
+// with WaitForBreaker) reached no dependency: its charge is given back, and a first attempt
+// refused is no call (regression: each refused retry kept its charge, and a refused call grew
+// the allowance).
+func TestBudgetRefundRefusedAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{Ratio: 5, Floor: budget.NoFloor})
+		req := &Call{}
+		var n int
+		m := build(t, func(context.Context, *Call) (*Reply, error) {
+			n++
+			if n == 2 {
+				return nil, &refusal{req: req, after: time.Second}
+			}
+			return nil, &statusErr{Code: 503}
+		}, retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, WaitForBreaker: behaviors.On}, Budget: b}))
+		if _, err := mediator.Send(context.Background(), m, req); err == nil || n != 3 {
+			t.Fatalf("err %v after %d attempts, want a failure after 3", err, n)
+		}
+		if calls, retries := retriesOf(t, b); calls != 1 || retries != 1 {
+			t.Fatalf("%d calls, %d retries charged; want 1 call and 1 retry (the refused one refunded)", calls, retries)
+		}
+
+		// A call refused at its first attempt reached nothing: it is not counted.
+		refused := &Call{}
+		m = build(t, func(context.Context, *Call) (*Reply, error) { return nil, &refusal{req: refused} },
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, Budget: b}))
+		if _, err := mediator.Send(context.Background(), m, refused); !behaviors.Refused(err, refused) {
+			t.Fatalf("err %v, want the refusal", err)
+		}
+		if calls, _ := retriesOf(t, b); calls != 1 {
+			t.Fatalf("%d calls counted, want the refused call not counted", calls)
+		}
+	})
+}
