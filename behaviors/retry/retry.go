@@ -85,7 +85,9 @@ type Config struct {
 	Clock behaviors.Clock
 	// Budget is the retry budget the behavior's retries draw on: it counts one call per Send
 	// once its first attempt returns, unless that attempt was refused (behaviors.Refused: an
-	// open breaker, a rate limit, a full bulkhead let no call reach the dependency), and asks
+	// open breaker, a rate limit, a full bulkhead let no call reach the dependency); when
+	// hedging inside shares the budget, as the call starts, since its hedges draw on it while
+	// it runs. It asks
 	// the budget before each retry, before waiting for it. A retry the caller cancels during
 	// the wait, or whose attempt is refused, is given back (budget.Budget.Refund): the
 	// budget counts the retries that reached the dependency. A retry the budget refuses is
@@ -159,7 +161,8 @@ func (r *Behavior) RetryBudget() *budget.Budget { return r.cfg.Budget }
 
 // Bind implements mediator.BindingBehavior: when another behavior of the pipeline shares the
 // budget (hedging), each call's context is marked counted (budget.Budget.MarkCounted), so that
-// it counts nothing of its own, at the cost of a context per Send; otherwise the behavior is used as it is.
+// it counts nothing of its own, at the cost of a context per Send, and the call is counted as
+// it starts; otherwise the behavior is used as it is.
 func (r *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if !budget.SharedBy(r.cfg.Budget, r, info.Behaviors) {
 		return r, nil
@@ -194,22 +197,21 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // budget refuses ends the call with an *ExhaustedError whose Budget says so.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	b := r.cfg.Budget
-	actx := ctx
 	if b != nil && r.mark {
-		// Marked before the first attempt, so that hedging inside counts nothing of its own.
-		actx = b.MarkCounted(ctx, req)
+		// Counted before the first attempt, and the context marked so, because the hedges
+		// of the behavior inside that shares the budget draw on the call while it runs.
+		ctx = b.Call(ctx, req)
 	}
-	resp, err := next(actx, req)
-	if b != nil && (err == nil || !behaviors.Refused(err, req)) {
-		// Counted once the first attempt is known to have reached past the refusing
-		// behaviors: a refused call (an open breaker, a rate limit) grows no allowance. The
-		// unmarked ctx, so that the mark made above does not hide the call.
+	resp, err := next(ctx, req)
+	if b != nil && !r.mark && (err == nil || !behaviors.Refused(err, req)) {
+		// Counted once the first attempt is known to have got past the refusing behaviors:
+		// a refused call (an open breaker, a rate limit) grows no allowance.
 		b.Count(ctx, req)
 	}
 	if err == nil {
 		return resp, nil
 	}
-	return r.retry(actx, req, next, resp, err)
+	return r.retry(ctx, req, next, resp, err)
 }
 
 // retry goes on after a failed first attempt.
