@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"math"
 	"net/http"
 
 	"github.com/switchboard-go/switchboard/behaviors/budget"
@@ -15,11 +16,11 @@ var _ Budgets = (*budget.Budget)(nil)
 
 // budgetBody is one key of a retry budget in the API: its counts over the budget's window.
 type budgetBody struct {
-	Key     string  `json:"key"`
-	Calls   int     `json:"calls"`
-	Retries int     `json:"retries"`
-	Refused int     `json:"refused"`
-	Allowed float64 `json:"allowed"`
+	Key     string `json:"key"`
+	Calls   int    `json:"calls"`
+	Retries int    `json:"retries"`
+	Refused int    `json:"refused"`
+	Allowed int64  `json:"allowed"` // the whole retries the window allows (budget.Usage.Allowed, rounded down)
 }
 
 // listBudgets answers GET /api/retry-budgets: every key of Config.Budgets with its calls,
@@ -35,7 +36,7 @@ func (s *server) listBudgets(w http.ResponseWriter, r *http.Request, _ string) {
 	us := s.cfg.Budgets.Snapshot()
 	out := make([]budgetBody, 0, len(us))
 	for _, u := range us {
-		out = append(out, budgetBody{Key: u.Key, Calls: u.Calls, Retries: u.Retries, Refused: u.Refused, Allowed: u.Allowed})
+		out = append(out, budgetBody{Key: u.Key, Calls: u.Calls, Retries: u.Retries, Refused: u.Refused, Allowed: int64(math.Floor(u.Allowed))})
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Budgets []budgetBody `json:"budgets"`

@@ -93,3 +93,25 @@ func TestDashboardRetryBudgets(t *testing.T) {
 	}
 	screenshot(t, tab, "retry-budgets")
 }
+
+// fractionalBudgets reports an allowance that is not a whole number, as a ratio makes it.
+type fractionalBudgets struct{}
+
+func (fractionalBudgets) Snapshot() []budget.Usage {
+	return []budget.Usage{{Key: "api", Calls: 83288, Allowed: 16657.600000000002}}
+}
+
+// The retries a window allows are a whole number in the API: the budget allows a retry while
+// the retries stay within the allowance, so 16657.6 allows 16657.
+func TestRetryBudgetsRouteAllowsWholeRetries(t *testing.T) {
+	h, err := admin.New(admin.Config{Budgets: fractionalBudgets{}, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := auth(t, h, "GET", "/api/retry-budgets", "")
+	want(t, res, http.StatusOK)
+	list, _ := res.body["budgets"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["allowed"] != 16657.0 {
+		t.Fatalf("budgets = %v", res.body)
+	}
+}

@@ -503,7 +503,12 @@ func (b *Budget) Snapshot() []Usage {
 
 // Validate reports what Config.Validate reports of the budget's configuration: the retry
 // behavior's Validate calls it for its Config.Budget, so that Build reports it.
-func (b *Budget) Validate() error { return b.cfg.Validate() }
+func (b *Budget) Validate() error {
+	if b.clock == nil {
+		return errors.New("budget: a Budget not made by New (its zero value has no window); use budget.New")
+	}
+	return b.cfg.Validate()
+}
 
 // Holder is implemented by the behaviors that count calls against a budget and ask it for
 // retries: the retry behavior (*retry.Behavior), hedging. RetryBudget returns the budget, or nil.

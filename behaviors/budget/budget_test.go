@@ -259,3 +259,15 @@ func TestRefund(t *testing.T) {
 		t.Fatal("want one retry of one call allowed, and no more")
 	}
 }
+
+// A Budget not made by New is reported by Validate (which Build calls through the retry and
+// hedging behaviors), not found out by a panic at the first retry.
+func TestZeroBudgetIsInvalid(t *testing.T) {
+	err := (&budget.Budget{}).Validate()
+	if err == nil || !strings.Contains(err.Error(), "budget.New") {
+		t.Fatalf("zero Budget: %v", err)
+	}
+	if err := budget.New(budget.Config{}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
