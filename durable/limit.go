@@ -288,24 +288,26 @@ func (s *scheduler) limit(comp *store.Completion, c *store.Claimed, req any) (st
 	if !limited {
 		return store.Completion{}, true
 	}
+	// Held back: no attempt, parked on the key, by the statement that found no slot, so the
+	// item is not left running in the database (where a crash would charge it an attempt) until
+	// its completion is written. A slot freeing wakes it (wakeLimited); the recheck bounds the
+	// wait should no word of one reach any instance.
+	p := *comp
+	p.State, p.Outcome, p.ParkedKey, p.StartedAt, p.Limited = store.StatePending, "", key, time.Time{}, true
+	p.NextAt = capAt(p.EndedAt.Add(s.q.recheck), c.Deadline)
 	ctx, cancel := s.storeCtx()
-	got, err := s.q.store.Acquire(ctx, key, c.Fence())
+	got, parked, err := s.q.store.Acquire(ctx, key, c.Fence(), &store.HoldBack{NextAt: p.NextAt, Now: p.EndedAt})
 	cancel()
 	s.noteStore("take a concurrency slot", err)
 	if got {
 		comp.Held = key
 		return store.Completion{}, true
 	}
-	// Held back: no attempt, parked on the key. A slot freeing wakes it (wakeLimited); the
-	// recheck bounds the wait should no word of one reach any instance. A database that could
-	// not answer is asked again about a poll interval later.
-	p := *comp
-	p.State, p.Outcome, p.ParkedKey, p.StartedAt, p.Limited = store.StatePending, "", key, time.Time{}, true
-	wait := s.q.recheck
+	p.Stored = parked
 	if err != nil {
-		wait = time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
+		// A database that could not answer is asked again about a poll interval later.
+		p.NextAt = capAt(p.EndedAt.Add(time.Duration(float64(s.cfg.PollInterval)*(0.5+s.q.rand()))), c.Deadline)
 	}
-	p.NextAt = capAt(p.EndedAt.Add(wait), c.Deadline)
 	return p, false
 }
 
