@@ -24,9 +24,12 @@ type budgetBody struct {
 
 // listBudgets answers GET /api/retry-budgets: every key of Config.Budgets with its calls,
 // retries allowed and retries refused over the window, and the retries the window allows.
-func (s *server) listBudgets(w http.ResponseWriter, _ *http.Request, _ string) {
+func (s *server) listBudgets(w http.ResponseWriter, r *http.Request, _ string) {
 	if s.cfg.Budgets == nil {
 		writeError(w, http.StatusNotFound, "no retry budget is configured")
+		return
+	}
+	if _, ok := query(w, r); !ok {
 		return
 	}
 	us := s.cfg.Budgets.Snapshot()

@@ -49,6 +49,9 @@ func TestRetryBudgetsRoute(t *testing.T) {
 		q["retries"] != 2.0 || q["refused"] != 1.0 || q["allowed"] != 2.0 {
 		t.Fatalf("budgets = %v", list)
 	}
+	// An unknown query parameter is refused, as on every other route: a misspelt filter
+	// must not be ignored.
+	want(t, auth(t, h, "GET", "/api/retry-budgets?key=crm", ""), http.StatusBadRequest)
 	f := newFixture(t, durableConfig())
 	want(t, auth(t, f.h, "GET", "/api/retry-budgets", ""), http.StatusNotFound)
 	if _, err := admin.New(admin.Config{Budgets: (*budget.Budget)(nil), Token: token}); err == nil {

@@ -13,7 +13,7 @@ import (
 // dependencyCall is a call of a named dependency.
 type dependencyCall struct{ Dependency string }
 
-// TestBudgetSpends: the retries a budget allows and refuses are counted per key, and the keys
+// TestBudgetSpends: the retries a budget allows, refuses and takes back are counted per key, and the keys
 // beyond the bound share the overflow series.
 func TestBudgetSpends(t *testing.T) {
 	rec, err := metrics.New(metrics.Config{AppID: "shop"})
@@ -26,6 +26,7 @@ func TestBudgetSpends(t *testing.T) {
 	for range 3 {
 		_ = b.Retry(ctx, &dependencyCall{Dependency: "quotes"}) // one allowed by the floor, then refused
 	}
+	b.Refund(ctx, &dependencyCall{Dependency: "quotes"}) // the allowed one reached no dependency
 	for i := range 1100 {
 		_ = b.Retry(ctx, &dependencyCall{Dependency: "k" + itoa(i)})
 	}
@@ -33,7 +34,7 @@ func TestBudgetSpends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 || n > 2*1001 {
+	if n == 0 || n > 3*1001 {
 		t.Fatalf("%d series: the keys are not bounded", n)
 	}
 	mfs, err := rec.Gatherer().Gather()
@@ -53,7 +54,7 @@ func TestBudgetSpends(t *testing.T) {
 			got[l["key"]+"/"+l["outcome"]] = m.GetCounter().GetValue()
 		}
 	}
-	if got["quotes/allowed"] != 1 || got["quotes/refused"] != 2 || got[metrics.OverflowKey+"/allowed"] == 0 {
-		t.Fatalf("series %v", map[string]float64{"quotes/allowed": got["quotes/allowed"], "quotes/refused": got["quotes/refused"], "overflow": got[metrics.OverflowKey+"/allowed"]})
+	if got["quotes/allowed"] != 1 || got["quotes/refused"] != 2 || got["quotes/refunded"] != 1 || got[metrics.OverflowKey+"/allowed"] == 0 {
+		t.Fatalf("series %v", map[string]float64{"quotes/allowed": got["quotes/allowed"], "quotes/refused": got["quotes/refused"], "quotes/refunded": got["quotes/refunded"], "overflow": got[metrics.OverflowKey+"/allowed"]})
 	}
 }

@@ -20,7 +20,7 @@ const (
 // the span in ctx (the dispatch's span, the tracing behavior being outside the hedging one)
 // for each step of a hedged call: switchboard.hedge.phase (sent, refused, won, cancelled),
 // switchboard.hedge.attempt (0 for the first attempt) and, for a hedge sent or refused, the
-// delay in seconds (switchboard.hedge.delay) and the budget's refusal (switchboard.error). A
+// delay in seconds (switchboard.hedge.delay) and the refusal, the budget's or the pipeline's (switchboard.error). A
 // call that ends before its delay adds none. It does nothing when the span is not recording.
 func OnHedge(ctx context.Context, n hedge.Notice) {
 	span := trace.SpanFromContext(ctx)

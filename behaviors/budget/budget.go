@@ -62,7 +62,8 @@ type Config struct {
 	// Clock is the time source of the window. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 	// OnSpend are the observers called after every retry asked of the budget, allowed or
-	// refused (metrics.Recorder.OnBudgetSpend attaches one). They run in the order listed, on
+	// refused, and after every retry given back (Budget.Refund, Spend.Refund set)
+	// (metrics.Recorder.OnBudgetSpend attaches one). They run in the order listed, on
 	// the goroutine that asked. Empty: nothing is called. Calls are not observed: counting
 	// them costs no more than an atomic add.
 	OnSpend []func(ctx context.Context, s Spend)
@@ -91,6 +92,9 @@ type Spend struct {
 	Request any
 	// Refused is true when the budget refused the retry.
 	Refused bool
+	// Refund is true when the retry was not asked but given back (Budget.Refund): it was
+	// allowed, and then did not reach the dependency.
+	Refund bool
 	// Calls and Retries are the key's counts in the window when it was asked, the retry not
 	// included.
 	Calls, Retries int
@@ -305,6 +309,49 @@ func (b *Budget) Retry(ctx context.Context, req any) error {
 		return nil
 	}
 	return err
+}
+
+// Refund gives back one retry of req's key that Retry allowed, when the retry then reached no
+// dependency: the caller cancelled while waiting for it, or the pipeline refused it at once (a
+// behaviors.Refusal of req: an open breaker, a rate limit, a full bulkhead). The retry behavior,
+// hedging and the durable scheduler call it so; a retry that failed at the dependency keeps
+// its charge.
+//
+// It takes the retry from the newest slot of the window that counts one of the key's: the
+// slot it was charged in, or a later one when the key was charged a retry since, which leaves
+// an older charge in the window that much shorter. It never takes a count below zero: a retry
+// whose slot has left the window counts no more, and its refund gives nothing back. The
+// OnSpend observers see it with Spend.Refund set. It counts nothing of calls.
+func (b *Budget) Refund(ctx context.Context, req any) {
+	a := b.accountOf(req)
+	tick := b.tick()
+	a.mu.Lock()
+	calls, retries, _ := a.sum(tick)
+	refunded := false
+	for k := uint32(0); k < slotCount && !refunded; k++ {
+		refunded = unbump(&a.ring[(tick-k)%slotCount].retries, tick-k)
+	}
+	a.mu.Unlock()
+	if !refunded {
+		return
+	}
+	for _, on := range b.cfg.OnSpend {
+		on(ctx, Spend{Key: a.key, Request: req, Refund: true, Calls: calls, Retries: retries - 1})
+	}
+}
+
+// unbump takes one from c, a counter of the slot of tick, if it counts tick and is above zero;
+// it reports whether it did.
+func unbump(c *atomic.Uint64, tick uint32) bool {
+	for {
+		old := c.Load()
+		if uint32(old>>32) != tick || uint32(old) == 0 {
+			return false
+		}
+		if c.CompareAndSwap(old, old-1) {
+			return true
+		}
+	}
 }
 
 // allowed is the number of retries a window with calls allows.

@@ -34,8 +34,8 @@ func TestRatio(t *testing.T) {
 	}
 	err := b.Retry(ctx, req)
 	var se *budget.SpentError
-	if !errors.As(err, &se) || !errors.Is(err, budget.ErrExceeded) {
-		t.Fatalf("over budget: %v, want a *SpentError matching ErrExceeded", err)
+	if !errors.As(err, &se) || !errors.Is(err, budget.ErrSpent) {
+		t.Fatalf("over budget: %v, want a *SpentError matching ErrSpent", err)
 	}
 	if !behaviors.Refused(err, req) {
 		t.Fatalf("the refusal is not req's refusal: %v", err)
@@ -210,5 +210,52 @@ func TestOnSpend(t *testing.T) {
 	_ = b.Retry(context.Background(), req)
 	if len(got) != 2 || got[0].Refused || !got[1].Refused || got[1].Retries != 1 || got[0].Request != req {
 		t.Fatalf("spends %+v", got)
+	}
+}
+
+// TestRefund: a refunded retry no longer counts, so the allowance has room for it again; a
+// refund finds the slot the retry was charged in while the window holds it, never takes a
+// count below zero, and is observed as a refund.
+func TestRefund(t *testing.T) {
+	ctx, clk := context.Background(), newClock()
+	var spends []budget.Spend
+	b := budget.New(budget.Config{Ratio: 1, Floor: budget.NoFloor, Window: 10 * time.Second, Clock: clk,
+		OnSpend: []func(context.Context, budget.Spend){func(_ context.Context, s budget.Spend) { spends = append(spends, s) }}})
+	req := &GetUser{}
+	b.Count(ctx, req)
+	b.Count(ctx, req)
+	if b.Retry(ctx, req) != nil {
+		t.Fatal("the first retry was refused")
+	}
+	clk.Advance(3 * time.Second) // the charge stays in its slot, three slots back
+	if b.Retry(ctx, req) != nil || b.Retry(ctx, req) == nil {
+		t.Fatal("want a second retry allowed and a third refused")
+	}
+	b.Refund(ctx, req)
+	if u := b.Snapshot(); u[0].Retries != 1 || u[0].Refused != 1 {
+		t.Fatalf("after a refund: %+v, want 1 retry", u[0])
+	}
+	if b.Retry(ctx, req) != nil {
+		t.Fatal("the refunded retry's room was not given back")
+	}
+	b.Refund(ctx, req)
+	b.Refund(ctx, req) // the retry charged 3 s ago
+	b.Refund(ctx, req) // nothing left to give back
+	if u := b.Snapshot(); u[0].Retries != 0 || u[0].Calls != 2 {
+		t.Fatalf("after refunds beyond the charges: %+v, want 0 retries, 2 calls", u[0])
+	}
+	if last := spends[len(spends)-1]; !last.Refund || last.Refused || last.Key != "*budget_test.GetUser" {
+		t.Fatalf("the refund was observed as %+v", last)
+	}
+	// A retry charged in a slot the window has left is gone already: a late refund has
+	// nothing to give back, and leaves no negative count behind.
+	if b.Retry(ctx, req) != nil {
+		t.Fatal("refused")
+	}
+	clk.Advance(10 * time.Second)
+	b.Refund(ctx, req)
+	b.Count(ctx, req)
+	if b.Retry(ctx, req) != nil || b.Retry(ctx, req) == nil {
+		t.Fatal("want one retry of one call allowed, and no more")
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 )
 
-// ErrExceeded reports a retry that a retry budget refused.
-var ErrExceeded = errors.New("retry budget: exceeded")
+// ErrSpent reports a retry that a retry budget refused.
+var ErrSpent = errors.New("retry budget: spent")
 
 // SpentError reports a retry (or a hedge, or a durable re-dispatch) that a retry budget
 // refused, because its key's retries already reached the budget's allowance over the window.
-// It matches ErrExceeded and is a behaviors.Refusal, By "retry-budget": the retry it refuses
+// It matches ErrSpent and is a behaviors.Refusal, By "retry-budget": the retry it refuses
 // did not happen, so a breaker does not count it and retry does not retry it. RetryAfter says
 // when the window will have room for a retry again.
 //
@@ -51,8 +51,8 @@ func (e *SpentError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrExceeded.
-func (e *SpentError) Is(target error) bool { return target == ErrExceeded }
+// Is reports whether target is ErrSpent.
+func (e *SpentError) Is(target error) bool { return target == ErrSpent }
 
 // Unwrap returns Err, the failure the refused retry would have repeated.
 func (e *SpentError) Unwrap() error { return e.Err }

@@ -51,7 +51,7 @@ func Example() {
 		_, last = mediator.Send(context.Background(), m, &GetQuote{Symbol: "ACME"})
 	}
 	fmt.Println("calls sent: 50, received by the endpoint:", received)
-	fmt.Println("stopped by the budget:", errors.Is(last, budget.ErrExceeded))
+	fmt.Println("stopped by the budget:", errors.Is(last, budget.ErrSpent))
 	fmt.Println(last)
 	u := b.Snapshot()[0]
 	fmt.Printf("%s: %d calls, %d retries, %d refused\n", u.Key, u.Calls, u.Retries, u.Refused)

@@ -115,8 +115,8 @@ func TestFullChainConcurrent(t *testing.T) {
 	})
 }
 
-// A hedge the breaker refuses (it opened meanwhile) is a failed attempt like another: the
-// call waits for the primary.
+// A hedge the breaker refuses (it opened meanwhile) reached no dependency: it is reported
+// refused after its Sent, and the call waits for the primary.
 func TestHedgeRefusedByOpenBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, Key: endpointKey})
@@ -136,7 +136,7 @@ func TestHedgeRefusedByOpenBreaker(t *testing.T) {
 		start := time.Now()
 		r, err := mediator.Send(context.Background(), m, &Call{Endpoint: "b"})
 		if err != nil || r.Text != "attempt 1" || time.Since(start) != 30*time.Millisecond || n.Load() != 1 ||
-			nt.String() != "sent 1, won 0" {
+			nt.String() != "sent 1, refused 1, won 0" {
 			t.Fatalf("%v %v after %s, %d handler calls, notices %q", r, err, time.Since(start), n.Load(), nt)
 		}
 	})

@@ -30,7 +30,7 @@ const maxHedges = 16
 
 // OverflowKey is the key under which the calls of keys beyond Config.MaxKeys are counted and
 // measured together (in Behavior.Snapshot and in the Notices).
-const OverflowKey = "(other)"
+const OverflowKey = "_overflow" // as metrics.OverflowKey, so a hedge key and a metrics series overflow under one name
 
 // Phase says what a Notice reports.
 type Phase uint8
@@ -39,8 +39,10 @@ const (
 	// Sent: a hedge (Notice.Attempt 1, 2, ...) was sent, Notice.Delay after the call began
 	// or after the hedge before it.
 	Sent Phase = iota + 1
-	// Refused: the retry budget refused a hedge (Notice.Err is its refusal); the call waits for
-	// the attempts that are running and sends no more hedges.
+	// Refused: a hedge was refused (Notice.Err is the refusal), by the retry budget before it
+	// was sent, or at once by the pipeline inside (behaviors.Refused: an open breaker, a rate
+	// limit), after its Sent; the call waits for the attempts that are running and sends no
+	// more hedges.
 	Refused
 	// Won: Notice.Attempt succeeded first in a call that sent at least one hedge (0 is the
 	// primary attempt).
@@ -79,7 +81,7 @@ type Notice struct {
 	Attempt int
 	// Delay is the hedge delay of the call (Sent and Refused).
 	Delay time.Duration
-	// Err is the budget's refusal (Refused).
+	// Err is the refusal (Refused): the budget's, or the pipeline's.
 	Err error
 }
 
@@ -105,9 +107,12 @@ type Config struct {
 	// attempt has succeeded; at most 16. Zero: DefaultMaxHedges.
 	MaxHedges int
 	// Budget, when set, is asked before every hedge (budget.Budget.Retry; the call is counted
-	// once by budget.Budget.Count, unless a retry behavior outside counted it already): a
-	// refused hedge is not sent, no more are sent, and the call waits for the attempts that
-	// are running. Hedges then share the budget with retries (give retry.Config.Budget the
+	// once by budget.Budget.Count, unless a retry behavior outside counted it already, when
+	// its first hedge is asked for or when the primary returns, not when the primary was
+	// refused at once, so that refused calls grow no allowance): a refused hedge is not sent,
+	// no more are sent, and the call waits for the attempts that are running. A hedge the
+	// pipeline inside refuses at once (an open breaker, a rate limit) is given back
+	// (budget.Budget.Refund), as is one the call no longer wanted once the budget allowed it. Hedges then share the budget with retries (give retry.Config.Budget the
 	// same one), so that together they stay within the budget's ratio of the calls. nil:
 	// hedges are bounded by MaxHedges alone.
 	Budget *budget.Budget

@@ -74,7 +74,7 @@ func ExampleConfig_budget() {
 		Delay:  time.Millisecond,
 		Budget: b,
 		OnHedge: []func(context.Context, hedge.Notice){func(_ context.Context, n hedge.Notice) {
-			fmt.Println(n.Phase, "attempt", n.Attempt, "-", errors.Is(n.Err, budget.ErrExceeded))
+			fmt.Println(n.Phase, "attempt", n.Attempt, "-", errors.Is(n.Err, budget.ErrSpent))
 			close(refused)
 		}},
 	}), mediator.ForInterface[Idempotent]())

@@ -21,11 +21,14 @@ type Tally struct {
 	Key string `json:"key"`
 	// Calls counts the calls that ran under the behavior (not those stepping aside).
 	Calls uint64 `json:"calls"`
-	// Sent counts the hedges sent.
+	// Sent counts the hedges sent, each once it returned (or was cancelled), except those the
+	// pipeline refused at once, which Refused counts.
 	Sent uint64 `json:"hedges_sent"`
 	// Won counts the calls a hedge won (the primary attempt lost).
 	Won uint64 `json:"hedges_won"`
-	// Refused counts the hedges the retry budget refused.
+	// Refused counts the hedges refused: by the retry budget (they were not sent), or at once
+	// by the pipeline inside (behaviors.Refused: an open breaker, a rate limit, a full
+	// bulkhead; they reached no dependency, and their budget charge is given back).
 	Refused uint64 `json:"hedges_refused"`
 	// Delay is the delay the key's next call would wait before its first hedge.
 	Delay time.Duration `json:"delay_ns"`
@@ -200,9 +203,6 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if st == nil {
 		st = b.stateOf(req)
 	}
-	if b.cfg.Budget != nil {
-		b.cfg.Budget.Count(ctx, req)
-	}
 	st.calls.Add(1)
 	pctx, pcancel := context.WithCancel(ctx)
 	c := b.start(ctx, req, next, st, pcancel)
@@ -215,7 +215,14 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if c.started == 1 {
 		// No hedge was sent: the call is the primary's, and no other goroutine takes part.
 		c.closed, c.settled = true, true
+		count := !c.counted
+		c.counted = true
 		c.mu.Unlock()
+		if count && b.cfg.Budget != nil && (err == nil || !behaviors.Refused(err, req)) {
+			// Counted once the primary is known to have got past the refusing behaviors
+			// inside (or by the first hedge, see fire): a refused call grows no allowance.
+			b.cfg.Budget.Count(ctx, req)
+		}
 		stopped := c.timer.Stop()
 		pcancel()
 		if err == nil && st.sketch != nil {
@@ -247,7 +254,7 @@ func (b *Behavior) start(ctx context.Context, req any, next mediator.Next, st *k
 	}
 	c.mu.Lock()
 	c.b, c.st, c.ctx, c.req, c.next, c.delay, c.pcancel = b, st, ctx, req, next, delay, pcancel
-	c.closed, c.settled, c.started, c.running = false, false, 1, 1
+	c.closed, c.settled, c.counted, c.started, c.running = false, false, false, 1, 1
 	if c.timer == nil {
 		c.timer = b.afterFunc(delay, c.fire)
 	} else {
@@ -271,6 +278,7 @@ type call struct {
 	mu        sync.Mutex
 	closed    bool                 // no more hedges are sent
 	settled   bool                 // the outcome is known
+	counted   bool                 // the call is counted by the budget, or will be
 	started   int                  // attempts started, the primary included
 	running   uint64               // a bit per attempt running
 	cancelled uint64               // the attempts running when the call settled
@@ -284,17 +292,25 @@ type call struct {
 	wg        sync.WaitGroup       // the hedges
 }
 
-// fire sends a hedge, on the timer's goroutine, and runs it there.
+// fire sends a hedge, on the timer's goroutine, and runs it there. The budget (and its
+// observers) is asked without the call's lock.
 func (c *call) fire() {
 	c.mu.Lock()
-	b, st := c.b, c.st
-	if c.closed || c.ctx.Err() != nil {
+	b, st, ctx, req := c.b, c.st, c.ctx, c.req
+	if c.closed || ctx.Err() != nil {
 		c.mu.Unlock()
 		return
 	}
-	attempt := c.started
-	if b.cfg.Budget != nil {
-		if err := b.cfg.Budget.Retry(c.ctx, c.req); err != nil {
+	count := !c.counted
+	c.counted = true
+	c.mu.Unlock()
+	if bg := b.cfg.Budget; bg != nil {
+		if count {
+			bg.Count(ctx, req) // the primary still runs: it is a call the hedge is a retry of
+		}
+		if err := bg.Retry(ctx, req); err != nil {
+			c.mu.Lock()
+			attempt := c.started
 			c.closed = true
 			c.mu.Unlock()
 			st.refused.Add(1)
@@ -302,8 +318,18 @@ func (c *call) fire() {
 			return
 		}
 	}
+	c.mu.Lock()
+	if c.closed || ctx.Err() != nil {
+		// The call ended while the budget was asked: the hedge is not sent.
+		c.mu.Unlock()
+		if b.cfg.Budget != nil {
+			b.cfg.Budget.Refund(ctx, req)
+		}
+		return
+	}
+	attempt := c.started
 	c.started++
-	hctx, cancel := context.WithCancel(c.ctx)
+	hctx, cancel := context.WithCancel(ctx)
 	c.cancels = append(c.cancels, cancel)
 	c.running |= 1 << attempt
 	if c.done == nil {
@@ -315,13 +341,26 @@ func (c *call) fire() {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
-	st.sent.Add(1)
 	c.notify(Notice{Phase: Sent, Attempt: attempt, Delay: c.delay})
 	var start time.Time
 	if st.sketch != nil {
 		start = b.now()
 	}
 	resp, err := c.attempt(hctx)
+	if err != nil && behaviors.Refused(err, req) {
+		// Refused at once inside (an open breaker, a rate limit): the hedge reached no
+		// dependency. It is counted refused, its charge given back, and no more follow.
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		if b.cfg.Budget != nil {
+			b.cfg.Budget.Refund(ctx, req)
+		}
+		st.refused.Add(1)
+		c.notify(Notice{Phase: Refused, Attempt: attempt, Delay: c.delay, Err: err})
+	} else {
+		st.sent.Add(1) // counted once it returns, so that a refused hedge never counts as sent
+	}
 	c.finish(attempt, start, resp, err)
 }
 

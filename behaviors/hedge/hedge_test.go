@@ -216,7 +216,7 @@ func TestBudgetRefusalStopsHedges(t *testing.T) {
 		if err != nil || r.Text != "attempt 1" || time.Since(start) != 90*time.Millisecond {
 			t.Fatalf("%v %v after %s", r, err, time.Since(start))
 		}
-		if s.n.Load() != 2 || n.String() != "sent 1, refused 2, won 1, cancelled 0" || !errors.Is(refusal, budget.ErrExceeded) {
+		if s.n.Load() != 2 || n.String() != "sent 1, refused 2, won 1, cancelled 0" || !errors.Is(refusal, budget.ErrSpent) {
 			t.Errorf("%d attempts, notices %q, refusal %v", s.n.Load(), n, refusal)
 		}
 		if u := b.Snapshot(); len(u) != 1 || u[0].Calls != 1 || u[0].Retries != 1 || u[0].Refused != 1 {
@@ -344,7 +344,7 @@ func TestMaxKeys(t *testing.T) {
 		for _, k := range h.Snapshot() {
 			got = append(got, fmt.Sprintf("%s:%d", k.Key, k.Calls))
 		}
-		if fmt.Sprint(got) != "[(other):2 a:2 b:1]" {
+		if fmt.Sprint(got) != "[_overflow:2 a:2 b:1]" {
 			t.Fatal(got)
 		}
 	})
@@ -464,4 +464,108 @@ func TestPrimaryPanicSendsNoHedge(t *testing.T) {
 			t.Fatalf("%d attempts after the primary panicked", n.Load())
 		}
 	})
+}
+
+// refusal is a refusal of req, as an open breaker or a rate limiter inside returns at once.
+type refusal struct{ req any }
+
+func (r *refusal) Error() string { return "refused" }
+func (r *refusal) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "breaker", Request: r.req}
+}
+
+// A hedge the pipeline inside refuses at once (an open breaker, a rate limit) reached no
+// dependency: it is counted refused, not sent, its budget charge is given back, and no more
+// hedges follow (regression: it was counted sent and kept its charge).
+func TestPipelineRefusalRefundsHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{Ratio: 1, Floor: budget.NoFloor})
+		q := &Call{}
+		s := &scripted{steps: []step{{took: 100 * time.Millisecond}, {err: &refusal{req: q}}}}
+		m, h, n := hedged(t, s, hedge.Config{Delay: 10 * time.Millisecond, MaxHedges: 3, Budget: b})
+		r, err := mediator.Send(context.Background(), m, q)
+		if err != nil || r.Text != "attempt 0" || s.n.Load() != 2 {
+			t.Fatalf("%v %v after %d attempts", r, err, s.n.Load())
+		}
+		if n.String() != "sent 1, refused 1, won 0" {
+			t.Errorf("notices %q", n)
+		}
+		if snap := h.Snapshot()[0]; snap.Sent != 0 || snap.Refused != 1 || snap.Won != 0 {
+			t.Errorf("%+v, want the hedge counted refused, not sent", snap)
+		}
+		if u := b.Snapshot(); len(u) != 1 || u[0].Calls != 1 || u[0].Retries != 0 {
+			t.Errorf("budget %+v, want the call counted and the refused hedge refunded", u)
+		}
+	})
+}
+
+// A call whose primary is refused at once is no call of the budget: it grows no allowance.
+func TestRefusedCallNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{})
+		q := &Call{}
+		s := &scripted{steps: []step{{err: &refusal{req: q}}}}
+		m, _, _ := hedged(t, s, hedge.Config{Delay: 10 * time.Millisecond, Budget: b})
+		if _, err := mediator.Send(context.Background(), m, q); !behaviors.Refused(err, q) {
+			t.Fatalf("err %v", err)
+		}
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+			t.Fatal(err)
+		}
+		if u := b.Snapshot(); len(u) != 1 || u[0].Calls != 1 {
+			t.Errorf("budget %+v, want the refused call not counted", u)
+		}
+	})
+}
+
+// The budget's observers run without the call's lock: an observer that blocks holds up the
+// hedge only, not the caller, whose call may end meanwhile; the hedge the call no longer
+// wants is then not sent and its charge is given back (regression: fire asked the budget
+// under the lock, and the caller's call could not end while an observer ran).
+func TestBudgetObserverOutsideLock(t *testing.T) {
+	entered, release, refunded := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	b := budget.New(budget.Config{Ratio: 1, Floor: budget.NoFloor,
+		OnSpend: []func(context.Context, budget.Spend){func(_ context.Context, s budget.Spend) {
+			if s.Refund {
+				close(refunded)
+				return
+			}
+			entered <- struct{}{}
+			<-release
+		}}})
+	h := hedge.New(hedge.Config{Delay: time.Millisecond, Budget: b})
+	var n atomic.Int32
+	m := build(t, func(context.Context, *Call) (*Reply, error) {
+		if n.Add(1) == 1 {
+			<-entered // the hedge is asking the budget: end the primary now
+		}
+		return &Reply{Text: "ok"}, nil
+	}, h)
+	done := make(chan error, 1)
+	go func() {
+		_, err := mediator.Send(context.Background(), m, &Call{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		<-done
+		t.Fatal("the call could not end while the budget's observer ran: the lock was held")
+	}
+	close(release)
+	select {
+	case <-refunded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hedge the call no longer wanted kept its charge")
+	}
+	if u := b.Snapshot(); len(u) != 1 || u[0].Retries != 0 || n.Load() != 1 {
+		t.Errorf("budget %+v after %d attempts, want the unsent hedge refunded", u, n.Load())
+	}
+	if snap := h.Snapshot()[0]; snap.Sent != 0 {
+		t.Errorf("%+v", snap)
+	}
 }

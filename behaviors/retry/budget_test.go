@@ -67,7 +67,7 @@ func TestBudgetOutage(t *testing.T) {
 }
 
 // TestBudgetRefusalError: a retry the budget refuses ends the call with an *ExhaustedError
-// that reaches the last failure, matches budget.ErrExceeded, and is no refusal of the call.
+// that reaches the last failure, matches budget.ErrSpent, and is no refusal of the call.
 func TestBudgetRefusalError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := budget.New(budget.Config{Floor: budget.NoFloor})
@@ -82,7 +82,7 @@ func TestBudgetRefusalError(t *testing.T) {
 		if !errors.As(err, &re) || re.Budget == nil || re.Attempts != 1 || s.Calls != 1 {
 			t.Fatalf("err %v after %d calls, want the budget to stop after 1 attempt", err, s.Calls)
 		}
-		if !errors.As(err, &se) || se.Code != 502 || !errors.Is(err, budget.ErrExceeded) ||
+		if !errors.As(err, &se) || se.Code != 502 || !errors.Is(err, budget.ErrSpent) ||
 			!errors.Is(err, retry.ErrExhausted) || !errors.As(err, &spent) || spent != re.Budget ||
 			!errors.Is(spent, se) {
 			t.Fatalf("%v does not reach the failure and the budget's refusal", err)
@@ -159,4 +159,80 @@ func TestBudgetValidate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Budget") || !strings.Contains(err.Error(), "Ratio") {
 		t.Fatalf("Validate: %v", err)
 	}
+}
+
+// refusal is a refusal of req that says when it may pass, as an open breaker's does.
+type refusal struct {
+	req   any
+	after time.Duration
+}
+
+func (r *refusal) Error() string { return "refused" }
+func (r *refusal) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "breaker", Request: r.req}
+}
+func (r *refusal) RetryAfter() time.Duration { return r.after }
+func retriesOf(t *testing.T, b *budget.Budget) (calls, retries int) {
+	t.Helper()
+	u := b.Snapshot()
+	if len(u) != 1 {
+		t.Fatalf("usage %+v, want one key", u)
+	}
+	return u[0].Calls, u[0].Retries
+}
+
+// TestBudgetRefundCancelledWait: a caller who cancels during the wait before a retry is not
+// charged for the retry that was never made (regression: the retry was asked of the budget
+// before the wait and kept its charge).
+func TestBudgetRefundCancelledWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{Ratio: 1, Floor: budget.NoFloor})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		m := build(t, func(context.Context, *Call) (*Reply, error) { return nil, &statusErr{Code: 503} },
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Second}, Budget: b,
+				OnRetry: []func(context.Context, retry.Event){func(context.Context, retry.Event) { cancel() }}}))
+		if _, err := mediator.Send(ctx, m, &Call{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want the caller's cancellation", err)
+		}
+		if calls, retries := retriesOf(t, b); calls != 1 || retries != 0 {
+			t.Fatalf("%d calls, %d retries charged; want 1 call and the cancelled retry refunded", calls, retries)
+		}
+	})
+}
+
+// TestBudgetRefundRefusedAttempt: a retried attempt that comes back refused (an open breaker,
+// with WaitForBreaker) reached no dependency: its charge is given back, and a first attempt
+// refused is no call (regression: each refused retry kept its charge, and a refused call grew
+// the allowance).
+func TestBudgetRefundRefusedAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := budget.New(budget.Config{Ratio: 5, Floor: budget.NoFloor})
+		req := &Call{}
+		var n int
+		m := build(t, func(context.Context, *Call) (*Reply, error) {
+			n++
+			if n == 2 {
+				return nil, &refusal{req: req, after: time.Second}
+			}
+			return nil, &statusErr{Code: 503}
+		}, retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, WaitForBreaker: behaviors.On}, Budget: b}))
+		if _, err := mediator.Send(context.Background(), m, req); err == nil || n != 3 {
+			t.Fatalf("err %v after %d attempts, want a failure after 3", err, n)
+		}
+		if calls, retries := retriesOf(t, b); calls != 1 || retries != 1 {
+			t.Fatalf("%d calls, %d retries charged; want 1 call and 1 retry (the refused one refunded)", calls, retries)
+		}
+
+		// A call refused at its first attempt reached nothing: it is not counted.
+		refused := &Call{}
+		m = build(t, func(context.Context, *Call) (*Reply, error) { return nil, &refusal{req: refused} },
+			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, Budget: b}))
+		if _, err := mediator.Send(context.Background(), m, refused); !behaviors.Refused(err, refused) {
+			t.Fatalf("err %v, want the refusal", err)
+		}
+		if calls, _ := retriesOf(t, b); calls != 1 {
+			t.Fatalf("%d calls counted, want the refused call not counted", calls)
+		}
+	})
 }

@@ -37,7 +37,7 @@ type ExhaustedError struct {
 	MaxAge time.Duration
 	// Budget is the retry budget's refusal when the budget ended the retries although the
 	// policy allowed more attempts (its Err is the last attempt's error); nil otherwise. The
-	// error then also matches budget.ErrExceeded, and errors.As finds the *budget.SpentError.
+	// error then also matches budget.ErrSpent, and errors.As finds the *budget.SpentError.
 	// It is not a refusal of the call: the attempts made reached the handler (or were refused
 	// by what refused them), and the call says what they did.
 	Budget *budget.SpentError
@@ -81,10 +81,10 @@ func (e *ExhaustedError) RetryAfter() time.Duration {
 	return d
 }
 
-// Is reports whether target is ErrExhausted, budget.ErrExceeded when a budget ended the
+// Is reports whether target is ErrExhausted, budget.ErrSpent when a budget ended the
 // retries, or matches the last handler error of a call whose last attempt was refused.
 func (e *ExhaustedError) Is(target error) bool {
-	return target == ErrExhausted || (e.Budget != nil && target == budget.ErrExceeded) ||
+	return target == ErrExhausted || (e.Budget != nil && target == budget.ErrSpent) ||
 		(e.handlerErr != nil && errors.Is(e.handlerErr, target))
 }
 

@@ -84,8 +84,14 @@ type Config struct {
 	// Clock is the time source of the waits. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 	// Budget is the retry budget the behavior's retries draw on: it counts one call per Send
-	// (the first attempt) and asks the budget before each retry, before waiting for it. A
-	// retry the budget refuses is not made: the call ends with an *ExhaustedError whose Budget
+	// once its first attempt returns, unless that attempt was refused (behaviors.Refused: an
+	// open breaker, a rate limit, a full bulkhead let no call reach the dependency); when
+	// hedging inside shares the budget, as the call starts, since its hedges draw on it while
+	// it runs. It asks
+	// the budget before each retry, before waiting for it. A retry the caller cancels during
+	// the wait, or whose attempt is refused, is given back (budget.Budget.Refund): the
+	// budget counts the retries that reached the dependency. A retry the budget refuses is
+	// not made: the call ends with an *ExhaustedError whose Budget
 	// is the budget's *budget.SpentError, unwrapping to the last failure as ever. The durable
 	// queue's scheduler finds the budget here and charges its re-dispatches to it too (see
 	// durable.WithRetryBudget). nil: retries are bounded by the policy alone.
@@ -109,7 +115,7 @@ type Behavior struct {
 	base  Policy
 	clock behaviors.Clock
 	rand  func() float64
-	mark  bool // another behavior of the pipeline shares the budget: count calls with budget.Call
+	mark  bool // another behavior of the pipeline shares the budget: mark calls counted (budget.Budget.MarkCounted)
 }
 
 // New returns a retry behavior configured by cfg. It does not validate cfg: Validate does, and
@@ -154,8 +160,9 @@ func (c Config) Validate() error {
 func (r *Behavior) RetryBudget() *budget.Budget { return r.cfg.Budget }
 
 // Bind implements mediator.BindingBehavior: when another behavior of the pipeline shares the
-// budget (hedging), the calls are counted so that it sees them counted (budget.Budget.Call),
-// at the cost of a context per Send; otherwise the behavior is used as it is.
+// budget (hedging), each call's context is marked counted (budget.Budget.MarkCounted), so that
+// it counts nothing of its own, at the cost of a context per Send, and the call is counted as
+// it starts; otherwise the behavior is used as it is.
 func (r *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if !budget.SharedBy(r.cfg.Budget, r, info.Behaviors) {
 		return r, nil
@@ -189,24 +196,22 @@ func (r *Behavior) Policy(ctx context.Context, req any) Policy {
 // mediator.SingleAttempt is attempted once. With a Budget, the call is counted, and a retry the
 // budget refuses ends the call with an *ExhaustedError whose Budget says so.
 func (r *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
-	if r.cfg.Budget != nil {
-		ctx = r.count(ctx, req)
+	b := r.cfg.Budget
+	if b != nil && r.mark {
+		// Counted before the first attempt, and the context marked so, because the hedges
+		// of the behavior inside that shares the budget draw on the call while it runs.
+		ctx = b.Call(ctx, req)
 	}
 	resp, err := next(ctx, req)
+	if b != nil && !r.mark && (err == nil || !behaviors.Refused(err, req)) {
+		// Counted once the first attempt is known to have got past the refusing behaviors:
+		// a refused call (an open breaker, a rate limit) grows no allowance.
+		b.Count(ctx, req)
+	}
 	if err == nil {
 		return resp, nil
 	}
 	return r.retry(ctx, req, next, resp, err)
-}
-
-// count counts the call of req on the budget: marking ctx when another behavior of the
-// pipeline shares the budget.
-func (r *Behavior) count(ctx context.Context, req any) context.Context {
-	if r.mark {
-		return r.cfg.Budget.Call(ctx, req)
-	}
-	r.cfg.Budget.Count(ctx, req)
-	return ctx
 }
 
 // retry goes on after a failed first attempt.
@@ -258,8 +263,10 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 		if !fitsDeadline(ctx, r.clock, delay) {
 			break
 		}
+		charged := false
 		if b := r.cfg.Budget; b != nil {
-			// Asked before the wait: a caller does not wait for a retry that is not made.
+			// Asked before the wait: a caller does not wait for a retry that is not made. The
+			// charge is given back should the retry reach no dependency (see below).
 			if berr := b.Retry(ctx, req); berr != nil {
 				re := exhausted(attempt, err, handlerErr)
 				if se, ok := berr.(*budget.SpentError); ok {
@@ -268,17 +275,24 @@ func (r *Behavior) retry(ctx context.Context, req any, next mediator.Next, resp 
 				}
 				return resp, re
 			}
+			charged = true
 		}
 		for _, on := range r.cfg.OnRetry {
 			on(ctx, Event{Request: req, Attempt: attempt, Delay: delay, Err: err})
 		}
 		if werr := sleep(ctx, r.clock, delay); werr != nil {
+			if charged {
+				r.cfg.Budget.Refund(ctx, req) // the caller's cancellation is never charged
+			}
 			return nil, werr
 		}
 		attempt++
 		resp, err = next(attemptKey.With(ctx, attempt), req)
 		if err == nil {
 			return resp, nil
+		}
+		if charged && behaviors.Refused(err, req) {
+			r.cfg.Budget.Refund(ctx, req) // refused: the retry reached no dependency
 		}
 		if mediator.IsCallerCancellation(ctx, err) {
 			return resp, err
