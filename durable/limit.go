@@ -23,8 +23,8 @@ type ConcurrencyLimitOption func(*limitConfig)
 
 type limitConfig struct{ reason string }
 
-// LimitReason records why the key is limited, for the operators who see the limit and for
-// the audit log.
+// LimitReason records why the key is limited (optional; at most 1024 bytes), for the operators
+// who see the limit and for the audit log.
 func LimitReason(reason string) ConcurrencyLimitOption {
 	return func(c *limitConfig) { c.reason = reason }
 }
@@ -53,7 +53,7 @@ func (q *Queue) SetConcurrencyLimit(ctx context.Context, key string, n int, acto
 	for _, o := range opts {
 		o(&c)
 	}
-	errs := checkLimitKey(key, actor)
+	errs := append(checkLimitKey(key, actor), checkReason(c.reason)...)
 	if n < 1 || n > maxConcurrencyLimit {
 		errs = append(errs, fmt.Errorf("n %d is outside [1, %d]: a limit lets at least one item run (pause the key to hold them all back)", n, maxConcurrencyLimit))
 	}
@@ -159,6 +159,10 @@ func checkLimitKey(key, actor string) []error {
 		errs = append(errs, errors.New("key is empty: a concurrency limit names a breaker key"))
 	case len(key) > maxPauseTarget:
 		errs = append(errs, fmt.Errorf("key is %d bytes, more than %d: no breaker key is that long", len(key), maxPauseTarget))
+	default:
+		if err := keyProblem("breaker", key); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if actor == "" {
 		errs = append(errs, errors.New("actor is required: the audit log records who set and removed limits"))
