@@ -43,7 +43,7 @@ const maxConcurrencyLimit = 1_000_000
 // and before dispatching it takes one of the key's slots in the database; a slot is the
 // running item itself, freed when its attempt's outcome is written or, should its instance
 // die, when its lease runs out and is swept. An item that finds every slot taken is not
-// attempted (no attempt charged; SchedulerConfig.OnSettled says "limited"): it is parked on the
+// attempted (no attempt charged; SchedulerConfig.OnSettled says "concurrency_limited"): it is parked on the
 // key and made due again as slots free, by the instance that freed one at once and by every
 // instance at its next look at the limits (every SchedulerConfig.PollInterval, at most every
 // second), or Config.Recheck later at the latest. This instance applies a new limit at once;
@@ -172,7 +172,7 @@ func checkLimitKey(key, actor string) []error {
 
 // outcomeLimited is the OnSettled outcome of an item held back by its key's concurrency limit,
 // as SchedulerConfig.OnSettled documents it: no attempt was made.
-const outcomeLimited = "limited"
+const outcomeLimited = "concurrency_limited"
 
 // keyLimits is a scheduler's view of the limited breaker keys: read from the store every
 // PollInterval, at most every pauseCheck (with the pauses), and changed at once by this

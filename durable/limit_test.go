@@ -106,7 +106,7 @@ func TestConcurrencyLimitRefusesBadInput(t *testing.T) {
 }
 
 // A limit of 2 on a key: with four workers and five items of the key (WithBreakerKey), two
-// run at once and no more; the others are held back with no attempt ("limited"), and each slot
+// run at once and no more; the others are held back with no attempt ("concurrency_limited"), and each slot
 // freed wakes a held item at once, without a poll or a Recheck passing. An item of another key
 // is not held back. Every item succeeds at its first attempt.
 func TestBubbleConcurrencyLimitHoldsBackAndWakes(t *testing.T) {
@@ -154,7 +154,7 @@ func TestBubbleConcurrencyLimitHoldsBackAndWakes(t *testing.T) {
 		if r != 2 || !ran {
 			t.Fatalf("running %d of the limited key (want 2), the other key's item ran: %v; settled %s", r, ran, settled.String())
 		}
-		if n := strings.Count(settled.String(), "test.work:limited"); n != 3 {
+		if n := strings.Count(settled.String(), "test.work:concurrency_limited"); n != 3 {
 			t.Fatalf("settled %s; want the 3 items beyond the limit held back", settled.String())
 		}
 		if ls := must[[]record.ConcurrencyLimit](t)(q.ConcurrencyLimits(ctx)); len(ls) != 1 || ls[0].InUse != 2 {

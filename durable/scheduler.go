@@ -68,8 +68,8 @@ type SchedulerConfig struct {
 	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
 	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
 	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
-	// "limited" (its breaker key's concurrency limit had no free slot, SetConcurrencyLimit: no
-	// attempt);
+	// "concurrency_limited" (its breaker key's concurrency limit had no free slot,
+	// SetConcurrencyLimit: no attempt; not a rate limiter's refusal, which is "refused");
 	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
 	// (not attempted: a shutdown before it started, a name or a handler this instance lacks).
 	// metrics.Recorder.OnSettled counts them. Called by the claim loop after the write, so a
