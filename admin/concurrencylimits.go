@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -66,6 +67,10 @@ func limitKeyOf(r *http.Request) (string, []error) {
 		return key, []error{errors.New("the key is empty: the path names a breaker key")}
 	case len(key) > maxPauseTarget:
 		return key, []error{fmt.Errorf("the key is %d bytes, more than %d: no breaker key is that long", len(key), maxPauseTarget)}
+	case !utf8.ValidString(key):
+		return key, []error{fmt.Errorf("the breaker key %q is not valid UTF-8", key)}
+	case strings.IndexByte(key, 0) >= 0:
+		return key, []error{fmt.Errorf("the breaker key %q holds a NUL byte", key)}
 	}
 	return key, nil
 }
@@ -85,8 +90,8 @@ func (s *server) setConcurrencyLimit(w http.ResponseWriter, r *http.Request, pri
 	case *body.Max < 1 || *body.Max > maxConcurrencyLimit:
 		errs = append(errs, fmt.Errorf(`field "max" %d is outside [1, %d]: a limit lets at least one item run (pause the key to hold them all back)`, *body.Max, maxConcurrencyLimit))
 	}
-	if strings.TrimSpace(body.Reason) == "" {
-		errs = append(errs, errors.New(`field "reason" is required: a limit says why`))
+	if len(body.Reason) > maxReason {
+		errs = append(errs, fmt.Errorf(`field "reason" is %d bytes, more than %d: say why in a few sentences`, len(body.Reason), maxReason))
 	}
 	if len(errs) > 0 {
 		writeError(w, http.StatusBadRequest, joinAtMost(errs).Error()+"; no limit was set")

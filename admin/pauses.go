@@ -87,6 +87,9 @@ func (s *server) listPauses(w http.ResponseWriter, r *http.Request, _ string, q 
 // maxPauseTarget is the longest target durable.Queue.Pause takes.
 const maxPauseTarget = 1024
 
+// maxReason is the longest reason durable.Queue.Pause and SetConcurrencyLimit take.
+const maxReason = 1024
+
 // pauseTargetOf checks the kind and target of a pause or resume body, naming the bad fields.
 func pauseTargetOf(kind, target string) (durable.PauseTarget, []error) {
 	var errs []error
@@ -131,6 +134,8 @@ func (s *server) createPause(w http.ResponseWriter, r *http.Request, principal s
 	}
 	if strings.TrimSpace(body.Reason) == "" {
 		errs = append(errs, errors.New(`field "reason" is required: a pause says why`))
+	} else if len(body.Reason) > maxReason {
+		errs = append(errs, fmt.Errorf(`field "reason" is %d bytes, more than %d: say why in a few sentences`, len(body.Reason), maxReason))
 	}
 	if len(errs) > 0 {
 		writeError(w, http.StatusBadRequest, joinAtMost(errs).Error()+"; nothing was paused")

@@ -49,27 +49,35 @@ func (o OverBudget) String() string {
 // which is what items have without this option too (with the default ParkOverBudget). Without
 // either, re-dispatches are bounded by the retry policy alone.
 //
-// A re-dispatch the budget allowed that the pipeline then refuses (an open breaker) keeps the
-// retry it was charged: the budget errs on the side of fewer retries.
+// When b is the registration's own and no behavior of the pipeline holds it (no retry
+// behavior with b as its retry.Config.Budget), the scheduler counts the first attempt of each
+// item as a call itself, so that b's ratio has calls to apply to.
+//
+// A re-dispatch the budget allowed that does not reach the dependency after all gets its
+// retry back (budget.Budget.Refund): one a concurrency limit holds back, one the pipeline
+// refuses (an open breaker, a rate limiter: a behaviors.Refusal), one a shutdown releases
+// before it started.
 func WithRetryBudget(b *budget.Budget, over OverBudget) RegisterOption {
 	return func(r *registration) { r.budget, r.over = b, over }
 }
 
 // budgetFor returns the budget the re-dispatches of req (registered as name) are charged to,
-// and what to do over it.
-func (s *scheduler) budgetFor(name string, req any) (*budget.Budget, OverBudget) {
+// what to do over it, and whether the scheduler counts the first attempts of req's items as
+// calls itself: when the budget is the registration's own (WithRetryBudget) and no behavior
+// of req's pipeline holds it (budget.SharedBy), nothing else counts them, and the budget
+// would allow its floor alone.
+func (s *scheduler) budgetFor(name string, req any) (b *budget.Budget, over OverBudget, countCalls bool) {
 	reg := s.q.reg.lookupName(name)
-	var over OverBudget
 	if reg != nil {
 		if reg.budget != nil {
-			return reg.budget, reg.over
+			return reg.budget, reg.over, !budget.SharedBy(reg.budget, nil, s.pipelineOf(req))
 		}
 		over = reg.over
 	}
 	if h, ok := s.policySource(req).(budget.Holder); ok {
-		return h.RetryBudget(), over
+		return h.RetryBudget(), over, false
 	}
-	return nil, over
+	return nil, over, false
 }
 
 // redispatch reports whether the attempt c's claim makes is a retry of a call already made:
@@ -80,20 +88,48 @@ func redispatch(c *store.Claimed) bool {
 	return c.Attempts >= 2 || c.Deferred
 }
 
+// charge is what chargeRetry did to the retry budget of an item's request: retried, it
+// charged b a retry, which refund gives back when the re-dispatch did not reach the
+// dependency after all.
+type charge struct {
+	b       *budget.Budget
+	req     any
+	retried bool
+	call    bool // a first attempt the scheduler counts as a call (see budgetFor) when it starts
+}
+
+// started counts the call a first attempt is, if the scheduler counts it: when it is about
+// to be dispatched, so that an attempt held back counts nothing.
+func (c charge) started(ctx context.Context) {
+	if c.call {
+		c.b.Count(ctx, c.req)
+	}
+}
+
+func (c charge) refund(ctx context.Context) {
+	if c.retried {
+		c.b.Refund(ctx, c.req)
+	}
+}
+
 // chargeRetry asks the retry budget of c's request for the retry a re-dispatch of c is, and
 // returns the context to dispatch it with (marked counted, so the pipeline counts no call),
-// or the budget's refusal.
-func (s *scheduler) chargeRetry(ctx context.Context, c *store.Claimed, req any) (context.Context, *budget.SpentError, OverBudget) {
-	b, over := s.budgetFor(c.Name, req)
-	if b == nil || !redispatch(c) {
-		return ctx, nil, over
+// or the budget's refusal. A first attempt is a call, counted by charge.started when nothing
+// else counts it (see budgetFor).
+func (s *scheduler) chargeRetry(ctx context.Context, c *store.Claimed, req any) (context.Context, charge, *budget.SpentError, OverBudget) {
+	b, over, countCalls := s.budgetFor(c.Name, req)
+	if b == nil {
+		return ctx, charge{}, nil, over
+	}
+	if !redispatch(c) {
+		return ctx, charge{b: b, req: req, call: countCalls}, nil, over
 	}
 	if err := b.Retry(ctx, req); err != nil {
 		if se, ok := errors.AsType[*budget.SpentError](err); ok {
-			return ctx, se, over
+			return ctx, charge{}, se, over
 		}
 	}
-	return b.MarkCounted(ctx, req), nil, over
+	return b.MarkCounted(ctx, req), charge{b: b, req: req, retried: true}, nil, over
 }
 
 // overBudget is the completion of c when its retry budget refused its re-dispatch.

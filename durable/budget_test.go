@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -185,10 +186,101 @@ func TestBudgetRefusedFirstAttemptIsACall(t *testing.T) {
 		if n := ran.Load(); n != 2 {
 			t.Fatalf("the handler ran %d times, want 2", n)
 		}
-		// Three calls: the first item's, the refused dispatch of the second (the retry
-		// behavior counts a Send before the limiter inside it refuses), and its first attempt.
-		if u := bud.Snapshot(); len(u) != 1 || u[0].Calls != 3 || u[0].Retries != 0 {
-			t.Fatalf("budget usage %+v: want 3 calls and no retry (the refused item's first attempt is a call)", u)
+		// Two calls: the first item's and the second's first attempt (the retry behavior counts
+		// no call of a Send the limiter inside it refused).
+		if u := bud.Snapshot(); len(u) != 1 || u[0].Calls != 2 || u[0].Retries != 0 {
+			t.Fatalf("budget usage %+v: want 2 calls and no retry (the refused item's first attempt is a call)", u)
 		}
 	})
+}
+
+// A registration's own retry budget counts its items' first attempts as calls when the
+// pipeline has no retry behavior holding it (nothing else would count them, and its retries
+// would be held to the floor alone), and only once when the pipeline's retry behavior holds
+// the same budget. (Regression: with no retry behavior no call was counted.)
+func TestBudgetOwnCountsFirstAttempts(t *testing.T) {
+	for _, withRetry := range []bool{false, true} {
+		name := "no retry behavior"
+		if withRetry {
+			name = "retry behavior holds it"
+		}
+		t.Run(name, func(t *testing.T) {
+			b := sqliteBackend(t)
+			clock := newFakeClock()
+			bud := budget.New(budget.Config{Clock: clock})
+			q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock, Rand: func() float64 { return 0.5 }},
+				durable.WithRetryBudget(bud, durable.ParkOverBudget))
+			failed := map[int]bool{}
+			var mu sync.Mutex
+			m := mediatorFor(t, handlers{work: func(_ context.Context, w *Work) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if !failed[w.N] {
+					failed[w.N] = true
+					return retryableErr{"once"}
+				}
+				return nil
+			}}, func(m *mediator.Mediator) {
+				if withRetry {
+					m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 1}, Budget: bud, Clock: clock}))
+				}
+			})
+			const n = 20
+			var ids []record.ItemID
+			for i := range n {
+				ids = append(ids, must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: i})).ID)
+			}
+			start(t, q, m, durable.SchedulerConfig{Workers: 1})
+			eventually(t, 20*time.Second, "every first attempt", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(failed) == n
+			})
+			u := bud.Snapshot()
+			if len(u) != 1 || u[0].Calls != n {
+				t.Fatalf("budget usage %+v: want the %d first attempts counted as calls, once each", u, n)
+			}
+		})
+	}
+}
+
+// A re-dispatch the budget allowed that the pipeline then refuses (a behaviors.Refusal) did
+// not reach the dependency: its retry is given back. (Regression: it kept the charge.)
+func TestBudgetRefusedRedispatchIsRefunded(t *testing.T) {
+	b := sqliteBackend(t)
+	clock := newFakeClock()
+	bud := budget.New(budget.Config{Clock: clock})
+	q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock, Rand: func() float64 { return 0.5 }},
+		durable.WithRetryBudget(bud, durable.ParkOverBudget))
+	var refusing atomic.Bool
+	var refused, calls atomic.Int64
+	m := mediatorFor(t, handlers{work: func(context.Context, *Work) error {
+		calls.Add(1)
+		refusing.Store(true) // from now on the pipeline refuses
+		return retryableErr{"down"}
+	}}, func(m *mediator.Mediator) {
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+			if refusing.Load() {
+				refused.Add(1)
+				return nil, &pausedError{req: req}
+			}
+			return next(ctx, req)
+		}), mediator.WithOrder(behaviors.BulkheadOrder))
+	})
+	id := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1})).ID
+	start(t, q, m, durable.SchedulerConfig{Workers: 1})
+	eventually(t, 20*time.Second, "the failed first attempt", func() bool {
+		it := item(t, q, id)
+		return it.State == record.StatePending && it.Attempts == 1 && it.LastError == "down"
+	})
+	clock.Advance(2 * time.Second) // its retry is due
+	eventually(t, 20*time.Second, "the refusal of the re-dispatch", func() bool {
+		return refused.Load() > 0 && item(t, q, id).State == record.StatePending
+	})
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the dependency got %d calls, want 1", n)
+	}
+	if u := bud.Snapshot(); len(u) != 1 || u[0].Calls != 1 || u[0].Retries != 0 {
+		t.Fatalf("budget usage %+v: want the one call and no retry (the refused re-dispatch's retry given back)", u)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -298,6 +299,21 @@ func breakerWaitOf(key string) bulkWait {
 		why: fmt.Sprintf("the breaker of %q refuses calls; the letters of that key wait, failed and untouched, until it lets them through", key)}
 }
 
+// refusalWaitOf is the wait of a letter whose replay the pipeline refused with err: a
+// breaker's (key its key), or another refusing behavior's (a rate limiter, a bulkhead), which
+// the action shows as waiting, named with its key.
+func refusalWaitOf(err error, key string) bulkWait {
+	if key != "" {
+		return breakerWaitOf(key)
+	}
+	info := behaviors.RefusalInfo{By: "a behavior"}
+	if r, ok := errors.AsType[behaviors.Refusal](err); ok {
+		info = r.Refusal()
+	}
+	return bulkWait{state: store.BulkWaiting, key: info.Key,
+		why: fmt.Sprintf("%q refuses calls of key %q (%v); the letters wait, failed and untouched, until it lets them through", info.By, info.Key, err)}
+}
+
 // leaseWait is the wait of a letter another replay holds.
 var leaseWait = bulkWait{state: store.BulkWaiting}
 
@@ -526,7 +542,7 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 			return true
 		case res == Refused:
 			key, remaining := refusalOf(err)
-			r.setWait(id, breakerWaitOf(key), true)
+			r.setWait(id, refusalWaitOf(err, key), true)
 			if !r.pause(breakerWait(remaining)) {
 				return false
 			}

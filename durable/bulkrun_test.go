@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	istore "github.com/switchboard-go/switchboard/durable/internal/store"
@@ -201,5 +203,47 @@ func TestBulkActionFailedCountsNoSkipped(t *testing.T) {
 	a := e.waitAction(t, record.BulkActionID(id), "the action to end", finished)
 	if a.State != record.BulkFailed || a.Totals.Skipped != 0 || a.Totals.Settled() != 0 {
 		t.Fatalf("failed action: state %s, totals %+v (settled %d of %d)", a.State, a.Totals, a.Totals.Settled(), a.Matched)
+	}
+}
+
+// limiterRefusal is the refusal of a rate limiter of key "api", as behaviors/ratelimit's.
+type limiterRefusal struct{ req any }
+
+func (e *limiterRefusal) Error() string             { return "rate limited" }
+func (e *limiterRefusal) RetryAfter() time.Duration { return 20 * time.Millisecond }
+func (e *limiterRefusal) Refusal() behaviors.RefusalInfo {
+	return behaviors.RefusalInfo{By: "ratelimit", Key: "api", Request: e.req}
+}
+
+// A bulk replay a rate limiter (a refusal not of a breaker) refuses waits, showing what refused
+// it, not a breaker with an empty key; it goes on when the limiter lets it through.
+// (Regression: it showed paused_on_breaker, `the breaker of "" refuses calls`.)
+func TestBulkReplayRefusedByALimiterSaysSo(t *testing.T) {
+	var refusing atomic.Bool
+	e := newBulkEnv(t, sqliteBackend(t), durable.Config{}, func(m *mediator.Mediator) {
+		m.Use(mediator.BehaviorFunc(func(ctx context.Context, req any, next mediator.Next) (any, error) {
+			if refusing.Load() {
+				return nil, &limiterRefusal{req: req}
+			}
+			return next(ctx, req)
+		}), mediator.WithOrder(behaviors.BulkheadOrder))
+	})
+	ids := e.capture(t, "orders", "boom", 3)
+	refusing.Store(true)
+	start(t, e.q, e.m, durable.SchedulerConfig{})
+	a, err := e.q.StartBulkAction(context.Background(), durable.BulkActionSpec{Kind: record.BulkReplay, Rate: 1000}, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = e.waitActionFor(t, 20*time.Second, a.ID, "the action to wait on the limiter", func(a durable.BulkAction) bool {
+		return a.Error != "" || finished(a)
+	})
+	if a.State != record.BulkWaiting || a.WaitingKey != "api" || strings.Contains(a.Error, "breaker") || !strings.Contains(a.Error, `"ratelimit"`) {
+		t.Fatalf("refused by a rate limiter the action is %s (key %q, %q); want waiting on the limiter's key, named", a.State, a.WaitingKey, a.Error)
+	}
+	refusing.Store(false)
+	a = e.waitAction(t, a.ID, "the action to finish", finished)
+	if a.State != record.BulkDone || a.Totals.Replayed != int64(len(ids)) || a.Error != "" {
+		t.Fatalf("after the limiter let them through: %+v", a)
 	}
 }

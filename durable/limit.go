@@ -23,8 +23,8 @@ type ConcurrencyLimitOption func(*limitConfig)
 
 type limitConfig struct{ reason string }
 
-// LimitReason records why the key is limited, for the operators who see the limit and for
-// the audit log.
+// LimitReason records why the key is limited (optional; at most 1024 bytes), for the operators
+// who see the limit and for the audit log.
 func LimitReason(reason string) ConcurrencyLimitOption {
 	return func(c *limitConfig) { c.reason = reason }
 }
@@ -43,7 +43,7 @@ const maxConcurrencyLimit = 1_000_000
 // and before dispatching it takes one of the key's slots in the database; a slot is the
 // running item itself, freed when its attempt's outcome is written or, should its instance
 // die, when its lease runs out and is swept. An item that finds every slot taken is not
-// attempted (no attempt charged; SchedulerConfig.OnSettled says "limited"): it is parked on the
+// attempted (no attempt charged; SchedulerConfig.OnSettled says "concurrency_limited"): it is parked on the
 // key and made due again as slots free, by the instance that freed one at once and by every
 // instance at its next look at the limits (every SchedulerConfig.PollInterval, at most every
 // second), or Config.Recheck later at the latest. This instance applies a new limit at once;
@@ -53,7 +53,7 @@ func (q *Queue) SetConcurrencyLimit(ctx context.Context, key string, n int, acto
 	for _, o := range opts {
 		o(&c)
 	}
-	errs := checkLimitKey(key, actor)
+	errs := append(checkLimitKey(key, actor), checkReason(c.reason)...)
 	if n < 1 || n > maxConcurrencyLimit {
 		errs = append(errs, fmt.Errorf("n %d is outside [1, %d]: a limit lets at least one item run (pause the key to hold them all back)", n, maxConcurrencyLimit))
 	}
@@ -159,6 +159,10 @@ func checkLimitKey(key, actor string) []error {
 		errs = append(errs, errors.New("key is empty: a concurrency limit names a breaker key"))
 	case len(key) > maxPauseTarget:
 		errs = append(errs, fmt.Errorf("key is %d bytes, more than %d: no breaker key is that long", len(key), maxPauseTarget))
+	default:
+		if err := keyProblem("breaker", key); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if actor == "" {
 		errs = append(errs, errors.New("actor is required: the audit log records who set and removed limits"))
@@ -168,7 +172,7 @@ func checkLimitKey(key, actor string) []error {
 
 // outcomeLimited is the OnSettled outcome of an item held back by its key's concurrency limit,
 // as SchedulerConfig.OnSettled documents it: no attempt was made.
-const outcomeLimited = "limited"
+const outcomeLimited = "concurrency_limited"
 
 // keyLimits is a scheduler's view of the limited breaker keys: read from the store every
 // PollInterval, at most every pauseCheck (with the pauses), and changed at once by this
@@ -288,24 +292,26 @@ func (s *scheduler) limit(comp *store.Completion, c *store.Claimed, req any) (st
 	if !limited {
 		return store.Completion{}, true
 	}
+	// Held back: no attempt, parked on the key, by the statement that found no slot, so the
+	// item is not left running in the database (where a crash would charge it an attempt) until
+	// its completion is written. A slot freeing wakes it (wakeLimited); the recheck bounds the
+	// wait should no word of one reach any instance.
+	p := *comp
+	p.State, p.Outcome, p.ParkedKey, p.StartedAt, p.Limited = store.StatePending, "", key, time.Time{}, true
+	p.NextAt = capAt(p.EndedAt.Add(s.q.recheck), c.Deadline)
 	ctx, cancel := s.storeCtx()
-	got, err := s.q.store.Acquire(ctx, key, c.Fence())
+	got, parked, err := s.q.store.Acquire(ctx, key, c.Fence(), &store.HoldBack{NextAt: p.NextAt, Now: p.EndedAt})
 	cancel()
 	s.noteStore("take a concurrency slot", err)
 	if got {
 		comp.Held = key
 		return store.Completion{}, true
 	}
-	// Held back: no attempt, parked on the key. A slot freeing wakes it (wakeLimited); the
-	// recheck bounds the wait should no word of one reach any instance. A database that could
-	// not answer is asked again about a poll interval later.
-	p := *comp
-	p.State, p.Outcome, p.ParkedKey, p.StartedAt, p.Limited = store.StatePending, "", key, time.Time{}, true
-	wait := s.q.recheck
+	p.Stored = parked
 	if err != nil {
-		wait = time.Duration(float64(s.cfg.PollInterval) * (0.5 + s.q.rand()))
+		// A database that could not answer is asked again about a poll interval later.
+		p.NextAt = capAt(p.EndedAt.Add(time.Duration(float64(s.cfg.PollInterval)*(0.5+s.q.rand()))), c.Deadline)
 	}
-	p.NextAt = capAt(p.EndedAt.Add(wait), c.Deadline)
 	return p, false
 }
 

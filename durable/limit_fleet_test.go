@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,10 +34,22 @@ func runLimitChild() int {
 	defer q.Close()
 	durable.Register[*Work](q, "test.work")
 	url := os.Getenv(childURLEnv)
+	var started *os.File // where each handler notes that it started, before its call
+	if path := os.Getenv(childStartedEnv); path != "" {
+		if started, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+		defer started.Close()
+	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
 		d, _ := durable.FromContext(ctx, w)
+		if started != nil {
+			// One write(2) per line: the kernel has it once it returns, SIGKILL or not.
+			_, _ = fmt.Fprintf(started, "%d@%s\n", d.ItemID, d.Instance)
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s?id=%d&n=%d&inst=%s", url, d.ItemID, w.N, d.Instance), nil)
 		if err != nil {
 			return mediator.Void{}, err
@@ -58,6 +72,9 @@ func runLimitChild() int {
 	return serveChild(q, m, durable.SchedulerConfig{Workers: 6, BatchSize: 10, PollInterval: 5 * time.Millisecond, Lease: lease})
 }
 
+// childStartedEnv names the file where a limit child's handlers note that they started.
+const childStartedEnv = "SWITCHBOARD_TEST_CHILD_STARTED"
+
 // inflightEndpoint is the dependency of the limit tests: it counts the calls of the limited
 // key in flight (and their most at once), the calls per item, and the limited calls in flight
 // per instance. Each call takes callTime.
@@ -70,7 +87,10 @@ type inflightEndpoint struct {
 	otherMost  int                   // their most at once
 	calls      map[record.ItemID]int // calls per item
 	byInstance map[string]int        // limited calls now, per instance
-	total      int
+	reached    map[string]bool       // "id@instance": the item's call from that instance reached the endpoint
+	// startedFile holds a line "id@instance" for each handler that started (see runLimitChild).
+	startedFile string
+	total       int
 }
 
 const callTime = 20 * time.Millisecond
@@ -82,6 +102,7 @@ func (e *inflightEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	limited := n < limitedN
 	e.mu.Lock()
 	e.calls[record.ItemID(id)]++
+	e.reached[fmt.Sprintf("%d@%s", id, inst)] = true
 	e.total++
 	if limited {
 		e.inflight++
@@ -122,7 +143,8 @@ func fleetLimitRun(t *testing.T, b backend, lease time.Duration, limited int, ki
 	if l.Key != "api" || l.Max != limit || l.Actor != "ops" {
 		t.Fatalf("limit: %+v", l)
 	}
-	e := &inflightEndpoint{calls: map[record.ItemID]int{}, byInstance: map[string]int{}}
+	e := &inflightEndpoint{calls: map[record.ItemID]int{}, byInstance: map[string]int{}, reached: map[string]bool{},
+		startedFile: filepath.Join(t.TempDir(), "started")}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	var ids []record.ItemID
@@ -137,7 +159,7 @@ func fleetLimitRun(t *testing.T, b backend, lease time.Duration, limited int, ki
 		instances []string
 	)
 	for range 3 {
-		c := startChild(t, b, "limit", childLeaseEnv+"="+lease.String(), childURLEnv+"="+srv.URL)
+		c := startChild(t, b, "limit", childLeaseEnv+"="+lease.String(), childURLEnv+"="+srv.URL, childStartedEnv+"="+e.startedFile)
 		instances = append(instances, c.line(t, "READY")[1])
 		children = append(children, c)
 	}
@@ -193,7 +215,8 @@ func TestFleetConcurrencyLimitHoldsAcrossThreeProcesses(t *testing.T) {
 // One of the three processes is killed while it holds slots of the limited key: its slots come
 // back when its leases run out and are swept (the others reach the limit again: enough items
 // are left for that, 400 at 4 at a time taking 2 s, the lease), and nothing is lost; an item is
-// run twice only where the store recorded the lost lease.
+// run twice only where the store recorded the lost lease, and no item is charged an abandoned
+// attempt it never ran (an item the limit held back is not charged, even by a crash).
 func TestFleetConcurrencyLimitSlotsComeBackAfterSIGKILL(t *testing.T) {
 	b := pgBackend(t)
 	var killedAt time.Time
@@ -221,7 +244,33 @@ func TestFleetConcurrencyLimitSlotsComeBackAfterSIGKILL(t *testing.T) {
 		}
 		e.read(func(e *inflightEndpoint) { e.mostSince = 0 })
 	})
+	startedLines := must[[]byte](t)(os.ReadFile(e.startedFile))
+	started := map[string]bool{}
+	for _, l := range strings.Split(string(startedLines), "\n") {
+		started[l] = true
+	}
 	e.read(func(e *inflightEndpoint) {
+		charged, neverRan := 0, 0
+		for _, id := range ids {
+			for _, a := range attempts(t, op, id) {
+				if a.Outcome != record.OutcomeAbandoned {
+					continue
+				}
+				charged++
+				if at := fmt.Sprintf("%d@%s", id, a.Instance); !started[at] {
+					neverRan++
+					t.Logf("item %d was charged abandoned attempt %d (%q) on %s, whose handler never started (its call reached the endpoint: %v)", id, a.Number, a.Error, a.Instance, e.reached[at])
+				}
+			}
+		}
+		t.Logf("%d abandoned attempts charged, %d of them to items that never ran", charged, neverRan)
+		// The items the limit held back are parked by the statement that found no slot, so a
+		// crash charges none of them. What remains is the one round trip between an item's
+		// claim and its look at the slots: the kill, timed at a call's start, often finds the
+		// item claimed for the slot the previous call freed there.
+		if neverRan > 1 {
+			t.Errorf("%d items were charged an abandoned attempt whose handler never started; want at most the one between its claim and its look at the slots", neverRan)
+		}
 		if e.mostSince != 4 {
 			t.Errorf("after the kill the endpoint saw at most %d limited calls at once, want the limit (4): the killed process's slots did not come back", e.mostSince)
 		}

@@ -75,6 +75,25 @@ func TestConcurrencyLimitRefusesBadInput(t *testing.T) {
 	if _, err := q.SetConcurrencyLimit(ctx, "k", -1, "ops"); err == nil || !strings.Contains(err.Error(), "n -1 is outside") {
 		t.Fatalf("SetConcurrencyLimit(k, -1): %v", err)
 	}
+	// A key no item can have, and a reason too long to show, are refused cleanly, as
+	// Enqueue refuses such keys (regression: the database's error, or a 20 KB reason stored).
+	for _, bad := range []struct {
+		key, reason, want string
+	}{
+		{"a\x00b", "", `the breaker key "a\x00b" holds a NUL byte`},
+		{"a\xffb", "", `the breaker key "a\xffb" is not valid UTF-8`},
+		{"k", strings.Repeat("r", 1025), "reason is 1025 bytes, more than 1024"},
+	} {
+		if _, err := q.SetConcurrencyLimit(ctx, bad.key, 1, "ops", durable.LimitReason(bad.reason)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("SetConcurrencyLimit(%q, reason of %d bytes): %v; want it to say %s", bad.key, len(bad.reason), err, bad.want)
+		}
+	}
+	if _, err := q.RemoveConcurrencyLimit(ctx, "a\x00b", "ops"); err == nil || !strings.Contains(err.Error(), "holds a NUL byte") {
+		t.Fatalf("RemoveConcurrencyLimit(NUL key): %v", err)
+	}
+	if _, err := q.Pause(ctx, durable.PauseTarget{Kind: record.PauseBreakerKey, Target: "k"}, "ops", durable.PauseReason(strings.Repeat("r", 1025))); err == nil || !strings.Contains(err.Error(), "reason is 1025 bytes, more than 1024") {
+		t.Fatalf("Pause with a reason of 1025 bytes: %v", err)
+	}
 	if _, err := q.RemoveConcurrencyLimit(ctx, "", ""); err == nil || !strings.Contains(err.Error(), "key is empty") || !strings.Contains(err.Error(), "actor is required") {
 		t.Fatalf("RemoveConcurrencyLimit(blank, no actor): %v", err)
 	}
@@ -87,7 +106,7 @@ func TestConcurrencyLimitRefusesBadInput(t *testing.T) {
 }
 
 // A limit of 2 on a key: with four workers and five items of the key (WithBreakerKey), two
-// run at once and no more; the others are held back with no attempt ("limited"), and each slot
+// run at once and no more; the others are held back with no attempt ("concurrency_limited"), and each slot
 // freed wakes a held item at once, without a poll or a Recheck passing. An item of another key
 // is not held back. Every item succeeds at its first attempt.
 func TestBubbleConcurrencyLimitHoldsBackAndWakes(t *testing.T) {
@@ -135,7 +154,7 @@ func TestBubbleConcurrencyLimitHoldsBackAndWakes(t *testing.T) {
 		if r != 2 || !ran {
 			t.Fatalf("running %d of the limited key (want 2), the other key's item ran: %v; settled %s", r, ran, settled.String())
 		}
-		if n := strings.Count(settled.String(), "test.work:limited"); n != 3 {
+		if n := strings.Count(settled.String(), "test.work:concurrency_limited"); n != 3 {
 			t.Fatalf("settled %s; want the 3 items beyond the limit held back", settled.String())
 		}
 		if ls := must[[]record.ConcurrencyLimit](t)(q.ConcurrencyLimits(ctx)); len(ls) != 1 || ls[0].InUse != 2 {

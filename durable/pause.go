@@ -46,7 +46,7 @@ type pauseConfig struct {
 // needed. Without it a pause lasts until Resume.
 func PauseUntil(t time.Time) PauseOption { return func(c *pauseConfig) { c.until = t } }
 
-// PauseReason records why the target is paused, for the operators who see the pause and for
+// PauseReason records why the target is paused (at most 1024 bytes), for the operators who see the pause and for
 // the audit log.
 func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.reason = reason } }
 
@@ -72,7 +72,7 @@ func (q *Queue) Pause(ctx context.Context, target PauseTarget, actor string, opt
 		o(&c)
 	}
 	now := q.clock.Now()
-	errs := checkPauseTarget(target, actor)
+	errs := append(checkPauseTarget(target, actor), checkReason(c.reason)...)
 	if !c.until.IsZero() && !c.until.After(now) {
 		errs = append(errs, fmt.Errorf("PauseUntil %s is not in the future (now %s)", c.until.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano)))
 	}
@@ -153,6 +153,18 @@ func (q *Queue) Pauses(ctx context.Context) ([]record.Pause, error) {
 // port, a tenant's id) are short, and a pasted payload is a mistake that every list and audit
 // entry would carry.
 const maxPauseTarget = 1024
+
+// maxReason bounds the reason of a pause or a concurrency limit: a few sentences for the
+// operators who read it in the dashboard's tables and the audit log, not a document.
+const maxReason = 1024
+
+// checkReason names a reason longer than maxReason.
+func checkReason(reason string) []error {
+	if len(reason) > maxReason {
+		return []error{fmt.Errorf("reason is %d bytes, more than %d: say why in a few sentences", len(reason), maxReason)}
+	}
+	return nil
+}
 
 func checkPauseTarget(t PauseTarget, actor string) []error {
 	var errs []error

@@ -434,11 +434,20 @@ func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol
 // checkKey refuses a dedupe or ordering key that the database cannot store as it is (invalid
 // UTF-8, a NUL byte): a key that matched a different stored text would not do its job.
 func checkKey(name, kind, key string) error {
+	if err := keyProblem(kind, key); err != nil {
+		return fmt.Errorf("durable: Enqueue %s: %w", name, err)
+	}
+	return nil
+}
+
+// keyProblem says what makes key, a key of kind, one no item can have and no database stores
+// as text: invalid UTF-8, a NUL byte.
+func keyProblem(kind, key string) error {
 	switch {
 	case !utf8.ValidString(key):
-		return fmt.Errorf("durable: Enqueue %s: the %s key %q is not valid UTF-8", name, kind, key)
+		return fmt.Errorf("the %s key %q is not valid UTF-8", kind, key)
 	case strings.IndexByte(key, 0) >= 0:
-		return fmt.Errorf("durable: Enqueue %s: the %s key %q holds a NUL byte", name, kind, key)
+		return fmt.Errorf("the %s key %q holds a NUL byte", kind, key)
 	}
 	return nil
 }

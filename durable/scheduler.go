@@ -68,8 +68,8 @@ type SchedulerConfig struct {
 	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
 	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
 	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
-	// "limited" (its breaker key's concurrency limit had no free slot, SetConcurrencyLimit: no
-	// attempt);
+	// "concurrency_limited" (its breaker key's concurrency limit had no free slot,
+	// SetConcurrencyLimit: no attempt; not a rate limiter's refusal, which is "refused");
 	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
 	// (not attempted: a shutdown before it started, a name or a handler this instance lacks).
 	// metrics.Recorder.OnSettled counts them. Called by the claim loop after the write, so a
@@ -239,7 +239,8 @@ type scheduler struct {
 	graceTimer *time.Timer
 	graceEnd   chan struct{} // closed when ShutdownGrace has passed
 
-	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
+	sources   sync.Map // reflect.Type → retryPolicySource (nil interface when none)
+	pipelines sync.Map // reflect.Type → []mediator.Behavior (nil when the sender cannot list it)
 
 	cron *cronLoop // runs the queue's schedules (schedule.go)
 	// cronWake makes the schedule loop read the schedules now: a change made on this instance
@@ -1032,20 +1033,28 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 	if refused {
 		return s.park(comp, c, refusal.key, refusal.remaining)
 	}
-	if p, ok := s.limit(&comp, c, req); !ok {
-		return p
-	}
-	if s.life.Err() != nil {
-		return s.release(*c) // shutting down: not started
-	}
 	ctx := s.q.withMetadata(s.life, c.Metadata, s.cfg.Logger, record.ItemID(c.ID), c.Name)
 	c.Metadata = nil
 	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
 	ctx = s.q.withDispatch(ctx, req, Dispatch{ItemID: record.ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: s.cfg.InstanceID}, s.cfg.Logger)
-	ctx, spent, over := s.chargeRetry(ctx, c, req) // a re-dispatch is a retry of its budget
+	// The budget before the slot: an item over budget takes no slot of its key, which it would
+	// free at once (waking an item parked on it for nothing). A retry charged for an item the
+	// limit then holds back is given back.
+	ctx, ch, spent, over := s.chargeRetry(ctx, c, req) // a re-dispatch is a retry of its budget
 	if spent != nil {
 		return s.overBudget(comp, c, spent, over)
 	}
+	if p, ok := s.limit(&comp, c, req); !ok {
+		ch.refund(ctx)
+		return p
+	}
+	if s.life.Err() != nil {
+		ch.refund(ctx)
+		r := s.release(*c) // shutting down: not started
+		r.Held = comp.Held // the slot it took is freed with the release: wake the items parked on it
+		return r
+	}
+	ch.started(ctx)
 	comp.StartedAt = s.q.clock.Now()
 	err = s.dispatch(ctx, req)
 	comp.EndedAt = s.q.clock.Now()
@@ -1057,6 +1066,7 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		// The sender has no handler for it (one Start could not ask): not attempted, looked at
 		// again later, by whichever instance claims it, as an unknown name is.
 		s.warnOnce(s.unhandled, c.Name, "durable: no handler for the request in this instance; its items wait for an instance that has one")
+		ch.refund(ctx)
 		comp.StartedAt = time.Time{}
 		comp.State, comp.NextAt, comp.Error = store.StatePending, capAt(comp.EndedAt.Add(s.q.recheck), c.Deadline), err.Error()
 	case behaviors.IsRefusal(err) && s.life.Err() == nil:
@@ -1064,7 +1074,9 @@ func (s *scheduler) process(c *store.Claimed) store.Completion {
 		// the item's own pipeline, one that opened since the check, or the breaker of a call its
 		// handler made, such as an HTTP call's per-host breaker), a full bulkhead. No attempt:
 		// the item waits on the refusal's key (park undoes the start).
+		// A retry its budget was charged for did not reach the dependency: given back.
 		comp.Error = err.Error()
+		ch.refund(ctx)
 		key, remaining := refusalOf(err)
 		return s.park(comp, c, key, remaining)
 	case s.life.Err() != nil:
@@ -1289,6 +1301,21 @@ func (s *scheduler) policySource(req any) retryPolicySource {
 	}
 	s.sources.Store(t, src)
 	return src
+}
+
+// pipelineOf returns the behaviors of req's pipeline, when the sender can list them.
+func (s *scheduler) pipelineOf(req any) []mediator.Behavior {
+	t := reflect.TypeOf(req)
+	if v, ok := s.pipelines.Load(t); ok {
+		bs, _ := v.([]mediator.Behavior)
+		return bs
+	}
+	var bs []mediator.Behavior
+	if p, ok := s.sender.(pipelineLister); ok {
+		bs, _ = p.Pipeline(t)
+	}
+	s.pipelines.Store(t, bs)
+	return bs
 }
 
 // pipelineLister is implemented by *mediator.Mediator.

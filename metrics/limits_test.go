@@ -90,3 +90,32 @@ switchboard_durable_concurrency_limit{key="smtp.example.com"} 3
 		t.Fatal(err)
 	}
 }
+
+// The key label is Config.BreakerKeyLabel, as for the other per-key collectors; two sources
+// reporting the same key (two queues on one database) make one series of it, not a duplicate
+// that fails the scrape. (Regression: the label was "key" whatever the config said, and one
+// source per collector.)
+func TestCollectConcurrencyLimitsLabelAndMergedSources(t *testing.T) {
+	rec, err := metrics.New(metrics.Config{BreakerKeyLabel: "breaker_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &limitStats{limits: map[string]int{"smtp.example.com": 4}, inUse: map[string]int{"smtp.example.com": 3}}
+	b := &limitStats{limits: map[string]int{"smtp.example.com": 4, "api.example.com": 2}, inUse: map[string]int{"smtp.example.com": 4}}
+	if err := rec.CollectConcurrencyLimits(a, b); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP switchboard_durable_concurrency_in_use How many items of a limited breaker key run now, each holding one of its slots.
+# TYPE switchboard_durable_concurrency_in_use gauge
+switchboard_durable_concurrency_in_use{breaker_key="api.example.com"} 0
+switchboard_durable_concurrency_in_use{breaker_key="smtp.example.com"} 4
+# HELP switchboard_durable_concurrency_limit How many items of a breaker key may run at once across the fleet (durable.Queue.SetConcurrencyLimit).
+# TYPE switchboard_durable_concurrency_limit gauge
+switchboard_durable_concurrency_limit{breaker_key="api.example.com"} 2
+switchboard_durable_concurrency_limit{breaker_key="smtp.example.com"} 4
+`
+	if err := testutil.GatherAndCompare(rec.Gatherer(), strings.NewReader(want), "switchboard_durable_concurrency_limit", "switchboard_durable_concurrency_in_use"); err != nil {
+		t.Fatal(err)
+	}
+}

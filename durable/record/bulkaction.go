@@ -21,7 +21,8 @@ const (
 	BulkRunning BulkActionState = "running" // a scheduler works through its letters
 	// BulkWaiting: its next letters are held by other replays (their leases), or it was handed
 	// back by an instance that cannot run a letter's request (Error says so) and waits for one
-	// that can; it goes on when they are free.
+	// that can, or a refusing behavior other than a breaker (a rate limiter, a bulkhead: Error
+	// names it, WaitingKey its key) turned a replay away; it goes on when they are free.
 	BulkWaiting BulkActionState = "waiting"
 	// BulkPausedOnBreaker: the breaker of its next letters' key refuses calls; it goes on when
 	// the breaker lets them through, and the letters stay failed, untouched, meanwhile.

@@ -172,31 +172,63 @@ func (s *Store) limitIn(ctx context.Context, tx *sql.Tx, key string) (LimitRow, 
 	return r, true, nil
 }
 
+// holdBackSQL parks the running item ?2 under the fence (owner ?3, attempt ?4) on key ?1, due
+// at ?5, updated at ?6, unless it holds the key's slot: the claim is undone (no attempt) and the
+// lease ended, as the completion of an item held back writes it. It runs after acquireSQL in
+// the same transaction, so the item is never left running in the database, where a crash
+// would charge it an attempt, while it waits for a slot.
+const holdBackSQL = `UPDATE switchboard_items
+	SET state = 'pending', next_at = ?5, attempts = attempts - 1, parked_key = ?1, alone = 0,
+	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?6
+	WHERE id = ?2 AND state = 'running' AND lease_owner = ?3 AND attempts = ?4 AND COALESCE(held_key, '') <> ?1
+	RETURNING id`
+
+var pgHoldBackSQL = pg(holdBackSQL)
+
+// HoldBack says what Acquire does with an item that finds every slot taken: park it on the
+// key, due at NextAt, at Now.
+type HoldBack struct{ NextAt, Now time.Time }
+
 // Acquire takes a slot of key for the running item of f: it reports whether the item holds
 // one (fewer than the key's limit of running items held it, or it already did, or the key has
 // no limit), exactly under concurrent acquisitions on any number of instances. The slot is
-// the item's: every end of its lease (Complete, Sweep) frees it.
-func (s *Store) Acquire(ctx context.Context, key string, f Fence) (bool, error) {
+// the item's: every end of its lease (Complete, Sweep) frees it. With hb, an item that gets no
+// slot is parked on key in the same transaction (see holdBackSQL), and parked reports it: its
+// lease has ended, and no completion of it is to be written.
+func (s *Store) Acquire(ctx context.Context, key string, f Fence, hb *HoldBack) (got, parked bool, err error) {
 	key = storedText(key)
 	args := []any{key, int64(f.ItemID), f.Owner, f.Attempt}
-	got := false
-	var err error
+	var parkArgs []any
+	if hb != nil {
+		parkArgs = append(args[:4:4], micros(hb.NextAt), micros(hb.Now))
+	}
 	if pe, ok := s.e.(*postgresEngine); ok && pe.drv.SendBatch != nil {
-		// The lock and the conditional update in one round trip and one implicit transaction.
+		// The lock, the conditional update and the hold-back in one round trip and one
+		// implicit transaction.
 		var conn *sql.Conn
 		if conn, err = s.db.Conn(ctx); err == nil {
-			err = pe.drv.SendBatch(ctx, conn,
-				[]BatchQuery{{SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}},
-				[]func(RowReader) error{drain, func(rows RowReader) error {
+			qs := []BatchQuery{{SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
+			reads := []func(RowReader) error{drain, func(rows RowReader) error {
+				for rows.Next() {
+					got = true
+				}
+				return rows.Err()
+			}}
+			if hb != nil {
+				qs = append(qs, BatchQuery{SQL: pgHoldBackSQL, Args: parkArgs})
+				reads = append(reads, func(rows RowReader) error {
 					for rows.Next() {
-						got = true
+						parked = true
 					}
 					return rows.Err()
-				}})
+				})
+			}
+			err = pe.drv.SendBatch(ctx, conn, qs, reads)
 			_ = conn.Close()
 		}
 	} else {
 		err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+			got, parked = false, false
 			if s.e.String() == "postgres" {
 				if _, err := tx.ExecContext(ctx, acquireLockSQL, key); err != nil {
 					return err
@@ -206,18 +238,29 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence) (bool, error) 
 			err := tx.QueryRowContext(ctx, s.numbered(acquireSQL), args...).Scan(&id)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return err
+			default:
+				got = true
+			}
+			if got || hb == nil {
+				return nil
+			}
+			err = tx.QueryRowContext(ctx, s.numbered(holdBackSQL), parkArgs...).Scan(&id)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
 				return nil
 			case err != nil:
 				return err
 			}
-			got = true
+			parked = true
 			return nil
 		})
 	}
 	if err != nil {
-		return false, fmt.Errorf("durable: take a slot of %q for item %d: %w", key, f.ItemID, err)
+		return false, false, fmt.Errorf("durable: take a slot of %q for item %d: %w", key, f.ItemID, err)
 	}
-	return got, nil
+	return got, parked, nil
 }
 
 func drain(rows RowReader) error {

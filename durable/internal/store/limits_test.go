@@ -52,7 +52,7 @@ func TestAcquireConcurrentExact(t *testing.T) {
 			for i, c := range rest {
 				wg.Go(func() {
 					<-start
-					ok, err := stores[i%len(stores)].Acquire(ctx, "api", c.Fence())
+					ok, _, err := stores[i%len(stores)].Acquire(ctx, "api", c.Fence(), nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -77,11 +77,11 @@ func TestAcquireConcurrentExact(t *testing.T) {
 				t.Fatalf("round %d: limits %+v; want 3 in use", round, ls)
 			}
 			// A holder asking again keeps its slot; the others still find none.
-			if ok := must[bool](t)(st.Acquire(ctx, "api", holds[0].Fence())); !ok {
+			if ok := acquired(t, st, holds[0].Fence()); !ok {
 				t.Fatalf("round %d: a holder asking again was refused", round)
 			}
 			if len(lost) > 0 {
-				if ok := must[bool](t)(st.Acquire(ctx, "api", lost[0].Fence())); ok {
+				if ok := acquired(t, st, lost[0].Fence()); ok {
 					t.Fatalf("round %d: an item took a slot of a full key", round)
 				}
 			}
@@ -98,11 +98,11 @@ func TestAcquireConcurrentExact(t *testing.T) {
 		c := rest[0]
 		stale := c.Fence()
 		stale.Attempt++
-		if ok := must[bool](t)(st.Acquire(ctx, "api", stale)); ok {
+		if ok := acquired(t, st, stale); ok {
 			t.Fatal("a stale fence took a slot")
 		}
 		// A holder whose lease expires is swept, and its slot is free.
-		if ok := must[bool](t)(st.Acquire(ctx, "api", c.Fence())); !ok {
+		if ok := acquired(t, st, c.Fence()); !ok {
 			t.Fatal("the last item found no slot of an empty key")
 		}
 		if n := must[int](t)(st.Sweep(ctx, now.Add(2*time.Minute))); n != len(rest) {
@@ -142,6 +142,56 @@ func TestWakeLimited(t *testing.T) {
 			if want := i >= 3; woken != want {
 				t.Fatalf("item %d (due %v): woken %v, want %v (the earliest due first)", i, it.NextAt, woken, want)
 			}
+		}
+	})
+}
+
+func acquired(t *testing.T, st *Store, f Fence) bool {
+	t.Helper()
+	got, _, err := st.Acquire(context.Background(), "api", f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestAcquireHoldsBackInOneTransaction: an item that finds every slot taken is parked on the
+// key by the same Acquire (pending, its claim undone, its lease ended), so no crash afterwards
+// can charge it an attempt; a holder is left running; a stale fence parks nothing.
+func TestAcquireHoldsBackInOneTransaction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		st := b.open(t)
+		now := time.Now()
+		must[int](t)(0, st.SetLimit(ctx, LimitRow{Key: "api", Max: 1, Actor: "test", CreatedAt: now}, nil))
+		cs := limitSeed(t, st, 3, "w", now)
+		hb := &HoldBack{NextAt: now.Add(time.Hour), Now: now}
+		got, parked, err := st.Acquire(ctx, "api", cs[0].Fence(), hb)
+		if err != nil || !got || parked {
+			t.Fatalf("first: got %v parked %v err %v; want a slot", got, parked, err)
+		}
+		stale := cs[2].Fence()
+		stale.Attempt++
+		if got, parked, err := st.Acquire(ctx, "api", stale, hb); err != nil || got || parked {
+			t.Fatalf("stale: got %v parked %v err %v; want neither", got, parked, err)
+		}
+		got, parked, err = st.Acquire(ctx, "api", cs[1].Fence(), hb)
+		if err != nil || got || !parked {
+			t.Fatalf("second: got %v parked %v err %v; want parked", got, parked, err)
+		}
+		it := must[Item](t)(st.Item(ctx, cs[1].ID))
+		if it.State != StatePending || it.Attempts != 0 || it.ParkedKey != "api" || !it.NextAt.Equal(hb.NextAt.Truncate(time.Microsecond)) {
+			t.Fatalf("held back: %+v; want pending, no attempt, parked on api, due in an hour", it)
+		}
+		if it := must[Item](t)(st.Item(ctx, cs[0].ID)); it.State != StateRunning {
+			t.Fatalf("holder: %s, want running", it.State)
+		}
+		// Its completion would now find no lease: a crash or a sweep finds nothing to charge.
+		if n := must[int](t)(st.Sweep(ctx, now.Add(2*time.Minute))); n != 2 {
+			t.Fatalf("swept %d, want the holder and the stale-fenced item only", n)
+		}
+		if as := must[[]Attempt](t)(st.Attempts(ctx, cs[1].ID)); len(as) != 0 {
+			t.Fatalf("the held-back item has attempts %+v; want none", as)
 		}
 	})
 }

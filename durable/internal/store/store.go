@@ -190,6 +190,25 @@ type Completion struct {
 	// the limited key whose slot the lease held (the completion frees it).
 	Limited bool
 	Held    string
+	// Stored says the completion is in the database already (Acquire parked the item it
+	// held back): Complete and CompleteAndClaim accept it without writing it.
+	Stored bool
+}
+
+// unstored returns cs without its Stored completions: cs itself when it has none.
+func unstored(cs []Completion) []Completion {
+	for i, c := range cs {
+		if c.Stored {
+			out := slices.Clone(cs[:i])
+			for _, c := range cs[i+1:] {
+				if !c.Stored {
+					out = append(out, c)
+				}
+			}
+			return out
+		}
+	}
+	return cs
 }
 
 // Stats summarises a store.
@@ -786,7 +805,7 @@ func checkCompletions(cs []Completion) error {
 func leaseResults(cs []Completion, accepted map[Fence]bool) []error {
 	out := make([]error, len(cs))
 	for i, c := range cs {
-		if !accepted[c.Fence] {
+		if !c.Stored && !accepted[c.Fence] {
 			out[i] = &LeaseLostError{Fence: c.Fence}
 		}
 	}
@@ -824,7 +843,9 @@ func (s *Store) Complete(ctx context.Context, cs []Completion) ([]error, error) 
 		return nil, err
 	}
 	accepted := make(map[Fence]bool, len(cs))
-	if err := s.e.complete(ctx, s.db, cs, accepted); err != nil {
+	if w := unstored(cs); len(w) == 0 {
+		return leaseResults(cs, accepted), nil
+	} else if err := s.e.complete(ctx, s.db, w, accepted); err != nil {
 		return nil, fmt.Errorf("durable: complete: %w", err)
 	}
 	return leaseResults(cs, accepted), nil
@@ -840,7 +861,7 @@ func (s *Store) CompleteAndClaim(ctx context.Context, cs []Completion, owner str
 		return nil, nil, err
 	}
 	accepted := make(map[Fence]bool, len(cs))
-	claimed, err := s.e.completeAndClaim(ctx, s.db, cs, claimArgs(owner, now, lease, limit, alone), accepted)
+	claimed, err := s.e.completeAndClaim(ctx, s.db, unstored(cs), claimArgs(owner, now, lease, limit, alone), accepted)
 	if err != nil {
 		return nil, nil, fmt.Errorf("durable: complete and claim: %w", err)
 	}
