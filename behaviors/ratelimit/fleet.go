@@ -63,8 +63,8 @@ func (f *fleetLimit) take(now, maxWait int64) (int64, bool) {
 	}
 	if f.fallback {
 		n := int64(max(f.instances, 1))
-		interval := f.l.interval * n
-		tol := int64(max(f.l.burst/int(n), 1)-1) * interval
+		interval := spanOf(n, f.l.interval)
+		tol := spanOf(int64(max(f.l.burst/int(n), 1)-1), interval)
 		base := max(f.shareTat, now)
 		wait := max(base-tol-now, 0)
 		if wait > maxWait {

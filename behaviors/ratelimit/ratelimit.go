@@ -19,12 +19,15 @@ import (
 // Config configures New.
 type Config struct {
 	// Rate is the number of permits a second per key: across the fleet when Store is set.
-	// Required: above 0 (and at most a billion, one a nanosecond), since no rate suits every
-	// dependency.
+	// Required, since no rate suits every dependency: at most a billion (one permit a
+	// nanosecond, the finest a time.Duration tells apart) and at least one a day (1/86400:
+	// a permit 24 h apart at most; a slower limit is a quota, not a rate).
 	Rate float64
 	// Burst is how many permits a key has at once after a quiet spell; the permits come
 	// evenly spaced, 1/Rate apart, once it is spent. Default 1: strictly smooth, because a
-	// provider that states "N a second" seldom welcomes N at once.
+	// provider that states "N a second" seldom welcomes N at once. Burst/Rate, the time the
+	// burst takes to come back, is at most 366 days (8784 h), so that the limiter's times fit
+	// a time.Duration.
 	Burst int
 	// MaxWait is how long a call waits for its permit before it is refused. Default 0:
 	// refused at once, as the bulkhead does, so that a limited dependency does not also hold
@@ -104,14 +107,49 @@ type FallbackEvent struct {
 // maxRate is the highest Rate: one permit a nanosecond.
 const maxRate = 1e9
 
+// maxInterval is the longest time between two permits: a day (the lowest Rate is 1/86400).
+const maxInterval = int64(24 * time.Hour)
+
+// maxSpan is the longest a burst takes to come back, Burst intervals: 366 days.
+const maxSpan = int64(366 * 24 * time.Hour)
+
+// intervalOf is the time between two permits at rate, in nanoseconds, within [1, maxInterval]
+// whatever rate is (New does not validate).
+func intervalOf(rate float64) int64 {
+	if !(rate > 0) {
+		return maxInterval
+	}
+	iv := math.Ceil(1e9 / rate)
+	if iv > float64(maxInterval) {
+		return maxInterval
+	}
+	return max(int64(iv), 1)
+}
+
+// spanOf is n intervals, saturated at maxSpan so that no sum of times wraps.
+func spanOf(n, interval int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if n > maxSpan/interval {
+		return maxSpan
+	}
+	return n * interval
+}
+
 // Validate reports every field with an invalid value.
 func (c Config) Validate() error {
 	var errs []error
-	if !(c.Rate > 0) || math.IsInf(c.Rate, 0) || c.Rate > maxRate {
-		errs = append(errs, fmt.Errorf("ratelimit Rate %v must be above 0 and at most %g a second", c.Rate, float64(maxRate)))
+	rateOK := c.Rate >= 1e9/float64(maxInterval) && c.Rate <= maxRate
+	if !rateOK {
+		errs = append(errs, fmt.Errorf("ratelimit Rate %v must be at least %.3g a second (a permit a day) and at most %g a second (one a nanosecond)",
+			c.Rate, 1e9/float64(maxInterval), float64(maxRate)))
 	}
 	if c.Burst < 0 {
 		errs = append(errs, fmt.Errorf("ratelimit Burst %d must not be negative", c.Burst))
+	} else if iv := intervalOf(c.Rate); rateOK && int64(c.Burst) > maxSpan/iv {
+		errs = append(errs, fmt.Errorf("ratelimit Burst %d at Rate %v takes %v to come back, more than the %v at most (Burst at most %d at this rate)",
+			c.Burst, c.Rate, time.Duration(float64(c.Burst)*float64(iv)), time.Duration(maxSpan), maxSpan/iv))
 	}
 	if c.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("ratelimit MaxWait %v must not be negative", c.MaxWait))
@@ -346,8 +384,8 @@ type limiter struct {
 }
 
 func newLimiter(key string, cfg Config) *limiter {
-	interval := int64(math.Ceil(1e9 / cfg.Rate))
-	return &limiter{key: key, rate: cfg.Rate, burst: cfg.Burst, interval: interval, tol: int64(cfg.Burst-1) * interval}
+	interval := intervalOf(cfg.Rate)
+	return &limiter{key: key, rate: cfg.Rate, burst: cfg.Burst, interval: interval, tol: spanOf(int64(cfg.Burst)-1, interval)}
 }
 
 // take reserves the next permit at now if it comes within maxWait: its wait and true; else
