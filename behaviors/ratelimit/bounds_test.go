@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -49,4 +50,58 @@ func TestRateLimitOverflowingConfigs(t *testing.T) {
 			}
 		})
 	}
+}
+
+func keyOfString(req any) string { return req.(string) }
+
+func pass(context.Context, any) (any, error) { return nil, nil }
+
+// A limiter keyed by something with many values (a URL) keeps at most MaxKeys of them: the
+// idle ones are dropped first, then the least recently called; a key with a caller waiting for
+// its permit never is.
+func TestRateLimitKeysBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rl := ratelimit.New(ratelimit.Config{Rate: 1, Key: keyOfString, MaxWait: time.Minute})
+		// A busy key: a caller waits for its second permit, a second away.
+		if _, err := rl.Handle(context.Background(), "busy", pass); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { _, err := rl.Handle(context.Background(), "busy", pass); done <- err }()
+		synctest.Wait()
+		count := func() (n int, busy *ratelimit.KeySnapshot) {
+			snap := rl.Snapshot()
+			for i := range snap {
+				if snap[i].Key == "busy" {
+					busy = &snap[i]
+				}
+			}
+			return len(snap), busy
+		}
+		for i := range 5000 { // no time passes: every key's limit is spent
+			if _, err := rl.Handle(context.Background(), "k"+strconv.Itoa(i), pass); err != nil {
+				t.Fatal(i, err)
+			}
+		}
+		if n, busy := count(); n > 1000 || busy == nil || busy.Waiting != 1 {
+			t.Fatalf("%d keys kept (want at most %d), busy key %+v", n, 1000, busy)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, busy := count(); busy == nil || busy.Available != 0 {
+			t.Fatalf("the busy key's limit was forgotten: %+v", busy)
+		}
+		for i := range 3000 { // idle keys
+			if _, err := rl.Handle(context.Background(), "j"+strconv.Itoa(i), pass); err != nil {
+				t.Fatal(i, err)
+			}
+			if i%100 == 99 {
+				time.Sleep(time.Second) // fake time: the keys called so far are idle again
+			}
+		}
+		if n, _ := count(); n > 1000 {
+			t.Fatalf("%d keys kept, want at most %d", n, 1000)
+		}
+	})
 }

@@ -43,10 +43,19 @@ type Config struct {
 	// and a permit of the fleet's limit like any other.
 	MaxWait time.Duration
 	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
-	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
-	// limit is kept for the Behavior's life, so keys should be few (endpoints, tenants),
-	// not one per call.
+	// behaviors.TypeKey, because a request type usually names one dependency. Keys should be
+	// few (endpoints, tenants), not one per call: see MaxKeys.
 	Key behaviors.KeyFunc
+	// MaxKeys bounds the keys whose limits are kept. Zero: DefaultMaxKeys. Past it, a new key
+	// drops the limits of idle keys (not called for a burst's time, so that their limits are
+	// whole again and dropping them changes nothing), and when none is idle, those of the
+	// least recently called: such a key's limit starts over, whole, the next time it is
+	// called. A key with a caller waiting for its permit, a permit promised to a stored
+	// dispatch, leased permits in hand or falling back to its share is never dropped, and the
+	// limits of a request type (Key nil) neither; the keys kept may then exceed MaxKeys for as
+	// long as they are busy. Keys are not folded into one overflow key, whose one limit would
+	// limit unrelated keys together.
+	MaxKeys int
 	// Clock is the time source of the limiter and of its waits. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 	// Store shares each key's limit with the other instances of a fleet that use the same
@@ -104,6 +113,10 @@ type FallbackEvent struct {
 	Err error
 }
 
+// DefaultMaxKeys is the default Config.MaxKeys: a thousand, as the metrics bound their series
+// and the hedge its keys; each limit is about 200 bytes (a fleet key's a few hundred more).
+const DefaultMaxKeys = 1000
+
 // maxRate is the highest Rate: one permit a nanosecond.
 const maxRate = 1e9
 
@@ -151,6 +164,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ratelimit Burst %d at Rate %v takes %v to come back, more than the %v at most (Burst at most %d at this rate)",
 			c.Burst, c.Rate, time.Duration(float64(c.Burst)*float64(iv)), time.Duration(maxSpan), maxSpan/iv))
 	}
+	if c.MaxKeys < 0 {
+		errs = append(errs, fmt.Errorf("ratelimit MaxKeys %d must not be negative", c.MaxKeys))
+	}
 	if c.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("ratelimit MaxWait %v must not be negative", c.MaxWait))
 	}
@@ -171,8 +187,10 @@ type Behavior struct {
 	clock behaviors.Clock
 	fixed *limiter // the request type's limit, bound at Build when Key is nil
 	root  *Behavior
-	keys  sync.Map // string → *limiter (the root's)
-	lease *leaser  // with a Store (the root's)
+	keys  sync.Map     // string → *limiter (the root's)
+	nkeys atomic.Int64 // the keys in keys
+	sweep sync.Mutex   // held while keys are dropped (see drop)
+	lease *leaser      // with a Store (the root's)
 	// The root's time base (see nanos): the clock's time at New.
 	system     bool
 	epoch      time.Time
@@ -206,6 +224,9 @@ func New(cfg Config) *Behavior {
 	if cfg.Burst == 0 {
 		cfg.Burst = 1
 	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
 	b := &Behavior{cfg: cfg, clock: cfg.Clock}
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
@@ -234,7 +255,7 @@ func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if b.cfg.Key != nil {
 		return b, nil
 	}
-	return &Behavior{cfg: b.cfg, clock: b.clock, root: b.root, fixed: b.root.limiterOf(behaviors.TypeKey(info.Request))}, nil
+	return &Behavior{cfg: b.cfg, clock: b.clock, root: b.root, fixed: b.root.pinned(behaviors.TypeKey(info.Request))}, nil
 }
 
 // Close stops the leasing of a Behavior with a Store, waiting for a lease under way. The
@@ -267,6 +288,11 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		return nil, err
 	}
 	wait, ok := l.take(now, maxWait)
+	for l.evicted.Load() {
+		// Dropped as the call took its permit (see drop): take it of the key's new limit.
+		l = b.root.limiterOf(l.key)
+		wait, ok = l.take(now, maxWait)
+	}
 	var waited int64 // for a lease
 	if !ok && l.fleet != nil && wait < 0 {
 		// No permit leased (the key was quiet, or its demand is too small to lease ahead):
@@ -358,14 +384,118 @@ func (b *Behavior) limiterOf(key string) *limiter {
 		return v.(*limiter)
 	}
 	l := newLimiter(key, b.cfg)
+	now := b.nanos()
+	if b.lease != nil {
+		l.fleet = newFleetLimit(l, now)
+	}
 	if v, loaded := b.keys.LoadOrStore(key, l); loaded {
 		return v.(*limiter)
 	}
 	if b.lease != nil {
-		l.fleet = newFleetLimit(l, b.nanos())
 		b.lease.add(l)
 	}
+	if b.nkeys.Add(1) > int64(b.cfg.MaxKeys) {
+		b.drop(now, l)
+	}
 	return l
+}
+
+// pinned returns the limit of key, made to be never dropped (a request type's).
+func (b *Behavior) pinned(key string) *limiter {
+	for {
+		l := b.limiterOf(key)
+		l.pinned.Store(true)
+		if !l.evicted.Load() {
+			return l
+		}
+	}
+}
+
+// drop drops the limits of keys past Config.MaxKeys: every idle one, and then, if still too
+// many, the least recently called of those that are not busy (see Config.MaxKeys). One
+// goroutine drops at a time; the others go on (the next new key drops what is left). The new
+// key, made just now, is kept.
+func (b *Behavior) drop(now int64, made *limiter) {
+	if !b.sweep.TryLock() {
+		return
+	}
+	defer b.sweep.Unlock()
+	type candidate struct {
+		l    *limiter
+		last int64
+	}
+	var spent []candidate
+	b.keys.Range(func(_, v any) bool {
+		l := v.(*limiter)
+		if l == made {
+			return true
+		}
+		switch idle, last := l.idle(now, b.lease); {
+		case idle:
+			b.evict(l, now)
+		case last >= 0:
+			spent = append(spent, candidate{l, last})
+		}
+		return true
+	})
+	over := int(b.nkeys.Load()) - b.cfg.MaxKeys
+	if over <= 0 {
+		return
+	}
+	sort.Slice(spent, func(i, j int) bool { return spent[i].last < spent[j].last })
+	for _, c := range spent {
+		if over <= 0 {
+			break
+		}
+		if b.evict(c.l, now) {
+			over--
+		}
+	}
+}
+
+// evict drops l if it is still not busy, and reports whether it did. A call that took a permit
+// of l meanwhile sees l.evicted after its take, and takes its permit again of the key's new
+// limit; one that took it before is seen here.
+func (b *Behavior) evict(l *limiter, now int64) bool {
+	tat := l.tat.Load()
+	l.evicted.Store(true)
+	if _, last := l.idle(now, b.lease); last < 0 || l.tat.Load() != tat {
+		l.evicted.Store(false)
+		return false
+	}
+	if l.fleet != nil {
+		l.fleet.mu.Lock()
+		busy := l.fleet.busy(now, b.lease)
+		l.fleet.mu.Unlock()
+		if busy {
+			l.evicted.Store(false)
+			return false
+		}
+		b.lease.remove(l)
+	}
+	if b.keys.CompareAndDelete(l.key, l) {
+		b.nkeys.Add(-1)
+	}
+	return true
+}
+
+// idle reports whether l's limit is as a new one would be (dropping it changes nothing), or,
+// when not, its last use (the later the more recent) if it may be dropped, -1 if it is busy.
+func (l *limiter) idle(now int64, lease *leaser) (idle bool, last int64) {
+	if l.pinned.Load() || l.waiting.Load() > 0 || l.promised.Load() > now {
+		return false, -1
+	}
+	if l.fleet != nil {
+		f := l.fleet
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.busy(now, lease) {
+			return false, -1
+		}
+		return now-f.lastAsk > idleAfter(lease.period), f.lastAsk
+	}
+	tat := l.tat.Load()
+	return tat <= now, tat
 }
 
 // limiter is one key's limit: a GCRA on its theoretical arrival time, or, with a Store, the
@@ -380,6 +510,8 @@ type limiter struct {
 	promised atomic.Int64 // the slot after the last one told a stored dispatch (see promise)
 	waiting  atomic.Int64
 	refused  atomic.Int64
+	evicted  atomic.Bool // dropped from the keys (see Behavior.drop)
+	pinned   atomic.Bool // never dropped: a request type's limit
 	fleet    *fleetLimit // with a Store
 }
 
