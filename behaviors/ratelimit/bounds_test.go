@@ -105,3 +105,46 @@ func TestRateLimitKeysBounded(t *testing.T) {
 		}
 	})
 }
+
+// A fleet key with leased permits in hand is never dropped; the keys called once are.
+func TestRateLimitFleetKeysBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rl := ratelimit.New(ratelimit.Config{Rate: 100, MaxKeys: 10, MaxWait: time.Second, Key: keyOfString,
+			Store: instance{newMemStore(500 * time.Millisecond), "a"}})
+		defer rl.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		busyDone := make(chan struct{})
+		go func() { // the busy key, called as fast as its limit lets it
+			defer close(busyDone)
+			for ctx.Err() == nil {
+				if _, err := rl.Handle(ctx, "busy", pass); err != nil {
+					if le, ok := errors.AsType[*ratelimit.LimitedError](err); ok {
+						time.Sleep(le.Wait)
+					}
+				}
+			}
+		}()
+		time.Sleep(2 * time.Second)
+		leased := func() int64 {
+			for _, s := range rl.Snapshot() {
+				if s.Key == "busy" {
+					return s.Leased
+				}
+			}
+			return -1
+		}
+		before := leased()
+		for i := range 200 {
+			if _, err := rl.Handle(context.Background(), "k"+strconv.Itoa(i), pass); err != nil {
+				t.Fatal(i, err)
+			}
+		}
+		n := len(rl.Snapshot())
+		after := leased()
+		cancel()
+		<-busyDone
+		if n > 10 || before <= 0 || after < before {
+			t.Fatalf("%d keys kept (want at most 10); the busy key leased %d, then %d", n, before, after)
+		}
+	})
+}
