@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,5 +92,62 @@ func TestRouteWithoutParametersNamesNone(t *testing.T) {
 	h.ServeHTTP(w, req)
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), `unknown query parameter \"limit\": this route takes none`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+// manyRateLimits is a limiter keyed by URL: more keys than the route lists.
+type manyRateLimits int
+
+func (n manyRateLimits) Snapshot() []ratelimit.KeySnapshot {
+	out := make([]ratelimit.KeySnapshot, n)
+	for i := range out {
+		out[i] = ratelimit.KeySnapshot{Key: fmt.Sprintf("https://api.example/item/%05d", i), Rate: 1, Burst: 1, Instances: 1}
+	}
+	return out
+}
+
+// GET /api/rate-limits lists at most the first 500 keys, in key order, and says how many
+// there are, so that a limiter keyed by URL does not answer megabytes to the dashboard.
+func TestRateLimitsRouteBounded(t *testing.T) {
+	for _, n := range []int{3, 500, 1200} {
+		h, err := admin.New(admin.Config{Breakers: breakers(t), RateLimits: manyRateLimits(n), Token: testToken})
+		must(t, err)
+		req := httptest.NewRequest(http.MethodGet, "/api/rate-limits", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		var body struct {
+			RateLimits []ratelimit.KeySnapshot `json:"rate_limits"`
+			Total      int                     `json:"total"`
+		}
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &body) != nil {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if want := min(n, 500); len(body.RateLimits) != want || body.Total != n || body.RateLimits[want-1].Key != fmt.Sprintf("https://api.example/item/%05d", want-1) {
+			t.Fatalf("%d keys: %d listed, total %d", n, len(body.RateLimits), body.Total)
+		}
+	}
+}
+
+// With more keys than the route lists, the panel says how many it shows of how many.
+func TestDashboardRateLimitsTruncated(t *testing.T) {
+	h, err := admin.New(admin.Config{Breakers: breakers(t), RateLimits: manyRateLimits(1200), Token: testToken})
+	must(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", http.StripPrefix("/admin", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tab := newBrowser(t, 1280, 900)
+	must(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.URL+"/admin/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), testToken),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("rate-limits-more")),
+	))
+	text, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("rate-limits-more")))
+	must(t, err)
+	if text != "showing 500 of 1200 keys" {
+		t.Fatalf("%q", text)
 	}
 }

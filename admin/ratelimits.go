@@ -14,7 +14,13 @@ type RateLimits interface {
 
 var _ RateLimits = (*ratelimit.Behavior)(nil)
 
-// listRateLimits answers GET /api/rate-limits: every key's limit, in key order.
+// maxRateLimitsListed is the most keys GET /api/rate-limits lists: 500, a few screens of the
+// dashboard's panel and some 150 kB of JSON, so that a limiter keyed by something with many
+// values (a URL) keeps the dashboard usable. The answer's "total" says how many there are.
+const maxRateLimitsListed = 500
+
+// listRateLimits answers GET /api/rate-limits: the first maxRateLimitsListed keys' limits, in
+// key order, and the number of keys.
 func (s *server) listRateLimits(w http.ResponseWriter, r *http.Request, _ string) {
 	if s.cfg.RateLimits == nil {
 		writeError(w, http.StatusNotFound, "no rate limiter is configured")
@@ -27,7 +33,9 @@ func (s *server) listRateLimits(w http.ResponseWriter, r *http.Request, _ string
 	if out == nil {
 		out = []ratelimit.KeySnapshot{}
 	}
+	total := len(out)
 	writeJSON(w, http.StatusOK, struct {
 		RateLimits []ratelimit.KeySnapshot `json:"rate_limits"`
-	}{out})
+		Total      int                     `json:"total"`
+	}{out[:min(total, maxRateLimitsListed)], total})
 }

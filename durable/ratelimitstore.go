@@ -37,10 +37,15 @@ type RateLimitStoreConfig struct {
 	LeasePeriod time.Duration
 	// Timeout bounds every database call of the store; a call that takes longer, or fails,
 	// makes the limiter fall back to its share of the limit until a lease succeeds again.
-	// Default 1 s: the leases run in the background, ahead of demand, so a database that is
-	// slow for a moment (a busy host) costs nothing while the permits in hand last, whereas
-	// each fallback and return costs up to a lease period of the instance's permits (see
-	// ratelimit.Config.Store).
+	// Default 1 s: the leases run in the background, ahead of demand, so a database slower
+	// than usual (a busy host) costs nothing while a lease still comes back within the
+	// permits in hand (they last about three quarters of LeasePeriod, 375 ms at the
+	// default), whereas each fallback and return costs up to a lease period of the instance's
+	// permits (see ratelimit.Config.Store). A database that does not answer at all (frozen)
+	// costs more: the permits in hand run out before the Timeout ends, and until the
+	// fallback's share starts (after the Timeout and one more LeasePeriod) the instance gets
+	// no permits; at the defaults about a second of the limit is lost. A shorter Timeout
+	// (not under LeasePeriod/2, to ride out an ordinary slow moment) loses less of it then.
 	Timeout time.Duration
 	// Instance names this instance to the other lessees of a limit, which count each other to
 	// know their share. Default: the host name, the process id and a random suffix.

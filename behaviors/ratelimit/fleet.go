@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -63,8 +64,8 @@ func (f *fleetLimit) take(now, maxWait int64) (int64, bool) {
 	}
 	if f.fallback {
 		n := int64(max(f.instances, 1))
-		interval := f.l.interval * n
-		tol := int64(max(f.l.burst/int(n), 1)-1) * interval
+		interval := spanOf(n, f.l.interval)
+		tol := spanOf(int64(max(f.l.burst/int(n), 1)-1), interval)
 		base := max(f.shareTat, now)
 		wait := max(base-tol-now, 0)
 		if wait > maxWait {
@@ -252,6 +253,21 @@ func (f *fleetLimit) failed(now, period int64) (wasFallback bool, instances int)
 	return wasFallback, max(f.instances, 1)
 }
 
+// busy reports whether the key holds leased permits not yet expired, a caller awaiting a lease,
+// or falls back to its share; f.mu is held.
+func (f *fleetLimit) busy(now int64, _ *leaser) bool {
+	if f.fallback || f.refill != nil || f.shareTat > now {
+		return true
+	}
+	oldest := now - f.expiry()
+	for _, r := range f.runs {
+		if r.next+int64(r.left-1)*r.interval >= oldest {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *fleetLimit) wake() {
 	if f.refill != nil {
 		close(f.refill)
@@ -303,6 +319,14 @@ func (l *leaser) add(lim *limiter) {
 		go l.loop()
 	}
 	l.poke()
+}
+
+// remove stops leasing for a key dropped (see Behavior.drop). The keys slice is copied, not
+// changed in place: the leasing goroutine may be going through the old one.
+func (l *leaser) remove(lim *limiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.keys = slices.DeleteFunc(slices.Clone(l.keys), func(k *limiter) bool { return k == lim })
 }
 
 // poke wakes the leasing goroutine.

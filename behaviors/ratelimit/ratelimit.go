@@ -19,12 +19,15 @@ import (
 // Config configures New.
 type Config struct {
 	// Rate is the number of permits a second per key: across the fleet when Store is set.
-	// Required: above 0 (and at most a billion, one a nanosecond), since no rate suits every
-	// dependency.
+	// Required, since no rate suits every dependency: at most a billion (one permit a
+	// nanosecond, the finest a time.Duration tells apart) and at least one a day (1/86400:
+	// a permit 24 h apart at most; a slower limit is a quota, not a rate).
 	Rate float64
 	// Burst is how many permits a key has at once after a quiet spell; the permits come
 	// evenly spaced, 1/Rate apart, once it is spent. Default 1: strictly smooth, because a
-	// provider that states "N a second" seldom welcomes N at once.
+	// provider that states "N a second" seldom welcomes N at once. Burst/Rate, the time the
+	// burst takes to come back, is at most 366 days (8784 h), so that the limiter's times fit
+	// a time.Duration.
 	Burst int
 	// MaxWait is how long a call waits for its permit before it is refused. Default 0:
 	// refused at once, as the bulkhead does, so that a limited dependency does not also hold
@@ -40,10 +43,19 @@ type Config struct {
 	// and a permit of the fleet's limit like any other.
 	MaxWait time.Duration
 	// Key maps a request to its limit's key. nil: one limit per request type, keyed by
-	// behaviors.TypeKey, because a request type usually names one dependency. Each key's
-	// limit is kept for the Behavior's life, so keys should be few (endpoints, tenants),
-	// not one per call.
+	// behaviors.TypeKey, because a request type usually names one dependency. Keys should be
+	// few (endpoints, tenants), not one per call: see MaxKeys.
 	Key behaviors.KeyFunc
+	// MaxKeys bounds the keys whose limits are kept. Zero: DefaultMaxKeys. Past it, a new key
+	// drops the limits of idle keys (not called for a burst's time, so that their limits are
+	// whole again and dropping them changes nothing), and when none is idle, those of the
+	// least recently called: such a key's limit starts over, whole, the next time it is
+	// called. A key with a caller waiting for its permit, a permit promised to a stored
+	// dispatch, leased permits in hand or falling back to its share is never dropped, and the
+	// limits of a request type (Key nil) neither; the keys kept may then exceed MaxKeys for as
+	// long as they are busy. Keys are not folded into one overflow key, whose one limit would
+	// limit unrelated keys together.
+	MaxKeys int
 	// Clock is the time source of the limiter and of its waits. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 	// Store shares each key's limit with the other instances of a fleet that use the same
@@ -101,17 +113,59 @@ type FallbackEvent struct {
 	Err error
 }
 
+// DefaultMaxKeys is the default Config.MaxKeys: a thousand, as the metrics bound their series
+// and the hedge its keys; each limit is about 200 bytes (a fleet key's a few hundred more).
+const DefaultMaxKeys = 1000
+
 // maxRate is the highest Rate: one permit a nanosecond.
 const maxRate = 1e9
+
+// maxInterval is the longest time between two permits: a day (the lowest Rate is 1/86400).
+const maxInterval = int64(24 * time.Hour)
+
+// maxSpan is the longest a burst takes to come back, Burst intervals: 366 days.
+const maxSpan = int64(366 * 24 * time.Hour)
+
+// intervalOf is the time between two permits at rate, in nanoseconds, within [1, maxInterval]
+// whatever rate is (New does not validate).
+func intervalOf(rate float64) int64 {
+	if !(rate > 0) {
+		return maxInterval
+	}
+	iv := math.Ceil(1e9 / rate)
+	if iv > float64(maxInterval) {
+		return maxInterval
+	}
+	return max(int64(iv), 1)
+}
+
+// spanOf is n intervals, saturated at maxSpan so that no sum of times wraps.
+func spanOf(n, interval int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if n > maxSpan/interval {
+		return maxSpan
+	}
+	return n * interval
+}
 
 // Validate reports every field with an invalid value.
 func (c Config) Validate() error {
 	var errs []error
-	if !(c.Rate > 0) || math.IsInf(c.Rate, 0) || c.Rate > maxRate {
-		errs = append(errs, fmt.Errorf("ratelimit Rate %v must be above 0 and at most %g a second", c.Rate, float64(maxRate)))
+	rateOK := c.Rate >= 1e9/float64(maxInterval) && c.Rate <= maxRate
+	if !rateOK {
+		errs = append(errs, fmt.Errorf("ratelimit Rate %v must be at least %.3g a second (a permit a day) and at most %g a second (one a nanosecond)",
+			c.Rate, 1e9/float64(maxInterval), float64(maxRate)))
 	}
 	if c.Burst < 0 {
 		errs = append(errs, fmt.Errorf("ratelimit Burst %d must not be negative", c.Burst))
+	} else if iv := intervalOf(c.Rate); rateOK && int64(c.Burst) > maxSpan/iv {
+		errs = append(errs, fmt.Errorf("ratelimit Burst %d at Rate %v takes %v to come back, more than the %v at most (Burst at most %d at this rate)",
+			c.Burst, c.Rate, time.Duration(float64(c.Burst)*float64(iv)), time.Duration(maxSpan), maxSpan/iv))
+	}
+	if c.MaxKeys < 0 {
+		errs = append(errs, fmt.Errorf("ratelimit MaxKeys %d must not be negative", c.MaxKeys))
 	}
 	if c.MaxWait < 0 {
 		errs = append(errs, fmt.Errorf("ratelimit MaxWait %v must not be negative", c.MaxWait))
@@ -133,8 +187,10 @@ type Behavior struct {
 	clock behaviors.Clock
 	fixed *limiter // the request type's limit, bound at Build when Key is nil
 	root  *Behavior
-	keys  sync.Map // string → *limiter (the root's)
-	lease *leaser  // with a Store (the root's)
+	keys  sync.Map     // string → *limiter (the root's)
+	nkeys atomic.Int64 // the keys in keys
+	sweep sync.Mutex   // held while keys are dropped (see drop)
+	lease *leaser      // with a Store (the root's)
 	// The root's time base (see nanos): the clock's time at New.
 	system     bool
 	epoch      time.Time
@@ -168,6 +224,9 @@ func New(cfg Config) *Behavior {
 	if cfg.Burst == 0 {
 		cfg.Burst = 1
 	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
 	b := &Behavior{cfg: cfg, clock: cfg.Clock}
 	if b.clock == nil {
 		b.clock = behaviors.SystemClock
@@ -196,7 +255,7 @@ func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if b.cfg.Key != nil {
 		return b, nil
 	}
-	return &Behavior{cfg: b.cfg, clock: b.clock, root: b.root, fixed: b.root.limiterOf(behaviors.TypeKey(info.Request))}, nil
+	return &Behavior{cfg: b.cfg, clock: b.clock, root: b.root, fixed: b.root.pinned(behaviors.TypeKey(info.Request))}, nil
 }
 
 // Close stops the leasing of a Behavior with a Store, waiting for a lease under way. The
@@ -229,6 +288,11 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		return nil, err
 	}
 	wait, ok := l.take(now, maxWait)
+	for l.evicted.Load() {
+		// Dropped as the call took its permit (see drop): take it of the key's new limit.
+		l = b.root.limiterOf(l.key)
+		wait, ok = l.take(now, maxWait)
+	}
 	var waited int64 // for a lease
 	if !ok && l.fleet != nil && wait < 0 {
 		// No permit leased (the key was quiet, or its demand is too small to lease ahead):
@@ -320,14 +384,118 @@ func (b *Behavior) limiterOf(key string) *limiter {
 		return v.(*limiter)
 	}
 	l := newLimiter(key, b.cfg)
+	now := b.nanos()
+	if b.lease != nil {
+		l.fleet = newFleetLimit(l, now)
+	}
 	if v, loaded := b.keys.LoadOrStore(key, l); loaded {
 		return v.(*limiter)
 	}
 	if b.lease != nil {
-		l.fleet = newFleetLimit(l, b.nanos())
 		b.lease.add(l)
 	}
+	if b.nkeys.Add(1) > int64(b.cfg.MaxKeys) {
+		b.drop(now, l)
+	}
 	return l
+}
+
+// pinned returns the limit of key, made to be never dropped (a request type's).
+func (b *Behavior) pinned(key string) *limiter {
+	for {
+		l := b.limiterOf(key)
+		l.pinned.Store(true)
+		if !l.evicted.Load() {
+			return l
+		}
+	}
+}
+
+// drop drops the limits of keys past Config.MaxKeys: every idle one, and then, if still too
+// many, the least recently called of those that are not busy (see Config.MaxKeys). One
+// goroutine drops at a time; the others go on (the next new key drops what is left). The new
+// key, made just now, is kept.
+func (b *Behavior) drop(now int64, made *limiter) {
+	if !b.sweep.TryLock() {
+		return
+	}
+	defer b.sweep.Unlock()
+	type candidate struct {
+		l    *limiter
+		last int64
+	}
+	var spent []candidate
+	b.keys.Range(func(_, v any) bool {
+		l := v.(*limiter)
+		if l == made {
+			return true
+		}
+		switch idle, last := l.idle(now, b.lease); {
+		case idle:
+			b.evict(l, now)
+		case last >= 0:
+			spent = append(spent, candidate{l, last})
+		}
+		return true
+	})
+	over := int(b.nkeys.Load()) - b.cfg.MaxKeys
+	if over <= 0 {
+		return
+	}
+	sort.Slice(spent, func(i, j int) bool { return spent[i].last < spent[j].last })
+	for _, c := range spent {
+		if over <= 0 {
+			break
+		}
+		if b.evict(c.l, now) {
+			over--
+		}
+	}
+}
+
+// evict drops l if it is still not busy, and reports whether it did. A call that took a permit
+// of l meanwhile sees l.evicted after its take, and takes its permit again of the key's new
+// limit; one that took it before is seen here.
+func (b *Behavior) evict(l *limiter, now int64) bool {
+	tat := l.tat.Load()
+	l.evicted.Store(true)
+	if _, last := l.idle(now, b.lease); last < 0 || l.tat.Load() != tat {
+		l.evicted.Store(false)
+		return false
+	}
+	if l.fleet != nil {
+		l.fleet.mu.Lock()
+		busy := l.fleet.busy(now, b.lease)
+		l.fleet.mu.Unlock()
+		if busy {
+			l.evicted.Store(false)
+			return false
+		}
+		b.lease.remove(l)
+	}
+	if b.keys.CompareAndDelete(l.key, l) {
+		b.nkeys.Add(-1)
+	}
+	return true
+}
+
+// idle reports whether l's limit is as a new one would be (dropping it changes nothing), or,
+// when not, its last use (the later the more recent) if it may be dropped, -1 if it is busy.
+func (l *limiter) idle(now int64, lease *leaser) (idle bool, last int64) {
+	if l.pinned.Load() || l.waiting.Load() > 0 || l.promised.Load() > now {
+		return false, -1
+	}
+	if l.fleet != nil {
+		f := l.fleet
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.busy(now, lease) {
+			return false, -1
+		}
+		return now-f.lastAsk > idleAfter(lease.period), f.lastAsk
+	}
+	tat := l.tat.Load()
+	return tat <= now, tat
 }
 
 // limiter is one key's limit: a GCRA on its theoretical arrival time, or, with a Store, the
@@ -342,12 +510,14 @@ type limiter struct {
 	promised atomic.Int64 // the slot after the last one told a stored dispatch (see promise)
 	waiting  atomic.Int64
 	refused  atomic.Int64
+	evicted  atomic.Bool // dropped from the keys (see Behavior.drop)
+	pinned   atomic.Bool // never dropped: a request type's limit
 	fleet    *fleetLimit // with a Store
 }
 
 func newLimiter(key string, cfg Config) *limiter {
-	interval := int64(math.Ceil(1e9 / cfg.Rate))
-	return &limiter{key: key, rate: cfg.Rate, burst: cfg.Burst, interval: interval, tol: int64(cfg.Burst-1) * interval}
+	interval := intervalOf(cfg.Rate)
+	return &limiter{key: key, rate: cfg.Rate, burst: cfg.Burst, interval: interval, tol: spanOf(int64(cfg.Burst)-1, interval)}
 }
 
 // take reserves the next permit at now if it comes within maxWait: its wait and true; else

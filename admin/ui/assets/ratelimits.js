@@ -15,6 +15,14 @@
     var list = (data && data.rate_limits) || [];
     $("rate-limits-empty").hidden = list.length > 0;
     $("rate-limits-table").hidden = list.length === 0;
+    var total = (data && data.total) || list.length;
+    var more = $("rate-limits-more");
+    if (!more) {
+      more = el("p", { "class": "hint", id: "rate-limits-more" });
+      $("rate-limits-empty").after(more);
+    }
+    more.hidden = total <= list.length;
+    more.textContent = "showing " + list.length + " of " + total + " keys";
     A.syncList($("rate-limits-rows"), list, function (l) { return l.key; }, function () {
       var tr = el("tr");
       ["Key", "Rate", "Free now", "Waiting", "Refused", "Shared"].forEach(function (h) { tr.appendChild(el("td", { "data-label": h })); });
