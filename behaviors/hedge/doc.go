@@ -29,8 +29,7 @@
 // A call that ends before its delay starts no goroutine and allocates only the primary's
 // cancellable context: the primary attempt runs on the caller's goroutine, the hedge would be
 // sent by a timer's callback that the call stops, and the state of such calls, their timer
-// included, is reused. A call
-// returns only after every attempt it sent has returned, so no goroutine outlives it: the
-// handler must honour its context's cancellation, or a lost attempt delays the winner's
-// answer.
+// included, is reused. A call returns only after every attempt it sent has returned, so no
+// goroutine outlives it: the handler must honour its context's cancellation, or a lost
+// attempt delays the winner's answer.
 package hedge
