@@ -10,7 +10,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,25 +21,7 @@ import (
 const DriverName = "pgx"
 
 // Open opens a database/sql pool with the pgx driver (dsn in any form pgx accepts).
-func Open(dsn string) (*sql.DB, error) {
-	db, err := sql.Open(DriverName, dsn)
-	if err != nil {
-		return nil, err
-	}
-	// database/sql keeps two idle connections by default: a scheduler whose workers, claim loop,
-	// heartbeat and listener use more at once would close the rest after each peak, and dial
-	// and prepare its statements again at the next. The connections a peak opened are kept,
-	// and closed after idleTime unused.
-	db.SetMaxIdleConns(maxIdle)
-	db.SetConnMaxIdleTime(idleTime)
-	return db, nil
-}
-
-// maxIdle and idleTime are the idle connections a pool opened by Open keeps, and for how long.
-const (
-	maxIdle  = 64
-	idleTime = 5 * time.Minute
-)
+func Open(dsn string) (*sql.DB, error) { return sql.Open(DriverName, dsn) }
 
 // NotApplied reports an error pgx raised before sending anything (it says so: SafeToRetry), a
 // failed connect, or an ERROR the server answered the statement with (the statement, or its
