@@ -21,6 +21,9 @@ import (
 // The limit child (mode "limit"): a scheduler whose Work items call the parent's endpoint
 // (childURLEnv) with their item id, N and instance, and succeed when it answers 200.
 
+// limitChildWorkers is the workers of a limit child.
+const limitChildWorkers = 6
+
 // limitedN is the first Work.N of the items of the unlimited key in the limit tests.
 const limitedN = 1000
 
@@ -69,7 +72,7 @@ func runLimitChild() int {
 		return 2
 	}
 	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
-	return serveChild(q, m, durable.SchedulerConfig{Workers: 6, BatchSize: 10, PollInterval: 5 * time.Millisecond, Lease: lease})
+	return serveChild(q, m, durable.SchedulerConfig{Workers: limitChildWorkers, BatchSize: 10, PollInterval: 5 * time.Millisecond, Lease: lease})
 }
 
 // childStartedEnv names the file where a limit child's handlers note that they started.
@@ -265,11 +268,12 @@ func TestFleetConcurrencyLimitSlotsComeBackAfterSIGKILL(t *testing.T) {
 		}
 		t.Logf("%d abandoned attempts charged, %d of them to items that never ran", charged, neverRan)
 		// The items the limit held back are parked by the statement that found no slot, so a
-		// crash charges none of them. What remains is the one round trip between an item's
-		// claim and its look at the slots: the kill, timed at a call's start, often finds the
-		// item claimed for the slot the previous call freed there.
-		if neverRan > 1 {
-			t.Errorf("%d items were charged an abandoned attempt whose handler never started; want at most the one between its claim and its look at the slots", neverRan)
+		// crash charges none of them (TestAcquireHoldsBackInOneTransaction checks that
+		// statement). What remains is the round trip between a claim and each claimed item's
+		// look at the slots: the kill, timed at a call's start, may find the items of the
+		// process's last claim there, at most one per worker it had free. Seen: one or two.
+		if neverRan > limitChildWorkers {
+			t.Errorf("%d items were charged an abandoned attempt whose handler never started; want at most the %d a claim can hold between itself and its look at the slots", neverRan, limitChildWorkers)
 		}
 		if e.mostSince != 4 {
 			t.Errorf("after the kill the endpoint saw at most %d limited calls at once, want the limit (4): the killed process's slots did not come back", e.mostSince)
