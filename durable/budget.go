@@ -66,7 +66,26 @@ func WithRetryBudget(b *budget.Budget, over OverBudget) RegisterOption {
 // calls itself: when the budget is the registration's own (WithRetryBudget) and no behavior
 // of req's pipeline holds it (budget.SharedBy), nothing else counts them, and the budget
 // would allow its floor alone.
+// It is decided once per request name: the registration and the pipeline do not change once
+// the scheduler runs, and the pipeline's behaviors need not be looked through for every item.
 func (s *scheduler) budgetFor(name string, req any) (b *budget.Budget, over OverBudget, countCalls bool) {
+	if v, ok := s.budgets.Load(name); ok {
+		c := v.(budgetChoice)
+		return c.b, c.over, c.countCalls
+	}
+	b, over, countCalls = s.chooseBudget(name, req)
+	s.budgets.Store(name, budgetChoice{b, over, countCalls})
+	return b, over, countCalls
+}
+
+// budgetChoice is what budgetFor decided for a request name.
+type budgetChoice struct {
+	b          *budget.Budget
+	over       OverBudget
+	countCalls bool
+}
+
+func (s *scheduler) chooseBudget(name string, req any) (b *budget.Budget, over OverBudget, countCalls bool) {
 	reg := s.q.reg.lookupName(name)
 	if reg != nil {
 		if reg.budget != nil {

@@ -239,8 +239,8 @@ type scheduler struct {
 	graceTimer *time.Timer
 	graceEnd   chan struct{} // closed when ShutdownGrace has passed
 
-	sources   sync.Map // reflect.Type → retryPolicySource (nil interface when none)
-	pipelines sync.Map // reflect.Type → []mediator.Behavior (nil when the sender cannot list it)
+	sources sync.Map // reflect.Type → retryPolicySource (nil interface when none)
+	budgets sync.Map // request name → budgetChoice (budget.go)
 
 	cron *cronLoop // runs the queue's schedules (schedule.go)
 	// cronWake makes the schedule loop read the schedules now: a change made on this instance
@@ -1303,19 +1303,14 @@ func (s *scheduler) policySource(req any) retryPolicySource {
 	return src
 }
 
-// pipelineOf returns the behaviors of req's pipeline, when the sender can list them.
+// pipelineOf returns the behaviors of req's pipeline, when the sender can list them (budgetFor
+// asks once per request name).
 func (s *scheduler) pipelineOf(req any) []mediator.Behavior {
-	t := reflect.TypeOf(req)
-	if v, ok := s.pipelines.Load(t); ok {
-		bs, _ := v.([]mediator.Behavior)
+	if p, ok := s.sender.(pipelineLister); ok {
+		bs, _ := p.Pipeline(reflect.TypeOf(req))
 		return bs
 	}
-	var bs []mediator.Behavior
-	if p, ok := s.sender.(pipelineLister); ok {
-		bs, _ = p.Pipeline(t)
-	}
-	s.pipelines.Store(t, bs)
-	return bs
+	return nil
 }
 
 // pipelineLister is implemented by *mediator.Mediator.
