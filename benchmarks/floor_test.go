@@ -60,7 +60,7 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
         interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
         isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
         last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
-        lease_owner = NULL, lease_until = NULL, updated_at = v.ended_at
+        lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
     FROM v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
@@ -101,7 +101,7 @@ const floorSQLiteComplete = `UPDATE switchboard_items
 	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
 	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
 	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
-	    lease_owner = NULL, lease_until = NULL, updated_at = ?
+	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?
 	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
 
 // floorInsertAttempt is insertAttemptSQL (durable/internal/store/engine.go).
