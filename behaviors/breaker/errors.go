@@ -32,9 +32,24 @@ type OpenError struct {
 	req any // the request refused, when the behavior refused it; see Request
 }
 
-// Error names the key and the remaining open time.
+// Error names the key and the remaining open time, rounded as a person reads a wait (whole
+// seconds from 10 s, tenths from 1 s, milliseconds below): a wall clock's remainder to the
+// nanosecond says nothing more. RetryAfter gives the exact time.
 func (e *OpenError) Error() string {
-	return fmt.Sprintf("breaker: circuit open for %q (probe in %s)", e.Key, e.Remaining)
+	return fmt.Sprintf("breaker: circuit open for %q (probe in %s)", e.Key, readable(e.Remaining))
+}
+
+// readable rounds d for a message.
+func readable(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond)
+	}
+	return d
 }
 
 // Is reports whether target is ErrOpen.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,5 +42,26 @@ func TestOnRefusal(t *testing.T) {
 	}
 	if !slices.Equal(heard, []string{"a", "a"}) {
 		t.Fatal(heard)
+	}
+}
+
+// An open breaker's error reads as a person would say the wait: a wall clock's remaining time
+// (299.783922ms, 9.999811827s) was printed to the nanosecond.
+func TestOpenErrorRoundsRemaining(t *testing.T) {
+	for remaining, want := range map[time.Duration]string{
+		299783922 * time.Nanosecond:  "probe in 300ms",
+		9999811827 * time.Nanosecond: "probe in 10s",
+		1549 * time.Millisecond:      "probe in 1.5s",
+		30 * time.Second:             "probe in 30s",
+		0:                            "probe in 0s",
+		400 * time.Microsecond:       "probe in 400µs",
+	} {
+		err := &breaker.OpenError{Key: "k", Remaining: remaining}
+		if got := err.Error(); !strings.Contains(got, "("+want+")") {
+			t.Errorf("Remaining %v: %q, want (%s)", remaining, got, want)
+		}
+		if err.RetryAfter() != remaining {
+			t.Errorf("RetryAfter %v, want the exact %v", err.RetryAfter(), remaining)
+		}
 	}
 }
