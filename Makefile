@@ -52,6 +52,9 @@ cover:
 api:
 	$(GO) run ./scripts/apicount
 
-## demo: the main job on the embedded default, serving the admin dashboard until Ctrl-C
+## demo: the main job on the embedded default (examples/demo): an outbound dispatcher for a
+## minute, then its summary and the admin dashboard until Ctrl-C; DEMO_FLAGS="-duration 20s -quit"
+## for a shorter run that exits
 demo:
-	$(GO) run ./examples/demo
+	@echo "demo: building examples/demo; the first build also compiles the embedded SQLite (pure Go) and takes about a minute, later ones seconds"
+	@$(GO) run ./examples/demo $(DEMO_FLAGS)

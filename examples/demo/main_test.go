@@ -2,86 +2,95 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestRun(t *testing.T) {
+// The scenario, shortened: every request is accounted for, and the story happened — a breaker
+// opened, a deferred delivery was delivered by the scheduler, a dead letter was replayed.
+func TestRunAccountsForEveryRequest(t *testing.T) {
 	var out strings.Builder
-	if err := run(context.Background(), &out, filepath.Join(t.TempDir(), "queue.db"), options{}); err != nil {
-		t.Fatal(err)
+	rep, err := run(context.Background(), &out, options{duration: 6 * time.Second, rate: 40, addr: "127.0.0.1:0", dir: t.TempDir(), quit: true})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
 	}
-	got := out.String()
-	for _, want := range []string{
-		"durable-deferral (default, 40)\n  retry (default, 50)\n    circuit-breaker (default, 60)\n      timeout (default, 70)\n        handler\n",
-		"ch-1: charged",
-		"ch-2: deferred as item 1 (retry: failed after 3 attempts: pay-b answered 503 (circuit \"pay-b\" opened for 300ms))",
-		"ch-3: deferred as item 2 (breaker: circuit open for \"pay-b\"",
-		"calls to pay-b while its breaker was open: 0",
-		"ch-4: charged",
-		"rate 1.05, err <nil>",
-		"ch-5: failed: pay-a answered 402",
-		"scheduler charged ch-2 on pay-b (durable attempt 1)",
-		"scheduler charged ch-3 on pay-b (durable attempt 1)",
-		"   pending   0\n   succeeded 2\n   dead      1\n",
-		"#3 on demo-1: failed pay-c answered 503",
-		"pay-b closed",
+	tot := rep.Total
+	if tot.Sent < 100 {
+		t.Errorf("%d requests sent in 6s at 40/s", tot.Sent)
+	}
+	for name, got := range map[string]int{
+		"breaker trips": tot.Trips, "deferred then delivered": tot.DeferredOK, "replayed": tot.ReplayedOK,
+		"first try": tot.First, "after retry": tot.Retried, "fell back": tot.FellBack, "rejected": tot.Rejected,
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
+		if got == 0 {
+			t.Errorf("no request counted as %s:\n%s", name, out.String())
+		}
+	}
+	if rep.spans == 0 || rep.series == 0 || rep.logLines == 0 {
+		t.Errorf("spans %d, metric series %d, log lines %d: want each above 0", rep.spans, rep.series, rep.logLines)
+	}
+	for _, want := range []string{"breaker outage: closed → open for 1.5s", "outage is back", "the operator replays", "every request is accounted for."} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }
 
-// The demo's key function names request types it does not know by their type: it used to call
-// behaviors.TypeKey with a nil type and panic as soon as a third request type reached it.
-func TestEndpointKeyOfAnotherRequestType(t *testing.T) {
-	type Refund struct{ Ref string }
-	if got := endpointKey(&Refund{}); got != "*main.Refund" {
-		t.Fatalf("endpointKey = %q", got)
+// The summary's check fails when a column does not add up or an endpoint saw a delivery twice.
+func TestCheckFindsWhatIsNotAccountedFor(t *testing.T) {
+	good := line{Endpoint: "e", Sent: 5, First: 2, Deferred: 3, DeferredOK: 1, Dead: 1, Waiting: 1, delivered: 2, Accepted: 3}
+	if err := (&report{Lines: []line{good}, Total: good}).check(); err != nil {
+		t.Fatalf("a summary that adds up: %v", err)
+	}
+	for name, mutate := range map[string]func(*line){
+		"sent":     func(l *line) { l.Sent++ },
+		"deferred": func(l *line) { l.Waiting-- },
+		"unknown":  func(l *line) { l.Waiting--; l.Unknown++ },
+		"accepted": func(l *line) { l.Accepted++ },
+		"twice":    func(l *line) { l.Twice = 1 },
+	} {
+		l := good
+		mutate(&l)
+		if err := (&report{Lines: []line{l}, Total: good}).check(); err == nil {
+			t.Errorf("%s: a summary that does not add up passed", name)
+		}
 	}
 }
 
-// The demo serves the admin dashboard while it runs, at the URL and with the token it prints:
-// the page loads without a token, the API answers with it.
-func TestRunServesTheDashboard(t *testing.T) {
-	var out strings.Builder
-	checked := false
-	defer http.DefaultClient.CloseIdleConnections()
-	err := run(context.Background(), &out, filepath.Join(t.TempDir(), "queue.db"), options{
-		dashboard: "127.0.0.1:0",
-		served: func(url, token string) {
-			res, err := http.Get(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("GET %s: %d", url, res.StatusCode)
-			}
-			req, _ := http.NewRequest(http.MethodGet, url+"api/breakers", nil)
-			req.Header.Set("Authorization", "Bearer "+token)
-			res, err = http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
-				t.Errorf("GET api/breakers with the token: %d", res.StatusCode)
-			}
-			checked = true
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
+func TestValidFlags(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		rate int
+		want string
+	}{
+		{time.Second, 20, "-duration 1s is too short"},
+		{time.Minute, 0, "-rate 0 is out of range"},
+		{time.Minute, 5000, "-rate 5000 is out of range"},
+	} {
+		err := validFlags(c.d, c.rate)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("validFlags(%v, %d) = %v, want %q", c.d, c.rate, err, c.want)
+		}
 	}
-	if !checked || !strings.Contains(out.String(), "dashboard: http://127.0.0.1:") {
-		t.Fatalf("dashboard not served or not announced:\n%s", out.String())
+	if err := validFlags(20*time.Second, 20); err != nil {
+		t.Errorf("the documented flags are refused: %v", err)
+	}
+}
+
+func TestRoundDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		299783922 * time.Nanosecond:          "300ms",
+		1549 * time.Millisecond:              "1.5s",
+		14600 * time.Millisecond:             "15s",
+		2*time.Minute + 300*time.Millisecond: "2m0s",
+	} {
+		if got := roundDuration(d); got != want {
+			t.Errorf("roundDuration(%v) = %q, want %q", d, got, want)
+		}
 	}
 }
