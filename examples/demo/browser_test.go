@@ -154,7 +154,7 @@ func TestDemoDashboardInABrowser(t *testing.T) {
 	// The outage opens its breaker; its countdown goes down while the operator watches.
 	countdown := `document.querySelector('#breakers li.breaker[data-key="outage"] [data-f=countdown]')`
 	must(t, chromedp.Do(tab, poll(countdown+`.dataset.remainingS`, 15*time.Second)))
-	first, err := chromedp.Run(tab, chromedp.Evaluate[int](`Number(` + countdown + `.dataset.remainingS)`))
+	first, err := chromedp.Run(tab, chromedp.Evaluate[int](`Number(`+countdown+`.dataset.remainingS)`))
 	must(t, err)
 	must(t, chromedp.Do(tab, poll(`Number(`+countdown+`.dataset.remainingS) < `+strconv.Itoa(first), 10*time.Second)))
 	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
