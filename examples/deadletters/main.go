@@ -50,7 +50,7 @@ type ledger struct {
 	mu     sync.Mutex
 	broken map[string]bool
 	blip   map[string]bool
-	booked map[string]int // invoice number -> times booked (at most 1: the ledger deduplicates)
+	booked map[string]bool // the invoice numbers booked: booking one again changes nothing
 	calls  int
 }
 
@@ -65,7 +65,7 @@ func (l *ledger) book(inv *SyncInvoice) error {
 		delete(l.blip, inv.Currency)
 		return &unavailableError{inv.Currency}
 	}
-	l.booked[inv.Number] = 1
+	l.booked[inv.Number] = true
 	return nil
 }
 
@@ -118,7 +118,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 	defer queue.Close()
 	durable.Register[*SyncInvoice](queue, "ledger.sync-invoice")
 
-	books := &ledger{broken: map[string]bool{"GBP": true}, blip: map[string]bool{"USD": true}, booked: map[string]int{}}
+	books := &ledger{broken: map[string]bool{"GBP": true}, blip: map[string]bool{"USD": true}, booked: map[string]bool{}}
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(_ context.Context, inv *SyncInvoice) (mediator.Void, error) {
 		return mediator.Void{}, books.book(inv)
