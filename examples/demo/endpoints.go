@@ -25,7 +25,7 @@ type endpoint struct {
 	done func() float64 // the fraction of the run done: 0 at its start, 1 at its end
 
 	mu       sync.Mutex
-	accepted map[string]int // deliveries answered 2xx, by Idempotency-Key, and how often
+	accepted map[string]int // deliveries answered 2xx, by Delivery-Id, and how often
 	stop     func()
 }
 
@@ -52,13 +52,13 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // ok answers a request the endpoint accepts: a quote to a GET, 204 to a delivery, which it
-// records under its Idempotency-Key.
+// records under its Delivery-Id.
 func (e *endpoint) ok(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		fmt.Fprint(w, "1.0825")
 		return
 	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
+	if key := r.Header.Get("Delivery-Id"); key != "" {
 		e.mu.Lock()
 		e.accepted[key]++
 		e.mu.Unlock()

@@ -21,8 +21,10 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Deliver posts one delivery to one endpoint. The endpoint deduplicates by the Idempotency-Key
-// header, so a delivery is safe to retry and to defer.
+// Deliver posts one delivery to one endpoint. The endpoint deduplicates by the Delivery-Id
+// header, so a delivery is safe to retry and to defer. (Not Idempotency-Key: net/http's client
+// sends a request with that header again by itself when its kept-alive connection breaks before
+// an answer, so the pipeline would never see the resets endpoint's resets.)
 type Deliver struct {
 	mediator.Command
 	Seq      int    `json:"seq"`
@@ -56,7 +58,7 @@ func deliver(client *http.Client) func(context.Context, *Deliver) (mediator.Void
 			return mediator.Void{}, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", strconv.Itoa(d.Seq))
+		req.Header.Set("Delivery-Id", strconv.Itoa(d.Seq))
 		resp, err := client.Do(req)
 		if err != nil {
 			return mediator.Void{}, err

@@ -119,6 +119,9 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	}
 
 	// zap at info into a file; tracing into memory; metrics on a private registry.
+	if err := os.MkdirAll(opt.dir, 0o755); err != nil {
+		return nil, err
+	}
 	logPath := filepath.Join(opt.dir, "demo.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
