@@ -86,13 +86,14 @@ func (t timings) maxAge() time.Duration { return t.at(1.0 / 3) }
 // The outage endpoint is down from outageFrom to outageTo of the run; the bursty one fails for
 // burstLen of every burstEvery.
 const (
-	outageFrom = 0.15
-	outageTo   = 0.60
-	burstFrom  = 0.05
-	burstEvery = 1.0 / 6
-	burstLen   = 1.0 / 24
-	sendUntil  = 0.85 // the requests stop then, so the queue can drain before the summary
-	replayAt   = 0.70 // the demo replays part of the outage's dead letters then
+	outageFrom  = 0.15
+	outageTo    = 0.60
+	burstFrom   = 0.05
+	burstEvery  = 0.25
+	burstLen    = 1.0 / 60
+	burstsUntil = 0.70 // no burst starts after, so the bursty endpoint's breaker is closed at the end
+	sendUntil   = 0.85 // the requests stop then, so the queue can drain before the summary
+	replayAt    = 0.70 // the demo replays part of the outage's dead letters then
 )
 
 // newEndpoints returns the five endpoints; slow is how long a slow answer of the slow endpoint
@@ -127,7 +128,7 @@ func newEndpoints(slow time.Duration) []*endpoint {
 			}},
 		{name: "bursty", about: "fails in bursts with 503 and Retry-After: 1",
 			fail: func(w http.ResponseWriter, r *http.Request, _ int64, done float64) bool {
-				if p := done - burstFrom; p >= 0 && p-burstEvery*math.Floor(p/burstEvery) < burstLen && done < 1 {
+				if p := done - burstFrom; p >= 0 && p-burstEvery*math.Floor(p/burstEvery) < burstLen && done < burstsUntil {
 					w.Header().Set("Retry-After", "1")
 					http.Error(w, "overloaded", http.StatusServiceUnavailable)
 					return true

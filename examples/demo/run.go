@@ -54,7 +54,7 @@ type options struct {
 const (
 	attempts         = 3                      // per HTTP call, in process
 	attemptTimeout   = 500 * time.Millisecond // per attempt
-	failureThreshold = 5                      // consecutive failures that open an endpoint's breaker
+	failureThreshold = 8                      // consecutive failures that open an endpoint's breaker
 	workers          = 8                      // of the durable scheduler
 	inFlight         = 64                     // requests in flight at most; the sender waits beyond
 	source           = "demo.deliver"         // the durable name of *Deliver
@@ -472,7 +472,7 @@ func (d *demo) watch(ctx context.Context) {
 		announce("down", f >= outageFrom, "outage goes down: it answers 503 until %s", roundDuration(d.t.at(outageTo)))
 		announce("up", f >= outageTo, "outage is back")
 		announce("stop", f >= sendUntil, "no new requests from now: the queue has until %s to drain", roundDuration(d.opt.duration))
-		for i := 0; float64(i)*burstEvery+burstFrom < sendUntil; i++ {
+		for i := 0; float64(i)*burstEvery+burstFrom < burstsUntil; i++ {
 			at := burstFrom + float64(i)*burstEvery
 			announce(fmt.Sprint("burst", i), f >= at && f < at+burstLen, "bursty answers 503 (Retry-After: 1) for %s", roundDuration(d.t.at(burstLen)))
 		}
