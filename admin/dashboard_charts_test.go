@@ -113,6 +113,11 @@ func TestDashboardChartsDrawTheQueueOverTime(t *testing.T) {
 	if got := pending[len(pending)-1]; got != before+4 {
 		t.Fatalf("pending drawn as %v after 4 enqueued; want the last %v", pending, before+4)
 	}
+	desc, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#chart-depth desc").textContent`))
+	must(t, err)
+	if want := "pending " + strconv.FormatFloat(before+4, 'f', -1, 64) + ","; !strings.Contains(desc, want) {
+		t.Errorf("the depth chart describes itself as %q; want %q in it", desc, want)
+	}
 	// The line moves: its last point is higher on the page than its first.
 	ys, err := chromedp.Run(tab, chromedp.Evaluate[[]float64](`(function () {
 	  var d = document.querySelector(`+js(chartSeries("chart-depth", "pending"))+`).getAttribute("d");

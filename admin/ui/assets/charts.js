@@ -275,20 +275,20 @@
     if (points < 2) note(f.root, plot, waitingLines());
   }
 
-  function lastOf(runs) {
-    var run = runs[runs.length - 1];
-    return run ? run[run.length - 1] : null;
+  // latest says, for the chart's description, each series' value at the last sample (or
+  // the last interval, which may end up to MIN_RATE_MS before it): "unknown" when the line
+  // stops earlier.
+  function latest(all, fmt) {
+    var at = queue[queue.length - 1].t - MIN_RATE_MS;
+    return all.map(function (a) {
+      var run = a.runs[a.runs.length - 1], p = run ? run[run.length - 1] : null;
+      return a.s.label.toLowerCase() + " " + (p && p[0] >= at ? fmt(p[1]) : "unknown");
+    }).join(", ");
   }
 
-  function summaryRates(all) {
-    var parts = all.map(function (a) { var p = lastOf(a.runs); return a.s.label.toLowerCase() + " " + (p ? fmtRate(p[1]) : "unknown"); });
-    return "Items finished per second over the last interval: " + parts.join(", ") + ".";
-  }
+  function summaryRates(all) { return "Per second over the last interval: " + latest(all, fmtRate) + "."; }
 
-  function summaryDepth(all) {
-    var parts = all.map(function (a) { var p = lastOf(a.runs); return a.s.label.toLowerCase() + " " + (p ? p[1] : "unknown"); });
-    return "At the last sample: " + parts.join(", ") + ".";
-  }
+  function summaryDepth(all) { return "At the last sample: " + latest(all, String) + "."; }
 
   // ---- the breaker chart --------------------------------------------------------------
 
