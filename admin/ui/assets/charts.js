@@ -1,7 +1,7 @@
 // switchboard admin dashboard: the Activity panel, three charts of the last minutes drawn as
 // SVG by hand from the answers the page polls anyway (api/queue and api/breakers): outcomes
 // per second, the queue's depth by state, and the state of every breaker over time. Loaded
-// after app.js, whose helpers it reaches through window.switchboardAdmin. Every attribute is
+// after app.js, whose functions it reaches through window.switchboardAdmin. Every attribute is
 // set through the DOM and every style comes from app.css classes, so the strict CSP holds;
 // values from the API reach the page as text only.
 (function () {
@@ -130,7 +130,7 @@
     return runs;
   }
 
-  // ---- drawing helpers ----------------------------------------------------------------
+  // ---- drawing -----------------------------------------------------------------------
 
   function svg(tag, attrs, text) {
     var e = document.createElementNS(NS, tag);
