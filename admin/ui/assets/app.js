@@ -415,6 +415,16 @@
       var v = q && q[path[0]] ? q[path[0]][path[1]] : undefined;
       dd.textContent = typeof v === "number" ? String(v) : "–";
     });
+    answered("queue", q);
+  }
+
+  // The hooks of other files that are handed every answer of GET api/queue and api/breakers
+  // (onAnswer), with the time it came, once the page has shown it.
+  var answerHooks = { queue: [], breakers: [] };
+
+  function answered(kind, data) {
+    var at = Date.now();
+    answerHooks[kind].forEach(function (h) { h(data, at); });
   }
 
   // ---- breakers -----------------------------------------------------------------------
@@ -434,6 +444,7 @@
     $("breakers-empty").hidden = list.length > 0;
     syncList($("breakers"), list, function (b) { return b.key; }, createBreaker, updateBreaker);
     tickCountdowns();
+    answered("breakers", data);
   }
 
   function createBreaker(b) {
@@ -942,6 +953,9 @@
     timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
     setBreakable: setBreakable, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
     addPanel: function (load) { panels.push(load); },
+    // onAnswer(kind, hook): hook(data, atMs) after every answer of api/queue or api/breakers.
+    onAnswer: function (kind, hook) { answerHooks[kind].push(hook); },
+    pollMs: POLL_MS,
     addScheduleRow: function (hook) { scheduleRowHooks.push(hook); }
   };
 

@@ -1,0 +1,453 @@
+// switchboard admin dashboard: the Activity panel, three charts of the last minutes drawn as
+// SVG by hand from the answers the page polls anyway (api/queue and api/breakers): outcomes
+// per second, the queue's depth by state, and the state of every breaker over time. Loaded
+// after app.js, whose functions it reaches through window.switchboardAdmin. Every attribute is
+// set through the DOM and every style comes from app.css classes, so the strict CSP holds;
+// values from the API reach the page as text only.
+(function () {
+  "use strict";
+
+  var A = window.switchboardAdmin;
+  if (!A) return;
+  var $ = A.$, el = A.el;
+  var NS = "http://www.w3.org/2000/svg";
+
+  // WINDOW_MS is how far back the charts go: five minutes (150 refreshes) show a breaker
+  // open and a backlog build and drain, and are little to keep in a page.
+  var WINDOW_MS = 5 * 60 * 1000;
+  // MIN_SPAN_MS is the shortest time axis: until the history is that long the axis starts at
+  // its first sample, and the lines grow from the left instead of stretching a few seconds
+  // over the whole width.
+  var MIN_SPAN_MS = 30 * 1000;
+  // GAP_MS: two samples further apart than this are not joined; the lines break there.
+  // Refreshes stop while updates are paused, a dialog is open or the tab is hidden, and a
+  // straight line across such a gap would show values nobody saw.
+  var GAP_MS = Math.max(5 * A.pollMs, 15000);
+  // MIN_RATE_MS is the shortest interval a rate is taken over, so that the extra refresh
+  // after an action does not turn one item into a spike of several a second.
+  var MIN_RATE_MS = 1000;
+  // MAX_BREAKER_ROWS bounds the breaker chart's height; the breakers that were not closed
+  // come first, and the chart says how many it left out.
+  var MAX_BREAKER_ROWS = 12;
+
+  var RATES = [
+    { id: "succeeded", label: "Succeeded", title: "Items that ran to success" },
+    { id: "lettered", label: "Dead-lettered", title: "New dead letters: items that used up their attempts, and failed items of batch runs" },
+    { id: "cancelled", label: "Cancelled", title: "Items an operator cancelled before they ran" }
+  ];
+  var DEPTH = [
+    { id: "pending", label: "Pending", title: "Items waiting for their turn or for their next retry" },
+    { id: "running", label: "Running", title: "Items a worker is running now" },
+    { id: "awaiting", label: "Dead letters awaiting action", title: "Dead letters neither replayed nor discarded" }
+  ];
+  var STATES = [
+    { id: "closed", label: "Closed", title: "Calls go through" },
+    { id: "half-open", label: "Half-open", title: "The cooldown is over; the next call is a trial" },
+    { id: "open", label: "Open", title: "Calls are refused until the cooldown ends" }
+  ];
+
+  var queue = [];    // {t, v: {pending, running, awaiting, succeeded, lettered, cancelled}}
+  var breakers = []; // {t, s: {key: state}, order: [key]}
+  var firstAt = 0;   // the time of the first sample: the history starts there
+
+  // ---- samples ------------------------------------------------------------------------
+
+  function num(x) { return typeof x === "number" && isFinite(x) ? x : null; }
+
+  A.onAnswer("queue", function (q, at) {
+    if (!q || !q.items || !q.dead_letters) return;
+    var it = q.items, dl = q.dead_letters;
+    var letters = [num(dl.failed), num(dl.replayed), num(dl.discarded)];
+    add(queue, { t: at, v: {
+      pending: num(it.pending), running: num(it.running), awaiting: letters[0],
+      succeeded: num(it.succeeded), cancelled: num(it.cancelled),
+      // Letters are never deleted, and a replay or a discard moves one between statuses:
+      // their sum only rises, by one for every new dead letter.
+      lettered: letters.indexOf(null) >= 0 ? null : letters[0] + letters[1] + letters[2]
+    } });
+  });
+
+  A.onAnswer("breakers", function (data, at) {
+    var s = {}, order = [];
+    ((data && data.breakers) || []).forEach(function (b) { s[b.key] = String(b.state); order.push(b.key); });
+    add(breakers, { t: at, s: s, order: order });
+  });
+
+  function add(list, sample) {
+    if (!firstAt) firstAt = sample.t;
+    list.push(sample);
+    // One sample before the window is kept: the interval that crosses its start.
+    while (list.length > 1 && list[1].t <= sample.t - WINDOW_MS) list.shift();
+    render();
+  }
+
+  // rateIntervals turns the samples of a cumulative count (v[id]) into rates per second, one
+  // per interval [t0, t1] between two samples at least MIN_RATE_MS apart: the count's rise
+  // over the interval divided by its length. An interval longer than GAP_MS, or over which
+  // the count fell (retention deleted succeeded items faster than new ones came), has no
+  // rate: r is null, never negative, and the line breaks there.
+  function rateIntervals(samples, id) {
+    var out = [], from = null;
+    samples.forEach(function (s) {
+      var v = s.v[id];
+      if (typeof v !== "number") { from = null; return; }
+      if (!from) { from = s; return; }
+      var dt = s.t - from.t;
+      if (dt < MIN_RATE_MS) return;
+      var d = v - from.v[id];
+      out.push({ t0: from.t, t1: s.t, r: dt > GAP_MS || d < 0 ? null : d * 1000 / dt });
+      from = s;
+    });
+    return out;
+  }
+
+  // The rule by which rates are derived, for the browser console (and the dashboard's tests).
+  window.switchboardCharts = { rateIntervals: rateIntervals, gapMs: GAP_MS };
+
+  // rateRuns is the step line of rateIntervals: runs of [t, r] points, each interval a
+  // level from its start to its end, a new run after every interval without a rate.
+  function rateRuns(samples, id) {
+    var runs = [], run = null, last = null;
+    rateIntervals(samples, id).forEach(function (iv) {
+      if (iv.r === null) { run = null; return; }
+      if (!run || last.t1 !== iv.t0) { run = []; runs.push(run); }
+      run.push([iv.t0, iv.r], [iv.t1, iv.r]);
+      last = iv;
+    });
+    return runs;
+  }
+
+  // depthRuns is the line of a count: runs of [t, v] points, a new run after a gap.
+  function depthRuns(samples, id) {
+    var runs = [], run = null, prev = null;
+    samples.forEach(function (s) {
+      var v = s.v[id];
+      if (typeof v !== "number") { run = null; prev = null; return; }
+      if (!run || s.t - prev.t > GAP_MS) { run = []; runs.push(run); }
+      run.push([s.t, v]);
+      prev = s;
+    });
+    return runs;
+  }
+
+  // ---- drawing -----------------------------------------------------------------------
+
+  function svg(tag, attrs, text) {
+    var e = document.createElementNS(NS, tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, String(attrs[k])); });
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+
+  function hhmmss(t) { return new Date(t).toISOString().slice(11, 19); }
+
+  function stamp(t) { return hhmmss(t) + "Z"; }
+
+  // The time axis's steps: the first that leaves a label every 80 px or more.
+  var TIME_STEPS = [5, 10, 15, 30, 60, 120, 300].map(function (s) { return s * 1000; });
+
+  function timeTicks(t0, t1, width) {
+    var most = Math.max(2, Math.floor(width / 80));
+    var step = TIME_STEPS.filter(function (s) { return (t1 - t0) / s <= most; })[0] || TIME_STEPS[TIME_STEPS.length - 1];
+    var out = [];
+    for (var t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+    return { ticks: out, step: step };
+  }
+
+  // valueTicks divides 0..max into about four steps of 1, 2 or 5 times a power of ten
+  // (whole numbers for counts).
+  function valueTicks(max, whole) {
+    if (!(max > 0)) max = whole ? 4 : 1;
+    var raw = max / 4, mag = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / mag;
+    var step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+    if (whole) step = Math.max(1, Math.round(step));
+    var top = Math.ceil(max / step - 1e-9) * step, out = [];
+    for (var i = 0; i * step <= top + step / 1e6; i++) out.push(i * step);
+    var decimals = step >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(step) - 1e-9));
+    return { ticks: out, top: top, fmt: function (v) { return fmtValue(v, decimals); } };
+  }
+
+  function fmtValue(v, decimals) {
+    if (v >= 10000) return Math.round(v / 100) / 10 + "k";
+    return v.toFixed(decimals);
+  }
+
+  function fmtRate(r) { return r >= 10 ? String(Math.round(r)) : r >= 1 ? r.toFixed(1) : r.toFixed(2); }
+
+  function domain() {
+    var end = 0;
+    [queue, breakers].forEach(function (l) { if (l.length) end = Math.max(end, l[l.length - 1].t); });
+    var start = Math.max(firstAt, end - WINDOW_MS);
+    return { t0: start, t1: Math.max(end, start + MIN_SPAN_MS) };
+  }
+
+  // frame starts a chart: the SVG of width × height in the figure's canvas with its
+  // accessible title and description, the clip of its plot area and the time axis under it.
+  function frame(fig, width, height, plot, dom, title, desc) {
+    var canvas = fig.querySelector(".chart-canvas");
+    canvas.textContent = "";
+    var id = fig.id;
+    var root = svg("svg", { class: "chart-svg", width: width, height: height, viewBox: "0 0 " + width + " " + height,
+      role: "img", "aria-labelledby": id + "-svg-title " + id + "-svg-desc" });
+    root.appendChild(svg("title", { id: id + "-svg-title" }, title));
+    root.appendChild(svg("desc", { id: id + "-svg-desc" }, desc));
+    var clip = svg("clipPath", { id: id + "-clip" });
+    clip.appendChild(svg("rect", { x: plot.x, y: plot.y - 2, width: plot.w, height: plot.h + 4 }));
+    var defs = svg("defs");
+    defs.appendChild(clip);
+    root.appendChild(defs);
+    canvas.appendChild(root);
+
+    var x = function (t) { return plot.x + (t - dom.t0) / (dom.t1 - dom.t0) * plot.w; };
+    var axis = svg("g", { class: "axis axis-time" });
+    var base = plot.y + plot.h;
+    axis.appendChild(svg("line", { x1: plot.x, x2: plot.x + plot.w, y1: base, y2: base }));
+    var tt = timeTicks(dom.t0, dom.t1, plot.w);
+    tt.ticks.forEach(function (t) {
+      var px = x(t);
+      axis.appendChild(svg("line", { x1: px, x2: px, y1: base, y2: base + 4 }));
+      var label = tt.step >= 60000 ? hhmmss(t).slice(0, 5) : hhmmss(t);
+      // A label that would stick out of the chart is left out; its tick stays.
+      if (px - 26 < 0 || px + 26 > width) return;
+      axis.appendChild(svg("text", { x: px, y: base + 16, "text-anchor": "middle", "data-t": new Date(t).toISOString() }, label));
+    });
+    root.appendChild(axis);
+    return { root: root, x: x, clip: "url(#" + id + "-clip)" };
+  }
+
+  // note writes what the chart waits for in the middle of its plot area, one text per line.
+  function note(root, plot, lines) {
+    var g = svg("g", { class: "chart-note" });
+    lines.forEach(function (line, i) {
+      g.appendChild(svg("text", { x: plot.x + plot.w / 2, y: plot.y + plot.h / 2 + (i - (lines.length - 1) / 2) * 16, "text-anchor": "middle" }, line));
+    });
+    root.appendChild(g);
+  }
+
+  function waitingLines() {
+    return ["History starts when this page opened (" + stamp(firstAt) + ").",
+      "A line needs two samples; one comes every " + A.pollMs / 1000 + " s."];
+  }
+
+  function pathOf(runs, x, y) {
+    return runs.map(function (run) {
+      var pts = run.map(function (p) { return x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1); });
+      // A run of one point is drawn as a dot (the line's round cap).
+      return "M" + pts.join("L") + (run.length === 1 ? "h0.01" : "");
+    }).join("");
+  }
+
+  // ---- the line charts ----------------------------------------------------------------
+
+  function lineChart(fig, series, runsOf, whole, title, summary) {
+    var width = fig.querySelector(".chart-canvas").clientWidth;
+    if (!width) return;
+    var height = 190, plot = { x: 46, y: 10, w: Math.max(10, width - 46 - 14), h: height - 10 - 28 };
+    var dom = domain();
+    var all = series.map(function (s) { return { s: s, runs: runsOf(queue, s.id) }; });
+    var max = 0, points = 0;
+    all.forEach(function (a) {
+      a.runs.forEach(function (run) {
+        run.forEach(function (p) { if (p[0] >= dom.t0 - GAP_MS) max = Math.max(max, p[1]); });
+        points = Math.max(points, run.length);
+      });
+    });
+    var vt = valueTicks(max, whole);
+    var y = function (v) { return plot.y + plot.h - v / vt.top * plot.h; };
+    var f = frame(fig, width, height, plot, dom, title, summary(all));
+
+    var grid = svg("g", { class: "axis axis-value" });
+    vt.ticks.forEach(function (v) {
+      var py = y(v);
+      grid.appendChild(svg("line", { class: v === 0 ? "zero" : "grid", x1: plot.x, x2: plot.x + plot.w, y1: py, y2: py }));
+      grid.appendChild(svg("text", { x: plot.x - 6, y: py + 4, "text-anchor": "end" }, vt.fmt(v)));
+    });
+    f.root.insertBefore(grid, f.root.querySelector(".axis-time"));
+
+    all.forEach(function (a) {
+      var vals = [];
+      a.runs.forEach(function (run) { run.forEach(function (p) { vals.push(p[1]); }); });
+      f.root.appendChild(svg("path", { class: "series ser-" + a.s.id, d: pathOf(a.runs, f.x, y), "clip-path": f.clip,
+        "data-series": a.s.id, "data-points": vals.length, "data-values": vals.map(function (v) { return +v.toFixed(3); }).join(",") }));
+    });
+    fig.dataset.samples = String(queue.length);
+    fig.dataset.ready = String(points >= 2);
+    if (points < 2) note(f.root, plot, waitingLines());
+  }
+
+  // latest says, for the chart's description, each series' value at the last sample (or
+  // the last interval, which may end up to MIN_RATE_MS before it): "unknown" when the line
+  // stops earlier.
+  function latest(all, fmt) {
+    var at = queue[queue.length - 1].t - MIN_RATE_MS;
+    return all.map(function (a) {
+      var run = a.runs[a.runs.length - 1], p = run ? run[run.length - 1] : null;
+      return a.s.label.toLowerCase() + " " + (p && p[0] >= at ? fmt(p[1]) : "unknown");
+    }).join(", ");
+  }
+
+  function summaryRates(all) { return "Per second over the last interval: " + latest(all, fmtRate) + "."; }
+
+  function summaryDepth(all) { return "At the last sample: " + latest(all, String) + "."; }
+
+  // ---- the breaker chart --------------------------------------------------------------
+
+  // bands is the states of key over the samples: one band per run of the same state, each
+  // interval between two samples drawn with the state the later one saw.
+  function bands(key) {
+    var out = [], last = null;
+    for (var i = 1; i < breakers.length; i++) {
+      var a = breakers[i - 1], b = breakers[i], st = b.s[key];
+      if (st === undefined || b.t - a.t > GAP_MS) { last = null; continue; }
+      if (last && last.state === st && last.t1 === a.t) { last.t1 = b.t; continue; }
+      last = { t0: a.t, t1: b.t, state: st };
+      out.push(last);
+    }
+    return out;
+  }
+
+  // rowKeys is the keys to draw: those that were not closed in the window first, each group
+  // in the order the API lists them.
+  function rowKeys(dom) {
+    var seen = {}, keys = [];
+    for (var i = breakers.length - 1; i >= 0; i--) {
+      breakers[i].order.forEach(function (k) { if (!seen[k]) { seen[k] = { troubled: false }; keys.push(k); } });
+    }
+    var latest = breakers.length ? breakers[breakers.length - 1].order : [];
+    var pos = {};
+    latest.forEach(function (k, i) { pos[k] = i; });
+    keys.forEach(function (k, i) { if (pos[k] === undefined) pos[k] = latest.length + i; });
+    breakers.forEach(function (s) {
+      if (s.t < dom.t0 - GAP_MS) return;
+      Object.keys(s.s).forEach(function (k) { if (s.s[k] !== "closed") seen[k].troubled = true; });
+    });
+    keys.sort(function (a, b) { return (seen[b].troubled - seen[a].troubled) || (pos[a] - pos[b]); });
+    return keys;
+  }
+
+  function breakerChart(fig) {
+    var width = fig.querySelector(".chart-canvas").clientWidth;
+    if (!width) return;
+    var dom = domain();
+    var keys = rowKeys(dom), shown = keys.slice(0, MAX_BREAKER_ROWS);
+    var rowH = 22, top = 8, labelW = Math.round(Math.min(260, Math.max(110, width * 0.28)));
+    var rows = Math.max(shown.length, 2);
+    var plot = { x: labelW + 10, y: top, w: Math.max(10, width - labelW - 10 - 14), h: rows * rowH };
+    var height = top + plot.h + 28;
+    var now = breakers.length ? breakers[breakers.length - 1].s : {};
+    var f = frame(fig, width, height, plot, dom, "Breaker state over time", breakerSummary(now, keys));
+    var ready = breakers.length >= 2;
+    fig.dataset.samples = String(breakers.length);
+    fig.dataset.ready = String(ready);
+
+    shown.forEach(function (key, i) {
+      var y0 = plot.y + i * rowH;
+      var st = now[key];
+      var g = svg("g", { class: "band-row", "data-key": key });
+      g.appendChild(svg("title", null, key + (st ? ": " + st + " now" : ": no longer listed")));
+      if (i % 2 === 1) g.appendChild(svg("rect", { class: "row-stripe", x: 0, y: y0, width: width, height: rowH }));
+      var label = svg("text", { class: "band-key", x: labelW, y: y0 + rowH / 2 + 4, "text-anchor": "end" }, key);
+      g.appendChild(label);
+      f.root.appendChild(g);
+      fit(label, key, labelW - 4);
+      bands(key).forEach(function (b) {
+        var x0 = f.x(b.t0), x1 = f.x(b.t1);
+        g.appendChild(svg("rect", { class: "band band-" + b.state.replace(/[^a-z-]/gi, ""), "data-state": b.state, "clip-path": f.clip,
+          x: x0.toFixed(1), y: y0 + 3, width: Math.max(1, x1 - x0).toFixed(1), height: rowH - 6,
+          "data-from": new Date(b.t0).toISOString(), "data-to": new Date(b.t1).toISOString() }));
+      });
+    });
+    if (!ready) note(f.root, plot, waitingLines());
+    else if (keys.length === 0) note(f.root, plot, ["No breakers yet."]);
+
+    var foot = fig.querySelector(".chart-more");
+    foot.hidden = keys.length <= shown.length;
+    foot.textContent = keys.length > shown.length ? (keys.length - shown.length) + " more breakers are not drawn: the " + shown.length +
+      " drawn are those that were not closed first." : "";
+  }
+
+  // fit cuts the SVG text e to width pixels, ending in an ellipsis; its row's title gives the
+  // whole key.
+  function fit(e, text, width) {
+    if (e.getComputedTextLength() <= width) return;
+    var lo = 0, hi = text.length;
+    while (lo < hi) {
+      var mid = Math.ceil((lo + hi) / 2);
+      e.textContent = text.slice(0, mid) + "…";
+      if (e.getComputedTextLength() <= width) lo = mid; else hi = mid - 1;
+    }
+    e.textContent = text.slice(0, lo) + "…";
+  }
+
+  function breakerSummary(now, keys) {
+    if (!keys.length) return "No breakers.";
+    var by = { open: [], "half-open": [] }, closed = 0;
+    Object.keys(now).forEach(function (k) {
+      if (by[now[k]]) by[now[k]].push(k);
+      else closed++;
+    });
+    var parts = [];
+    if (by.open.length) parts.push("open: " + by.open.join(", "));
+    if (by["half-open"].length) parts.push("half-open: " + by["half-open"].join(", "));
+    parts.push(closed + " closed");
+    return "Now " + parts.join("; ") + ".";
+  }
+
+  // ---- the panel ----------------------------------------------------------------------
+
+  function legend(fig, items, swatchClass) {
+    var ul = fig.querySelector(".legend");
+    ul.textContent = "";
+    items.forEach(function (s) {
+      var li = el("li", { title: s.title, "data-series": s.id });
+      li.appendChild(el("span", { className: "swatch " + swatchClass + s.id, "aria-hidden": "true" }));
+      li.appendChild(document.createTextNode(s.label));
+      ul.appendChild(li);
+    });
+  }
+
+  // The charts' figures: a heading with the legend, the canvas the SVG is drawn in, and a
+  // sentence on how to read it.
+  [
+    { id: "chart-rates", title: "Outcomes per second", items: RATES, swatch: "ser-",
+      foot: "The rise of each count between two refreshes, per second. An interval over which a count fell (retention deleted succeeded items) is left out, never drawn below zero. A retried item goes back to pending: retries show in the depth, not here." },
+    { id: "chart-depth", title: "Queue depth by state", items: DEPTH, swatch: "ser-",
+      foot: "Queue items pending and running, and dead letters waiting for an operator, at each refresh." },
+    { id: "chart-breakers", title: "Breaker state over time", items: STATES, swatch: "band-", wide: true, foot: "" }
+  ].forEach(function (c) {
+    var fig = el("figure", { className: "chart" + (c.wide ? " chart-wide" : ""), id: c.id, hidden: "" });
+    var cap = el("figcaption");
+    cap.appendChild(el("h3", { id: c.id + "-title" }, c.title));
+    cap.appendChild(el("ul", { className: "legend", "aria-label": c.wide ? "States" : "Series" }));
+    fig.appendChild(cap);
+    fig.appendChild(el("div", { className: "chart-canvas" }));
+    // The breaker chart's sentence says how many breakers it left out, when it leaves any.
+    var foot = el("p", { className: "chart-foot" + (c.wide ? " chart-more" : "") }, c.foot);
+    foot.hidden = !c.foot;
+    fig.appendChild(foot);
+    $("charts").appendChild(fig);
+    legend(fig, c.items, c.swatch);
+  });
+  $("charts-poll").textContent = A.pollMs / 1000 + " s";
+
+  function render() {
+    var panel = $("charts-title").closest("section");
+    panel.hidden = false;
+    var since = $("charts-since");
+    if (firstAt && !since.firstChild) since.appendChild(A.timeEl(new Date(firstAt).toISOString().replace(/\.\d{3}Z$/, "Z")));
+    $("chart-rates").hidden = queue.length === 0;
+    $("chart-depth").hidden = queue.length === 0;
+    $("chart-breakers").hidden = breakers.length === 0;
+    if (queue.length) {
+      lineChart($("chart-rates"), RATES, rateRuns, false, "Outcomes per second, the last 5 minutes", summaryRates);
+      lineChart($("chart-depth"), DEPTH, depthRuns, true, "Queue depth by state, the last 5 minutes", summaryDepth);
+    }
+    if (breakers.length) breakerChart($("chart-breakers"));
+  }
+
+  var resizing = 0;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () { if (queue.length || breakers.length) render(); }, 100);
+  });
+})();
