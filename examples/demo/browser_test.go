@@ -102,7 +102,8 @@ func (s *syncBuffer) String() string {
 }
 
 // The demo's dashboard as an operator watches it: the outage's breaker counts down, the charts
-// draw the run, and after the summary a dead letter the demo left replays successfully.
+// draw the run (two points or more, the outage's band open), and after the summary a dead
+// letter the demo left replays successfully.
 func TestDemoDashboardInABrowser(t *testing.T) {
 	tab := newBrowser(t, 1280, 900)
 	type served struct{ url, token string }
@@ -161,6 +162,17 @@ func TestDemoDashboardInABrowser(t *testing.T) {
 	must(t, err)
 	saveScreenshot(t, "demo-breaker-open", png)
 
+	// The charts have drawn the run so far: the queue's pending line has points, and the
+	// outage's band on the breaker chart has been open.
+	pending := `(document.querySelector('#chart-depth path[data-series="pending"]') || { getAttribute: function () { return ""; } }).getAttribute("data-values") || ""`
+	must(t, chromedp.Do(tab, poll(pending+`.split(",").filter(function (v) { return v !== ""; }).length >= 2`, 15*time.Second)))
+	points, err := chromedp.Run(tab, chromedp.Evaluate[string](pending))
+	must(t, err)
+	if n := len(strings.Split(points, ",")); n < 2 {
+		t.Errorf("the queue depth chart's pending line has %d points (%q); want 2 or more", n, points)
+	}
+	must(t, chromedp.Do(tab, poll(`document.querySelector('#chart-breakers g.band-row[data-key="outage"] rect.band[data-state="open"]')`, 10*time.Second)))
+
 	// After the summary the demo leaves half of the outage's dead letters: one replays now.
 	select {
 	case s = <-summarized:
@@ -173,6 +185,9 @@ func TestDemoDashboardInABrowser(t *testing.T) {
 	png, err = chromedp.Run(tab, chromedp.FullScreenshot(100))
 	must(t, err)
 	saveScreenshot(t, "demo-dashboard", png)
+	png, err = chromedp.Run(tab, chromedp.CaptureScreenshot()) // the top: queue, breakers, charts
+	must(t, err)
+	saveScreenshot(t, "demo-dashboard-top", png)
 	if os.Getenv("SWITCHBOARD_UPDATE_SCREENSHOT") == "1" {
 		must(t, os.WriteFile(filepath.Join("..", "..", "docs", "demo-dashboard.png"), png, 0o644))
 	}
