@@ -64,7 +64,7 @@ const (
 type demo struct {
 	opt   options
 	t     timings
-	start time.Time
+	start atomic.Pointer[time.Time] // see begin
 	out   *console
 	eps   []*endpoint
 	m     *mediator.Mediator
@@ -100,7 +100,8 @@ func tallyOf(ctx context.Context) *tally {
 }
 
 func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
-	d := &demo{opt: opt, t: timings{d: opt.duration}, start: time.Now(), rows: map[string]*row{}, trips: map[string]int{}}
+	d := &demo{opt: opt, t: timings{d: opt.duration}, rows: map[string]*row{}, trips: map[string]int{}}
+	d.begin() // again once everything is set up
 	d.out = &console{w: out, progress: opt.progress}
 
 	// The endpoints, on loopback.
@@ -242,7 +243,10 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 		opt.served(base, token)
 	}
 
-	// The run: requests until sendUntil, the operator's replay, progress until the end.
+	// The run: requests until sendUntil, the operator's replay, progress until the end. Its
+	// clock starts now, so that the time setting up took (migrations, a slow machine) does not
+	// eat into the first phase.
+	d.begin()
 	stopSending := make(chan struct{})
 	var senders sync.WaitGroup
 	senders.Go(func() { d.send(context.WithoutCancel(ctx), stopSending) })
@@ -278,9 +282,17 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 }
 
 // done is the fraction of the run done: 0 at its start, 1 at its end.
-func (d *demo) done() float64 { return float64(time.Since(d.start)) / float64(d.opt.duration) }
+func (d *demo) done() float64 { return float64(d.since()) / float64(d.opt.duration) }
 
-func (d *demo) elapsed() string { return roundDuration(time.Since(d.start)) }
+func (d *demo) elapsed() string { return roundDuration(d.since()) }
+
+// begin starts the run's clock. The endpoints read it on their servers' goroutines.
+func (d *demo) begin() {
+	now := time.Now()
+	d.start.Store(&now)
+}
+
+func (d *demo) since() time.Duration { return time.Since(*d.start.Load()) }
 
 func keys(eps []*endpoint) []string {
 	ks := make([]string, len(eps))
