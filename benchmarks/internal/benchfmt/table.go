@@ -264,18 +264,23 @@ func plural(n int, word string) string {
 	return strconv.Itoa(n) + " " + word + "s"
 }
 
-// ratio is a ÷ b, as the tables print it.
+// ratio is a ÷ b, as the tables print it: two decimals, three below 0.1 so that small ratios
+// keep two significant digits.
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "n/a"
 	}
-	return strconv.FormatFloat(a/b, 'f', 2, 64) + "×"
+	q := a / b
+	if q < 0.1 {
+		return strconv.FormatFloat(q, 'f', 3, 64) + "×"
+	}
+	return strconv.FormatFloat(q, 'f', 2, 64) + "×"
 }
 
 // count is a rate, rounded, with thousands separators.
 func count(v float64) string { return group(strconv.FormatInt(int64(math.Round(v)), 10)) }
 
-func micros(nanos float64) string { return strconv.FormatFloat(nanos/1000, 'f', 1, 64) + " µs" }
+func micros(nanos float64) string { return Number(nanos/1000) + " µs" }
 
 func ns(v float64) string { return Number(v) + " ns" }
 
