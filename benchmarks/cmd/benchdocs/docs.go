@@ -96,7 +96,11 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	p("**Drains.** A drain seeds a database with due items, untimed, then runs them with 1, 8 or 32 workers until every outcome is stored and the system has stopped. It is measured in items per second, not time per call, because its cost is the database round trips that the workers overlap: the rate is what a queue of waiting work sees. The ratio is switchboard's rate divided by the other's: above 1 switchboard drains faster. The floor is no framework at all: a loop issuing switchboard's own claim and completion statements on the same tables, every round trip as full as the workers allow and nothing else running, so it is the rate this database and this SQL allow; switchboard ÷ floor is the share of that rate the scheduler reaches. With one worker the floor waits for each item before its next claim, which a scheduler that claims ahead need not do, so there it can be beaten. Go CPU per item is this process's user and system time (the PostgreSQL server is another process and is not counted; SQLite runs inside this one and is): below 1 switchboard spends less CPU per item than the other.")
 	p("")
 	if !r.HasPrefix("BenchmarkDrain/postgres/") {
-		p("The PostgreSQL rows are missing from this run: they need `SWITCHBOARD_TEST_PG_DSN`, a server where the run may create and drop schemas, and are skipped without it.")
+		if strings.HasPrefix(r.Meta["postgres"], "PostgreSQL") {
+			p("The PostgreSQL rows are missing from this run, though a server answered: the run failed, or its -bench pattern left them out.")
+		} else {
+			p("The PostgreSQL rows are missing from this run: they need `SWITCHBOARD_TEST_PG_DSN`, a server where the run may create and drop schemas, and are skipped without it.")
+		}
 		p("")
 	}
 	p("## In process")
