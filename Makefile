@@ -10,8 +10,9 @@ test:
 race:
 	$(GO) test -race -count=1 ./...
 
-# BENCH_COUNT runs of each benchmark (the tables show medians; 3 take about N minutes on two
-# cores); BENCH_TIME per run of an in-process one.
+# BENCH_COUNT runs of each benchmark (the tables show medians; 3 took 11 minutes on two cores
+# under a load average of 10 to 14, most of it in the drains); BENCH_TIME per run of an
+# in-process one.
 BENCH_COUNT ?= 3
 BENCH_TIME ?= 0.3s
 BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|SendThreeBehaviors|StreamDirect|Stream|FallbackRetryBreaker|FallbackRetryBreakerTimeout|Breaker|BreakerParallel|RetryLoop|KeyedBreaker)$$

@@ -11,10 +11,10 @@
 // machine and command of the run (nproc, CPU model, Go and PostgreSQL versions, load, date),
 // figures of other Go mediators quoted from elsewhere and marked so, and SVG charts in
 // docs/benchmarks/ (ns per call of the in-process cases; items/s by worker count of each
-// drain). One command regenerates all of it. It takes about N minutes on two cores with
-// BENCH_COUNT=3 runs of each benchmark, whose medians it prints; the raw output, with the
-// run's description, stays in benchmarks/.bench.out, and make bench-docs rewrites the page
-// from it. PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run may create and
+// drain). One command regenerates all of it. With BENCH_COUNT=3 runs of each benchmark, whose
+// medians it prints, it took 11 minutes on two cores under a load average of 10 to 14, most of
+// it in the drains. The raw output, with the run's description, stays in benchmarks/.bench.out,
+// and make bench-docs rewrites the page from it. PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run may create and
 // drop schemas; without it they are skipped, and make bench and the page say so (under CI=true
 // a missing DSN fails the run instead). make bench-all runs every benchmark of the library and
 // of this module, without the tables.

@@ -244,7 +244,7 @@ func drainPlot(r *benchfmt.Results, engine, handler, title string) (*plot.Plot, 
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
 	}
 	p.X.Tick.Marker = ticks
-	drawn := false
+	drawn, top := false, 0.0
 	for i, s := range benchfmt.DrainSystems {
 		var xys plotter.XYs
 		for _, n := range benchfmt.Workers {
@@ -254,6 +254,9 @@ func drainPlot(r *benchfmt.Results, engine, handler, title string) (*plot.Plot, 
 		}
 		if len(xys) == 0 {
 			continue
+		}
+		for _, xy := range xys {
+			top = max(top, xy.Y)
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
@@ -271,6 +274,7 @@ func drainPlot(r *benchfmt.Results, engine, handler, title string) (*plot.Plot, 
 		return nil, leg
 	}
 	p.X.Min, p.X.Max = 0.8, 40
-	p.Y.Min = 0 // from zero, so that the lines' heights compare
+	// From zero, so that the lines' heights compare, with room above the highest point.
+	p.Y.Min, p.Y.Max = 0, top*1.1
 	return p, leg
 }
