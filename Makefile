@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test race bench bench-all lint cover demo fmt api
+.PHONY: test race bench bench-docs bench-all lint cover demo fmt api
 
 ## test: every test of the module and of benchmarks/ (with -race); see scripts/test.sh
 test:
@@ -10,24 +10,35 @@ test:
 race:
 	$(GO) test -race -count=1 ./...
 
-# BENCH_COUNT runs of each benchmark (the table shows medians; 3 take about five minutes on two
-# cores); BENCH_TIME per run of an in-process one.
+# BENCH_COUNT runs of each benchmark (the tables show medians; 3 took 11 minutes on two cores
+# under a load average of 10 to 14, most of it in the drains); BENCH_TIME per run of an
+# in-process one.
 BENCH_COUNT ?= 3
 BENCH_TIME ?= 0.3s
-BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|StreamDirect|Stream|KeyedBreaker)$$
+BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|SendThreeBehaviors|StreamDirect|Stream|FallbackRetryBreaker|FallbackRetryBreakerTimeout|Breaker|BreakerParallel|RetryLoop|KeyedBreaker)$$
 
-## bench: the comparison table of benchmarks/ (see benchmarks/doc.go): the durable drain of
+## bench: the comparison tables of benchmarks/ (see benchmarks/doc.go): the durable drain of
 ## switchboard beside River and the bare-SQL floor on PostgreSQL (SWITCHBOARD_TEST_PG_DSN; its
-## rows are skipped without it, except under CI=true) and SQLite, then Send, Stream and the keyed
-## breaker beside their baselines, with the load average at start and end; the raw go test output
-## stays in benchmarks/.bench.out. The library's own benchmarks are not run: see bench-all.
+## rows are skipped without it, except under CI=true) and SQLite; then Send, Stream, the
+## resilience stack, the breakers and the retry loops beside their baselines and peers, with
+## the load average at start and end. The raw go test output, with the machine and command of
+## the run, stays in benchmarks/.bench.out; bench-docs then writes docs/benchmarks.md and its
+## charts from it. The library's own benchmarks are not run: see bench-all.
 bench:
 	@test -n "$$SWITCHBOARD_TEST_PG_DSN" || echo "bench: SWITCHBOARD_TEST_PG_DSN not set: the PostgreSQL rows are skipped"
-	cd benchmarks && $(GO) test -c -o .bench.test . && $(GO) build -o .benchtable ./cmd/benchtable
-	cd benchmarks && { ./.bench.test -test.run '^$$' -test.bench '^BenchmarkDrain$$' -test.benchtime 1x \
+	cd benchmarks && $(GO) test -c -o .bench.test . && $(GO) build -o .benchtable ./cmd/benchtable && \
+		$(GO) build -o .benchdocs ./cmd/benchdocs
+	cd benchmarks && { ./.benchdocs -meta start -command 'make bench BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME)' && \
+		./.bench.test -test.run '^$$' -test.bench '^BenchmarkDrain$$' -test.benchtime 1x \
 		-test.count $(BENCH_COUNT) -test.timeout 30m && \
 		./.bench.test -test.run '^$$' -test.bench '$(BENCH_INPROC)' -test.benchtime $(BENCH_TIME) -test.benchmem \
-		-test.count $(BENCH_COUNT); } 2>&1 | tee .bench.out | ./.benchtable
+		-test.count $(BENCH_COUNT) && ./.benchdocs -meta end; } 2>&1 | tee .bench.out | ./.benchtable
+	$(MAKE) --no-print-directory bench-docs
+
+## bench-docs: docs/benchmarks.md and its charts (docs/benchmarks/*.svg) from the output of the
+## last make bench, benchmarks/.bench.out (see benchmarks/cmd/benchdocs)
+bench-docs:
+	cd benchmarks && $(GO) run ./cmd/benchdocs -in .bench.out -out ../docs
 
 ## bench-all: every benchmark, without the table: the library's own, then all of benchmarks/
 ## (the peers at -cpu 1,2, then the drains, one iteration each)

@@ -1,23 +1,29 @@
 // Package benchmarks measures switchboard beside peer libraries and floors in one run, so ratios
 // compare like with like on the same machine. It is its own module: the peers (River, gobreaker,
-// failsafe-go) never enter the library's go.mod.
+// failsafe-go, retry-go) and the charts' gonum/plot never enter the library's go.mod.
 //
-// # The comparison table
+// # The comparison tables and docs/benchmarks.md
 //
-// From the repository root, make bench prints one Markdown table of every comparison, each
-// switchboard figure beside its peer's or baseline's from the same process, with their ratio,
-// and the machine's load average at the start and the end (figures from a busy machine say
-// less). It takes about five minutes on two cores with BENCH_COUNT=3 runs of each benchmark,
-// whose medians it prints (the raw output stays in benchmarks/.bench.out). PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run
-// may create and drop schemas; without it they are skipped, and make bench says so (under
-// CI=true a missing DSN fails the run instead). make bench-all runs every benchmark of the
-// library and of this module, without the table.
+// From the repository root, make bench runs the comparisons and prints their tables in
+// Markdown: each switchboard figure beside its peers' or baseline's from the same process, with
+// their ratios, and the machine's load average at the start and the end (figures from a busy
+// machine say less). It then writes docs/benchmarks.md from the same output: the tables, the
+// machine and command of the run (nproc, CPU model, Go and PostgreSQL versions, load, date),
+// figures of other Go mediators quoted from elsewhere and marked so, and SVG charts in
+// docs/benchmarks/ (ns per call of the in-process cases; items/s by worker count of each
+// drain). One command regenerates all of it. With BENCH_COUNT=3 runs of each benchmark, whose
+// medians it prints, it took 11 minutes on two cores under a load average of 10 to 14, most of
+// it in the drains. The raw output, with the run's description, stays in benchmarks/.bench.out,
+// and make bench-docs rewrites the page from it. PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run may create and
+// drop schemas; without it they are skipped, and make bench and the page say so (under CI=true
+// a missing DSN fails the run instead). make bench-all runs every benchmark of the library and
+// of this module, without the tables.
 //
 //	SWITCHBOARD_TEST_PG_DSN='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable' make bench
 //	make bench BENCH_COUNT=5
 //
-// The table is cmd/benchtable reading go test -bench output, which works on any run of this
-// module's benchmarks:
+// The tables are package internal/benchfmt reading go test -bench output, which works on any
+// run of this module's benchmarks: cmd/benchtable prints them, cmd/benchdocs writes the page.
 //
 //	go test -run '^$' -bench 'BenchmarkDrain/sqlite/noop' -benchtime 1x | go run ./cmd/benchtable
 //
@@ -56,12 +62,27 @@
 //
 // # In process
 //
-// Each beside its baseline: BenchmarkSend and BenchmarkTypedSend (no behaviors) beside
-// BenchmarkDirectCall, the handler called through its interface; BenchmarkStream of 3 items
-// beside BenchmarkStreamDirect, ranging the handler's sequence; BenchmarkKeyedBreaker, Gate and
-// Done over 1M keys on a registry bounded to 10k breakers (switchboard) beside a plain map
-// bounded to 10k keys, a miss deleting the oldest key and inserting the new one (map). The peers of the resilience behaviors (BenchmarkBreaker,
-// BenchmarkFallbackRetryBreaker) run with make bench-all:
+// Each beside its baseline or peers, one goroutine unless said otherwise:
+//
+//   - BenchmarkSend and BenchmarkTypedSend (no behaviors) and BenchmarkSendThreeBehaviors (3
+//     pass-through behaviors) beside BenchmarkDirectCall, the handler called through its
+//     interface.
+//   - BenchmarkStream of 3 items beside BenchmarkStreamDirect, ranging the handler's sequence.
+//   - BenchmarkFallbackRetryBreaker, switchboard's fallback, retry (3 attempts) and breaker on
+//     the success path beside failsafe-go's same policies; BenchmarkFallbackRetryBreakerTimeout
+//     adds a timeout of each (1 s, never reached).
+//   - BenchmarkBreaker and BenchmarkBreakerParallel (RunParallel, GOMAXPROCS goroutines):
+//     switchboard's breaker gate beside sony/gobreaker's Execute and failsafe-go's circuit
+//     breaker, each with its defaults.
+//   - BenchmarkRetryLoop: switchboard's retry behavior beside cenkalti/backoff/v4 and
+//     avast/retry-go/v4, 3 attempts and zero delay each, on success and on a call that fails
+//     once and then succeeds, so that the loops' own work is measured, not a sleep.
+//   - BenchmarkKeyedBreaker, Gate and Done over 1M keys on a registry bounded to 10k breakers
+//     (switchboard) beside a plain map bounded to 10k keys, a miss deleting the oldest key and
+//     inserting the new one (map).
+//
+// The other benchmarks of this module (rate limiter, retry budget, hedge, the parallel direct
+// call) run with make bench-all:
 //
 //	go test -run '^$' -bench . -skip '^BenchmarkDrain$' -benchmem -cpu 1,2
 package benchmarks

@@ -9,6 +9,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/fallback"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
+	fstimeout "github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/samber/do/v2"
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/goleak"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	sbfallback "github.com/switchboard-go/switchboard/behaviors/fallback"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/behaviors/timeout"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -65,7 +67,8 @@ func BenchmarkDirectCallParallel(b *testing.B) {
 	})
 }
 
-// Breaker success path: switchboard's gate against sony/gobreaker's Execute.
+// Breaker success path: switchboard's gate against sony/gobreaker's Execute and failsafe-go's
+// circuit breaker, each with its defaults.
 
 func BenchmarkBreaker(b *testing.B) {
 	h := &handler{}
@@ -88,6 +91,13 @@ func BenchmarkBreaker(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			sink, errSink = cb.Execute(func() (*resp, error) { return h.Handle(ctx, q) })
+		}
+	})
+	b.Run("failsafe-go", func(b *testing.B) {
+		ex := failsafe.With[*resp](circuitbreaker.NewWithDefaults[*resp]())
+		b.ReportAllocs()
+		for b.Loop() {
+			sink, errSink = ex.Get(func() (*resp, error) { return h.Handle(ctx, q) })
 		}
 	})
 }
@@ -121,22 +131,44 @@ func BenchmarkBreakerParallel(b *testing.B) {
 			}
 		})
 	})
+	b.Run("failsafe-go", func(b *testing.B) {
+		ex := failsafe.With[*resp](circuitbreaker.NewWithDefaults[*resp]())
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			q := &req{}
+			for pb.Next() {
+				_, _ = ex.Get(func() (*resp, error) { return h.Handle(ctx, q) })
+			}
+		})
+	})
 }
 
 // Fallback + retry + breaker on the success path: switchboard's pipeline against failsafe-go.
+// BenchmarkFallbackRetryBreakerTimeout adds a timeout of each (1 s, never reached) inside.
 
-func BenchmarkFallbackRetryBreaker(b *testing.B) {
+func BenchmarkFallbackRetryBreaker(b *testing.B) { benchStack(b, 0) }
+
+func BenchmarkFallbackRetryBreakerTimeout(b *testing.B) { benchStack(b, time.Second) }
+
+// benchStack runs the fallback + retry + breaker stack of each system, with a timeout
+// innermost when limit is above zero.
+func benchStack(b *testing.B, limit time.Duration) {
 	ctx := context.Background()
 	q := &req{}
 	b.Run("switchboard", func(b *testing.B) {
 		m := mediator.New(nil, mediator.Config{})
 		h := &handler{}
 		mediator.Handle[*req, *resp](m, func(do.Injector) (*handler, error) { return h, nil })
-		for _, bh := range []mediator.Behavior{
+		stack := []mediator.Behavior{
 			sbfallback.New(func(context.Context, any, error) (*resp, error) { return &resp{}, nil }, sbfallback.Config{}),
 			retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}}),
 			breaker.New(breaker.NewRegistry(breaker.Config{})),
-		} {
+		}
+		if limit > 0 {
+			stack = append(stack, timeout.New(timeout.Config{Duration: limit}))
+		}
+		for _, bh := range stack {
 			m.Use(bh)
 		}
 		if err := m.Build(); err != nil {
@@ -149,10 +181,15 @@ func BenchmarkFallbackRetryBreaker(b *testing.B) {
 	})
 	b.Run("failsafe-go", func(b *testing.B) {
 		h := &handler{}
-		fb := fallback.NewWithResult[*resp](&resp{})
-		rp := retrypolicy.NewBuilder[*resp]().WithMaxAttempts(3).WithDelay(time.Millisecond).Build()
-		cb := circuitbreaker.NewWithDefaults[*resp]()
-		ex := failsafe.With[*resp](fb, rp, cb)
+		policies := []failsafe.Policy[*resp]{
+			fallback.NewWithResult[*resp](&resp{}),
+			retrypolicy.NewBuilder[*resp]().WithMaxAttempts(3).WithDelay(time.Millisecond).Build(),
+			circuitbreaker.NewWithDefaults[*resp](),
+		}
+		if limit > 0 {
+			policies = append(policies, fstimeout.New[*resp](limit))
+		}
+		ex := failsafe.With[*resp](policies...)
 		b.ReportAllocs()
 		for b.Loop() {
 			sink, errSink = ex.Get(func() (*resp, error) { return h.Handle(ctx, q) })

@@ -1,11 +1,12 @@
 // Command benchtable reads the output of the benchmarks module's go test -bench runs on
-// standard input and prints the comparison table of make bench in Markdown: each case's
-// switchboard figure beside its peer's or baseline's from the same run, with their ratio
+// standard input and prints the comparison tables of make bench in Markdown: each case's
+// switchboard figure beside its peers' or baseline's from the same run, with their ratios
 // (switchboard ÷ River, switchboard ÷ floor, Send ÷ direct call, …), then every benchmark's
 // metrics. With -count above 1 each figure is the median of its runs. It prints the machine's
 // load average (/proc/loadavg) when it starts and when its input ends, since figures taken on
 // a busy machine say less. Lines that are not results (failures, skips) are copied to standard
-// error; a failed run makes it exit with status 1 after the table.
+// error; a failed run makes it exit with status 1 after the tables. cmd/benchdocs writes the
+// same tables, with charts, to docs/benchmarks.md.
 //
 //	cd benchmarks && go test -run '^$' -bench . -benchtime 1x | go run ./cmd/benchtable
 package main
@@ -13,32 +14,20 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
+
+	"github.com/switchboard-go/switchboard/benchmarks/internal/benchfmt"
 )
 
 func main() {
-	start := loadAverage()
-	res, err := parse(os.Stdin, os.Stderr)
+	start := benchfmt.LoadAverage()
+	res, err := benchfmt.Parse(os.Stdin, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(2)
 	}
-	render(os.Stdout, res, start, loadAverage())
-	if res.failed {
+	benchfmt.Render(os.Stdout, res, start, benchfmt.LoadAverage())
+	if res.Failed {
 		fmt.Fprintln(os.Stderr, "benchtable: the benchmark run failed (see above)")
 		os.Exit(1)
 	}
-}
-
-// loadAverage is the first three fields of /proc/loadavg, as uptime prints them.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], ", ")
 }

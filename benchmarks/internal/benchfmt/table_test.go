@@ -1,4 +1,4 @@
-package main
+package benchfmt
 
 import (
 	"strings"
@@ -18,38 +18,49 @@ BenchmarkDrain/postgres/noop/w=8/river-2        1  224948 ns/op  71544 cpu-ns/it
 BenchmarkDrain/postgres/noop/w=8/floor-2        1   74994 ns/op  19500 cpu-ns/item 12000 items/s  1978 B/op  28 allocs/op
 BenchmarkDrain/postgres/noop/w=8/switchboard-2  1  164263 ns/op  38993 cpu-ns/item  7000 items/s  4916 B/op  76 allocs/op
 BenchmarkDrain/postgres/noop/w=8/switchboard-2  1  164263 ns/op  38993 cpu-ns/item  9000 items/s  4916 B/op  76 allocs/op
+bench-load-start: 0.50, 0.40, 0.30
 --- SKIP: BenchmarkDrain/sqlite
     drain_test.go:1: something
 BenchmarkSend-2        29392747   11.00 ns/op   0 B/op   0 allocs/op
 BenchmarkDirectCall-2  143820766   2.000 ns/op  0 B/op   0 allocs/op
+BenchmarkBreaker/switchboard-2  1000  40.0 ns/op  0 B/op   0 allocs/op
+BenchmarkBreaker/gobreaker-2  1000  50.0 ns/op  0 B/op   0 allocs/op
 PASS
 ok  	github.com/switchboard-go/switchboard/benchmarks	3.122s
 `
 
 func TestTable(t *testing.T) {
 	var other strings.Builder
-	r, err := parse(strings.NewReader(sample), &other)
+	r, err := Parse(strings.NewReader(sample), &other)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.failed {
+	if r.Failed {
 		t.Error("a passing run parsed as failed")
+	}
+	if got := r.Meta["load-start"]; got != "0.50, 0.40, 0.30" {
+		t.Errorf("load-start %q, want the bench-load-start line's", got)
 	}
 	if got := other.String(); !strings.Contains(got, "--- SKIP: BenchmarkDrain/sqlite") || strings.Contains(got, "Benchmark"+"Send") {
 		t.Errorf("lines copied aside:\n%s", got)
 	}
+	if strings.Contains(other.String(), "bench-") {
+		t.Errorf("a description line copied aside:\n%s", other.String())
+	}
 	var out strings.Builder
-	render(&out, r, "0.50, 0.40, 0.30", "1.00, 0.50, 0.30")
+	Render(&out, r, "0.50, 0.40, 0.30", "1.00, 0.50, 0.30")
 	table := out.String()
 	for _, want := range []string{
 		"at start: 0.50, 0.40, 0.30; at end: 1.00, 0.50, 0.30",
 		"CPU: Test CPU", "Medians of 3 runs",
 		// median of 6000, 7000, 9000 items/s is 7000: 1.75× River's 4000, 0.58× the floor's 12000.
-		"| drain postgres, no-op handler, 8 workers (items/s) | 7,000 | River 4,000; floor 12,000 | 1.75× River; 0.58× floor |",
-		"| Go CPU per item, postgres, no-op handler, 8 workers | 39.0 µs | floor 19.5 µs; River 71.5 µs | 2.00× floor; 0.55× River |",
+		"| postgres, no-op handler, 8 workers | 7,000 | River 4,000; floor 12,000 | 1.75× River; 0.58× floor |",
+		"| postgres, no-op handler, 8 workers | 39.0 µs | floor 19.5 µs; River 71.5 µs | 2.00× floor; 0.55× River |",
 		"| `Send`, 0 behaviors | 11.0 ns | direct call 2.00 ns | 5.50× |",
 		"No sqlite drain rows in this run: the run failed",
 		"No `Stream` of 3 items row",
+		"| breaker, one goroutine | 40.0 ns, 0 allocs | sony/gobreaker 50.0 ns, 0 allocs | 0.80× sony/gobreaker |",
+		"No failsafe-go figure in the breaker, one goroutine row",
 		"| Drain/postgres/noop/w=8/switchboard | 7,000 | 38,993 | 164,263 | 4,916 | 76.0 |",
 	} {
 		if !strings.Contains(table, want) {
@@ -59,11 +70,11 @@ func TestTable(t *testing.T) {
 }
 
 func TestFailedRun(t *testing.T) {
-	r, err := parse(strings.NewReader("--- FAIL: BenchmarkDrain/sqlite\nFAIL\n"), nil)
+	r, err := Parse(strings.NewReader("--- FAIL: BenchmarkDrain/sqlite\nFAIL\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.failed {
+	if !r.Failed {
 		t.Error("a failed run parsed as passing")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package benchfmt
 
 import (
 	"bufio"
@@ -10,29 +10,45 @@ import (
 	"strings"
 )
 
-// results are the benchmark figures of a run: for each benchmark (its name without the
+// Results are the benchmark figures of a run: for each benchmark (its name without the
 // GOMAXPROCS suffix) and unit, the values of its runs in input order.
-type results struct {
-	order  []string // benchmark names, first seen first
+type Results struct {
+	// Order is the benchmarks' names, first seen first.
+	Order []string
+	// CPU is the value of go test's "cpu:" header line.
+	CPU string
+	// Meta is the run's description from its "bench-<key>: <value>" lines (see MetaLine),
+	// by key: the machine, the command, the load average at start and end.
+	Meta map[string]string
+	// Failed is set when a FAIL line or a panic was seen.
+	Failed bool
+
 	values map[string]map[string][]float64
-	cpu    string // the "cpu:" header line's value
-	failed bool   // a FAIL line or a panic was seen
 }
 
 // procs is the -N suffix go test adds to a benchmark's name (GOMAXPROCS).
 var procs = regexp.MustCompile(`-\d+$`)
 
-// parse reads go test -bench output (the standard benchmark format, custom metrics included),
-// copying to other the lines that are neither results nor the usual headers.
-func parse(r io.Reader, other io.Writer) (*results, error) {
-	res := &results{values: map[string]map[string][]float64{}}
+// metaPrefix starts a line of the run's description, which go test never prints.
+const metaPrefix = "bench-"
+
+// MetaLine is the line of the run's description that Parse reads back as Meta[key] = value.
+func MetaLine(key, value string) string {
+	return metaPrefix + key + ": " + strings.Join(strings.Fields(value), " ")
+}
+
+// Parse reads go test -bench output (the standard benchmark format, custom metrics included)
+// and the run's description lines, copying to other (when not nil) the lines that are
+// neither, nor the usual headers: failures, skips, logs.
+func Parse(r io.Reader, other io.Writer) (*Results, error) {
+	res := &Results{values: map[string]map[string][]float64{}, Meta: map[string]string{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if name, vals, ok := resultLine(line); ok {
 			if res.values[name] == nil {
-				res.order = append(res.order, name)
+				res.Order = append(res.Order, name)
 				res.values[name] = map[string][]float64{}
 			}
 			for unit, v := range vals {
@@ -40,16 +56,20 @@ func parse(r io.Reader, other io.Writer) (*results, error) {
 			}
 			continue
 		}
+		if key, value, ok := strings.Cut(strings.TrimPrefix(line, metaPrefix), ": "); ok && strings.HasPrefix(line, metaPrefix) {
+			res.Meta[key] = value
+			continue
+		}
 		trimmed := strings.TrimSpace(line)
 		switch {
 		case strings.HasPrefix(trimmed, "cpu:"):
-			res.cpu = strings.TrimSpace(strings.TrimPrefix(trimmed, "cpu:"))
+			res.CPU = strings.TrimSpace(strings.TrimPrefix(trimmed, "cpu:"))
 			continue
 		case trimmed == "", trimmed == "PASS", strings.HasPrefix(trimmed, "goos:"), strings.HasPrefix(trimmed, "goarch:"),
 			strings.HasPrefix(trimmed, "pkg:"), strings.HasPrefix(trimmed, "ok "):
 			continue
 		case strings.HasPrefix(trimmed, "FAIL"), strings.HasPrefix(trimmed, "--- FAIL"), strings.HasPrefix(trimmed, "panic:"):
-			res.failed = true
+			res.Failed = true
 		}
 		if other != nil {
 			fmt.Fprintln(other, line)
@@ -78,8 +98,8 @@ func resultLine(line string) (name string, vals map[string]float64, ok bool) {
 	return procs.ReplaceAllString(f[0], ""), vals, true
 }
 
-// get returns the median of name's unit, and whether there is one.
-func (r *results) get(name, unit string) (float64, bool) {
+// Get returns the median of the runs of benchmark name in unit, and whether there is one.
+func (r *Results) Get(name, unit string) (float64, bool) {
 	vs := r.values[name][unit]
 	if len(vs) == 0 {
 		return 0, false
@@ -92,8 +112,8 @@ func (r *results) get(name, unit string) (float64, bool) {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
 }
 
-// runs is the largest number of runs of any benchmark.
-func (r *results) runs() int {
+// Runs is the largest number of runs of any benchmark.
+func (r *Results) Runs() int {
 	n := 0
 	for _, units := range r.values {
 		for _, vs := range units {
@@ -101,4 +121,14 @@ func (r *results) runs() int {
 		}
 	}
 	return n
+}
+
+// HasPrefix reports whether a benchmark's name starts with p.
+func (r *Results) HasPrefix(p string) bool {
+	for _, n := range r.Order {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
 }

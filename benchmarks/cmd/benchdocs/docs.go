@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/switchboard-go/switchboard/benchmarks/internal/benchfmt"
+)
+
+// chartDir is the folder of the charts, beside benchmarks.md; the page links them relatively.
+const chartDir = "benchmarks"
+
+// quoted are the figures of Go mediators the module proxy does not serve, so that make bench
+// cannot measure them: measured on a machine of the same kind, with the direct call measured
+// in the same runs as their baseline.
+var quoted = []struct {
+	library               string
+	zero, three, direct   float64
+	zeroLabel, threeLabel string
+}{
+	{"go-mediatr", 7.9, 1216, 1.58, "7.9 ns", "1,216 ns"},
+	{"eyazici90/go-mediator", 4.8, 80, 1.58, "4.8 ns", "80 ns"},
+}
+
+// writeDocs writes benchmarks.md and its charts into out, replacing the charts of earlier runs.
+func writeDocs(r *benchfmt.Results, out string) error {
+	dir := filepath.Join(out, chartDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	old, err := filepath.Glob(filepath.Join(dir, "*.svg"))
+	if err != nil {
+		return err
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	charts, err := writeCharts(r, dir)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	page(&b, r, charts)
+	return os.WriteFile(filepath.Join(out, "benchmarks.md"), b.Bytes(), 0o644)
+}
+
+// meta is the run's description of key, or "unknown".
+func meta(r *benchfmt.Results, key string) string {
+	if v := r.Meta[key]; v != "" {
+		return v
+	}
+	return "unknown"
+}
+
+// page prints docs/benchmarks.md; charts are the SVG files written, by chart.
+func page(w io.Writer, r *benchfmt.Results, charts charts) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("# Benchmarks")
+	p("")
+	p("<!-- Written by benchmarks/cmd/benchdocs from benchmarks/.bench.out; `make bench` regenerates it. -->")
+	p("")
+	p("Every figure on this page comes from one run of the command below on the machine described, except the figures of other mediators under \"Quoted figures\", which this run did not measure. Each switchboard figure stands beside its peer's or baseline's from the same process, so a ratio compares two measurements of the same run on the same machine; figures from other runs or machines are not comparable with these. The code of every benchmark is in [benchmarks/](../benchmarks), described in its package documentation (benchmarks/doc.go).")
+	p("")
+	p("## The run")
+	p("")
+	p("| | |")
+	p("| --- | --- |")
+	p("| command | `%s` |", meta(r, "command"))
+	p("| date | %s (to %s) |", meta(r, "date"), meta(r, "date-end"))
+	p("| CPUs (`nproc`) | %s |", meta(r, "nproc"))
+	model := meta(r, "cpu-model")
+	if r.CPU != "" && r.CPU != model {
+		model += " (go test: " + r.CPU + ")"
+	}
+	p("| CPU model (/proc/cpuinfo) | %s |", model)
+	p("| Go | %s |", meta(r, "go"))
+	p("| PostgreSQL | %s |", meta(r, "postgres"))
+	p("| load average (1, 5, 15 min) at start | %s |", meta(r, "load-start"))
+	p("| load average (1, 5, 15 min) at end | %s |", meta(r, "load-end"))
+	runs := r.Runs()
+	p("| runs of each benchmark | %d%s |", runs, map[bool]string{true: " (each figure is their median)", false: ""}[runs > 1])
+	p("")
+	p("A load average above the number of CPUs means other work shared the machine during the run, and the figures say less.")
+	p("")
+	p("## How to read the tables")
+	p("")
+	p("**In process.** Each row is one call on one goroutine (the \"parallel\" breaker row: `GOMAXPROCS` goroutines calling at once, time per call over all of them), in nanoseconds per call; the rows of the resilience behaviors, `Stream` and the keyed breaker also give allocations per call. The ratio is switchboard's time divided by the other system's: below 1 switchboard's call takes less time, above 1 more. The direct call is the handler called through its interface with nothing around it, the least any dispatch can cost; `Send` ÷ direct call is what the mediator adds to a call. The peers are configured for the same work as switchboard's behaviors (3 attempts, a breaker with its library's defaults, a 1 s timeout never reached). The retry rows run with zero delay between attempts, so that the fail-once row measures each loop's own work (classifying the error, asking the backoff, calling again) rather than a sleep.")
+	p("")
+	p("**Drains.** A drain fills a database with due items, untimed, then runs them with 1, 8 or 32 workers until every outcome is stored and the system has stopped. It is measured in items per second, not time per call, because its cost is the database round trips that the workers overlap: the rate is what a queue of waiting work sees. The ratio is switchboard's rate divided by the other's: above 1 switchboard drains faster. The floor is no framework at all: a loop issuing switchboard's own claim and completion statements on the same tables, every round trip as full as the workers allow and nothing else running, so it is the rate this database and this SQL allow; switchboard ÷ floor is the share of that rate the scheduler reaches. With one worker the floor waits for each item before its next claim, which a scheduler that claims ahead need not do, so there it can be beaten. Go CPU per item is this process's user and system time (the PostgreSQL server is another process and is not counted; SQLite runs inside this one and is): below 1 switchboard spends less CPU per item than the other.")
+	p("")
+	if !r.HasPrefix("BenchmarkDrain/postgres/") {
+		if strings.HasPrefix(r.Meta["postgres"], "PostgreSQL") {
+			p("The PostgreSQL rows are missing from this run, though a server answered: the run failed, or its -bench pattern left them out.")
+		} else {
+			p("The PostgreSQL rows are missing from this run: they need `SWITCHBOARD_TEST_PG_DSN`, a server where the run may create and drop schemas, and are skipped without it.")
+		}
+		p("")
+	}
+	p("## In process")
+	p("")
+	var notes []string
+	notes = append(notes, benchfmt.WriteInProcess(w, r)...)
+	p("")
+	if charts.inProcess != "" {
+		p("![ns per call of each in-process case, per system, log scale](%s/%s)", chartDir, charts.inProcess)
+		p("")
+	}
+	p("### Quoted figures: other Go mediators")
+	p("")
+	p("These mediators are not served by the Go module proxy, so this run could not measure them. The figures are quoted from runs on a machine of the same kind as this one, not measured by this run; their ratios are to the direct call measured in those runs (1.58 ns), not to this run's.")
+	p("")
+	p("| library (quoted, not measured by this run) | `Send`, 0 behaviors | ÷ direct call | `Send`, 3 behaviors | ÷ direct call |")
+	p("| --- | ---: | ---: | ---: | ---: |")
+	for _, q := range quoted {
+		p("| %s | %s | %s | %s | %s |", q.library, q.zeroLabel, times(q.zero/q.direct), q.threeLabel, times(q.three/q.direct))
+	}
+	p("| direct call (quoted) | 1.58 ns | | | |")
+	p("")
+	p("## The durable drain")
+	p("")
+	notes = append(notes, benchfmt.WriteDrains(w, r)...)
+	p("")
+	for _, c := range charts.drains {
+		p("![items/s by workers, %s](%s/%s)", c.title, chartDir, c.file)
+		p("")
+	}
+	benchfmt.WriteCPU(w, r)
+	p("")
+	if len(notes) > 0 {
+		p("## Missing from this run")
+		p("")
+		for _, n := range notes {
+			p("- %s", n)
+		}
+		p("")
+	}
+	p("## Every benchmark of the run")
+	p("")
+	p("Per item for the drains (one op is one item), per call for the rest.")
+	p("")
+	benchfmt.WriteDetails(w, r)
+}
+
+func times(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "×" }
+
+// label is a case's label without Markdown, for a chart.
+func label(s string) string { return strings.ReplaceAll(s, "`", "") }
