@@ -37,10 +37,12 @@ type SendEmail struct {
 	Subject string `json:"subject"`
 }
 
-// The endpoints the application calls, each guarded by its own breaker.
+// The endpoints the application calls, each guarded by its own breaker, keyed as
+// httpcall.Authority keys a call to them (the scheme's default port made explicit), so the
+// breakers of a pipeline keyed by httpcall.Authority are these.
 const (
-	smtpEndpoint = "https://smtp.example"
-	smsEndpoint  = "https://sms.example"
+	smtpEndpoint = "https://smtp.example:443"
+	smsEndpoint  = "https://sms.example:443"
 )
 
 // user is an account of the application; only operators may use the admin.

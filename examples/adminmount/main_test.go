@@ -39,13 +39,13 @@ func TestRun(t *testing.T) {
 		{"bob", "GET", "/ops/api/queue", http.StatusForbidden},
 		{"ada", "GET", "/ops/api/queue", http.StatusOK},
 		{"ada", "GET", "/ops/api/breakers", http.StatusOK},
-		{"ada", "POST", "/ops/api/breakers/https:%2F%2Fsms.example/trip", http.StatusOK},
+		{"ada", "POST", "/ops/api/breakers/https:%2F%2Fsms.example:443/trip", http.StatusOK},
 		{"ada", "POST", "/ops/api/dead-letters/1/discard", http.StatusOK},
 		{"ada", "GET", "/ops/api/dead-letters/1", http.StatusOK},
 		{"ada", "GET", "/ops/", http.StatusOK},
 		{"ada", "GET", "/ops/assets/app.js", http.StatusOK},
 		{"ada", "POST", "/ops/api/session", http.StatusOK},
-		{"ada", "POST", "/ops/api/breakers/https:%2F%2Fsms.example/reset", http.StatusForbidden},
+		{"ada", "POST", "/ops/api/breakers/https:%2F%2Fsms.example:443/reset", http.StatusForbidden},
 	}
 	for _, w := range want {
 		a, ok := sum.find(w.who, w.method, w.path)
