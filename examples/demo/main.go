@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,11 +41,11 @@ type Quote struct {
 	URL      string
 }
 
-// rejectedError is an endpoint refusing a delivery with a 4xx answer: no retry changes that, so
+// refusedError is an endpoint refusing a delivery with a 4xx answer: no retry changes that, so
 // it is neither retried nor deferred.
-type rejectedError struct{ endpoint, status string }
+type refusedError struct{ endpoint, status string }
 
-func (e *rejectedError) Error() string {
+func (e *refusedError) Error() string {
 	return fmt.Sprintf("%s refused the delivery: %s", e.endpoint, e.status)
 }
 
@@ -66,7 +67,7 @@ func deliver(client *http.Client) func(context.Context, *Deliver) (mediator.Void
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode/100 != 2 {
-			return mediator.Void{}, &rejectedError{endpoint: d.Endpoint, status: resp.Status}
+			return mediator.Void{}, &refusedError{endpoint: d.Endpoint, status: resp.Status}
 		}
 		return mediator.Void{}, nil
 	}
@@ -108,7 +109,7 @@ func main() {
 	dir := flag.String("dir", "", "directory of the SQLite queue and the log file (default: a new temporary directory, kept)")
 	quit := flag.Bool("quit", false, "exit after the summary instead of serving the dashboard until Ctrl-C")
 	flag.Parse()
-	if err := validFlags(*duration, *rate); err != nil {
+	if err := validFlags(*duration, *rate, *addr); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(2)
 	}
@@ -133,15 +134,26 @@ func main() {
 	}
 }
 
-// validFlags refuses a run too short to show its phases or a rate the loopback cannot mean.
-func validFlags(d time.Duration, rate int) error {
+// validFlags refuses a run too short to show its phases, a rate the loopback cannot mean and an
+// address other than loopback: the dashboard's token is printed on the screen.
+func validFlags(d time.Duration, rate int, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
 	switch {
+	case err != nil:
+		return fmt.Errorf("-addr %q is not host:port: %v", addr, err)
+	case host != "localhost" && !isLoopback(host):
+		return fmt.Errorf("-addr %q is not a loopback address: the demo serves its dashboard on this machine only (127.0.0.1:PORT)", addr)
 	case d < 3*time.Second:
 		return fmt.Errorf("-duration %v is too short: the story (bursts, an outage and its recovery, a replay) needs at least 3s", d)
 	case rate < 1 || rate > 1000:
 		return fmt.Errorf("-rate %d is out of range: give 1 to 1000 requests a second", rate)
 	}
 	return nil
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isTerminal(f *os.File) bool {

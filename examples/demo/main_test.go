@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestRunAccountsForEveryRequest(t *testing.T) {
 	}
 	for name, got := range map[string]int{
 		"breaker trips": tot.Trips, "deferred then delivered": tot.DeferredOK, "replayed": tot.ReplayedOK,
-		"first try": tot.First, "after retry": tot.Retried, "fell back": tot.FellBack, "rejected": tot.Rejected,
+		"first try": tot.First, "after retry": tot.Retried, "fell back": tot.FellBack, "refused (4xx)": tot.Status4xx,
 	} {
 		if got == 0 {
 			t.Errorf("no request counted as %s:\n%s", name, out.String())
@@ -66,19 +67,25 @@ func TestValidFlags(t *testing.T) {
 	for _, c := range []struct {
 		d    time.Duration
 		rate int
+		addr string
 		want string
 	}{
-		{time.Second, 20, "-duration 1s is too short"},
-		{time.Minute, 0, "-rate 0 is out of range"},
-		{time.Minute, 5000, "-rate 5000 is out of range"},
+		{time.Second, 20, "127.0.0.1:0", "-duration 1s is too short"},
+		{time.Minute, 0, "127.0.0.1:0", "-rate 0 is out of range"},
+		{time.Minute, 5000, "127.0.0.1:0", "-rate 5000 is out of range"},
+		{time.Minute, 20, "bad", `-addr "bad" is not host:port`},
+		{time.Minute, 20, "0.0.0.0:0", `-addr "0.0.0.0:0" is not a loopback address`},
+		{time.Minute, 20, ":8080", `-addr ":8080" is not a loopback address`},
 	} {
-		err := validFlags(c.d, c.rate)
+		err := validFlags(c.d, c.rate, c.addr)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("validFlags(%v, %d) = %v, want %q", c.d, c.rate, err, c.want)
 		}
 	}
-	if err := validFlags(20*time.Second, 20); err != nil {
-		t.Errorf("the documented flags are refused: %v", err)
+	for _, addr := range []string{"127.0.0.1:0", "localhost:8080", "[::1]:9000"} {
+		if err := validFlags(20*time.Second, 20, addr); err != nil {
+			t.Errorf("-addr %s is refused: %v", addr, err)
+		}
 	}
 }
 
@@ -87,10 +94,24 @@ func TestRoundDuration(t *testing.T) {
 		299783922 * time.Nanosecond:          "300ms",
 		1549 * time.Millisecond:              "1.5s",
 		14600 * time.Millisecond:             "15s",
-		2*time.Minute + 300*time.Millisecond: "2m0s",
+		2*time.Minute + 300*time.Millisecond: "120s",
 	} {
 		if got := roundDuration(d); got != want {
 			t.Errorf("roundDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A directory whose queue holds an earlier run's items is refused: their endpoints are gone, and
+// the summary would mix the runs.
+func TestRunRefusesAQueueOfAnEarlierRun(t *testing.T) {
+	dir := t.TempDir()
+	opt := options{duration: 3 * time.Second, rate: 20, addr: "127.0.0.1:0", dir: dir, quit: true}
+	if _, err := run(context.Background(), io.Discard, opt); err != nil {
+		t.Fatal(err)
+	}
+	_, err := run(context.Background(), io.Discard, opt)
+	if err == nil || !strings.Contains(err.Error(), "holds a queue with") {
+		t.Fatalf("a second run in %s: %v, want the earlier run's queue refused", dir, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -18,14 +19,14 @@ import (
 // line is what became of the requests to one endpoint: every request sent is in exactly one
 // of the columns after sent.
 type line struct {
-	Endpoint string
-	Sent     int
-	First    int // succeeded at the first attempt
-	Retried  int // succeeded after in-process retries
-	FellBack int // a Quote the fallback answered
-	Rejected int // refused by the endpoint (4xx), not retried
-	Failed   int // failed outright (a Quote with no rate to fall back on)
-	Deferred int // stored by the deferral (the sum of the next four)
+	Endpoint  string
+	Sent      int
+	First     int // succeeded at the first attempt
+	Retried   int // succeeded after in-process retries
+	FellBack  int // a Quote the fallback answered
+	Status4xx int // a delivery the endpoint refused with a 4xx answer, not retried
+	Failed    int // failed outright (a Quote with no rate to fall back on)
+	Deferred  int // stored by the deferral (the sum of the next four)
 	// What became of the deferred deliveries.
 	DeferredOK int // the scheduler delivered it
 	ReplayedOK int // it died, and a replay delivered it
@@ -74,7 +75,7 @@ func (d *demo) report(ctx context.Context) (*report, error) {
 	for _, e := range d.eps {
 		r := d.rows[e.name]
 		l := line{Endpoint: e.name, Sent: r.sent, First: r.first, Retried: r.retried, FellBack: r.fellBack,
-			Rejected: r.rejected, Failed: r.failed, Deferred: len(r.deferred), Trips: d.trips[e.name], delivered: r.delivered}
+			Status4xx: r.clientError, Failed: r.failed, Deferred: len(r.deferred), Trips: d.trips[e.name], delivered: r.delivered}
 		for _, id := range r.deferred {
 			it, err := d.queue.Item(ctx, id)
 			if err != nil {
@@ -105,7 +106,7 @@ func (t *line) add(l line) {
 	t.First += l.First
 	t.Retried += l.Retried
 	t.FellBack += l.FellBack
-	t.Rejected += l.Rejected
+	t.Status4xx += l.Status4xx
 	t.Failed += l.Failed
 	t.Deferred += l.Deferred
 	t.DeferredOK += l.DeferredOK
@@ -124,7 +125,7 @@ func (t *line) add(l line) {
 func (r *report) check() error {
 	var errs []error
 	for _, l := range append(r.Lines, r.Total) {
-		if got := l.First + l.Retried + l.FellBack + l.Rejected + l.Failed + l.Deferred; got != l.Sent {
+		if got := l.First + l.Retried + l.FellBack + l.Status4xx + l.Failed + l.Deferred; got != l.Sent {
 			errs = append(errs, fmt.Errorf("%s: %d requests sent, %d accounted for", l.Endpoint, l.Sent, got))
 		}
 		if got := l.DeferredOK + l.ReplayedOK + l.Dead + l.Waiting; got != l.Deferred {
@@ -143,22 +144,25 @@ func (r *report) check() error {
 func (r *report) print(w io.Writer, d *demo) {
 	fmt.Fprintf(w, "\nsummary after %s: what became of each request\n\n", d.elapsed())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "endpoint\tsent\tfirst try\tafter retry\tfell back\trejected\tfailed\tdeferred\t→ delivered\t→ replayed\t→ dead letter\t→ waiting\tbreaker trips\t")
+	fmt.Fprintln(tw, "endpoint\tsent\t1st try\tretried\tfell back\t4xx\tfailed\t| deferred: delivered\treplayed\tdead\twaiting\t| breaker trips\t")
 	for _, l := range append(r.Lines, r.Total) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Endpoint, l.Sent, l.First, l.Retried, l.FellBack,
-			l.Rejected, l.Failed, l.Deferred, l.DeferredOK, l.ReplayedOK, l.Dead, l.Waiting, l.Trips)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Endpoint, l.Sent, l.First, l.Retried, l.FellBack,
+			l.Status4xx, l.Failed, l.DeferredOK, l.ReplayedOK, l.Dead, l.Waiting, l.Trips)
 	}
 	_ = tw.Flush()
 	t := r.Total
-	fmt.Fprintf(w, "\n  %d sent = %d first try + %d after retry + %d fell back + %d rejected + %d failed + %d deferred\n",
-		t.Sent, t.First, t.Retried, t.FellBack, t.Rejected, t.Failed, t.Deferred)
-	fmt.Fprintf(w, "  %d deferred = %d delivered by the scheduler + %d replayed + %d dead letters + %d waiting\n",
+	fmt.Fprintf(w, "\n  %d sent = %d at the first try + %d after retries + %d fell back + %d refused by the endpoint (4xx) + %d failed + %d deferred\n",
+		t.Sent, t.First, t.Retried, t.FellBack, t.Status4xx, t.Failed, t.Deferred)
+	fmt.Fprintf(w, "  %d deferred = %d delivered by the scheduler + %d replayed from dead letters + %d still dead letters + %d waiting in the queue\n",
 		t.Deferred, t.DeferredOK, t.ReplayedOK, t.Dead, t.Waiting)
 	fmt.Fprintf(w, "  the endpoints accepted %d distinct deliveries, %d of them twice\n", t.Accepted, t.Twice)
 	for _, f := range r.fails {
 		fmt.Fprintf(w, "  failed: %s\n", f)
 	}
 	fmt.Fprintf(w, "  traces: %d spans in %d traces; metrics: %d series at /metrics; logs: %d lines\n", r.spans, r.traces, r.series, r.logLines)
+	if t.Waiting > 0 {
+		fmt.Fprintf(w, "  the %d waiting deliveries stay in %s; their endpoints end with this run\n", t.Waiting, filepath.Join(d.opt.dir, "queue.db"))
+	}
 	if err := r.check(); err != nil {
 		fmt.Fprintf(w, "\nNOT ACCOUNTED FOR:\n%v\n", err)
 		return

@@ -81,9 +81,9 @@ type demo struct {
 
 // row counts what became of the requests to one endpoint, in process.
 type row struct {
-	sent, first, retried, fellBack, rejected, failed int
-	delivered                                        int             // deliveries among first and retried
-	deferred                                         []record.ItemID // deliveries the deferral stored
+	sent, first, retried, fellBack, clientError, failed int
+	delivered                                           int             // deliveries among first and retried
+	deferred                                            []record.ItemID // deliveries the deferral stored
 }
 
 // tally is one request's story, filled in by the behaviors' observers through its context.
@@ -124,7 +124,7 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 		return nil, err
 	}
 	logPath := filepath.Join(opt.dir, "demo.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +161,11 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 		return nil, err
 	}
 	defer d.queue.Close()
+	if n, err := leftOver(ctx, d.queue); err != nil {
+		return nil, err
+	} else if n > 0 {
+		return nil, fmt.Errorf("-dir %s holds a queue with %d items and dead letters of an earlier run, whose endpoints are gone: give a new directory (or none, for a temporary one)", opt.dir, n)
+	}
 	durable.Register[*Deliver](d.queue, source, durable.WithBreaker(d.hosts, func(q *Deliver) string { return q.Endpoint }))
 
 	// The pipeline. Every request is traced, logged and measured; a Quote falls back to the
@@ -171,7 +176,9 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	httpcall.Register(d.m, nil)
 	call := mediator.ForRequest[*httpcall.Call]()
 	d.m.Use(tracing.New(tracing.Config{TracerProvider: tp}))
-	d.m.Use(logging.New(logging.Config{Logger: logger, Breakers: d.hosts}))
+	// Logging outside fallback logs a Quote the fallback answered as the success its caller
+	// got, not as the failure the fallback hid (docs/observability.md).
+	d.m.Use(logging.New(logging.Config{Logger: logger, Breakers: d.hosts}), mediator.WithOrder(behaviors.FallbackOrder-1))
 	d.m.Use(rec.Behavior())
 	d.m.Use(fallback.NewFor(func(_ context.Context, q *Quote, _ error) (float64, error) {
 		if r, ok := last.get(q.Endpoint); ok {
@@ -368,7 +375,7 @@ func (d *demo) one(ctx context.Context, e *endpoint, seq int) {
 		_, err = mediator.Send(ctx, d.m, &Deliver{Seq: seq, Endpoint: e.name, URL: e.url + "deliveries"})
 	}
 	var deferred *durable.DeferredError
-	var rejected *rejectedError
+	var refused *refusedError
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := d.rows[e.name]
@@ -387,8 +394,8 @@ func (d *demo) one(ctx context.Context, e *endpoint, seq int) {
 		}
 	case errors.As(err, &deferred):
 		r.deferred = append(r.deferred, deferred.ItemID)
-	case errors.As(err, &rejected):
-		r.rejected++
+	case errors.As(err, &refused):
+		r.clientError++
 	default:
 		r.failed++
 		if len(d.fails) < 3 {
@@ -452,7 +459,7 @@ func (d *demo) operate(ctx context.Context) {
 		msg += fmt.Sprintf(" (last failure: %v)", lastErr)
 	}
 	if rest := len(outage) - len(half); rest > 0 {
-		msg += fmt.Sprintf("; %d wait for you in the dashboard", rest)
+		msg += fmt.Sprintf("; %d %s for you in the dashboard", rest, plural(rest, "waits", "wait"))
 	}
 	d.out.event(d.elapsed(), "%s", msg)
 }
@@ -542,12 +549,12 @@ func (d *demo) intro(base, token, logPath string) {
 	fmt.Fprintf(w, "queue:     %s (SQLite)\n\n", filepath.Join(d.opt.dir, "queue.db"))
 }
 
-// roundDuration prints d as a person reads it: whole seconds from 10 s, tenths below, whole
-// milliseconds under a second.
+// roundDuration prints d as a person reads it: whole seconds from 10 s (90s, not 1m30s: the
+// run's times line up), tenths below, whole milliseconds under a second.
 func roundDuration(d time.Duration) string {
 	switch {
 	case d >= 10*time.Second:
-		return d.Round(time.Second).String()
+		return fmt.Sprintf("%ds", int64(d.Round(time.Second)/time.Second))
 	case d >= time.Second:
 		return d.Round(100 * time.Millisecond).String()
 	default:
@@ -637,4 +644,27 @@ func (c *console) erase() {
 		fmt.Fprint(c.w, "\r\033[K")
 		c.shown = false
 	}
+}
+
+// leftOver counts what an earlier run left in the queue: items in any state and dead letters.
+func leftOver(ctx context.Context, q *durable.Queue) (int64, error) {
+	items, letters, err := q.Counts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range items {
+		n += c
+	}
+	for _, c := range letters {
+		n += c
+	}
+	return n, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
