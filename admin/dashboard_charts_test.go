@@ -273,3 +273,32 @@ func TestDashboardChartsScreenshot(t *testing.T) {
 	must(t, err)
 	saveScreenshot(t, "dashboard-charts", png)
 }
+
+// A breaker key is any string: keys named like the properties every JavaScript object inherits
+// ("constructor", "__proto__", "toString") are drawn like the others. They were looked up in
+// plain objects and lost: never drawn, not counted among the breakers left out.
+func TestDashboardChartsDrawKeysNamedLikeObjectProperties(t *testing.T) {
+	f := startDashboard(t)
+	keys := []string{"constructor", "__proto__", "toString"}
+	f.reg.Declare(keys...)
+	must(t, f.reg.Trip("__proto__"))
+	tab := newBrowser(t, 1280, 800)
+	loginPaused(t, tab, f.url)
+	resumeOnce(t, tab)
+	for _, key := range keys {
+		want := "closed"
+		if key == "__proto__" {
+			want = "open"
+		}
+		got, err := chromedp.Run(tab, chromedp.Evaluate[string](attr(`#chart-breakers g.band-row[data-key=`+css(key)+`] rect.band`, "data-state")))
+		must(t, err)
+		if got != want {
+			t.Errorf("breaker %q is drawn %q; want %q", key, got, want)
+		}
+	}
+	leaked, err := chromedp.Run(tab, chromedp.Evaluate[bool](`Object.prototype.hasOwnProperty("troubled")`))
+	must(t, err)
+	if leaked {
+		t.Error("the chart set a property on Object.prototype")
+	}
+}

@@ -68,7 +68,8 @@
   });
 
   A.onAnswer("breakers", function (data, at) {
-    var s = {}, order = [];
+    // Maps without a prototype: a breaker key is any string, "constructor" and "__proto__" too.
+    var s = Object.create(null), order = [];
     ((data && data.breakers) || []).forEach(function (b) { s[b.key] = String(b.state); order.push(b.key); });
     add(breakers, { t: at, s: s, order: order });
   });
@@ -309,12 +310,12 @@
   // rowKeys is the keys to draw: those that were not closed in the window first, each group
   // in the order the API lists them.
   function rowKeys(dom) {
-    var seen = {}, keys = [];
+    var seen = Object.create(null), keys = [];
     for (var i = breakers.length - 1; i >= 0; i--) {
       breakers[i].order.forEach(function (k) { if (!seen[k]) { seen[k] = { troubled: false }; keys.push(k); } });
     }
     var latest = breakers.length ? breakers[breakers.length - 1].order : [];
-    var pos = {};
+    var pos = Object.create(null);
     latest.forEach(function (k, i) { pos[k] = i; });
     keys.forEach(function (k, i) { if (pos[k] === undefined) pos[k] = latest.length + i; });
     breakers.forEach(function (s) {
