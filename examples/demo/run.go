@@ -426,17 +426,23 @@ func (d *demo) operate(ctx context.Context) {
 			return
 		}
 	}
-	letters, _, err := d.queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: source, Limit: 500})
-	if err != nil {
-		d.out.event(d.elapsed(), "listing dead letters failed: %v", err)
-		return
-	}
 	var outage []record.DeadLetterID
-	for _, l := range letters {
-		var q Deliver
-		if json.Unmarshal(l.Payload, &q) == nil && q.Endpoint == "outage" {
-			outage = append(outage, l.ID)
+	for offset := 0; ; {
+		page, _, err := d.queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: source, Limit: 500, Offset: offset})
+		if err != nil {
+			d.out.event(d.elapsed(), "listing dead letters failed: %v", err)
+			return
 		}
+		for _, l := range page {
+			var q Deliver
+			if json.Unmarshal(l.Payload, &q) == nil && q.Endpoint == "outage" {
+				outage = append(outage, l.ID)
+			}
+		}
+		if len(page) < 500 {
+			break
+		}
+		offset += len(page)
 	}
 	if len(outage) == 0 {
 		d.out.event(d.elapsed(), "the outage left no dead letter to replay")
