@@ -90,5 +90,9 @@ func generate(in, out string) error {
 	if len(r.Order) == 0 {
 		return fmt.Errorf("%s: no benchmark results", in)
 	}
+	if r.Failed {
+		// A page of the rows that ran would read as a whole run: the docs keep the last good one.
+		return fmt.Errorf("%s: the run failed (a FAIL line or a panic): docs not written; see the output", in)
+	}
 	return writeDocs(r, out)
 }

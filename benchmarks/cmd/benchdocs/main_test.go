@@ -129,6 +129,19 @@ func TestNoResults(t *testing.T) {
 	}
 }
 
+// A run that failed part-way writes no page: its rows would read as a whole run.
+func TestFailedRunWritesNoPage(t *testing.T) {
+	in, out := filepath.Join(t.TempDir(), "bench.out"), t.TempDir()
+	writeFile(t, in, "BenchmarkDirectCall-2 \t1000000\t1.50 ns/op\n--- FAIL: BenchmarkDrain\nFAIL\n")
+	err := generate(in, out)
+	if err == nil || !strings.Contains(err.Error(), "the run failed") {
+		t.Errorf("generate of a failed run: %v, want an error saying it failed", err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("a failed run wrote %d files", len(entries))
+	}
+}
+
 // TestMeta checks that the description make bench writes around the run reads back.
 func TestMeta(t *testing.T) {
 	var b bytes.Buffer
