@@ -454,19 +454,24 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "the application's listening address")
 	serve := flag.Bool("serve", false, "keep the application up after the tour until Ctrl-C, to open the dashboard in a browser")
 	flag.Parse()
-	path := *keep
-	if path == "" {
-		dir, err := os.MkdirTemp("", "switchboard-adminmount")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	// The work runs in a function, so that its deferred clean-up (the temporary directory)
+	// runs before an exit with an error.
+	err := func() error {
+		path := *keep
+		if path == "" {
+			dir, err := os.MkdirTemp("", "switchboard-adminmount")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "queue.db")
 		}
-		defer os.RemoveAll(dir)
-		path = filepath.Join(dir, "queue.db")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := run(ctx, os.Stdout, path, options{addr: *addr, serve: *serve}); err != nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		_, err := run(ctx, os.Stdout, path, options{addr: *addr, serve: *serve})
+		return err
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

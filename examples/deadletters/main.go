@@ -338,19 +338,24 @@ func describe(attempts []record.Attempt) string {
 func main() {
 	keep := flag.String("db", "", "SQLite file to keep the queue in (default: a temporary file)")
 	flag.Parse()
-	path := *keep
-	if path == "" {
-		dir, err := os.MkdirTemp("", "switchboard-deadletters")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	// The work runs in a function, so that its deferred clean-up (the temporary directory)
+	// runs before an exit with an error.
+	err := func() error {
+		path := *keep
+		if path == "" {
+			dir, err := os.MkdirTemp("", "switchboard-deadletters")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "queue.db")
 		}
-		defer os.RemoveAll(dir)
-		path = filepath.Join(dir, "queue.db")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := run(ctx, os.Stdout, path); err != nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		_, err := run(ctx, os.Stdout, path)
+		return err
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -279,20 +279,25 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "loopback address of POST /events and the admin dashboard under /admin/")
 	quit := flag.Bool("quit", false, "exit when the run is done instead of keeping the admin up until Ctrl-C")
 	flag.Parse()
-	path := *keep
-	if path == "" {
-		dir, err := os.MkdirTemp("", "switchboard-webhooks")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	// The work runs in a function, so that its deferred clean-up (the temporary directory)
+	// runs before an exit with an error.
+	err := func() error {
+		path := *keep
+		if path == "" {
+			dir, err := os.MkdirTemp("", "switchboard-webhooks")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "queue.db")
 		}
-		defer os.RemoveAll(dir)
-		path = filepath.Join(dir, "queue.db")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	opt := options{addr: *addr, events: 10, openFor: time.Second, maxAge: 5 * time.Second, linger: !*quit}
-	if _, err := run(ctx, os.Stdout, path, opt); err != nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		opt := options{addr: *addr, events: 10, openFor: time.Second, maxAge: 5 * time.Second, linger: !*quit}
+		_, err := run(ctx, os.Stdout, path, opt)
+		return err
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
