@@ -111,7 +111,7 @@ func TestRunRefusesAQueueOfAnEarlierRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := run(context.Background(), io.Discard, opt)
-	if err == nil || !strings.Contains(err.Error(), "holds a queue with") {
+	if err == nil || !strings.Contains(err.Error(), "holds the queue of an earlier run") {
 		t.Fatalf("a second run in %s: %v, want the earlier run's queue refused", dir, err)
 	}
 }

@@ -163,8 +163,8 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	defer d.queue.Close()
 	if n, err := leftOver(ctx, d.queue); err != nil {
 		return nil, err
-	} else if n > 0 {
-		return nil, fmt.Errorf("-dir %s holds a queue with %d items and dead letters of an earlier run, whose endpoints are gone: give a new directory (or none, for a temporary one)", opt.dir, n)
+	} else if n.items+n.letters > 0 {
+		return nil, fmt.Errorf("-dir %s holds the queue of an earlier run (%d items, %d dead letters), whose endpoints are gone: give a new directory (or none, for a temporary one)", opt.dir, n.items, n.letters)
 	}
 	durable.Register[*Deliver](d.queue, source, durable.WithBreaker(d.hosts, func(q *Deliver) string { return q.Endpoint }))
 
@@ -515,12 +515,13 @@ func (d *demo) watch(ctx context.Context) {
 // progressLine is one line of where the run stands.
 func (d *demo) progressLine(ctx context.Context) string {
 	d.mu.Lock()
-	var sent, ok, fell, deferred int
+	var sent, ok, fell, refused, failed, deferred int
 	for _, r := range d.rows {
-		sent, ok, fell, deferred = sent+r.sent, ok+r.first+r.retried, fell+r.fellBack, deferred+len(r.deferred)
+		sent, ok, fell = sent+r.sent, ok+r.first+r.retried, fell+r.fellBack
+		refused, failed, deferred = refused+r.clientError, failed+r.failed, deferred+len(r.deferred)
 	}
 	d.mu.Unlock()
-	line := fmt.Sprintf("sent %d  ok %d  fell back %d  deferred %d", sent, ok, fell, deferred)
+	line := fmt.Sprintf("answered %d: ok %d  fell back %d  4xx %d  failed %d  deferred %d", sent, ok, fell, refused, failed, deferred)
 	if st, err := d.queue.Stats(ctx); err == nil {
 		line += fmt.Sprintf("  queue %d pending, %d dead letters", st.Counts[record.StatePending]+st.Counts[record.StateRunning], st.DeadLetters[record.DeadLetterFailed])
 	}
@@ -653,19 +654,15 @@ func (c *console) erase() {
 }
 
 // leftOver counts what an earlier run left in the queue: items in any state and dead letters.
-func leftOver(ctx context.Context, q *durable.Queue) (int64, error) {
+func leftOver(ctx context.Context, q *durable.Queue) (n struct{ items, letters int64 }, err error) {
 	items, letters, err := q.Counts(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
 	for _, c := range items {
-		n += c
+		n.items += c
 	}
 	for _, c := range letters {
-		n += c
+		n.letters += c
 	}
-	return n, nil
+	return n, err
 }
 
 func plural(n int, one, many string) string {

@@ -410,7 +410,7 @@
   // The charts' figures: a heading with the legend, the canvas the SVG is drawn in, and a
   // sentence on how to read it.
   [
-    { id: "chart-rates", title: "Outcomes per second", items: RATES, swatch: "ser-",
+    { id: "chart-rates", title: "Queue outcomes per second", items: RATES, swatch: "ser-",
       foot: "The rise of each count between two refreshes, per second. An interval over which a count fell (retention deleted succeeded items) is left out, never drawn below zero. A retried item goes back to pending: retries show in the depth, not here." },
     { id: "chart-depth", title: "Queue depth by state", items: DEPTH, swatch: "ser-",
       foot: "Queue items pending and running, and dead letters waiting for an operator, at each refresh." },
@@ -440,7 +440,7 @@
     $("chart-depth").hidden = queue.length === 0;
     $("chart-breakers").hidden = breakers.length === 0;
     if (queue.length) {
-      lineChart($("chart-rates"), RATES, rateRuns, false, "Outcomes per second, the last 5 minutes", summaryRates);
+      lineChart($("chart-rates"), RATES, rateRuns, false, "Outcomes of the durable queue's items per second, the last 5 minutes (calls that succeed in process are not queue items)", summaryRates);
       lineChart($("chart-depth"), DEPTH, depthRuns, true, "Queue depth by state, the last 5 minutes", summaryDepth);
     }
     if (breakers.length) breakerChart($("chart-breakers"));
