@@ -6,8 +6,6 @@ package admin_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,23 +13,11 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/switchboard-go/switchboard/internal/browsertest"
 )
 
-// screenshotDir is where a test saves its screenshots: $SWITCHBOARD_SCREENSHOTS/<test name>
-// when that is set (a directory kept after the run, for a person or CI to look at), else the
-// test's artifact directory (kept with go test -artifacts -outputdir DIR, else removed).
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv("SWITCHBOARD_SCREENSHOTS")
-	if root == "" {
-		return t.ArtifactDir()
-	}
-	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
-	must(t, os.MkdirAll(dir, 0o755))
-	return dir
-}
-
-// screenshot saves the whole page as name.png in screenshotDir.
+// screenshot saves the whole page as name.png (see saveScreenshot).
 func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
@@ -39,7 +25,7 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	saveScreenshot(t, name, png)
 }
 
-// viewportScreenshot saves what the window shows as name.png in screenshotDir: a modal
+// viewportScreenshot saves what the window shows as name.png (see saveScreenshot): a modal
 // dialog, fixed in the window, as the operator sees it.
 func viewportScreenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
@@ -48,12 +34,8 @@ func viewportScreenshot(t *testing.T, tab context.Context, name string) {
 	saveScreenshot(t, name, png)
 }
 
-func saveScreenshot(t *testing.T, name string, png []byte) {
-	t.Helper()
-	out := filepath.Join(screenshotDir(t), name+".png")
-	must(t, os.WriteFile(out, png, 0o644))
-	t.Logf("screenshot: %s", out)
-}
+// saveScreenshot saves png as name.png in browsertest.ScreenshotDir.
+func saveScreenshot(t *testing.T, name string, png []byte) { browsertest.SaveScreenshot(t, name, png) }
 
 // layoutJS defines window.__layout, the measurements the layout tests make.
 const layoutJS = `window.__layout = (function () {

@@ -9,7 +9,6 @@ package admin_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/internal/browsertest"
 )
 
 const testToken = "s3cret-admin-token"
@@ -35,48 +35,16 @@ window.addEventListener("error", function (e) { window.__problems.push("error: "
 window.addEventListener("unhandledrejection", function (e) { window.__problems.push("unhandled rejection: " + e.reason); });
 window.__visibleNotice = function () { var n = document.getElementById("notice"); return !!(n && n.textContent && n.offsetHeight); };`
 
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("SWITCHBOARD_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	const msg = "no chromium binary on PATH (install Debian's chromium package, or set SWITCHBOARD_CHROMIUM)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "; CI=true, so the browser tests must run")
-	}
-	t.Skip("browser tests skipped: " + msg)
-	return ""
-}
-
-// newBrowser starts headless Chromium for one test, bounded by timeout, with a window of the
-// given size, and returns its tab's context.
+// newBrowser starts headless Chromium for one test (browsertest.New, 90 s) with a window of
+// the given size, records what the page's CSP refuses and its uncaught errors, and fails the
+// test on them at its end; it returns the tab's context.
 func newBrowser(t *testing.T, width, height int) context.Context {
 	t.Helper()
-	exe := chromiumPath(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox, // root in a container
-		chromedp.DisableGPU,
-		chromedp.WindowSize(width, height),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	tab, cancelTab := chromedp.NewContext(alloc)
-	t.Cleanup(cancelTab)
-	must(t, chromedp.Do(tab, chromedp.EmulateViewport(int64(width), int64(height))))
+	tab := browsertest.New(t, width, height, 90*time.Second)
 	_, err := chromedp.Call(tab, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: probeScript})
 	must(t, err)
 	t.Cleanup(func() {
-		if ctx.Err() != nil {
+		if tab.Err() != nil {
 			return
 		}
 		problems, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`window.__problems || []`))
@@ -466,7 +434,7 @@ func TestDashboardScreenshot(t *testing.T) {
 	))
 	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
 	must(t, err)
-	out := filepath.Join(screenshotDir(t), "dashboard.png")
+	out := filepath.Join(browsertest.ScreenshotDir(t), "dashboard.png")
 	must(t, os.WriteFile(out, png, 0o644))
 	t.Logf("screenshot: %s", out)
 	if os.Getenv("SWITCHBOARD_UPDATE_SCREENSHOT") != "" {

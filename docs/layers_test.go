@@ -47,6 +47,7 @@ var floors = map[string][]string{
 	"durable/sqlite":           {"durable", "durable/internal/store"},
 	"durable/postgres":         {"durable", "durable/internal/store", "durable/internal/pgxconn"},
 	"durable/durabletest":      {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
+	"internal/browsertest":     {},
 	"admin":                    {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "behaviors/ratelimit", "durable", "durable/record"},
 }
 

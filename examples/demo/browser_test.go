@@ -1,9 +1,10 @@
 package main
 
-// A browser test of the demo's dashboard, with chromedp driving headless Chromium, as the
-// admin package's own browser tests do: without a chromium binary it skips, or fails when
-// CI=true. Screenshots go to $SWITCHBOARD_SCREENSHOTS, else to the test's artifact directory
-// (go test -artifacts); SWITCHBOARD_UPDATE_SCREENSHOT=1 rewrites docs/demo-dashboard.png.
+// A browser test of the demo's dashboard, with chromedp driving headless Chromium through
+// internal/browsertest, as the admin package's own browser tests do: without a chromium
+// binary it skips, or fails when CI=true. Screenshots go to $SWITCHBOARD_SCREENSHOTS, else to
+// the test's artifact directory (go test -artifacts); SWITCHBOARD_UPDATE_SCREENSHOT=1
+// rewrites docs/demo-dashboard.png.
 
 import (
 	"context"
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,45 +20,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/switchboard-go/switchboard/internal/browsertest"
 )
-
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("SWITCHBOARD_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	const msg = "no chromium binary on PATH (install Debian's chromium package, or set SWITCHBOARD_CHROMIUM)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "; CI=true, so the browser tests must run")
-	}
-	t.Skip("browser test skipped: " + msg)
-	return ""
-}
-
-func newBrowser(t *testing.T, width, height int) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox, // root in a container
-		chromedp.DisableGPU,
-		chromedp.WindowSize(width, height),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	t.Cleanup(cancel)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	tab, cancelTab := chromedp.NewContext(alloc)
-	t.Cleanup(cancelTab)
-	must(t, chromedp.Do(tab, chromedp.EmulateViewport(int64(width), int64(height))))
-	return tab
-}
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -69,18 +33,6 @@ func must(t *testing.T, err error) {
 
 func poll(expr string, within time.Duration) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(50*time.Millisecond))
-}
-
-func saveScreenshot(t *testing.T, name string, png []byte) {
-	t.Helper()
-	dir := t.ArtifactDir()
-	if root := os.Getenv("SWITCHBOARD_SCREENSHOTS"); root != "" {
-		dir = filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
-		must(t, os.MkdirAll(dir, 0o755))
-	}
-	out := filepath.Join(dir, name+".png")
-	must(t, os.WriteFile(out, png, 0o644))
-	t.Logf("screenshot: %s", out)
 }
 
 // syncBuffer is the demo's output, written by its goroutines and read by the test.
@@ -105,7 +57,7 @@ func (s *syncBuffer) String() string {
 // draw the run (two points or more, the outage's band open), and after the summary a dead
 // letter the demo left replays successfully.
 func TestDemoDashboardInABrowser(t *testing.T) {
-	tab := newBrowser(t, 1280, 900)
+	tab := browsertest.New(t, 1280, 900, 120*time.Second)
 	type served struct{ url, token string }
 	listening, summarized, inspected := make(chan served, 1), make(chan served, 1), make(chan struct{})
 	var out syncBuffer
@@ -168,7 +120,7 @@ func TestDemoDashboardInABrowser(t *testing.T) {
 	must(t, chromedp.Do(tab, poll(`Number(`+countdown+`.dataset.remainingS) < `+strconv.Itoa(first), 10*time.Second)))
 	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
 	must(t, err)
-	saveScreenshot(t, "demo-breaker-open", png)
+	browsertest.SaveScreenshot(t, "demo-breaker-open", png)
 
 	// The charts have drawn the run so far: the queue's pending line has points, and the
 	// outage's band on the breaker chart has been open.
@@ -188,10 +140,10 @@ func TestDemoDashboardInABrowser(t *testing.T) {
 	must(t, err)
 	png, err = chromedp.Run(tab, chromedp.FullScreenshot(100))
 	must(t, err)
-	saveScreenshot(t, "demo-dashboard", png)
+	browsertest.SaveScreenshot(t, "demo-dashboard", png)
 	png, err = chromedp.Run(tab, chromedp.CaptureScreenshot()) // the top: queue, breakers, charts
 	must(t, err)
-	saveScreenshot(t, "demo-dashboard-top", png)
+	browsertest.SaveScreenshot(t, "demo-dashboard-top", png)
 	if os.Getenv("SWITCHBOARD_UPDATE_SCREENSHOT") == "1" {
 		must(t, os.WriteFile(filepath.Join("..", "..", "docs", "demo-dashboard.png"), png, 0o644))
 	}
