@@ -26,7 +26,6 @@ type endpoint struct {
 
 	mu       sync.Mutex
 	accepted map[string]int // deliveries answered 2xx, by Delivery-Id, and how often
-	stop     func()
 }
 
 // deliveries counts the distinct deliveries the endpoint accepted and those it accepted more

@@ -41,13 +41,12 @@ type line struct {
 
 // report is the run's summary.
 type report struct {
-	Lines          []line
-	Total          line
-	fails          []string
-	spans, traces  int
-	series         int // metric series /metrics served
-	logLines       int
-	replayedByDemo int64
+	Lines         []line
+	Total         line
+	fails         []string
+	spans, traces int
+	series        int // metric series /metrics served
+	logLines      int
 }
 
 // report counts what became of every request: the in-process outcomes, then the state of each
@@ -71,7 +70,7 @@ func (d *demo) report(ctx context.Context) (*report, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rep := &report{fails: d.fails, replayedByDemo: d.replayed.Load(), Total: line{Endpoint: "total"}}
+	rep := &report{fails: d.fails, Total: line{Endpoint: "total"}}
 	for _, e := range d.eps {
 		r := d.rows[e.name]
 		l := line{Endpoint: e.name, Sent: r.sent, First: r.first, Retried: r.retried, FellBack: r.fellBack,

@@ -75,8 +75,6 @@ type demo struct {
 	rows  map[string]*row // by endpoint
 	trips map[string]int  // breaker openings by endpoint
 	fails []string        // the first errors of requests that failed outright
-
-	replayed atomic.Int64 // letters the demo replayed successfully
 }
 
 // row counts what became of the requests to one endpoint, in process.
@@ -114,7 +112,7 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 			return nil, err
 		}
 		defer stop()
-		e.url, e.stop = url, stop
+		e.url = url
 		names[httpcall.AuthorityOf(url)] = e.name
 		d.rows[e.name] = &row{}
 	}
@@ -459,7 +457,6 @@ func (d *demo) operate(ctx context.Context) {
 			lastErr = err
 		}
 	}
-	d.replayed.Add(int64(ok))
 	msg := fmt.Sprintf("the operator replays %d of the outage's %d dead letters: %d succeeded", len(half), len(outage), ok)
 	if lastErr != nil {
 		msg += fmt.Sprintf(" (last failure: %v)", lastErr)
