@@ -87,14 +87,32 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 	if err != nil || a.Matched != n {
 		t.Fatalf("start: %+v, %v", a, err)
 	}
-	lease := time.Second
+	// A replay's lease is renewed every third of it, each renewal given a third to answer, and
+	// an outcome not written while the lease is held is unknown. With one-second leases, 17
+	// replays of a fresh-clone CI run on a loaded machine (a third of the letters took 74 s)
+	// ended unknown; three seconds leave the database room, at two seconds more of the second
+	// process's wait.
+	lease := 3 * time.Second
 	extra := childLeaseEnv + "=" + lease.String()
 	began := time.Now()
-	first := startChild(t, b, "bulk", extra)
+	// The first process's connections carry an application name, so that after the kill the
+	// test can wait until the database has ended them (see below).
+	const firstApp = "switchboard-bulk-first"
+	first := startChild(t, b, "bulk", extra, "PGAPPNAME="+firstApp)
 	firstID := first.line(t, "READY")[1]
 	// The bounds leave room for a loaded machine.
 	e.waitActionFor(t, 3*time.Minute, a.ID, "the first process to replay a third of the letters", func(a durable.BulkAction) bool { return a.Totals.Replayed >= n/3 })
 	first.kill(t)
+	// A statement the process sent before it died still runs to its commit (a letter leased
+	// then, say): the leases are read once its connections are gone. (Read at once, a lease
+	// committed after the read had a letter abandoned that the read had not seen leased.)
+	eventually(t, time.Minute, "the killed process's connections to end", func() bool {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1", firstApp).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 	// The letters whose replay the killed process held: in flight at the kill.
 	inFlight := map[int64]bool{}
 	rows, err := db.QueryContext(ctx, "SELECT id FROM switchboard_dead_letters WHERE status = 'failed' AND replay_owner IS NOT NULL")
@@ -154,9 +172,7 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// In flight at the kill: the letters the killed process had leased and whose outcome it
-	// never recorded, each given an abandoned replay when its lease ran out. (The leases read
-	// just after the kill are an upper bound: a commit the process sent before it died may
-	// land after that read.)
+	// never recorded, each given an abandoned replay when its lease ran out.
 	abandoned := map[int64]bool{}
 	rows, err = db.QueryContext(ctx, "SELECT dead_letter_id FROM switchboard_dead_letter_events WHERE outcome = 'abandoned'")
 	if err != nil {
