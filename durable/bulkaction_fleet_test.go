@@ -98,21 +98,24 @@ func TestFleetBulkReplaySurvivesSIGKILL(t *testing.T) {
 	// The first process's connections carry an application name, so that after the kill the
 	// test can wait until the database has ended them (see below).
 	const firstApp = "switchboard-bulk-first"
+	firstConns := func() (conns int) {
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1", firstApp).Scan(&conns); err != nil {
+			t.Fatal(err)
+		}
+		return conns
+	}
 	first := startChild(t, b, "bulk", extra, "PGAPPNAME="+firstApp)
 	firstID := first.line(t, "READY")[1]
 	// The bounds leave room for a loaded machine.
 	e.waitActionFor(t, 3*time.Minute, a.ID, "the first process to replay a third of the letters", func(a durable.BulkAction) bool { return a.Totals.Replayed >= n/3 })
+	if firstConns() == 0 {
+		t.Fatalf("no connection is named %s: the wait for the killed process's connections would wait for nothing", firstApp)
+	}
 	first.kill(t)
 	// A statement the process sent before it died still runs to its commit (a letter leased
 	// then, say): the leases are read once its connections are gone. (Read at once, a lease
 	// committed after the read had a letter abandoned that the read had not seen leased.)
-	eventually(t, time.Minute, "the killed process's connections to end", func() bool {
-		var n int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1", firstApp).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 0
-	})
+	eventually(t, time.Minute, "the killed process's connections to end", func() bool { return firstConns() == 0 })
 	// The letters whose replay the killed process held: in flight at the kill.
 	inFlight := map[int64]bool{}
 	rows, err := db.QueryContext(ctx, "SELECT id FROM switchboard_dead_letters WHERE status = 'failed' AND replay_owner IS NOT NULL")

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,7 +72,7 @@ func TestHedgingCutsTheSlowTail(t *testing.T) {
 	}
 	const calls, workers = 600, 4
 	// run returns the calls' latencies, sorted, and the requests the endpoint served.
-	run := func(m *mediator.Mediator) (lat []time.Duration, p50, p99 time.Duration, requests int64) {
+	run := func(m *mediator.Mediator) (lat []time.Duration, requests int64) {
 		before := served.Load()
 		lat = make([]time.Duration, calls)
 		var next atomic.Int64
@@ -92,20 +91,24 @@ func TestHedgingCutsTheSlowTail(t *testing.T) {
 		}
 		wg.Wait()
 		slices.Sort(lat)
-		return lat, lat[calls/2], lat[calls*99/100], served.Load() - before
+		return lat, served.Load() - before
 	}
+	p50 := func(lat []time.Duration) time.Duration { return lat[calls/2] }
+	p99 := func(lat []time.Duration) time.Duration { return lat[calls*99/100] }
 	const delay = 20 * time.Millisecond
 	h := hedge.New(hedge.Config{Delay: delay})
-	_, plainP50, plainP99, plainReq := run(pipeline())
-	hedgedLat, hedgedP50, hedgedP99, hedgedReq := run(pipeline(h))
-	t.Logf("without hedging: p50 %s, p99 %s, %d requests for %d calls", plainP50, plainP99, plainReq, calls)
+	plainLat, plainReq := run(pipeline())
+	hedgedLat, hedgedReq := run(pipeline(h))
+	plainP99, hedgedP99 := p99(plainLat), p99(hedgedLat)
+	t.Logf("without hedging: p50 %s, p99 %s, %d requests for %d calls", p50(plainLat), plainP99, plainReq, calls)
 	t.Logf("with hedging:    p50 %s, p99 %s, %d requests for %d calls (%d extra, %.1f %%); %+v",
-		hedgedP50, hedgedP99, hedgedReq, calls, hedgedReq-calls, 100*float64(hedgedReq-calls)/calls, h.Snapshot())
+		p50(hedgedLat), hedgedP99, hedgedReq, calls, hedgedReq-calls, 100*float64(hedgedReq-calls)/calls, h.Snapshot())
 	// The percentile delay: p95 of the recent calls, 20ms until 50 samples.
 	ph := hedge.New(hedge.Config{Delay: 20 * time.Millisecond, Percentile: 95, MinSamples: 50})
-	_, pctP50, pctP99, pctReq := run(pipeline(ph))
+	pctLat, pctReq := run(pipeline(ph))
+	pctP99 := p99(pctLat)
 	t.Logf("with p95 delay:  p50 %s, p99 %s, %d requests for %d calls (%d extra, %.1f %%); %+v",
-		pctP50, pctP99, pctReq, calls, pctReq-calls, 100*float64(pctReq-calls)/calls, ph.Snapshot())
+		p50(pctLat), pctP99, pctReq, calls, pctReq-calls, 100*float64(pctReq-calls)/calls, ph.Snapshot())
 	// The p95 follows the machine's load (under the race detector on a busy machine the fast
 	// requests' p95 can reach 10ms), so it is held to less than three quarters.
 	if pctP99 >= plainP99*3/4 || pctReq-calls > calls/4 {
@@ -122,15 +125,16 @@ func TestHedgingCutsTheSlowTail(t *testing.T) {
 	// are at most the calls that took the delay or longer, and the extra requests the endpoint
 	// served at most the hedges sent (and the few requests net/http sends again by itself on a
 	// kept-alive connection that closed); the slow calls' hedges alone are a few percent.
-	slowCalls := calls - sort.Search(calls, func(i int) bool { return hedgedLat[i] >= delay })
+	first, _ := slices.BinarySearch(hedgedLat, delay)
+	pastDelay := calls - first
 	var sent int64
 	for _, s := range h.Snapshot() {
 		sent += int64(s.Sent)
 	}
 	extra := hedgedReq - calls
-	t.Logf("hedged run: %d calls took %s or longer, %d hedges sent, %d extra requests", slowCalls, delay, sent, extra)
-	if sent > int64(slowCalls) || extra > sent+calls/100 {
-		t.Errorf("%d hedges sent and %d extra requests for %d calls that took the delay or longer: a hedge went out before the delay", sent, extra, slowCalls)
+	t.Logf("hedged run: %d calls took %s or longer, %d hedges sent, %d extra requests", pastDelay, delay, sent, extra)
+	if sent > int64(pastDelay) || extra > sent+calls/100 {
+		t.Errorf("%d hedges sent and %d extra requests for %d calls that took the delay or longer: a hedge went out before the delay", sent, extra, pastDelay)
 	}
 	if extra < calls/40 {
 		t.Errorf("%d extra requests for %d calls with 5 %% slow: want about one per slow call", extra, calls)
