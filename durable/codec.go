@@ -3,6 +3,7 @@ package durable
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -58,6 +59,9 @@ type registry struct {
 	byType map[reflect.Type]*registration
 	sealed atomic.Bool  // a built mediator's deferral decided its request types (see seal)
 	def    retry.Policy // the queue's policy, of the registrations without WithPolicy
+	// failed are the errors of the registrations and schedules that failed, which Start and
+	// the deferral's Validate report too: a setup error that was not checked is not lost.
+	failed []error
 }
 
 type registration struct {
@@ -121,7 +125,7 @@ func WithPolicy(p retry.Policy) RegisterOption {
 //
 // A key of "" means no breaker guards that item. nil key: reg's own key function
 // (Registry.KeyOf). Without WithBreaker, SchedulerConfig.Breakers, when set, guards the items
-// under its own key function. Q must be the registered request type; Register panics
+// under its own key function. Q must be the registered request type; Register fails
 // otherwise. The scheduler also listens to reg, so the items a refusal of reg's parked (an
 // inner call of the handler refused) are freed when that breaker closes.
 func WithBreaker[Q any](reg *breaker.Registry, key func(Q) string) RegisterOption {
@@ -133,16 +137,35 @@ func WithBreaker[Q any](reg *breaker.Registry, key func(Q) string) RegisterOptio
 }
 
 // Register registers request type Q (a pointer: *SendInvoice) on q under name, in every
-// instance whose scheduler may find the name; keep names stable across Go renames. Like
-// http.ServeMux.Handle it panics, naming the mistake: Q not a pointer, an empty or taken name or
-// type, an invalid WithPolicy, or a call after a Build that included q's deferral.
-func Register[Q any](q *Queue, name string, opts ...RegisterOption) {
+// instance whose scheduler may find the name; keep names stable across Go renames. It returns
+// an error naming the mistake, and registers nothing: Q not a pointer, an empty or taken name
+// or type, an invalid option (WithPolicy's policy, WithBreaker's registry or key function), or
+// a call after a Build that included q's deferral. The error is kept too: Start refuses to run,
+// and a mediator's Build that includes q's deferral fails, with every registration error, so a
+// registration whose error went unchecked is not silently missing.
+func Register[Q any](q *Queue, name string, opts ...RegisterOption) error {
 	if q == nil {
-		panic("durable: Register: nil queue")
+		return errors.New("durable: Register: nil queue")
 	}
-	if err := q.reg.register(reflect.TypeFor[Q](), name, opts); err != nil {
-		panic(err)
+	return q.reg.keep(q.reg.register(reflect.TypeFor[Q](), name, opts))
+}
+
+// keep records err, a failed registration's or schedule's, for problems, and returns it.
+func (r *registry) keep(err error) error {
+	if err != nil {
+		r.mu.Lock()
+		r.failed = append(r.failed, err)
+		r.mu.Unlock()
 	}
+	return err
+}
+
+// problems returns the errors of the registrations and schedules that failed, joined; nil when
+// none did.
+func (r *registry) problems() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return errors.Join(r.failed...)
 }
 
 func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) error {
@@ -171,8 +194,10 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 		return fmt.Errorf("durable: Register %s: WithUniqueWindow %v is negative", t, reg.uniqueFor)
 	}
 	if reg.hasPol {
-		if err := reg.policy.Validate(); err != nil {
-			return fmt.Errorf("durable: Register %s: %w", t, err)
+		// Over the queue's policy: a layer's BaseDelay beyond the MaxDelay below it is a
+		// mistake too.
+		if err := r.def.Merge(reg.policy).Validate(); err != nil {
+			return fmt.Errorf("durable: Register %s: WithPolicy: %w", t, err)
 		}
 		reg.policy = r.def.Merge(reg.policy)
 	} else {

@@ -774,14 +774,14 @@ func TestPolicyDelay(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	r := sqliteBackend(t).bare(t, durable.Config{})
-	if err := registerErr(func() { durable.Register[*Work](r, "w") }); err != nil {
+	if err := registerErr(t, func() error { return durable.Register[*Work](r, "w") }); err != nil {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"same name":   registerErr(func() { durable.Register[*Keyed](r, "w") }),
-		"same type":   registerErr(func() { durable.Register[*Work](r, "w2") }),
-		"not pointer": registerErr(func() { durable.Register[Work](r, "w3") }),
-		"empty name":  registerErr(func() { durable.Register[*Unique](r, "") }),
+		"same name":   registerErr(t, func() error { return durable.Register[*Keyed](r, "w") }),
+		"same type":   registerErr(t, func() error { return durable.Register[*Work](r, "w2") }),
+		"not pointer": registerErr(t, func() error { return durable.Register[Work](r, "w3") }),
+		"empty name":  registerErr(t, func() error { return durable.Register[*Unique](r, "") }),
 	} {
 		if err == nil {
 			t.Errorf("%s: registered", name)

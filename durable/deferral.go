@@ -22,6 +22,7 @@ import (
 // must be idempotent.
 type Deferral struct {
 	q        *Queue
+	err      error             // NewDeferral's arguments' problem, for Validate
 	classify func(error) bool  // DeferralConfig.Classifier; nil: the request's retry policy with the queue's layer
 	src      retryPolicySource // the retry behavior of the request type's pipeline, bound at Build
 	persist  time.Duration     // DeferralConfig.PersistTimeout, or its default
@@ -48,20 +49,27 @@ func (cfg DeferralConfig) Validate() error {
 	return nil
 }
 
-// NewDeferral returns q's deferral, to Use before Build, after Register. It
-// panics on a nil q or an invalid cfg.
+// NewDeferral returns q's deferral, to Use before Build, after Register. A nil q or an invalid
+// cfg is reported by Validate, so the mediator's Build fails with it, as it does with the
+// errors of q's failed registrations.
 func NewDeferral(q *Queue, cfg DeferralConfig) *Deferral {
 	if q == nil {
-		panic("durable: NewDeferral: nil queue")
-	}
-	if err := cfg.Validate(); err != nil {
-		panic(err)
+		return &Deferral{err: errors.New("durable: NewDeferral: nil queue")}
 	}
 	persist := cfg.PersistTimeout
 	if persist == 0 {
 		persist = DefaultPersistTimeout
 	}
-	return &Deferral{q: q, classify: cfg.Classifier, persist: persist}
+	return &Deferral{q: q, err: cfg.Validate(), classify: cfg.Classifier, persist: persist}
+}
+
+// Validate implements mediator.ValidatingBehavior: NewDeferral's arguments, and every
+// registration and schedule that failed on the queue.
+func (d *Deferral) Validate() error {
+	if d.q == nil {
+		return d.err
+	}
+	return errors.Join(d.err, d.q.reg.problems())
 }
 
 // Placement implements mediator.PlacedBehavior: behaviors.DeferralOrder, outside
@@ -72,11 +80,15 @@ func (d *Deferral) Placement() mediator.Placement {
 
 // AppliesTo implements mediator.SelectiveBehavior.
 func (d *Deferral) AppliesTo(info mediator.RequestInfo) bool {
-	return !info.Stream && d.q.reg.has(info.Request)
+	return d.q != nil && !info.Stream && d.q.reg.has(info.Request)
 }
 
-// Built implements mediator.BuiltBehavior: Register then panics.
-func (d *Deferral) Built() { d.q.reg.seal() }
+// Built implements mediator.BuiltBehavior: Register then fails.
+func (d *Deferral) Built() {
+	if d.q != nil {
+		d.q.reg.seal()
+	}
+}
 
 // Bind implements mediator.BindingBehavior.
 func (d *Deferral) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {

@@ -399,14 +399,9 @@ func TestWithBreakerRefusesMistakes(t *testing.T) {
 		{durable.WithBreaker(hosts, func(w *Work) string { return "" }), "WithBreaker: the key function takes *durable_test.Work, not the registered type"},
 	} {
 		opt, want := c.opt, c.want
-		func() {
-			defer func() {
-				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), want) {
-					t.Fatalf("Register panicked with %v, want %q", p, want)
-				}
-			}()
-			durable.Register[*Deliver](e.q, "webhook.deliver", opt)
-		}()
+		if err := registerErr(t, func() error { return durable.Register[*Deliver](e.q, "webhook.deliver", opt) }); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Register: %v, want %q", err, want)
+		}
 	}
 }
 

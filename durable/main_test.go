@@ -253,19 +253,17 @@ func openQueue(t testing.TB, driver durable.Driver, cfg durable.Config) *durable
 // typesQueue returns a SQLite queue with the test request types registered.
 func typesQueue(t testing.TB) *durable.Queue { return sqliteBackend(t).queue(t, durable.Config{}) }
 
-// registerErr calls register, which calls durable.Register, and returns the error Register
-// panicked with, or nil.
-func registerErr(register func()) (err error) {
+// registerErr calls register (a Register, Schedule or NewDeferral's Validate) and returns its
+// error. A panic fails the test: a setup mistake is an error, never a panic.
+func registerErr(t testing.TB, register func() error) (err error) {
+	t.Helper()
 	defer func() {
 		if p := recover(); p != nil {
-			var ok bool
-			if err, ok = p.(error); !ok {
-				err = fmt.Errorf("panic: %v", p)
-			}
+			t.Errorf("panicked: %v", p)
+			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	register()
-	return nil
+	return register()
 }
 
 // registerTypes registers the test request types on q.

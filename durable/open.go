@@ -137,7 +137,8 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 // Validate reports each problem of cfg, naming its field. Open calls it.
 func (cfg Config) Validate() error {
 	var errs []error
-	if err := cfg.Policy.Validate(); err != nil {
+	// Over the durable defaults: a BaseDelay beyond the default MaxDelay is a mistake too.
+	if err := defaultPolicy.Merge(cfg.Policy).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("durable: Open: Policy: %w", err))
 	}
 	if cfg.Recheck < 0 {

@@ -408,15 +408,15 @@ func TestEnqueueNothingSentIsNotUnknown(t *testing.T) {
 	})
 }
 
-// TestDeferralConfigValidate: a negative PersistTimeout is refused, naming the field, and
-// NewDeferral panics with that error.
+// TestDeferralConfigValidate: a negative PersistTimeout is refused, naming the field, and the
+// deferral's Validate (the mediator's Build) reports that error.
 func TestDeferralConfigValidate(t *testing.T) {
 	cfg := durable.DeferralConfig{PersistTimeout: -time.Second}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "PersistTimeout") {
 		t.Fatalf("Validate: %v", err)
 	}
 	q := typesQueue(t)
-	err := registerErr(func() { durable.NewDeferral(q, cfg) })
+	err := registerErr(t, func() error { return durable.NewDeferral(q, cfg).Validate() })
 	if err == nil || !strings.Contains(err.Error(), "PersistTimeout") {
 		t.Fatalf("NewDeferral: %v", err)
 	}

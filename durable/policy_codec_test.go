@@ -130,12 +130,12 @@ func TestPolicyDelayHonoursMax(t *testing.T) {
 	}
 }
 
-// Registering a request type with an invalid policy panics with an error naming the fields, and
+// Registering a request type with an invalid policy fails with an error naming the fields, and
 // leaves the type unregistered.
 func TestRegisterRefusesInvalidPolicy(t *testing.T) {
 	r := sqliteBackend(t).bare(t, durable.Config{})
-	err := registerErr(func() {
-		durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{MaxAttempts: -1, Multiplier: 0.5}))
+	err := registerErr(t, func() error {
+		return durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{MaxAttempts: -1, Multiplier: 0.5}))
 	})
 	if err == nil {
 		t.Fatal("registered with MaxAttempts -1 and Multiplier 0.5")
@@ -152,8 +152,8 @@ func TestRegisterRefusesInvalidPolicy(t *testing.T) {
 		t.Error("the type was registered despite the error")
 	}
 	// A valid policy registers.
-	if err := registerErr(func() {
-		durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{MaxAttempts: 3, Jitter: behaviors.Off}))
+	if err := registerErr(t, func() error {
+		return durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{MaxAttempts: 3, Jitter: behaviors.Off}))
 	}); err != nil {
 		t.Fatalf("valid policy: %v", err)
 	}
@@ -261,7 +261,9 @@ func TestEncodeRefusesNilRequest(t *testing.T) {
 // A strict codec keeps rejecting unknown fields, and trailing data, as ErrDecode.
 func TestJSONCodecStrict(t *testing.T) {
 	r := sqliteBackend(t).bare(t, durable.Config{})
-	if err := registerErr(func() { durable.Register[*Work](r, "test.work", durable.WithCodec(durable.JSONCodec{Strict: true})) }); err != nil {
+	if err := registerErr(t, func() error {
+		return durable.Register[*Work](r, "test.work", durable.WithCodec(durable.JSONCodec{Strict: true}))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	v, err := durable.DecodeFor(r, "test.work", []byte(`{"n":2}`))
@@ -347,8 +349,8 @@ func TestPolicyValidate(t *testing.T) {
 // Register's error for an invalid policy is the validation error.
 func TestRegisterInvalidPolicyMatchesSentinel(t *testing.T) {
 	r := sqliteBackend(t).bare(t, durable.Config{})
-	err := registerErr(func() {
-		durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{Jitter: behaviors.Switch(7)}))
+	err := registerErr(t, func() error {
+		return durable.Register[*Work](r, "test.work", durable.WithPolicy(retry.Policy{Jitter: behaviors.Switch(7)}))
 	})
 	var ipe *retry.InvalidPolicyError
 	if !errors.Is(err, retry.ErrInvalidPolicy) || !errors.As(err, &ipe) || ipe.Field != "Jitter" {

@@ -70,8 +70,8 @@ func (q *Queue) Close() error {
 }
 
 // Start runs this instance's scheduler: call it in every instance once sender, the
-// *mediator.Mediator, is built; instances sharing a database divide the work. It refuses a nil
-// sender, a mediator not built (mediator.ErrNotBuilt), or one lacking a handler for request
+// *mediator.Mediator, is built; instances sharing a database divide the work. It refuses a
+// queue a Register or Schedule call failed on (with their errors), a nil sender, a mediator not built (mediator.ErrNotBuilt), or one lacking a handler for request
 // types registered or scheduled on q (naming each, mediator.ErrNoHandler); an item another
 // Sender turns away with mediator.ErrNoHandler waits, unattempted (Config.Recheck). It fails
 // with ErrStarted while the scheduler runs and ErrStopped after Shutdown.
@@ -83,6 +83,9 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 		return ErrStopped
 	case q.sched != nil:
 		return ErrStarted
+	}
+	if err := q.reg.problems(); err != nil {
+		return fmt.Errorf("durable: Start: the queue's setup failed: %w", err)
 	}
 	s, err := newScheduler(q, sender, cfg)
 	if err != nil {
@@ -416,12 +419,16 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 // retry behavior of its pipeline; the default policy without one) with the classification of
 // pol, its durable policy (policyFor), over it.
 func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol retry.Policy, err error) bool {
-	// The handler met back-pressure (a request it sent was refused by a refusal that says no
-	// time to wait, as a full bulkhead's), or its own inner work was deferred: the item's work
-	// can succeed later. (A refusal with a Retry-After hint met by the handler, as an open
-	// breaker's, is the Retries layer's WaitForBreaker.)
-	var hinted behaviors.RetryAfterHinter
-	if errors.Is(err, ErrDeferred) || behaviors.IsRefusal(err) && !errors.As(err, &hinted) {
+	// The work met a refusal (a request the handler sent was turned away by a breaker, a
+	// rate limit or a full bulkhead, possibly after attempts that reached the dependency and
+	// failed), or its own inner work was deferred: it can succeed later, and a refusal is
+	// never why work dies. The refusal says no to a retry of the call it refused (a call's
+	// in-process retry must not hammer it), which is not what durable work asks: the item is
+	// tried again no earlier than the refusal's Retry-After.
+	if errors.Is(err, ErrDeferred) {
+		return true
+	}
+	if _, refused := errors.AsType[behaviors.Refusal](err); refused {
 		return true
 	}
 	p := retry.DefaultPolicy

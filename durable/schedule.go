@@ -37,9 +37,10 @@ func WithLocation(loc *time.Location) ScheduleOption {
 // five-field cron expression or a descriptor ("@hourly", "@every 90s"), in UTC unless
 // WithLocation says otherwise. Q needs a handler in Start's mediator, not a Register: it is never
 // stored. Every instance should register the same schedules; Start stores them (a changed spec
-// replaces the stored one). It panics, naming the mistake, on a nil queue or newRequest, an
-// empty or taken name, a Q not a pointer, a bad spec or location, or a call after Start: a
-// schedule added while the queue runs is Queue.AddSchedule's, whose request is a registered
+// replaces the stored one). It returns an error naming the mistake, and schedules nothing, on
+// a nil queue or newRequest, an empty or taken name, a Q not a pointer, a bad spec or location,
+// or a call after Start; the error is kept, and Start refuses to run with it, as with Register.
+// A schedule added while the queue runs is Queue.AddSchedule's, whose request is a registered
 // name and a payload. A schedule declared here may be paused, resumed and run now at run time
 // (Queue.PauseSchedule, ResumeSchedule, RunScheduleNow), not removed.
 //
@@ -50,17 +51,15 @@ func WithLocation(loc *time.Location) ScheduleOption {
 // its error saying so. After downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
 // holds a lease (SchedulerConfig.ScheduleLease): a dead instance's run is not logged, and its schedule
 // goes on when the lease runs out. Shutdown waits for runs as for items.
-func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) {
+func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) error {
 	if q == nil {
-		panic("durable: Schedule: nil queue")
+		return errors.New("durable: Schedule: nil queue")
 	}
 	var fn func() any
 	if newRequest != nil {
 		fn = func() any { return newRequest() }
 	}
-	if err := q.schedule(reflect.TypeFor[Q](), name, spec, fn, opts); err != nil {
-		panic(err)
-	}
+	return q.reg.keep(q.schedule(reflect.TypeFor[Q](), name, spec, fn, opts))
 }
 
 // never is the due time of a schedule whose spec names no further time.

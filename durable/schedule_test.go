@@ -385,28 +385,37 @@ func TestScheduleMisuse(t *testing.T) {
 	durable.Schedule(q, "taken", "@hourly", tick("taken"))
 	for _, c := range []struct {
 		name string
-		call func()
+		call func() error
 		want string
 	}{
-		{"bad spec", func() { durable.Schedule(q, "x", "61 * * * *", tick("x")) }, `durable: Schedule "x": invalid cron expression "61 * * * *"`},
-		{"six fields", func() { durable.Schedule(q, "x", "0 0 * * * *", tick("x")) }, "invalid cron expression"},
-		{"duplicate", func() { durable.Schedule(q, "taken", "@daily", tick("taken")) }, `durable: Schedule "taken": name already scheduled (spec "@hourly")`},
-		{"zone prefix", func() { durable.Schedule(q, "x", "CRON_TZ=Europe/Paris 0 9 * * *", tick("x")) }, "use WithLocation"},
-		{"never", func() { durable.Schedule(q, "x", "0 0 30 2 *", tick("x")) }, "never names a time"},
-		{"not a pointer", func() { durable.Schedule(q, "x", "@hourly", func() Tick { return Tick{} }) }, "must be a pointer type"},
-		{"nil newRequest", func() { durable.Schedule[*Tick](q, "x", "@hourly", nil) }, "nil newRequest"},
-		{"nil location", func() { durable.Schedule(q, "x", "@hourly", tick("x"), durable.WithLocation(nil)) }, "WithLocation(nil)"},
-		{"empty name", func() { durable.Schedule(q, "", "@hourly", tick("x")) }, "empty name"},
+		{"bad spec", func() error { return durable.Schedule(q, "x", "61 * * * *", tick("x")) }, `durable: Schedule "x": invalid cron expression "61 * * * *"`},
+		{"six fields", func() error { return durable.Schedule(q, "x", "0 0 * * * *", tick("x")) }, "invalid cron expression"},
+		{"duplicate", func() error { return durable.Schedule(q, "taken", "@daily", tick("taken")) }, `durable: Schedule "taken": name already scheduled (spec "@hourly")`},
+		{"zone prefix", func() error { return durable.Schedule(q, "x", "CRON_TZ=Europe/Paris 0 9 * * *", tick("x")) }, "use WithLocation"},
+		{"never", func() error { return durable.Schedule(q, "x", "0 0 30 2 *", tick("x")) }, "never names a time"},
+		{"not a pointer", func() error { return durable.Schedule(q, "x", "@hourly", func() Tick { return Tick{} }) }, "must be a pointer type"},
+		{"nil newRequest", func() error { return durable.Schedule[*Tick](q, "x", "@hourly", nil) }, "nil newRequest"},
+		{"nil location", func() error { return durable.Schedule(q, "x", "@hourly", tick("x"), durable.WithLocation(nil)) }, "WithLocation(nil)"},
+		{"empty name", func() error { return durable.Schedule(q, "", "@hourly", tick("x")) }, "empty name"},
 	} {
-		err := registerErr(c.call)
+		err := registerErr(t, c.call)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want a panic with %q", c.name, err, c.want)
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
 	}
 
+	// The errors are kept: Start refuses to run a queue whose schedules failed.
+	if err := q.Start(tickMediator(t, nil), durable.SchedulerConfig{}); err == nil || !strings.Contains(err.Error(), "the queue's setup failed") ||
+		!strings.Contains(err.Error(), `durable: Schedule "x": nil newRequest function`) {
+		t.Fatalf("Start after failed schedules: %v", err)
+	}
+
 	type Unhandled struct{ mediator.Command }
-	durable.Schedule(q, "unhandled", "@hourly", func() *Unhandled { return &Unhandled{} })
-	if err := q.Start(tickMediator(t, nil), durable.SchedulerConfig{}); err == nil || !strings.Contains(err.Error(), `schedule "unhandled"`) {
+	q3 := sqliteBackend(t).bare(t, durable.Config{})
+	if err := durable.Schedule(q3, "unhandled", "@hourly", func() *Unhandled { return &Unhandled{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := q3.Start(tickMediator(t, nil), durable.SchedulerConfig{}); err == nil || !strings.Contains(err.Error(), `schedule "unhandled"`) {
 		t.Fatalf("Start: %v", err)
 	}
 
@@ -415,7 +424,7 @@ func TestScheduleMisuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q2.Shutdown(context.Background()) })
-	if err := registerErr(func() { durable.Schedule(q2, "late", "@hourly", tick("late")) }); err == nil ||
+	if err := registerErr(t, func() error { return durable.Schedule(q2, "late", "@hourly", tick("late")) }); err == nil ||
 		!strings.Contains(err.Error(), "schedule every request before Start") {
 		t.Fatalf("after Start: %v", err)
 	}

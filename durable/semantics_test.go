@@ -311,14 +311,14 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 func TestRegisterAfterBuildIsRefused(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	mediatorFor(t, handlers{}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{})) })
-	err := registerErr(func() { durable.Register[*Outer](e.q, "test.late") })
+	err := registerErr(t, func() error { return durable.Register[*Outer](e.q, "test.late") })
 	if err == nil || !strings.Contains(err.Error(), "the queue is in use") || !strings.Contains(err.Error(), "before Build") {
 		t.Fatalf("late Register: %v", err)
 	}
 	// Without a deferral built over it, a queue stays open to registrations.
 	r := sqliteBackend(t).bare(t, durable.Config{})
 	mediatorFor(t, handlers{})
-	if err := registerErr(func() { durable.Register[*Outer](r, "test.outer") }); err != nil {
+	if err := registerErr(t, func() error { return durable.Register[*Outer](r, "test.outer") }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -814,7 +814,7 @@ func TestRegisterAfterFailedBuild(t *testing.T) {
 	if err := m.Build(); err == nil {
 		t.Fatal("Build succeeded without a handler")
 	}
-	if err := registerErr(func() { durable.Register[*Outer](e.q, "test.outer") }); err != nil {
+	if err := registerErr(t, func() error { return durable.Register[*Outer](e.q, "test.outer") }); err != nil {
 		t.Fatalf("Register after a failed Build: %v", err)
 	}
 	mediator.HandleFunc(m, func(context.Context, *Outer) (mediator.Void, error) { return void, statusError{code: 503} })
@@ -824,7 +824,7 @@ func TestRegisterAfterFailedBuild(t *testing.T) {
 	if _, err := mediator.Send(context.Background(), m, &Outer{N: 1}); !errors.Is(err, durable.ErrDeferred) {
 		t.Fatalf("not deferred: %v", err)
 	}
-	if err := registerErr(func() { durable.Register[*InnerRetried](e.q, "test.inner") }); err == nil || !strings.Contains(err.Error(), "the queue is in use") {
+	if err := registerErr(t, func() error { return durable.Register[*InnerRetried](e.q, "test.inner") }); err == nil || !strings.Contains(err.Error(), "the queue is in use") {
 		t.Fatalf("Register after a successful Build: %v", err)
 	}
 }

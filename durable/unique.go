@@ -17,7 +17,7 @@ func WithUniqueFor(d time.Duration) EnqueueOption {
 
 // WithUniqueWindow is WithUniqueFor for every item of the registration that has a dedupe key:
 // the key is held for d after the item succeeded. Items without a key have no window. An
-// enqueue's WithUniqueFor overrides it. Register panics on a negative d.
+// enqueue's WithUniqueFor overrides it. Register fails on a negative d.
 func WithUniqueWindow(d time.Duration) RegisterOption {
 	return func(r *registration) { r.uniqueFor = d }
 }

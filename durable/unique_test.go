@@ -109,12 +109,10 @@ func TestUniqueWindowInvalid(t *testing.T) {
 			t.Errorf("Enqueue: %v, want an error naming WithUniqueFor: %s", err, c.want)
 		}
 	}
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(r.(error).Error(), "WithUniqueWindow") {
-			t.Fatalf("Register with a negative window: %v, want a panic naming WithUniqueWindow", r)
-		}
-	}()
-	durable.Register[*Digest](q, "test.digest", durable.WithUniqueWindow(-time.Hour))
+	if err := registerErr(t, func() error { return durable.Register[*Digest](q, "test.digest", durable.WithUniqueWindow(-time.Hour)) }); err == nil ||
+		!strings.Contains(err.Error(), "WithUniqueWindow") {
+		t.Fatalf("Register with a negative window: %v, want an error naming WithUniqueWindow", err)
+	}
 }
 
 // The pruner keeps a succeeded item that holds its key until its window ends, whatever the

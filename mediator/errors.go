@@ -26,6 +26,9 @@ var (
 	ErrInvalidBehavior = errors.New("mediator: invalid behavior")
 	// ErrNilRequest reports a nil request, stream request or notification.
 	ErrNilRequest = errors.New("mediator: nil request")
+	// ErrNilContext reports a dispatch given a nil context: nothing runs. Pass the caller's
+	// context, or context.Background() where there is none.
+	ErrNilContext = errors.New("mediator: nil context: pass the caller's context, or context.Background()")
 )
 
 // NoHandlerError names the type that has no handler. It matches ErrNoHandler.

@@ -215,7 +215,7 @@ func bareSend[Q Request[R], R any](h Handler[Q, R]) any {
 		if (*eface)(unsafe.Pointer(&req)).data == nil && isNilPointer(req) {
 			return resp, nilRequest(req)
 		}
-		if ctx.Err() != nil {
+		if ctx == nil || ctx.Err() != nil {
 			return resp, doneErr(ctx)
 		}
 		returned := false
@@ -722,7 +722,7 @@ func (m *Mediator) SendAny(ctx context.Context, req any) (any, error) {
 			if nilData(req) {
 				return nil, nilRequest(req)
 			}
-			if ctx.Err() != nil {
+			if ctx == nil || ctx.Err() != nil {
 				return nil, doneErr(ctx)
 			}
 			return r.call(ctx, req)
@@ -741,8 +741,11 @@ func (m *Mediator) miss(req any, kind string) error {
 
 // doneErr is the error of a dispatch whose caller's context was done before it began: ctx's
 // error, joined with the cause given to context.WithCancelCause (and its kin) when there is one,
-// so that errors.Is matches both.
+// so that errors.Is matches both; ErrNilContext for a nil ctx.
 func doneErr(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
 		return fmt.Errorf("%w: %w", err, cause)
@@ -767,8 +770,8 @@ func noHandler(v any, kind string) error {
 //
 //	user, err := mediator.Send(ctx, m, &GetUser{ID: 7})
 //
-// A caller whose ctx is already done gets ctx's error before any behavior or the handler runs.
-// A behavior that answers with a value of another type fails the call with a *BehaviorError
+// A caller whose ctx is already done gets ctx's error before any behavior or the handler runs,
+// and a nil ctx ErrNilContext. A behavior that answers with a value of another type fails the call with a *BehaviorError
 // rather than handing the caller a zero value and a nil error.
 func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 	var v any
@@ -796,7 +799,7 @@ func Send[R any](ctx context.Context, s Sender, req Request[R]) (R, error) {
 		if nilData(req) {
 			return *new(R), nilRequest(req)
 		}
-		if ctx.Err() != nil {
+		if ctx == nil || ctx.Err() != nil {
 			return *new(R), doneErr(ctx)
 		}
 		v, err = r.call(ctx, req)
@@ -847,7 +850,7 @@ func (s *TypedSender[Q, R]) Send(ctx context.Context, req Q) (resp R, err error)
 	if nilData(req) {
 		return resp, nilRequest(req)
 	}
-	if ctx.Err() != nil {
+	if ctx == nil || ctx.Err() != nil {
 		return resp, doneErr(ctx)
 	}
 	if s.handler == nil {

@@ -79,7 +79,7 @@ func (m *Mediator) PublishAny(ctx context.Context, n any, s PublishStrategy) err
 	if n == nil {
 		return ErrNilRequest
 	}
-	if ctx.Err() != nil {
+	if ctx == nil || ctx.Err() != nil {
 		return doneErr(ctx)
 	}
 	calls, _ := t.notifs.get(typeKey(n))

@@ -41,7 +41,7 @@ func stream[T any](ctx context.Context, s Streamer, req any, yield func(T, error
 		if t := m.table.Load(); t != nil {
 			if e, ok := t.streams.get(typeKey(req)); ok {
 				if d, ok := e.direct.(*directStream[T]); ok {
-					if ctx.Err() != nil {
+					if ctx == nil || ctx.Err() != nil {
 						var zero T
 						yield(zero, doneErr(ctx))
 						return
@@ -74,7 +74,7 @@ func (m *Mediator) StreamAny(ctx context.Context, req any) iter.Seq2[any, error]
 	if !ok {
 		return errSeq(noHandler(req, "stream request"))
 	}
-	if ctx.Err() != nil {
+	if ctx == nil || ctx.Err() != nil {
 		return errSeq(doneErr(ctx))
 	}
 	return e.call(ctx, req)

@@ -224,7 +224,9 @@ func (e *InvalidPolicyError) Is(target error) bool { return target == ErrInvalid
 
 // Validate reports every field set to an invalid value, each as an *InvalidPolicyError naming
 // the field, joined with errors.Join; nil when p is valid. Zero fields are valid: they are
-// unset. The retry behavior and the durable queue validate their policies with it.
+// unset. A MaxDelay shorter than BaseDelay is invalid when p sets both; the retry behavior and
+// the durable queue validate their layer merged over the defaults below it, so a BaseDelay
+// beyond the default MaxDelay is reported there.
 func (p Policy) Validate() error {
 	var errs []error
 	bad := func(field string, value any, problem string) {
@@ -244,6 +246,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxAge < 0 {
 		bad("MaxAge", p.MaxAge, "is negative")
+	}
+	if p.MaxDelay > 0 && p.BaseDelay > p.MaxDelay {
+		bad("MaxDelay", p.MaxDelay, fmt.Sprintf("is shorter than BaseDelay %v: every delay would be cut to MaxDelay", p.BaseDelay))
 	}
 	if p.Multiplier != 0 && (p.Multiplier < 1 || math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0)) {
 		bad("Multiplier", p.Multiplier, "is not a finite number of at least 1")

@@ -233,3 +233,22 @@ func FuzzBackoffDelay(f *testing.F) {
 		}
 	})
 }
+
+// A MaxDelay shorter than the BaseDelay it caps would cut every delay to MaxDelay without a
+// word: it is an error, naming both, whether one layer sets both or the layer's BaseDelay
+// passes the MaxDelay of the default below it (the behavior validates its layer over
+// DefaultPolicy).
+func TestPolicyMaxDelayShorterThanBaseDelayIsInvalid(t *testing.T) {
+	err := retry.Policy{BaseDelay: 2 * time.Second, MaxDelay: time.Second}.Validate()
+	var ip *retry.InvalidPolicyError
+	if !errors.As(err, &ip) || ip.Field != "MaxDelay" || !strings.Contains(err.Error(), "BaseDelay 2s") {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := (retry.Policy{BaseDelay: time.Second, MaxDelay: time.Second}).Validate(); err != nil {
+		t.Fatalf("equal delays: %v", err)
+	}
+	err = retry.Config{Policy: retry.Policy{BaseDelay: time.Minute}}.Validate()
+	if !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), "MaxDelay 30s") {
+		t.Fatalf("a BaseDelay over the default MaxDelay: %v", err)
+	}
+}

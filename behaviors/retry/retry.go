@@ -144,7 +144,8 @@ func (r *Behavior) Validate() error { return r.cfg.Validate() }
 // Validate reports an invalid policy, a per-key layer that could never apply (KeyPolicy
 // without Key), and an invalid budget configuration.
 func (c Config) Validate() error {
-	err := c.Policy.Validate()
+	// The layer over the defaults: a BaseDelay beyond the default MaxDelay is a mistake too.
+	err := DefaultPolicy.Merge(c.Policy).Validate()
 	if c.KeyPolicy != nil && c.Key == nil {
 		err = errors.Join(err, errors.New("KeyPolicy is set but Key is nil: the per-key layer would never apply"))
 	}

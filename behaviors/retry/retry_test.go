@@ -140,7 +140,7 @@ func TestRetryCallerCancellation(t *testing.T) {
 		}
 
 		ctx, cancel = context.WithCancel(context.Background())
-		m2, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Minute}}, &statusErr{Code: 503})
+		m2, s, _ := retrying(t, retry.Config{Policy: retry.Policy{MaxAttempts: 5, BaseDelay: time.Minute, MaxDelay: time.Minute}}, &statusErr{Code: 503})
 		go func() { time.Sleep(time.Second); cancel() }()
 		start := time.Now()
 		_, err = mediator.Send(ctx, m2, &Call{})

@@ -1,0 +1,64 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/mediator"
+)
+
+// A policy Open refuses is refused by Register's WithPolicy the same way: an error naming the
+// field, never a panic. The error is kept: Start refuses to run the queue and a Build with its
+// deferral fails, so a registration whose error went unchecked is not silently missing. A
+// BaseDelay beyond the MaxDelay of the layer below (the durable default, an hour) is refused by
+// both too: every delay would have been cut to MaxDelay without a word.
+func TestInvalidPolicyIsAnErrorEverywhere(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    retry.Policy
+		want string
+	}{
+		{"negative attempts", retry.Policy{MaxAttempts: -1}, "MaxAttempts -1 is negative"},
+		{"max delay below base delay", retry.Policy{BaseDelay: time.Minute, MaxDelay: time.Second}, "MaxDelay 1s is shorter than BaseDelay 1m0s"},
+		{"base delay beyond the default max delay", retry.Policy{BaseDelay: 2 * time.Hour}, "MaxDelay 1h0m0s is shorter than BaseDelay 2h0m0s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := sqliteBackend(t)
+			if _, err := durable.Open(context.Background(), b.driver(), durable.Config{Policy: c.p}); !errors.Is(err, retry.ErrInvalidPolicy) ||
+				!strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Open: %v, want %q", err, c.want)
+			}
+			q := b.bare(t, durable.Config{})
+			err := registerErr(t, func() error { return durable.Register[*Work](q, "test.work", durable.WithPolicy(c.p)) })
+			if !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "WithPolicy") {
+				t.Fatalf("Register: %v, want %q", err, c.want)
+			}
+			m := mediator.New(nil, mediator.Config{})
+			mediator.HandleFunc(m, func(context.Context, *Work) (mediator.Void, error) { return mediator.Void{}, nil })
+			m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
+			if err := m.Build(); !errors.Is(err, retry.ErrInvalidPolicy) {
+				t.Fatalf("Build with the deferral: %v", err)
+			}
+			m2 := mediatorFor(t, handlers{})
+			if err := q.Start(m2, durable.SchedulerConfig{}); !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), c.want) {
+				_ = q.Shutdown(context.Background())
+				t.Fatalf("Start: %v", err)
+			}
+		})
+	}
+}
+
+// NewDeferral's bad arguments are Build's errors, not panics.
+func TestNewDeferralBadArgumentsFailBuild(t *testing.T) {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *Work) (mediator.Void, error) { return mediator.Void{}, nil })
+	noPanic(t, "NewDeferral(nil)", func() { m.Use(durable.NewDeferral(nil, durable.DeferralConfig{})) })
+	if err := m.Build(); err == nil || !strings.Contains(err.Error(), "nil queue") {
+		t.Fatalf("Build: %v", err)
+	}
+}
