@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/internal/executor"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -55,7 +56,7 @@ func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source str
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		err := send(mediator.WithMarks(ctx, it.Request, mediator.Stored), sender, it.Request)
+		err := executor.Send(mediator.WithMarks(ctx, it.Request, mediator.Stored), sender, it.Request)
 		if err == nil {
 			res.Processed++
 			res.Succeeded++

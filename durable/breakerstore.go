@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
@@ -99,8 +100,8 @@ type BreakerStore struct {
 	st     *store.Store
 	name   string
 	cfg    BreakerStoreConfig
-	health dbHealth // the polls
-	listen dbHealth // the listening connection
+	health dbhealth.Health // the polls
+	listen dbhealth.Health // the listening connection
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -160,7 +161,7 @@ func NewBreakerStore(q *Queue, name string, cfg BreakerStoreConfig) (*BreakerSto
 		return nil, err
 	}
 	log := cfg.Logger.With(zap.String("breaker_store", name))
-	s := &BreakerStore{st: q.store, name: name, cfg: cfg, health: dbHealth{log: log}, listen: dbHealth{log: log},
+	s := &BreakerStore{st: q.store, name: name, cfg: cfg, health: dbhealth.Health{Log: log}, listen: dbhealth.Health{Log: log},
 		wake: make(chan struct{}, 1), listened: make(chan struct{}), seen: map[string]int64{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(s.ctx, cfg.Timeout)
@@ -168,7 +169,7 @@ func NewBreakerStore(q *Queue, name string, cfg BreakerStoreConfig) (*BreakerSto
 	if seq, err := s.st.LastBreakerSeq(ctx, name); err == nil {
 		s.cursor = seq
 	} else {
-		s.health.failed("breaker store: start", err)
+		s.health.Failed("breaker store: start", err)
 	}
 	return s, nil
 }
@@ -326,11 +327,11 @@ func (s *BreakerStore) pollOnce() {
 		rows, err := s.st.BreakerChanges(ctx, s.name, after, breakerPage)
 		if err != nil {
 			if s.ctx.Err() == nil {
-				s.health.failed("breaker store: poll", err)
+				s.health.Failed("breaker store: poll", err)
 			}
 			return
 		}
-		s.health.ok()
+		s.health.OK()
 		var news []breaker.Shared
 		s.own.Lock()
 		s.mu.Lock()
@@ -344,7 +345,7 @@ func (s *BreakerStore) pollOnce() {
 			}
 			sh, err := s.shared(r)
 			if err != nil {
-				s.health.log.Error("durable: breaker store: a stored breaker is unreadable", zap.Error(err))
+				s.health.Log.Error("durable: breaker store: a stored breaker is unreadable", zap.Error(err))
 				continue
 			}
 			s.seen[r.Key] = r.Epoch
@@ -390,13 +391,13 @@ func (s *BreakerStore) listenLoop() {
 				listened = true
 				close(s.listened)
 			}
-			s.listen.ok()
+			s.listen.OK()
 			s.poke() // what changed while it was not listening
 		}, s.poke)
 		if errors.Is(err, store.ErrNoNotifications) || s.ctx.Err() != nil {
 			return
 		}
-		s.listen.failed("breaker store: listen for changes", err)
+		s.listen.Failed("breaker store: listen for changes", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-s.ctx.Done():

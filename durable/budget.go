@@ -1,12 +1,9 @@
 package durable
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
 	"github.com/switchboard-go/switchboard/behaviors/budget"
-	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
 // OverBudget is what the scheduler does with a re-dispatch of an item that the item's retry
@@ -59,105 +56,4 @@ func (o OverBudget) String() string {
 // before it started.
 func WithRetryBudget(b *budget.Budget, over OverBudget) RegisterOption {
 	return func(r *registration) { r.budget, r.over = b, over }
-}
-
-// budgetFor returns the budget the re-dispatches of req (registered as name) are charged to,
-// what to do over it, and whether the scheduler counts the first attempts of req's items as
-// calls itself: when the budget is the registration's own (WithRetryBudget) and no behavior
-// of req's pipeline holds it (budget.SharedBy), nothing else counts them, and the budget
-// would allow its floor alone.
-// It is decided once per request name: the registration and the pipeline do not change once
-// the scheduler runs, and the pipeline's behaviors need not be looked through for every item.
-func (s *scheduler) budgetFor(name string, req any) (b *budget.Budget, over OverBudget, countCalls bool) {
-	if v, ok := s.budgets.Load(name); ok {
-		c := v.(budgetChoice)
-		return c.b, c.over, c.countCalls
-	}
-	b, over, countCalls = s.chooseBudget(name, req)
-	s.budgets.Store(name, budgetChoice{b, over, countCalls})
-	return b, over, countCalls
-}
-
-// budgetChoice is what budgetFor decided for a request name.
-type budgetChoice struct {
-	b          *budget.Budget
-	over       OverBudget
-	countCalls bool
-}
-
-func (s *scheduler) chooseBudget(name string, req any) (b *budget.Budget, over OverBudget, countCalls bool) {
-	reg := s.q.reg.lookupName(name)
-	if reg != nil {
-		if reg.budget != nil {
-			return reg.budget, reg.over, !budget.SharedBy(reg.budget, nil, s.pipelineOf(req))
-		}
-		over = reg.over
-	}
-	if h, ok := s.policySource(req).(budget.Holder); ok {
-		return h.RetryBudget(), over, false
-	}
-	return nil, over, false
-}
-
-// redispatch reports whether the attempt c's claim makes is a retry of a call already made:
-// the item's second attempt or later, or any attempt of an item the deferral stored after its
-// in-process attempts failed (c.Deferred). A last error alone says nothing: a refusal before
-// any attempt (a rate limiter, an open breaker, a full bulkhead) sets it, and no call was made.
-func redispatch(c *store.Claimed) bool {
-	return c.Attempts >= 2 || c.Deferred
-}
-
-// charge is what chargeRetry did to the retry budget of an item's request: retried, it
-// charged b a retry, which refund gives back when the re-dispatch did not reach the
-// dependency after all.
-type charge struct {
-	b       *budget.Budget
-	req     any
-	retried bool
-	call    bool // a first attempt the scheduler counts as a call (see budgetFor) when it starts
-}
-
-// started counts the call a first attempt is, if the scheduler counts it: when it is about
-// to be dispatched, so that an attempt held back counts nothing.
-func (c charge) started(ctx context.Context) {
-	if c.call {
-		c.b.Count(ctx, c.req)
-	}
-}
-
-func (c charge) refund(ctx context.Context) {
-	if c.retried {
-		c.b.Refund(ctx, c.req)
-	}
-}
-
-// chargeRetry asks the retry budget of c's request for the retry a re-dispatch of c is, and
-// returns the context to dispatch it with (marked counted, so the pipeline counts no call),
-// or the budget's refusal. A first attempt is a call, counted by charge.started when nothing
-// else counts it (see budgetFor).
-func (s *scheduler) chargeRetry(ctx context.Context, c *store.Claimed, req any) (context.Context, charge, *budget.SpentError, OverBudget) {
-	b, over, countCalls := s.budgetFor(c.Name, req)
-	if b == nil {
-		return ctx, charge{}, nil, over
-	}
-	if !redispatch(c) {
-		return ctx, charge{b: b, req: req, call: countCalls}, nil, over
-	}
-	if err := b.Retry(ctx, req); err != nil {
-		if se, ok := errors.AsType[*budget.SpentError](err); ok {
-			return ctx, charge{}, se, over
-		}
-	}
-	return b.MarkCounted(ctx, req), charge{b: b, req: req, retried: true}, nil, over
-}
-
-// overBudget is the completion of c when its retry budget refused its re-dispatch.
-func (s *scheduler) overBudget(comp store.Completion, c *store.Claimed, se *budget.SpentError, over OverBudget) store.Completion {
-	if over == FailOverBudget {
-		comp.State, comp.ParkedKey = store.StateDead, ""
-		comp.Error = fmt.Sprintf("retry budget %q exceeded (%d retries of %d calls in %s); last error: %s",
-			se.Key, se.Retries, se.Calls, se.Window, c.LastError)
-		return comp
-	}
-	return s.park(comp, c, "", se.RetryAfter())
 }

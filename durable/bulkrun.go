@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/internal/gate"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
@@ -324,7 +325,7 @@ func (r *bulkRun) pausedNames(fresh bool) map[string]store.PauseRow {
 	s := r.s
 	r.namesMu.Lock()
 	defer r.namesMu.Unlock()
-	if !fresh && r.names != nil && time.Since(r.namesAt) < pauseCheck {
+	if !fresh && r.names != nil && time.Since(r.namesAt) < gate.LookInterval {
 		return r.names
 	}
 	ctx, cancel := s.storeCtx()
@@ -360,7 +361,7 @@ func (r *bulkRun) pausedBy(d store.DeadLetter, key string, now time.Time) (bulkW
 		return bulkWait{state: store.BulkPaused, why: why + "; its letters wait, failed and untouched, until the pause ends"}, recheck(p.Until), true
 	}
 	for _, k := range []string{key, r.row.ResetBreaker} {
-		if until, paused := r.s.pauses.paused(k, now); paused {
+		if until, paused := r.s.gate.Pauses().Paused(k, now); paused {
 			return bulkWait{state: store.BulkPaused, key: k,
 				why: fmt.Sprintf("breaker key %q is paused %s; the letters of that key wait, failed and untouched, until the pause ends", k, untilText(until))}, recheck(until), true
 		}
@@ -505,9 +506,9 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 	defer r.setWait(id, bulkWait{}, false)
 	for r.throttle() {
 		var (
-			res  Resolution
-			err  error
-			held []string
+			res     Resolution
+			err     error
+			release = func() {}
 		)
 		if r.row.Kind == string(record.BulkDiscard) {
 			res, err = s.q.discard(r.ctx, id, r.row.Actor, r.row.Reason, r.row.ID)
@@ -523,25 +524,26 @@ func (r *bulkRun) settle(d store.DeadLetter) bool {
 				continue
 			}
 			if reg != nil && key != "" {
-				ref, refused := s.ask([]*breaker.Registry{reg}, key, &held)
-				if refused {
+				rel, remaining, ok := s.gate.Probe(reg, key)
+				if !ok {
 					r.setWait(id, breakerWaitOf(key), true)
-					if !r.pause(breakerWait(ref.remaining)) {
+					if !r.pause(breakerWait(remaining)) {
 						return false
 					}
 					continue
 				}
+				release = rel
 			}
 			// The replay itself runs past the run's stop (a shutdown's cancellation ends it), so
 			// a handler that started gets its outcome recorded, within the shutdown's grace.
 			res, err = s.q.replay(s.life, s.base, s.sender, id, r.row.Actor, r.row.ID)
-			s.unhold(held)
+			release()
 		}
 		switch {
 		case res == Replayed || res == StillFailed || res == Discarded || res == NotFound:
 			return true
 		case res == Refused:
-			key, remaining := refusalOf(err)
+			key, remaining := gate.RefusalOf(err)
 			r.setWait(id, refusalWaitOf(err, key), true)
 			if !r.pause(breakerWait(remaining)) {
 				return false
@@ -591,9 +593,9 @@ func breakerWait(remaining time.Duration) time.Duration {
 }
 
 // guardOfLetter returns the registry and key of the breaker that guards letter d's request,
-// as guardOf does for an item (nil when none does or it cannot be decoded).
+// as the gate finds them for an item (nil when none does or it cannot be decoded).
 func (s *scheduler) guardOfLetter(d store.DeadLetter) (*breaker.Registry, string) {
-	if len(s.breakers) == 0 {
+	if !s.gate.HasBreakers() {
 		return nil, ""
 	}
 	req, err := s.q.reg.decode(d.Name, d.Payload)
@@ -601,5 +603,5 @@ func (s *scheduler) guardOfLetter(d store.DeadLetter) (*breaker.Registry, string
 		return nil, ""
 	}
 	c := store.Claimed{Item: store.Item{ID: d.ItemID, Name: d.Name}}
-	return s.guardOf(&c, req)
+	return s.gate.GuardOf(&c, req)
 }

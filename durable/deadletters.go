@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/durable/internal/executor"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -531,18 +532,7 @@ func (q *Queue) runReplay(ctx context.Context, sender mediator.Sender, d store.D
 	}
 	ctx = q.withMetadata(ctx, d.Metadata, q.log, record.ItemID(d.ItemID), d.Name)
 	ctx = q.withDispatch(ctx, req, Dispatch{ItemID: record.ItemID(d.ItemID), Name: d.Name, DeadLetter: record.DeadLetterID(d.ID), Replay: owner}, q.log)
-	return send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
-}
-
-// send sends req, turning a panic into an error.
-func send(ctx context.Context, sender mediator.Sender, req any) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = mediator.NewPanicError(p)
-		}
-	}()
-	_, err = sender.SendAny(ctx, req)
-	return err
+	return executor.Send(mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored), sender, req)
 }
 
 func replayToken() string {

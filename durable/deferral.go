@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/internal/gate"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -122,12 +123,12 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 		delay, parked = open.Remaining+time.Duration(d.q.rand()*float64(open.Remaining)/10), open.Key
 	} else if !errors.Is(err, breaker.ErrOpen) {
 		pol := d.q.policyFor(name)
-		retryable := false
-		if d.classify != nil {
-			retryable = d.classify(err)
-		} else {
-			retryable = d.q.retries(ctx, req, d.src, pol, err)
-		}
+		retryable := gate.Retryable(err, func(err error) bool {
+			if d.classify != nil {
+				return d.classify(err)
+			}
+			return d.q.retries(ctx, req, d.src, pol, err)
+		})
 		if !retryable {
 			return resp, err
 		}

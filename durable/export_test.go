@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/internal/maintenance"
+	"github.com/switchboard-go/switchboard/durable/internal/notify"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -36,9 +38,9 @@ type Scheduler = scheduler
 
 // SetPruneInterval makes schedulers started from now on prune every d, until the test ends.
 func SetPruneInterval(t interface{ Cleanup(func()) }, d time.Duration) {
-	prev := pruneInterval
-	pruneInterval = d
-	t.Cleanup(func() { pruneInterval = prev })
+	prev := maintenance.PruneInterval
+	maintenance.PruneInterval = d
+	t.Cleanup(func() { maintenance.PruneInterval = prev })
 }
 
 // NewScheduler returns a scheduler that is not started, as Queue.Start makes one.
@@ -54,14 +56,7 @@ func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Sched
 func BreakerStoreListening(s *BreakerStore) <-chan struct{} { return s.listened }
 
 // BreakerStorePollFailures returns how many polls of s have failed in a row.
-func BreakerStorePollFailures(s *BreakerStore) int {
-	s.health.mu.Lock()
-	defer s.health.mu.Unlock()
-	if !s.health.failing {
-		return 0
-	}
-	return s.health.failures
-}
+func BreakerStorePollFailures(s *BreakerStore) int { return s.health.Failures() }
 
 // AuditFor records e in q's audit log, as the queue's own actions do.
 func AuditFor(q *Queue, e record.AuditEntry) error { return q.audit(context.Background(), nil, e) }
@@ -78,12 +73,16 @@ type ListenHooks struct {
 
 // SetListenHooks sets the hooks of s, before its Start.
 func SetListenHooks(s *Scheduler, h ListenHooks) {
-	s.hooks = listenHooks{listening: h.Listening, notified: h.Notified, relisten: h.Relisten}
+	s.hooks = notify.Hooks{Listening: h.Listening, Notified: h.Notified, Relisten: h.Relisten}
 }
 
 // NotifierIdle waits until q's notifier has sent what its enqueues asked for, so that a test
 // knows which connections of the pool are busy.
-func NotifierIdle(q *Queue) { q.notify.wg.Wait() }
+func NotifierIdle(q *Queue) {
+	if q.notifier != nil {
+		q.notifier.Idle()
+	}
+}
 
 // RateLimitStoreStatements returns how many statements s has sent to the database.
 func RateLimitStoreStatements(s *RateLimitStore) int64 { return s.statements.Load() }

@@ -1,18 +1,12 @@
 package durable
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -77,8 +71,8 @@ func (q *Queue) SetConcurrencyLimit(ctx context.Context, key string, n int, acto
 		return record.ConcurrencyLimit{}, err
 	}
 	if s := q.running.Load(); s != nil {
-		s.limits.set(key, n)
-		s.limits.free(key) // a raised limit has room for the items parked on it
+		s.gate.Limits().Set(key, n)
+		s.gate.Limits().Free(key) // a raised limit has room for the items parked on it
 	}
 	return limitOf(row), nil
 }
@@ -114,7 +108,7 @@ func (q *Queue) RemoveConcurrencyLimit(ctx context.Context, key, actor string) (
 		}
 	}
 	if s := q.running.Load(); s != nil {
-		s.limits.drop(key)
+		s.gate.Limits().Drop(key)
 		s.Wake()
 	}
 	return removed, nil
@@ -173,204 +167,3 @@ func checkLimitKey(key, actor string) []error {
 // outcomeLimited is the OnSettled outcome of an item held back by its key's concurrency limit,
 // as SchedulerConfig.OnSettled documents it: no attempt was made.
 const outcomeLimited = "concurrency_limited"
-
-// keyLimits is a scheduler's view of the limited breaker keys: read from the store every
-// PollInterval, at most every pauseCheck (with the pauses), and changed at once by this
-// instance's SetConcurrencyLimit and RemoveConcurrencyLimit. It is read without a lock for
-// every item claimed, and no key is limited nearly always.
-type keyLimits struct {
-	keys atomic.Pointer[map[string]int] // key → limit; nil or empty: none
-
-	mu    sync.Mutex
-	gen   uint64
-	freed map[string]struct{} // keys with a slot freed or free: wake the items parked on them
-}
-
-func (l *keyLimits) update(f func(m map[string]int)) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m := map[string]int{}
-	if p := l.keys.Load(); p != nil {
-		m = maps.Clone(*p)
-	}
-	f(m)
-	l.keys.Store(&m)
-	l.gen++
-}
-
-func (l *keyLimits) set(key string, n int) { l.update(func(m map[string]int) { m[key] = n }) }
-func (l *keyLimits) drop(key string)       { l.update(func(m map[string]int) { delete(m, key) }) }
-
-// limited reports whether key has a limit.
-func (l *keyLimits) limited(key string) bool {
-	p := l.keys.Load()
-	if p == nil || len(*p) == 0 || key == "" {
-		return false
-	}
-	_, ok := (*p)[key]
-	return ok
-}
-
-// any reports whether any key is limited.
-func (l *keyLimits) any() bool {
-	p := l.keys.Load()
-	return p != nil && len(*p) > 0
-}
-
-// replace sets the limited keys to those of rows, read when the view was at generation gen,
-// unless this instance changed the view since (the read may predate the change; the next
-// look brings both), and notes the keys with free slots, reporting whether there are any.
-func (l *keyLimits) replace(rows []store.LimitRow, gen uint64) (free bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range rows {
-		if r.InUse < r.Max {
-			l.freeLocked(r.Key)
-			free = true
-		}
-	}
-	if l.gen != gen {
-		return free
-	}
-	m := make(map[string]int, len(rows))
-	for _, r := range rows {
-		m[r.Key] = r.Max
-	}
-	l.keys.Store(&m)
-	return free
-}
-
-func (l *keyLimits) generation() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gen
-}
-
-func (l *keyLimits) free(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.freeLocked(key)
-}
-
-func (l *keyLimits) freeLocked(key string) {
-	if l.freed == nil {
-		l.freed = map[string]struct{}{}
-	}
-	l.freed[key] = struct{}{}
-}
-
-// takeFreed returns the keys noted free since the last call, sorted, and forgets them.
-func (l *keyLimits) takeFreed() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.freed) == 0 {
-		return nil
-	}
-	keys := slices.Sorted(maps.Keys(l.freed))
-	clear(l.freed)
-	return keys
-}
-
-// limitKeyOf returns the limited key that guards c, if one does: its breaker key (guardOf), or
-// the key its enqueue named when no breaker is configured. Without limits it looks at nothing.
-func (s *scheduler) limitKeyOf(c *store.Claimed, req any) (string, bool) {
-	if !s.limits.any() {
-		return "", false
-	}
-	_, key := s.guardOf(c, req)
-	if key == "" {
-		key = c.GuardKey
-	}
-	return key, s.limits.limited(key)
-}
-
-// limit takes a slot for c if its key is limited. It reports false, with the completion that
-// parks c, when every slot is taken (or the database could not say); otherwise comp notes the
-// key whose slot c holds, if it holds one.
-func (s *scheduler) limit(comp *store.Completion, c *store.Claimed, req any) (store.Completion, bool) {
-	key, limited := s.limitKeyOf(c, req)
-	if !limited {
-		return store.Completion{}, true
-	}
-	// Held back: no attempt, parked on the key, by the statement that found no slot, so the
-	// item is not left running in the database (where a crash would charge it an attempt) until
-	// its completion is written. A slot freeing wakes it (wakeLimited); the recheck bounds the
-	// wait should no word of one reach any instance.
-	p := *comp
-	p.State, p.Outcome, p.ParkedKey, p.StartedAt, p.Limited = store.StatePending, "", key, time.Time{}, true
-	p.NextAt = capAt(p.EndedAt.Add(s.q.recheck), c.Deadline)
-	ctx, cancel := s.storeCtx()
-	got, parked, err := s.q.store.Acquire(ctx, key, c.Fence(), &store.HoldBack{NextAt: p.NextAt, Now: p.EndedAt})
-	cancel()
-	s.noteStore("take a concurrency slot", err)
-	if got {
-		comp.Held = key
-		return store.Completion{}, true
-	}
-	p.Stored = parked
-	if err != nil {
-		// A database that could not answer is asked again about a poll interval later.
-		p.NextAt = capAt(p.EndedAt.Add(time.Duration(float64(s.cfg.PollInterval)*(0.5+s.q.rand()))), c.Deadline)
-	}
-	return p, false
-}
-
-// slotsFreed notes the keys of the slots the written completions of batch freed.
-func (s *scheduler) slotsFreed(batch []store.Completion, results []error) {
-	for i, c := range batch {
-		if c.Held != "" && results[i] == nil {
-			s.limits.free(c.Held)
-		}
-	}
-}
-
-// lookAtLimits reads the limits, and notes the keys with free slots, whose parked items are
-// woken.
-func (s *scheduler) lookAtLimits() {
-	gen := s.limits.generation()
-	ctx, cancel := s.storeCtx()
-	rows, err := s.q.store.Limits(ctx)
-	cancel()
-	s.noteStore("read the concurrency limits", err)
-	if err != nil {
-		return
-	}
-	if s.limits.replace(rows, gen) {
-		signal(s.unpark)
-	}
-}
-
-// wakeLimited makes due the items parked on the keys whose slots freed, as many as each has
-// free slots, unless a pause or a breaker holds the key back (their items wait for them), and
-// tells this instance's claim loop and the other instances.
-func (s *scheduler) wakeLimited() {
-	keys := s.limits.takeFreed()
-	if len(keys) == 0 {
-		return
-	}
-	now := s.q.clock.Now()
-	woke := 0
-	var firstErr error
-	for _, k := range keys {
-		if _, paused := s.pauses.paused(k, now); paused {
-			continue
-		}
-		if reg, a := s.strictest(k); reg != nil && a.Refuses() {
-			continue
-		}
-		ctx, cancel := s.storeCtx()
-		n, err := s.q.store.WakeLimited(ctx, k, now)
-		cancel()
-		if err != nil {
-			s.limits.free(k) // again next turn
-			firstErr = cmp.Or(firstErr, err)
-			continue
-		}
-		woke += n
-	}
-	s.noteStore("wake the items parked on a concurrency limit", firstErr)
-	if woke > 0 {
-		s.Wake() // this turn of the claim loop may have claimed already
-		s.q.notifyDue()
-	}
-}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
+	"github.com/switchboard-go/switchboard/durable/internal/notify"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
@@ -127,10 +129,11 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 		q.rand = rand.Float64
 	}
 	q.deadLetterConfig(cfg)
-	q.notifies = q.store.Notifies()
-	q.notify.ctx, q.notify.cancel = context.WithCancel(context.Background())
-	q.notify.health = dbHealth{log: q.log}
 	q.sender = newSenderName()
+	q.notifyHealth = dbhealth.Health{Log: q.log}
+	if q.store.Notifies() {
+		q.notifier = notify.NewNotifier(q.store, q.sender, &q.notifyHealth)
+	}
 	return q, nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
@@ -92,7 +90,7 @@ func (q *Queue) Pause(ctx context.Context, target PauseTarget, actor string, opt
 		return record.Pause{}, err
 	}
 	if s := q.running.Load(); s != nil && target.Kind == record.PauseBreakerKey {
-		s.pauses.set(target.Target, c.until)
+		s.gate.Pauses().Set(target.Target, c.until)
 	}
 	return pauseOf(row, now), nil
 }
@@ -127,7 +125,7 @@ func (q *Queue) Resume(ctx context.Context, target PauseTarget, actor string) (b
 	}
 	if s := q.running.Load(); s != nil {
 		if target.Kind == record.PauseBreakerKey {
-			s.pauses.drop(target.Target)
+			s.gate.Pauses().Drop(target.Target)
 		}
 		s.Wake()
 	}
@@ -203,87 +201,4 @@ func pauseDetail(until time.Time, reason string) string {
 		d += "; reason: " + reason
 	}
 	return d
-}
-
-// keyPauses is a scheduler's view of the paused breaker keys: read from the store every
-// PollInterval, at most every pauseCheck (watchPauses), and changed at once by this
-// instance's Pause and Resume.
-type keyPauses struct {
-	mu   sync.Mutex
-	keys map[string]time.Time // key → until (zero: until resumed)
-	gen  uint64
-	// n is len(keys), read without the lock by any: the scheduler asks it for every item it
-	// claims, and no key is paused nearly always.
-	n atomic.Int32
-}
-
-func (p *keyPauses) set(key string, until time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.keys == nil {
-		p.keys = map[string]time.Time{}
-	}
-	p.keys[key] = until
-	p.gen++
-	p.n.Store(int32(len(p.keys)))
-}
-
-func (p *keyPauses) drop(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.keys, key)
-	p.gen++
-	p.n.Store(int32(len(p.keys)))
-}
-
-// paused reports whether key is paused at now, and until when (zero: until resumed).
-func (p *keyPauses) paused(key string, now time.Time) (time.Time, bool) {
-	if key == "" {
-		return time.Time{}, false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	until, ok := p.keys[key]
-	if !ok || !until.IsZero() && !until.After(now) {
-		return time.Time{}, false
-	}
-	return until, true
-}
-
-// any reports whether any key is paused (expired ones included): the scheduler looks at an
-// item's keys only then.
-func (p *keyPauses) any() bool { return p.n.Load() > 0 }
-
-// replace sets the paused keys to those of rows that hold at now, read when the view was at
-// generation gen, and returns the keys that were paused at the last look and no longer are
-// (resumed elsewhere, or ended by their time). A view changed by this instance since the read
-// began is kept as it is: the read may predate the change, and the next look brings both.
-func (p *keyPauses) replace(rows []store.PauseRow, now time.Time, gen uint64) []string {
-	next := make(map[string]time.Time, len(rows))
-	for _, r := range rows {
-		if r.Until.IsZero() || r.Until.After(now) {
-			next[r.Target] = r.Until
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gen != gen {
-		return nil
-	}
-	var ended []string
-	for k := range p.keys {
-		if _, ok := next[k]; !ok {
-			ended = append(ended, k)
-		}
-	}
-	p.keys = next
-	p.n.Store(int32(len(next)))
-	return ended
-}
-
-// generation returns the view's generation: every set and drop changes it.
-func (p *keyPauses) generation() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gen
 }

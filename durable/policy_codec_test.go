@@ -294,7 +294,7 @@ func TestPolicyValidate(t *testing.T) {
 		{Jitter: behaviors.Off},
 		{Multiplier: 1},
 		{Multiplier: 1e308},
-		{BaseDelay: time.Hour, MaxDelay: time.Millisecond}, // capped by MaxDelay, not an error
+		{BaseDelay: time.Hour, MaxDelay: time.Hour},
 	} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%+v.Validate() = %v, want nil", p, err)
@@ -313,6 +313,8 @@ func TestPolicyValidate(t *testing.T) {
 		{retry.Policy{Multiplier: nan}, "Multiplier", "NaN"},
 		{retry.Policy{Multiplier: inf}, "Multiplier", "+Inf"},
 		{retry.Policy{Jitter: behaviors.Switch(5)}, "Jitter", ""},
+		// Every delay would be cut to MaxDelay without a word.
+		{retry.Policy{BaseDelay: time.Hour, MaxDelay: time.Millisecond}, "MaxDelay", "1ms"},
 	} {
 		err := c.p.Validate()
 		var ipe *retry.InvalidPolicyError

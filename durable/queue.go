@@ -13,6 +13,9 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
+	"github.com/switchboard-go/switchboard/durable/internal/gate"
+	"github.com/switchboard-go/switchboard/durable/internal/notify"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -42,12 +45,11 @@ type Queue struct {
 	// maxPayload is Config.MaxPayloadBytes, or its default.
 	maxPayload int
 
-	// notifies: the database tells other instances of the items due (PostgreSQL); notify
-	// sends those notifications, under the name sender, which this queue's schedulers ignore
-	// (wake.go).
-	notifies bool
-	notify   notifier
-	sender   string
+	// notifier tells other instances of the items due (PostgreSQL; nil on a database without
+	// notifications), under the name sender, which this queue's schedulers ignore.
+	notifier     *notify.Notifier
+	notifyHealth dbhealth.Health
+	sender       string
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
@@ -65,7 +67,9 @@ func (q *Queue) Close() error {
 			return errors.New("durable: Close: the queue's scheduler is running; call Shutdown first")
 		}
 	}
-	q.notify.close()
+	if q.notifier != nil {
+		q.notifier.Close()
+	}
 	return q.store.Close()
 }
 
@@ -236,7 +240,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		next = now.Add(c.after)
 	}
 	if c.dueByDeadline {
-		next = capAt(next, q.lifeEnd(name, c.deadline, now))
+		next = gate.CapAt(next, q.lifeEnd(name, c.deadline, now))
 	}
 	deadline, err := q.deadline(name, c, now, next)
 	if err != nil {
@@ -415,20 +419,14 @@ func findPolicySource(bs []mediator.Behavior) retryPolicySource {
 	return nil
 }
 
-// retries classifies a failure of durable work: the request's own retry policy (from src, the
-// retry behavior of its pipeline; the default policy without one) with the classification of
-// pol, its durable policy (policyFor), over it.
+// retries is the policy's classification of a failure of durable work: the request's own retry
+// policy (from src, the retry behavior of its pipeline; the default policy without one) with
+// the classification of pol, its durable policy (policyFor), over it. The deferral and the
+// executor ask it through gate.Retryable, which retries every refusal first.
 func (q *Queue) retries(ctx context.Context, req any, src retryPolicySource, pol retry.Policy, err error) bool {
-	// The work met a refusal (a request the handler sent was turned away by a breaker, a
-	// rate limit or a full bulkhead, possibly after attempts that reached the dependency and
-	// failed), or its own inner work was deferred: it can succeed later, and a refusal is
-	// never why work dies. The refusal says no to a retry of the call it refused (a call's
-	// in-process retry must not hammer it), which is not what durable work asks: the item is
-	// tried again no earlier than the refusal's Retry-After.
+	// Its own inner work was deferred: the item's work can succeed later. (A refusal it met is
+	// gate.Retryable's rule, which asks this classification only of other errors.)
 	if errors.Is(err, ErrDeferred) {
-		return true
-	}
-	if _, refused := errors.AsType[behaviors.Refusal](err); refused {
 		return true
 	}
 	p := retry.DefaultPolicy

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
@@ -128,7 +129,7 @@ const (
 type RateLimitStore struct {
 	st     *store.Store
 	cfg    RateLimitStoreConfig
-	health dbHealth
+	health dbhealth.Health
 
 	away atomic.Bool // the last call failed
 
@@ -159,7 +160,7 @@ func NewRateLimitStore(q *Queue, cfg RateLimitStoreConfig) (*RateLimitStore, err
 		return nil, err
 	}
 	log := cfg.Logger.With(zap.String("rate_limit_store", cfg.Name))
-	return &RateLimitStore{st: q.store, cfg: cfg, health: dbHealth{log: log, instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
+	return &RateLimitStore{st: q.store, cfg: cfg, health: dbhealth.Health{Log: log, Instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
 }
 
 // LeasePeriod implements ratelimit.PermitStore: RateLimitStoreConfig.LeasePeriod.
@@ -181,11 +182,11 @@ func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (r
 	if err != nil && ctx.Err() == nil {
 		// The row has moved on already: the lease is the instance's whatever the count, which
 		// keeps the last one known.
-		s.health.failed("rate limit store: count lessees", fmt.Errorf("durable: rate limit store %q: %w", s.cfg.Name, err))
+		s.health.Failed("rate limit store: count lessees", fmt.Errorf("durable: rate limit store %q: %w", s.cfg.Name, err))
 	}
 	if s.away.Swap(false) {
-		s.health.ok()
-		s.health.log.Info("durable: rate limit store answers again; the instances lease the fleet's permits again",
+		s.health.OK()
+		s.health.Log.Info("durable: rate limit store answers again; the instances lease the fleet's permits again",
 			zap.String("instance", s.cfg.Instance))
 	}
 	return ratelimit.Lease{Permits: g.Permits, First: g.First, Next: g.Next, Now: g.Now, Instances: n}, nil
@@ -241,9 +242,9 @@ func (s *RateLimitStore) failed(ctx context.Context, err error) error {
 		return err
 	}
 	if !s.away.Swap(true) {
-		s.health.log.Warn("durable: rate limit store unreachable; each instance keeps to its share of the limits until it answers",
+		s.health.Log.Warn("durable: rate limit store unreachable; each instance keeps to its share of the limits until it answers",
 			zap.String("instance", s.cfg.Instance), zap.Error(err))
 	}
-	s.health.failed("rate limit store: lease", err)
+	s.health.Failed("rate limit store: lease", err)
 	return err
 }

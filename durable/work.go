@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	"github.com/switchboard-go/switchboard/durable/internal/exec"
+	"github.com/switchboard-go/switchboard/durable/internal/executor"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -29,20 +30,22 @@ func (i internal) Decode(name string, payload []byte) (any, error) {
 
 // Executor returns a scheduler that is never started, as an exec.Executor: its items are
 // claimed one at a time, as a scheduler with one worker claims them, and run through the
-// scheduler's own per-item code (process) and completion.
+// scheduler's own executor and completion.
 func (i internal) Executor(ctx context.Context, sender mediator.Sender, cfg SchedulerConfig) (exec.Executor, error) {
 	s, err := newScheduler(i.q, sender, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.life = ctx // dispatches run under the caller's context
-	return executor{s}, nil
+	// Dispatches run under the caller's context.
+	s.exec = executor.New(executor.Config{Items: s.items, Gate: s.gate, Sender: sender, Clock: i.q.clock, Logger: s.cfg.Logger,
+		Instance: s.cfg.InstanceID, Recheck: i.q.recheck}, ctx)
+	return workExecutor{s}, nil
 }
 
-// executor is a scheduler driven by exec.Work in the caller's goroutine.
-type executor struct{ s *scheduler }
+// workExecutor is a scheduler driven by exec.Work in the caller's goroutine.
+type workExecutor struct{ s *scheduler }
 
-func (e executor) Claim(ctx context.Context) (*store.Claimed, error) {
+func (e workExecutor) Claim(ctx context.Context) (*store.Claimed, error) {
 	s := e.s
 	now := s.q.clock.Now()
 	items, err := s.q.store.ClaimIsolated(ctx, s.cfg.InstanceID, now, s.cfg.Lease)
@@ -55,9 +58,9 @@ func (e executor) Claim(ctx context.Context) (*store.Claimed, error) {
 	return &items[0], nil
 }
 
-func (e executor) Process(c *store.Claimed) store.Completion { return e.s.process(c) }
+func (e workExecutor) Process(c *store.Claimed) store.Completion { return e.s.exec.Process(c) }
 
-func (e executor) Complete(ctx context.Context, comp store.Completion) error {
+func (e workExecutor) Complete(ctx context.Context, comp store.Completion) error {
 	batch := []store.Completion{comp}
 	results, err := e.s.q.store.Complete(ctx, batch)
 	if err != nil {
@@ -70,7 +73,7 @@ func (e executor) Complete(ctx context.Context, comp store.Completion) error {
 	return nil
 }
 
-func (e executor) Close() {
+func (e workExecutor) Close() {
 	e.s.endLife()
 	e.s.endBase()
 }
