@@ -26,7 +26,7 @@ var bulkRoutes = []struct{ method, path string }{
 // startScheduler runs the fixture queue's scheduler until the end of the test.
 func (f *fixture) startScheduler(t *testing.T) {
 	t.Helper()
-	if err := f.q.Start(f.m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond}); err != nil {
+	if err := f.q.Start(f.m); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

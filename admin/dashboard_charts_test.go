@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
-	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 )
 
@@ -131,7 +130,7 @@ func TestDashboardChartsDrawTheQueueOverTime(t *testing.T) {
 	// They succeed: at the samples after, pending falls back and succeeded has a rate above
 	// zero. The rate needs samples a second apart, so updates run on their own now.
 	for done := 0; done < 4; {
-		res := durabletest.Work(ctx, t, f.q, f.m, durable.SchedulerConfig{InstanceID: "worker-1"})
+		res := durabletest.Work(ctx, t, f.q, f.m, durabletest.AsInstance("worker-1"))
 		if res.Succeeded == 0 {
 			t.Fatalf("working the enqueued items: %+v", res)
 		}
@@ -239,7 +238,7 @@ func TestDashboardChartsScreenshot(t *testing.T) {
 		must(t, err)
 	}
 	must(t, chromedp.Do(tab, poll(`Number(`+attr(chartSeries("chart-depth", "pending"), "data-values")+`.split(",").pop()) >= 6`)))
-	durabletest.Work(ctx, t, f.q, f.m, durable.SchedulerConfig{InstanceID: "worker-1"})
+	durabletest.Work(ctx, t, f.q, f.m, durabletest.AsInstance("worker-1"))
 	must(t, f.reg.Trip("mailer"))
 	must(t, chromedp.Do(tab,
 		poll(`document.querySelector('#chart-breakers g.band-row[data-key="mailer"] rect[data-state=open]')`),

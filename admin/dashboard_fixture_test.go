@@ -152,7 +152,7 @@ func newDashboardWith(t *testing.T, layout, running bool) *dashboard {
 	ctx := context.Background()
 	start := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	d := &dashboard{clock: durabletest.NewManualClock(start), fail: map[string]string{}}
-	d.q = durabletest.NewQueue(t, durable.Config{Clock: d.clock, Logger: zap.NewNop()})
+	d.q = durabletest.NewQueue(t, durable.Config{Clock: d.clock, Logger: zap.NewNop(), InstanceID: "worker-1"})
 	q := d.q
 	pol := func(n int) durable.RegisterOption {
 		return durable.WithPolicy(retry.Policy{MaxAttempts: n, BaseDelay: 30 * time.Second, MaxDelay: 30 * time.Second})
@@ -242,7 +242,7 @@ func newDashboardWith(t *testing.T, layout, running bool) *dashboard {
 		}
 	} else {
 		// crm-pull runs once, through the scheduler, and fails after 4 s.
-		must(t, q.Start(m, durable.SchedulerConfig{InstanceID: "worker-1"}))
+		must(t, q.Start(m))
 		d.clock.Advance(15 * time.Minute)
 		select {
 		case <-pulled:
@@ -280,7 +280,7 @@ func (d *dashboard) dieAll(t *testing.T, req any, dedupe string, instances ...st
 	_, err := d.q.Enqueue(ctx, req, durable.WithDedupeKey(dedupe))
 	must(t, err)
 	for i := 0; ; i++ {
-		res := durabletest.Work(ctx, t, d.q, d.m, durable.SchedulerConfig{InstanceID: instances[min(i, len(instances)-1)]})
+		res := durabletest.Work(ctx, t, d.q, d.m, durabletest.AsInstance(instances[min(i, len(instances)-1)]))
 		if res.Dead > 0 {
 			break
 		}

@@ -30,14 +30,16 @@ type itemsFixture struct {
 func newItemsFixture(t *testing.T) *itemsFixture {
 	t.Helper()
 	ctx := context.Background()
-	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")), durable.Config{Logger: zap.NewNop()})
+	started, settled := make(chan struct{}), make(chan record.Settled, 10)
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")), durable.Config{Logger: zap.NewNop(),
+		Workers: 2, PollInterval: time.Hour, OnSettled: []func(string, record.Settled){
+			func(_ string, outcome record.Settled) { settled <- outcome }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
 	durable.Register[*importContact](q, "crm.import-contact")
 	f := &itemsFixture{q: q, release: make(chan struct{})}
-	started, settled := make(chan struct{}), make(chan string, 10)
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(ctx context.Context, r *importContact) (mediator.Void, error) {
 		if r.Email == "slow@example" {
@@ -60,8 +62,7 @@ func newItemsFixture(t *testing.T) *itemsFixture {
 	f.succeeded = enqueue("bob@example")
 	f.running = enqueue("slow@example")
 	f.pending = enqueue("later@example", durable.WithDelay(time.Hour))
-	if err := q.Start(m, durable.SchedulerConfig{Workers: 2, PollInterval: time.Hour, OnSettled: []func(name, outcome string){
-		func(_, outcome string) { settled <- outcome }}}); err != nil {
+	if err := q.Start(m); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

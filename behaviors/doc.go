@@ -41,7 +41,7 @@
 //
 // Every hook of the module takes any number of observers: a slice of functions, empty by
 // default (retry.Config.OnRetry, fallback.Config.OnFallback, breaker.Config.OnRefusal,
-// OnStateChange, OnLateProbe and OnStoreError, durable.SchedulerConfig.OnClaim,
+// OnStateChange, OnLateProbe and OnStoreError, durable.Config.OnClaim,
 // durable.Config.OnDead, mediator.Config.ErrorSink), so logging, metrics and tracing each
 // attach with one entry:
 //

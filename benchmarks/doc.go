@@ -40,7 +40,7 @@
 // Run them with -benchtime 1x. The systems:
 //
 //   - switchboard: durable.Open with durable/postgres or durable/sqlite, the items enqueued
-//     through EnqueueTx, the scheduler of Queue.Start with SchedulerConfig.Workers, and
+//     through EnqueueTx, the scheduler of Queue.Start with Config.Workers, and
 //     Shutdown once the last item ran. Only the public API: the figures follow whatever the
 //     scheduler does.
 //   - river: River's client with MaxWorkers workers on its own pgx pool (riverpgxv5) or on the

@@ -25,13 +25,19 @@ type drainItem struct {
 const drainItemName = "bench.item"
 
 // openSwitchboard opens the durable queue on d's pool, migrating the schema.
-func openSwitchboard(tb testing.TB, d *drainDB) *durable.Queue {
+func openSwitchboard(tb testing.TB, d *drainDB, workers ...int) *durable.Queue {
 	tb.Helper()
 	drv := sqlite.New(d.sql)
 	if d.engine == "postgres" {
 		drv = postgres.New(d.sql)
 	}
-	q, err := durable.Open(context.Background(), drv, durable.Config{Logger: zap.NewNop()})
+	// Defaults but the workers, and the poll interval River gets too: the drain starts with
+	// every item due, so the poll only matters once the queue is empty.
+	cfg := durable.Config{Logger: zap.NewNop(), PollInterval: 10 * time.Millisecond}
+	for _, w := range workers {
+		cfg.Workers = w
+	}
+	q, err := durable.Open(context.Background(), drv, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -67,7 +73,7 @@ var switchboardSystem = drainSystem{
 	name: "switchboard",
 	seed: seedSwitchboard,
 	prepare: func(tb testing.TB, d *drainDB, kind handlerKind, workers int, t *tally) func() {
-		q := openSwitchboard(tb, d)
+		q := openSwitchboard(tb, d, workers)
 		m := mediator.New(nil, mediator.Config{})
 		mediator.HandleFunc(m, func(ctx context.Context, it *drainItem) (mediator.Void, error) {
 			return mediator.Void{}, t.handle(ctx, d, kind, it.N)
@@ -75,11 +81,8 @@ var switchboardSystem = drainSystem{
 		if err := m.Build(); err != nil {
 			tb.Fatal(err)
 		}
-		// Defaults but the workers, and the poll interval River gets too: the drain starts
-		// with every item due, so the poll only matters once the queue is empty.
-		cfg := durable.SchedulerConfig{Workers: workers, PollInterval: 10 * time.Millisecond, Logger: zap.NewNop()}
 		return func() {
-			if err := q.Start(m, cfg); err != nil {
+			if err := q.Start(m); err != nil {
 				tb.Fatal(err)
 			}
 			t.wait(tb)

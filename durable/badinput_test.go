@@ -45,7 +45,7 @@ func TestInvalidPolicyIsAnErrorEverywhere(t *testing.T) {
 				t.Fatalf("Build with the deferral: %v", err)
 			}
 			m2 := mediatorFor(t, handlers{})
-			if err := q.Start(m2, durable.SchedulerConfig{}); !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), c.want) {
+			if err := durable.StartWith(q, m2, durable.SchedulerConfig{}); !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), c.want) {
 				_ = q.Shutdown(context.Background())
 				t.Fatalf("Start: %v", err)
 			}

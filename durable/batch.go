@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/internal/executor"
+	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/httpcall"
 	"github.com/switchboard-go/switchboard/mediator"
@@ -27,7 +28,10 @@ func ExampleWithBreaker() {
 	dir, _ := os.MkdirTemp("", "durable-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
+	settled := make(chan record.Settled, 10)
+	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
+		OnSettled: []func(string, record.Settled){func(_ string, outcome record.Settled) { settled <- outcome }},
+	})
 	defer q.Close()
 
 	hosts := breaker.NewRegistry(breaker.Config{Key: httpcall.Authority}) // one breaker per host
@@ -43,8 +47,7 @@ func ExampleWithBreaker() {
 	hosts.Declare(key)
 	_ = hosts.Trip(key) // the host is down
 	res, _ := q.Enqueue(ctx, &Notify{URL: "https://hooks.example/orders"})
-	settled := make(chan string, 10)
-	_ = q.Start(m, durable.SchedulerConfig{OnSettled: []func(string, string){func(_, outcome string) { settled <- outcome }}})
+	_ = q.Start(m)
 	defer func() { _ = q.Shutdown(ctx) }()
 
 	fmt.Println(<-settled) // held back by the open breaker

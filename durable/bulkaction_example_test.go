@@ -67,7 +67,7 @@ func ExampleQueue_StartBulkAction() {
 	dry, _ := q.StartBulkAction(ctx, spec, "alice", durable.DryRun())
 	fmt.Println("would replay:", dry.Matched)
 
-	if err := q.Start(m, durable.SchedulerConfig{}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -70,7 +70,7 @@ type registration struct {
 	codec  Codec
 	policy retry.Policy // WithPolicy's, until register merges it over the queue's
 	hasPol bool
-	guard  *guard // WithBreaker's; nil: SchedulerConfig.Breakers, if set, guards the items
+	guard  *guard // WithBreaker's; nil: Config.Breakers, if set, guards the items
 	// uniqueFor is WithUniqueWindow's: how long its items' dedupe keys are held after they
 	// succeeded.
 	uniqueFor time.Duration
@@ -124,7 +124,7 @@ func WithPolicy(p retry.Policy) RegisterOption {
 //	durable.WithBreaker(hosts, func(d *Deliver) string { return httpcall.AuthorityOf(d.URL) })
 //
 // A key of "" means no breaker guards that item. nil key: reg's own key function
-// (Registry.KeyOf). Without WithBreaker, SchedulerConfig.Breakers, when set, guards the items
+// (Registry.KeyOf). Without WithBreaker, Config.Breakers, when set, guards the items
 // under its own key function. Q must be the registered request type; Register fails
 // otherwise. The scheduler also listens to reg, so the items a refusal of reg's parked (an
 // inner call of the handler refused) are freed when that breaker closes.

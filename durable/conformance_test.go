@@ -260,7 +260,7 @@ func TestDedupeKey(t *testing.T) {
 		if first.Duplicate || !second.Duplicate || second.ID != first.ID || other.Duplicate || other.ID == first.ID || !viaOption.Duplicate || viaOption.ID != first.ID {
 			t.Fatalf("first %+v second %+v other %+v option %+v", first, second, other, viaOption)
 		}
-		start(t, e.q, mediatorFor(t, handlers{}), durable.SchedulerConfig{})
+		start(t, e.q, mediatorFor(t, handlers{}))
 		waitState(t, e.q, first.ID, record.StateSucceeded)
 		// Once the first is done, the key is free again.
 		third := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Unique{ID: "a"}))
@@ -595,7 +595,7 @@ func TestDeferral(t *testing.T) {
 		}
 		before := total()
 		e.clock.Advance(time.Minute)
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "scheduler attempts", func() bool { return item(t, e.q, deferred.ItemID).Attempts == 1 })
 		if after := total(); after != before {
 			t.Fatalf("items %d -> %d: a scheduled dispatch was deferred again", before, after)
@@ -643,7 +643,7 @@ func TestSchedulerDispatchIsOneAttempt(t *testing.T) {
 			m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 4, BaseDelay: time.Nanosecond}}))
 		})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "the first attempt", func() bool {
 			return item(t, e.q, id).Attempts == 1 && item(t, e.q, id).State == record.StatePending
 		})
@@ -1054,7 +1054,7 @@ func TestInterruptedLastAttemptIsTriedAgain(t *testing.T) {
 		if err := s.Shutdown(cancelled); !errors.Is(err, context.Canceled) {
 			t.Fatalf("shutdown: %v", err)
 		}
-		start(t, q, m, durable.SchedulerConfig{})
+		start(t, q, m)
 		it := waitState(t, e.q, id, record.StateSucceeded)
 		if as := attempts(t, e.q, id); it.Attempts != 3 || outcomes(as) != "1:failed 2:interrupted 3:succeeded" || calls.Load() != 3 {
 			t.Fatalf("item %+v rows %s calls %d", it, outcomes(as), calls.Load())

@@ -608,7 +608,7 @@ func TestOnDeadOncePerDeadItem(t *testing.T) {
 		}, func(context.Context, record.DeadLetter) { after.Add(1) }}})
 		e2.handle(func(context.Context, *Work) error { return errPermanent })
 		id := must[durable.Enqueued](t)(e2.q.Enqueue(ctx, &Work{N: 9})).ID
-		start(t, e2.q, e2.m, durable.SchedulerConfig{})
+		start(t, e2.q, e2.m)
 		waitState(t, e2.q, id, record.StateDead)
 		eventually(t, 10*time.Second, "OnDead", func() bool { return logs.has("durable: OnDead panicked") })
 		if calls.Load() != 1 || after.Load() != 1 || !logs.has("durable: dead letter") {

@@ -6,7 +6,7 @@
 //	q, err := durable.Open(ctx, sqlite.Open("var/queue.db"), durable.Config{}) // created and migrated on first use
 //	durable.Register[*SendInvoice](q, "billing.send-invoice")                  // before Build
 //	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))                    // optional: defer failed sends
-//	err = q.Start(m, durable.SchedulerConfig{})                                // in every instance, after m.Build()
+//	err = q.Start(m)                                                           // in every instance, after m.Build()
 //	defer q.Shutdown(ctx)
 //
 // Open's Driver says where items are kept: SQLite (durable/sqlite) or PostgreSQL

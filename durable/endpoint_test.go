@@ -441,9 +441,9 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			mu      sync.Mutex
 			settled = map[string][]string{} // request name → outcomes heard
 		)
-		start(t, e.q, m, durable.SchedulerConfig{OnSettled: []func(string, string){func(name, outcome string) {
+		start(t, e.q, m, durable.SchedulerConfig{OnSettled: []func(string, record.Settled){func(name string, outcome record.Settled) {
 			mu.Lock()
-			settled[name] = append(settled[name], outcome)
+			settled[name] = append(settled[name], string(outcome))
 			mu.Unlock()
 		}}})
 		// fastPolicy: attempts at 0s, 1s; the third would be at 3s, after the deadline.
@@ -610,7 +610,7 @@ func TestReplayRefusedByABreakerIsNotAReplay(t *testing.T) {
 			func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
 		ctx := context.Background()
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		waitState(t, e.q, id, record.StateDead)
 		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
 		if err != nil || len(letters) != 1 {

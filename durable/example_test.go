@@ -34,7 +34,7 @@ func Example() {
 	ctx := context.Background()
 
 	// 1. Open the queue: an embedded SQLite file, created and migrated on first use.
-	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
+	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -59,7 +59,7 @@ func Example() {
 	fmt.Println("enqueued item", res.ID)
 
 	// 3. Run a scheduler in every instance: it dispatches the due items through the mediator.
-	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -85,7 +85,8 @@ func ExampleNewDeferral() {
 	ctx := context.Background()
 
 	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
-		Policy: retry.Policy{BaseDelay: 10 * time.Millisecond, Jitter: behaviors.Off},
+		Policy:       retry.Policy{BaseDelay: 10 * time.Millisecond, Jitter: behaviors.Off},
+		PollInterval: 10 * time.Millisecond,
 	})
 	defer q.Close()
 	durable.Register[*SendInvoice](q, "billing.send-invoice")
@@ -114,7 +115,7 @@ func ExampleNewDeferral() {
 	}
 
 	down = false // the service is back before the scheduler starts
-	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}

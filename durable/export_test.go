@@ -43,10 +43,30 @@ func SetPruneInterval(t interface{ Cleanup(func()) }, d time.Duration) {
 	t.Cleanup(func() { maintenance.PruneInterval = prev })
 }
 
+// SchedulerConfig is the scheduler's part of Config, for the tests that run several
+// schedulers on one queue, or one configured otherwise than the queue (NewScheduler,
+// StartWith). Its zero fields are Config's defaults; its Logger is zap.L() when nil.
+type SchedulerConfig = schedulerConfig
+
+// StartWith runs q's scheduler as Start does, configured by cfg instead of q's Config.
+func StartWith(q *Queue, sender mediator.Sender, cfg SchedulerConfig) error {
+	return q.start(sender, cfg)
+}
+
+// ValidateScheduler reports what Open reports of the scheduler's part of a Config like cfg.
+func ValidateScheduler(cfg SchedulerConfig) error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
 // NewScheduler returns a scheduler that is not started, as Queue.Start makes one.
-func NewScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*Scheduler, error) {
+func NewScheduler(q *Queue, sender mediator.Sender, cfgs ...SchedulerConfig) (*Scheduler, error) {
 	if q == nil {
 		return nil, errors.New("durable: nil queue")
+	}
+	var cfg SchedulerConfig
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
 	}
 	return newScheduler(q, sender, cfg)
 }

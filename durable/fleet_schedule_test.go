@@ -48,7 +48,7 @@ func runScheduleChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	if err := q.Start(m, durable.SchedulerConfig{InstanceID: instance, PollInterval: 20 * time.Millisecond}); err != nil {
+	if err := durable.StartWith(q, m, durable.SchedulerConfig{InstanceID: instance, PollInterval: 20 * time.Millisecond}); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}

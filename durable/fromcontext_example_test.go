@@ -30,7 +30,7 @@ func ExampleFromContext() {
 	ctx := context.Background()
 	dead := make(chan record.DeadLetter, 1)
 	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{Logger: zap.NewNop(),
-		Policy: retry.Policy{MaxAttempts: 1}, OnDead: []func(context.Context, record.DeadLetter){func(_ context.Context, d record.DeadLetter) { dead <- d }}})
+		Policy: retry.Policy{MaxAttempts: 1}, PollInterval: 10 * time.Millisecond, OnDead: []func(context.Context, record.DeadLetter){func(_ context.Context, d record.DeadLetter) { dead <- d }}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,7 +56,7 @@ func ExampleFromContext() {
 		fmt.Println(err)
 		return
 	}
-	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -19,7 +19,7 @@ func TestSchedulingFollowsStartAndShutdown(t *testing.T) {
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Start(m, durable.SchedulerConfig{}); err != nil {
+	if err := durable.StartWith(q, m, durable.SchedulerConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	if !q.Scheduling() {

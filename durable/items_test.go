@@ -306,8 +306,8 @@ func TestRunNowParkedOnAnOpenBreaker(t *testing.T) {
 		}
 		m := mediatorFor(t, handlers{}, func(m *mediator.Mediator) { m.Use(breaker.New(reg)) })
 		settled := make(chan string, 10)
-		start(t, e.q, m, durable.SchedulerConfig{PollInterval: time.Hour, OnSettled: []func(name, outcome string){
-			func(_, outcome string) { settled <- outcome }}})
+		start(t, e.q, m, durable.SchedulerConfig{PollInterval: time.Hour, OnSettled: []func(string, record.Settled){
+			func(_ string, outcome record.Settled) { settled <- string(outcome) }}})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		if o := <-settled; o != "refused" {
 			t.Fatalf("first claim: %s", o)

@@ -33,13 +33,13 @@ const maxConcurrencyLimit = 1_000_000
 // (a lower limit lets the items running finish; no new one starts until fewer than n run).
 //
 // An item's key is its breaker key: the key of WithBreakerKey, or the key WithBreaker's or
-// SchedulerConfig.Breakers' key function gives for the request. The scheduler claims the item,
+// Config.Breakers' key function gives for the request. The scheduler claims the item,
 // and before dispatching it takes one of the key's slots in the database; a slot is the
 // running item itself, freed when its attempt's outcome is written or, should its instance
 // die, when its lease runs out and is swept. An item that finds every slot taken is not
-// attempted (no attempt charged; SchedulerConfig.OnSettled says "concurrency_limited"): it is parked on the
+// attempted (no attempt charged; Config.OnSettled says record.SettledLimited): it is parked on the
 // key and made due again as slots free, by the instance that freed one at once and by every
-// instance at its next look at the limits (every SchedulerConfig.PollInterval, at most every
+// instance at its next look at the limits (every Config.PollInterval, at most every
 // second), or Config.Recheck later at the latest. This instance applies a new limit at once;
 // the others from their next look at the limits, and they apply it exactly from then on.
 func (q *Queue) SetConcurrencyLimit(ctx context.Context, key string, n int, actor string, opts ...ConcurrencyLimitOption) (record.ConcurrencyLimit, error) {
@@ -163,7 +163,3 @@ func checkLimitKey(key, actor string) []error {
 	}
 	return errs
 }
-
-// outcomeLimited is the OnSettled outcome of an item held back by its key's concurrency limit,
-// as SchedulerConfig.OnSettled documents it: no attempt was made.
-const outcomeLimited = "concurrency_limited"

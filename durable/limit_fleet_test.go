@@ -82,10 +82,15 @@ const childStartedEnv = "SWITCHBOARD_TEST_CHILD_STARTED"
 // key in flight (and their most at once), the calls per item, and the limited calls in flight
 // per instance. Each call takes callTime.
 type inflightEndpoint struct {
-	mu         sync.Mutex
-	inflight   int                   // calls of the limited key now
-	most       int                   // the most at once
-	mostSince  int                   // the most at once since resetMost
+	mu        sync.Mutex
+	inflight  int // calls of the limited key now
+	most      int // the most at once
+	mostSince int // the most at once since resetMost
+	// gather is the limit: until mostSince has reached it, a limited call waits (up to
+	// gatherWait) for that many to be in flight, so that a loaded machine whose children
+	// claim slowly still shows whether the limit lets that many through at once.
+	gather     int
+	gathered   chan struct{}         // closed once mostSince reaches gather
 	other      int                   // calls of the unlimited key now
 	otherMost  int                   // their most at once
 	calls      map[record.ItemID]int // calls per item
@@ -97,6 +102,15 @@ type inflightEndpoint struct {
 }
 
 const callTime = 20 * time.Millisecond
+
+// gatherWait bounds how long a limited call waits for the limit's number in flight: a limit
+// that lets fewer through is still seen, a few seconds late.
+const gatherWait = 3 * time.Second
+
+// resetMost starts counting the most calls at once (and gathering them) again.
+func (e *inflightEndpoint) resetMost() {
+	e.mostSince, e.gathered = 0, make(chan struct{})
+}
 
 func (e *inflightEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.ParseInt(r.URL.Query().Get("id"), 10, 64)
@@ -115,7 +129,21 @@ func (e *inflightEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.other++
 		e.otherMost = max(e.otherMost, e.other)
 	}
+	gathered, gathering := e.gathered, limited && e.mostSince < e.gather
+	if limited && !gathering && e.mostSince >= e.gather {
+		select {
+		case <-e.gathered:
+		default:
+			close(e.gathered)
+		}
+	}
 	e.mu.Unlock()
+	if gathering {
+		select {
+		case <-gathered:
+		case <-time.After(gatherWait):
+		}
+	}
 	time.Sleep(callTime) // the dependency's latency: what the limit keeps few calls in
 	e.mu.Lock()
 	if limited {
@@ -147,7 +175,7 @@ func fleetLimitRun(t *testing.T, b backend, lease time.Duration, limited int, ki
 		t.Fatalf("limit: %+v", l)
 	}
 	e := &inflightEndpoint{calls: map[record.ItemID]int{}, byInstance: map[string]int{}, reached: map[string]bool{},
-		startedFile: filepath.Join(t.TempDir(), "started")}
+		startedFile: filepath.Join(t.TempDir(), "started"), gather: limit, gathered: make(chan struct{})}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	var ids []record.ItemID
@@ -245,7 +273,7 @@ func TestFleetConcurrencyLimitSlotsComeBackAfterSIGKILL(t *testing.T) {
 		if killedAt.IsZero() {
 			t.Fatalf("no child is instance %q", victim)
 		}
-		e.read(func(e *inflightEndpoint) { e.mostSince = 0 })
+		e.read(func(e *inflightEndpoint) { e.resetMost() })
 	})
 	startedLines := must[[]byte](t)(os.ReadFile(e.startedFile))
 	started := map[string]bool{}

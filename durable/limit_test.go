@@ -144,7 +144,7 @@ func TestBubbleConcurrencyLimitHoldsBackAndWakes(t *testing.T) {
 			limitedEnqueue = append(limitedEnqueue, must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i}, durable.WithBreakerKey("k"))).ID)
 		}
 		other := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 100}, durable.WithBreakerKey("other"))).ID
-		s := bubbleScheduler(t, q, h, durable.SchedulerConfig{Workers: 4, PollInterval: time.Hour, OnSettled: []func(string, string){settled.on}})
+		s := bubbleScheduler(t, q, h, durable.SchedulerConfig{Workers: 4, PollInterval: time.Hour, OnSettled: []func(string, record.Settled){settled.on}})
 		s.Wake()
 		time.Sleep(10 * time.Millisecond) // virtual: the claim loop's gathering of outcomes is over
 		synctest.Wait()

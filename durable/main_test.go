@@ -295,9 +295,13 @@ func newEnvWith(t testing.TB, b backend, register ...func(q *durable.Queue)) *en
 	return &env{store: durable.StoreOf(q), q: q, clock: clock}
 }
 
-// start runs a scheduler until the end of the test.
-func start(t testing.TB, q *durable.Queue, m mediator.Sender, cfg durable.SchedulerConfig) *durable.Scheduler {
+// start runs a scheduler, configured by cfgs[0] when given, until the end of the test.
+func start(t testing.TB, q *durable.Queue, m mediator.Sender, cfgs ...durable.SchedulerConfig) *durable.Scheduler {
 	t.Helper()
+	var cfg durable.SchedulerConfig
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 5 * time.Millisecond
 	}

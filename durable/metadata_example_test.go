@@ -23,7 +23,8 @@ func ExampleCarry() {
 	ctx := context.Background()
 
 	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
-		Propagators: []durable.Propagator{durable.Carry(TenantKey)},
+		Propagators:  []durable.Propagator{durable.Carry(TenantKey)},
+		PollInterval: 10 * time.Millisecond, Workers: 1,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -49,7 +50,7 @@ func ExampleCarry() {
 	fmt.Println("metadata:", it.Metadata)
 	_, _ = q.Enqueue(ctx, &SendInvoice{Invoice: "INV-2"}) // no tenant: none at dispatch either
 
-	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond, Workers: 1}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}

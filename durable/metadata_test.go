@@ -135,7 +135,7 @@ func TestMetadataReachesDispatch(t *testing.T) {
 
 		// The same through a running scheduler.
 		id := must[durable.Enqueued](t)(q.Enqueue(correlationKey.With(context.Background(), "req-7"), &Work{N: 5})).ID
-		start(t, q, m, durable.SchedulerConfig{})
+		start(t, q, m)
 		waitState(t, q, id, record.StateSucceeded)
 		got.mu.Lock()
 		defer got.mu.Unlock()
@@ -187,7 +187,7 @@ func TestMetadataPanickingPropagator(t *testing.T) {
 			return nil
 		}})
 		// q2 shares the database: it sees q's item too.
-		if r := durabletest.Work(context.Background(), t, q2, m, durable.SchedulerConfig{Logger: rec.logger()}); r.Succeeded != 1 {
+		if r := durabletest.Work(context.Background(), t, q2, m); r.Succeeded != 1 {
 			t.Fatalf("Work = %+v", r)
 		}
 		if got.tenant[1] != "acme" {
@@ -322,7 +322,7 @@ func TestPropagatorToldOfDispatch(t *testing.T) {
 			return nil
 		}})
 		id := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: 1})).ID
-		if r := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{InstanceID: "w1", Logger: rec.logger()}); r.Dead != 1 {
+		if r := durabletest.Work(context.Background(), t, q, m, durabletest.AsInstance("w1")); r.Dead != 1 {
 			t.Fatalf("Work = %+v, want one dead item", r)
 		}
 		letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})

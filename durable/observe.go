@@ -10,7 +10,7 @@ import (
 	"github.com/switchboard-go/switchboard/durable/record"
 )
 
-// noteClaim tells SchedulerConfig.OnClaim about a claiming round trip.
+// noteClaim tells Config.OnClaim about a claiming round trip.
 func (s *scheduler) noteClaim(took time.Duration, claimed int, err error) {
 	if len(s.cfg.OnClaim) == 0 {
 		return
@@ -27,7 +27,7 @@ func (s *scheduler) noteClaim(took time.Duration, claimed int, err error) {
 	}
 }
 
-// notifySettled tells SchedulerConfig.OnSettled about the completions of batch the store took.
+// notifySettled tells Config.OnSettled about the completions of batch the store took.
 func (s *scheduler) notifySettled(batch []store.Completion, results []error) {
 	if len(s.cfg.OnSettled) == 0 {
 		return
@@ -50,30 +50,25 @@ func (s *scheduler) notifySettled(batch []store.Completion, results []error) {
 	}
 }
 
-// settledOutcome names how c ended, for SchedulerConfig.OnSettled.
-func settledOutcome(c store.Completion) string {
+// settledOutcome names how c ended, for Config.OnSettled.
+func settledOutcome(c store.Completion) record.Settled {
 	switch {
 	case c.Expired:
-		return string(record.OutcomeExpired)
+		return record.SettledExpired
 	case c.Paused:
-		return outcomePaused
+		return record.SettledPaused
 	case c.Limited:
-		return outcomeLimited
+		return record.SettledLimited
 	case c.Refused:
-		return string(record.OutcomeRefused)
+		return record.SettledRefused
 	case c.State == store.StateSucceeded:
-		return string(record.OutcomeSucceeded)
+		return record.SettledSucceeded
 	case c.State == store.StateDead:
-		return "dead"
+		return record.SettledDead
 	case c.Outcome == store.OutcomeInterrupted:
-		return string(record.OutcomeInterrupted)
+		return record.SettledInterrupted
 	case c.Outcome == store.OutcomeFailed:
-		return "retried"
+		return record.SettledRetried
 	}
-	return "released"
+	return record.SettledReleased
 }
-
-// outcomePaused is the OnSettled outcome of an item parked on a paused breaker key, as
-// SchedulerConfig.OnSettled documents it (and metrics.Recorder.OnSettled counts it): no
-// record.Outcome, as no attempt was made and none is logged.
-const outcomePaused = "paused"

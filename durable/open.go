@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/notify"
@@ -27,7 +28,10 @@ type Driver interface {
 	Database() (store.Database, error)
 }
 
-// Config configures a Queue; the database is Open's Driver argument.
+// Config configures a Queue, and the scheduler Queue.Start runs in this instance: one struct
+// given to Open, whose zero fields are the defaults documented on each. The database is Open's
+// Driver argument. The scheduler's fields (InstanceID to OnSettled) matter only to an instance
+// that calls Start; one that only enqueues or operates leaves them zero.
 type Config struct {
 	// SkipMigrations makes Open only check the schema's version, for a schema a migration tool
 	// manages (the driver's MigrationSQL). Default false: Open applies what is missing.
@@ -57,8 +61,9 @@ type Config struct {
 	// process that dies after the commit never calls them: alert on Stats.DeadLetters.
 	// Default empty: the warning logged for each letter is the only notice.
 	OnDead []func(ctx context.Context, d record.DeadLetter)
-	// Logger gets dead letters, OnDead panics, failed propagators and migrations. Default
-	// zap.L() as of Open: silent until the application calls zap.ReplaceGlobals.
+	// Logger gets dead letters, OnDead panics, failed propagators, migrations and the
+	// scheduler's operational errors (a failing database at most every 30 s). Default zap.L()
+	// as of Open: silent until the application calls zap.ReplaceGlobals.
 	Logger *zap.Logger
 	// ReplayLease is how long a replay holds its letter, extended while it runs. Default 1
 	// minute: an operator retrying after a crash waits little, and a hiccup does not let a
@@ -72,6 +77,54 @@ type Config struct {
 	// its way and a connection keeps a buffer of the largest value it carried. Keep large
 	// documents in a blob store. At most MaxPayloadLimit.
 	MaxPayloadBytes int
+
+	// InstanceID names this instance in leases and attempt rows; unique per instance. Default
+	// the host name, process id and a random suffix.
+	InstanceID string
+	// Workers is the number of items run at once; items are claimed only for free workers,
+	// so a crash charges only the items that ran. Default 4.
+	Workers      int
+	BatchSize    int           // items claimed, and outcomes written, per round trip; default 100
+	PollInterval time.Duration // the wait when no item was due; default 1 s
+	// Lease is how long a claim holds an item, extended by heartbeats; when a dead holder's
+	// lease runs out the item is swept back and a late completion rejected. Default 30 s.
+	Lease             time.Duration
+	ScheduleLease     time.Duration // a schedule run's lease on its schedule; default Lease
+	HeartbeatInterval time.Duration // how often leases are extended; under both leases; default Lease/3
+	SweepInterval     time.Duration // how often expired leases are swept; default Lease/2
+	// StoreTimeout bounds each of the scheduler's database calls, so a hung database is
+	// retried, not waited on; under both leases. Default Lease/3: a heartbeat that timed out
+	// has time for another.
+	StoreTimeout  time.Duration
+	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
+	// Breakers, when set, guards the items of registrations without WithBreaker, under its own
+	// key function (Registry.KeyOf, the request type's key unless it has one): before each
+	// attempt the scheduler asks the item's breaker, and an item whose breaker is open is not
+	// attempted; it is parked on the key until the breaker may let a probe through, only as many
+	// parked items as there are probe slots run while it is half-open, and its closing frees
+	// them (see WithBreaker). The scheduler listens to it and to every registry a WithBreaker
+	// names. Queue.Pause with a KeyTarget holds back the items of a key whatever its breaker
+	// says. Default none: a breaker in the pipeline still refuses at dispatch, and the item is
+	// parked on the refusal's key, not charged an attempt.
+	Breakers *breaker.Registry
+	// Retention is how long succeeded items are kept; one instance deletes older ones every
+	// minute. Other states are never deleted (pending and running are work, dead ones the
+	// letters' history). Default 24 h: yesterday's work stays visible, the table small.
+	// Negative: forever.
+	Retention time.Duration
+	// OnClaim are called, in order, after each claiming round trip (which also writes the
+	// outcomes of the items just finished) with its time, items claimed and error: a slow
+	// claim is the first sign of a database in trouble (metrics.Recorder.OnClaim). The claim
+	// loop waits for them: keep them cheap. A panic in one is logged and the next still runs.
+	OnClaim []func(took time.Duration, claimed int, err error)
+	// OnSettled are called, in order, once the outcome of a claim of an item is written, with
+	// the item's request name and how the claim ended (record.Settled: succeeded, retried, dead,
+	// refused, paused, concurrency_limited, expired, interrupted, released). metrics.Recorder.
+	// OnSettled counts them. Called by the claim loop after the write, so a reader of the queue
+	// may see an outcome before its observers hear it; every call for the claims written is
+	// made before Shutdown returns. Keep them cheap. A panic in one is logged and the next
+	// still runs.
+	OnSettled []func(name string, outcome record.Settled)
 }
 
 // Open returns a Queue over driver's database, migrating it unless SkipMigrations.
@@ -129,6 +182,8 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 		q.rand = rand.Float64
 	}
 	q.deadLetterConfig(cfg)
+	q.schedCfg = cfg.scheduler()
+	q.schedCfg.Logger = q.log
 	q.sender = newSenderName()
 	q.notifyHealth = dbhealth.Health{Log: q.log}
 	if q.store.Notifies() {
@@ -156,6 +211,9 @@ func (cfg Config) Validate() error {
 		errs = append(errs, fmt.Errorf("durable: Open: MaxPayloadBytes %d is more than MaxPayloadLimit (%d), the longest value the databases store", cfg.MaxPayloadBytes, MaxPayloadLimit))
 	}
 	errs = append(errs, checkPropagators(cfg.Propagators)...)
+	if _, err := cfg.scheduler().withDefaults(); err != nil {
+		errs = append(errs, fmt.Errorf("durable: Open: %w", err))
+	}
 	return errors.Join(errs...)
 }
 

@@ -23,7 +23,7 @@ type PauseTarget struct {
 func NameTarget(name string) PauseTarget { return PauseTarget{Kind: record.PauseName, Target: name} }
 
 // KeyTarget is the PauseTarget of the items whose circuit-breaker key is key: the key of
-// WithBreakerKey, of WithBreaker's or SchedulerConfig.Breakers' key function, or the key an
+// WithBreakerKey, of WithBreaker's or Config.Breakers' key function, or the key an
 // item is parked on.
 func KeyTarget(key string) PauseTarget {
 	return PauseTarget{Kind: record.PauseBreakerKey, Target: key}
@@ -60,7 +60,7 @@ func PauseReason(reason string) PauseOption { return func(c *pauseConfig) { c.re
 // is claimed) and parked on the key, no attempt counted, as an open breaker parks them: until
 // the pause's end or Config.Recheck, whichever is sooner, then looked at again. This instance
 // holds them back at once; the other instances from their next look at the pauses, every
-// SchedulerConfig.PollInterval and at most every second.
+// Config.PollInterval and at most every second.
 //
 // A pause holds back only what the scheduler runs: in-process calls (the mediator's Send, a
 // breaker behavior in the pipeline) are not refused by it.

@@ -21,10 +21,10 @@ type settledLog struct {
 	got []string
 }
 
-func (l *settledLog) on(name, outcome string) {
+func (l *settledLog) on(name string, outcome record.Settled) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.got = append(l.got, name+":"+outcome)
+	l.got = append(l.got, name+":"+string(outcome))
 }
 
 func (l *settledLog) String() string {
@@ -145,7 +145,7 @@ func TestBubbleKeyPauseParksUncharged(t *testing.T) {
 		var ran []int
 		var settled settledLog
 		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error { mu.Lock(); ran = append(ran, w.N); mu.Unlock(); return nil }},
-			durable.SchedulerConfig{PollInterval: time.Hour, OnSettled: []func(string, string){settled.on}})
+			durable.SchedulerConfig{PollInterval: time.Hour, OnSettled: []func(string, record.Settled){settled.on}})
 		must[record.Pause](t)(q.Pause(ctx, durable.KeyTarget("host-a"), "alice"))
 		held := must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 1}, durable.WithBreakerKey("host-a"))).ID
 		must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: 2}, durable.WithBreakerKey("host-b")))

@@ -159,7 +159,7 @@ func TestBubbleKeyPauseKeepsTheLastError(t *testing.T) {
 		ctx := context.Background()
 		q := bubbleQueue(t, path, fastPolicy)
 		var settled settledLog
-		s := bubbleScheduler(t, q, handlers{}, durable.SchedulerConfig{PollInterval: time.Second, OnSettled: []func(string, string){settled.on}})
+		s := bubbleScheduler(t, q, handlers{}, durable.SchedulerConfig{PollInterval: time.Second, OnSettled: []func(string, record.Settled){settled.on}})
 		must[record.Pause](t)(q.Pause(ctx, durable.KeyTarget("host-a"), "alice"))
 		now := time.Now()
 		id, _, err := durable.StoreOf(q).Enqueue(ctx, istore.NewItem{Name: "test.work", Payload: []byte(`{}`), NextAt: now, Now: now,

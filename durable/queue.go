@@ -29,6 +29,8 @@ type Queue struct {
 	// running is the scheduler started last on the queue, read without the lock by Enqueue
 	// to wake it.
 	running atomic.Pointer[scheduler]
+	// schedCfg is the scheduler's part of Open's Config, for Start.
+	schedCfg schedulerConfig
 
 	store   *store.Store
 	reg     *registry
@@ -73,13 +75,18 @@ func (q *Queue) Close() error {
 	return q.store.Close()
 }
 
-// Start runs this instance's scheduler: call it in every instance once sender, the
-// *mediator.Mediator, is built; instances sharing a database divide the work. It refuses a
-// queue a Register or Schedule call failed on (with their errors), a nil sender, a mediator not built (mediator.ErrNotBuilt), or one lacking a handler for request
-// types registered or scheduled on q (naming each, mediator.ErrNoHandler); an item another
-// Sender turns away with mediator.ErrNoHandler waits, unattempted (Config.Recheck). It fails
-// with ErrStarted while the scheduler runs and ErrStopped after Shutdown.
-func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
+// Start runs this instance's scheduler, configured by the scheduler's fields of Open's Config:
+// call it in every instance that works on items, once sender, the *mediator.Mediator, is
+// built; instances sharing a database divide the work. It refuses a queue a Register or
+// Schedule call failed on (with their errors), a nil sender, a mediator not built
+// (mediator.ErrNotBuilt), or one lacking a handler for request types registered or scheduled
+// on q (naming each, mediator.ErrNoHandler); an item another Sender turns away with
+// mediator.ErrNoHandler waits, unattempted (Config.Recheck). It fails with ErrStarted while the
+// scheduler runs and ErrStopped after Shutdown.
+func (q *Queue) Start(sender mediator.Sender) error { return q.start(sender, q.schedCfg) }
+
+// start runs a scheduler configured by cfg (Start's, or a test's).
+func (q *Queue) start(sender mediator.Sender, cfg schedulerConfig) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -107,7 +114,7 @@ func (q *Queue) Start(sender mediator.Sender, cfg SchedulerConfig) error {
 
 // Shutdown stops the scheduler: it claims nothing more, releases unstarted items, and waits for
 // running ones and their outcomes. If ctx ends first it cancels them (recorded as interrupted)
-// and waits SchedulerConfig.ShutdownGrace more, so it returns even if a handler ignores
+// and waits Config.ShutdownGrace more, so it returns even if a handler ignores
 // cancellation (its goroutine alone outlives Shutdown) or the database is gone; an unwritten
 // outcome keeps its lease, and the item runs again. Every call returns the same result: nil, or
 // an error saying what was left. Before Start it returns nil.
@@ -174,7 +181,7 @@ func WithDedupeKey(key string) EnqueueOption { return func(c *enqueueConfig) { c
 func WithOrderingKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.ordering = &key } }
 
 // WithBreakerKey names the key of the circuit breaker that guards the item, in the registry of
-// its registration's WithBreaker (or SchedulerConfig.Breakers): the scheduler asks that breaker
+// its registration's WithBreaker (or Config.Breakers): the scheduler asks that breaker
 // before each attempt instead of the one the registration's key function names. Use it when
 // the endpoint an item calls is not in its request. Empty: the key function decides.
 func WithBreakerKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.guardKey = &key } }

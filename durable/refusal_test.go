@@ -38,7 +38,7 @@ func TestUserRefusalIsNoAttempt(t *testing.T) {
 			}), mediator.WithOrder(behaviors.BulkheadOrder))
 		})
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == record.StatePending })
 		if it := item(t, e.q, id); it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 {
 			t.Fatalf("after the refusal: %+v rows %s", it, outcomes(attempts(t, e.q, id)))

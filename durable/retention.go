@@ -2,5 +2,5 @@ package durable
 
 import "time"
 
-// defaultRetention is how long succeeded items are kept by default (SchedulerConfig.Retention).
+// defaultRetention is how long succeeded items are kept by default (Config.Retention).
 const defaultRetention = 24 * time.Hour

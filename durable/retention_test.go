@@ -138,7 +138,7 @@ func TestRetentionNegativeAndDefault(t *testing.T) {
 		}
 
 		q2 := b.queue(t, durable.Config{Clock: e.clock})
-		byDefault := must[*durable.Scheduler](t)(durable.NewScheduler(q2, m, durable.SchedulerConfig{}))
+		byDefault := must[*durable.Scheduler](t)(durable.NewScheduler(q2, m))
 		e.clock.Advance(-100000 * time.Hour)
 		e.clock.Advance(23 * time.Hour)
 		if n := byDefault.Prune(); n != 0 {

@@ -12,71 +12,40 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
-// SchedulerConfig configures Queue.Start: zero fields mean defaults; a negative
-// value is an error, except for Retention.
-type SchedulerConfig struct {
-	InstanceID string // unique per instance; default host name, process id and a random suffix
-	// Workers is the number of items run at once; items are claimed only for free workers,
-	// so a crash charges only the items that ran. Default 4.
-	Workers      int
-	BatchSize    int           // items claimed, and outcomes written, per round trip; default 100
-	PollInterval time.Duration // the wait when no item was due; default 1 s
-	// Lease is how long a claim holds an item, extended by heartbeats; when a dead holder's
-	// lease runs out the item is swept back and a late completion rejected. Default 30 s.
+// schedulerConfig is the scheduler's part of Config (see there for each field), which
+// withDefaults completes.
+type schedulerConfig struct {
+	InstanceID        string
+	Workers           int
+	BatchSize         int
+	PollInterval      time.Duration
 	Lease             time.Duration
-	ScheduleLease     time.Duration // a schedule run's lease on its schedule; default Lease
-	HeartbeatInterval time.Duration // how often leases are extended; under both leases; default Lease/3
-	SweepInterval     time.Duration // how often expired leases are swept; default Lease/2
-	// StoreTimeout bounds each database call, so a hung database is retried, not waited on;
-	// under both leases. Default Lease/3: a heartbeat that timed out has time for another.
-	StoreTimeout  time.Duration
-	ShutdownGrace time.Duration // see Queue.Shutdown; default 5 s
-	// Breakers, when set, guards the items of registrations without WithBreaker, under its own
-	// key function (Registry.KeyOf, the request type's key unless it has one): before each
-	// attempt the scheduler asks the item's breaker, and an item whose breaker is open is not
-	// attempted; it is parked on the key until the breaker may let a probe through, only as many
-	// parked items as there are probe slots run while it is half-open, and its closing frees
-	// them (see WithBreaker). The scheduler listens to it and to every registry a WithBreaker
-	// names. Queue.Pause with a KeyTarget holds back the items of a key whatever its breaker
-	// says. Default none: a breaker in the pipeline still refuses at dispatch, and the item is
-	// parked on the refusal's key, not charged an attempt.
-	Breakers *breaker.Registry
-	Logger   *zap.Logger // operational errors, a failing database at most every 30 s; default zap.L()
-	// Retention is how long succeeded items are kept; one instance deletes older ones every
-	// minute. Other states are never deleted (pending and running are work, dead ones the
-	// letters' history). Default 24 h: yesterday's work stays visible, the table small.
-	// Negative: forever.
-	Retention time.Duration
-	// OnClaim are called, in order, after each claiming round trip (which also writes the
-	// outcomes of the items just finished) with its time, items claimed and error: a slow
-	// claim is the first sign of a database in trouble (metrics.Recorder.OnClaim). The claim
-	// loop waits for them: keep them cheap. A panic in one is logged and the next still runs.
-	OnClaim []func(took time.Duration, claimed int, err error)
-	// OnSettled are called, in order, once the outcome of a claim of an item is written, with
-	// the item's request name and how the claim ended: "succeeded"; "retried" or "dead" (an
-	// attempt failed, and the item is tried again or not; "dead" also for an item that cannot
-	// be decoded or ran out of attempts); "refused" (a breaker or another refusing behavior held
-	// it back: no attempt); "paused" (its breaker key is paused, Queue.Pause: no attempt);
-	// "concurrency_limited" (its breaker key's concurrency limit had no free slot,
-	// SetConcurrencyLimit: no attempt; not a rate limiter's refusal, which is "refused");
-	// "expired" (its deadline ended it); "interrupted" (a shutdown cancelled it); "released"
-	// (not attempted: a shutdown before it started, a name or a handler this instance lacks).
-	// metrics.Recorder.OnSettled counts them. Called by the claim loop after the write, so a
-	// reader of the queue may see an outcome before its observers hear it; every call for the
-	// claims written is made before Shutdown returns.
-	// Keep them cheap. A panic in one is logged and the next still runs.
-	OnSettled []func(name, outcome string)
+	ScheduleLease     time.Duration
+	HeartbeatInterval time.Duration
+	SweepInterval     time.Duration
+	StoreTimeout      time.Duration
+	ShutdownGrace     time.Duration
+	Breakers          *breaker.Registry
+	Logger            *zap.Logger
+	Retention         time.Duration
+	OnClaim           []func(took time.Duration, claimed int, err error)
+	OnSettled         []func(name string, outcome record.Settled)
 }
 
-// Validate reports each problem of c, naming its field. Start calls it.
-func (c SchedulerConfig) Validate() error {
-	_, err := c.withDefaults()
-	return err
+// scheduler returns the scheduler's part of c.
+func (c Config) scheduler() schedulerConfig {
+	return schedulerConfig{InstanceID: c.InstanceID, Workers: c.Workers, BatchSize: c.BatchSize, PollInterval: c.PollInterval,
+		Lease: c.Lease, ScheduleLease: c.ScheduleLease, HeartbeatInterval: c.HeartbeatInterval, SweepInterval: c.SweepInterval,
+		StoreTimeout: c.StoreTimeout, ShutdownGrace: c.ShutdownGrace, Breakers: c.Breakers, Logger: c.Logger, Retention: c.Retention,
+		OnClaim: c.OnClaim, OnSettled: c.OnSettled}
 }
 
-func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
+// withDefaults returns c with its zero fields set to their defaults, or each problem of c,
+// naming its field, joined.
+func (c schedulerConfig) withDefaults() (schedulerConfig, error) {
 	c.OnClaim, c.OnSettled = slices.Clone(c.OnClaim), slices.Clone(c.OnSettled)
 	var errs []error
 	for _, d := range []struct {
@@ -160,7 +129,7 @@ func (c SchedulerConfig) withDefaults() (SchedulerConfig, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return c, fmt.Errorf("durable: invalid SchedulerConfig: %w", errors.Join(errs...))
+		return c, errors.Join(errs...)
 	}
 	return c, nil
 }

@@ -49,7 +49,7 @@ func WithLocation(loc *time.Location) ScheduleOption {
 // due while the previous runs is record.OutcomeSkipped, as queuing would fall ever further
 // behind; so is one due while the request name Q is registered under is paused (Queue.Pause),
 // its error saying so. After downtime one catch-up run is made, not one per missed time: each run does the whole job. A run
-// holds a lease (SchedulerConfig.ScheduleLease): a dead instance's run is not logged, and its schedule
+// holds a lease (Config.ScheduleLease): a dead instance's run is not logged, and its schedule
 // goes on when the lease runs out. Shutdown waits for runs as for items.
 func Schedule[Q any](q *Queue, name, spec string, newRequest func() Q, opts ...ScheduleOption) error {
 	if q == nil {

@@ -49,7 +49,7 @@ func ExampleSchedule() {
 		fmt.Println(err)
 		return
 	}
-	if err := q.Start(m, durable.SchedulerConfig{}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -100,7 +100,7 @@ func ExampleQueue_AddSchedule() {
 		fmt.Println(err)
 		return
 	}
-	if err := q.Start(m, durable.SchedulerConfig{}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -155,7 +155,7 @@ func TestSchedulePanicIsRecorded(t *testing.T) {
 		durable.Schedule(q, "handler", "* * * * *", tick("handler"))
 		durable.Schedule(q, "ctor", "* * * * *", func() *Tick { panic("no request today") })
 		m := tickMediator(t, tickHandlers{"handler": func(context.Context) error { panic("handler blew up") }})
-		start(t, q, m, durable.SchedulerConfig{})
+		start(t, q, m)
 		for i := 1; i <= 2; i++ {
 			clock.Advance(time.Minute)
 			waitRuns(t, q, "handler", i)
@@ -260,7 +260,7 @@ func TestScheduleCronAcrossDST(t *testing.T) {
 		clock := durabletest.NewManualClock(time.Date(2030, 3, 9, 12, 0, 0, 0, time.UTC))
 		q := b.bare(t, durable.Config{Clock: clock})
 		durable.Schedule(q, "morning", "0 9 * * *", tick("morning"), durable.WithLocation(ny))
-		start(t, q, tickMediator(t, nil), durable.SchedulerConfig{})
+		start(t, q, tickMediator(t, nil))
 		info := must[[]record.ScheduleInfo](t)(q.Schedules(context.Background()))
 		if len(info) != 1 || info[0].Location != "America/New_York" ||
 			!info[0].NextRun.Equal(time.Date(2030, 3, 9, 14, 0, 0, 0, time.UTC)) {
@@ -363,14 +363,14 @@ func TestScheduleStartRecomputesChangedSpec(t *testing.T) {
 	q1 := b.bare(t, durable.Config{Clock: clock})
 	durable.Schedule(q1, "a", "@hourly", tick("a"))
 	durable.Schedule(q1, "gone", "@daily", tick("gone"))
-	s := start(t, q1, m, durable.SchedulerConfig{})
+	s := start(t, q1, m)
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Minute)
 	q2 := b.bare(t, durable.Config{Clock: clock})
 	durable.Schedule(q2, "a", "*/15 * * * *", tick("a"))
-	start(t, q2, m, durable.SchedulerConfig{})
+	start(t, q2, m)
 	info := must[[]record.ScheduleInfo](t)(q2.Schedules(context.Background()))
 	if len(info) != 2 || info[0].Name != "a" || info[0].Spec != "*/15 * * * *" || !info[0].NextRun.Equal(cronStart.Add(15*time.Minute)) ||
 		info[1].Name != "gone" || !info[1].NextRun.Equal(time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC)) {
@@ -405,7 +405,7 @@ func TestScheduleMisuse(t *testing.T) {
 	}
 
 	// The errors are kept: Start refuses to run a queue whose schedules failed.
-	if err := q.Start(tickMediator(t, nil), durable.SchedulerConfig{}); err == nil || !strings.Contains(err.Error(), "the queue's setup failed") ||
+	if err := q.Start(tickMediator(t, nil)); err == nil || !strings.Contains(err.Error(), "the queue's setup failed") ||
 		!strings.Contains(err.Error(), `durable: Schedule "x": nil newRequest function`) {
 		t.Fatalf("Start after failed schedules: %v", err)
 	}
@@ -415,12 +415,12 @@ func TestScheduleMisuse(t *testing.T) {
 	if err := durable.Schedule(q3, "unhandled", "@hourly", func() *Unhandled { return &Unhandled{} }); err != nil {
 		t.Fatal(err)
 	}
-	if err := q3.Start(tickMediator(t, nil), durable.SchedulerConfig{}); err == nil || !strings.Contains(err.Error(), `schedule "unhandled"`) {
+	if err := q3.Start(tickMediator(t, nil)); err == nil || !strings.Contains(err.Error(), `schedule "unhandled"`) {
 		t.Fatalf("Start: %v", err)
 	}
 
 	q2 := sqliteBackend(t).bare(t, durable.Config{})
-	if err := q2.Start(tickMediator(t, nil), durable.SchedulerConfig{}); err != nil {
+	if err := q2.Start(tickMediator(t, nil)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q2.Shutdown(context.Background()) })

@@ -60,7 +60,7 @@ type ScheduleSpec struct {
 }
 
 // AddSchedule adds the schedule spec to the queue's database, where the scheduler of every
-// instance finds it within a second or its SchedulerConfig.PollInterval, the longer (at once on
+// instance finds it within a second or its Config.PollInterval, the longer (at once on
 // this instance), and the
 // first instance to claim each due run sends spec's request through its mediator, as for a
 // schedule declared in code. An instance that has not registered spec.Request leaves the

@@ -429,7 +429,7 @@ func TestScheduleDeclaredInCodeTakesOverAStoredName(t *testing.T) {
 	must[record.ScheduleInfo](t)(op.AddSchedule(ctx, durable.ScheduleSpec{Name: "moved", Spec: "@daily", Request: "tick", Payload: []byte(`{}`)}, "ops"))
 	q := b.bare(t, durable.Config{Clock: clock})
 	durable.Schedule(q, "moved", "@every 1m", tick("moved"))
-	start(t, q, tickMediator(t, nil), durable.SchedulerConfig{})
+	start(t, q, tickMediator(t, nil))
 	if i := scheduleInfo(t, op, "moved"); i.Request != "" || i.Spec != "@every 1m" || !i.NextRun.Equal(cronStart.Add(time.Minute)) {
 		t.Fatalf("after Start %+v", i)
 	}

@@ -28,7 +28,7 @@ import (
 type scheduler struct {
 	q      *Queue
 	sender mediator.Sender
-	cfg    SchedulerConfig
+	cfg    schedulerConfig
 	health dbhealth.Health
 
 	gate    *gate.Gate
@@ -85,7 +85,7 @@ const (
 // newScheduler returns a scheduler that dispatches q's items through sender (usually the
 // *mediator.Mediator). Start it with Start and stop it with Shutdown. It refuses a
 // configuration with negative values or durations that would derive to zero.
-func newScheduler(q *Queue, sender mediator.Sender, cfg SchedulerConfig) (*scheduler, error) {
+func newScheduler(q *Queue, sender mediator.Sender, cfg schedulerConfig) (*scheduler, error) {
 	if q == nil {
 		return nil, errors.New("durable: Start: nil queue")
 	}

@@ -58,7 +58,7 @@ func TestSchedulerAttemptIsNotAnsweredByFallback(t *testing.T) {
 			t.Fatalf("in-process: %v", err)
 		}
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
 		it := item(t, e.q, id)
 		if as := attempts(t, e.q, id); outcomes(as) != "1:failed" || as[0].Error != "status 503" || it.State != record.StatePending {
@@ -132,7 +132,7 @@ func TestNestedSendsRunUnderTheirOwnPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		outer := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 7})).ID
-		start(t, q, m, durable.SchedulerConfig{})
+		start(t, q, m)
 		waitState(t, q, outer, record.StateSucceeded)
 		if as := attempts(t, q, outer); outcomes(as) != "1:succeeded" {
 			t.Fatalf("outer rows %s", outcomes(as))
@@ -187,7 +187,7 @@ func TestFullBulkheadIsNoAttempt(t *testing.T) {
 		}()
 		<-held
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "a refusal", func() bool { return refused.Load() > 0 && item(t, e.q, id).State == record.StatePending })
 		if it := item(t, e.q, id); it.Attempts != 0 || len(attempts(t, e.q, id)) != 0 {
 			t.Fatalf("after the refusal: %+v rows %s", it, outcomes(attempts(t, e.q, id)))
@@ -242,7 +242,7 @@ func TestDurableWorkRetriesTimeoutsAndTransportErrors(t *testing.T) {
 		}
 		hung := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
 		refused := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 2})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		for _, id := range []record.ItemID{hung, refused} {
 			eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, id)) == 1 })
 			if it := item(t, e.q, id); it.State != record.StatePending {
@@ -292,7 +292,7 @@ func TestWidenedStatusCodesReachDeferralAndScheduler(t *testing.T) {
 		calls.Store(0)
 		widened := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 2})).ID
 		narrowed := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Keyed{Key: "n", Seq: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, widened)) == 1 })
 		if it := item(t, e.q, widened); it.State != record.StatePending {
 			t.Fatalf("a 500 the policy retries was not retried: %+v", it)
@@ -351,7 +351,7 @@ func TestRetryAfterHintSchedulesTheItem(t *testing.T) {
 		if it := item(t, e.q, d.ItemID); !it.NextAt.Equal(t0.Add(2 * time.Minute)) {
 			t.Fatalf("deferred item due %v, want the hint (2m) after %v", it.NextAt, t0)
 		}
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		e.clock.Advance(2 * time.Minute)
 		eventually(t, 20*time.Second, "the first attempt", func() bool { return len(attempts(t, e.q, d.ItemID)) == 1 })
 		if it := item(t, e.q, d.ItemID); !it.NextAt.Equal(t0.Add(2*time.Minute + 90*time.Second)) {
@@ -437,7 +437,7 @@ func TestSchedulerStartShutdownStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Shutdown before Start stops it without running it.
-	s2 := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m, durable.SchedulerConfig{}))
+	s2 := must[*durable.Scheduler](t)(durable.NewScheduler(e.q, m))
 	if err := s2.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -577,46 +577,51 @@ func TestBreakerResetFreesParkedItem(t *testing.T) {
 }
 
 // Scheduler durations are validated: none may be negative or derive to zero. Lease 1ns used to
-// pass and make Start panic in NewTicker.
+// pass and make Start panic in NewTicker. They are Config's, so Config.Validate and Open report
+// them, naming each field, and nothing is opened.
 func TestSchedulerConfigIsValidated(t *testing.T) {
-	e := newEnv(t, sqliteBackend(t))
-	m := mediatorFor(t, handlers{})
+	b := sqliteBackend(t)
 	for name, c := range map[string]struct {
-		cfg  durable.SchedulerConfig
+		cfg  durable.Config
 		want string
 	}{
-		"tiny lease":       {durable.SchedulerConfig{Lease: time.Nanosecond}, "Lease 1ns is too short"},
-		"negative workers": {durable.SchedulerConfig{Workers: -1}, "Workers -1 is negative"},
-		"negative poll":    {durable.SchedulerConfig{PollInterval: -time.Second}, "PollInterval -1s is negative"},
-		"heartbeat":        {durable.SchedulerConfig{Lease: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval (1s) must be shorter than Lease (1s)"},
-		"store timeout":    {durable.SchedulerConfig{Lease: time.Second, StoreTimeout: 2 * time.Second}, "StoreTimeout (2s) must be shorter than Lease (1s)"},
-		"schedule lease":   {durable.SchedulerConfig{Lease: time.Minute, ScheduleLease: time.Second}, "HeartbeatInterval (20s) must be shorter than ScheduleLease (1s)"},
-		"negative sched":   {durable.SchedulerConfig{ScheduleLease: -time.Second}, "ScheduleLease -1s is negative"},
+		"tiny lease":       {durable.Config{Lease: time.Nanosecond}, "Lease 1ns is too short"},
+		"negative workers": {durable.Config{Workers: -1}, "Workers -1 is negative"},
+		"negative poll":    {durable.Config{PollInterval: -time.Second}, "PollInterval -1s is negative"},
+		"heartbeat":        {durable.Config{Lease: time.Second, HeartbeatInterval: time.Second}, "HeartbeatInterval (1s) must be shorter than Lease (1s)"},
+		"store timeout":    {durable.Config{Lease: time.Second, StoreTimeout: 2 * time.Second}, "StoreTimeout (2s) must be shorter than Lease (1s)"},
+		"schedule lease":   {durable.Config{Lease: time.Minute, ScheduleLease: time.Second}, "HeartbeatInterval (20s) must be shorter than ScheduleLease (1s)"},
+		"negative sched":   {durable.Config{ScheduleLease: -time.Second}, "ScheduleLease -1s is negative"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Validate = %v; want an error containing %q", name, err, c.want)
 		}
-		if err := e.q.Start(m, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: Start = %v; want an error containing %q", name, err, c.want)
+		if q, err := durable.Open(context.Background(), b.driver(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			if q != nil {
+				_ = q.Close()
+			}
+			t.Errorf("%s: Open = %v; want an error containing %q", name, err, c.want)
 		}
 	}
-	// Every problem is reported at once, and a refused Start leaves the queue startable.
-	err := durable.SchedulerConfig{Workers: -1, BatchSize: -2, PollInterval: -time.Second}.Validate()
+	// Every problem is reported at once.
+	err := durable.Config{Workers: -1, BatchSize: -2, PollInterval: -time.Second}.Validate()
 	for _, want := range []string{"Workers -1", "BatchSize -2", "PollInterval -1s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v; want it to name %s", err, want)
 		}
 	}
-	if err := e.q.Start(m, durable.SchedulerConfig{}); err != nil {
-		t.Fatalf("Start after refused ones: %v", err)
+	e := newEnv(t, b)
+	m := mediatorFor(t, handlers{})
+	if err := e.q.Start(m); err != nil {
+		t.Fatalf("Start: %v", err)
 	}
-	if err := e.q.Start(m, durable.SchedulerConfig{}); !errors.Is(err, durable.ErrStarted) {
+	if err := e.q.Start(m); !errors.Is(err, durable.ErrStarted) {
 		t.Errorf("second Start = %v, want ErrStarted", err)
 	}
 	if err := e.q.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.q.Start(m, durable.SchedulerConfig{}); !errors.Is(err, durable.ErrStopped) {
+	if err := e.q.Start(m); !errors.Is(err, durable.ErrStopped) {
 		t.Errorf("Start after Shutdown = %v, want ErrStopped", err)
 	}
 }
@@ -709,7 +714,7 @@ func TestInnerRefusalParksOnItsKey(t *testing.T) {
 		}
 		t0 := e.clock.Now()
 		id := must[durable.Enqueued](t)(e.q.Enqueue(context.Background(), &Work{N: 1})).ID
-		start(t, e.q, m, durable.SchedulerConfig{})
+		start(t, e.q, m)
 		eventually(t, 20*time.Second, "the refusal", func() bool { return item(t, e.q, id).ParkedKey == "inner" })
 		it := item(t, e.q, id)
 		if as := attempts(t, e.q, id); len(as) != 0 || it.Attempts != 0 || !strings.Contains(it.LastError, `circuit open for "inner"`) ||
@@ -888,7 +893,7 @@ func TestHandlerMeetingBackPressureIsTriedAgain(t *testing.T) {
 		<-held
 		bulk := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 1})).ID
 		deferred := must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Outer{N: 2})).ID
-		start(t, q, m, durable.SchedulerConfig{})
+		start(t, q, m)
 		eventually(t, 20*time.Second, "the refusal", func() bool { return item(t, q, bulk).LastError != "" })
 		if it := item(t, q, bulk); it.State != record.StatePending || it.Attempts != 0 || len(attempts(t, q, bulk)) != 0 {
 			t.Fatalf("item after meeting back-pressure: %+v rows %s", it, outcomes(attempts(t, q, bulk)))

@@ -82,7 +82,7 @@ func TestCloseRefusesWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	registerTypes(q)
-	if err := q.Start(mediatorFor(t, handlers{}), durable.SchedulerConfig{}); err != nil {
+	if err := q.Start(mediatorFor(t, handlers{})); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Close(); err == nil || !strings.Contains(err.Error(), "call Shutdown first") {

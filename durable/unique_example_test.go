@@ -47,7 +47,7 @@ func ExampleWithUniqueWindow() {
 		return
 	}
 	run := func() {
-		if err := q.Start(m, durable.SchedulerConfig{}); err != nil {
+		if err := q.Start(m); err != nil {
 			fmt.Println(err)
 			return
 		}

@@ -59,7 +59,7 @@ func (q *Queue) checkHandlers(sender mediator.Sender) error {
 	return errors.Join(errs...)
 }
 
-// breakers returns the breaker registries that guard q's items: def (SchedulerConfig.Breakers)
+// breakers returns the breaker registries that guard q's items: def (Config.Breakers)
 // and those the registrations' WithBreaker name, each once.
 func (q *Queue) breakers(def *breaker.Registry) []*breaker.Registry {
 	var out []*breaker.Registry

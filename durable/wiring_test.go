@@ -25,7 +25,7 @@ func (o opaqueSender) SendAny(ctx context.Context, req any) (any, error) {
 func TestStartRefusesTypedNilSender(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	var m *mediator.Mediator
-	err := e.q.Start(m, durable.SchedulerConfig{})
+	err := e.q.Start(m)
 	if err == nil {
 		_ = e.q.Shutdown(context.Background())
 		t.Fatal("Start accepted a nil *mediator.Mediator")
@@ -33,7 +33,7 @@ func TestStartRefusesTypedNilSender(t *testing.T) {
 	if !strings.Contains(err.Error(), "nil *mediator.Mediator") {
 		t.Errorf("Start = %v, want it to name the nil *mediator.Mediator", err)
 	}
-	if _, err := durable.NewScheduler(e.q, m, durable.SchedulerConfig{}); err == nil {
+	if _, err := durable.NewScheduler(e.q, m); err == nil {
 		t.Error("NewScheduler accepted a nil *mediator.Mediator")
 	}
 	if _, err := e.q.Replay(context.Background(), m, 1, "ops"); err == nil || !strings.Contains(err.Error(), "nil *mediator.Mediator") {
@@ -43,7 +43,7 @@ func TestStartRefusesTypedNilSender(t *testing.T) {
 		t.Errorf("ReplayMany = %v, want a refusal naming the nil *mediator.Mediator", err)
 	}
 	// The refusal leaves the queue startable.
-	if err := e.q.Start(mediatorFor(t, handlers{}), durable.SchedulerConfig{}); err != nil {
+	if err := e.q.Start(mediatorFor(t, handlers{})); err != nil {
 		t.Fatalf("Start after the refusal: %v", err)
 	}
 	if err := e.q.Shutdown(context.Background()); err != nil {
@@ -57,7 +57,7 @@ func TestStartRefusesUnbuiltMediator(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(context.Context, *Work) (mediator.Void, error) { return void, nil })
-	err := e.q.Start(m, durable.SchedulerConfig{})
+	err := e.q.Start(m)
 	if err == nil {
 		_ = e.q.Shutdown(context.Background())
 		t.Fatal("Start accepted a mediator that was never built")
@@ -67,7 +67,7 @@ func TestStartRefusesUnbuiltMediator(t *testing.T) {
 	}
 	// So is one without any registered type to check.
 	q := sqliteBackend(t).bare(t, durable.Config{})
-	if err := q.Start(mediator.New(nil, mediator.Config{}), durable.SchedulerConfig{}); !errors.Is(err, mediator.ErrNotBuilt) {
+	if err := q.Start(mediator.New(nil, mediator.Config{})); !errors.Is(err, mediator.ErrNotBuilt) {
 		_ = q.Shutdown(context.Background())
 		t.Errorf("Start with no registered type = %v, want mediator.ErrNotBuilt", err)
 	}
@@ -82,7 +82,7 @@ func TestStartNamesEveryMissingHandler(t *testing.T) {
 	if err := m.Build(); err != nil {
 		t.Fatal(err)
 	}
-	err := e.q.Start(m, durable.SchedulerConfig{})
+	err := e.q.Start(m)
 	if err == nil {
 		_ = e.q.Shutdown(context.Background())
 		t.Fatal("Start accepted a mediator without handlers for test.keyed and test.unique")
@@ -99,7 +99,7 @@ func TestStartNamesEveryMissingHandler(t *testing.T) {
 		t.Errorf("Start = %v names test.work, which has a handler", err)
 	}
 	// A sender Start cannot ask is taken as it is.
-	if err := e.q.Start(opaqueSender{m}, durable.SchedulerConfig{}); err != nil {
+	if err := e.q.Start(opaqueSender{m}); err != nil {
 		t.Fatalf("Start with a sender it cannot ask: %v", err)
 	}
 	if err := e.q.Shutdown(context.Background()); err != nil {

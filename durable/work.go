@@ -10,8 +10,15 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Internal serves the module's own packages (durabletest) alone.
-func (q *Queue) Internal(exec.Seal) exec.Queue[SchedulerConfig] { return internal{q} }
+func init() {
+	exec.Register(func(v any) (exec.Queue, bool) {
+		q, ok := v.(*Queue)
+		if !ok || q == nil {
+			return nil, false
+		}
+		return internal{q}, true
+	})
+}
 
 // internal is a Queue as package exec sees it.
 type internal struct{ q *Queue }
@@ -31,7 +38,14 @@ func (i internal) Decode(name string, payload []byte) (any, error) {
 // Executor returns a scheduler that is never started, as an exec.Executor: its items are
 // claimed one at a time, as a scheduler with one worker claims them, and run through the
 // scheduler's own executor and completion.
-func (i internal) Executor(ctx context.Context, sender mediator.Sender, cfg SchedulerConfig) (exec.Executor, error) {
+func (i internal) Executor(ctx context.Context, sender mediator.Sender, instance string) (exec.Executor, error) {
+	cfg := i.q.schedCfg
+	switch {
+	case instance != "":
+		cfg.InstanceID = instance
+	case cfg.InstanceID == "":
+		cfg.InstanceID = "durabletest"
+	}
 	s, err := newScheduler(i.q, sender, cfg)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func Example() {
 	if err := m.Build(); err != nil {
 		panic(err)
 	}
-	if err := q.Start(m, durable.SchedulerConfig{}); err != nil {
+	if err := q.Start(m); err != nil {
 		panic(err)
 	}
 	get("/readyz")

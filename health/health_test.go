@@ -91,7 +91,7 @@ func open(t *testing.T, driver durable.Driver, cfg durable.Config) *durable.Queu
 // start runs q's scheduler until the test ends.
 func start(t *testing.T, q *durable.Queue) {
 	t.Helper()
-	if err := q.Start(mediatortest.NewSpy(), durable.SchedulerConfig{}); err != nil {
+	if err := q.Start(mediatortest.NewSpy()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -210,7 +210,7 @@ func TestReadinessNamesTheScheduler(t *testing.T) {
 		}
 		wantStatuses(t, rep, notRunning)
 
-		if err := q.Start(mediatortest.NewSpy(), durable.SchedulerConfig{}); err != nil {
+		if err := q.Start(mediatortest.NewSpy()); err != nil {
 			t.Fatal(err)
 		}
 		if w, _ := probe(t, p.Readiness(), http.MethodGet); w.Code != http.StatusOK {

@@ -15,7 +15,7 @@
 //	breaker.Config{OnRefusal: []func(string){rec.OnRefusal}}                              // breaker_rejections_total
 //	rec.CollectBreakers(reg) // circuit_breaker_state, circuit_breaker_half_open
 //	rec.CollectQueue(q)      // deferred_items, dead_letters
-//	durable.SchedulerConfig{OnClaim: []func(time.Duration, int, error){rec.OnClaim}} // scheduler_claim_seconds
+//	durable.Config{OnClaim: []func(time.Duration, int, error){rec.OnClaim}} // scheduler_claim_seconds
 //	http.Handle("/metrics", rec.Handler())
 //
 // Every label is bounded: request is a request type's name (bounded by the registered types),

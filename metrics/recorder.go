@@ -250,14 +250,14 @@ func (r *Recorder) evicted(key string) {
 
 // OnClaim observes a claim round trip in scheduler_claim_seconds, failed ones included (a
 // database that hangs shows as claims at StoreTimeout); it is an observer for
-// durable.SchedulerConfig.OnClaim:
+// durable.Config.OnClaim:
 //
-//	q.Start(m, durable.SchedulerConfig{OnClaim: []func(time.Duration, int, error){rec.OnClaim}})
+//	durable.Open(ctx, driver, durable.Config{OnClaim: []func(time.Duration, int, error){rec.OnClaim}})
 func (r *Recorder) OnClaim(took time.Duration, _ int, _ error) { r.claims.Observe(took.Seconds()) }
 
 // OnSettled counts an item's claim in durable_outcomes_total by its request name and how it
-// ended (succeeded, retried, dead, refused, paused, limited, expired, interrupted, released; see
-// durable.SchedulerConfig.OnSettled, whose observer it is):
+// ended (record.Settled: succeeded, retried, dead, refused, paused, concurrency_limited,
+// expired, interrupted, released; see durable.Config.OnSettled, whose observer it is):
 //
-//	q.Start(m, durable.SchedulerConfig{OnSettled: []func(string, string){rec.OnSettled}})
+//	durable.Open(ctx, driver, durable.Config{OnSettled: []func(string, record.Settled){rec.OnSettled}})
 func (r *Recorder) OnSettled(name, outcome string) { r.settled.WithLabelValues(name, outcome).Inc() }

@@ -31,8 +31,9 @@ func Example() {
 
 	cfg := tracing.Config{TracerProvider: tp} // zero fields: the global provider, W3C trace context
 	q, err := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{
-		Policy:      retry.Policy{BaseDelay: 10 * time.Millisecond}, // retry stored work soon, for the example
-		Propagators: []durable.Propagator{tracing.Propagator(cfg)},  // the trace context travels with the item
+		Policy:       retry.Policy{BaseDelay: 10 * time.Millisecond}, // retry stored work soon, for the example
+		Propagators:  []durable.Propagator{tracing.Propagator(cfg)},  // the trace context travels with the item
+		PollInterval: 10 * time.Millisecond, Workers: 1,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -66,7 +67,7 @@ func Example() {
 	checkout.End()
 	fmt.Println("deferred:", errors.Is(err, durable.ErrDeferred))
 
-	if err := q.Start(m, durable.SchedulerConfig{PollInterval: 10 * time.Millisecond, Workers: 1}); err != nil {
+	if err := q.Start(m); err != nil {
 		fmt.Println(err)
 		return
 	}

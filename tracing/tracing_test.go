@@ -130,7 +130,7 @@ func TestDeferredRequestIsOneTrace(t *testing.T) {
 	}
 
 	clock.Advance(24 * time.Hour)
-	if res := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{InstanceID: "worker-1"}); res.Succeeded != 1 {
+	if res := durabletest.Work(context.Background(), t, q, m, durabletest.AsInstance("worker-1")); res.Succeeded != 1 {
 		t.Fatal(res)
 	}
 
@@ -436,7 +436,7 @@ func TestDispatchWithoutStoredContextNamesTheItem(t *testing.T) {
 	if it, err := q.Item(context.Background(), res.ID); err != nil || len(it.Metadata) != 0 {
 		t.Fatalf("item metadata %v (%v), want none", it.Metadata, err)
 	}
-	if r := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{InstanceID: "worker-2"}); r.Succeeded != 1 {
+	if r := durabletest.Work(context.Background(), t, q, m, durabletest.AsInstance("worker-2")); r.Succeeded != 1 {
 		t.Fatal(r)
 	}
 	spans := rec.Ended()
@@ -470,7 +470,7 @@ func TestNestedRequestIsNotTheDispatch(t *testing.T) {
 	if _, err := q.Enqueue(context.Background(), &Charge{Invoice: "outer"}); err != nil {
 		t.Fatal(err)
 	}
-	if r := durabletest.Work(context.Background(), t, q, m, durable.SchedulerConfig{}); r.Succeeded != 1 {
+	if r := durabletest.Work(context.Background(), t, q, m); r.Succeeded != 1 {
 		t.Fatal(r)
 	}
 	spans := rec.Ended()

@@ -57,7 +57,10 @@ func PostgresSchema(t testing.TB, dsn string) string {
 func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) bool) []Q {
 	t.Helper()
 	typ := reflect.TypeFor[Q]()
-	in := q.Internal(exec.Seal{})
+	in, ok := exec.Of(q)
+	if !ok {
+		t.Fatalf("durabletest.RequireEnqueued: %T is not a queue of package durable", q)
+	}
 	name, ok := in.NameOf(typ)
 	if !ok {
 		t.Fatalf("durabletest.RequireEnqueued: %s is not registered on the queue", typ)
@@ -125,30 +128,38 @@ func (r Result) String() string {
 	return fmt.Sprintf("succeeded=%d retried=%d dead=%d refused=%d", r.Succeeded, r.Retried, r.Dead, r.Refused)
 }
 
+// WorkOption tweaks one Work.
+type WorkOption func(*workConfig)
+
+type workConfig struct{ instance string }
+
+// AsInstance makes Work stand in for the scheduler of instance id: the id its leases and
+// attempt rows carry. Default: the InstanceID of q's durable.Config, or "durabletest" when it
+// names none. A test of what several instances did (a dashboard's, an audit's) works as each in
+// turn.
+func AsInstance(id string) WorkOption { return func(c *workConfig) { c.instance = id } }
+
 // Work runs the items of q that are due now through sender (usually the *mediator.Mediator),
 // one at a time in the calling goroutine, until none is due, and returns what happened. Each
 // item goes through the scheduler's own code: the same marks on the dispatch, the same attempt
 // rows, the same retry and dead-letter decisions, the same handling of breaker and bulkhead
 // refusals. An item that becomes due while Work runs (the next item of an ordering key, a
-// retry whose delay has passed) runs too. cfg, at most one, is the configuration of the
-// scheduler Work stands in for (Breakers, InstanceID and Logger count);
-// the test fails if it is invalid or if the database fails. Work starts no goroutine and
-// never sleeps: with an injected durable.Config.Clock, advance the clock to make the next
-// retries due, then call Work again.
-func Work(ctx context.Context, t testing.TB, q *durable.Queue, sender mediator.Sender, cfg ...durable.SchedulerConfig) Result {
+// retry whose delay has passed) runs too. The scheduler Work stands in for is configured as
+// q's Start would be, by the durable.Config q was opened with (its Breakers and Logger count);
+// the test fails if the database fails. Work starts no goroutine and never sleeps: with an
+// injected durable.Config.Clock, advance the clock to make the next retries due, then call Work
+// again.
+func Work(ctx context.Context, t testing.TB, q *durable.Queue, sender mediator.Sender, opts ...WorkOption) Result {
 	t.Helper()
-	var c durable.SchedulerConfig
-	switch len(cfg) {
-	case 0:
-	case 1:
-		c = cfg[0]
-	default:
-		t.Fatalf("durabletest.Work: %d SchedulerConfigs given; at most one", len(cfg))
+	var c workConfig
+	for _, o := range opts {
+		o(&c)
 	}
-	if c.InstanceID == "" {
-		c.InstanceID = "durabletest"
+	in, ok := exec.Of(q)
+	if !ok {
+		t.Fatalf("durabletest.Work: %T is not a queue of package durable", q)
 	}
-	e, err := q.Internal(exec.Seal{}).Executor(ctx, sender, c)
+	e, err := in.Executor(ctx, sender, c.instance)
 	if err != nil {
 		t.Fatalf("durabletest.Work: %v", err)
 	}

@@ -27,12 +27,18 @@ type fixture struct {
 	fail  atomic.Bool
 }
 
-func newFixture(t *testing.T, maxAttempts int) *fixture {
+// newFixture returns a queue with maxAttempts, guarded by the registry breakers makes with the
+// fixture's clock, when given.
+func newFixture(t *testing.T, maxAttempts int, breakers ...func(behaviors.Clock) *breaker.Registry) *fixture {
 	f := &fixture{clock: durabletest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
-	f.q = durabletest.NewQueue(t, durable.Config{
+	cfg := durable.Config{
 		Clock:  f.clock,
 		Policy: retry.Policy{MaxAttempts: maxAttempts, BaseDelay: time.Second, Multiplier: 2, Jitter: behaviors.Off},
-	})
+	}
+	for _, b := range breakers {
+		cfg.Breakers = b(f.clock)
+	}
+	f.q = durabletest.NewQueue(t, cfg)
 	durable.Register[*SendInvoice](f.q, "billing.send-invoice")
 	f.m = mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(f.m, func(ctx context.Context, r *SendInvoice) (mediator.Void, error) {
@@ -115,18 +121,20 @@ func TestWorkRetriesThenDeadLetters(t *testing.T) {
 }
 
 func TestWorkHonoursAnOpenBreaker(t *testing.T) {
-	f := newFixture(t, 3)
+	var reg *breaker.Registry
+	f := newFixture(t, 3, func(clock behaviors.Clock) *breaker.Registry {
+		reg = breaker.NewRegistry(breaker.Config{Key: func(any) string { return "invoices" }, OpenDuration: 30 * time.Second, Clock: clock})
+		return reg
+	})
 	ctx := context.Background()
 	id := f.enqueue(t, "INV-3")
-	reg := breaker.NewRegistry(breaker.Config{Key: func(any) string { return "invoices" }, OpenDuration: 30 * time.Second, Clock: f.clock})
 	if _, err := reg.Gate("invoices"); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.Trip("invoices"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := durable.SchedulerConfig{Breakers: reg}
-	if got := durabletest.Work(ctx, t, f.q, f.m, cfg); got != (durabletest.Result{Refused: 1}) || f.calls.Load() != 0 {
+	if got := durabletest.Work(ctx, t, f.q, f.m); got != (durabletest.Result{Refused: 1}) || f.calls.Load() != 0 {
 		t.Fatalf("Work = %v, %d calls", got, f.calls.Load())
 	}
 	it, _ := f.q.Item(ctx, id)

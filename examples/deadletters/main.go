@@ -92,10 +92,10 @@ const operator = "alice"
 // summary is what became of the invoices, for the test.
 type summary struct {
 	sent, bookedAtOnce, deferred int
-	outcomes                     map[string]int // the scheduler's claims by outcome
-	letters                      int            // dead letters made by the scheduler
-	attempts                     map[string]int // attempt rows of each dead letter's item, by invoice
-	lastError                    string         // of a dead letter, before any replay
+	outcomes                     map[record.Settled]int // the scheduler's claims by outcome
+	letters                      int                    // dead letters made by the scheduler
+	attempts                     map[string]int         // attempt rows of each dead letter's item, by invoice
+	lastError                    string                 // of a dead letter, before any replay
 	early                        durable.Resolution
 	earlyRetryCount              int
 	single                       durable.Resolution
@@ -109,8 +109,16 @@ type summary struct {
 }
 
 func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
+	var mu sync.Mutex
+	outcomes := map[record.Settled]int{}
 	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{
-		Policy: retry.Policy{MaxAttempts: maxAttempts, BaseDelay: 50 * time.Millisecond, Strategy: retry.Fixed, Jitter: behaviors.Off},
+		Policy:     retry.Policy{MaxAttempts: maxAttempts, BaseDelay: 50 * time.Millisecond, Strategy: retry.Fixed, Jitter: behaviors.Off},
+		InstanceID: "billing-1", PollInterval: 20 * time.Millisecond,
+		OnSettled: []func(string, record.Settled){func(_ string, outcome record.Settled) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[outcome]++
+		}},
 	})
 	if err != nil {
 		return nil, err
@@ -131,17 +139,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 	}
 	defer m.Close()
 
-	var mu sync.Mutex
-	outcomes := map[string]int{}
-	err = queue.Start(m, durable.SchedulerConfig{
-		InstanceID: "billing-1", PollInterval: 20 * time.Millisecond,
-		OnSettled: []func(name, outcome string){func(_, outcome string) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes[outcome]++
-		}},
-	})
-	if err != nil {
+	if err := queue.Start(m); err != nil {
 		return nil, err
 	}
 	defer queue.Shutdown(context.WithoutCancel(ctx)) // on an early return; a second call returns the first one's result
@@ -179,7 +177,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 	sum.outcomes = maps.Clone(outcomes)
 	mu.Unlock()
 	fmt.Fprintf(out, "   claims: %d succeeded, %d failed and retried, %d failed for the last time (dead)\n",
-		sum.outcomes["succeeded"], sum.outcomes["retried"], sum.outcomes["dead"])
+		sum.outcomes[record.SettledSucceeded], sum.outcomes[record.SettledRetried], sum.outcomes[record.SettledDead])
 
 	fmt.Fprintln(out, "3. the dead letters, in the order of their invoices")
 	letters, total, err := queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: "ledger.sync-invoice"})
@@ -281,7 +279,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 	fmt.Fprintf(out, "   dead letters %d = %d replayed + %d discarded + %d still failed\n",
 		sum.letters, lt[record.DeadLetterReplayed], lt[record.DeadLetterDiscarded], lt[record.DeadLetterFailed])
 	fmt.Fprintf(out, "   the ledger booked %d invoices = %d sent - %d discarded\n", sum.ledgerBooked, sum.sent, lt[record.DeadLetterDiscarded])
-	sum.schedulerAttempts = sum.outcomes["succeeded"] + sum.outcomes["retried"] + sum.outcomes["dead"]
+	sum.schedulerAttempts = sum.outcomes[record.SettledSucceeded] + sum.outcomes[record.SettledRetried] + sum.outcomes[record.SettledDead]
 	sum.replays = replays(sum.early) + replays(sum.single) + countReplays(sum.bulk)
 	fmt.Fprintf(out, "   it was called %d times = %d sends + %d attempts of the scheduler + %d replays\n",
 		sum.ledgerCalls, sum.sent, sum.schedulerAttempts, sum.replays)

@@ -36,7 +36,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("items by state %v, want 1 succeeded (USD) and 4 dead (GBP)", sum.itemCounts)
 	}
 	// Each GBP item failed maxAttempts times, the last one dead; the USD item succeeded.
-	if want := map[string]int{"succeeded": 1, "retried": 4 * (maxAttempts - 1), "dead": 4}; !maps.Equal(sum.outcomes, want) {
+	if want := map[record.Settled]int{record.SettledSucceeded: 1, record.SettledRetried: 4 * (maxAttempts - 1), record.SettledDead: 4}; !maps.Equal(sum.outcomes, want) {
 		t.Errorf("the scheduler's outcomes %v, want %v", sum.outcomes, want)
 	}
 	if sum.letters != 4 {

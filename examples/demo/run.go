@@ -154,6 +154,8 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 		},
 		Logger:      logger,
 		Propagators: []durable.Propagator{tracing.Propagator(tracing.Config{TracerProvider: tp})},
+		InstanceID:  "demo-1", Workers: workers, PollInterval: 100 * time.Millisecond,
+		OnClaim: []func(time.Duration, int, error){rec.OnClaim}, OnSettled: []func(string, record.Settled){rec.OnSettled},
 	})
 	if err != nil {
 		return nil, err
@@ -211,11 +213,7 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 		}
 	}
 
-	err = d.queue.Start(d.m, durable.SchedulerConfig{
-		InstanceID: "demo-1", Workers: workers, PollInterval: 100 * time.Millisecond, Logger: logger,
-		OnClaim: []func(time.Duration, int, error){rec.OnClaim}, OnSettled: []func(string, string){rec.OnSettled},
-	})
-	if err != nil {
+	if err := d.queue.Start(d.m); err != nil {
 		return nil, err
 	}
 	defer d.queue.Shutdown(context.WithoutCancel(ctx)) // on an early return; a second call returns the first one's result

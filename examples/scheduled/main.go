@@ -78,7 +78,7 @@ type summary struct {
 }
 
 func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
-	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{})
+	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{InstanceID: "ops-1", PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 		return nil, err
 	}
 	defer m.Close()
-	if err := queue.Start(m, durable.SchedulerConfig{InstanceID: "ops-1", PollInterval: 50 * time.Millisecond}); err != nil {
+	if err := queue.Start(m); err != nil {
 		return nil, err
 	}
 	defer queue.Shutdown(context.WithoutCancel(ctx)) // on an early return; a second call returns the first one's result

@@ -138,8 +138,17 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 		Key: httpcall.Authority, FailureThreshold: failureThreshold, OpenDuration: opt.openFor,
 	})
 
+	var mu sync.Mutex
+	outcomes := map[record.Settled]int{} // how the scheduler's claims ended: succeeded, retried, refused, expired…
+	// Config.Breakers is not needed: the registration names the breaker of its items.
 	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{
-		Policy: retry.Policy{MaxAttempts: 20, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+		Policy:     retry.Policy{MaxAttempts: 20, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
+		InstanceID: "webhooks-1", Workers: workers, PollInterval: 20 * time.Millisecond,
+		OnSettled: []func(string, record.Settled){func(_ string, outcome record.Settled) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[outcome]++
+		}},
 	})
 	if err != nil {
 		return nil, err
@@ -168,18 +177,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	}
 	defer m.Close()
 
-	var mu sync.Mutex
-	outcomes := map[string]int{} // how the scheduler's claims ended: succeeded, retried, refused, expired…
-	// SchedulerConfig.Breakers is not needed: the registration names the breaker of its items.
-	err = queue.Start(m, durable.SchedulerConfig{
-		InstanceID: "webhooks-1", Workers: workers, PollInterval: 20 * time.Millisecond,
-		OnSettled: []func(name, outcome string){func(_, outcome string) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes[outcome]++
-		}},
-	})
-	if err != nil {
+	if err := queue.Start(m); err != nil {
 		return nil, err
 	}
 	defer queue.Shutdown(context.WithoutCancel(ctx)) // on an early return; a second call returns the first one's result
@@ -313,7 +311,7 @@ type summary struct {
 	dead        map[string]int             // dead letters of each receiver's items
 	lastError   map[string]string          // of a dead letter of each receiver's items
 	parked      int                        // the most items parked on the down host's breaker at once
-	outcomes    map[string]int             // the scheduler's claims by outcome
+	outcomes    map[record.Settled]int     // the scheduler's claims by outcome
 	downKey     string                     // the down host's breaker key
 	downBreaker breaker.State              // the down host's breaker at the end
 	took        time.Duration              // from the first event until no item was left to try
@@ -353,7 +351,7 @@ func (s *summary) print(out io.Writer, events int) {
 		fmt.Fprintf(out, "  its dead letters say: %s\n", e)
 	}
 	fmt.Fprintf(out, "  the scheduler's claims: %d succeeded, %d failed and retried, %d refused (parked, uncharged), %d expired\n",
-		s.outcomes["succeeded"], s.outcomes["retried"], s.outcomes["refused"], s.outcomes["expired"])
+		s.outcomes[record.SettledSucceeded], s.outcomes[record.SettledRetried], s.outcomes[record.SettledRefused], s.outcomes[record.SettledExpired])
 }
 
 func countFunc[T any](s []T, f func(T) bool) int {

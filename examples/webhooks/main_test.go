@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -81,7 +82,7 @@ func TestRun(t *testing.T) {
 	if sum.downBreaker == breaker.StateClosed {
 		t.Errorf("down: its breaker closed")
 	}
-	if sum.outcomes["expired"] != events {
+	if sum.outcomes[record.SettledExpired] != events {
 		t.Errorf("the scheduler's outcomes %v, want %d expired", sum.outcomes, events)
 	}
 

@@ -1,34 +1,44 @@
 // Package exec runs a queue's due items one at a time, in the calling goroutine, through the
-// per-item code of the scheduler: the executor package durable/durabletest drives. Package
-// durable hands it out through Queue.Internal, whose argument only the module's packages can
-// write (Seal), so no init-time wiring and no untyped values cross the boundary.
+// scheduler's own executor: the executor package durable/durabletest drives. Package durable
+// registers, when it is loaded, how to reach a queue's internals (Register); durabletest finds
+// them with Of. So a queue shows no method for tests, and no package outside the module, which
+// cannot import this one, reaches them.
 package exec
 
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Seal is the argument of the durable methods meant for the module's own packages: a package
-// outside the module cannot import this one, so it cannot write a Seal (its unexported field
-// keeps an unnamed struct literal from standing in for one).
-type Seal struct{ _ sealed }
-
-type sealed struct{}
-
-// Queue is what the module's packages reach of a durable queue beyond its exported API. C is
-// the scheduler's configuration type (durable.SchedulerConfig).
-type Queue[C any] interface {
+// Queue is what the module's packages reach of a durable queue beyond its exported API.
+type Queue interface {
 	// NameOf returns the name request type t is registered under.
 	NameOf(t reflect.Type) (string, bool)
 	// Decode decodes an item's payload into a new request of its registered type.
 	Decode(name string, payload []byte) (any, error)
-	// Executor returns the per-item code of a scheduler configured by cfg that dispatches
-	// through sender, under ctx. The caller closes it when done.
-	Executor(ctx context.Context, sender mediator.Sender, cfg C) (Executor, error)
+	// Executor returns the executor of a scheduler configured as the queue's Start would be,
+	// as instance (empty: the queue's InstanceID, or "durabletest" when it names none),
+	// dispatching through sender under ctx. The caller closes it when done.
+	Executor(ctx context.Context, sender mediator.Sender, instance string) (Executor, error)
+}
+
+var resolve atomic.Pointer[func(q any) (Queue, bool)]
+
+// Register sets how Of finds a queue's internals. Package durable calls it once, when it is
+// initialised.
+func Register(f func(q any) (Queue, bool)) { resolve.Store(&f) }
+
+// Of returns the internals of q, a *durable.Queue; false for anything else.
+func Of(q any) (Queue, bool) {
+	f := resolve.Load()
+	if f == nil {
+		return nil, false
+	}
+	return (*f)(q)
 }
 
 // Executor is the per-item code of one scheduler: the scheduler's workers run Process, and

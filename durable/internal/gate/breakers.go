@@ -12,10 +12,13 @@ import (
 )
 
 // refusal is why admit turned an item away: the breaker key and the time until it may probe (0:
-// its probes are out, and it waits for their verdict).
+// its probes are out, and it waits for their verdict), as the breaker answered at the time at
+// (read after its answer: the clock may have moved since the claim, and a probe time taken from
+// the claim's time would come before the breaker's).
 type refusal struct {
 	key       string
 	remaining time.Duration
+	at        time.Time
 }
 
 // admit asks the breakers that guard c (the key of its registration's or the default registry,
@@ -46,7 +49,7 @@ func (g *Gate) ask(regs []*breaker.Registry, key string, held *[]string) (refusa
 		a := g.admission(reg, key)
 		switch a.State {
 		case breaker.StateOpen:
-			return refusal{key, a.Remaining}, true
+			return refusal{key, a.Remaining, g.cfg.Clock.Now()}, true
 		case breaker.StateHalfOpen:
 			g.mu.Lock()
 			ok := g.probing[key] < a.FreeProbes
@@ -55,7 +58,7 @@ func (g *Gate) ask(regs []*breaker.Registry, key string, held *[]string) (refusa
 			}
 			g.mu.Unlock()
 			if !ok {
-				return refusal{key, 0}, true
+				return refusal{key, 0, g.cfg.Clock.Now()}, true
 			}
 			*held = append(*held, key)
 		}

@@ -201,7 +201,7 @@ func (g *Gate) Admit(c *store.Claimed, req any, comp *store.Completion, dispatch
 	}
 	held, r, refused := g.admit(c, req)
 	if refused {
-		return nil, g.park(*comp, c, r.key, r.remaining), false
+		return nil, g.park(*comp, c, r.key, r.remaining, r.at), false
 	}
 	ctx := dispatch()
 	t := &Ticket{g: g, probes: held, Context: ctx}
@@ -245,7 +245,7 @@ func (g *Gate) Judge(c *store.Claimed, req any, t *Ticket, comp store.Completion
 		comp.Error = err.Error()
 		t.Refund()
 		key, remaining := refusalOf(err)
-		return g.park(comp, c, key, remaining)
+		return g.park(comp, c, key, remaining, comp.EndedAt)
 	case stopping:
 		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
@@ -330,8 +330,9 @@ func refusalOf(err error) (key string, remaining time.Duration) {
 // together do not all come back in one claim; one whose breaker's probes are out waits for their
 // verdict (the breaker's closing frees it, its opening again moves it to the next probe; Recheck
 // bounds the wait should neither reach this instance); one refused by something else (a full
-// bulkhead) is due again about a poll interval later. Never later than its deadline.
-func (g *Gate) park(comp store.Completion, c *store.Claimed, key string, remaining time.Duration) store.Completion {
+// bulkhead) is due again about a poll interval later. The waits count from the time the refusal
+// was answered. Never later than its deadline.
+func (g *Gate) park(comp store.Completion, c *store.Claimed, key string, remaining time.Duration, from time.Time) store.Completion {
 	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt = store.StatePending, "", key, time.Time{}
 	var wait time.Duration
 	switch {
@@ -342,7 +343,7 @@ func (g *Gate) park(comp store.Completion, c *store.Claimed, key string, remaini
 	default:
 		wait = time.Duration(float64(g.cfg.PollInterval) * (0.5 + g.cfg.Rand()))
 	}
-	comp.NextAt = CapAt(comp.EndedAt.Add(wait), c.Deadline)
+	comp.NextAt = CapAt(later(from, comp.EndedAt).Add(wait), c.Deadline)
 	comp.Refused = true
 	return comp
 }
@@ -389,4 +390,12 @@ func (g *Gate) storeCall(op string, call func(ctx context.Context) error) error 
 	cancel()
 	g.cfg.Health.Note(op, err)
 	return err
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
