@@ -63,11 +63,14 @@ const wakeChosenSQL = `SELECT w.id FROM switchboard_items w
 // pgWakeSQL is wakeLimitedSQL on PostgreSQL: the items are chosen (c), then locked in
 // ascending id (k: the lock order), each tested again on its newest version (still pending,
 // parked on the key, not due), and updated through the primary key (the ids collected by an
-// InitPlan, as the claim's: postgresClaim).
-var pgWakeSQL = pg(`WITH c AS MATERIALIZED (` + fmt.Sprintf(wakeChosenSQL, "GREATEST") + `
+// InitPlan, as the claim's: postgresClaim). k compares each item with columns of c, not with
+// constants, so that the primary key, probed once per chosen item, is its only way in: with
+// constants the planner may read the key's parked items for each chosen one.
+var pgWakeSQL = pg(`WITH c AS MATERIALIZED (
+	SELECT x.id, ?2::text AS key, 'pending'::text AS pending, ?1::bigint AS now FROM (` + fmt.Sprintf(wakeChosenSQL, "GREATEST") + `) x
 ), k AS MATERIALIZED (
 	SELECT k.id FROM c JOIN switchboard_items k ON k.id = c.id
-	WHERE k.parked_key = ?2 AND k.state = 'pending' AND k.next_at > ?1
+	WHERE k.parked_key = c.key AND k.state = c.pending AND k.next_at > c.now
 	ORDER BY k.id
 	FOR NO KEY UPDATE OF k
 )
