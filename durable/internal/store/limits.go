@@ -48,21 +48,39 @@ const acquireLockSQL = `SELECT 1 FROM switchboard_concurrency_limits WHERE key =
 // wakeLimitedSQL makes due at ?1 as many of the pending items parked on key ?2 (not due yet,
 // earliest due first) as the key has free slots: its limit less the running items holding it
 // (none without a limit). A hint, not a reservation: the woken items still take their slots
-// one by one. The first and last %s open and close the set of ids: "IN (" and ")" on SQLite;
-// on PostgreSQL "= ANY(ARRAY(" and "))", an InitPlan run once, as the claim's (postgresClaim).
-// The middle one is the larger of two numbers: MAX on SQLite, GREATEST on PostgreSQL.
+// one by one. It is SQLite's; PostgreSQL's is pgWakeSQL.
 const wakeLimitedSQL = `UPDATE switchboard_items SET next_at = ?1, parked_key = NULL
-	WHERE id %s SELECT w.id FROM switchboard_items w
+	WHERE id IN (` + wakeChosenSQL + `)`
+
+// wakeChosenSQL chooses the items WakeLimited wakes (see wakeLimitedSQL); %s is the larger of
+// two numbers, MAX on SQLite, GREATEST on PostgreSQL.
+const wakeChosenSQL = `SELECT w.id FROM switchboard_items w
 	    WHERE w.parked_key = ?2 AND w.state = 'pending' AND w.next_at > ?1
 	    ORDER BY w.next_at, w.id
 	    LIMIT %s(COALESCE((SELECT l.max_running FROM switchboard_concurrency_limits l WHERE l.key = ?2), 0)
-	        - (SELECT COUNT(*) FROM switchboard_items h WHERE h.held_key = ?2 AND h.state = 'running'), 0)%s`
+	        - (SELECT COUNT(*) FROM switchboard_items h WHERE h.held_key = ?2 AND h.state = 'running'), 0)`
+
+// pgWakeSQL is wakeLimitedSQL on PostgreSQL: the items are chosen (c), then locked in
+// ascending id (k: the lock order), each tested again on its newest version (still pending,
+// parked on the key, not due), and updated through the primary key (the ids collected by an
+// InitPlan, as the claim's: postgresClaim). k compares each item with columns of c, not with
+// constants, so that the primary key, probed once per chosen item, is its only way in: with
+// constants the planner may read the key's parked items for each chosen one.
+var pgWakeSQL = pg(`WITH c AS MATERIALIZED (
+	SELECT x.id, ?2::text AS key, 'pending'::text AS pending, ?1::bigint AS now FROM (` + fmt.Sprintf(wakeChosenSQL, "GREATEST") + `) x
+), k AS MATERIALIZED (
+	SELECT k.id FROM c JOIN switchboard_items k ON k.id = c.id
+	WHERE k.parked_key = c.key AND k.state = c.pending AND k.next_at > c.now
+	ORDER BY k.id
+	FOR NO KEY UPDATE OF k
+)
+UPDATE switchboard_items SET next_at = ?1, parked_key = NULL
+	WHERE id = ANY(ARRAY(SELECT id FROM k))`)
 
 // The statements of each engine.
 var (
 	pgAcquireSQL  = pg(acquireSQL)
-	sqliteWakeSQL = fmt.Sprintf(wakeLimitedSQL, "IN (", "MAX", ")")
-	pgWakeSQL     = pg(fmt.Sprintf(wakeLimitedSQL, "= ANY(ARRAY(", "GREATEST", "))"))
+	sqliteWakeSQL = fmt.Sprintf(wakeLimitedSQL, "MAX")
 	limitsSQL     = `SELECT ` + limitColumns + `, ` + fmt.Sprintf(heldCountSQL, "l.key") + `
 	FROM switchboard_concurrency_limits l ORDER BY key`
 )

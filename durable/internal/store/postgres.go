@@ -100,11 +100,24 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // An item completed as dead gets its dead letter in the same statement (d), so the two exist
 // together or not at all; d reads the item's name, payload and dedupe key, which the update
 // does not change, from the statement's snapshot.
+//
+// Lock order (docs/architecture.md): l locks the items still held under their fences in
+// ascending id, whatever order the batch comes in and whatever order the plan joins it in,
+// before u updates them (u reads its rows from l, and its rows are exactly those l locked: the
+// same snapshot, the same fence). Without l the update locked each item as its plan met it,
+// and a batch met in one order and an unpark of a key over the same items (a claimed item keeps
+// its parked key) in the other deadlocked.
 const postgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
     FROM unnest($1::text::bigint[], $2::text::int[], $3::text::text[], $4::text::text[], $5::text::bigint[], $6::text::int[], $7::text::text[],
                 $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[])
         AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
+), l AS MATERIALIZED (
+    SELECT v.*
+    FROM v JOIN switchboard_items i ON i.id = v.id
+    WHERE i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    ORDER BY i.id
+    FOR NO KEY UPDATE OF i
 ), u AS (
     UPDATE switchboard_items i
     SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
@@ -112,7 +125,7 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
         last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
         lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
-    FROM v
+    FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
 ), a AS (
@@ -129,11 +142,30 @@ const postgresComplete = `WITH v AS MATERIALIZED (
 SELECT id, owner, attempt FROM u`
 
 // postgresExtend moves the leases of owner's running items: ids joined through the primary key,
-// the state compared with a column of the input for the same reason as in the completion.
-// Placeholders: $1 lease until, $2 owner, $3 ids.
+// the state compared with a column of the input for the same reason as in the completion. The
+// items are locked in ascending id (the lock order), by l, before the update finds them again
+// through the primary key. Placeholders: $1 lease until, $2 owner, $3 ids.
 const postgresExtend = `UPDATE switchboard_items i SET lease_until = $1
-FROM (SELECT unnest($3::bigint[]) AS id, 'running'::text AS running OFFSET 0) x
-WHERE i.id = x.id AND i.state = x.running AND i.lease_owner = $2`
+FROM (
+    SELECT l.id FROM switchboard_items l, (SELECT unnest($3::bigint[]) AS id, 'running'::text AS running OFFSET 0) x
+    WHERE l.id = x.id AND l.state = x.running AND l.lease_owner = $2
+    ORDER BY l.id
+    FOR NO KEY UPDATE OF l) x
+WHERE i.id = x.id AND i.lease_owner = $2`
+
+// postgresParked is the statement of the items parked on a key: an InitPlan locks them in
+// ascending id (the lock order), then the update (SET %[1]s) finds them through the primary
+// key; %[2]s is the key's placeholder. The lock tests the key again on each item's newest
+// version (an item whose key changed since the statement's snapshot is left out), and the
+// items it locked cannot change before the update: the update needs no test of its own (one
+// would let the planner read the key's items through the parked index and search the array
+// for each).
+const postgresParked = `UPDATE switchboard_items SET %[1]s
+WHERE id = ANY(ARRAY(
+        SELECT p.id FROM switchboard_items p
+        WHERE p.parked_key = %[2]s
+        ORDER BY p.id
+        FOR NO KEY UPDATE))`
 
 // postgresSweep returns expired leases to pending. s locks them (a lease extended or completed
 // meanwhile fails the re-check on its newest version and is skipped); the update finds them by
@@ -168,9 +200,10 @@ func newPostgres() *postgresEngine {
 		claim:         postgresClaim(0),
 		claimIsolated: postgresClaim(1),
 		isolatedDue:   e.rebind(isolatedDueSQL),
-		unpark:        `UPDATE switchboard_items SET next_at = LEAST(next_at, $1), parked_key = NULL WHERE parked_key = $2`,
-		repark:        `UPDATE switchboard_items SET next_at = LEAST($1::bigint + floor(random() * ($2::bigint + 1))::bigint, COALESCE(deadline, $1::bigint + $2::bigint)) WHERE parked_key = $3`,
-		oldestDue:     e.rebind(oldestDueSQL),
+		unpark:        fmt.Sprintf(postgresParked, `next_at = LEAST(next_at, $1), parked_key = NULL`, "$2"),
+		repark: fmt.Sprintf(postgresParked,
+			`next_at = LEAST($1::bigint + floor(random() * ($2::bigint + 1))::bigint, COALESCE(deadline, $1::bigint + $2::bigint))`, "$3"),
+		oldestDue: e.rebind(oldestDueSQL),
 	}
 	e.insertNotify = "WITH i AS (" + e.st.insert + ")\nSELECT i.id FROM i, LATERAL (" + notifyTxSQL + ") n"
 	return e

@@ -47,7 +47,8 @@ type rateLimitStatements struct {
 	seen string
 	// live counts the instances of $1 name, $2 key seen within $3 (µs).
 	live string
-	// prune deletes the lessees of $1 name, $2 key not seen within $3 (µs).
+	// prune deletes the lessees of $1 name, $2 key not seen within $3 (µs); on PostgreSQL
+	// those no other transaction holds.
 	prune string
 }
 
@@ -78,6 +79,15 @@ func rateLimitSQL(param func(n int, typ string) string, nowMicros, greatest stri
 		nowMicros + " - {within}")
 	st.prune = p("DELETE FROM switchboard_rate_limit_lessees WHERE name = {name} AND key = {key} AND seen_at < " +
 		nowMicros + " - {within}")
+	if postgres {
+		// The rows are locked first, skipping those another transaction holds (another
+		// instance's prune deletes them, or their instance is recording that it is alive):
+		// two prunes of a key that met the same rows in different orders would deadlock.
+		st.prune = p("DELETE FROM switchboard_rate_limit_lessees WHERE name = {name} AND key = {key} AND instance = ANY(ARRAY(\n" +
+			"\tSELECT s.instance FROM switchboard_rate_limit_lessees s\n" +
+			"\tWHERE s.name = {name} AND s.key = {key} AND s.seen_at < " + nowMicros + " - {within}\n" +
+			"\tFOR UPDATE SKIP LOCKED))")
+	}
 	return st
 }
 

@@ -347,9 +347,23 @@ func (s *Store) EndScheduleRun(ctx context.Context, r ScheduleRunRow) error {
 	return nil
 }
 
+// extendRunsSQL moves the leases of owner's runs (placeholders: until, owner). On PostgreSQL
+// (pgExtendRunsSQL) the rows are locked in name order first: the only statement that locks
+// several schedules, and two of them (of two owners, one of which took over runs whose leases
+// ran out) must not take the same rows in different orders.
+const extendRunsSQL = `UPDATE switchboard_schedules SET run_until = ? WHERE run_owner = ?`
+
+const pgExtendRunsSQL = `UPDATE switchboard_schedules SET run_until = $1
+	WHERE name = ANY(ARRAY(SELECT s.name FROM switchboard_schedules s WHERE s.run_owner = $2 ORDER BY s.name FOR NO KEY UPDATE))
+	  AND run_owner = $2`
+
 // ExtendScheduleRuns moves the leases of owner's runs to until.
 func (s *Store) ExtendScheduleRuns(ctx context.Context, owner string, until time.Time) error {
-	_, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_schedules SET run_until = ? WHERE run_owner = ?`), micros(until), owner)
+	q := extendRunsSQL
+	if s.e.String() == "postgres" {
+		q = pgExtendRunsSQL
+	}
+	_, err := s.db.ExecContext(ctx, q, micros(until), owner)
 	if err != nil {
 		return fmt.Errorf("durable: extend schedule runs: %w", err)
 	}
