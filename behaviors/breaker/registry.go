@@ -116,13 +116,19 @@ type Config struct {
 	// probes never waits longer on a store that hangs; past it the registry goes on with its
 	// local decision, takes the store to be away (the transitions until the next retry, every
 	// four timeouts and at least every second, do not wait for it at all), and publishes what
-	// the store missed once it answers again. Default 250 ms: a local
+	// the store missed once it answers again. A claim of the probes past it is refused instead,
+	// as it may commit all the same: the registry looks the breaker up (Load, in the
+	// background, bounded by StoreTimeout too) and follows what the store holds, its own claim
+	// included; only when that gets no answer either does the next call probe on its own.
+	// Default 250 ms: a local
 	// database answers in about a millisecond, and a caller hardly notices a quarter second
 	// once per transition.
 	StoreTimeout time.Duration
 	// Instance names this registry to the Store: the holder of a half-open breaker's probes,
-	// and who made each transition. Default: the host name, the process id and a random
-	// suffix, unique per registry.
+	// and who made each transition. It is a name for people: a registry knows its claims of
+	// the probes by a token of each claim, so two registries, or a process and its restart,
+	// under one name never take each other's claims for their own. Default: the host name,
+	// the process id and a random suffix, unique per registry.
 	Instance string
 	// OnStoreError are the observers of the errors of Store, called in the order listed, by
 	// the goroutine whose call met the error or by the registry's own retry: calls may come
@@ -689,6 +695,9 @@ func (b *breaker) reuseLocked(key string, h uint64, sweeps uint32) {
 	if b.window != nil {
 		b.window.reset()
 	}
+	if b.shared != nil {
+		b.shared = nil // the previous key's place in the fleet's state: the new key starts afresh
+	}
 	if b.touched.Load() {
 		b.touched.Store(false)
 	}
@@ -836,7 +845,7 @@ func (r *Registry) Reset(key string) error {
 		if b := r.locked(key, false); b != nil {
 			snap := b.snapshotLocked(r.now())
 			b.mu.Unlock()
-			r.publish(announcement{change: StateChange{Key: key, From: StateClosed, To: StateClosed, Reason: ReasonManualReset}, snap: snap, b: b})
+			r.publish(announcement{change: StateChange{Key: key, From: StateClosed, To: StateClosed, Reason: ReasonManualReset}, snap: snap, b: b}, false)
 		}
 	}
 	return err
@@ -1183,20 +1192,25 @@ func (s *listenerSet[T]) add(fn func(T)) (remove func()) {
 type events struct {
 	n       int
 	applied bool // the changes come from Apply: the store is not told
+	// publish: the section learned that a claim of the probes the store holds is this
+	// registry's own, whose probes decided meanwhile: the registry's state is to be published
+	// over it (see ownClaimLocked).
+	publish bool
 }
 
 // announcement is one state change waiting to be announced.
 type announcement struct {
 	change  StateChange
 	snap    Snapshot
-	applied bool
+	applied bool // decided elsewhere: the store is not told
+	quiet   bool // into the same state (a new generation): the listeners are not told
 	b       *breaker
 }
 
 // queueLocked records a state change to announce. Called under b.mu, so the queue is in the
 // order of the transitions.
-func (b *breaker) queueLocked(ev *events, c StateChange, s Snapshot) {
-	b.queue = append(b.queue, announcement{change: c, snap: s, applied: ev.applied, b: b})
+func (b *breaker) queueLocked(ev *events, c StateChange, s Snapshot, quiet bool) {
+	b.queue = append(b.queue, announcement{change: c, snap: s, applied: ev.applied, quiet: quiet, b: b})
 	ev.n++
 }
 
@@ -1239,7 +1253,10 @@ func (r *Registry) deliver(batch []announcement) {
 	ls := r.listeners.load()
 	for _, a := range batch {
 		if r.cfg.Store != nil && !a.applied {
-			r.publish(a)
+			r.publish(a, false)
+		}
+		if a.quiet {
+			continue
 		}
 		for _, on := range r.cfg.OnStateChange {
 			on(a.change)
