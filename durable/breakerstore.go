@@ -195,7 +195,7 @@ func (s *BreakerStore) Transition(ctx context.Context, t breaker.Transition) (br
 	s.own.RLock()
 	defer s.own.RUnlock()
 	row, applied, err := s.st.TransitionBreaker(cctx, store.BreakerTransition{Name: s.name, Key: t.Key, From: t.From, To: to,
-		Failures: t.Failures, OpenFor: t.OpenFor, ProbeFor: t.ProbeFor, Owner: t.Owner})
+		Failures: t.Failures, OpenFor: t.OpenFor, ProbeFor: t.ProbeFor, Owner: t.Owner, Claim: t.Claim})
 	if err != nil {
 		return breaker.Shared{}, false, s.callError(ctx, err)
 	}
@@ -423,7 +423,7 @@ func (s *BreakerStore) shared(r store.BreakerRow) (breaker.Shared, error) {
 		return breaker.Shared{}, fmt.Errorf("durable: breaker store %q: breaker %q has the unknown state %q", s.name, r.Key, r.State)
 	}
 	return breaker.Shared{Key: r.Key, State: st, Epoch: r.Epoch, Failures: r.Failures, OpenedAt: r.OpenedAt, OpenUntil: r.OpenUntil,
-		ProbeOwner: r.ProbeOwner, ProbeUntil: r.ProbeUntil, LastProbeAt: r.LastProbeAt, By: r.By, Now: r.Now}, nil
+		ProbeOwner: r.ProbeOwner, ProbeClaim: r.ProbeClaim, ProbeUntil: r.ProbeUntil, LastProbeAt: r.LastProbeAt, By: r.By, Now: r.Now}, nil
 }
 
 func storedBreakerState(s breaker.State) (store.BreakerState, bool) {

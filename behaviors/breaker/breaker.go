@@ -76,7 +76,8 @@ const (
 	// ReasonProbeFailed: a probe's counted failure opened a half-open breaker again.
 	ReasonProbeFailed
 	// ReasonProbeTimedOut: a probe still running after ProbeTimeout opened a half-open breaker
-	// again.
+	// again; with a Store, also the claim of another instance holding the probes ran out
+	// (its probe is taken to have hung), and this registry may claim them at once.
 	ReasonProbeTimedOut
 	// ReasonProbesSucceeded: HalfOpenProbes probes succeeded and closed a half-open breaker.
 	ReasonProbesSucceeded
@@ -380,7 +381,18 @@ func (b *breaker) refreshLocked(now int64, ev *events) uint64 {
 		}
 	case StateHalfOpen:
 		if b.foreignLocked() {
-			return w // another instance holds the probes; see claimable
+			if now < b.shared.foreignUntil {
+				return w // another instance holds the probes; see claimableLocked
+			}
+			// The holder's claim ran out: its probe is taken to have hung, as a probe of
+			// this registry's own would be, and this registry may claim the probes at once.
+			// The store is not told: the claim that follows takes the probes over there.
+			applied := ev.applied
+			ev.applied = true
+			w = b.setLocked(StateOpen, ReasonProbeTimedOut, now, ev)
+			ev.applied = applied
+			b.openUntil.Store(now)
+			return w
 		}
 		for _, s := range b.slots {
 			if s.ticket != 0 && !s.passed && now >= s.deadline {
@@ -494,6 +506,10 @@ func (b *breaker) openLocked(reason ChangeReason, now int64, ev *events) trip {
 }
 
 // setLocked moves the breaker to state to, starting a new generation, and queues the event.
+// A breaker already in state to only starts a new generation (the calls let through before
+// count no more, its probe slots are free, an open time starts over): its listeners are not
+// told of a change into the same state, and the store is told only of what it did not decide
+// (a trip by hand of an open breaker restarts its open time everywhere).
 func (b *breaker) setLocked(to State, reason ChangeReason, now int64, ev *events) uint64 {
 	old := b.word.Load()
 	w := (old&^stateMask + 1<<stateBits) | uint64(to)
@@ -517,7 +533,11 @@ func (b *breaker) setLocked(to State, reason ChangeReason, now int64, ev *events
 		}
 	}
 	b.word.Store(w)
-	b.queueLocked(ev, StateChange{Key: b.key, From: stateOf(old), To: to, At: b.reg.timeAt(now), Reason: reason}, b.snapshotLocked(now))
+	from := stateOf(old)
+	if from == to && ev.applied {
+		return w // decided elsewhere, and no change of state: nothing to tell anyone
+	}
+	b.queueLocked(ev, StateChange{Key: b.key, From: from, To: to, At: b.reg.timeAt(now), Reason: reason}, b.snapshotLocked(now), from == to)
 	return w
 }
 

@@ -21,11 +21,14 @@ type Store interface {
 	// and whether this transition made it: when another instance moved it first, the state
 	// that instance made. A move to StateHalfOpen is a claim of the probes: it applies only
 	// once the stored open time has passed, or the previous holder's claim ran out
-	// (ProbeUntil), and makes t.Owner the holder. Errors leave the stored state as it was, or
-	// unknown; the registry keeps its local state meanwhile.
+	// (ProbeUntil), and makes t.Owner the holder and t.Claim the claim's token, which the
+	// store keeps as ProbeClaim until the next transition. Errors leave the stored state as it
+	// was, or unknown (a claim may still commit after its caller gave up: the registry knows
+	// it for its own by its token); the registry keeps its local state meanwhile.
 	Transition(ctx context.Context, t Transition) (s Shared, applied bool, err error)
 	// Load returns the stored state of every shared breaker that is not closed. A registry
-	// loads them when it starts and when the store is back after an outage.
+	// loads them when it starts, and after a claim of the probes it got no answer to, to
+	// learn who holds them.
 	Load(ctx context.Context) ([]Shared, error)
 	// Subscribe calls fn with the state of each shared breaker whose state another instance
 	// changed, within the store's refresh interval, until the returned stop is called. fn is
@@ -49,6 +52,11 @@ type Shared struct {
 	OpenUntil time.Time
 	// ProbeOwner is, for a half-open breaker, the instance holding its probes.
 	ProbeOwner string
+	// ProbeClaim is, for a half-open breaker, the token of the claim that holds its probes
+	// (Transition.Claim); empty otherwise. A registry knows its own claims by it, not by
+	// ProbeOwner: a claim belongs to the call that made it, not to every registry, or every
+	// process after a restart, that goes by the same instance name.
+	ProbeClaim string
 	// ProbeUntil is, for a half-open breaker, when the holder's claim runs out, by the store's
 	// clock: another instance may then claim the probes.
 	ProbeUntil time.Time
@@ -80,6 +88,12 @@ type Transition struct {
 	// Owner is the instance making the transition: the probes' holder of a move to
 	// StateHalfOpen, and Shared.By afterwards.
 	Owner string
+	// Claim is, for a move to StateHalfOpen, the claim's token: unique to the registry's claim
+	// of the probes from this epoch, and Shared.ProbeClaim while the claim holds. A registry
+	// whose claim timed out and committed all the same recognises it by the token when it
+	// learns of it, and uses it once (the probe it sent on its own meanwhile, or the next
+	// call) or publishes its verdict over it; it never takes it for another half-open period.
+	Claim string
 	// Reason says why, for records.
 	Reason ChangeReason
 }

@@ -29,6 +29,7 @@ type BreakerRow struct {
 	OpenedAt    time.Time
 	OpenUntil   time.Time
 	ProbeOwner  string
+	ProbeClaim  string
 	ProbeUntil  time.Time
 	LastProbeAt time.Time
 	By          string
@@ -57,6 +58,9 @@ type BreakerTransition struct {
 	// Owner is the instance making the transition (and, for a move to BreakerHalfOpen, the
 	// probes' holder).
 	Owner string
+	// Claim is, for a move to BreakerHalfOpen, the claim's token, kept in probe_claim while
+	// the claim holds; empty: none.
+	Claim string
 }
 
 // ErrNoNotifications is WatchBreakers' error on an engine that cannot tell of changes as they
@@ -70,10 +74,11 @@ const BreakerChannel = "switchboard_breakers"
 // breakerStatements are an engine's statements of switchboard_breakers.
 type breakerStatements struct {
 	// insert creates the row of a breaker at epoch 1 unless it has one. Placeholders: $1
-	// name, $2 key, $3 state, $4 failures, $5 open for (µs), $6 probe for (µs), $7 owner.
+	// name, $2 key, $3 state, $4 failures, $5 open for (µs), $6 probe for (µs), $7 owner, $8
+	// the claim's token.
 	insert string
-	// update moves a breaker from the epoch $8; a move to half_open only once the open time
-	// or the previous claim ran out. Placeholders as insert's, and $8 the epoch.
+	// update moves a breaker from the epoch $9; a move to half_open only once the open time
+	// or the previous claim ran out. Placeholders as insert's, and $9 the epoch.
 	update string
 	// read is the row of $1 name, $2 key, with the database's now: one row always, with NULL
 	// columns when the breaker has none.
@@ -87,7 +92,7 @@ type breakerStatements struct {
 }
 
 // breakerColumns are the columns a breaker statement returns, then the database's now.
-const breakerColumns = "key, state, epoch, failures, opened_at, open_until, probe_owner, probe_until, last_probe_at, by_instance, updated_at, seq"
+const breakerColumns = "key, state, epoch, failures, opened_at, open_until, probe_owner, probe_claim, probe_until, last_probe_at, by_instance, updated_at, seq"
 
 // breakerSQL writes the breaker statements of one engine: param(n, type) is the engine's n-th
 // placeholder (with PostgreSQL's cast), now its expression of the database clock in
@@ -97,7 +102,7 @@ func breakerSQL(param func(n int, typ string) string, now, seq string, postgres 
 	p := func(s string) string {
 		r := strings.NewReplacer(
 			"{name}", param(1, "text"), "{key}", param(2, "text"), "{to}", param(3, "text"), "{failures}", param(4, "int"),
-			"{openFor}", param(5, "bigint"), "{probeFor}", param(6, "bigint"), "{owner}", param(7, "text"), "{from}", param(8, "bigint"),
+			"{openFor}", param(5, "bigint"), "{probeFor}", param(6, "bigint"), "{owner}", param(7, "text"), "{claim}", param(8, "text"), "{from}", param(9, "bigint"),
 			"{after}", param(2, "bigint"), "{limit}", param(3, "int"), "{seq}", seq)
 		return r.Replace(s)
 	}
@@ -108,19 +113,20 @@ func breakerSQL(param func(n int, typ string) string, now, seq string, postgres 
 		openedAt    = `CASE {to} WHEN 'open' THEN n.db_now WHEN 'closed' THEN NULL ELSE %s END`
 		openUntil   = `CASE {to} WHEN 'open' THEN n.db_now + {openFor} WHEN 'closed' THEN NULL ELSE %s END`
 		probeOwner  = `CASE {to} WHEN 'half_open' THEN {owner} END`
+		probeClaim  = `CASE {to} WHEN 'half_open' THEN NULLIF({claim}, '') END`
 		probeUntil  = `CASE {to} WHEN 'half_open' THEN n.db_now + {probeFor} END`
 		lastProbeAt = `CASE {to} WHEN 'half_open' THEN n.db_now ELSE %s END`
 	)
 	nowFrom := "(SELECT " + now + " AS db_now) n"
 	var st breakerStatements
 	values := "{name}, {key}, {to}, 1, {failures}, " + fmt.Sprintf(openedAt, "NULL") + ", " + fmt.Sprintf(openUntil, "NULL") + ", " +
-		probeOwner + ", " + probeUntil + ", " + fmt.Sprintf(lastProbeAt, "NULL") + ", {owner}, n.db_now, {seq}"
+		probeOwner + ", " + probeClaim + ", " + probeUntil + ", " + fmt.Sprintf(lastProbeAt, "NULL") + ", {owner}, n.db_now, {seq}"
 	set := "state = {to}, epoch = b.epoch + 1, failures = {failures}, opened_at = " + fmt.Sprintf(openedAt, "b.opened_at") +
-		", open_until = " + fmt.Sprintf(openUntil, "b.open_until") + ", probe_owner = " + probeOwner + ", probe_until = " + probeUntil +
+		", open_until = " + fmt.Sprintf(openUntil, "b.open_until") + ", probe_owner = " + probeOwner + ", probe_claim = " + probeClaim + ", probe_until = " + probeUntil +
 		", last_probe_at = " + fmt.Sprintf(lastProbeAt, "b.last_probe_at") + ", by_instance = {owner}, updated_at = n.db_now, seq = {seq}"
 	where := "b.name = {name} AND b.key = {key} AND b.epoch = {from}" +
 		" AND ({to} <> 'half_open' OR (b.state = 'open' AND b.open_until <= n.db_now) OR (b.state = 'half_open' AND b.probe_until <= n.db_now))"
-	insertInto := "INSERT INTO switchboard_breakers (name, key, state, epoch, failures, opened_at, open_until, probe_owner, probe_until, last_probe_at, by_instance, updated_at, seq)"
+	insertInto := "INSERT INTO switchboard_breakers (name, key, state, epoch, failures, opened_at, open_until, probe_owner, probe_claim, probe_until, last_probe_at, by_instance, updated_at, seq)"
 	if postgres {
 		// PostgreSQL: the database's now is read once, in n, which RETURNING cannot name in an
 		// INSERT: the statement returns it from the WITH around it.
@@ -165,15 +171,16 @@ func (e *sqliteEngine) breakers() *breakerStatements   { return &sqliteBreakers 
 func breakerScan(r rowScanner) (BreakerRow, bool, error) {
 	var (
 		row                                             BreakerRow
-		key, state, owner, by                           sql.NullString
+		key, state, owner, claim, by                    sql.NullString
 		epoch, failures, updated, seq                   sql.NullInt64
 		openedAt, openUntil, probeUntil, lastProbe, now sql.NullInt64
 	)
-	if err := r.Scan(&key, &state, &epoch, &failures, &openedAt, &openUntil, &owner, &probeUntil, &lastProbe, &by, &updated, &seq, &now); err != nil {
+	if err := r.Scan(&key, &state, &epoch, &failures, &openedAt, &openUntil, &owner, &claim, &probeUntil, &lastProbe, &by, &updated, &seq, &now); err != nil {
 		return BreakerRow{}, false, err
 	}
 	row.Key, row.State, row.Epoch, row.Failures = key.String, BreakerState(state.String), epoch.Int64, int(failures.Int64)
 	row.OpenedAt, row.OpenUntil, row.ProbeOwner, row.ProbeUntil = fromMicros(openedAt.Int64), fromMicros(openUntil.Int64), owner.String, fromMicros(probeUntil.Int64)
+	row.ProbeClaim = claim.String
 	row.LastProbeAt, row.By, row.UpdatedAt, row.Seq, row.Now = fromMicros(lastProbe.Int64), by.String, fromMicros(updated.Int64), seq.Int64, fromMicros(now.Int64)
 	return row, key.Valid, nil
 }
@@ -198,7 +205,7 @@ func (s *Store) TransitionBreaker(ctx context.Context, t BreakerTransition) (Bre
 		return BreakerRow{}, false, err
 	}
 	st := s.e.breakers()
-	args := []any{t.Name, t.Key, string(t.To), t.Failures, t.OpenFor.Microseconds(), t.ProbeFor.Microseconds(), t.Owner}
+	args := []any{t.Name, t.Key, string(t.To), t.Failures, t.OpenFor.Microseconds(), t.ProbeFor.Microseconds(), t.Owner, t.Claim}
 	var q string
 	switch {
 	case t.From > 0:
@@ -229,7 +236,7 @@ func checkTransition(t BreakerTransition) error {
 	if t.Name == "" {
 		errs = append(errs, errors.New("empty name"))
 	}
-	for _, x := range []struct{ what, s string }{{"name", t.Name}, {"key", t.Key}, {"owner", t.Owner}} {
+	for _, x := range []struct{ what, s string }{{"name", t.Name}, {"key", t.Key}, {"owner", t.Owner}, {"claim", t.Claim}} {
 		if err := checkBreakerText(x.what, x.s); err != nil {
 			errs = append(errs, err)
 		}

@@ -86,6 +86,7 @@ func TestBreakerTransitionRefusesBadInput(t *testing.T) {
 		{BreakerTransition{Name: "r", Key: "k\x00", To: BreakerOpen}, "key"},
 		{BreakerTransition{Name: "r", Key: "k", To: "ajar"}, `invalid state "ajar"`},
 		{BreakerTransition{Name: "r", Key: "k", To: BreakerHalfOpen}, "needs an owner"},
+		{BreakerTransition{Name: "r", Key: "k", To: BreakerHalfOpen, Owner: "a", Claim: "c\xff"}, "claim"},
 		{BreakerTransition{Name: "r", Key: "k", To: BreakerOpen, From: -1}, "negative epoch"},
 		{BreakerTransition{Name: "r", Key: "k", To: BreakerOpen, Failures: -1}, "negative failure count"},
 		{BreakerTransition{Name: "r", Key: "k", To: BreakerOpen, OpenFor: -time.Second}, "negative duration"},

@@ -274,9 +274,9 @@ func statementCases(stmts map[string]string) []planCase {
 		"token":   {"plancheck-token"},
 		// before, limit, now
 		"prune": {now, PruneBatch, now},
-		// name, key, state, failures, open for, probe for, owner (and the epoch)
-		"breaker_insert": {"plancheck", "k1", "open", 5, int64(30e6), int64(0), "w1"},
-		"breaker_update": {"plancheck", "k1", "half_open", 5, int64(0), int64(10e6), "w1", int64(3)},
+		// name, key, state, failures, open for, probe for, owner, claim (and the epoch)
+		"breaker_insert": {"plancheck", "k1", "open", 5, int64(30e6), int64(0), "w1", ""},
+		"breaker_update": {"plancheck", "k1", "half_open", 5, int64(0), int64(10e6), "w1", "c1", int64(3)},
 		"breaker_read":   {"plancheck", "k1"},
 		"breaker_load":   {"plancheck"},
 		// name, after, limit
