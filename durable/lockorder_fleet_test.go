@@ -88,11 +88,11 @@ func TestFleetNoDeadlockWhileParking(t *testing.T) {
 				return ctx.Err()
 			}
 		}})
-		err := q.Start(m, durable.SchedulerConfig{InstanceID: fmt.Sprintf("lock-%d", i), Workers: 8, BatchSize: 16,
+		err := durable.StartWith(q, m, durable.SchedulerConfig{InstanceID: fmt.Sprintf("lock-%d", i), Workers: 8, BatchSize: 16,
 			PollInterval: 5 * time.Millisecond, Lease: 10 * time.Second, Breakers: reg, Logger: logs.logger(),
 			OnClaim: []func(time.Duration, int, error){func(_ time.Duration, _ int, err error) { seen("complete and claim", err) }},
-			OnSettled: []func(string, string){func(_, outcome string) {
-				if outcome == "succeeded" {
+			OnSettled: []func(string, record.Settled){func(_ string, outcome record.Settled) {
+				if outcome == record.SettledSucceeded {
 					succeeded.Add(1)
 				}
 				n, _ := outcomes.LoadOrStore(outcome, new(atomic.Int64))
