@@ -65,6 +65,9 @@ func runChild(mode string) int {
 	if mode == "limit" {
 		return runLimitChild() // limit_fleet_test.go
 	}
+	if mode == "relay" {
+		return runRelayChild() // relay_fleet_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)

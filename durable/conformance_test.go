@@ -1113,7 +1113,8 @@ func TestShutdownInterruptionWithHandlersOwnError(t *testing.T) {
 
 // A caller that has gone away (its context cancelled) is not given a deferral, even when the
 // handler's last error is a retryable one of its own rather than the context's: the caller
-// abandoned the request, so nothing is persisted to run it later.
+// abandoned the request, so nothing is persisted to run it later. The error is the handler's,
+// still the caller's cancellation too, and says why it was not deferred.
 func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
@@ -1123,7 +1124,8 @@ func TestDeferralNeverDefersForGoneCaller(t *testing.T) {
 			return retryableErr{"upstream 503"}
 		}}, func(m *mediator.Mediator) { m.Use(durable.NewDeferral(e.q, durable.DeferralConfig{})) })
 		_, err := mediator.Send(ctx, m, &Work{N: 1})
-		if errors.Is(err, durable.ErrDeferred) || err == nil || err.Error() != "upstream 503" {
+		if errors.Is(err, durable.ErrDeferred) || !errors.As(err, new(retryableErr)) || !mediator.IsCallerCancellation(ctx, err) ||
+			err.Error() != "upstream 503 (not deferred: the caller cancelled it before its in-process attempts ended)" {
 			t.Fatalf("send: %v", err)
 		}
 		if st := stats(t, e.q); st.Counts[record.StatePending] != 0 {

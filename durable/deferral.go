@@ -18,9 +18,10 @@ import (
 // Config.Policy's classification) or a circuit-open refusal, it stores the request, due after the
 // policy's first delay or a Retry-After hint, and returns a *DeferredError. It defers only types
 // registered before Build, and never a dispatch marked mediator.Stored, a request whose caller
-// gave up, or one it fails to store (it returns the error joined with the store's, or with an
-// *OutcomeUnknownError). A deferred request runs again through the whole pipeline: its handler
-// must be idempotent.
+// gave up (cancelled, or its deadline passed, before the in-process attempts ended: the error
+// then says "not deferred" and why, and still matches the context's error), or one it fails to
+// store (it returns the error joined with the store's, or with an *OutcomeUnknownError). A
+// deferred request runs again through the whole pipeline: its handler must be idempotent.
 type Deferral struct {
 	q        *Queue
 	err      error             // NewDeferral's arguments' problem, for Validate
@@ -101,18 +102,20 @@ func (d *Deferral) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 // Handle implements mediator.Behavior.
 func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	resp, err := next(ctx, req)
-	if err == nil || ctx.Err() != nil {
-		// Success, or the caller has gone: its own cancellation, or any error that came back
-		// after it gave up, is returned as is. A caller that abandoned a request does not get
-		// it run later in its name.
-		return resp, err
-	}
-	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
+	if err == nil || mediator.MarksOf(ctx, req).Has(mediator.Stored) {
 		return resp, err
 	}
 	name, ok := d.q.reg.nameOf(req)
 	if !ok {
 		return resp, err
+	}
+	if ctx.Err() != nil {
+		// The caller has gone (cancelled, or its deadline passed) before the in-process
+		// attempts ended: a caller that abandoned a request does not get it run later in its
+		// name, nor is it kept past its deadline by the write. Its cancellation, or any error
+		// that came back after it gave up, is returned saying so, since the failure's log line
+		// would otherwise not tell why this request was not deferred.
+		return resp, &notDeferredError{err: err, ctx: ctx.Err()}
 	}
 	var delay time.Duration
 	var parked string
@@ -151,6 +154,28 @@ func (d *Deferral) Handle(ctx context.Context, req any, next mediator.Next) (any
 	}
 	return nil, &DeferredError{ItemID: res.ID, Duplicate: res.Duplicate, Token: res.Token, Cause: err}
 }
+
+// notDeferredError is the error of a failed request the deferral did not store because its
+// caller's context ended first. It says so, and matches both the request's error and the
+// context's (context.Canceled, context.DeadlineExceeded), so it stays the caller's
+// cancellation for every behavior and observer outside the deferral.
+type notDeferredError struct {
+	err error // the pipeline's
+	ctx error // the caller's context's
+}
+
+func (e *notDeferredError) Error() string {
+	why := "the caller's context ended (" + e.ctx.Error() + ")"
+	switch {
+	case errors.Is(e.ctx, context.DeadlineExceeded):
+		why = "the caller's deadline passed"
+	case errors.Is(e.ctx, context.Canceled):
+		why = "the caller cancelled it"
+	}
+	return e.err.Error() + " (not deferred: " + why + " before its in-process attempts ended)"
+}
+
+func (e *notDeferredError) Unwrap() []error { return []error{e.err, e.ctx} }
 
 // deferredFrom marks the item the deferral stores: its last error is err, the in-process
 // attempts' failure, and it is deferred, so that its first stored attempt is a retry (see
