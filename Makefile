@@ -52,6 +52,7 @@ lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
 	$(GO) run ./scripts/apicount -check
+	./scripts/filesize.sh
 	cd benchmarks && $(GO) vet ./...
 
 ## cover: coverage profile of the library into cover.out

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,7 +167,7 @@ func (s *server) getItem(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	it, err := iq.Item(r.Context(), id)
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, durable.ErrNotFound) {
+	if errors.Is(err, durable.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown item %d", id))
 		return
 	}

@@ -108,7 +108,7 @@ func (s *server) answerSchedule(w http.ResponseWriter, r *http.Request, status i
 		}{newScheduleBody(info)})
 	case errors.Is(err, durable.ErrInvalidSchedule):
 		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, durable.ErrUnknownSchedule):
+	case errors.Is(err, durable.ErrNotFound):
 		writeError(w, http.StatusNotFound, "unknown schedule "+quote(r.PathValue("name")))
 	case errors.Is(err, durable.ErrScheduleInCode), errors.Is(err, durable.ErrScheduleExists):
 		writeError(w, http.StatusConflict, err.Error())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -328,13 +329,7 @@ func (q *Queue) CancelBulkAction(ctx context.Context, id record.BulkActionID, ac
 	return bulkActionOf(b), nil
 }
 
-// bulkNotFoundError says there is no bulk action of that id; it matches ErrNotFound.
-type bulkNotFoundError record.BulkActionID
-
-func bulkNotFound(id record.BulkActionID) error { return bulkNotFoundError(id) }
-
-func (e bulkNotFoundError) Error() string {
-	return fmt.Sprintf("durable: there is no bulk action %d", int64(e))
+// bulkNotFound says there is no bulk action of that id.
+func bulkNotFound(id record.BulkActionID) error {
+	return &NotFoundError{What: "bulk action", Key: strconv.FormatInt(int64(id), 10)}
 }
-
-func (e bulkNotFoundError) Is(target error) bool { return target == ErrNotFound }

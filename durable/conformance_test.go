@@ -2,7 +2,6 @@ package durable_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
@@ -822,7 +821,7 @@ func TestEnqueueTxFollowsTheTransaction(t *testing.T) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.q.Item(ctx, rolledBack.ID); !errors.Is(err, sql.ErrNoRows) {
+		if _, err := e.q.Item(ctx, rolledBack.ID); !errors.Is(err, durable.ErrNotFound) {
 			t.Fatalf("rolled-back item: %v", err)
 		}
 		tx, err = e.store.DB().BeginTx(ctx, nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -253,7 +254,7 @@ var eventOutcome = map[string]record.Outcome{
 }
 
 func notFound(id record.DeadLetterID) error {
-	return fmt.Errorf("durable: dead letter %d: %w", id, ErrNotFound)
+	return &NotFoundError{What: "dead letter", Key: strconv.FormatInt(int64(id), 10)}
 }
 
 func conflict(d store.DeadLetter, now time.Time) error {

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"github.com/switchboard-go/switchboard/durable/record"
@@ -29,9 +30,11 @@ var (
 	ErrOutcomeUnknown   = errors.New("durable: outcome unknown")            // sent, unanswered: see OutcomeUnknownError, Queue.Replay
 	ErrPayloadTooLarge  = errors.New("durable: payload too large")          // see Config.MaxPayloadBytes
 	ErrMetadataTooLarge = errors.New("durable: request metadata too large") // see MaxMetadataSize
-	ErrNotFound         = errors.New("durable: dead letter not found")
-	ErrConflict         = errors.New("durable: dead letter conflict")     // not failed, or being replayed
-	ErrTooMany          = errors.New("durable: too many dead letter ids") // over 100 (a screen; a short call); nothing done
+	// ErrNotFound: the item, item token, dead letter, bulk action or schedule a call named does
+	// not exist (a *NotFoundError says which).
+	ErrNotFound = errors.New("durable: not found")
+	ErrConflict = errors.New("durable: dead letter conflict")     // not failed, or being replayed
+	ErrTooMany  = errors.New("durable: too many dead letter ids") // over 100 (a screen; a short call); nothing done
 	// ErrInvalidBulkAction: StartBulkAction refused its spec (the error names each problem);
 	// nothing was done.
 	ErrInvalidBulkAction = errors.New("durable: invalid bulk action")
@@ -165,3 +168,24 @@ func (e *encodeError) Is(target error) bool { return target == ErrEncode }
 
 // Unwrap returns the codec's error.
 func (e *encodeError) Unwrap() error { return e.Err }
+
+// NotFoundError says that the thing a call named does not exist: What is its kind ("item",
+// "item token", "dead letter", "bulk action", "schedule") and Key the id, token or name the
+// call gave. It matches ErrNotFound.
+type NotFoundError struct {
+	What, Key string
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("durable: %s %s not found", e.What, e.Key) }
+
+// Is reports whether target is ErrNotFound.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// notFoundOf returns a *NotFoundError of what and key for a store's err saying that there is no
+// such row, and err otherwise.
+func notFoundOf(err error, what, key string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return &NotFoundError{What: what, Key: key}
+	}
+	return err
+}

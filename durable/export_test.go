@@ -106,3 +106,25 @@ func NotifierIdle(q *Queue) {
 
 // RateLimitStoreStatements returns how many statements s has sent to the database.
 func RateLimitStoreStatements(s *RateLimitStore) int64 { return s.statements.Load() }
+
+// Filter selects the items List returns: the tests' listing of items in id order (users page
+// with Queue.Items).
+type Filter struct {
+	State   record.ItemState // when not empty, only items in that state
+	Name    string           // when not empty, only items of that request name
+	AfterID record.ItemID    // only items with a larger id, for paging
+	Limit   int              // zero means 100
+}
+
+// List returns the items f selects, in id order, after Filter.AfterID.
+func (q *Queue) List(ctx context.Context, f Filter) ([]record.Item, error) {
+	items, err := q.store.List(ctx, store.Filter{State: store.State(f.State), Name: f.Name, AfterID: store.ItemID(f.AfterID), Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]record.Item, len(items))
+	for i, it := range items {
+		out[i] = itemOf(it)
+	}
+	return out, nil
+}

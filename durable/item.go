@@ -17,14 +17,6 @@ type Stats struct {
 	DeadLetters map[record.DeadLetterStatus]int
 }
 
-// Filter selects the items Queue.List returns.
-type Filter struct {
-	State   record.ItemState // when not empty, only items in that state
-	Name    string           // when not empty, only items of that request name
-	AfterID record.ItemID    // only items with a larger id, for paging
-	Limit   int              // zero means 100
-}
-
 func itemOf(it store.Item) record.Item {
 	return record.Item{
 		ID: record.ItemID(it.ID), Name: it.Name, Payload: it.Payload, State: record.ItemState(it.State), Attempts: it.Attempts,

@@ -207,7 +207,7 @@ func TestDeferralUnknownOutcomeFrozenPostgres(t *testing.T) {
 		case toldUnknown:
 			it, err := q2.ItemByToken(ctx, c.token)
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
+			case errors.Is(err, durable.ErrNotFound):
 				none++
 				if len(items) != 0 {
 					t.Errorf("%s caller %d: no item under token %q, yet items %v hold its request", path, c.n, c.token, ids(items))
@@ -329,7 +329,7 @@ func TestEnqueueToken(t *testing.T) {
 			t.Fatalf("ItemByToken after the commit: %+v; want %d", it, in.ID)
 		}
 
-		if _, err := q.ItemByToken(ctx, "nobody"); !errors.Is(err, sql.ErrNoRows) || !strings.Contains(err.Error(), "nobody") {
+		if _, err := q.ItemByToken(ctx, "nobody"); !errors.Is(err, durable.ErrNotFound) || !strings.Contains(err.Error(), "nobody") {
 			t.Fatalf("ItemByToken of an unknown token: %v", err)
 		}
 		for _, tok := range []string{"", strings.Repeat("t", durable.MaxTokenBytes+1), "\xff\xfe", "a\x00b"} {

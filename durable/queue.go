@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,28 +341,13 @@ func (q *Queue) lifeEnd(name string, deadline, now time.Time) time.Time {
 	return deadline
 }
 
-// Item returns one item; an error wrapping sql.ErrNoRows if there is none.
+// Item returns one item; a *NotFoundError (ErrNotFound) if there is none.
 func (q *Queue) Item(ctx context.Context, id record.ItemID) (record.Item, error) {
 	it, err := q.store.Item(ctx, store.ItemID(id))
 	if err != nil {
-		return record.Item{}, err
+		return record.Item{}, notFoundOf(err, "item", strconv.FormatInt(int64(id), 10))
 	}
 	return itemOf(it), nil
-}
-
-// List returns the items f selects, in id order, after Filter.AfterID. It reads from the
-// start of the table up to the items it returns: to browse a queue of many items, page with
-// Items, which reads each page from an index by cursor.
-func (q *Queue) List(ctx context.Context, f Filter) ([]record.Item, error) {
-	items, err := q.store.List(ctx, store.Filter{State: store.State(f.State), Name: f.Name, AfterID: store.ItemID(f.AfterID), Limit: f.Limit})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]record.Item, len(items))
-	for i, it := range items {
-		out[i] = itemOf(it)
-	}
-	return out, nil
 }
 
 // Attempts lists the attempts of an item in order.

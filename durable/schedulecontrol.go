@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +20,6 @@ var (
 	// ErrInvalidSchedule reports a ScheduleSpec or an argument that is refused; the error
 	// names every field that is wrong.
 	ErrInvalidSchedule = errors.New("durable: invalid schedule")
-	// ErrUnknownSchedule reports a name no live schedule has: never added or declared, or
-	// removed.
-	ErrUnknownSchedule = errors.New("durable: unknown schedule")
 	// ErrScheduleInCode reports a change only the code can make to a schedule declared in code
 	// (Schedule): removing it, or adding a schedule of its name.
 	ErrScheduleInCode = errors.New("durable: schedule declared in code")
@@ -268,7 +266,7 @@ func (q *Queue) changeSchedule(ctx context.Context, op, name, actor string, acti
 	var out store.ScheduleRow
 	err := q.store.EditSchedule(ctx, name, now, func(tx *sql.Tx, cur *store.ScheduleRow) (*store.ScheduleRow, error) {
 		if cur == nil || !cur.RemovedAt.IsZero() {
-			return nil, fmt.Errorf("durable: %s %q: %w", op, name, ErrUnknownSchedule)
+			return nil, &NotFoundError{What: "schedule", Key: strconv.Quote(name)}
 		}
 		out = *cur
 		why, err := change(&out, now)

@@ -253,7 +253,7 @@ func TestScheduleRemoveStopsRuns(t *testing.T) {
 		if n := total(calls()["gone"]); n != 1 {
 			t.Fatalf("calls %v", calls())
 		}
-		if _, err := op.PauseSchedule(ctx, "gone", "ops", time.Time{}); !errors.Is(err, durable.ErrUnknownSchedule) {
+		if _, err := op.PauseSchedule(ctx, "gone", "ops", time.Time{}); !errors.Is(err, durable.ErrNotFound) {
 			t.Fatalf("pause of a removed schedule: %v", err)
 		}
 		if _, err := op.RemoveSchedule(ctx, "code", "ops"); !errors.Is(err, durable.ErrScheduleInCode) ||
@@ -319,7 +319,7 @@ func TestAddScheduleRefusesBadInput(t *testing.T) {
 		"run now": func() error { _, err := q.RunScheduleNow(ctx, "none", "ops"); return err },
 		"remove":  func() error { _, err := q.RemoveSchedule(ctx, "none", "ops"); return err },
 	} {
-		if err := call(); !errors.Is(err, durable.ErrUnknownSchedule) {
+		if err := call(); !errors.Is(err, durable.ErrNotFound) {
 			t.Errorf("%s of an unknown schedule: %v", name, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -54,12 +55,12 @@ func newToken() string {
 	return string(h[:])
 }
 
-// ItemByToken returns the item holding token (see WithToken); an error wrapping
-// sql.ErrNoRows if there is none.
+// ItemByToken returns the item holding token (see WithToken); a *NotFoundError (ErrNotFound)
+// if there is none.
 func (q *Queue) ItemByToken(ctx context.Context, token string) (record.Item, error) {
 	it, err := q.store.ItemByToken(ctx, token)
 	if err != nil {
-		return record.Item{}, err
+		return record.Item{}, notFoundOf(err, "item token", strconv.Quote(token))
 	}
 	return itemOf(it), nil
 }

@@ -68,18 +68,13 @@ func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) boo
 	var (
 		found   []Q
 		pending int
-		after   record.ItemID
 	)
-	for {
-		items, err := q.List(context.Background(), durable.Filter{State: record.StatePending, Name: name, AfterID: after, Limit: 500})
+	for f := (durable.ItemFilter{State: record.StatePending, Name: name, Limit: 500}); ; {
+		page, err := q.Items(context.Background(), f)
 		if err != nil {
 			t.Fatalf("durabletest.RequireEnqueued: %v", err)
 		}
-		if len(items) == 0 {
-			break
-		}
-		for _, it := range items {
-			after = it.ID
+		for _, it := range page.Items {
 			pending++
 			v, err := in.Decode(it.Name, it.Payload)
 			if err != nil {
@@ -90,6 +85,10 @@ func RequireEnqueued[Q any](t testing.TB, q *durable.Queue, match ...func(Q) boo
 				found = append(found, req)
 			}
 		}
+		if page.Next == "" {
+			break
+		}
+		f.After = page.Next
 	}
 	if len(found) == 0 {
 		if pending == 0 {

@@ -231,11 +231,11 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		pending, err := queue.List(ctx, durable.Filter{State: record.StatePending, Limit: 500})
+		parked, err := queue.Items(ctx, durable.ItemFilter{Parked: true, Key: downKey, Limit: 500})
 		if err != nil {
 			return nil, err
 		}
-		sum.parked = max(sum.parked, countFunc(pending, func(it record.Item) bool { return it.ParkedKey == downKey }))
+		sum.parked = max(sum.parked, len(parked.Items))
 		st, err := queue.Stats(ctx)
 		if err != nil {
 			return nil, err
@@ -352,16 +352,6 @@ func (s *summary) print(out io.Writer, events int) {
 	}
 	fmt.Fprintf(out, "  the scheduler's claims: %d succeeded, %d failed and retried, %d refused (parked, uncharged), %d expired\n",
 		s.outcomes[record.SettledSucceeded], s.outcomes[record.SettledRetried], s.outcomes[record.SettledRefused], s.outcomes[record.SettledExpired])
-}
-
-func countFunc[T any](s []T, f func(T) bool) int {
-	n := 0
-	for _, v := range s {
-		if f(v) {
-			n++
-		}
-	}
-	return n
 }
 
 // receiver is a subscriber on loopback; answer says how it answers its hit-th request.
