@@ -30,6 +30,8 @@ type Store interface {
 
 // Executor runs the items the loop claims (package executor).
 type Executor interface {
+	// Process runs c as one attempt and returns its completion; it keeps no reference to c
+	// once it returns (the loop reuses it for the worker's next item).
 	Process(c *store.Claimed) store.Completion
 	Release(c store.Claimed) store.Completion
 }
@@ -117,12 +119,17 @@ func (l *Loop) Interrupted() int {
 // Work runs one worker: each item handed to it is processed (released, once the loop stops),
 // until CloseWork.
 func (l *Loop) Work() {
+	// One item at a time per worker: the executor is handed this worker's copy, which it does
+	// not keep past Process (a copy per item, through the interface, was an allocation each).
+	c := new(store.Claimed)
 	for j := range l.work {
 		if l.stopping() {
 			l.done <- finished{l.cfg.Executor.Release(j.Claimed), j.claim}
 			continue
 		}
-		l.done <- finished{l.cfg.Executor.Process(&j.Claimed), j.claim}
+		*c = j.Claimed
+		l.done <- finished{l.cfg.Executor.Process(c), j.claim}
+		*c = store.Claimed{} // the payload and metadata are not kept until the next item
 	}
 }
 

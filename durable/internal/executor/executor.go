@@ -66,7 +66,8 @@ func (e *Executor) Release(c store.Claimed) store.Completion {
 }
 
 // Process dispatches c as one attempt and returns its outcome. It drops c's payload once it is
-// decoded, so a large payload is not held twice while the handler runs.
+// decoded, so a large payload is not held twice while the handler runs, and keeps no reference
+// to c once it returns (the claim loop reuses it).
 func (e *Executor) Process(c *store.Claimed) store.Completion {
 	g := e.cfg.Gate
 	pol := e.cfg.Items.Policy(c.Name)
@@ -105,7 +106,7 @@ func (e *Executor) Process(c *store.Claimed) store.Completion {
 	comp.StartedAt = e.cfg.Clock.Now()
 	err = Send(t.Context, e.cfg.Sender, req)
 	comp.EndedAt = e.cfg.Clock.Now()
-	done := g.Judge(c, req, t, comp, err, e.life.Err() != nil, pol, func(err error) bool {
+	done := g.Judge(c, req, &t, comp, err, e.life.Err() != nil, pol, func(err error) bool {
 		return e.cfg.Items.Retries(t.Context, c.Name, req, err)
 	})
 	if err != nil && gate.Unhandled(err, req) {

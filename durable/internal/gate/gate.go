@@ -194,17 +194,17 @@ func (t *Ticket) Started() { t.charge.started(t.Context) }
 // ticket to release when the attempt has ended (comp then notes the slot it holds, which its
 // completion frees); otherwise the returned completion holds it back, uncharged (or ends it,
 // for a budget that fails the item).
-func (g *Gate) Admit(c *store.Claimed, req any, comp *store.Completion, dispatch func() context.Context) (*Ticket, store.Completion, bool) {
+func (g *Gate) Admit(c *store.Claimed, req any, comp *store.Completion, dispatch func() context.Context) (Ticket, store.Completion, bool) {
 	now := comp.EndedAt
 	if key, until, paused := g.pausedKeyOf(c, req, now); paused {
-		return nil, g.parkPaused(*comp, c, key, until), false
+		return Ticket{}, g.parkPaused(*comp, c, key, until), false
 	}
 	held, r, refused := g.admit(c, req)
 	if refused {
-		return nil, g.park(*comp, c, r.key, r.remaining, r.at), false
+		return Ticket{}, g.park(*comp, c, r.key, r.remaining, r.at), false
 	}
 	ctx := dispatch()
-	t := &Ticket{g: g, probes: held, Context: ctx}
+	t := Ticket{g: g, probes: held, Context: ctx}
 	// The budget before the slot: an item over budget takes no slot of its key, which it would
 	// free at once (waking an item parked on it for nothing). A retry charged for an item the
 	// limit then holds back is given back.
@@ -213,12 +213,12 @@ func (g *Gate) Admit(c *store.Claimed, req any, comp *store.Completion, dispatch
 	t.Context, t.charge, spent, failOver = g.chargeRetry(ctx, c, req)
 	if spent != nil {
 		t.Release()
-		return nil, g.overBudget(*comp, c, spent, failOver), false
+		return Ticket{}, g.overBudget(*comp, c, spent, failOver), false
 	}
 	if p, ok := g.limit(comp, c, req); !ok {
 		t.Refund()
 		t.Release()
-		return nil, p, false
+		return Ticket{}, p, false
 	}
 	return t, store.Completion{}, true
 }
