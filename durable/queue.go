@@ -98,6 +98,7 @@ func (q *Queue) start(sender mediator.Sender, cfg schedulerConfig) error {
 	if err := q.reg.problems(); err != nil {
 		return fmt.Errorf("durable: Start: the queue's setup failed: %w", err)
 	}
+	q.observe(sender, &cfg)
 	s, err := newScheduler(q, sender, cfg)
 	if err != nil {
 		return err
