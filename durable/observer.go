@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -58,17 +57,7 @@ func (q *Queue) observe(sender mediator.Sender, cfg *schedulerConfig) {
 	if dead := mediator.ObserversOf[DeadObserver](obs); len(dead) > 0 {
 		q.deadObservers.Store(&dead)
 	}
-	regs := []*breaker.Registry{cfg.Breakers}
-	q.reg.mu.RLock()
-	for _, r := range q.reg.byName {
-		if r.guard != nil {
-			regs = append(regs, r.guard.reg)
-		}
-	}
-	q.reg.mu.RUnlock()
-	for _, r := range regs {
-		if r != nil {
-			r.Observe(obs)
-		}
+	for _, r := range q.breakers(cfg.Breakers) {
+		r.Observe(obs)
 	}
 }
