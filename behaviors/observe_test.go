@@ -152,7 +152,7 @@ func TestSharedRegistryTellsEachObserverOnce(t *testing.T) {
 
 // An application's observer attached once to the mediator hears the retries and the
 // fallbacks of every pipeline, with no hook listed in the behaviors' configs.
-func ExampleMediator_Observe() {
+func Example_observe() {
 	m := mediator.New(nil, mediator.Config{})
 	m.Observe(printer{})
 	m.Use(fallback.NewFor(func(context.Context, *Call, error) (*Reply, error) { return &Reply{Text: "cached"}, nil }, fallback.Config{}))
