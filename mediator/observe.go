@@ -26,7 +26,11 @@ func (m *Mediator) Observe(obs ...any) {
 
 // Observers returns the observers attached with Observe, in the order attached. A component
 // started with the mediator (a durable queue) reads them to attach them to its own events.
+// A nil *Mediator has none.
 func (m *Mediator) Observers() []any {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]any(nil), m.observers...)
