@@ -39,13 +39,23 @@
 //
 // # Hooks
 //
-// Every hook of the module takes any number of observers: a slice of functions, empty by
-// default (retry.Config.OnRetry, fallback.Config.OnFallback, breaker.Config.OnRefusal,
-// OnStateChange, OnLateProbe and OnStoreError, durable.Config.OnClaim,
-// durable.Config.OnDead, mediator.Config.ErrorSink), so logging, metrics and tracing each
-// attach with one entry:
+// Observers of every behavior attach once, to the mediator (mediator.Mediator.Observe): each
+// behavior bound into its pipelines calls those implementing its observer interface
+// (retry.Observer, fallback.Observer, breaker.Observer and RefusalObserver, ratelimit.Observer
+// and PermitObserver, budget.Observer, hedge.Observer), and a durable queue started with the
+// mediator calls its own (durable.ClaimObserver, SettledObserver, DeadObserver). Logging,
+// metrics and tracing each attach with one line:
 //
-//	retry.Config{OnRetry: []func(context.Context, retry.Event){lg.OnRetry, rec.OnRetry, tracing.OnRetry}}
+//	m.Observe(lg)                 // the logging behavior
+//	m.Observe(rec)                // a metrics.Recorder
+//	m.Observe(tracing.Observer{})
+//
+// A component shared by several pipelines (a breaker registry, a retry budget) calls each
+// observer once (ObserverSet). Every behavior also has hooks of its own, for what concerns it
+// alone: a slice of functions, empty by default (retry.Config.OnRetry,
+// fallback.Config.OnFallback, breaker.Config.OnRefusal, OnStateChange, OnLateProbe and
+// OnStoreError, durable.Config.OnClaim, durable.Config.OnDead, mediator.Config.ErrorSink),
+// called before the mediator's observers.
 //
 // Observers run one after another in the order listed (registration order), on the goroutine
 // the hook names, each after the one before it returned; a hook with none costs a length

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -69,9 +70,11 @@ type BulkResult struct {
 
 // deadLetters is the queue's dead-letter configuration.
 type deadLetters struct {
-	onDead      []func(ctx context.Context, d record.DeadLetter)
-	log         *zap.Logger
-	replayLease time.Duration
+	onDead []func(ctx context.Context, d record.DeadLetter)
+	// deadObservers are the DeadObservers of the mediator Start was given (observer.go).
+	deadObservers atomic.Pointer[[]DeadObserver]
+	log           *zap.Logger
+	replayLease   time.Duration
 }
 
 func (q *Queue) deadLetterConfig(cfg Config) {
@@ -90,7 +93,7 @@ func letterOf(d store.DeadLetter) record.DeadLetter {
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, Metadata: decodeMetadata(d.Metadata)}
 }
 
-// announce logs a new dead letter and calls Config.OnDead with it.
+// announce logs a new dead letter and calls Config.OnDead and the DeadObservers with it.
 func (q *Queue) announce(ctx context.Context, d record.DeadLetter) {
 	fields := []zap.Field{zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
 		zap.String("source", d.Source), zap.String("name", d.Name), zap.String("error", d.Error)}
@@ -100,6 +103,11 @@ func (q *Queue) announce(ctx context.Context, d record.DeadLetter) {
 	q.log.Warn("durable: dead letter", fields...)
 	for _, on := range q.onDead {
 		q.tellDead(ctx, d, on)
+	}
+	if p := q.deadObservers.Load(); p != nil {
+		for _, o := range *p {
+			q.tellDead(ctx, d, o.OnDead)
+		}
 	}
 }
 

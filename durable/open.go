@@ -59,7 +59,8 @@ type Config struct {
 	// a failed item of RunBatch), after it is stored, outside any transaction, on the goroutine
 	// that stored it: keep them quick. A panic in one is logged and the next still runs. A
 	// process that dies after the commit never calls them: alert on Stats.DeadLetters.
-	// Default empty: the warning logged for each letter is the only notice.
+	// Default empty: the warning logged for each letter is the only notice. Observers of
+	// every queue event (metrics, logging) attach once to the mediator instead (DeadObserver).
 	OnDead []func(ctx context.Context, d record.DeadLetter)
 	// Logger gets dead letters, OnDead panics, failed propagators, migrations and the
 	// scheduler's operational errors (a failing database at most every 30 s). Default zap.L()
@@ -114,13 +115,14 @@ type Config struct {
 	Retention time.Duration
 	// OnClaim are called, in order, after each claiming round trip (which also writes the
 	// outcomes of the items just finished) with its time, items claimed and error: a slow
-	// claim is the first sign of a database in trouble (metrics.Recorder.OnClaim). The claim
-	// loop waits for them: keep them cheap. A panic in one is logged and the next still runs.
+	// claim is the first sign of a database in trouble (metrics.Recorder counts them, attached
+	// to the mediator Start is given: see ClaimObserver). The claim loop waits for them: keep
+	// them cheap. A panic in one is logged and the next still runs.
 	OnClaim []func(took time.Duration, claimed int, err error)
 	// OnSettled are called, in order, once the outcome of a claim of an item is written, with
 	// the item's request name and how the claim ended (record.Settled: succeeded, retried, dead,
-	// refused, paused, concurrency_limited, expired, interrupted, released). metrics.Recorder.
-	// OnSettled counts them. Called by the claim loop after the write, so a reader of the queue
+	// refused, paused, concurrency_limited, expired, interrupted, released). metrics.Recorder
+	// counts them, attached to the mediator Start is given (see SettledObserver). Called by the claim loop after the write, so a reader of the queue
 	// may see an outcome before its observers hear it; every call for the claims written is
 	// made before Shutdown returns. Keep them cheap. A panic in one is logged and the next
 	// still runs.

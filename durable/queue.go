@@ -84,6 +84,12 @@ func (q *Queue) Close() error {
 // on q (naming each, mediator.ErrNoHandler); an item another Sender turns away with
 // mediator.ErrNoHandler waits, unattempted (Config.Recheck). It fails with ErrStarted while the
 // scheduler runs and ErrStopped after Shutdown.
+//
+// The observers attached to the mediator (mediator.Mediator.Observe) hear the queue too: its
+// ClaimObservers, SettledObservers and DeadObservers after Config.OnClaim, OnSettled and
+// OnDead, and its breaker observers the state changes of the registries guarding the items
+// (Config.Breakers, WithBreaker), so metrics, tracing and logging attach to the pipelines and
+// the queue with one line each.
 func (q *Queue) Start(sender mediator.Sender) error { return q.start(sender, q.schedCfg) }
 
 // start runs a scheduler configured by cfg (Start's, or a test's).
@@ -99,6 +105,7 @@ func (q *Queue) start(sender mediator.Sender, cfg schedulerConfig) error {
 	if err := q.reg.problems(); err != nil {
 		return fmt.Errorf("durable: Start: the queue's setup failed: %w", err)
 	}
+	q.observe(sender, &cfg)
 	s, err := newScheduler(q, sender, cfg)
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ type Config struct {
 	// its own level when the outer request failed, was refused or was cancelled, since it
 	// then explains what went wrong.
 	Inner zap.AtomicLevel
-	// Steps is the level of the entries of the behavior's ready hooks, Behavior.OnRetry (one
+	// Steps is the level of the entries of the behavior's observer methods, Behavior.OnRetry (one
 	// per retry) and Behavior.OnFallback (one per failure a fallback handled). Default debug:
 	// the call's own entry says how it ended (a success after retries, the failure a fallback
 	// answered for); these entries tell the steps on the way, for debugging.
@@ -391,12 +391,11 @@ func (b *Behavior) around(ctx context.Context, req any, fields []zap.Field) []za
 	return fields
 }
 
-// OnRetry is a ready retry.Config.OnRetry: it writes a "switchboard: retrying" entry at
+// OnRetry implements retry.Observer (attach the behavior with mediator.Mediator.Observe;
+// it also fits retry.Config.OnRetry): it writes a "switchboard: retrying" entry at
 // Config.Steps (default debug) with request, attempt (the one that failed), delay (before the
 // next one), error, and the fields every entry has (trace_id, span_id, Config.Fields). Nothing
-// is built when the level is disabled. It attaches beside the other observers of the retry:
-//
-//	retry.Config{OnRetry: []func(context.Context, retry.Event){lg.OnRetry, rec.OnRetry, tracing.OnRetry}}
+// is built when the level is disabled.
 func (b *Behavior) OnRetry(ctx context.Context, e retry.Event) {
 	ce := b.log.Check(b.steps.Level(), "switchboard: retrying")
 	if ce == nil {
@@ -408,7 +407,7 @@ func (b *Behavior) OnRetry(ctx context.Context, e retry.Event) {
 	ce.Write(b.around(ctx, e.Request, fields)...)
 }
 
-// OnFallback is a ready fallback.Config.OnFallback: it writes a "switchboard: fallback" entry
+// OnFallback implements fallback.Observer (and fits fallback.Config.OnFallback): it writes a "switchboard: fallback" entry
 // at Config.Steps (default debug) with request, fallback (what it did: answered, declined,
 // failed or cancelled), error (the failure it handled), fallback_error (its function's error,
 // when it failed), and the fields every entry has. Nothing is built when the level is
@@ -427,7 +426,7 @@ func (b *Behavior) OnFallback(ctx context.Context, f fallback.Fallback) {
 	ce.Write(b.around(ctx, f.Request, fields)...)
 }
 
-// OnHedge is a ready hedge.Config.OnHedge: it writes a "switchboard: hedge" entry at
+// OnHedge implements hedge.Observer (and fits hedge.Config.OnHedge): it writes a "switchboard: hedge" entry at
 // Config.Steps (default debug) with request, key, hedge (what happened: sent, refused, won or
 // cancelled), attempt (0 is the first attempt, 1 the first hedge), delay (the call's hedge
 // delay, for sent and refused), error (the budget's refusal, for refused), and the fields
@@ -449,7 +448,7 @@ func (b *Behavior) OnHedge(ctx context.Context, n hedge.Notice) {
 	ce.Write(b.around(ctx, n.Request, fields)...)
 }
 
-// OnBudgetSpend is a ready budget.Config.OnSpend: for each retry the budget refused, it writes
+// OnBudgetSpend implements budget.Observer (and fits budget.Config.OnSpend): for each retry the budget refused, it writes
 // a "switchboard: retry budget refused a retry" entry at Config.Refusal (default warn: a
 // dependency is failing more than its budget allows, and its callers get its errors without
 // the retries they would have had), at most one per key per RefusalEvery as refusals are,

@@ -30,10 +30,10 @@ type busy struct{}
 func (busy) Error() string   { return "warehouse busy" }
 func (busy) StatusCode() int { return 503 }
 
-// Logging, metrics and tracing attach to the same retry, fallback and breaker, one entry each
-// in every hook's list of observers, and run in that order. (A durable scheduler takes its
-// claim observers the same way: durable.SchedulerConfig{OnClaim:
-// []func(time.Duration, int, error){rec.OnClaim}}.)
+// Logging, metrics and tracing attach once each, to the mediator, and hear the retry,
+// fallback and breaker of every pipeline, in the order attached; logging writes the breaker's
+// opening too. (A durable queue started with the mediator tells them its claims, settled
+// items and dead letters the same way.)
 func Example_observers() {
 	logger := zap.NewExample(zap.WrapCore(func(c zapcore.Core) zapcore.Core { // (ids and durations vary: left out)
 		return without{c, []string{"duration", "trace_id", "span_id"}}
@@ -50,21 +50,18 @@ func Example_observers() {
 	breakers := breaker.NewRegistry(breaker.Config{
 		FailureThreshold: 2,
 		Clock:            &stoppedClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}, // (exact open times)
-		OnRefusal:        []func(string){rec.OnRefusal},
 	})
 	m := mediator.New(nil, mediator.Config{})
+	m.Observe(lg)
+	m.Observe(rec)
+	m.Observe(tracing.Observer{})
 	mediator.HandleFunc(m, func(context.Context, *GetStock) (int, error) { return 0, busy{} })
 	m.Use(tracing.New(tracing.Config{TracerProvider: tp}))
 	m.Use(lg)
 	m.Use(rec.Behavior())
-	m.Use(retry.New(retry.Config{
-		Policy:  retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond},
-		OnRetry: []func(context.Context, retry.Event){lg.OnRetry, rec.OnRetry, tracing.OnRetry},
-	}))
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}}))
 	m.Use(breaker.New(breakers))
-	m.Use(fallback.NewFor(func(context.Context, *GetStock, error) (int, error) { return -1, nil }, fallback.Config{
-		OnFallback: []func(context.Context, fallback.Fallback){lg.OnFallback, rec.OnFallback, tracing.OnFallback},
-	}))
+	m.Use(fallback.NewFor(func(context.Context, *GetStock, error) (int, error) { return -1, nil }, fallback.Config{}))
 	if err := m.Build(); err != nil {
 		panic(err)
 	}
@@ -90,6 +87,7 @@ func Example_observers() {
 	}
 	// Output:
 	// {"level":"info","msg":"switchboard: retrying","request":"logging_test.GetStock","attempt":1,"delay":"1ms","error":"warehouse busy"}
+	// {"level":"warn","msg":"switchboard: circuit breaker state changed","breaker":"*logging_test.GetStock","from":"closed","to":"open","reason":"failure-threshold"}
 	// {"level":"error","msg":"switchboard: request failed","request":"logging_test.GetStock","attempt":2,"outcome":"failure","error":"retry: failed after 2 attempts: warehouse busy (circuit \"*logging_test.GetStock\" opened for 30s)","breaker":"*logging_test.GetStock"}
 	// {"level":"info","msg":"switchboard: fallback","request":"logging_test.GetStock","fallback":"answered","error":"retry: failed after 2 attempts: warehouse busy (circuit \"*logging_test.GetStock\" opened for 30s)"}
 	// {"level":"warn","msg":"switchboard: request rejected","request":"logging_test.GetStock","attempt":1,"outcome":"rejected","error":"breaker: circuit open for \"*logging_test.GetStock\" (probe in 30s)","breaker":"*logging_test.GetStock"}

@@ -80,6 +80,10 @@ type RequestInfo struct {
 	// Bind may look among them for a peer it works with, as the durable deferral finds the
 	// retry behavior whose policy decides what is worth trying again.
 	Behaviors []Behavior
+	// Observers is set while Build binds behaviors: the observers attached with
+	// Mediator.Observe, in order. A behavior's Bind picks those implementing its observer
+	// interface (ObserversOf) and calls them along with its own Config's hooks.
+	Observers []any
 }
 
 // Placement says where a behavior sits in the pipelines: the name Explain shows, its stage and

@@ -55,6 +55,7 @@ type Mediator struct {
 	notifs    map[reflect.Type]*notifReg
 	behaviors []behaviorReg
 	streamBs  []behaviorReg
+	observers []any // Observe's
 
 	table atomic.Pointer[table]
 
@@ -468,7 +469,9 @@ func (m *Mediator) Build() error {
 			continue
 		}
 		rh := h.(resolvedHandler)
-		call, chain, bound := composeRequest(reg.info, rh.call, behaviors, &errs)
+		info := reg.info
+		info.Observers = m.observers
+		call, chain, bound := composeRequest(info, rh.call, behaviors, &errs)
 		r := route{call: call}
 		t.pipelines[reg.info.Request] = bound
 		if len(chain) == 1 {
@@ -485,7 +488,9 @@ func (m *Mediator) Build() error {
 			continue
 		}
 		sh := h.(streamPipe)
-		call, chain := composeStream(reg.info, sh.stream, streamBs, &errs)
+		info := reg.info
+		info.Observers = m.observers
+		call, chain := composeStream(info, sh.stream, streamBs, &errs)
 		e := streamEntry{call: call}
 		if len(chain) == 1 {
 			e.direct = sh.typed()

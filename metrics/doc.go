@@ -1,21 +1,20 @@
 // Package metrics exports the Prometheus metrics of switchboard: request outcomes and
-// durations (a mediator behavior), retries, fallbacks and breaker refusals (hooks of those
+// durations (a mediator behavior), retries, fallbacks and breaker refusals (an observer of those
 // behaviors), breaker states and the durable queue's depth and dead letters (collected at scrape
-// time) and the durable scheduler's claim latency (a scheduler hook).
+// time) and the durable scheduler's claim latency (an observer of the queue).
 //
 // New registers every metric on Config.Registerer (nothing global unless that is
-// prometheus.DefaultRegisterer) under a prefix, switchboard by default. Wire the parts in one
-// line each; every hook takes any number of observers, so the Recorder's sit beside logging's
-// and tracing's:
+// prometheus.DefaultRegisterer) under a prefix, switchboard by default. The Recorder is an
+// observer of every behavior (retry, fallback, breaker refusals, rate limit, retry budget) and
+// of the durable queue (claims, settled items): attached once to the mediator, it hears them
+// all, in the pipelines and in a queue started with the mediator. Wire the parts in one line
+// each:
 //
 //	rec, err := metrics.New(metrics.Config{})
-//	m.Use(rec.Behavior()) // requests_total, request_duration_seconds
-//	retry.Config{OnRetry: []func(context.Context, retry.Event){rec.OnRetry}}              // retries_total
-//	fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback}} // fallbacks_total
-//	breaker.Config{OnRefusal: []func(string){rec.OnRefusal}}                              // breaker_rejections_total
+//	m.Observe(rec)           // retries_total, fallbacks_total, breaker_rejections_total, scheduler_claim_seconds, ...
+//	m.Use(rec.Behavior())    // requests_total, request_duration_seconds
 //	rec.CollectBreakers(reg) // circuit_breaker_state, circuit_breaker_half_open
 //	rec.CollectQueue(q)      // deferred_items, dead_letters
-//	durable.Config{OnClaim: []func(time.Duration, int, error){rec.OnClaim}} // scheduler_claim_seconds
 //	http.Handle("/metrics", rec.Handler())
 //
 // Every label is bounded: request is a request type's name (bounded by the registered types),

@@ -21,15 +21,16 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	breakers := breaker.NewRegistry(breaker.Config{OnRefusal: []func(string){rec.OnRefusal}})
+	breakers := breaker.NewRegistry(breaker.Config{})
 	if err := rec.CollectBreakers(breakers); err != nil { // states read at every scrape
 		panic(err)
 	}
 
 	m := mediator.New(nil, mediator.Config{})
+	m.Observe(rec) // retries, fallbacks, refusals, rate limits, budgets; a queue's claims and settled items
 	mediator.HandleFunc(m, func(context.Context, *GetPrice) (int, error) { return 42, nil })
 	m.Use(rec.Behavior()) // requests_total, request_duration_seconds
-	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}, OnRetry: []func(context.Context, retry.Event){rec.OnRetry}}))
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 3}}))
 	m.Use(breaker.New(breakers))
 	if err := m.Build(); err != nil {
 		panic(err)

@@ -170,9 +170,8 @@ func (r *Recorder) seriesOf(t reflect.Type) *series {
 	return s
 }
 
-// OnRetry counts a retry in retries_total; it is an observer for retry.Config.OnRetry:
-//
-//	retry.New(retry.Config{OnRetry: []func(context.Context, retry.Event){rec.OnRetry}})
+// OnRetry counts a retry in retries_total: it implements retry.Observer, so m.Observe(rec)
+// counts the retries of every pipeline of m.
 func (r *Recorder) OnRetry(_ context.Context, e retry.Event) {
 	if e.Request != nil {
 		r.seriesOf(reflect.TypeOf(e.Request)).retries.Inc()

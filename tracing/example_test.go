@@ -51,11 +51,9 @@ func Example() {
 		close(done)
 		return &Receipt{ID: "r-" + c.Invoice}, nil
 	})
-	m.Use(tracing.New(cfg)) // outermost: StagePre, behaviors.TracingOrder
-	m.Use(retry.New(retry.Config{
-		Policy:  retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond},
-		OnRetry: []func(context.Context, retry.Event){tracing.OnRetry}, // a span event per retry
-	}))
+	m.Use(tracing.New(cfg))       // outermost: StagePre, behaviors.TracingOrder
+	m.Observe(tracing.Observer{}) // a span event per retry, fallback, hedge, rate limit wait
+	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
 	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {
 		fmt.Println(err)

@@ -197,8 +197,8 @@ func errorText(err error) string {
 // attempt, the delay before the next one in seconds, the error) to the span in ctx, the
 // dispatch's span when the tracing behavior is outside the retry behavior, as its default
 // order puts it; and a switchboard.breaker.rejected event when an open breaker refused the
-// attempt. It does nothing when the span is not recording. It attaches beside the other
-// observers of the retry (logging's, metrics'), in one list.
+// attempt. It does nothing when the span is not recording. Observer calls it for every retry
+// of a mediator's pipelines (mediator.Mediator.Observe).
 func OnRetry(ctx context.Context, e retry.Event) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {

@@ -48,8 +48,12 @@ func (c *Behavior) Validate() error {
 }
 
 // Bind resolves the breaker of a request type once, when the registry has no key function.
-// Such breakers are never evicted.
+// Such breakers are never evicted. It adds the mediator's observers (RequestInfo.Observers)
+// to the registry (Registry.Observe).
 func (c *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
+	if c.reg != nil {
+		c.reg.Observe(info.Observers)
+	}
 	if c.reg == nil || c.reg.cfg.Key != nil {
 		return c, nil
 	}

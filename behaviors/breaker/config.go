@@ -89,7 +89,9 @@ type Config struct {
 	// lock, so they may call the registry. The changes of one breaker are announced one at a
 	// time, in the order they happened: usually by the goroutine that made the change, but a
 	// change made while an earlier one is still being announced is announced after it, by the
-	// goroutine announcing. Empty: nothing is called.
+	// goroutine announcing. They are this registry's own, called before the mediators'
+	// observers (Observer): observers of every behavior attach once, with
+	// mediator.Mediator.Observe. Empty: nothing is called.
 	OnStateChange []func(StateChange)
 	// Store shares the breakers' state with the other registries that use it: the instances
 	// of a fleet, and this one after a restart (durable.NewBreakerStore keeps it in the queue's
@@ -145,8 +147,8 @@ type Config struct {
 	// OnRefusal are the observers called with the key of a breaker each time it refuses a call
 	// (an *OpenError, through the Behavior or Gate), in the order listed, outside the breaker's
 	// lock, by the goroutine refused, so they may call the registry; keep them cheap, as every
-	// refused call makes one call of each (metrics.Recorder.OnRefusal counts them). Empty:
-	// nothing is called.
+	// refused call makes one call of each. They are called before the mediators' observers
+	// (RefusalObserver; metrics.Recorder counts refusals so). Empty: nothing is called.
 	OnRefusal []func(key string)
 	// Clock is the registry's time source. nil: behaviors.SystemClock.
 	Clock behaviors.Clock

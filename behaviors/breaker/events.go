@@ -136,7 +136,7 @@ func (b *breaker) announce(ev *events) {
 }
 
 func (r *Registry) deliver(batch []announcement) {
-	ls := r.listeners.load()
+	ls, obs := r.listeners.load(), r.observers.Load()
 	for _, a := range batch {
 		if r.cfg.Store != nil && !a.applied {
 			r.publish(a, false)
@@ -149,6 +149,9 @@ func (r *Registry) deliver(batch []announcement) {
 		}
 		for _, l := range ls {
 			l.fn(a.change)
+		}
+		for _, o := range obs {
+			o.OnStateChange(a.change)
 		}
 	}
 }

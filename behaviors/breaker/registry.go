@@ -72,6 +72,8 @@ type Registry struct {
 
 	listeners      listenerSet[StateChange]
 	evictListeners listenerSet[string]
+	observers      behaviors.ObserverSet[Observer]        // the mediators' (Observe)
+	refusals       behaviors.ObserverSet[RefusalObserver] // the mediators' (Observe)
 
 	syncMu       sync.Mutex          // with a Store: the keys below
 	unsyncedKeys map[string]struct{} // local transitions the store did not take

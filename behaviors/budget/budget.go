@@ -63,9 +63,9 @@ type Config struct {
 	Clock behaviors.Clock
 	// OnSpend are the observers called after every retry asked of the budget, allowed or
 	// refused, and after every retry given back (Budget.Refund, Spend.Refund set)
-	// (metrics.Recorder.OnBudgetSpend attaches one). They run in the order listed, on
-	// the goroutine that asked. Empty: nothing is called. Calls are not observed: counting
-	// them costs no more than an atomic add.
+	// of this budget alone. They run in the order listed, on the goroutine that asked,
+	// before the mediators' observers (Observer; metrics.Recorder is one). Empty: nothing
+	// is called. Calls are not observed: counting them costs no more than an atomic add.
 	OnSpend []func(ctx context.Context, s Spend)
 }
 
@@ -123,10 +123,13 @@ type Budget struct {
 	clock   behaviors.Clock
 	start   time.Time
 
-	keys    sync.Map              // string → *account
-	types   sync.Map              // reflect.Type → *typed, when Key is nil: no key string to hash
-	last    atomic.Pointer[typed] // the last type looked up, when Key is nil: most budgets see one or a few
-	marked  atomic.Bool           // a context was ever marked: before, no context needs looking at
+	keys   sync.Map              // string → *account
+	types  sync.Map              // reflect.Type → *typed, when Key is nil: no key string to hash
+	last   atomic.Pointer[typed] // the last type looked up, when Key is nil: most budgets see one or a few
+	marked atomic.Bool           // a context was ever marked: before, no context needs looking at
+
+	observers behaviors.ObserverSet[Observer] // the mediators' (Observe)
+
 	mu      sync.Mutex
 	n       int // keys stored, guarded by mu
 	sweepAt int // the key count at which idle keys are swept, guarded by mu
@@ -302,9 +305,7 @@ func (b *Budget) Retry(ctx context.Context, req any) error {
 			Wait: b.wait(a, tick), req: req}
 	}
 	a.mu.Unlock()
-	for _, on := range b.cfg.OnSpend {
-		on(ctx, Spend{Key: key, Request: req, Refused: !ok, Calls: calls, Retries: retries})
-	}
+	b.tell(ctx, Spend{Key: key, Request: req, Refused: !ok, Calls: calls, Retries: retries})
 	if ok {
 		return nil
 	}
@@ -335,9 +336,7 @@ func (b *Budget) Refund(ctx context.Context, req any) {
 	if !refunded {
 		return
 	}
-	for _, on := range b.cfg.OnSpend {
-		on(ctx, Spend{Key: a.key, Request: req, Refund: true, Calls: calls, Retries: retries - 1})
-	}
+	b.tell(ctx, Spend{Key: a.key, Request: req, Refund: true, Calls: calls, Retries: retries - 1})
 }
 
 // unbump takes one from c, a counter of the slot of tick, if it counts tick and is above zero;

@@ -31,8 +31,9 @@ type Config struct {
 	// Classifier let through), after its function ran (or When declined it), with what it did:
 	// Answered, Declined, Failed or Cancelled (see Verdict). A trace or a counter records it
 	// there, where the caller sees only a response. They run in the order listed, on the
-	// caller's goroutine, as every hook of the module does (see Hooks in package behaviors).
-	// Empty: nothing is called.
+	// caller's goroutine, as every hook of the module does (see Hooks in package behaviors),
+	// before the mediator's observers (Observer). They are this fallback's own: observers of
+	// every behavior attach once, with mediator.Mediator.Observe. Empty: nothing is called.
 	OnFallback []func(ctx context.Context, f Fallback)
 }
 
@@ -155,12 +156,22 @@ func (f *Behavior) AppliesTo(info mediator.RequestInfo) bool {
 	return info.Request == f.request
 }
 
-// Bind checks at Build that the fallback's result fits the request's response type.
+// Bind checks at Build that the fallback's result fits the request's response type, and
+// attaches the Observers among the mediator's observers (RequestInfo.Observers).
 func (f *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	if !f.result.AssignableTo(info.Response) {
 		return nil, fmt.Errorf("fallback returns %s, but %s responds with %s", f.result, info.Request, info.Response)
 	}
-	return f, nil
+	obs := mediator.ObserversOf[Observer](info.Observers)
+	if len(obs) == 0 {
+		return f, nil
+	}
+	nf := *f
+	nf.on = slices.Clip(nf.on)
+	for _, o := range obs {
+		nf.on = append(nf.on, o.OnFallback)
+	}
+	return &nf, nil
 }
 
 // Handle calls next and falls back on its error.

@@ -122,8 +122,9 @@ type Config struct {
 	// MaxKeys bounds the keys of Key kept apart; the calls of the keys beyond it share
 	// OverflowKey. Zero: DefaultMaxKeys.
 	MaxKeys int
-	// OnHedge are the observers of the hedged calls' steps (see Phase): tracing attaches one
-	// (tracing.OnHedge; metrics read Behavior.Snapshot instead, see
+	// OnHedge are the observers of this behavior's hedged calls' steps (see Phase), called
+	// before the mediator's observers (Observer; tracing attaches one with
+	// mediator.Mediator.Observe, while metrics read Behavior.Snapshot, see
 	// metrics.Recorder.CollectHedges). Sent and Refused are
 	// called on the goroutine of the timer that sends the hedge, Won and Cancelled on the
 	// caller's, before the call returns. A call that ends before its delay calls none.

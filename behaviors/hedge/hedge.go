@@ -116,13 +116,26 @@ func (b *Behavior) Validate() error {
 // it marks each call counted, so that the call is counted once.
 func (b *Behavior) RetryBudget() *budget.Budget { return b.cfg.Budget }
 
-// Bind resolves the state of a request type once, when Config.Key is nil.
+// Bind resolves the state of a request type once, when Config.Key is nil, and attaches the
+// mediator's observers (RequestInfo.Observers): its Observers hear the request type's hedged
+// calls, and the budget's observers (budget.Observer) its spending.
 func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
-	if b.cfg.Key != nil || b.fixed != nil {
+	if b.cfg.Budget != nil {
+		b.cfg.Budget.Observe(info.Observers)
+	}
+	obs := mediator.ObserversOf[Observer](info.Observers)
+	keyed := b.cfg.Key != nil || b.fixed != nil
+	if keyed && len(obs) == 0 {
 		return b, nil
 	}
 	nb := *b // shares the table, so that Snapshot of either reports every key
-	nb.fixed = b.state(behaviors.TypeKey(info.Request))
+	if !keyed {
+		nb.fixed = b.state(behaviors.TypeKey(info.Request))
+	}
+	nb.cfg.OnHedge = slices.Clip(nb.cfg.OnHedge)
+	for _, o := range obs {
+		nb.cfg.OnHedge = append(nb.cfg.OnHedge, o.OnHedge)
+	}
 	return &nb, nil
 }
 

@@ -68,10 +68,11 @@ type Config struct {
 	Store PermitStore
 	// OnPermit are the observers of every permit given, with the time its call waited for it
 	// (0 when it was free at once), called with the call's context before the call goes on, in
-	// the order listed.
+	// the order listed, before the mediator's observers (PermitObserver). They are this
+	// limiter's own: observers of every behavior attach once, with mediator.Mediator.Observe.
 	OnPermit []func(context.Context, PermitEvent)
 	// OnRefused are the observers of every call refused, called with the call's context
-	// before Handle returns.
+	// before Handle returns, before the mediator's observers (Observer).
 	OnRefused []func(context.Context, RefusedEvent)
 	// OnFallback are the observers of a key's moves into and out of its fleet share (the
 	// store did not answer; it answers again), called by the limiter's leasing goroutine with
@@ -250,12 +251,17 @@ func (b *Behavior) Placement() mediator.Placement {
 // Validate reports what Config.Validate reports.
 func (b *Behavior) Validate() error { return b.cfg.Validate() }
 
-// Bind gives each request type its own limit when no key function was given.
+// Bind gives each request type its own limit when no key function was given, and attaches
+// the mediator's observers (RequestInfo.Observers; see Observer and PermitObserver).
 func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
-	if b.cfg.Key != nil {
+	if b.cfg.Key != nil && len(info.Observers) == 0 {
 		return b, nil
 	}
-	return &Behavior{cfg: b.cfg, clock: b.clock, root: b.root, fixed: b.root.pinned(behaviors.TypeKey(info.Request))}, nil
+	nb := &Behavior{cfg: observed(b.cfg, info.Observers), clock: b.clock, root: b.root, fixed: b.fixed}
+	if b.cfg.Key == nil {
+		nb.fixed = b.root.pinned(behaviors.TypeKey(info.Request))
+	}
+	return nb, nil
 }
 
 // Close stops the leasing of a Behavior with a Store, waiting for a lease under way. The

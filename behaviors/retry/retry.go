@@ -71,11 +71,12 @@ type Config struct {
 	Key behaviors.KeyFunc
 	// KeyPolicy returns the per-key layer of key; ok false means none. nil: no per-key layer.
 	KeyPolicy func(key string) (p Policy, ok bool)
-	// OnRetry are the observers called before each wait, with the failed attempt, the delay
-	// and the error: logging, metrics and tracing each attach one (logging.Behavior.OnRetry,
-	// metrics.Recorder.OnRetry, tracing.OnRetry). They run in the order listed, on the
-	// caller's goroutine (see Hooks in package behaviors). Empty: nothing is called, and no
-	// Event is made.
+	// OnRetry are the observers of this behavior alone, called before each wait, with the
+	// failed attempt, the delay and the error. They run in the order listed, on the caller's
+	// goroutine (see Hooks in package behaviors), before the mediator's observers (Observer).
+	// Observers of every behavior (logging, metrics, tracing) attach once, to the mediator,
+	// with mediator.Mediator.Observe. Empty: nothing is called unless the mediator has
+	// observers, and no Event is made.
 	OnRetry []func(ctx context.Context, e Event)
 	// BackOff builds the delays of one call from its merged policy. It is called once per
 	// call, on the first failure that is retried; never on success. nil: the policy's own
@@ -164,12 +165,25 @@ func (r *Behavior) RetryBudget() *budget.Budget { return r.cfg.Budget }
 // budget (hedging), each call's context is marked counted (budget.Budget.MarkCounted), so that
 // it counts nothing of its own, at the cost of a context per Send, and the call is counted as
 // it starts; otherwise the behavior is used as it is.
+//
+// It also attaches the mediator's observers (RequestInfo.Observers): the Observers among them
+// hear the retries of the request type, and the budget's observers (budget.Observer) its
+// spending.
 func (r *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
-	if !budget.SharedBy(r.cfg.Budget, r, info.Behaviors) {
+	if r.cfg.Budget != nil {
+		r.cfg.Budget.Observe(info.Observers)
+	}
+	shared := budget.SharedBy(r.cfg.Budget, r, info.Behaviors)
+	obs := mediator.ObserversOf[Observer](info.Observers)
+	if !shared && len(obs) == 0 {
 		return r, nil
 	}
 	c := *r
-	c.mark = true
+	c.mark = shared
+	c.cfg.OnRetry = slices.Clip(c.cfg.OnRetry)
+	for _, o := range obs {
+		c.cfg.OnRetry = append(c.cfg.OnRetry, o.OnRetry)
+	}
 	return &c, nil
 }
 

@@ -109,16 +109,10 @@ type summary struct {
 }
 
 func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
-	var mu sync.Mutex
-	outcomes := map[record.Settled]int{}
+	outcomes := &settled{n: map[record.Settled]int{}}
 	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{
 		Policy:     retry.Policy{MaxAttempts: maxAttempts, BaseDelay: 50 * time.Millisecond, Strategy: retry.Fixed, Jitter: behaviors.Off},
 		InstanceID: "billing-1", PollInterval: 20 * time.Millisecond,
-		OnSettled: []func(string, record.Settled){func(_ string, outcome record.Settled) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes[outcome]++
-		}},
 	})
 	if err != nil {
 		return nil, err
@@ -128,6 +122,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 
 	books := &ledger{broken: map[string]bool{"GBP": true}, blip: map[string]bool{"USD": true}, booked: map[string]bool{}}
 	m := mediator.New(nil, mediator.Config{})
+	m.Observe(outcomes)
 	mediator.HandleFunc(m, func(_ context.Context, inv *SyncInvoice) (mediator.Void, error) {
 		return mediator.Void{}, books.book(inv)
 	})
@@ -173,9 +168,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 	if err := queue.Shutdown(ctx); err != nil { // its observers have heard every outcome once it stopped
 		return nil, err
 	}
-	mu.Lock()
-	sum.outcomes = maps.Clone(outcomes)
-	mu.Unlock()
+	sum.outcomes = outcomes.counts()
 	fmt.Fprintf(out, "   claims: %d succeeded, %d failed and retried, %d failed for the last time (dead)\n",
 		sum.outcomes[record.SettledSucceeded], sum.outcomes[record.SettledRetried], sum.outcomes[record.SettledDead])
 
@@ -357,4 +350,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// settled counts how the scheduler's claims ended: a durable.SettledObserver, attached to the
+// mediator the queue is started with.
+type settled struct {
+	mu sync.Mutex
+	n  map[record.Settled]int
+}
+
+// OnSettled counts one claim's outcome.
+func (s *settled) OnSettled(_ string, outcome record.Settled) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[outcome]++
+}
+
+// counts returns the outcomes counted so far.
+func (s *settled) counts() map[record.Settled]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.n)
 }

@@ -140,8 +140,6 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	// One breaker per endpoint, keyed as httpcall.Authority keys a call.
 	d.hosts = breaker.NewRegistry(breaker.Config{
 		Key: keyOf(names), FailureThreshold: failureThreshold, OpenDuration: d.t.openFor(),
-		OnStateChange: []func(breaker.StateChange){d.onBreaker},
-		OnRefusal:     []func(string){rec.OnRefusal},
 	})
 	d.hosts.Declare(keys(d.eps)...) // so the dashboard lists every endpoint from the start
 
@@ -155,7 +153,6 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 		Logger:      logger,
 		Propagators: []durable.Propagator{tracing.Propagator(tracing.Config{TracerProvider: tp})},
 		InstanceID:  "demo-1", Workers: workers, PollInterval: 100 * time.Millisecond,
-		OnClaim: []func(time.Duration, int, error){rec.OnClaim}, OnSettled: []func(string, record.Settled){rec.OnSettled},
 	})
 	if err != nil {
 		return nil, err
@@ -173,26 +170,33 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	// by its endpoint's breaker and bounded per attempt.
 	last := &rates{m: map[string]float64{}}
 	d.m = mediator.New(nil, mediator.Config{Logger: logger})
+	// The observers: each attaches once and hears every behavior of the pipelines and of the
+	// queue started with d.m (retries, fallbacks, breaker changes and refusals, claims,
+	// settled items).
+	lg := logging.New(logging.Config{Logger: logger, Breakers: d.hosts})
+	d.m.Observe(rec)
+	d.m.Observe(tracing.Observer{})
+	d.m.Observe(lg)
+	d.m.Observe(d) // the demo's own: the console's breaker lines and the tallies
 	httpcall.Register(d.m, nil)
 	call := mediator.ForRequest[*httpcall.Call]()
 	d.m.Use(tracing.New(tracing.Config{TracerProvider: tp}))
 	// Logging outside fallback logs a Quote the fallback answered as the success its caller
 	// got, not as the failure the fallback hid (docs/observability.md).
-	d.m.Use(logging.New(logging.Config{Logger: logger, Breakers: d.hosts}), mediator.WithOrder(behaviors.FallbackOrder-1))
+	d.m.Use(lg, mediator.WithOrder(behaviors.FallbackOrder-1))
 	d.m.Use(rec.Behavior())
 	d.m.Use(fallback.NewFor(func(_ context.Context, q *Quote, _ error) (float64, error) {
 		if r, ok := last.get(q.Endpoint); ok {
 			return r, nil
 		}
 		return 0, errNoRate
-	}, fallback.Config{OnFallback: []func(context.Context, fallback.Fallback){rec.OnFallback, tracing.OnFallback, countFallback}}))
+	}, fallback.Config{}))
 	d.m.Use(durable.NewDeferral(d.queue, durable.DeferralConfig{}), mediator.ForRequest[*Deliver]())
 	d.m.Use(retry.New(retry.Config{
 		Policy: retry.Policy{
 			MaxAttempts: attempts, BaseDelay: 50 * time.Millisecond, MaxDelay: 2 * time.Second,
 			RetryOnTimeout: behaviors.On, RetryOnTransport: behaviors.On,
 		},
-		OnRetry: []func(context.Context, retry.Event){rec.OnRetry, tracing.OnRetry, countRetry},
 	}), call)
 	d.m.Use(breaker.New(d.hosts), call)
 	d.m.Use(timeout.New(timeout.Config{Duration: attemptTimeout}), call)
@@ -305,20 +309,23 @@ func keys(eps []*endpoint) []string {
 	return ks
 }
 
-func countRetry(ctx context.Context, _ retry.Event) {
+// OnRetry counts a retry in the tally of the request's line (retry.Observer).
+func (d *demo) OnRetry(ctx context.Context, _ retry.Event) {
 	if t := tallyOf(ctx); t != nil {
 		t.retries.Add(1)
 	}
 }
 
-func countFallback(ctx context.Context, f fallback.Fallback) {
+// OnFallback marks a Quote the fallback answered (fallback.Observer).
+func (d *demo) OnFallback(ctx context.Context, f fallback.Fallback) {
 	if t := tallyOf(ctx); t != nil && f.Verdict == fallback.Answered {
 		t.fellBack.Store(true)
 	}
 }
 
-// onBreaker prints a breaker's transition where it happens and counts its openings.
-func (d *demo) onBreaker(c breaker.StateChange) {
+// OnStateChange prints a breaker's transition where it happens and counts its openings
+// (breaker.Observer).
+func (d *demo) OnStateChange(c breaker.StateChange) {
 	if c.To == breaker.StateOpen {
 		d.mu.Lock()
 		d.trips[c.Key]++

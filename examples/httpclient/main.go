@@ -97,12 +97,10 @@ func run(ctx context.Context, out io.Writer) (*result, error) {
 	// One breaker per host: httpcall.Authority keys a *Call by scheme, host and port.
 	hosts := breaker.NewRegistry(breaker.Config{
 		Key: httpcall.Authority, FailureThreshold: failureThreshold, OpenDuration: openFor,
-		OnStateChange: []func(breaker.StateChange){func(c breaker.StateChange) {
-			say("    breaker of %s: %s -> %s (%s)\n", names[c.Key], c.From, c.To, c.Reason)
-		}},
 	})
 
 	m := mediator.New(nil, mediator.Config{})
+	m.Observe(narrator{say: say, names: names})             // tells the retries and the breakers' changes
 	base := http.DefaultTransport.(*http.Transport).Clone() // the round trips: this program's own pool
 	defer base.CloseIdleConnections()
 	httpcall.Register(m, base)
@@ -110,9 +108,6 @@ func run(ctx context.Context, out io.Writer) (*result, error) {
 		// 503 is retried by default; a server's Retry-After wins when it asks for longer than
 		// the backoff, up to MaxDelay.
 		Policy: retry.Policy{MaxAttempts: 4, BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second},
-		OnRetry: []func(context.Context, retry.Event){func(_ context.Context, e retry.Event) {
-			say("    attempt %d failed (%v); next attempt in %v\n", e.Attempt, shortError(e.Err), e.Delay)
-		}},
 	}))
 	m.Use(breaker.New(hosts))
 	m.Use(timeout.New(timeout.Config{Duration: attemptTimeout}))
@@ -232,4 +227,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// narrator tells what the pipeline does as it happens: an observer of the retries
+// (retry.Observer) and of the breakers' state changes (breaker.Observer), attached once to
+// the mediator.
+type narrator struct {
+	say   func(format string, args ...any)
+	names map[string]string // the servers' names by breaker key
+}
+
+// OnRetry tells a failed attempt and the wait before the next.
+func (n narrator) OnRetry(_ context.Context, e retry.Event) {
+	n.say("    attempt %d failed (%v); next attempt in %v\n", e.Attempt, shortError(e.Err), e.Delay)
+}
+
+// OnStateChange tells a breaker's change.
+func (n narrator) OnStateChange(c breaker.StateChange) {
+	n.say("    breaker of %s: %s -> %s (%s)\n", n.names[c.Key], c.From, c.To, c.Reason)
 }

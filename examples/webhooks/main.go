@@ -138,17 +138,11 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 		Key: httpcall.Authority, FailureThreshold: failureThreshold, OpenDuration: opt.openFor,
 	})
 
-	var mu sync.Mutex
-	outcomes := map[record.Settled]int{} // how the scheduler's claims ended: succeeded, retried, refused, expired…
+	outcomes := &settled{n: map[record.Settled]int{}} // how the scheduler's claims ended: succeeded, retried, refused, expired…
 	// Config.Breakers is not needed: the registration names the breaker of its items.
 	queue, err := durable.Open(ctx, sqlite.Open(dbPath), durable.Config{
 		Policy:     retry.Policy{MaxAttempts: 20, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second},
 		InstanceID: "webhooks-1", Workers: workers, PollInterval: 20 * time.Millisecond,
-		OnSettled: []func(string, record.Settled){func(_ string, outcome record.Settled) {
-			mu.Lock()
-			defer mu.Unlock()
-			outcomes[outcome]++
-		}},
 	})
 	if err != nil {
 		return nil, err
@@ -162,6 +156,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 		durable.WithPolicy(retry.Policy{MaxAge: opt.maxAge}))
 
 	m := mediator.New(nil, mediator.Config{})
+	m.Observe(outcomes)
 	httpcall.Register(m, nil)
 	call := mediator.ForRequest[*httpcall.Call]()
 	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond}}), call)
@@ -255,9 +250,7 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	if err := queue.Shutdown(ctx); err != nil {
 		return nil, err
 	}
-	mu.Lock()
-	sum.outcomes = maps.Clone(outcomes)
-	mu.Unlock()
+	sum.outcomes = outcomes.counts()
 	if err := sum.collect(ctx, queue, receivers); err != nil {
 		return nil, err
 	}
@@ -434,4 +427,25 @@ func listen(addr string, h http.Handler) (string, func(), error) {
 		_ = srv.Close()
 		<-served
 	}, nil
+}
+
+// settled counts how the scheduler's claims ended: a durable.SettledObserver, attached to the
+// mediator the queue is started with.
+type settled struct {
+	mu sync.Mutex
+	n  map[record.Settled]int
+}
+
+// OnSettled counts one claim's outcome.
+func (s *settled) OnSettled(_ string, outcome record.Settled) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[outcome]++
+}
+
+// counts returns the outcomes counted so far.
+func (s *settled) counts() map[record.Settled]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.n)
 }
