@@ -160,8 +160,8 @@ func TestRetriedCallRefusedLastIsNotARefusal(t *testing.T) {
 	if behaviors.Refused(err, req) {
 		t.Fatalf("Refused(%v) = true, but the handler ran twice", err)
 	}
-	if got := behaviors.OutcomeOf(context.Background(), req, err); got != behaviors.OutcomeFailure {
-		t.Fatalf("OutcomeOf = %q, want %q", got, behaviors.OutcomeFailure)
+	if got := behaviors.OutcomeOf(context.Background(), req, err); got != behaviors.OutcomeFailed {
+		t.Fatalf("OutcomeOf = %q, want %q", got, behaviors.OutcomeFailed)
 	}
 
 	// A call every attempt of which was refused is still a refusal.

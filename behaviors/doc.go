@@ -48,7 +48,7 @@
 //
 //	m.Observe(lg)                 // the logging behavior
 //	m.Observe(rec)                // a metrics.Recorder
-//	m.Observe(tracing.Observer{})
+//	m.Observe(tracing.SpanEvents{})
 //
 // A component shared by several pipelines (a breaker registry, a retry budget) calls each
 // observer once (ObserverSet). Every behavior also has hooks of its own, for what concerns it

@@ -49,7 +49,7 @@ func RetryAfter(err error) time.Duration {
 // retry it (unless it carries a Retry-After hint and the policy waits for the breaker, see
 // retry.Policy.WaitForBreaker), a breaker does not count it, the durable queue charges no
 // attempt for it, and the metrics, logging and tracing behaviors record the outcome
-// "rejected". A refusal says nothing about the dependency's health: the call did not happen.
+// "refused". A refusal says nothing about the dependency's health: the call did not happen.
 type Refusal interface {
 	error
 	// Refusal describes the refusal: what refused, under which key, and which request.

@@ -120,6 +120,6 @@ func ExampleRefusal() {
 	fmt.Println("breaker", s.State, "failures", s.Failures)
 	// Output:
 	//   refused
-	// billing is paused true rejected
+	// billing is paused true refused
 	// breaker closed failures 0
 }

@@ -12,36 +12,36 @@ import (
 // vocabulary, so a log line, a counter and a span say the same thing of one call. OutcomeOf
 // classifies a call.
 const (
-	// OutcomeSuccess: the caller got a response (a fallback's included).
-	OutcomeSuccess = "success"
-	// OutcomeFailure: the caller got an error the other outcomes do not name.
-	OutcomeFailure = "failure"
+	// OutcomeSucceeded: the caller got a response (a fallback's included).
+	OutcomeSucceeded = "succeeded"
+	// OutcomeFailed: the caller got an error the other outcomes do not name.
+	OutcomeFailed = "failed"
 	// OutcomeCancelled: the caller's context was done when the call ended (it gave up, or its
 	// deadline passed): the caller's choice, not the dependency's failure.
 	OutcomeCancelled = "cancelled"
-	// OutcomeRejected: the request's own circuit breaker or bulkhead refused it before its
+	// OutcomeRefused: the request's own circuit breaker or bulkhead refused it before its
 	// handler ran (Refused).
-	OutcomeRejected = "rejected"
+	OutcomeRefused = "refused"
 	// OutcomeDeferred: the durable deferral stored the request for later (an error that is
 	// Deferring): the work was accepted, not failed.
 	OutcomeDeferred = "deferred"
 )
 
-// OutcomeOf classifies a call of req on ctx that ended with err: OutcomeSuccess for a nil err,
-// then, in this order, OutcomeCancelled, OutcomeDeferred, OutcomeRejected, else
-// OutcomeFailure. It allocates nothing.
+// OutcomeOf classifies a call of req on ctx that ended with err: OutcomeSucceeded for a nil err,
+// then, in this order, OutcomeCancelled, OutcomeDeferred, OutcomeRefused, else
+// OutcomeFailed. It allocates nothing.
 func OutcomeOf(ctx context.Context, req any, err error) string {
 	switch {
 	case err == nil:
-		return OutcomeSuccess
+		return OutcomeSucceeded
 	case ctx.Err() != nil || mediator.IsCallerCancellation(ctx, err):
 		return OutcomeCancelled
 	case isDeferred(err):
 		return OutcomeDeferred
 	case Refused(err, req):
-		return OutcomeRejected
+		return OutcomeRefused
 	}
-	return OutcomeFailure
+	return OutcomeFailed
 }
 
 func isDeferred(err error) bool {

@@ -70,7 +70,7 @@ func TestUserRefusalIsARefusal(t *testing.T) {
 	if !behaviors.IsRefusal(err) || !behaviors.Refused(err, req) {
 		t.Fatalf("error %v is not a refusal of the request", err)
 	}
-	if got := behaviors.OutcomeOf(context.Background(), req, err); got != behaviors.OutcomeRejected {
+	if got := behaviors.OutcomeOf(context.Background(), req, err); got != behaviors.OutcomeRefused {
 		t.Fatalf("outcome %q, want rejected", got)
 	}
 	if n := p.refused.Load(); n != 1 || calls != 0 {

@@ -21,7 +21,7 @@
 // Every entry has request (the request type, as behaviors.RequestName names it: the metrics'
 // request label and the span name are the same), attempt (retry.AttemptNumber; outside retry, the
 // number of the last attempt a *retry.ExhaustedError reports), duration, outcome (one of the
-// module's outcomes, behaviors.OutcomeOf: success, failure, cancelled, rejected, deferred —
+// module's outcomes, behaviors.OutcomeOf: succeeded, failed, cancelled, refused, deferred —
 // the values of the metrics' outcome label and the spans' switchboard.outcome) and, unless it
 // succeeded, error (the error's text: an error that prints its own stack with %+v does not put
 // it on the line). breaker is the circuit breaker's key: from the error of a call an open
@@ -38,7 +38,7 @@
 // deadline passed at Config.Cancelled (default debug), with outcome "cancelled": the caller's
 // choice, not a failure. A call the durable deferral stored for later is logged at
 // Config.Deferred (default info), with outcome "deferred": accepted work, not an error. A
-// refusal by the request's own breaker or bulkhead (outcome "rejected") is logged at
+// refusal by the request's own breaker or bulkhead (outcome "refused") is logged at
 // Config.Refusal (default warn), at most once per breaker or bulkhead key every
 // Config.RefusalEvery (default 10 s); the next entry of the key counts the refusals held back
 // in suppressed. Each entry is checked with zap's Logger.Check before any field is built.

@@ -64,7 +64,7 @@ func ExampleConfig_fields() {
 	ctx := trace.ContextWithSpanContext(eventID.With(context.Background(), "evt-42"), span)
 	_, _ = mediator.Send(ctx, m, &Notify{})
 	// Output:
-	// {"level":"debug","msg":"switchboard: request handled","request":"logging_test.Notify","attempt":1,"outcome":"success","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7","event_id":"evt-42"}
+	// {"level":"debug","msg":"switchboard: request handled","request":"logging_test.Notify","attempt":1,"outcome":"succeeded","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7","event_id":"evt-42"}
 }
 
 // A request a handler sends while its own request is in flight is an inner request: when the
@@ -88,8 +88,8 @@ func ExampleConfig_inner() {
 	}
 	_, _ = mediator.Send(context.Background(), m, &Notify{})
 	// Output:
-	// {"level":"debug","msg":"switchboard: request failed","request":"logging_test.Rate","attempt":1,"outcome":"failure","error":"rates service down","outer_outcome":"success"}
-	// {"level":"info","msg":"switchboard: request handled","request":"logging_test.Notify","attempt":1,"outcome":"success"}
+	// {"level":"debug","msg":"switchboard: request failed","request":"logging_test.Rate","attempt":1,"outcome":"failed","error":"rates service down","outer_outcome":"succeeded"}
+	// {"level":"info","msg":"switchboard: request handled","request":"logging_test.Notify","attempt":1,"outcome":"succeeded"}
 }
 
 // A refusal by the request's own open breaker is written at Config.Refusal (warn), once per
@@ -112,9 +112,9 @@ func ExampleConfig_refusal() {
 	clock.now = clock.now.Add(time.Minute)
 	_, _ = mediator.Send(context.Background(), m, &Rate{})
 	// Output:
-	// {"level":"error","msg":"switchboard: request failed","request":"logging_test.Rate","attempt":1,"outcome":"failure","error":"rates service down (circuit \"*logging_test.Rate\" opened for 1h0m0s)","breaker":"*logging_test.Rate"}
-	// {"level":"warn","msg":"switchboard: request rejected","request":"logging_test.Rate","attempt":1,"outcome":"rejected","error":"breaker: circuit open for \"*logging_test.Rate\" (probe in 1h0m0s)","breaker":"*logging_test.Rate"}
-	// {"level":"warn","msg":"switchboard: request rejected","request":"logging_test.Rate","attempt":1,"outcome":"rejected","error":"breaker: circuit open for \"*logging_test.Rate\" (probe in 59m0s)","breaker":"*logging_test.Rate","suppressed":2}
+	// {"level":"error","msg":"switchboard: request failed","request":"logging_test.Rate","attempt":1,"outcome":"failed","error":"rates service down (circuit \"*logging_test.Rate\" opened for 1h0m0s)","breaker":"*logging_test.Rate"}
+	// {"level":"warn","msg":"switchboard: request refused","request":"logging_test.Rate","attempt":1,"outcome":"refused","error":"breaker: circuit open for \"*logging_test.Rate\" (probe in 1h0m0s)","breaker":"*logging_test.Rate"}
+	// {"level":"warn","msg":"switchboard: request refused","request":"logging_test.Rate","attempt":1,"outcome":"refused","error":"breaker: circuit open for \"*logging_test.Rate\" (probe in 59m0s)","breaker":"*logging_test.Rate","suppressed":2}
 }
 
 // Notify is a request of the examples.

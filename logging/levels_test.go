@@ -81,19 +81,19 @@ func TestInnerLevelFollowsTheOuterOutcome(t *testing.T) {
 		{"outer succeeds", func(ctx context.Context, lookup lookupFunc, _ func()) error {
 			_ = lookup(ctx, true) // the handler copes with the failure (a cached answer)
 			return nil
-		}, []string{"logging_test.Lookup failure debug success", "logging_test.Call success debug"}},
+		}, []string{"logging_test.Lookup failed debug succeeded", "logging_test.Call succeeded debug"}},
 		{"outer deferred", func(ctx context.Context, lookup lookupFunc, _ func()) error {
 			_ = lookup(ctx, true)
 			return deferredErr{}
-		}, []string{"logging_test.Lookup failure debug deferred", "logging_test.Call deferred info"}},
+		}, []string{"logging_test.Lookup failed debug deferred", "logging_test.Call deferred info"}},
 		{"outer fails", func(ctx context.Context, lookup lookupFunc, _ func()) error {
 			return lookup(ctx, true)
-		}, []string{"logging_test.Lookup failure error failure", "logging_test.Call failure error"}},
+		}, []string{"logging_test.Lookup failed error failed", "logging_test.Call failed error"}},
 		{"outer cancelled", func(ctx context.Context, lookup lookupFunc, cancel func()) error {
 			_ = lookup(ctx, true)
 			cancel() // the caller gives up while the handler works
 			return ctx.Err()
-		}, []string{"logging_test.Lookup failure error cancelled", "logging_test.Call cancelled debug"}},
+		}, []string{"logging_test.Lookup failed error cancelled", "logging_test.Call cancelled debug"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.DebugLevel)
@@ -160,7 +160,7 @@ func TestInnerAfterTheOuterEnded(t *testing.T) {
 	require.NoError(t, err)
 	close(release)
 	wg.Wait()
-	assert.Equal(t, []string{"logging_test.Call success debug", "logging_test.Lookup failure error"}, levels(logs))
+	assert.Equal(t, []string{"logging_test.Call succeeded debug", "logging_test.Lookup failed error"}, levels(logs))
 }
 
 // fakeClock is a behaviors.Clock that moves when told.
@@ -219,7 +219,7 @@ func TestRefusalsAreRateLimitedPerKey(t *testing.T) {
 	}
 	var got []line
 	for _, e := range logs.AllUntimed()[2:] {
-		assert.Equal(t, "switchboard: request rejected", e.Message)
+		assert.Equal(t, "switchboard: request refused", e.Message)
 		got = append(got, line{e.Level, e.ContextMap()["breaker"], e.ContextMap()["suppressed"]})
 	}
 	assert.Equal(t, []line{
@@ -240,7 +240,7 @@ func (e *quotaError) Refusal() behaviors.RefusalInfo {
 	return behaviors.RefusalInfo{By: "quota", Key: e.tenant, Request: e.req}
 }
 
-// A refusal of a user's own behavior is logged as a breaker's is: outcome rejected, at
+// A refusal of a user's own behavior is logged as a breaker's is: outcome refused, at
 // Config.Refusal, rate-limited by the refusal's own key.
 func TestUserRefusalIsLoggedAsARefusal(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -259,8 +259,8 @@ func TestUserRefusalIsLoggedAsARefusal(t *testing.T) {
 		got = append(got, e.Level.String()+" "+e.Message+" "+e.ContextMap()["outcome"].(string))
 	}
 	assert.Equal(t, []string{ // t1 once, t2 once: the others of t1 held back
-		"warn switchboard: request rejected rejected",
-		"warn switchboard: request rejected rejected",
+		"warn switchboard: request refused refused",
+		"warn switchboard: request refused refused",
 	}, got)
 }
 
@@ -299,7 +299,7 @@ func TestRefusalKeysAreBounded(t *testing.T) {
 	wg.Wait()
 	var refused []string
 	for _, e := range logs.AllUntimed() {
-		if e.ContextMap()["outcome"] == "rejected" {
+		if e.ContextMap()["outcome"] == "refused" {
 			refused = append(refused, e.ContextMap()["error"].(string))
 		}
 	}
@@ -321,7 +321,7 @@ func TestRefusalKeysAreBounded(t *testing.T) {
 	wg.Wait()
 	var last map[string]any
 	for _, e := range logs.AllUntimed() {
-		if e.ContextMap()["outcome"] == "rejected" {
+		if e.ContextMap()["outcome"] == "refused" {
 			last = e.ContextMap()
 		}
 	}
@@ -439,5 +439,5 @@ func TestInnerEntriesSurviveAPanicPassingThrough(t *testing.T) {
 	t.Cleanup(func() { _ = m.Close() })
 	_, err := mediator.Send(context.Background(), m, &Call{})
 	require.ErrorIs(t, err, mediator.ErrPanic)
-	assert.Equal(t, []string{"logging_test.Lookup failure error"}, levels(logs))
+	assert.Equal(t, []string{"logging_test.Lookup failed error"}, levels(logs))
 }

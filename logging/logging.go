@@ -60,7 +60,7 @@ type Config struct {
 	// is logged when it does.
 	Deferred zap.AtomicLevel
 	// Refusal is the level of a call its own circuit breaker or bulkhead refused before its
-	// handler ran (outcome "rejected"). Default warn: the caller did not get its answer, but
+	// handler ran (outcome "refused"). Default warn: the caller did not get its answer, but
 	// the cause was logged already, as the failure that tripped the breaker, and an open
 	// breaker refuses every call until it probes again. Entries at this level are rate-limited
 	// per key (RefusalEvery).
@@ -246,7 +246,7 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	inner, dropped := s.close()
 	outcome := behaviors.OutcomeOf(ctx, req, err)
 	if len(inner) > 0 {
-		demote := outcome == behaviors.OutcomeSuccess || outcome == behaviors.OutcomeDeferred
+		demote := outcome == behaviors.OutcomeSucceeded || outcome == behaviors.OutcomeDeferred
 		for i := range inner {
 			h := &inner[i]
 			level := h.level
@@ -284,13 +284,13 @@ func (b *Behavior) handleInner(s *scope, ctx context.Context, req any, next medi
 // levelOf returns the level of an entry with outcome.
 func (b *Behavior) levelOf(outcome string) zapcore.Level {
 	switch outcome {
-	case behaviors.OutcomeSuccess:
+	case behaviors.OutcomeSucceeded:
 		return b.success.Level()
 	case behaviors.OutcomeCancelled:
 		return b.canceled.Level()
 	case behaviors.OutcomeDeferred:
 		return b.deferred.Level()
-	case behaviors.OutcomeRejected:
+	case behaviors.OutcomeRefused:
 		return b.refusal.Level()
 	}
 	return b.failure.Level()
@@ -309,14 +309,14 @@ type call struct {
 // message is the message of an entry with outcome.
 func message(outcome string) string {
 	switch outcome {
-	case behaviors.OutcomeSuccess:
+	case behaviors.OutcomeSucceeded:
 		return "switchboard: request handled"
 	case behaviors.OutcomeCancelled:
 		return "switchboard: request cancelled"
 	case behaviors.OutcomeDeferred:
 		return "switchboard: request deferred"
-	case behaviors.OutcomeRejected:
-		return "switchboard: request rejected"
+	case behaviors.OutcomeRefused:
+		return "switchboard: request refused"
 	}
 	return "switchboard: request failed"
 }
@@ -330,7 +330,7 @@ func (b *Behavior) write(level zapcore.Level, c call, outer string, dropped int)
 		return
 	}
 	suppressed, shared := 0, false
-	if c.outcome == behaviors.OutcomeRejected && level == b.refusal.Level() {
+	if c.outcome == behaviors.OutcomeRefused && level == b.refusal.Level() {
 		ok := false
 		if ok, suppressed, shared = b.refusals.allow(b.refusalKey(c.req, c.err)); !ok {
 			return

@@ -87,9 +87,9 @@ func TestFields(t *testing.T) {
 
 		assert.Equal(t, []entry{
 			{zapcore.DebugLevel, "switchboard: request handled", map[string]any{
-				"request": "logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "success"}},
+				"request": "logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "succeeded"}},
 			{zapcore.ErrorLevel, "switchboard: request failed", map[string]any{
-				"request": "logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "failure",
+				"request": "logging_test.Call", "attempt": int64(1), "duration": 30 * time.Millisecond, "outcome": "failed",
 				"error": "boom"}},
 		}, entries(logs))
 	})
@@ -105,16 +105,16 @@ func TestPlacementAroundRetry(t *testing.T) {
 	}{
 		{"outside retry", logging.Order, []entry{
 			{zapcore.ErrorLevel, "switchboard: request failed", map[string]any{
-				"request": "logging_test.Call", "attempt": int64(3), "duration": 20 * time.Millisecond, "outcome": "failure",
+				"request": "logging_test.Call", "attempt": int64(3), "duration": 20 * time.Millisecond, "outcome": "failed",
 				"error": "retry: gave up after 3 attempts: down"}},
 		}},
 		{"inside retry", behaviors.RetryOrder + 5, []entry{
 			{zapcore.WarnLevel, "switchboard: request failed", map[string]any{
-				"request": "logging_test.Call", "attempt": int64(1), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
+				"request": "logging_test.Call", "attempt": int64(1), "duration": time.Duration(0), "outcome": "failed", "error": "down"}},
 			{zapcore.WarnLevel, "switchboard: request failed", map[string]any{
-				"request": "logging_test.Call", "attempt": int64(2), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
+				"request": "logging_test.Call", "attempt": int64(2), "duration": time.Duration(0), "outcome": "failed", "error": "down"}},
 			{zapcore.WarnLevel, "switchboard: request failed", map[string]any{
-				"request": "logging_test.Call", "attempt": int64(3), "duration": time.Duration(0), "outcome": "failure", "error": "down"}},
+				"request": "logging_test.Call", "attempt": int64(3), "duration": time.Duration(0), "outcome": "failed", "error": "down"}},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestBreakerKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, logs2.Len())
 		assert.Equal(t, map[string]any{"request": "logging_test.Call", "attempt": int64(1), "duration": time.Duration(0),
-			"outcome": "success", "breaker": "https://up.example"}, logs2.AllUntimed()[0].ContextMap())
+			"outcome": "succeeded", "breaker": "https://up.example"}, logs2.AllUntimed()[0].ContextMap())
 	})
 }
 

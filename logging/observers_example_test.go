@@ -54,7 +54,7 @@ func Example_observers() {
 	m := mediator.New(nil, mediator.Config{})
 	m.Observe(lg)
 	m.Observe(rec)
-	m.Observe(tracing.Observer{})
+	m.Observe(tracing.SpanEvents{})
 	mediator.HandleFunc(m, func(context.Context, *GetStock) (int, error) { return 0, busy{} })
 	m.Use(tracing.New(tracing.Config{TracerProvider: tp}))
 	m.Use(lg)
@@ -88,14 +88,14 @@ func Example_observers() {
 	// Output:
 	// {"level":"info","msg":"switchboard: retrying","request":"logging_test.GetStock","attempt":1,"delay":"1ms","error":"warehouse busy"}
 	// {"level":"warn","msg":"switchboard: circuit breaker state changed","breaker":"*logging_test.GetStock","from":"closed","to":"open","reason":"failure-threshold"}
-	// {"level":"error","msg":"switchboard: request failed","request":"logging_test.GetStock","attempt":2,"outcome":"failure","error":"retry: failed after 2 attempts: warehouse busy (circuit \"*logging_test.GetStock\" opened for 30s)","breaker":"*logging_test.GetStock"}
+	// {"level":"error","msg":"switchboard: request failed","request":"logging_test.GetStock","attempt":2,"outcome":"failed","error":"retry: failed after 2 attempts: warehouse busy (circuit \"*logging_test.GetStock\" opened for 30s)","breaker":"*logging_test.GetStock"}
 	// {"level":"info","msg":"switchboard: fallback","request":"logging_test.GetStock","fallback":"answered","error":"retry: failed after 2 attempts: warehouse busy (circuit \"*logging_test.GetStock\" opened for 30s)"}
-	// {"level":"warn","msg":"switchboard: request rejected","request":"logging_test.GetStock","attempt":1,"outcome":"rejected","error":"breaker: circuit open for \"*logging_test.GetStock\" (probe in 30s)","breaker":"*logging_test.GetStock"}
+	// {"level":"warn","msg":"switchboard: request refused","request":"logging_test.GetStock","attempt":1,"outcome":"refused","error":"breaker: circuit open for \"*logging_test.GetStock\" (probe in 30s)","breaker":"*logging_test.GetStock"}
 	// {"level":"info","msg":"switchboard: fallback","request":"logging_test.GetStock","fallback":"answered","error":"breaker: circuit open for \"*logging_test.GetStock\" (probe in 30s)"}
 	// shop_breaker_rejections_total{key="*logging_test.GetStock"} 1
 	// shop_fallbacks_total{outcome="answered",request="logging_test.GetStock"} 2
-	// shop_requests_total{outcome="success",request="logging_test.GetStock"} 2
+	// shop_requests_total{outcome="succeeded",request="logging_test.GetStock"} 2
 	// shop_retries_total{request="logging_test.GetStock"} 1
 	// logging_test.GetStock [switchboard.retry switchboard.fallback]
-	// logging_test.GetStock [switchboard.fallback switchboard.breaker.rejected]
+	// logging_test.GetStock [switchboard.fallback switchboard.breaker.refused]
 }

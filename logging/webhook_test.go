@@ -217,7 +217,7 @@ func TestWebhookDispatcherLogs(t *testing.T) {
 			outer = append(outer, e)
 			outcomes[e.ContextMap()["outcome"].(string)]++
 			maxPerDelivery = max(maxPerDelivery, perDelivery)
-			if o := e.ContextMap()["outcome"]; perDelivery > 0 && (o == "success" || o == "deferred") {
+			if o := e.ContextMap()["outcome"]; perDelivery > 0 && (o == "succeeded" || o == "deferred") {
 				quietBroken++ // nobody need act on a delivery that was deferred or answered
 			}
 			perDelivery = 0
@@ -229,9 +229,9 @@ func TestWebhookDispatcherLogs(t *testing.T) {
 	// the scenario did what it is meant to: deliveries succeeded, were deferred, were answered
 	// by the fallback for failing receivers, and one panicked
 	require.Len(t, outer, events, "one line per delivery")
-	require.Positive(t, outcomes["success"])
+	require.Positive(t, outcomes["succeeded"])
 	require.Positive(t, outcomes["deferred"])
-	require.Equal(t, 1, outcomes["failure"], "the panic")
+	require.Equal(t, 1, outcomes["failed"], "the panic")
 
 	assert.LessOrEqual(t, maxPerDelivery, 1, "lines at warn or above for one delivery")
 	assert.Zero(t, quietBroken, "deliveries deferred or answered (by a fallback) with lines at warn or above")
@@ -251,16 +251,16 @@ func TestWebhookDispatcherLogs(t *testing.T) {
 	// the inner calls' failures are there, for debugging, below the deliveries' level
 	var inner, refused, answered int
 	for _, e := range lines {
-		if f := e.ContextMap(); f["request"] == "httpcall.Call" && f["outcome"] != "success" {
+		if f := e.ContextMap(); f["request"] == "httpcall.Call" && f["outcome"] != "succeeded" {
 			inner++
-			if f["outcome"] == "rejected" {
+			if f["outcome"] == "refused" {
 				refused++ // by the down receiver's open breaker
 			}
-			if f["outer_outcome"] == "success" {
+			if f["outer_outcome"] == "succeeded" {
 				answered++ // by the fallback
 			}
 			assert.Equal(t, zapcore.DebugLevel, e.Level, "%v", f)
-			assert.Contains(t, []any{"success", "deferred"}, f["outer_outcome"], "%v", f)
+			assert.Contains(t, []any{"succeeded", "deferred"}, f["outer_outcome"], "%v", f)
 			assert.NotEmpty(t, f["event_id"], "%v", f)
 		}
 	}

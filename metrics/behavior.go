@@ -54,13 +54,13 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 // outcome returns the index in outcomes of the outcome of a call that ended in err.
 func outcome(ctx context.Context, req any, err error) int {
 	switch behaviors.OutcomeOf(ctx, req, err) {
-	case behaviors.OutcomeSuccess:
+	case behaviors.OutcomeSucceeded:
 		return 0
-	case behaviors.OutcomeFailure:
+	case behaviors.OutcomeFailed:
 		return 1
 	case behaviors.OutcomeCancelled:
 		return 2
-	case behaviors.OutcomeRejected:
+	case behaviors.OutcomeRefused:
 		return 3
 	}
 	return 4

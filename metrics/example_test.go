@@ -59,8 +59,8 @@ func Example() {
 	// true
 	// shop_breaker_rejections_total{key="*metrics_test.GetPrice"} 1
 	// shop_circuit_breaker_state{key="*metrics_test.GetPrice"} 1
-	// shop_requests_total{outcome="rejected",request="metrics_test.GetPrice"} 1
-	// shop_requests_total{outcome="success",request="metrics_test.GetPrice"} 1
+	// shop_requests_total{outcome="refused",request="metrics_test.GetPrice"} 1
+	// shop_requests_total{outcome="succeeded",request="metrics_test.GetPrice"} 1
 }
 
 // The breaker key label named as existing dashboards expect, and a bound on the keys with

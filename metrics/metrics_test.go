@@ -153,7 +153,7 @@ shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 0
 	}
 
 	scrape(t, rec, `
-# HELP shop_api_requests_total Requests sent through the mediator, by request type and outcome (success, failure, cancelled, rejected, deferred).
+# HELP shop_api_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, cancelled, refused, deferred).
 # TYPE shop_api_requests_total counter
 `+requests(map[string][5]int{
 		"Flaky":  {1, 0, 0, 0, 0},
@@ -216,8 +216,8 @@ var (
 // order of the outcomes: success, failure, cancelled, rejected, deferred.
 func requests(types map[string][5]int) string {
 	var b strings.Builder
-	names := []string{"cancelled", "deferred", "failure", "rejected", "success"}
-	idx := map[string]int{"success": 0, "failure": 1, "cancelled": 2, "rejected": 3, "deferred": 4}
+	names := []string{"cancelled", "deferred", "failed", "refused", "succeeded"}
+	idx := map[string]int{"succeeded": 0, "failed": 1, "cancelled": 2, "refused": 3, "deferred": 4}
 	for _, typ := range sortedKeys(types) {
 		for _, o := range names {
 			b.WriteString("shop_api_requests_total{outcome=\"" + o + "\",request=\"metrics_test." + typ + "\"} " +

@@ -18,7 +18,7 @@
 // OnFallback a ready fallback.Config.OnFallback that adds a switchboard.fallback event saying
 // what the fallback did (answered, declined, failed, cancelled), and a
 // circuit breaker's refusal (a *breaker.OpenError met by a retry, answered by a fallback,
-// deferred, or returned) adds a switchboard.breaker.rejected event.
+// deferred, or returned) adds a switchboard.breaker.refused event.
 //
 // Propagator makes the ItemPropagator, a durable.Propagator, that stores a deferred item's
 // trace context as its metadata (W3C Trace Context and Baggage by default). The dispatch of

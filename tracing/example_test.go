@@ -51,8 +51,8 @@ func Example() {
 		close(done)
 		return &Receipt{ID: "r-" + c.Invoice}, nil
 	})
-	m.Use(tracing.New(cfg))       // outermost: StagePre, behaviors.TracingOrder
-	m.Observe(tracing.Observer{}) // a span event per retry, fallback, hedge, rate limit wait
+	m.Use(tracing.New(cfg))         // outermost: StagePre, behaviors.TracingOrder
+	m.Observe(tracing.SpanEvents{}) // a span event per retry, fallback, hedge, rate limit wait
 	m.Use(retry.New(retry.Config{Policy: retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}))
 	m.Use(durable.NewDeferral(q, durable.DeferralConfig{}))
 	if err := m.Build(); err != nil {

@@ -17,7 +17,7 @@ func (e *pausedError) Refusal() behaviors.RefusalInfo {
 	return behaviors.RefusalInfo{By: "pause", Request: e.req}
 }
 
-// A refusal of a user's own behavior has the outcome rejected, as a breaker's has.
+// A refusal of a user's own behavior has the outcome refused, as a breaker's has.
 func TestUserRefusalIsRejected(t *testing.T) {
 	rec, tp := recorder(t)
 	pause := mediator.BehaviorFunc(func(_ context.Context, req any, _ mediator.Next) (any, error) {
@@ -33,7 +33,7 @@ func TestUserRefusalIsRejected(t *testing.T) {
 	if _, err := mediator.Send(context.Background(), m, &Charge{}); !behaviors.IsRefusal(err) {
 		t.Fatal(err)
 	}
-	if got := attrs(rec.Ended()[0].Attributes())["switchboard.outcome"].AsString(); got != "rejected" {
+	if got := attrs(rec.Ended()[0].Attributes())["switchboard.outcome"].AsString(); got != "refused" {
 		t.Fatalf("outcome %q", got)
 	}
 }

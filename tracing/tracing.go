@@ -105,14 +105,14 @@ const (
 	keyBreakerRemaining  = attribute.Key("switchboard.breaker.remaining")
 	eventRetry           = "switchboard.retry"
 	eventFallback        = "switchboard.fallback"
-	eventBreakerRejected = "switchboard.breaker.rejected"
+	eventBreakerRejected = "switchboard.breaker.refused"
 	eventDeferred        = "switchboard.deferred"
 	eventCancelled       = "switchboard.cancelled"
 )
 
 // succeeded is the outcome of a successful dispatch, kept in a slice so that setting it
 // allocates no argument slice.
-var succeeded = []attribute.KeyValue{keyOutcome.String(behaviors.OutcomeSuccess)}
+var succeeded = []attribute.KeyValue{keyOutcome.String(behaviors.OutcomeSucceeded)}
 
 func (b *bound) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	ctx, span := b.tracer.Start(ctx, b.name)
@@ -196,8 +196,8 @@ func errorText(err error) string {
 // OnRetry is a ready observer for retry.Config.OnRetry: it adds a switchboard.retry event (the failed
 // attempt, the delay before the next one in seconds, the error) to the span in ctx, the
 // dispatch's span when the tracing behavior is outside the retry behavior, as its default
-// order puts it; and a switchboard.breaker.rejected event when an open breaker refused the
-// attempt. It does nothing when the span is not recording. Observer calls it for every retry
+// order puts it; and a switchboard.breaker.refused event when an open breaker refused the
+// attempt. It does nothing when the span is not recording. SpanEvents calls it for every retry
 // of a mediator's pipelines (mediator.Mediator.Observe).
 func OnRetry(ctx context.Context, e retry.Event) {
 	span := trace.SpanFromContext(ctx)
@@ -213,7 +213,7 @@ func OnRetry(ctx context.Context, e retry.Event) {
 // span in ctx, after the fallback function ran, with what the fallback did
 // (switchboard.fallback.outcome: answered, declined, failed or cancelled), the error it handled
 // (switchboard.error) and, when its function failed, that function's error
-// (switchboard.fallback.error); and a switchboard.breaker.rejected event when the error handled
+// (switchboard.fallback.error); and a switchboard.breaker.refused event when the error handled
 // is an open breaker's refusal and the fallback did not decline it (a declined error reaches
 // the dispatch's end, which records the refusal). A dispatch a fallback answered succeeds, so without it the span
 // would not show that the answer was degraded. It does nothing when the span is not recording.

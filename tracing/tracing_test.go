@@ -184,7 +184,7 @@ func TestDeferredRequestIsOneTrace(t *testing.T) {
 	a := attrs(later.Attributes())
 	if a["switchboard.durable.item_id"].AsInt64() != int64(deferred.ItemID) || a["switchboard.durable.attempt"].AsInt64() != 1 ||
 		a["switchboard.durable.instance"].AsString() != "worker-1" || a["switchboard.durable.name"].AsString() != "billing.charge" ||
-		a["switchboard.outcome"].AsString() != "success" {
+		a["switchboard.outcome"].AsString() != "succeeded" {
 		t.Errorf("durable dispatch attributes: %v", later.Attributes())
 	}
 	if later.Status().Code != codes.Unset || len(later.Events()) != 0 {
@@ -215,7 +215,7 @@ func TestFailureStatusAndRecordedError(t *testing.T) {
 	if a := attrs(s.Events()[0].Attributes); a["exception.message"].AsString() != "card declined" {
 		t.Errorf("exception event %v", s.Events()[0].Attributes)
 	}
-	if attrs(s.Attributes())["switchboard.outcome"].AsString() != "failure" {
+	if attrs(s.Attributes())["switchboard.outcome"].AsString() != "failed" {
 		t.Errorf("attributes %v", s.Attributes())
 	}
 }
@@ -268,7 +268,7 @@ func TestBreakerRejectionAndFallback(t *testing.T) {
 
 	spans := rec.Ended()
 	refused, answered := spans[0], spans[1]
-	if got, want := eventNames(refused), []string{"switchboard.breaker.rejected", "exception"}; !equal(got, want) {
+	if got, want := eventNames(refused), []string{"switchboard.breaker.refused", "exception"}; !equal(got, want) {
 		t.Errorf("refused: events %v, want %v", got, want)
 	}
 	if a := attrs(refused.Events()[0].Attributes); a["switchboard.breaker.key"].AsString() != "payments" ||
@@ -278,10 +278,10 @@ func TestBreakerRejectionAndFallback(t *testing.T) {
 	if refused.Status().Code != codes.Error {
 		t.Errorf("refused: status %v", refused.Status())
 	}
-	if got, want := eventNames(answered), []string{"switchboard.fallback", "switchboard.breaker.rejected"}; !equal(got, want) {
+	if got, want := eventNames(answered), []string{"switchboard.fallback", "switchboard.breaker.refused"}; !equal(got, want) {
 		t.Errorf("answered: events %v, want %v", got, want)
 	}
-	if answered.Status().Code != codes.Unset || attrs(answered.Attributes())["switchboard.outcome"].AsString() != "success" {
+	if answered.Status().Code != codes.Unset || attrs(answered.Attributes())["switchboard.outcome"].AsString() != "succeeded" {
 		t.Errorf("answered: status %v, attributes %v", answered.Status(), answered.Attributes())
 	}
 	if a := attrs(answered.Events()[0].Attributes); a["switchboard.fallback.outcome"].AsString() != "answered" ||
@@ -399,7 +399,7 @@ func TestDeclinedFallbackRecordsTheRejectionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := rec.Ended()[0]
-	if got, want := eventNames(s), []string{"switchboard.fallback", "switchboard.breaker.rejected", "exception"}; !equal(got, want) {
+	if got, want := eventNames(s), []string{"switchboard.fallback", "switchboard.breaker.refused", "exception"}; !equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	if a := attrs(s.Events()[0].Attributes); a["switchboard.fallback.outcome"].AsString() != "declined" {

@@ -17,7 +17,7 @@ type Observer interface {
 
 // PermitObserver is the observer of permits attached to a whole mediator: a rate limiter
 // bound into its pipelines calls OnRateLimitPermit for each permit it gives, after the
-// observers of Config.OnPermit. metrics.Recorder and tracing.Observer implement it.
+// observers of Config.OnPermit. metrics.Recorder and tracing.SpanEvents implement it.
 type PermitObserver interface {
 	OnRateLimitPermit(ctx context.Context, e PermitEvent)
 }

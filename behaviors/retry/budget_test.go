@@ -87,7 +87,7 @@ func TestBudgetRefusalError(t *testing.T) {
 			!errors.Is(spent, se) {
 			t.Fatalf("%v does not reach the failure and the budget's refusal", err)
 		}
-		if behaviors.IsRefusal(err) || behaviors.Refused(err, req) || behaviors.OutcomeOf(ctx, req, err) != behaviors.OutcomeFailure {
+		if behaviors.IsRefusal(err) || behaviors.Refused(err, req) || behaviors.OutcomeOf(ctx, req, err) != behaviors.OutcomeFailed {
 			t.Fatalf("%v reads as a refusal of the call, whose attempt reached the handler", err)
 		}
 		if behaviors.RetryAfter(err) != re.Budget.Wait || re.Budget.Wait <= 0 {

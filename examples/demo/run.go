@@ -175,7 +175,7 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	// settled items).
 	lg := logging.New(logging.Config{Logger: logger, Breakers: d.hosts})
 	d.m.Observe(rec)
-	d.m.Observe(tracing.Observer{})
+	d.m.Observe(tracing.SpanEvents{})
 	d.m.Observe(lg)
 	d.m.Observe(d) // the demo's own: the console's breaker lines and the tallies
 	httpcall.Register(d.m, nil)

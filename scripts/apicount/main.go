@@ -34,8 +34,9 @@ import (
 )
 
 // conventional names mean the same in every package that declares them: the configuration of
-// the package's component, and the behavior it provides.
-var conventional = map[string]bool{"Config": true, "Behavior": true}
+// the package's component, the behavior it provides, and the interface its behavior delivers
+// its events to (an observer attached once with mediator.Observe).
+var conventional = map[string]bool{"Config": true, "Behavior": true, "Observer": true}
 
 // homonyms are the functions allowed to share the name of another package's type, because they
 // mean that type: each makes or returns one.

@@ -9,26 +9,26 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 )
 
-// Observer records the events of every behavior as span events (see OnRetry, OnFallback,
+// SpanEvents records the events of every behavior as span events (see OnRetry, OnFallback,
 // OnHedge and OnRateLimitPermit). Attach it once to the mediator, beside the tracing
 // behavior that makes the spans:
 //
 //	m.Use(tracing.New(cfg))
-//	m.Observe(tracing.Observer{})
+//	m.Observe(tracing.SpanEvents{})
 //
 // It holds no state: the span is the one in each event's context.
-type Observer struct{}
+type SpanEvents struct{}
 
 // OnRetry implements retry.Observer (see the function OnRetry).
-func (Observer) OnRetry(ctx context.Context, e retry.Event) { OnRetry(ctx, e) }
+func (SpanEvents) OnRetry(ctx context.Context, e retry.Event) { OnRetry(ctx, e) }
 
 // OnFallback implements fallback.Observer (see the function OnFallback).
-func (Observer) OnFallback(ctx context.Context, f fallback.Fallback) { OnFallback(ctx, f) }
+func (SpanEvents) OnFallback(ctx context.Context, f fallback.Fallback) { OnFallback(ctx, f) }
 
 // OnHedge implements hedge.Observer (see the function OnHedge).
-func (Observer) OnHedge(ctx context.Context, n hedge.Notice) { OnHedge(ctx, n) }
+func (SpanEvents) OnHedge(ctx context.Context, n hedge.Notice) { OnHedge(ctx, n) }
 
 // OnRateLimitPermit implements ratelimit.PermitObserver (see the function OnRateLimitPermit).
-func (Observer) OnRateLimitPermit(ctx context.Context, e ratelimit.PermitEvent) {
+func (SpanEvents) OnRateLimitPermit(ctx context.Context, e ratelimit.PermitEvent) {
 	OnRateLimitPermit(ctx, e)
 }
