@@ -8,47 +8,6 @@ import (
 	"time"
 )
 
-// BulkActionRow is one row of switchboard_bulk_actions; its columns are described in
-// migration 0014 and its fields on record.BulkAction.
-type BulkActionRow struct {
-	ID           int64
-	Kind         string
-	Filter       string // JSON
-	Reason       string
-	Actor        string
-	State        string
-	Rate         float64
-	InFlight     int
-	ResetBreaker string
-	MaxLetter    DeadLetterID
-	Matched      int64
-	Cursor       DeadLetterID
-	Replayed     int64
-	StillFailed  int64
-	Discarded    int64
-	Unknown      int64
-	Skipped      int64
-	WaitingKey   string
-	Error        string
-	LeaseOwner   string
-	LeaseUntil   time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	FinishedAt   time.Time
-}
-
-// The states of a bulk action, as stored.
-const (
-	BulkQueued          = "queued"
-	BulkRunning         = "running"
-	BulkWaiting         = "waiting"
-	BulkPausedOnBreaker = "paused_on_breaker"
-	BulkPaused          = "paused"
-	BulkDone            = "done"
-	BulkCancelled       = "cancelled"
-	BulkFailed          = "failed"
-)
-
 const bulkActionColumns = `id, kind, filter, reason, actor, state, rate, in_flight, reset_breaker, max_letter, matched, cursor_id,
 	replayed, still_failed, discarded, unknown, skipped, waiting_key, error, lease_owner, lease_until, created_at, updated_at, finished_at`
 
@@ -80,7 +39,7 @@ func (s *Store) CountDeadLetters(ctx context.Context, f DeadLetterFilter) (n int
 			return err
 		}
 		maxID = DeadLetterID(top.Int64)
-		where, args := f.where()
+		where, args := deadLetterWhere(f)
 		return tx.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where+" AND id <= ?"), append(args, top.Int64)...).Scan(&n)
 	})
 	if err != nil {
@@ -174,13 +133,6 @@ func (s *Store) ClaimBulkAction(ctx context.Context, owner string, now, until ti
 		return BulkActionRow{}, false, fmt.Errorf("durable: claim bulk action: %w", err)
 	}
 	return b, true, nil
-}
-
-// BulkProgress is what a running action writes of itself while it holds its lease.
-type BulkProgress struct {
-	State      string
-	WaitingKey string
-	Error      string
 }
 
 // SaveBulkAction extends owner's lease on action id to until and writes p; held is false (and
@@ -352,7 +304,7 @@ func (s *Store) CancelBulkAction(ctx context.Context, id int64, now time.Time, a
 // (after, upTo] that action has not already replayed to a still-failed outcome: the next letters
 // a bulk action works on. Letters it replayed successfully or discarded are no longer failed.
 func (s *Store) BulkLetters(ctx context.Context, action int64, f DeadLetterFilter, after, upTo DeadLetterID, limit int) ([]DeadLetter, error) {
-	where, args := f.where()
+	where, args := deadLetterWhere(f)
 	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + ` AND id > ? AND id <= ?
 	AND NOT EXISTS (SELECT 1 FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = ? AND e.dead_letter_id = d.id AND e.outcome = ?)
 	ORDER BY id LIMIT ?`

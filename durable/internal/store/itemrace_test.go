@@ -52,8 +52,8 @@ func TestItemChangeRacingACompletion(t *testing.T) {
 			c := ItemChange{ID: id, Now: now, Audit: func(changed bool, it Item, _ *PauseRow) AuditRow {
 				return AuditRow{At: now, Actor: "op", Action: change.name, TargetKind: "item", Target: "x", Outcome: string(it.State)}
 			}}
-			c.decided = func() { raced = parkNoWait(ctx, other, id) }
-			it, changed, found, err := change.fn(s)(ctx, c)
+			decided := withDecided(ctx, func() { raced = parkNoWait(ctx, other, id) })
+			it, changed, found, err := change.fn(s)(decided, c)
 			if err != nil || !found {
 				t.Fatalf("%s: found=%v %v", change.name, found, err)
 			}
