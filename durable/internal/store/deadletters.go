@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboard-go/switchboard/durable/driver"
 )
 
 // execer is what insertEvent needs of a pool or a transaction.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
+type execer = driver.Execer
 
-// where returns the WHERE clause (with a leading space) and arguments of f's conditions.
+// deadLetterWhere returns the WHERE clause (with a leading space) and arguments of f's conditions.
 func deadLetterWhere(f DeadLetterFilter) (string, []any) {
 	where := " WHERE status = ?"
 	args := []any{string(f.Status)}

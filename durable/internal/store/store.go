@@ -669,3 +669,15 @@ type Database struct {
 	Engine Engine
 	Owned  bool
 }
+
+// Open connects to d's database (Connect) and returns its Store; on an error it closes the
+// pool if d owns it.
+func (d Database) Open(ctx context.Context) (*Store, error) {
+	if err := Connect(ctx, d.DB, d.Engine); err != nil {
+		if d.Owned {
+			_ = d.DB.Close()
+		}
+		return nil, err
+	}
+	return New(d.DB, d.Engine, d.Owned), nil
+}
