@@ -8,6 +8,6 @@ type Migration struct {
 	Version int
 	// Name is the migration's file name, kept in the version table.
 	Name string
-	// SQL is the migration's script: statements separated by semicolons (see Split).
+	// SQL is the migration's script: statements separated by semicolons.
 	SQL string
 }

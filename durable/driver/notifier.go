@@ -8,7 +8,8 @@ import "context"
 // new items at its next poll (Config.PollInterval) and a BreakerStore polls for its changes.
 type Notifier interface {
 	// Notifies reports whether the executor tells the instances sharing its database of new
-	// items (with PostgreSQL, when its database/sql driver can listen): NotifyDue then reaches their WatchDue.
+	// items (with PostgreSQL, when its database/sql driver can listen): NotifyDue then reaches
+	// their WatchDue.
 	Notifies() bool
 
 	// NotifyDue tells the instances watching the store (WatchDue), except those watching as
