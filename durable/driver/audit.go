@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/switchboard-go/switchboard/durable/record"
 	"time"
 )
 
@@ -13,7 +14,7 @@ type AuditRow struct {
 	TargetKind string
 	Target     string
 	Detail     string
-	Outcome    string
+	Outcome    record.AuditOutcome
 }
 
 // AuditQuery selects audit rows: those of one target kind and target when TargetKind is set

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/switchboard-go/switchboard/durable/record"
 	"time"
 )
 
@@ -16,9 +17,9 @@ type BulkActionRow struct {
 	Rate         float64
 	InFlight     int
 	ResetBreaker string
-	MaxLetter    DeadLetterID
+	MaxLetter    record.DeadLetterID
 	Matched      int64
-	Cursor       DeadLetterID
+	Cursor       record.DeadLetterID
 	Replayed     int64
 	StillFailed  int64
 	Discarded    int64

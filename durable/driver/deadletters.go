@@ -1,32 +1,20 @@
 package driver
 
 import (
+	"github.com/switchboard-go/switchboard/durable/record"
 	"time"
 )
 
-// DeadLetterStatus is the status of a dead letter (record.DeadLetterStatus).
-type DeadLetterStatus string
-
-// The statuses of a dead letter.
-const (
-	DeadLetterFailed    DeadLetterStatus = "failed"
-	DeadLetterReplayed  DeadLetterStatus = "replayed"
-	DeadLetterDiscarded DeadLetterStatus = "discarded"
-)
-
-// DeadLetterID identifies a dead letter.
-type DeadLetterID int64
-
-// DeadLetter is one dead-letter row; its fields are documented on record.DeadLetter.
-type DeadLetter struct {
-	ID          DeadLetterID
-	ItemID      ItemID
+// DeadLetterRow is one dead-letter row; its fields are documented on record.DeadLetter.
+type DeadLetterRow struct {
+	ID          record.DeadLetterID
+	ItemID      record.ItemID
 	Source      string
 	Name        string
 	Key         string
 	Payload     []byte
 	Error       string
-	Status      DeadLetterStatus
+	Status      record.DeadLetterStatus
 	RetryCount  int
 	ReplayOwner string
 	ReplayUntil time.Time
@@ -37,26 +25,34 @@ type DeadLetter struct {
 	Metadata []byte
 }
 
-// Event kinds and outcomes of the dead-letter events table.
+// Event kinds of the dead-letter events table.
 const (
 	EventReplay  = "replay"
 	EventDiscard = "discard"
 	EventExpired = "expired" // the item's deadline ended it
-
-	OutcomeReplayed    = "replayed"
-	OutcomeStillFailed = "still_failed"
-	OutcomeDiscarded   = "discarded"
 )
 
-// Event is one row of the dead-letter events table: a replay or a discard.
-type Event struct {
+// EventOutcome is how a dead letter's event ended: OutcomeReplayed, OutcomeStillFailed or
+// OutcomeDiscarded, or "abandoned" (a replay whose outcome is unknown) or "expired" (the
+// item's deadline ended it), the values of record.Outcome of those names.
+type EventOutcome string
+
+// The outcomes of a dead letter's events.
+const (
+	OutcomeReplayed    EventOutcome = "replayed"
+	OutcomeStillFailed EventOutcome = "still_failed"
+	OutcomeDiscarded   EventOutcome = "discarded"
+)
+
+// EventRow is one row of the dead-letter events table: a replay or a discard.
+type EventRow struct {
 	ID           int64
-	DeadLetterID DeadLetterID
+	DeadLetterID record.DeadLetterID
 	Kind         string
 	Actor        string
 	StartedAt    time.Time
 	EndedAt      time.Time
-	Outcome      string
+	Outcome      EventOutcome
 	Error        string
 	Reason       string
 	// BulkAction is the bulk action the event was part of; 0 for a replay or discard of its
@@ -77,10 +73,10 @@ type NewDeadLetter struct {
 	Metadata []byte
 }
 
-// DeadLetterFilter filters DeadLetters. Status is required; From and To bound the creation
+// DeadLetterQuery filters DeadLetters. Status is required; From and To bound the creation
 // time (From inclusive, To exclusive) when not zero.
-type DeadLetterFilter struct {
-	Status   DeadLetterStatus
+type DeadLetterQuery struct {
+	Status   record.DeadLetterStatus
 	Source   string
 	From, To time.Time
 	// ErrorContains, when not empty, keeps the letters whose error contains it, ignoring case.

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"time"
 )
 
@@ -15,11 +16,11 @@ import (
 // An Executor may also implement Notifier and FleetStores, the optional capabilities.
 type Executor interface {
 	Schema
-	Items
-	Controls
-	DeadLetters
-	BulkActions
-	Schedules
+	ItemStore
+	ControlStore
+	DeadLetterStore
+	BulkActionStore
+	ScheduleStore
 
 	// Close releases what Open acquired: it closes the database when the driver opened it,
 	// and leaves a pool the caller passed in (and owns) open.
@@ -50,9 +51,9 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Items is the store of items: enqueueing, reading, claiming under leases, completing
+// ItemStore is the store of items: enqueueing, reading, claiming under leases, completing
 // under fences, and the sweeps and prunes that keep them moving.
-type Items interface {
+type ItemStore interface {
 	// Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey an item
 	// holds (pending or running, or succeeded less than its UniqueFor before it.Now), it inserts
 	// nothing and returns that item's id with existed = true. A succeeded item whose window ended
@@ -60,7 +61,7 @@ type Items interface {
 	// it unknown whether the item was inserted (the statement may have reached the database: a
 	// deadline or a lost connection while it ran or committed) is an *UnknownOutcomeError; any
 	// other error means nothing was inserted.
-	Enqueue(ctx context.Context, it NewItem) (id ItemID, existed bool, err error)
+	Enqueue(ctx context.Context, it NewItem) (id record.ItemID, existed bool, err error)
 
 	// EnqueueTx is Enqueue inside the caller's transaction on this store's database, so the item
 	// exists if and only if the transaction commits (a transactional outbox). tx is of the
@@ -69,16 +70,16 @@ type Items interface {
 	// item due at once is notified to the instances watching (WatchDue) when tx commits, by the
 	// insert itself; Enqueue leaves the notification to its caller (NotifyDue), who knows when it
 	// committed.
-	EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id ItemID, existed bool, err error)
+	EnqueueTx(ctx context.Context, tx *sql.Tx, it NewItem) (id record.ItemID, existed bool, err error)
 
 	// ItemByToken returns the item holding token; sql.ErrNoRows (wrapped) if there is none.
-	ItemByToken(ctx context.Context, token string) (Item, error)
+	ItemByToken(ctx context.Context, token string) (ItemRow, error)
 
-	// Item returns one item; sql.ErrNoRows (wrapped) if there is none.
-	Item(ctx context.Context, id ItemID) (Item, error)
+	// ItemRow returns one item; sql.ErrNoRows (wrapped) if there is none.
+	Item(ctx context.Context, id record.ItemID) (ItemRow, error)
 
 	// List returns items in id order, filtered by f.
-	List(ctx context.Context, f Filter) ([]Item, error)
+	List(ctx context.Context, f ItemsFilter) ([]ItemRow, error)
 
 	// ListItems returns the page q selects, in its state's listing order: pending items in the
 	// order they run (those to run alone after the others), parked ones by key then when due,
@@ -86,13 +87,13 @@ type Items interface {
 	// first. The listing time that From and To bound is, in that order, when the item is due,
 	// when its lease runs out, when it finished. A name filter reads the state's listing and
 	// skips the items of other names.
-	ListItems(ctx context.Context, q ItemQuery) ([]Item, error)
+	ListItems(ctx context.Context, q ItemQuery) ([]ItemRow, error)
 
 	// Attempts lists the attempts of an item in order.
-	Attempts(ctx context.Context, id ItemID) ([]Attempt, error)
+	Attempts(ctx context.Context, id record.ItemID) ([]AttemptRow, error)
 
 	// Stats counts items by state and measures how long the oldest due item has waited at now.
-	Stats(ctx context.Context, now time.Time) (Stats, error)
+	Stats(ctx context.Context, now time.Time) (ItemStats, error)
 
 	// Claim leases up to limit due pending items to owner until now+lease and returns them in id
 	// order. An item with an ordering key is claimed only when no earlier item with that key is
@@ -130,7 +131,7 @@ type Items interface {
 
 	// Extend moves the lease of owner's running items ids to until. Items no longer running under
 	// owner are left alone.
-	Extend(ctx context.Context, owner string, ids []ItemID, until time.Time) error
+	Extend(ctx context.Context, owner string, ids []record.ItemID, until time.Time) error
 
 	// Sweep returns running items whose lease expired before now to pending, due at now, and
 	// records each lost attempt as an OutcomeAbandoned row. A swept item is marked Isolate, so its
@@ -163,19 +164,19 @@ type Items interface {
 	// loses whole), clearing its parked key; a running or finished item is left as it is. It
 	// writes c.Audit's row in the same transaction and returns the item after, whether it
 	// changed, and whether there is one.
-	CancelItem(ctx context.Context, c ItemChange) (it Item, changed, found bool, err error)
+	CancelItem(ctx context.Context, c ItemChange) (it ItemRow, changed, found bool, err error)
 
 	// RunItemNow makes c's item due at c.Now (unless it is due sooner) and clears its parked key,
 	// if it is still pending and no pause holds it back at c.Now: neither one of its request name
 	// nor one of the breaker key it is parked on or guarded by (its key function's key is known
 	// only when it is claimed). A running, finished or held item is left as it is. It writes
 	// c.Audit's row in the same transaction, as CancelItem does.
-	RunItemNow(ctx context.Context, c ItemChange) (it Item, changed, found bool, err error)
+	RunItemNow(ctx context.Context, c ItemChange) (it ItemRow, changed, found bool, err error)
 }
 
-// Controls is the store of what an operator sets on the queue: pauses, concurrency limits
+// ControlStore is the store of what an operator sets on the queue: pauses, concurrency limits
 // (with the slots running items hold), and the audit log of the changes.
-type Controls interface {
+type ControlStore interface {
 	// SetPause stores r, replacing the pause of its kind and target if there is one, and calls
 	// then (when not nil) in the same transaction with the pause it replaced (had: there was one),
 	// so that the pause and its audit entry are written together.
@@ -226,25 +227,25 @@ type Controls interface {
 	Audit(ctx context.Context, q AuditQuery) ([]AuditRow, error)
 }
 
-// DeadLetters is the store of dead letters, their replays (under leases) and their timelines.
-type DeadLetters interface {
+// DeadLetterStore is the store of dead letters, their replays (under leases) and their timelines.
+type DeadLetterStore interface {
 	// InsertDeadLetter captures a dead letter that no item stands behind and returns its id.
-	InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLetterID, error)
+	InsertDeadLetter(ctx context.Context, d NewDeadLetter) (record.DeadLetterID, error)
 
 	// DeadLetters returns the letters f selects, newest first, and how many match in all.
-	DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error)
+	DeadLetters(ctx context.Context, f DeadLetterQuery) ([]DeadLetterRow, int, error)
 
-	// DeadLetter returns one letter; found is false when there is none.
-	DeadLetter(ctx context.Context, id DeadLetterID) (d DeadLetter, found bool, err error)
+	// DeadLetterRow returns one letter; found is false when there is none.
+	DeadLetter(ctx context.Context, id record.DeadLetterID) (d DeadLetterRow, found bool, err error)
 
 	// DeadLettersOfItems returns the letters of the dead items ids, in id order.
-	DeadLettersOfItems(ctx context.Context, ids []ItemID) ([]DeadLetter, error)
+	DeadLettersOfItems(ctx context.Context, ids []record.ItemID) ([]DeadLetterRow, error)
 
 	// Events lists the events of a letter in order.
-	Events(ctx context.Context, id DeadLetterID) ([]Event, error)
+	Events(ctx context.Context, id record.DeadLetterID) ([]EventRow, error)
 
 	// DeadLetterCounts counts the letters by status; every status is present.
-	DeadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int, error)
+	DeadLetterCounts(ctx context.Context) (map[record.DeadLetterStatus]int, error)
 
 	// LeaseReplay leases the failed letter id to owner (a replay by actor) until until, if no other
 	// replay holds an unexpired lease on it at now: a conditional update, no transaction held while
@@ -252,49 +253,49 @@ type DeadLetters interface {
 	// process died or lost the database) is recorded first, in the same transaction, as an
 	// abandoned replay event, so the timeline shows every replay that started. It returns the
 	// letter as leased (Done), or says why not (Missing, Busy).
-	LeaseReplay(ctx context.Context, id DeadLetterID, owner, actor string, now, until time.Time) (DeadLetter, LeaseResult, error)
+	LeaseReplay(ctx context.Context, id record.DeadLetterID, owner, actor string, now, until time.Time) (DeadLetterRow, LeaseResult, error)
 
 	// ExtendReplay moves owner's replay lease on id to until; it reports false when owner no
 	// longer holds it.
-	ExtendReplay(ctx context.Context, id DeadLetterID, owner string, until time.Time) (bool, error)
+	ExtendReplay(ctx context.Context, id record.DeadLetterID, owner string, until time.Time) (bool, error)
 
 	// ReleaseReplay gives up owner's replay lease on id without recording anything (the replay
 	// did not run to an outcome: its caller gave up).
-	ReleaseReplay(ctx context.Context, id DeadLetterID, owner string) error
+	ReleaseReplay(ctx context.Context, id record.DeadLetterID, owner string) error
 
 	// AbandonReplay frees the letter id leased to owner and appends ev, in one transaction, leaving
 	// its status, error and retry count as they are: a replay whose handler ran but whose caller
 	// gave up, so what the handler did is not known. It records nothing when owner no longer held
 	// the lease.
-	AbandonReplay(ctx context.Context, id DeadLetterID, owner string, ev Event) error
+	AbandonReplay(ctx context.Context, id record.DeadLetterID, owner string, ev EventRow) error
 
 	// FinishReplay records a replay that ran, in one transaction: the letter (still leased to
 	// owner) becomes replayed (ok) or stays failed with ev.Error as its error, its retry count
 	// goes up by one, the lease is cleared, and ev is appended. It reports false, recording
 	// nothing, when owner no longer held the lease (it ran out and another replay took it).
-	FinishReplay(ctx context.Context, id DeadLetterID, owner string, ok bool, ev Event) (bool, error)
+	FinishReplay(ctx context.Context, id record.DeadLetterID, owner string, ok bool, ev EventRow) (bool, error)
 
 	// ReplayRecorded reports whether ev, the event of a replay of id, is in the letter's timeline:
 	// a FinishReplay whose answer was lost may have committed all the same.
-	ReplayRecorded(ctx context.Context, id DeadLetterID, ev Event) (bool, error)
+	ReplayRecorded(ctx context.Context, id record.DeadLetterID, ev EventRow) (bool, error)
 
 	// Discard makes the failed letter id discarded and appends ev, in one transaction, unless a
 	// replay holds an unexpired lease on it at ev.EndedAt. A replay whose lease ran out before its
 	// outcome was recorded is recorded first, as abandoned (as LeaseReplay does), so a discarded
 	// letter's timeline still shows the replay whose handler may have had effects.
-	Discard(ctx context.Context, id DeadLetterID, ev Event) (LeaseResult, error)
+	Discard(ctx context.Context, id record.DeadLetterID, ev EventRow) (LeaseResult, error)
 
 	// AddEvent appends ev to the timeline of letter id.
-	AddEvent(ctx context.Context, id DeadLetterID, ev Event) error
+	AddEvent(ctx context.Context, id record.DeadLetterID, ev EventRow) error
 }
 
-// BulkActions is the store of bulk actions on dead letters (replays and discards of a
+// BulkActionStore is the store of bulk actions on dead letters (replays and discards of a
 // filter's letters), run under leases by one instance at a time.
-type BulkActions interface {
+type BulkActionStore interface {
 	// CountDeadLetters returns how many letters f selects and the highest id among all letters
 	// (0 when there are none), read in one transaction so that the count is of the letters up to
 	// that id.
-	CountDeadLetters(ctx context.Context, f DeadLetterFilter) (n int64, maxID DeadLetterID, err error)
+	CountDeadLetters(ctx context.Context, f DeadLetterQuery) (n int64, maxID record.DeadLetterID, err error)
 
 	// InsertBulkAction stores b (its ID, cursor and totals are ignored) and audit, in one
 	// transaction, and returns b's id. The audit row's Target is set to that id.
@@ -323,7 +324,7 @@ type BulkActions interface {
 	// AdvanceBulkAction moves owner's action id's cursor from from to to, rolling the outcomes of
 	// the letters in between into its stored totals, in one statement; it reports false when owner
 	// no longer holds the action (or the cursor is no longer from).
-	AdvanceBulkAction(ctx context.Context, id int64, owner string, from, to DeadLetterID, now time.Time) (bool, error)
+	AdvanceBulkAction(ctx context.Context, id int64, owner string, from, to record.DeadLetterID, now time.Time) (bool, error)
 
 	// FinishBulkAction ends owner's action id in state (done or failed) with errText. When it is
 	// done, the letters it matched that none of its outcomes accounts for are counted as skipped
@@ -348,12 +349,12 @@ type BulkActions interface {
 	// BulkLetters returns, in id order, at most limit failed letters f selects with ids in
 	// (after, upTo] that action has not already replayed to a still-failed outcome: the next letters
 	// a bulk action works on. Letters it replayed successfully or discarded are no longer failed.
-	BulkLetters(ctx context.Context, action int64, f DeadLetterFilter, after, upTo DeadLetterID, limit int) ([]DeadLetter, error)
+	BulkLetters(ctx context.Context, action int64, f DeadLetterQuery, after, upTo record.DeadLetterID, limit int) ([]DeadLetterRow, error)
 }
 
-// Schedules is the store of recurring schedules and their run log; each due run is claimed
+// ScheduleStore is the store of recurring schedules and their run log; each due run is claimed
 // by one instance under a lease.
-type Schedules interface {
+type ScheduleStore interface {
 	// UpsertSchedule inserts the schedule name, declared in code, due at next, or, when a row
 	// exists with another spec or location or is a schedule added at run time, replaces them and its
 	// due time (the code's declaration takes the name over; the row's pause stays). A row of the

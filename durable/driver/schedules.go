@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"github.com/switchboard-go/switchboard/durable/record"
 	"time"
 )
 
@@ -53,7 +54,7 @@ type ScheduleRunRow struct {
 	DueAt     time.Time
 	StartedAt time.Time
 	EndedAt   time.Time
-	Outcome   string
+	Outcome   record.Outcome
 	Error     string
 	RunNowBy  string
 }

@@ -4,39 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
-// State is the lifecycle state of an item (record.ItemState).
-type State string
-
-// The states of an item.
-const (
-	StatePending   State = "pending"
-	StateRunning   State = "running"
-	StateSucceeded State = "succeeded"
-	StateDead      State = "dead"
-)
-
-// Outcome is how one attempt ended (record.Outcome).
-type Outcome string
-
-// Attempt outcomes.
-const (
-	OutcomeSucceeded   Outcome = "succeeded"
-	OutcomeFailed      Outcome = "failed"
-	OutcomeAbandoned   Outcome = "abandoned"
-	OutcomeInterrupted Outcome = "interrupted"
-)
-
-// ItemID identifies an item.
-type ItemID int64
-
-// Item is one stored item; its fields are documented on record.Item.
-type Item struct {
-	ID            ItemID
+// ItemRow is one stored item; its fields are documented on record.Item.
+type ItemRow struct {
+	ID            record.ItemID
 	Name          string
 	Payload       []byte
-	State         State
+	State         record.ItemState
 	Attempts      int
 	Interruptions int
 	Unattributed  int
@@ -69,17 +46,17 @@ type Item struct {
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
 // attempt but those a shutdown interrupted and those abandoned beside other items.
-func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
+func (it ItemRow) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
 
-// Attempt is one attempt row; its fields are documented on record.Attempt.
-type Attempt struct {
+// AttemptRow is one attempt row; its fields are documented on record.Attempt.
+type AttemptRow struct {
 	ID        int64
-	ItemID    ItemID
+	ItemID    record.ItemID
 	Number    int
 	Instance  string
 	StartedAt time.Time
 	EndedAt   time.Time
-	Outcome   Outcome
+	Outcome   record.Outcome
 	Error     string
 }
 
@@ -124,7 +101,7 @@ type NewItem struct {
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
 // count already includes the attempt being made.
 type Claimed struct {
-	Item
+	ItemRow
 	// ClaimedAt is when the claim was made.
 	ClaimedAt time.Time
 	// Deferred is NewItem.Deferred of the item's enqueue: the durable deferral stored it, so
@@ -141,7 +118,7 @@ func (c Claimed) Fence() Fence {
 // completion is accepted only while the item is still running under the same fence.
 type Fence struct {
 	// ItemID is the item.
-	ItemID ItemID
+	ItemID record.ItemID
 	// Owner is the instance id that claimed the item.
 	Owner string
 	// Attempt is the item's attempt count after the claim.
@@ -152,14 +129,14 @@ type Fence struct {
 type Completion struct {
 	// Fence is the lease being ended.
 	Fence Fence
-	// State is the item's next state: StatePending (with NextAt), StateSucceeded or StateDead.
-	State State
+	// State is the item's next state: record.StatePending (with NextAt), record.StateSucceeded or record.StateDead.
+	State record.ItemState
 	// NextAt is when a pending item is next due.
 	NextAt time.Time
 	// Outcome, when not empty, records an attempt row with StartedAt, EndedAt and Error.
 	// When empty, the claim is undone: no attempt row and the attempt count goes back down
 	// (an item released at shutdown before it started, an open breaker, an undecodable item).
-	Outcome Outcome
+	Outcome record.Outcome
 	// StartedAt is when the attempt started.
 	StartedAt time.Time
 	// EndedAt is when the attempt ended; it is also the item's update time.
@@ -188,19 +165,19 @@ type Completion struct {
 	Stored bool
 }
 
-// Stats summarises a store.
-type Stats struct {
+// ItemStats summarises a store.
+type ItemStats struct {
 	// Counts is the number of items per state; every State is present.
-	Counts map[State]int64
+	Counts map[record.ItemState]int64
 	// OldestDue is how long the oldest due pending item has been due; zero when none is due.
 	OldestDue time.Duration
 }
 
-// Filter filters List.
-type Filter struct {
-	State   State
+// ItemsFilter filters List.
+type ItemsFilter struct {
+	State   record.ItemState
 	Name    string
-	AfterID ItemID
+	AfterID record.ItemID
 	// Limit caps the number of items. Zero means 100.
 	Limit int
 }

@@ -25,7 +25,7 @@ func capabilities(t *testing.T, drv driver.Driver) (n driver.Notifier, notifies 
 // testNotifier (driver.Notifier whose Notifies is true; skipped otherwise): an item enqueued
 // on one queue wakes the scheduler of another queue on the same database, one that would
 // not poll for an hour, at once.
-func testNotifier(t *testing.T, open Open) {
+func testNotifier(t *testing.T, open OpenFunc) {
 	drv := open(t)
 	if _, notifies, _ := capabilities(t, drv); !notifies {
 		t.Skip("the executor does not notify (no driver.Notifier, or Notifies is false): schedulers poll")
@@ -54,7 +54,7 @@ func testNotifier(t *testing.T, open Open) {
 // once (the second, from the same epoch, loses and reads the winner's state), load the open
 // breaker, and a rate-limit store leases a burst's permits and then none; without it,
 // NewBreakerStore and NewRateLimitStore fail naming driver.FleetStores.
-func testFleetStores(t *testing.T, open Open) {
+func testFleetStores(t *testing.T, open OpenFunc) {
 	drv := open(t)
 	_, _, fleet := capabilities(t, drv)
 	a := openQueue(t, drv, durable.Config{InstanceID: "a"})

@@ -14,7 +14,7 @@ import (
 
 // testPause: items of a paused request name are not claimed while the scheduler claims
 // round after round; Resume lets them run. Pauses lists the pause while it holds.
-func testPause(t *testing.T, open Open) {
+func testPause(t *testing.T, open OpenFunc) {
 	var rounds atomic.Int64
 	q := openQueue(t, open(t), durable.Config{OnClaim: []func(time.Duration, int, error){func(time.Duration, int, error) { rounds.Add(1) }}})
 	ctx := context.Background()
@@ -40,7 +40,7 @@ func testPause(t *testing.T, open Open) {
 // testLimit: with a concurrency limit of 1 on a breaker key, the items of the key run one at
 // a time across the queue's workers (the others are parked, not attempted, and run as the
 // slot frees); the limit is listed while it is set.
-func testLimit(t *testing.T, open Open) {
+func testLimit(t *testing.T, open OpenFunc) {
 	var limited atomic.Int64
 	q := openQueue(t, open(t), durable.Config{Workers: 4, OnSettled: []func(string, record.Settled){func(_ string, s record.Settled) {
 		if s == record.SettledLimited {
@@ -61,7 +61,7 @@ func testLimit(t *testing.T, open Open) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	running, most := 0, 0
-	start(t, q, sender(t, func(ctx context.Context, w *Work) error {
+	start(t, q, sender(t, func(ctx context.Context, w *work) error {
 		mu.Lock()
 		running++
 		most = max(most, running)
@@ -92,12 +92,12 @@ func testLimit(t *testing.T, open Open) {
 // testDeadLetters: the letters of dead items are listed; a replay that succeeds makes its
 // letter replayed, a discard makes the other discarded, each with its timeline; the counts
 // follow.
-func testDeadLetters(t *testing.T, open Open) {
+func testDeadLetters(t *testing.T, open OpenFunc) {
 	q := openQueue(t, open(t), durable.Config{})
 	ctx := context.Background()
 	a := enqueue(t, q, 1).ID
 	b := enqueue(t, q, 2).ID
-	start(t, q, sender(t, func(context.Context, *Work) error { return errors.New("permanent") }))
+	start(t, q, sender(t, func(context.Context, *work) error { return errors.New("permanent") }))
 	waitState(t, q, a, record.StateDead)
 	waitState(t, q, b, record.StateDead)
 	var letters []record.DeadLetter
@@ -141,7 +141,7 @@ func testDeadLetters(t *testing.T, open Open) {
 
 // testSchedules: a schedule added at run time is listed; a run asked for now runs its request
 // once and is logged with who asked; a removed schedule is listed as removed, by whom.
-func testSchedules(t *testing.T, open Open) {
+func testSchedules(t *testing.T, open OpenFunc) {
 	q := openQueue(t, open(t), durable.Config{})
 	ctx := context.Background()
 	if _, err := q.AddSchedule(ctx, durable.ScheduleSpec{Name: "nightly", Spec: "0 3 * * *", Request: workName, Payload: []byte(`{"n":9}`)}, "op"); err != nil {
@@ -151,7 +151,7 @@ func testSchedules(t *testing.T, open Open) {
 		t.Fatalf("Schedules: %+v", ss)
 	}
 	var ran atomic.Int64
-	start(t, q, sender(t, func(ctx context.Context, w *Work) error {
+	start(t, q, sender(t, func(ctx context.Context, w *work) error {
 		if w.N == 9 {
 			ran.Add(1)
 		}

@@ -18,16 +18,16 @@ import (
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
-// Open returns a driver of a fresh, empty database for one subtest. Exercise may open
+// OpenFunc returns a driver of a fresh, empty database for one subtest. Exercise may open
 // several queues with the driver it returns (as a fleet's instances share one database), and
 // closes each; the database itself is the caller's to remove (t.Cleanup).
-type Open func(t *testing.T) driver.Driver
+type OpenFunc func(t *testing.T) driver.Driver
 
 // Exercise runs the conformance suite on the drivers open returns: every test as a parallel
 // subtest of t, each on a database of its own. A driver passes when every subtest passes;
 // the names of those it fails say which contract it breaks (docs/architecture.md, "Writing a
 // driver").
-func Exercise(t *testing.T, open Open) {
+func Exercise(t *testing.T, open OpenFunc) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,7 +49,7 @@ func Tests() []string {
 // testCase is one conformance test.
 type testCase struct {
 	name string
-	run  func(t *testing.T, open Open)
+	run  func(t *testing.T, open OpenFunc)
 }
 
 // cases are the suite's tests, grouped as the Executor's interfaces are.
@@ -73,13 +73,13 @@ var cases = []testCase{
 	{"FleetStores/BreakersAndRateLimits", testFleetStores},
 }
 
-// Work is the request type of the suite.
-type Work struct {
+// work is the request type of the suite.
+type work struct {
 	mediator.Command
 	N int `json:"n"`
 }
 
-// workName is Work's registered name.
+// workName is work's registered name.
 const workName = "drivertest.work"
 
 // retryable is an error the default classifier retries.
@@ -143,24 +143,24 @@ func openQueue(t *testing.T, drv driver.Driver, cfg durable.Config) *durable.Que
 		t.Fatalf("durable.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
-	if err := durable.Register[*Work](q, workName); err != nil {
+	if err := durable.Register[*work](q, workName); err != nil {
 		t.Fatal(err)
 	}
 	return q
 }
 
 // newEnv opens a queue on a fresh database with a fake clock.
-func newEnv(t *testing.T, open Open) *env {
+func newEnv(t *testing.T, open OpenFunc) *env {
 	t.Helper()
 	c := newClock()
 	return &env{q: openQueue(t, open(t), durable.Config{Clock: c}), clock: c}
 }
 
 // sender returns a mediator whose Work handler is fn (nil: succeed).
-func sender(t *testing.T, fn func(ctx context.Context, w *Work) error) *mediator.Mediator {
+func sender(t *testing.T, fn func(ctx context.Context, w *work) error) *mediator.Mediator {
 	t.Helper()
 	m := mediator.New(nil, mediator.Config{})
-	mediator.HandleFunc(m, func(ctx context.Context, w *Work) (mediator.Void, error) {
+	mediator.HandleFunc(m, func(ctx context.Context, w *work) (mediator.Void, error) {
 		if fn == nil {
 			return mediator.Void{}, nil
 		}
@@ -214,7 +214,7 @@ func must[T any](t *testing.T) func(T, error) T {
 
 func enqueue(t *testing.T, q *durable.Queue, n int, opts ...durable.EnqueueOption) durable.Enqueued {
 	t.Helper()
-	return must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: n}, opts...))
+	return must[durable.Enqueued](t)(q.Enqueue(context.Background(), &work{N: n}, opts...))
 }
 
 func item(t *testing.T, q *durable.Queue, id record.ItemID) record.Item {

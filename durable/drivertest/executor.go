@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/driver"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // openExecutor opens drv's executor and migrates it, closing it at the end of the test.
@@ -30,7 +31,7 @@ func openExecutor(t *testing.T, drv driver.Driver) driver.Executor {
 
 // testMigrate: Migrate applies every migration once (a second Migrate applies none), leaves
 // none missing and the version at SchemaVersion; a queue then opens with SkipMigrations.
-func testMigrate(t *testing.T, open Open) {
+func testMigrate(t *testing.T, open OpenFunc) {
 	ctx := context.Background()
 	drv := open(t)
 	ex, err := drv.Open(ctx)
@@ -69,7 +70,7 @@ func testMigrate(t *testing.T, open Open) {
 // returns the item marked to run alone (Claim leaves it, ClaimIsolated takes it), and the
 // completion of the old lease is then rejected with a
 // *driver.LeaseLostError (errors.Is driver.ErrLeaseLost) while the new one is accepted.
-func testClaimLeaseFence(t *testing.T, open Open) {
+func testClaimLeaseFence(t *testing.T, open OpenFunc) {
 	ex := openExecutor(t, open(t))
 	ctx := context.Background()
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -87,7 +88,7 @@ func testClaimLeaseFence(t *testing.T, open Open) {
 	if again, err := ex.Claim(ctx, "b", now.Add(30*time.Second), time.Minute, 10); err != nil || len(again) != 0 {
 		t.Fatalf("Claim of a leased item: %+v, %v; want none", again, err)
 	}
-	if it, err := ex.Item(ctx, id); err != nil || it.State != driver.StateRunning || it.LeaseOwner != "a" {
+	if it, err := ex.Item(ctx, id); err != nil || it.State != record.StateRunning || it.LeaseOwner != "a" {
 		t.Fatalf("Item: %+v, %v; want running under a", it, err)
 	}
 	if n, err := ex.Sweep(ctx, now.Add(30*time.Second)); err != nil || n != 0 {
@@ -108,7 +109,7 @@ func testClaimLeaseFence(t *testing.T, open Open) {
 		t.Fatalf("ClaimIsolated after the sweep: %+v, %v; want the item, attempt 2", second, err)
 	}
 	done := func(c driver.Claimed) driver.Completion {
-		return driver.Completion{Fence: c.Fence(), State: driver.StateSucceeded, Outcome: driver.OutcomeSucceeded, StartedAt: later, EndedAt: later, Name: workName}
+		return driver.Completion{Fence: c.Fence(), State: record.StateSucceeded, Outcome: record.OutcomeSucceeded, StartedAt: later, EndedAt: later, Name: workName}
 	}
 	errs, err := ex.Complete(ctx, []driver.Completion{done(first[0]), done(second[0])})
 	if err != nil || len(errs) != 2 {
@@ -122,18 +123,18 @@ func testClaimLeaseFence(t *testing.T, open Open) {
 		t.Fatalf("completion of the current lease: %v", errs[1])
 	}
 	it, err := ex.Item(ctx, id)
-	if err != nil || it.State != driver.StateSucceeded {
+	if err != nil || it.State != record.StateSucceeded {
 		t.Fatalf("Item: %+v, %v; want succeeded", it, err)
 	}
 	as, err := ex.Attempts(ctx, id)
-	if err != nil || len(as) != 2 || as[0].Outcome != driver.OutcomeAbandoned || as[1].Outcome != driver.OutcomeSucceeded {
+	if err != nil || len(as) != 2 || as[0].Outcome != record.OutcomeAbandoned || as[1].Outcome != record.OutcomeSucceeded {
 		t.Fatalf("Attempts: %+v, %v; want the swept attempt abandoned, the second succeeded", as, err)
 	}
 }
 
 // testExecutorDedupe: Enqueue with a dedupe key or token an item holds inserts nothing and
 // reports that item (existed); once the item succeeded, the key is free again.
-func testExecutorDedupe(t *testing.T, open Open) {
+func testExecutorDedupe(t *testing.T, open OpenFunc) {
 	ex := openExecutor(t, open(t))
 	ctx := context.Background()
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -157,7 +158,7 @@ func testExecutorDedupe(t *testing.T, open Open) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("Claim: %v %v", cs, err)
 	}
-	errs, err := ex.Complete(ctx, []driver.Completion{{Fence: cs[0].Fence(), State: driver.StateSucceeded, Outcome: driver.OutcomeSucceeded, StartedAt: now, EndedAt: now, Name: workName}})
+	errs, err := ex.Complete(ctx, []driver.Completion{{Fence: cs[0].Fence(), State: record.StateSucceeded, Outcome: record.OutcomeSucceeded, StartedAt: now, EndedAt: now, Name: workName}})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("Complete: %v %v", errs, err)
 	}

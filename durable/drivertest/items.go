@@ -15,14 +15,14 @@ import (
 
 // testEnqueueDispatch: an enqueued item is claimed, run once with its dispatch information on
 // the context, and recorded as succeeded with one attempt row and no lease left.
-func testEnqueueDispatch(t *testing.T, open Open) {
+func testEnqueueDispatch(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	var got sync.Map
 	var ids []record.ItemID
 	for n := range 3 {
 		ids = append(ids, enqueue(t, e.q, n).ID)
 	}
-	start(t, e.q, sender(t, func(ctx context.Context, w *Work) error {
+	start(t, e.q, sender(t, func(ctx context.Context, w *work) error {
 		d, ok := durable.FromContext(ctx, w)
 		if !ok {
 			return errors.New("no dispatch information on the context")
@@ -49,10 +49,10 @@ func testEnqueueDispatch(t *testing.T, open Open) {
 // testRetryBackoff: a failed attempt makes the item pending again at exactly the policy's
 // next time (the executor stores and compares times to the microsecond), with its error,
 // until an attempt succeeds; each attempt has its row.
-func testRetryBackoff(t *testing.T, open Open) {
+func testRetryBackoff(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	id := enqueue(t, e.q, 1).ID
-	start(t, e.q, sender(t, func(ctx context.Context, w *Work) error {
+	start(t, e.q, sender(t, func(ctx context.Context, w *work) error {
 		if d, _ := durable.FromContext(ctx, w); d.Attempt <= 2 {
 			return retryable{fmt.Sprintf("attempt %d failed", d.Attempt)}
 		}
@@ -84,10 +84,10 @@ func testRetryBackoff(t *testing.T, open Open) {
 
 // testMaxAttempts: an item that fails every attempt is dead after the policy's attempts, and
 // its dead letter (payload, error, source) is stored; Stats counts it.
-func testMaxAttempts(t *testing.T, open Open) {
+func testMaxAttempts(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	id := enqueue(t, e.q, 7).ID
-	start(t, e.q, sender(t, func(context.Context, *Work) error { return retryable{"down"} }))
+	start(t, e.q, sender(t, func(context.Context, *work) error { return retryable{"down"} }))
 	for n := 1; n < policy.MaxAttempts; n++ {
 		eventually(t, 20*time.Second, fmt.Sprintf("attempt %d", n), func() bool {
 			it := item(t, e.q, id)
@@ -119,7 +119,7 @@ func testMaxAttempts(t *testing.T, open Open) {
 
 // testDedupe: an enqueue with the dedupe key or the token of an item inserts nothing and
 // reports that item, also when many race; ItemByToken finds it.
-func testDedupe(t *testing.T, open Open) {
+func testDedupe(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	ctx := context.Background()
 	first := enqueue(t, e.q, 1, durable.WithDedupeKey("k"))
@@ -127,7 +127,7 @@ func testDedupe(t *testing.T, open Open) {
 	results := make([]durable.Enqueued, 8)
 	errs := make([]error, 8)
 	for i := range results {
-		wg.Go(func() { results[i], errs[i] = e.q.Enqueue(ctx, &Work{N: 2}, durable.WithDedupeKey("k")) })
+		wg.Go(func() { results[i], errs[i] = e.q.Enqueue(ctx, &work{N: 2}, durable.WithDedupeKey("k")) })
 	}
 	wg.Wait()
 	for i, r := range results {
@@ -150,7 +150,7 @@ func testDedupe(t *testing.T, open Open) {
 
 // testOrdering: the items of one ordering key run one at a time, in enqueue order, even with
 // several workers; a failing one holds back the later ones until it succeeds.
-func testOrdering(t *testing.T, open Open) {
+func testOrdering(t *testing.T, open OpenFunc) {
 	c := newClock()
 	q := openQueue(t, open(t), durable.Config{Clock: c, Workers: 4})
 	var ids []record.ItemID
@@ -161,7 +161,7 @@ func testOrdering(t *testing.T, open Open) {
 	var ran []int
 	running := 0
 	failed := false
-	start(t, q, sender(t, func(ctx context.Context, w *Work) error {
+	start(t, q, sender(t, func(ctx context.Context, w *work) error {
 		mu.Lock()
 		running++
 		overlap := running > 1
@@ -196,7 +196,7 @@ func testOrdering(t *testing.T, open Open) {
 }
 
 // testStats: Stats counts items per state and how long the oldest due item waited.
-func testStats(t *testing.T, open Open) {
+func testStats(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	ctx := context.Background()
 	enqueue(t, e.q, 1)
@@ -224,7 +224,7 @@ func must2(t *testing.T) func(a, b map[string]int64, err error) (map[string]int6
 
 // testCancelRunNow: Cancel ends a pending item and RunNow makes a delayed one due now, each
 // recorded in the audit log; a finished item is left as it is.
-func testCancelRunNow(t *testing.T, open Open) {
+func testCancelRunNow(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	ctx := context.Background()
 	a := enqueue(t, e.q, 1, durable.WithDelay(time.Hour)).ID
@@ -254,14 +254,14 @@ func testCancelRunNow(t *testing.T, open Open) {
 }
 
 // testFleet: two queues on one database share the work: every item runs once.
-func testFleet(t *testing.T, open Open) {
+func testFleet(t *testing.T, open OpenFunc) {
 	drv := open(t)
 	a := openQueue(t, drv, durable.Config{InstanceID: "a", Workers: 2, BatchSize: 3})
 	b := openQueue(t, drv, durable.Config{InstanceID: "b", Workers: 2, BatchSize: 3})
 	const n = 40
 	var mu sync.Mutex
 	runs := map[int]int{}
-	handler := func(ctx context.Context, w *Work) error {
+	handler := func(ctx context.Context, w *work) error {
 		mu.Lock()
 		runs[w.N]++
 		mu.Unlock()

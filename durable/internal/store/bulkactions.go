@@ -185,9 +185,9 @@ func (s *Store) withTally(ctx context.Context, db interface {
 // the letters in between into its stored totals, in one statement; it reports false when owner
 // no longer holds the action (or the cursor is no longer from).
 func (s *Store) AdvanceBulkAction(ctx context.Context, id int64, owner string, from, to DeadLetterID, now time.Time) (bool, error) {
-	count := func(outcome string) string {
+	count := func(outcome EventOutcome) string {
 		return `(SELECT COUNT(*) FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = switchboard_bulk_actions.id
-	AND e.dead_letter_id > switchboard_bulk_actions.cursor_id AND e.dead_letter_id <= ? AND e.outcome = '` + outcome + `')`
+	AND e.dead_letter_id > switchboard_bulk_actions.cursor_id AND e.dead_letter_id <= ? AND e.outcome = '` + string(outcome) + `')`
 	}
 	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
 	SET replayed = replayed + `+count(OutcomeReplayed)+`, still_failed = still_failed + `+count(OutcomeStillFailed)+`,

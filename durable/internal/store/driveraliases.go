@@ -1,10 +1,13 @@
 package store
 
-import "github.com/switchboard-go/switchboard/durable/driver"
+import (
+	"github.com/switchboard-go/switchboard/durable/driver"
+	"github.com/switchboard-go/switchboard/durable/record"
+)
 
 // The types the store's operations exchange, defined by package driver.
 type (
-	Attempt             = driver.Attempt
+	Attempt             = driver.AttemptRow
 	AuditQuery          = driver.AuditQuery
 	AuditRow            = driver.AuditRow
 	BreakerRow          = driver.BreakerRow
@@ -14,18 +17,19 @@ type (
 	BulkProgress        = driver.BulkProgress
 	Claimed             = driver.Claimed
 	Completion          = driver.Completion
-	DeadLetter          = driver.DeadLetter
-	DeadLetterFilter    = driver.DeadLetterFilter
-	DeadLetterID        = driver.DeadLetterID
-	DeadLetterStatus    = driver.DeadLetterStatus
-	Event               = driver.Event
+	DeadLetter          = driver.DeadLetterRow
+	DeadLetterFilter    = driver.DeadLetterQuery
+	DeadLetterID        = record.DeadLetterID
+	DeadLetterStatus    = record.DeadLetterStatus
+	Event               = driver.EventRow
+	EventOutcome        = driver.EventOutcome
 	Fence               = driver.Fence
-	Filter              = driver.Filter
+	Filter              = driver.ItemsFilter
 	HoldBack            = driver.HoldBack
-	Item                = driver.Item
+	Item                = driver.ItemRow
 	ItemChange          = driver.ItemChange
 	ItemCursor          = driver.ItemCursor
-	ItemID              = driver.ItemID
+	ItemID              = record.ItemID
 	ItemQuery           = driver.ItemQuery
 	LeaseLostError      = driver.LeaseLostError
 	LeaseResult         = driver.LeaseResult
@@ -33,15 +37,15 @@ type (
 	Migration           = driver.Migration
 	NewDeadLetter       = driver.NewDeadLetter
 	NewItem             = driver.NewItem
-	Outcome             = driver.Outcome
+	Outcome             = record.Outcome
 	PauseRow            = driver.PauseRow
 	RateLimitGrant      = driver.RateLimitGrant
 	RateLimitLease      = driver.RateLimitLease
 	ScheduleDue         = driver.ScheduleDue
 	ScheduleRow         = driver.ScheduleRow
 	ScheduleRunRow      = driver.ScheduleRunRow
-	State               = driver.State
-	Stats               = driver.Stats
+	State               = record.ItemState
+	Stats               = driver.ItemStats
 	UnknownOutcomeError = driver.UnknownOutcomeError
 )
 
@@ -58,9 +62,9 @@ const (
 	BulkDone            = driver.BulkDone
 	BulkCancelled       = driver.BulkCancelled
 	BulkFailed          = driver.BulkFailed
-	DeadLetterFailed    = driver.DeadLetterFailed
-	DeadLetterReplayed  = driver.DeadLetterReplayed
-	DeadLetterDiscarded = driver.DeadLetterDiscarded
+	DeadLetterFailed    = record.DeadLetterFailed
+	DeadLetterReplayed  = record.DeadLetterReplayed
+	DeadLetterDiscarded = record.DeadLetterDiscarded
 	EventReplay         = driver.EventReplay
 	EventDiscard        = driver.EventDiscard
 	EventExpired        = driver.EventExpired
@@ -72,14 +76,14 @@ const (
 	Busy                = driver.Busy
 	PauseName           = driver.PauseName
 	PauseBreakerKey     = driver.PauseBreakerKey
-	StatePending        = driver.StatePending
-	StateRunning        = driver.StateRunning
-	StateSucceeded      = driver.StateSucceeded
-	StateDead           = driver.StateDead
-	OutcomeSucceeded    = driver.OutcomeSucceeded
-	OutcomeFailed       = driver.OutcomeFailed
-	OutcomeAbandoned    = driver.OutcomeAbandoned
-	OutcomeInterrupted  = driver.OutcomeInterrupted
+	StatePending        = record.StatePending
+	StateRunning        = record.StateRunning
+	StateSucceeded      = record.StateSucceeded
+	StateDead           = record.StateDead
+	OutcomeSucceeded    = record.OutcomeSucceeded
+	OutcomeFailed       = record.OutcomeFailed
+	OutcomeAbandoned    = record.OutcomeAbandoned
+	OutcomeInterrupted  = record.OutcomeInterrupted
 	LeaseExpired        = driver.LeaseExpired
 )
 

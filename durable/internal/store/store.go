@@ -549,7 +549,7 @@ func readClaims(rows RowReader, args []any) ([]Claimed, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt), Deferred: sc.deferred != 0})
+		out = append(out, Claimed{ItemRow: it, ClaimedAt: fromMicros(claimedAt), Deferred: sc.deferred != 0})
 	}
 	return out, rows.Err()
 }
