@@ -39,7 +39,7 @@ var floors = map[string][]string{
 	"tracing":                {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/fallback", "behaviors/hedge", "behaviors/ratelimit"},
 	"health":                 {"mediator", "behaviors"},
 	"durable": {"mediator", "behaviors", "behaviors/retry", "behaviors/breaker", "behaviors/budget", "behaviors/ratelimit", "durable/record",
-		"durable/internal/exec", "durable/internal/store", "durable/internal/dbhealth", "durable/internal/notify", "durable/internal/gate",
+		"durable/driver", "durable/internal/exec", "durable/internal/store", "durable/internal/dbhealth", "durable/internal/notify", "durable/internal/gate",
 		"durable/internal/executor", "durable/internal/maintenance", "durable/internal/claimloop"},
 	// The engine's services (docs/architecture.md, "The durable engine"): each imports the
 	// store and what it needs of the behaviors, none imports another except the executor the
@@ -51,12 +51,14 @@ var floors = map[string][]string{
 	"durable/internal/maintenance": {"behaviors", "durable/internal/dbhealth", "durable/internal/store"},
 	"durable/internal/claimloop":   {"behaviors", "durable/internal/dbhealth", "durable/internal/maintenance", "durable/internal/store"},
 	"durable/record":               {},
-	"durable/internal/store":       {},
+	"durable/internal/store":       {"durable/driver", "durable/record"},
+	"durable/driver":               {"durable/record"},
 	"durable/internal/exec":        {"mediator", "durable/internal/store"},
 	"durable/internal/pgxconn":     {},
 	"durable/internal/pgtest":      {"durable/internal/pgxconn"},
-	"durable/sqlite":               {"durable", "durable/internal/store"},
-	"durable/postgres":             {"durable", "durable/internal/store", "durable/internal/pgxconn"},
+	"durable/sqlite":               {"durable/driver", "durable/internal/store"},
+	"durable/postgres":             {"durable/driver", "durable/internal/store", "durable/internal/pgxconn"},
+	"durable/drivertest":           {"mediator", "behaviors", "behaviors/breaker", "behaviors/ratelimit", "behaviors/retry", "durable", "durable/driver", "durable/record"},
 	"durable/durabletest":          {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
 	"internal/browsertest":         {},
 	"admin":                        {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "behaviors/ratelimit", "durable", "durable/record"},
@@ -67,7 +69,7 @@ var floors = map[string][]string{
 // what it chose (the drivers live in durable/sqlite and durable/postgres).
 var driverFree = []string{
 	"mediator", "handlers", "behaviors/...", "httpcall", "logging", "metrics", "tracing", "health", "admin",
-	"durable", "durable/record", "durable/internal/store", "durable/internal/exec", "durable/internal/dbhealth",
+	"durable", "durable/record", "durable/driver", "durable/drivertest", "durable/internal/store", "durable/internal/exec", "durable/internal/dbhealth",
 	"durable/internal/notify", "durable/internal/gate", "durable/internal/executor", "durable/internal/maintenance",
 	"durable/internal/claimloop",
 }

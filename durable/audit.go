@@ -67,7 +67,7 @@ func (q *Queue) audit(ctx context.Context, tx *sql.Tx, e record.AuditEntry) erro
 		e.At = q.clock.Now()
 	}
 	r := store.AuditRow{At: e.At, Actor: e.Actor, Action: string(e.Action), TargetKind: string(e.TargetKind),
-		Target: e.Target, Detail: e.Detail, Outcome: string(e.Outcome)}
+		Target: e.Target, Detail: e.Detail, Outcome: e.Outcome}
 	if tx != nil {
 		return q.store.AddAudit(ctx, tx, r)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
@@ -97,7 +98,8 @@ const breakerPage = 500
 // subscribed, one poll every RefreshInterval (PostgreSQL: also one connection that listens for
 // notifications). Every call is bounded by Timeout.
 type BreakerStore struct {
-	st     *store.Store
+	st     driver.FleetStores
+	notify driver.Notifier // WatchBreakers
 	name   string
 	cfg    BreakerStoreConfig
 	health dbhealth.Health // the polls
@@ -160,8 +162,12 @@ func NewBreakerStore(q *Queue, name string, cfg BreakerStoreConfig) (*BreakerSto
 	if err != nil {
 		return nil, err
 	}
+	fs, err := fleetStoresOf(q.store, "NewBreakerStore")
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With(zap.String("breaker_store", name))
-	s := &BreakerStore{st: q.store, name: name, cfg: cfg, health: dbhealth.Health{Log: log}, listen: dbhealth.Health{Log: log},
+	s := &BreakerStore{st: fs, notify: notifierOf(q.store), name: name, cfg: cfg, health: dbhealth.Health{Log: log}, listen: dbhealth.Health{Log: log},
 		wake: make(chan struct{}, 1), listened: make(chan struct{}), seen: map[string]int64{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(s.ctx, cfg.Timeout)
@@ -385,7 +391,7 @@ func (s *BreakerStore) listenLoop() {
 	const first, most = 100 * time.Millisecond, 30 * time.Second
 	wait, listened := first, false
 	for {
-		err := s.st.WatchBreakers(s.ctx, s.name, func() {
+		err := s.notify.WatchBreakers(s.ctx, s.name, func() {
 			wait = first
 			if !listened {
 				listened = true

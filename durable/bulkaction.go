@@ -246,7 +246,7 @@ func (q *Queue) StartBulkAction(ctx context.Context, spec BulkActionSpec, actor 
 	}
 	id, err := q.store.InsertBulkAction(ctx, store.BulkActionRow{Kind: string(spec.Kind), Filter: string(fj), Reason: spec.Reason, Actor: actor,
 		State: store.BulkQueued, Rate: spec.Rate, InFlight: spec.MaxInFlight, ResetBreaker: o.resetOf, MaxLetter: maxID, Matched: matched, CreatedAt: now},
-		store.AuditRow{At: now, Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetBulkAction), Detail: detail, Outcome: string(record.AuditDone)})
+		store.AuditRow{At: now, Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetBulkAction), Detail: detail, Outcome: record.AuditDone})
 	if err != nil {
 		return BulkAction{}, err
 	}
@@ -311,9 +311,9 @@ func (q *Queue) CancelBulkAction(ctx context.Context, id record.BulkActionID, ac
 	now := q.clock.Now()
 	b, found, cancelled, err := q.store.CancelBulkAction(ctx, int64(id), now, func(cancelled bool, b store.BulkActionRow) store.AuditRow {
 		r := store.AuditRow{At: now, Actor: actor, Action: string(record.AuditCancelBulkAction), TargetKind: string(record.AuditTargetBulkAction),
-			Target: fmt.Sprint(id), Detail: reason, Outcome: string(record.AuditDone)}
+			Target: fmt.Sprint(id), Detail: reason, Outcome: record.AuditDone}
 		if !cancelled {
-			r.Outcome, r.Detail = string(record.AuditNoChange), strings.TrimPrefix(reason+"; ", "; ")+"the action had already ended: "+b.State
+			r.Outcome, r.Detail = record.AuditNoChange, strings.TrimPrefix(reason+"; ", "; ")+"the action had already ended: "+b.State
 		}
 		return r
 	})

@@ -602,6 +602,6 @@ func (s *scheduler) guardOfLetter(d store.DeadLetter) (*breaker.Registry, string
 	if err != nil {
 		return nil, ""
 	}
-	c := store.Claimed{Item: store.Item{ID: d.ItemID, Name: d.Name}}
+	c := store.Claimed{ItemRow: store.Item{ID: d.ItemID, Name: d.Name}}
 	return s.gate.GuardOf(&c, req)
 }

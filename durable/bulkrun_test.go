@@ -195,7 +195,7 @@ func TestBulkActionFailedCountsNoSkipped(t *testing.T) {
 	now := time.Now()
 	id, err := durable.StoreOf(e.q).InsertBulkAction(ctx, istore.BulkActionRow{Kind: string(record.BulkReplay), Filter: "{not json", Actor: "alice",
 		State: istore.BulkQueued, Rate: 1000, InFlight: 1, MaxLetter: 1 << 40, Matched: 5, CreatedAt: now},
-		istore.AuditRow{At: now, Actor: "alice", Action: string(record.AuditBulkReplay), TargetKind: string(record.AuditTargetBulkAction), Outcome: string(record.AuditDone)})
+		istore.AuditRow{At: now, Actor: "alice", Action: string(record.AuditBulkReplay), TargetKind: string(record.AuditTargetBulkAction), Outcome: record.AuditDone})
 	if err != nil {
 		t.Fatal(err)
 	}

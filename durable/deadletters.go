@@ -167,7 +167,7 @@ func (s *scheduler) recordExpired(batch []store.Completion, results []error, let
 		}
 		ctx, cancel := s.storeCtx()
 		err := s.q.store.AddEvent(ctx, d.ID, store.Event{Kind: store.EventExpired, StartedAt: c.EndedAt, EndedAt: c.EndedAt,
-			Outcome: string(record.OutcomeExpired), Error: c.Error})
+			Outcome: store.EventOutcome(record.OutcomeExpired), Error: c.Error})
 		cancel()
 		if err != nil {
 			s.q.log.Warn("durable: the expiry of a dead letter's item was not added to its timeline (its error says it)", zap.String("instance", s.cfg.InstanceID),
@@ -254,11 +254,11 @@ func (q *Queue) DeadLetter(ctx context.Context, id record.DeadLetterID) (record.
 
 // eventOutcome maps a stored event's outcome to the Outcome of its dispatch (none for a
 // discard).
-var eventOutcome = map[string]record.Outcome{
-	store.OutcomeReplayed:          record.OutcomeSucceeded,
-	store.OutcomeStillFailed:       record.OutcomeFailed,
-	string(store.OutcomeAbandoned): record.OutcomeAbandoned,
-	string(record.OutcomeExpired):  record.OutcomeExpired,
+var eventOutcome = map[store.EventOutcome]record.Outcome{
+	store.OutcomeReplayed:                      record.OutcomeSucceeded,
+	store.OutcomeStillFailed:                   record.OutcomeFailed,
+	store.EventOutcome(store.OutcomeAbandoned): record.OutcomeAbandoned,
+	store.EventOutcome(record.OutcomeExpired):  record.OutcomeExpired,
 }
 
 func notFound(id record.DeadLetterID) error {
@@ -364,7 +364,7 @@ func (q *Queue) replay(ctx, finish context.Context, sender mediator.Sender, id r
 		done, cancel := context.WithTimeout(finish, finishTimeout)
 		defer cancel()
 		ev := store.Event{Kind: store.EventReplay, Actor: actor, StartedAt: started, EndedAt: ended, BulkAction: bulk,
-			Outcome: string(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects; it returned: " + herr.Error()}
+			Outcome: store.EventOutcome(store.OutcomeAbandoned), Error: "outcome unknown: the replay's caller gave up while its handler ran (" + ctx.Err().Error() + "); the handler may have had effects; it returned: " + herr.Error()}
 		if err := q.store.AbandonReplay(done, d.ID, owner, ev); err != nil {
 			return "", errors.Join(herr, err)
 		}
@@ -430,17 +430,17 @@ func (q *Queue) recordReplay(ctx context.Context, lease *replayHold, ok bool, ev
 		}
 		if lease.gone() {
 			q.log.Error("durable: replay outcome not recorded: its lease is gone; the outcome is unknown", zap.Int64("dead_letter", int64(lease.id)),
-				zap.String("outcome", ev.Outcome), zap.Int("tries", attempt), zap.Error(err))
+				zap.String("outcome", string(ev.Outcome)), zap.Int("tries", attempt), zap.Error(err))
 			return false, err
 		}
 		if ctx.Err() != nil {
 			q.log.Error("durable: replay outcome not recorded: its scheduler stopped (shutdown grace over); the outcome is unknown", zap.Int64("dead_letter", int64(lease.id)),
-				zap.String("outcome", ev.Outcome), zap.Int("tries", attempt), zap.Error(err))
+				zap.String("outcome", string(ev.Outcome)), zap.Int("tries", attempt), zap.Error(err))
 			return false, err
 		}
 		if attempt == 1 {
 			q.log.Warn("durable: replay outcome not recorded; trying again under the replay lease", zap.Int64("dead_letter", int64(lease.id)),
-				zap.String("outcome", ev.Outcome), zap.Error(err))
+				zap.String("outcome", string(ev.Outcome)), zap.Error(err))
 		}
 		wait, stop := q.clock.After(delay)
 		select {

@@ -16,7 +16,7 @@ import (
 
 // StoreOf returns q's store, for the tests of package durable_test that work below the queue
 // (claims, completions, sweeps, leases).
-func StoreOf(q *Queue) *store.Store { return q.store }
+func StoreOf(q *Queue) *store.Store { return q.store.(*store.Store) }
 
 // EncodeFor encodes req as q's registry does for Enqueue.
 func EncodeFor(q *Queue, req any) (name string, payload []byte, err error) { return q.reg.encode(req) }

@@ -1,10 +1,6 @@
 package durable
 
-import (
-	"context"
-
-	"github.com/switchboard-go/switchboard/durable/internal/store"
-)
+import "context"
 
 // Scheduling reports whether q's scheduler runs (Start succeeded, no Shutdown yet). It reads
 // no database, so a readiness probe may call it often.
@@ -17,5 +13,5 @@ func (q *Queue) Scheduling() bool {
 // MissingMigrations returns, in order, the migrations q's database lacks: the
 // check Open makes with Config.SkipMigrations. It applies nothing.
 func (q *Queue) MissingMigrations(ctx context.Context) ([]int, error) {
-	return store.MissingMigrations(ctx, q.store.DB(), q.store.Engine())
+	return q.store.MissingMigrations(ctx)
 }

@@ -246,7 +246,7 @@ func (q *Queue) changeItem(ctx context.Context, id record.ItemID, actor string, 
 	now := q.clock.Now()
 	_, _, found, err := change(ctx, store.ItemChange{ID: store.ItemID(id), Now: now, Audit: func(changed bool, it store.Item, held *store.PauseRow) store.AuditRow {
 		e := store.AuditRow{At: now, Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetItem),
-			Target: strconv.FormatInt(int64(id), 10), Outcome: string(record.AuditDone)}
+			Target: strconv.FormatInt(int64(id), 10), Outcome: record.AuditDone}
 		var why string
 		switch {
 		case changed:
@@ -260,7 +260,7 @@ func (q *Queue) changeItem(ctx context.Context, id record.ItemID, actor string, 
 		}
 		e.Detail = detail
 		if why != "" {
-			e.Outcome, e.Detail = string(record.AuditNoChange), why
+			e.Outcome, e.Detail = record.AuditNoChange, why
 			if detail != "" {
 				e.Detail += "; " + detail
 			}

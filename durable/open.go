@@ -2,7 +2,6 @@ package durable
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,19 +13,16 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/notify"
-	"github.com/switchboard-go/switchboard/durable/internal/store"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // Driver is the database a Queue keeps items in, made by package durable/sqlite or
-// durable/postgres. Each alone imports its database driver and owns its migrations,
-// so a program links only the database it uses.
-type Driver interface {
-	// Database opens (or, for a pool the caller owns, wraps) the driver's database.
-	Database() (store.Database, error)
-}
+// durable/postgres, or by a third party's driver (package durable/driver). Each alone imports
+// its database driver and owns its migrations, so a program links only the database it uses.
+type Driver = driver.Driver
 
 // Config configures a Queue, and the scheduler Queue.Start runs in this instance: one struct
 // given to Open, whose zero fields are the defaults documented on each. The database is Open's
@@ -130,36 +126,33 @@ type Config struct {
 }
 
 // Open returns a Queue over driver's database, migrating it unless SkipMigrations.
-func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
-	if driver == nil {
+func Open(ctx context.Context, drv Driver, cfg Config) (*Queue, error) {
+	if drv == nil {
 		return nil, errors.New("durable: Open: the driver is nil: pass sqlite.Open(path) (package durable/sqlite) or postgres.Open(dsn) (package durable/postgres)")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dbase, err := driver.Database()
+	st, err := drv.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	db, e, owns := dbase.DB, dbase.Engine, dbase.Owned
+	if st == nil {
+		return nil, fmt.Errorf("durable: Open: the driver %T returned no executor and no error", drv)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.L()
 	}
 	log := cfg.Logger
 	fail := func(err error) (*Queue, error) {
-		if owns {
-			_ = db.Close()
-		}
+		_ = st.Close()
 		return nil, err
 	}
-	if err := store.Connect(ctx, db, e); err != nil {
-		return fail(err)
-	}
 	if cfg.SkipMigrations {
-		if err := checkVersion(ctx, db, e); err != nil {
+		if err := checkVersion(ctx, st); err != nil {
 			return fail(err)
 		}
-	} else if err := store.Migrate(ctx, db, e, func(m store.Migration) {
+	} else if err := st.Migrate(ctx, func(m driver.Migration) {
 		log.Info("durable: schema migration applied", zap.Int("version", m.Version), zap.String("migration", m.Name))
 	}); err != nil {
 		return fail(err)
@@ -170,7 +163,7 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	if cfg.MaxPayloadBytes == 0 {
 		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
-	q := &Queue{store: store.New(db, e, owns), reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
+	q := &Queue{store: st, reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
 		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes}
 	for i, p := range q.propagators {
 		if dp, ok := p.(dispatching); ok {
@@ -188,8 +181,8 @@ func Open(ctx context.Context, driver Driver, cfg Config) (*Queue, error) {
 	q.schedCfg.Logger = q.log
 	q.sender = newSenderName()
 	q.notifyHealth = dbhealth.Health{Log: q.log}
-	if q.store.Notifies() {
-		q.notifier = notify.NewNotifier(q.store, q.sender, &q.notifyHealth)
+	if n, ok := st.(driver.Notifier); ok && n.Notifies() {
+		q.notifier = notify.NewNotifier(n, q.sender, &q.notifyHealth)
 	}
 	return q, nil
 }
@@ -221,18 +214,18 @@ func (cfg Config) Validate() error {
 
 // checkVersion fails unless db has applied every embedded migration: its newest version is
 // not enough, since a migration may be added beside an older one.
-func checkVersion(ctx context.Context, db *sql.DB, e store.Engine) error {
-	have, err := store.Version(ctx, db, e)
+func checkVersion(ctx context.Context, st driver.Executor) error {
+	have, err := st.Version(ctx)
 	if err != nil {
 		return err
 	}
-	missing, err := store.MissingMigrations(ctx, db, e)
+	missing, err := st.MissingMigrations(ctx)
 	if err != nil {
 		return err
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("durable: Open: SkipMigrations is set and the database's schema is at version %d, but this package needs version %d and the database lacks migrations %v: run the driver package's Migrate (or apply its MigrationSQL with your migration tool) first",
-			have, store.SchemaVersion(), missing)
+			have, st.SchemaVersion(), missing)
 	}
 	return nil
 }

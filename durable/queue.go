@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors"
 	"github.com/switchboard-go/switchboard/behaviors/retry"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/gate"
 	"github.com/switchboard-go/switchboard/durable/internal/notify"
@@ -33,7 +34,7 @@ type Queue struct {
 	// schedCfg is the scheduler's part of Open's Config, for Start.
 	schedCfg schedulerConfig
 
-	store   *store.Store
+	store   driver.Executor
 	reg     *registry
 	clock   behaviors.Clock
 	rand    func() float64

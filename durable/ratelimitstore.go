@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
@@ -127,7 +128,7 @@ const (
 // statements; a third, every ten minutes, deletes the lessees long gone): that count is its
 // divisor when the database does not answer and it keeps to its share of the limit.
 type RateLimitStore struct {
-	st     *store.Store
+	st     driver.FleetStores
 	cfg    RateLimitStoreConfig
 	health dbhealth.Health
 
@@ -159,8 +160,12 @@ func NewRateLimitStore(q *Queue, cfg RateLimitStoreConfig) (*RateLimitStore, err
 	if err != nil {
 		return nil, err
 	}
+	fs, err := fleetStoresOf(q.store, "NewRateLimitStore")
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With(zap.String("rate_limit_store", cfg.Name))
-	return &RateLimitStore{st: q.store, cfg: cfg, health: dbhealth.Health{Log: log, Instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
+	return &RateLimitStore{st: fs, cfg: cfg, health: dbhealth.Health{Log: log, Instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
 }
 
 // LeasePeriod implements ratelimit.PermitStore: RateLimitStoreConfig.LeasePeriod.

@@ -531,10 +531,10 @@ func (c *cronLoop) launch(e *scheduleEntry, due, started time.Time, runNowBy str
 	go func() {
 		err := c.run(e)
 		run := store.ScheduleRunRow{Name: e.name, Instance: s.cfg.InstanceID, DueAt: due, StartedAt: started,
-			EndedAt: s.q.clock.Now(), Outcome: string(record.OutcomeSucceeded), RunNowBy: runNowBy}
+			EndedAt: s.q.clock.Now(), Outcome: record.OutcomeSucceeded, RunNowBy: runNowBy}
 		interrupted := err != nil && s.life.Err() != nil
 		if err != nil {
-			run.Outcome, run.Error = string(record.OutcomeFailed), err.Error()
+			run.Outcome, run.Error = record.OutcomeFailed, err.Error()
 			if interrupted {
 				run.Error = "interrupted by shutdown: " + run.Error
 			}

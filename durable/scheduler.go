@@ -175,7 +175,7 @@ func (s *scheduler) Start() error {
 	listener := make(chan struct{})
 	go func() {
 		defer close(listener)
-		notify.Listen(s.listenCtx, s.q.store, s.q.sender, &s.health, s.Wake, s.hooks)
+		notify.Listen(s.listenCtx, notifierOf(s.q.store), s.q.sender, &s.health, s.Wake, s.hooks)
 	}()
 	go func() {
 		// The paused keys are read before the first claim, so that a restart holds them back

@@ -13,7 +13,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/pgxconn"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
@@ -21,8 +21,8 @@ import (
 // engine is the PostgreSQL engine of the store over pgx.
 var engine = store.NewPostgres(store.PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch, Listen: pgxconn.Listen})
 
-// driver is a PostgreSQL database for durable.Open, made by Open or New.
-type driver struct {
+// pgDriver is a PostgreSQL database for durable.Open, made by Open or New.
+type pgDriver struct {
 	dsn string
 	db  *sql.DB
 }
@@ -30,15 +30,25 @@ type driver struct {
 // Open returns the driver of the PostgreSQL database of dsn, a connection string in any form
 // pgx accepts; a search_path parameter selects the schema, which must exist. The queue opens a
 // pool when durable.Open is called, and its Close closes it.
-func Open(dsn string) durable.Driver { return &driver{dsn: dsn} }
+func Open(dsn string) driver.Driver { return &pgDriver{dsn: dsn} }
 
 // New returns the driver of db, a pool of pgx's database/sql driver ("pgx", or
 // stdlib.OpenDB/OpenDBFromPool of github.com/jackc/pgx/v5/stdlib) that the caller opened and
 // owns: the queue never closes it.
-func New(db *sql.DB) durable.Driver { return &driver{db: db} }
+func New(db *sql.DB) driver.Driver { return &pgDriver{db: db} }
 
-// Database opens the driver's database for durable.Open.
-func (d *driver) Database() (store.Database, error) {
+// Open opens (or wraps) the driver's database, checks that it answers and returns its
+// executor, for durable.Open.
+func (d *pgDriver) Open(ctx context.Context) (driver.Executor, error) {
+	dbase, err := d.database()
+	if err != nil {
+		return nil, err
+	}
+	return dbase.Open(ctx)
+}
+
+// database opens the driver's database, or wraps the caller's pool.
+func (d *pgDriver) database() (store.Database, error) {
 	if d.db != nil {
 		if !pgxconn.IsPgx(d.db) {
 			return store.Database{}, fmt.Errorf("durable: Open postgres: postgres.New was given a pool of the database/sql driver %T; it needs pgx's (github.com/jackc/pgx/v5/stdlib)", d.db.Driver())

@@ -17,12 +17,12 @@ import (
 	// Registers the "sqlite" database/sql driver.
 	msqlite "modernc.org/sqlite"
 
-	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
 )
 
-// driver is a SQLite database for durable.Open, made by Open or New.
-type driver struct {
+// sqliteDriver is a SQLite database for durable.Open, made by Open or New.
+type sqliteDriver struct {
 	path string
 	db   *sql.DB
 }
@@ -32,15 +32,25 @@ type driver struct {
 // journal, a busy timeout and immediate write transactions (one writer at a time: a single
 // connection serialises this process's statements, the busy timeout and immediate
 // transactions serialise writers across processes), and its Close closes it.
-func Open(path string) durable.Driver { return &driver{path: path} }
+func Open(path string) driver.Driver { return &sqliteDriver{path: path} }
 
 // New returns the driver of db, a pool of the "sqlite" driver that the caller opened and owns:
 // the queue never closes it. It should have one connection (db.SetMaxOpenConns(1)) and the
 // "_txlock=immediate" parameter, as Open sets up.
-func New(db *sql.DB) durable.Driver { return &driver{db: db} }
+func New(db *sql.DB) driver.Driver { return &sqliteDriver{db: db} }
 
-// Database opens the driver's database for durable.Open.
-func (d *driver) Database() (store.Database, error) {
+// Open opens (or wraps) the driver's database, checks that it answers and returns its
+// executor, for durable.Open.
+func (d *sqliteDriver) Open(ctx context.Context) (driver.Executor, error) {
+	dbase, err := d.database()
+	if err != nil {
+		return nil, err
+	}
+	return dbase.Open(ctx)
+}
+
+// database opens the driver's database, or wraps the caller's pool.
+func (d *sqliteDriver) database() (store.Database, error) {
 	if d.db != nil {
 		if _, ok := d.db.Driver().(*msqlite.Driver); !ok {
 			return store.Database{}, fmt.Errorf("durable: Open sqlite: sqlite.New was given a pool of the database/sql driver %T; it needs modernc.org/sqlite's (\"sqlite\")", d.db.Driver())

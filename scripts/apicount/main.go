@@ -6,6 +6,7 @@
 //     package's own name alone, as in time.Time, is fine).
 //   - No exported type name is declared by two packages, except Config and Behavior, which mean
 //     the same in every package: its component's configuration and the behavior it provides.
+//     An alias of the same name (type Driver = driver.Driver) re-exports the one type.
 //   - No exported name is a type in one package and a function, constant or variable in
 //     another: a reader who knows record.Attempt (an attempt row) reads retry.Attempt(ctx) as
 //     something that returns one. The exceptions (homonyms) are functions that mean the type:
@@ -176,6 +177,9 @@ func analyze(root string) ([]pkgCount, []string, error) {
 						for _, s := range d.Specs {
 							switch s := s.(type) {
 							case *ast.TypeSpec:
+								if sel, ok := s.Type.(*ast.SelectorExpr); ok && s.Assign.IsValid() && sel.Sel.Name == s.Name.Name {
+									continue // a re-export (type Driver = driver.Driver) is the other package's type, not a second one
+								}
 								seen(s.Name, true)
 								if st, ok := s.Type.(*ast.StructType); ok && s.Name.IsExported() {
 									for _, fl := range st.Fields.List {

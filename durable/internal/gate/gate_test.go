@@ -95,7 +95,7 @@ func newGate(st *fakeStore, reg *breaker.Registry, b *budget.Budget, failOver bo
 }
 
 func claimed(attempts int) *store.Claimed {
-	return &store.Claimed{Item: store.Item{ID: 7, Name: "w", Attempts: attempts, GuardKey: "api", LeaseOwner: "i", LastError: "before"}}
+	return &store.Claimed{ItemRow: store.Item{ID: 7, Name: "w", Attempts: attempts, GuardKey: "api", LeaseOwner: "i", LastError: "before"}}
 }
 
 func completion(c *store.Claimed) store.Completion {

@@ -8,47 +8,6 @@ import (
 	"time"
 )
 
-// BulkActionRow is one row of switchboard_bulk_actions; its columns are described in
-// migration 0014 and its fields on record.BulkAction.
-type BulkActionRow struct {
-	ID           int64
-	Kind         string
-	Filter       string // JSON
-	Reason       string
-	Actor        string
-	State        string
-	Rate         float64
-	InFlight     int
-	ResetBreaker string
-	MaxLetter    DeadLetterID
-	Matched      int64
-	Cursor       DeadLetterID
-	Replayed     int64
-	StillFailed  int64
-	Discarded    int64
-	Unknown      int64
-	Skipped      int64
-	WaitingKey   string
-	Error        string
-	LeaseOwner   string
-	LeaseUntil   time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	FinishedAt   time.Time
-}
-
-// The states of a bulk action, as stored.
-const (
-	BulkQueued          = "queued"
-	BulkRunning         = "running"
-	BulkWaiting         = "waiting"
-	BulkPausedOnBreaker = "paused_on_breaker"
-	BulkPaused          = "paused"
-	BulkDone            = "done"
-	BulkCancelled       = "cancelled"
-	BulkFailed          = "failed"
-)
-
 const bulkActionColumns = `id, kind, filter, reason, actor, state, rate, in_flight, reset_breaker, max_letter, matched, cursor_id,
 	replayed, still_failed, discarded, unknown, skipped, waiting_key, error, lease_owner, lease_until, created_at, updated_at, finished_at`
 
@@ -80,7 +39,7 @@ func (s *Store) CountDeadLetters(ctx context.Context, f DeadLetterFilter) (n int
 			return err
 		}
 		maxID = DeadLetterID(top.Int64)
-		where, args := f.where()
+		where, args := deadLetterWhere(f)
 		return tx.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where+" AND id <= ?"), append(args, top.Int64)...).Scan(&n)
 	})
 	if err != nil {
@@ -176,13 +135,6 @@ func (s *Store) ClaimBulkAction(ctx context.Context, owner string, now, until ti
 	return b, true, nil
 }
 
-// BulkProgress is what a running action writes of itself while it holds its lease.
-type BulkProgress struct {
-	State      string
-	WaitingKey string
-	Error      string
-}
-
 // SaveBulkAction extends owner's lease on action id to until and writes p; held is false (and
 // nothing is written) when owner no longer holds it: the action was cancelled, or its lease
 // ran out and another instance took it.
@@ -233,9 +185,9 @@ func (s *Store) withTally(ctx context.Context, db interface {
 // the letters in between into its stored totals, in one statement; it reports false when owner
 // no longer holds the action (or the cursor is no longer from).
 func (s *Store) AdvanceBulkAction(ctx context.Context, id int64, owner string, from, to DeadLetterID, now time.Time) (bool, error) {
-	count := func(outcome string) string {
+	count := func(outcome EventOutcome) string {
 		return `(SELECT COUNT(*) FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = switchboard_bulk_actions.id
-	AND e.dead_letter_id > switchboard_bulk_actions.cursor_id AND e.dead_letter_id <= ? AND e.outcome = '` + outcome + `')`
+	AND e.dead_letter_id > switchboard_bulk_actions.cursor_id AND e.dead_letter_id <= ? AND e.outcome = '` + string(outcome) + `')`
 	}
 	res, err := s.db.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
 	SET replayed = replayed + `+count(OutcomeReplayed)+`, still_failed = still_failed + `+count(OutcomeStillFailed)+`,
@@ -352,7 +304,7 @@ func (s *Store) CancelBulkAction(ctx context.Context, id int64, now time.Time, a
 // (after, upTo] that action has not already replayed to a still-failed outcome: the next letters
 // a bulk action works on. Letters it replayed successfully or discarded are no longer failed.
 func (s *Store) BulkLetters(ctx context.Context, action int64, f DeadLetterFilter, after, upTo DeadLetterID, limit int) ([]DeadLetter, error) {
-	where, args := f.where()
+	where, args := deadLetterWhere(f)
 	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + ` AND id > ? AND id <= ?
 	AND NOT EXISTS (SELECT 1 FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = ? AND e.dead_letter_id = d.id AND e.outcome = ?)
 	ORDER BY id LIMIT ?`

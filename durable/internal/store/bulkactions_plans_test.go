@@ -17,7 +17,7 @@ func TestBulkActionPlans(t *testing.T) {
 	s := postgresBackend(t, dsn).open(t)
 	db := s.DB()
 	f := DeadLetterFilter{Status: DeadLetterFailed, Source: "src3", ErrorContains: "err"}
-	where, _ := f.where()
+	where, _ := deadLetterWhere(f)
 	rb := func(q string) string { return s.e.rebind(q) }
 	for _, q := range []string{
 		`INSERT INTO switchboard_dead_letters (source, name, payload, error, status, created_at, updated_at)

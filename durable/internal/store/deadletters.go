@@ -7,99 +7,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboard-go/switchboard/durable/driver"
 )
-
-// DeadLetterStatus is the status of a dead letter (record.DeadLetterStatus).
-type DeadLetterStatus string
-
-// The statuses of a dead letter.
-const (
-	DeadLetterFailed    DeadLetterStatus = "failed"
-	DeadLetterReplayed  DeadLetterStatus = "replayed"
-	DeadLetterDiscarded DeadLetterStatus = "discarded"
-)
-
-// DeadLetterID identifies a dead letter.
-type DeadLetterID int64
-
-// DeadLetter is one dead-letter row; its fields are documented on record.DeadLetter.
-type DeadLetter struct {
-	ID          DeadLetterID
-	ItemID      ItemID
-	Source      string
-	Name        string
-	Key         string
-	Payload     []byte
-	Error       string
-	Status      DeadLetterStatus
-	RetryCount  int
-	ReplayOwner string
-	ReplayUntil time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	// Metadata is the request metadata of the letter's item or batch caller, a JSON object of
-	// strings; nil when there is none.
-	Metadata []byte
-}
 
 // execer is what insertEvent needs of a pool or a transaction.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
+type execer = driver.Execer
 
-// Event kinds and outcomes of the dead-letter events table.
-const (
-	EventReplay  = "replay"
-	EventDiscard = "discard"
-	EventExpired = "expired" // the item's deadline ended it
-
-	OutcomeReplayed    = "replayed"
-	OutcomeStillFailed = "still_failed"
-	OutcomeDiscarded   = "discarded"
-)
-
-// Event is one row of the dead-letter events table: a replay or a discard.
-type Event struct {
-	ID           int64
-	DeadLetterID DeadLetterID
-	Kind         string
-	Actor        string
-	StartedAt    time.Time
-	EndedAt      time.Time
-	Outcome      string
-	Error        string
-	Reason       string
-	// BulkAction is the bulk action the event was part of; 0 for a replay or discard of its
-	// own. The action's totals are counted from these events (see BulkAction).
-	BulkAction int64
-}
-
-// NewDeadLetter describes a dead letter captured outside the item lifecycle (a failed item of
-// a batch run).
-type NewDeadLetter struct {
-	Source  string
-	Name    string
-	Key     string
-	Payload []byte
-	Error   string
-	Now     time.Time
-	// Metadata, when not empty, is the request metadata to keep: a JSON object of strings.
-	Metadata []byte
-}
-
-// DeadLetterFilter filters DeadLetters. Status is required; From and To bound the creation
-// time (From inclusive, To exclusive) when not zero.
-type DeadLetterFilter struct {
-	Status   DeadLetterStatus
-	Source   string
-	From, To time.Time
-	// ErrorContains, when not empty, keeps the letters whose error contains it, ignoring case.
-	ErrorContains string
-	Limit, Offset int
-}
-
-// where returns the WHERE clause (with a leading space) and arguments of f's conditions.
-func (f DeadLetterFilter) where() (string, []any) {
+// deadLetterWhere returns the WHERE clause (with a leading space) and arguments of f's conditions.
+func deadLetterWhere(f DeadLetterFilter) (string, []any) {
 	where := " WHERE status = ?"
 	args := []any{string(f.Status)}
 	if f.Source != "" {
@@ -123,20 +39,6 @@ func (f DeadLetterFilter) where() (string, []any) {
 
 // likeEscaper escapes the wildcards of a LIKE pattern (the escape character is a backslash).
 var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
-
-// LeaseResult says what LeaseReplay found.
-type LeaseResult int
-
-// The results of LeaseReplay.
-const (
-	// Done: the letter was failed and free; it is now leased to the caller (LeaseReplay), or
-	// discarded (Discard).
-	Done LeaseResult = iota
-	// Missing: there is no letter with that id.
-	Missing
-	// Busy: the letter is not failed, or another replay holds its lease.
-	Busy
-)
 
 // insertItemDeadLetterSQL captures the dead letter of an item that was just completed as
 // dead, from the item row as the completion left it, in the completion's transaction (SQLite).
@@ -204,7 +106,7 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLett
 
 // DeadLetters returns the letters f selects, newest first, and how many match in all.
 func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
-	where, args := f.where()
+	where, args := deadLetterWhere(f)
 	var total int
 	if err := s.db.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)

@@ -98,7 +98,7 @@ func BenchmarkPostgresDriverPath(b *testing.B) {
 				}
 				cs := make([]Completion, len(claimed))
 				for i, c := range claimed {
-					cs[i] = Completion{Fence: Fence{ItemID: c.Item.ID, Owner: "bench", Attempt: c.Item.Attempts},
+					cs[i] = Completion{Fence: Fence{ItemID: c.ItemRow.ID, Owner: "bench", Attempt: c.ItemRow.Attempts},
 						State: StateSucceeded, Outcome: OutcomeSucceeded, StartedAt: now, EndedAt: now}
 				}
 				rows, done, err = q.query(e.completeMany, completionArrays(cs)...)

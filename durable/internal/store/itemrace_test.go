@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"testing"
 	"time"
 )
@@ -50,10 +51,10 @@ func TestItemChangeRacingACompletion(t *testing.T) {
 			}
 			var raced error
 			c := ItemChange{ID: id, Now: now, Audit: func(changed bool, it Item, _ *PauseRow) AuditRow {
-				return AuditRow{At: now, Actor: "op", Action: change.name, TargetKind: "item", Target: "x", Outcome: string(it.State)}
+				return AuditRow{At: now, Actor: "op", Action: change.name, TargetKind: "item", Target: "x", Outcome: record.AuditOutcome(it.State)}
 			}}
-			c.decided = func() { raced = parkNoWait(ctx, other, id) }
-			it, changed, found, err := change.fn(s)(ctx, c)
+			decided := withDecided(ctx, func() { raced = parkNoWait(ctx, other, id) })
+			it, changed, found, err := change.fn(s)(decided, c)
 			if err != nil || !found {
 				t.Fatalf("%s: found=%v %v", change.name, found, err)
 			}

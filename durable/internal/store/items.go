@@ -7,32 +7,10 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 )
 
 // StateCancelled is the state of an item an operator cancelled before it ran: terminal, kept.
 const StateCancelled State = "cancelled"
-
-// ItemQuery selects a page of ListItems: the items in State (parked on a breaker when Parked),
-// of Name and parked on Key when those are set, whose listing time (ListItems) is in [From,
-// To) (zero: unbounded), after the position After, at most Limit.
-type ItemQuery struct {
-	State     State
-	Parked    bool
-	Name, Key string
-	From, To  time.Time
-	After     ItemCursor // zero: the first page
-	Limit     int
-}
-
-// ItemCursor is a position in a listing's order: the ordering columns of the last item of a
-// page (CursorOf). Its zero value is the start of every listing.
-type ItemCursor struct {
-	Key     string // parked listings: the parked key
-	Isolate bool   // pending listings: past the items that run with others, among those to run alone
-	At      int64  // the listing time, microseconds
-	ID      ItemID // zero: the start
-}
 
 // CursorOf returns the position of it in the listing q selects.
 func CursorOf(q ItemQuery, it Item) ItemCursor {
@@ -179,20 +157,6 @@ func (s *Store) listPage(ctx context.Context, q ItemQuery, after ItemCursor, out
 	return out, nil
 }
 
-// ItemChange is an operator's change of one pending item (CancelItem, RunItemNow).
-type ItemChange struct {
-	ID  ItemID
-	Now time.Time
-	// Audit returns the audit row of the change, written in its transaction when there is
-	// such an item: changed says whether it was pending and so changed; it is the item after
-	// the change, or as found; held is the pause that kept a RunItemNow from changing a
-	// pending item (nil when none did).
-	Audit func(changed bool, it Item, held *PauseRow) AuditRow
-	// decided, when not nil, is called in the change's transaction once the state the change
-	// is decided on is read, before it is acted on: the tests race a concurrent write there.
-	decided func()
-}
-
 // CancelItem makes c's item cancelled if it is still pending (a claim racing it wins or
 // loses whole), clearing its parked key; a running or finished item is left as it is. It
 // writes c.Audit's row in the same transaction and returns the item after, whether it
@@ -219,6 +183,16 @@ const pauseHoldingSQL = `SELECT ` + pauseColumns + ` FROM switchboard_pauses
 	WHERE ((kind = 'name' AND target = ?) OR (kind = 'breaker_key' AND target IN (?, ?))) AND (until IS NULL OR until > ?)
 	ORDER BY kind DESC, target LIMIT 1`
 
+// decidedKey keys the function a test gives withDecided.
+type decidedKey struct{}
+
+// withDecided returns ctx carrying f, which an item change made under it calls in its
+// transaction once the state the change is decided on is read, before it is acted on: the
+// tests race a concurrent write there.
+func withDecided(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, decidedKey{}, f)
+}
+
 // changeItem reads c's item, locked (PostgreSQL; the write transaction is immediate on
 // SQLite), and, if it is pending and (when held) no pause holds it back, applies update. The
 // item being read under the lock, a claim or a completion racing the change waits for it: the
@@ -241,8 +215,8 @@ func (s *Store) changeItem(ctx context.Context, c ItemChange, held bool, update 
 			return err
 		}
 		found = true
-		if c.decided != nil {
-			c.decided()
+		if decided, ok := ctx.Value(decidedKey{}).(func()); ok {
+			decided()
 		}
 		var pause *PauseRow
 		if it.State == StatePending && held {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"slices"
 	"strings"
 	"testing"
@@ -254,7 +255,7 @@ func TestCancelItem(t *testing.T) {
 		s := b.open(t)
 		now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 		audit := func(changed bool, it Item, _ *PauseRow) AuditRow {
-			return AuditRow{At: now, Actor: "op", Action: "cancel", TargetKind: "item", Target: fmt.Sprint(it.ID), Outcome: fmt.Sprint(changed)}
+			return AuditRow{At: now, Actor: "op", Action: "cancel", TargetKind: "item", Target: fmt.Sprint(it.ID), Outcome: record.AuditOutcome(fmt.Sprint(changed))}
 		}
 		a, _, err := s.Enqueue(ctx, NewItem{Name: "w", NextAt: now, Now: now, DedupeKey: "k", ParkedKey: "breaker:x"})
 		if err != nil {

@@ -9,18 +9,6 @@ import (
 	"time"
 )
 
-// LimitRow is one row of switchboard_concurrency_limits, with the number of running items
-// holding a slot of its key when read by Limits; its fields are documented on
-// record.ConcurrencyLimit.
-type LimitRow struct {
-	Key       string
-	Max       int
-	Actor     string
-	Reason    string
-	CreatedAt time.Time
-	InUse     int
-}
-
 const limitColumns = "key, max_running, actor, reason, created_at"
 
 // heldCountSQL counts the running items holding a slot of a key (placeholder %s: the key),
@@ -202,10 +190,6 @@ const holdBackSQL = `UPDATE switchboard_items
 	RETURNING id`
 
 var pgHoldBackSQL = pg(holdBackSQL)
-
-// HoldBack says what Acquire does with an item that finds every slot taken: park it on the
-// key, due at NextAt, at Now.
-type HoldBack struct{ NextAt, Now time.Time }
 
 // Acquire takes a slot of key for the running item of f: it reports whether the item holds
 // one (fewer than the key's limit of running items held it, or it already did, or the key has

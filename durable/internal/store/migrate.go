@@ -16,16 +16,6 @@ import (
 //go:embed migrations
 var migrationFS embed.FS
 
-// Migration is one versioned schema change.
-type Migration struct {
-	// Version orders the migrations; each is applied once.
-	Version int
-	// Name is the migration's file name, kept in the version table.
-	Name string
-	// SQL is the migration's script: statements separated by semicolons (see Split).
-	SQL string
-}
-
 // Migrations returns the embedded migrations of e in version order.
 func Migrations(e Engine) ([]Migration, error) {
 	dir := path.Join("migrations", e.String())

@@ -8,21 +8,6 @@ import (
 	"time"
 )
 
-// The kinds of pause (switchboard_pauses.kind).
-const (
-	PauseName       = "name"
-	PauseBreakerKey = "breaker_key"
-)
-
-// PauseRow is one row of switchboard_pauses; its fields are documented on record.Pause.
-type PauseRow struct {
-	Kind, Target string
-	Until        time.Time // zero: until a resume
-	Actor        string
-	Reason       string
-	CreatedAt    time.Time
-}
-
 // pausedNameSQL is the claims' test that an item's name is not paused at now, the placeholder
 // being the statement's own "now" (%s: its form, "$6" or "?6"). The subquery is not correlated:
 // both engines run it once per statement (PostgreSQL as a hashed SubPlan, SQLite into an

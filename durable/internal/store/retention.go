@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/switchboard-go/switchboard/durable/driver"
 )
 
-// PruneBatch is the most items one prune statement (one transaction) deletes: small enough that
-// no transaction holds its locks (or, on SQLite, the database's one writer) for long, large
-// enough that a pass over a busy day's work takes few round trips.
-const PruneBatch = 500
+// PruneBatch is the most items one prune statement (one transaction) deletes (driver.PruneBatch).
+const PruneBatch = driver.PruneBatch
 
 // pruneLockSQL takes the transaction-level advisory lock of pruning this schema's tables, or
 // answers false at once when another transaction holds it. Advisory locks are database-wide, so

@@ -13,188 +13,6 @@ import (
 	"unicode/utf8"
 )
 
-// State is the lifecycle state of an item (record.ItemState).
-type State string
-
-// The states of an item.
-const (
-	StatePending   State = "pending"
-	StateRunning   State = "running"
-	StateSucceeded State = "succeeded"
-	StateDead      State = "dead"
-)
-
-// Outcome is how one attempt ended (record.Outcome).
-type Outcome string
-
-// Attempt outcomes.
-const (
-	OutcomeSucceeded   Outcome = "succeeded"
-	OutcomeFailed      Outcome = "failed"
-	OutcomeAbandoned   Outcome = "abandoned"
-	OutcomeInterrupted Outcome = "interrupted"
-)
-
-// ItemID identifies an item.
-type ItemID int64
-
-// Item is one stored item; its fields are documented on record.Item.
-type Item struct {
-	ID            ItemID
-	Name          string
-	Payload       []byte
-	State         State
-	Attempts      int
-	Interruptions int
-	Unattributed  int
-	Isolate       bool
-	ParkedKey     string
-	DedupeKey     string
-	OrderingKey   string
-	NextAt        time.Time
-	LeaseOwner    string
-	LeaseUntil    time.Time
-	LastError     string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	// Metadata is the item's metadata as stored, a JSON object of strings; nil when it has none.
-	Metadata []byte
-	// Token is the identity the enqueuing client gave the item; empty for items enqueued
-	// before tokens existed.
-	Token string
-	// GuardKey is the circuit-breaker key the enqueue named for the item; empty when none.
-	GuardKey string
-	// Deadline is when the item is dead if it has not succeeded; zero when it has none.
-	Deadline time.Time
-	// UniqueFor is how long the item holds its dedupe key after it succeeded; zero: not after
-	// it ends.
-	UniqueFor time.Duration
-	// UniqueReleasedAt is when an enqueue of the key took it over after the window; zero
-	// while held or never.
-	UniqueReleasedAt time.Time
-}
-
-// Counted is the number of attempts that count against the retry policy's MaxAttempts: every
-// attempt but those a shutdown interrupted and those abandoned beside other items.
-func (it Item) Counted() int { return it.Attempts - it.Interruptions - it.Unattributed }
-
-// Attempt is one attempt row; its fields are documented on record.Attempt.
-type Attempt struct {
-	ID        int64
-	ItemID    ItemID
-	Number    int
-	Instance  string
-	StartedAt time.Time
-	EndedAt   time.Time
-	Outcome   Outcome
-	Error     string
-}
-
-// NewItem describes an item to insert with Enqueue.
-type NewItem struct {
-	// Name is the registered name of the request type. Required.
-	Name string
-	// Payload is the encoded request.
-	Payload []byte
-	// NextAt is when the item is first due.
-	NextAt time.Time
-	// DedupeKey, when not empty, makes the insert a no-op if an item holds the key: one
-	// pending or running with it, or one that succeeded with it less than its UniqueFor ago;
-	// Enqueue then reports that item's id.
-	DedupeKey string
-	// UniqueFor, when positive, is how long the item holds DedupeKey after it succeeded.
-	UniqueFor time.Duration
-	// OrderingKey, when not empty, makes the item wait for every earlier item with the same key.
-	OrderingKey string
-	// LastError records why the item was deferred, if it was.
-	LastError string
-	// ParkedKey is the circuit-breaker key the item waits on, when an open breaker is why it
-	// was deferred: the breaker closing makes it due at once (see Unpark).
-	ParkedKey string
-	// Now is the insert time.
-	Now time.Time
-	// Metadata, when not empty, is the item's metadata: a JSON object of strings.
-	Metadata []byte
-	// Token, when not empty, is the item's identity, unique among all items: an insert whose
-	// token is taken inserts nothing, and Enqueue reports the item holding it.
-	Token string
-	// GuardKey, when not empty, is the circuit-breaker key that guards the item.
-	GuardKey string
-	// Deadline, when not zero, is when the item is dead if it has not succeeded. NextAt must
-	// not be later.
-	Deadline time.Time
-	// Deferred is set by the durable deferral, which stores a request whose in-process
-	// attempts failed: the item's first attempt is then already a retry (see Claimed.Deferred).
-	Deferred bool
-}
-
-// Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
-// count already includes the attempt being made.
-type Claimed struct {
-	Item
-	// ClaimedAt is when the claim was made.
-	ClaimedAt time.Time
-	// Deferred is NewItem.Deferred of the item's enqueue: the durable deferral stored it, so
-	// every attempt of it, its first included, is a retry of a call already made.
-	Deferred bool
-}
-
-// Fence returns the item's fence for a completion.
-func (c Claimed) Fence() Fence {
-	return Fence{ItemID: c.ID, Owner: c.LeaseOwner, Attempt: c.Attempts}
-}
-
-// Fence identifies one lease of an item: its holder and the attempt number the claim made. A
-// completion is accepted only while the item is still running under the same fence.
-type Fence struct {
-	// ItemID is the item.
-	ItemID ItemID
-	// Owner is the instance id that claimed the item.
-	Owner string
-	// Attempt is the item's attempt count after the claim.
-	Attempt int
-}
-
-// Completion ends a lease.
-type Completion struct {
-	// Fence is the lease being ended.
-	Fence Fence
-	// State is the item's next state: StatePending (with NextAt), StateSucceeded or StateDead.
-	State State
-	// NextAt is when a pending item is next due.
-	NextAt time.Time
-	// Outcome, when not empty, records an attempt row with StartedAt, EndedAt and Error.
-	// When empty, the claim is undone: no attempt row and the attempt count goes back down
-	// (an item released at shutdown before it started, an open breaker, an undecodable item).
-	Outcome Outcome
-	// StartedAt is when the attempt started.
-	StartedAt time.Time
-	// EndedAt is when the attempt ended; it is also the item's update time.
-	EndedAt time.Time
-	// Error is the attempt's error or the reason for the new state; kept as the item's last
-	// error when not empty.
-	Error string
-	// ParkedKey, for a pending item put off by an open circuit breaker, is that breaker's key:
-	// Unpark with the key makes the item due at once.
-	ParkedKey string
-
-	// Name, Refused, Verdict, Paused, Expired and Freed are not stored: the item's request
-	// name, whether a refusal parked it (Verdict: to wait for its breaker's probes to decide),
-	// a pause of its breaker key parked it, or its deadline ended it, and the key it had been
-	// parked on when it then got through (the other items parked on that key may go too), for
-	// the caller.
-	Name                              string
-	Refused, Verdict, Paused, Expired bool
-	Freed                             string
-	// Limited and Held are not stored either: a concurrency limit held the item back, and
-	// the limited key whose slot the lease held (the completion frees it).
-	Limited bool
-	Held    string
-	// Stored says the completion is in the database already (Acquire parked the item it
-	// held back): Complete and CompleteAndClaim accept it without writing it.
-	Stored bool
-}
-
 // unstored returns cs without its Stored completions: cs itself when it has none.
 func unstored(cs []Completion) []Completion {
 	for i, c := range cs {
@@ -210,41 +28,6 @@ func unstored(cs []Completion) []Completion {
 	}
 	return cs
 }
-
-// Stats summarises a store.
-type Stats struct {
-	// Counts is the number of items per state; every State is present.
-	Counts map[State]int64
-	// OldestDue is how long the oldest due pending item has been due; zero when none is due.
-	OldestDue time.Duration
-}
-
-// Filter filters List.
-type Filter struct {
-	State   State
-	Name    string
-	AfterID ItemID
-	// Limit caps the number of items. Zero means 100.
-	Limit int
-}
-
-// ErrLeaseLost reports a completion whose lease is no longer held: the item's lease expired
-// and it was swept or claimed by another worker. The completion was not applied.
-var ErrLeaseLost = errors.New("durable: lease lost")
-
-// LeaseLostError names the fence of a rejected completion. It matches ErrLeaseLost.
-type LeaseLostError struct {
-	// Fence is the lease the completion claimed to hold.
-	Fence Fence
-}
-
-// Error implements error.
-func (e *LeaseLostError) Error() string {
-	return fmt.Sprintf("durable: lease lost: item %d attempt %d is no longer held by %q", e.Fence.ItemID, e.Fence.Attempt, e.Fence.Owner)
-}
-
-// Is reports whether target is ErrLeaseLost.
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
 
 // Store keeps items and their attempts. It is safe for concurrent use and by several processes
 // at once (PostgreSQL: any number of instances; SQLite: one writer at a time on one file).
@@ -350,20 +133,6 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	execer
 }
-
-// UnknownOutcomeError reports an insert that may or may not have been applied: the statement
-// may have reached the database before the error (a deadline that passed while it ran, a
-// connection lost before its answer came back). It unwraps to that error.
-type UnknownOutcomeError struct {
-	// Err is the error the insert met.
-	Err error
-}
-
-// Error implements error.
-func (e *UnknownOutcomeError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the insert's error.
-func (e *UnknownOutcomeError) Unwrap() error { return e.Err }
 
 // storedText is s as the store writes a text it did not choose (an error's text, a breaker's
 // key, an operator's reason): valid UTF-8 without NUL bytes, each NUL and each invalid byte
@@ -780,7 +549,7 @@ func readClaims(rows RowReader, args []any) ([]Claimed, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Claimed{Item: it, ClaimedAt: fromMicros(claimedAt), Deferred: sc.deferred != 0})
+		out = append(out, Claimed{ItemRow: it, ClaimedAt: fromMicros(claimedAt), Deferred: sc.deferred != 0})
 	}
 	return out, rows.Err()
 }
@@ -893,13 +662,22 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// LeaseExpired is the error recorded for an attempt whose lease ran out.
-const LeaseExpired = "lease expired before completion"
-
 // Database is what a driver package (durable/sqlite, durable/postgres) gives durable.Open: the
 // pool, the engine of its database, and whether the queue owns the pool (and so closes it).
 type Database struct {
 	DB     *sql.DB
 	Engine Engine
 	Owned  bool
+}
+
+// Open connects to d's database (Connect) and returns its Store; on an error it closes the
+// pool if d owns it.
+func (d Database) Open(ctx context.Context) (*Store, error) {
+	if err := Connect(ctx, d.DB, d.Engine); err != nil {
+		if d.Owned {
+			_ = d.DB.Close()
+		}
+		return nil, err
+	}
+	return New(d.DB, d.Engine, d.Owned), nil
 }
