@@ -7,5 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
 go run ./scripts/apicount -check
+./scripts/filesize.sh
 ./scripts/with-postgres.sh go test -race -count=1 -timeout 25m ./...
 (cd benchmarks && ../scripts/with-postgres.sh go test -count=1 ./...)

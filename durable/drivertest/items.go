@@ -143,7 +143,7 @@ func testDedupe(t *testing.T, open OpenFunc) {
 	if it := must[record.Item](t)(e.q.ItemByToken(ctx, "tok-1")); it.ID != tok.ID || string(it.Payload) != `{"n":3}` {
 		t.Fatalf("ItemByToken: %+v", it)
 	}
-	if n := len(must[[]record.Item](t)(e.q.List(ctx, durable.Filter{}))); n != 2 {
+	if n := len(must[durable.ItemPage](t)(e.q.Items(ctx, durable.ItemFilter{State: record.StatePending})).Items); n != 2 {
 		t.Fatalf("%d items stored; want 2", n)
 	}
 }
