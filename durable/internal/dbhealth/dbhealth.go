@@ -27,6 +27,7 @@ type Health struct {
 	since    time.Time
 	failures int
 	lastLog  time.Time
+	failed   map[string]bool // the ops that failed since the calls last recovered
 }
 
 // who is the instance field of h's lines.
@@ -37,12 +38,20 @@ func (h *Health) who() zap.Field {
 	return zap.String("instance", h.Instance)
 }
 
-// Note records the outcome of one call named op: Failed for an error, OK otherwise.
+// Note records the outcome of one call named op: Failed for an error; otherwise a success,
+// which ends the failures only if op itself failed since they began. Several services share
+// one Health, and a call that was already under way on a connection opened before the outage
+// (another op's, sent before the first failure) may still succeed: it says nothing of the
+// calls sent since. A later call of an op that failed does.
 func (h *Health) Note(op string, err error) {
 	if err != nil {
 		h.Failed(op, err)
-	} else {
-		h.OK()
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failing && h.failed[op] {
+		h.recoveredLocked()
 	}
 }
 
@@ -52,6 +61,10 @@ func (h *Health) Failed(op string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.failures++
+	if h.failed == nil {
+		h.failed = map[string]bool{}
+	}
+	h.failed[op] = true
 	switch {
 	case !h.failing:
 		h.failing, h.since, h.lastLog, h.failures = true, now, now, 1
@@ -63,14 +76,20 @@ func (h *Health) Failed(op string, err error) {
 	}
 }
 
-// OK records a call that succeeded: after failures, one line says the calls recovered.
+// OK records a call that succeeded, of a caller whose calls are one at a time (a store's poll):
+// after failures, one line says the calls recovered.
 func (h *Health) OK() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.failing {
-		return
+	if h.failing {
+		h.recoveredLocked()
 	}
+}
+
+// recoveredLocked ends the failures with one line, h.mu held.
+func (h *Health) recoveredLocked() {
 	h.failing = false
+	clear(h.failed)
 	h.Log.Info("durable: database calls recovered", h.who(), zap.Int("failures", h.failures),
 		zap.Duration("after", time.Since(h.since)))
 }

@@ -80,10 +80,8 @@ func (n *Notifier) send() {
 		ctx, cancel := context.WithTimeout(n.ctx, Timeout)
 		err := n.st.NotifyDue(ctx, n.sender)
 		cancel()
-		if err != nil && n.ctx.Err() == nil {
-			n.health.Failed("notify the other instances of an item due", err)
-		} else if err == nil {
-			n.health.OK()
+		if err == nil || n.ctx.Err() == nil {
+			n.health.Note("notify the other instances of an item due", err)
 		}
 		select {
 		case <-time.After(Gap):
@@ -133,7 +131,7 @@ func Listen(ctx context.Context, st Store, self string, health *dbhealth.Health,
 	for {
 		err := st.WatchDue(ctx, self, func(pid int64) {
 			wait = first
-			health.OK()
+			health.Note("listen for items due", nil)
 			if h.Listening != nil {
 				h.Listening(pid)
 			}
