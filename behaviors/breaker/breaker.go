@@ -320,8 +320,8 @@ func (b *breaker) allowSlow(key string, w uint64) (Permit, error) {
 	return p, err
 }
 
-// refused tells Config.OnRefusal and the RefusalObservers about a refusal of key, outside the lock, and returns its
-// error.
+// refused tells Config.OnRefusal and the RefusalObservers about a refusal of key, outside the
+// lock, and returns its error.
 func (r *Registry) refused(key string, err error) error {
 	for _, on := range r.cfg.OnRefusal {
 		on(key)

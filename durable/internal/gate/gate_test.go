@@ -306,15 +306,21 @@ func TestAdmitHoldBacks(t *testing.T) {
 	})
 }
 
-// A half-open breaker lets through no more items than it has probe slots; a released probe
-// lets the next through.
-func TestAdmitHalfOpenProbeSlots(t *testing.T) {
+// halfOpenGate returns a gate whose breaker of "api" is half-open with probes slots free.
+func halfOpenGate(t *testing.T, probes int) *Gate {
 	clock := &movingClock{now: t0}
-	reg := breaker.NewRegistry(breaker.Config{Clock: clock, OpenDuration: time.Second, HalfOpenProbes: 1})
+	reg := breaker.NewRegistry(breaker.Config{Clock: clock, OpenDuration: time.Second, HalfOpenProbes: probes})
 	trip(t, reg, "api")
 	clock.now = t0.Add(2 * time.Second)
 	g := newGate(&fakeStore{}, reg, nil, false)
 	g.cfg.Clock = clock
+	return g
+}
+
+// A half-open breaker lets through no more items than it has probe slots; a released probe
+// lets the next through.
+func TestAdmitHalfOpenProbeSlots(t *testing.T) {
+	g := halfOpenGate(t, 1)
 	dispatch := func() context.Context { return context.Background() }
 	first, second := claimed(1), claimed(1)
 	second.ID = 8
@@ -366,12 +372,7 @@ func trip(t *testing.T, reg *breaker.Registry, key string) {
 // Two probe slots, two items through: when one ends, one more may go, not two (the gate counts
 // the probes still out).
 func TestAdmitGivesBackOneProbeSlotPerRelease(t *testing.T) {
-	clock := &movingClock{now: t0}
-	reg := breaker.NewRegistry(breaker.Config{Clock: clock, OpenDuration: time.Second, HalfOpenProbes: 2})
-	trip(t, reg, "api")
-	clock.now = t0.Add(2 * time.Second)
-	g := newGate(&fakeStore{}, reg, nil, false)
-	g.cfg.Clock = clock
+	g := halfOpenGate(t, 2)
 	dispatch := func() context.Context { return context.Background() }
 	admit := func(id int) (Ticket, bool) {
 		c := claimed(1)
