@@ -54,6 +54,12 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
     FROM unnest($1::text::bigint[], $2::text::int[], $3::text::text[], $4::text::text[], $5::text::bigint[], $6::text::int[], $7::text::text[],
                 $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[])
         AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
+), l AS MATERIALIZED (
+    SELECT v.*
+    FROM v JOIN switchboard_items i ON i.id = v.id
+    WHERE i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    ORDER BY i.id
+    FOR NO KEY UPDATE OF i
 ), u AS (
     UPDATE switchboard_items i
     SET state = v.state, next_at = v.next_at, attempts = i.attempts - v.undo,
@@ -61,7 +67,7 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
         isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
         last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
         lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
-    FROM v
+    FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
 ), a AS (
