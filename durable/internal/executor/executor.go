@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/gate"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -84,7 +85,7 @@ func (e *Executor) Process(c *store.Claimed) store.Completion {
 		return g.Unknown(c, comp, err)
 	}
 	if err != nil {
-		comp.State, comp.Error, comp.ParkedKey = store.StateDead, err.Error(), ""
+		comp.State, comp.Error, comp.ParkedKey, comp.Cause = store.StateDead, err.Error(), "", record.DeadUndecodable
 		return comp
 	}
 	t, held, ok := g.Admit(c, req, &comp, func() context.Context {
