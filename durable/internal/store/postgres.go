@@ -96,7 +96,8 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // that records an attempt clears isolate: the item ran to an outcome of its own. Every
 // completion frees the concurrency slot its lease held (held_key). Placeholders:
 // arrays of id, attempt, owner, next state, next_at, undo (1: the claim is undone), error,
-// started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none).
+// started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none), cause of
+// death (empty: not known; kept by the dead letter).
 // An item completed as dead gets its dead letter in the same statement (d), so the two exist
 // together or not at all; d reads the item's name, payload and dedupe key, which the update
 // does not change, from the statement's snapshot.
