@@ -15,7 +15,6 @@ import (
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable/internal/gate"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
-	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -85,7 +84,7 @@ func (e *Executor) Process(c *store.Claimed) store.Completion {
 		return g.Unknown(c, comp, err)
 	}
 	if err != nil {
-		comp.State, comp.Error, comp.ParkedKey, comp.Cause = store.StateDead, err.Error(), "", record.DeadUndecodable
+		comp.State, comp.Error, comp.ParkedKey, comp.Cause = store.StateDead, err.Error(), "", store.DeadUndecodable
 		return comp
 	}
 	t, held, ok := g.Admit(c, req, &comp, func() context.Context {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/switchboard-go/switchboard/behaviors/budget"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
-	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // redispatch reports whether the attempt c's claim makes is a retry of a call already made:
@@ -69,7 +68,7 @@ func (g *Gate) chargeRetry(ctx context.Context, c *store.Claimed, req any) (cont
 // the budget's window has room, or dead when the registration says so.
 func (g *Gate) overBudget(comp store.Completion, c *store.Claimed, se *budget.SpentError, failOver bool) store.Completion {
 	if failOver {
-		comp.State, comp.ParkedKey, comp.Cause = store.StateDead, "", record.DeadOverBudget
+		comp.State, comp.ParkedKey, comp.Cause = store.StateDead, "", store.DeadOverBudget
 		comp.Error = fmt.Sprintf("retry budget %q exceeded (%d retries of %d calls in %s); last error: %s",
 			se.Key, se.Retries, se.Calls, se.Window, c.LastError)
 		return comp
