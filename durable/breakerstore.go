@@ -39,7 +39,7 @@ type BreakerStoreConfig struct {
 	Timeout time.Duration
 	// Logger receives the store's database failures, rate-limited: the first at once, then
 	// at most one line every 30 s while they go on, and one when the database answers again.
-	// Default zap.L().
+	// Default: the queue's Config.Logger, so a store made from a queue logs where it does.
 	Logger *zap.Logger
 }
 
@@ -147,6 +147,9 @@ var _ breaker.Store = (*BreakerStore)(nil)
 func NewBreakerStore(q *Queue, name string, cfg BreakerStoreConfig) (*BreakerStore, error) {
 	if q == nil {
 		return nil, errors.New("durable: NewBreakerStore: the queue is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = q.log // the store is the queue's: its lines go where the queue's go
 	}
 	switch {
 	case name == "":

@@ -50,11 +50,14 @@ type RateLimitStoreConfig struct {
 	// (not under LeasePeriod/2, to ride out an ordinary slow moment) loses less of it then.
 	Timeout time.Duration
 	// Instance names this instance to the other lessees of a limit, which count each other to
-	// know their share. Default: the host name, the process id and a random suffix.
+	// know their share. Default: the host name, the process id and a random suffix. The
+	// store's log lines give it as "lessee"; their "instance" is the queue's
+	// Config.InstanceID, as in the queue's own lines.
 	Instance string
 	// Logger receives the store's database failures, rate-limited: the first at once, then
 	// at most one line every 30 s while they go on, and one when the database answers again;
-	// and one line when the instances fall back to their shares. Default zap.L().
+	// and one line when the instances fall back to their shares. Default: the queue's
+	// Config.Logger, so a store made from a queue logs where it does.
 	Logger *zap.Logger
 }
 
@@ -156,6 +159,9 @@ func NewRateLimitStore(q *Queue, cfg RateLimitStoreConfig) (*RateLimitStore, err
 	if q == nil {
 		return nil, errors.New("durable: NewRateLimitStore: the queue is nil")
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = q.log // the store is the queue's: its lines go where the queue's go
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -164,8 +170,14 @@ func NewRateLimitStore(q *Queue, cfg RateLimitStoreConfig) (*RateLimitStore, err
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With(zap.String("rate_limit_store", cfg.Name))
-	return &RateLimitStore{st: fs, cfg: cfg, health: dbhealth.Health{Log: log, Instance: cfg.Instance}, lessees: map[string]*lessee{}}, nil
+	// Its lines name the instance as the queue's do (Config.InstanceID, when set), and the
+	// lessee, which is the store's own, under a key of its own.
+	fields := []zap.Field{zap.String("rate_limit_store", cfg.Name), zap.String("lessee", cfg.Instance)}
+	if id := q.schedCfg.InstanceID; id != "" {
+		fields = append(fields, zap.String("instance", id))
+	}
+	log := cfg.Logger.With(fields...)
+	return &RateLimitStore{st: fs, cfg: cfg, health: dbhealth.Health{Log: log}, lessees: map[string]*lessee{}}, nil
 }
 
 // LeasePeriod implements ratelimit.PermitStore: RateLimitStoreConfig.LeasePeriod.
@@ -191,8 +203,7 @@ func (s *RateLimitStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (r
 	}
 	if s.away.Swap(false) {
 		s.health.OK()
-		s.health.Log.Info("durable: rate limit store answers again; the instances lease the fleet's permits again",
-			zap.String("instance", s.cfg.Instance))
+		s.health.Log.Info("durable: rate limit store answers again; the instances lease the fleet's permits again")
 	}
 	return ratelimit.Lease{Permits: g.Permits, First: g.First, Next: g.Next, Now: g.Now, Instances: n}, nil
 }
@@ -248,7 +259,7 @@ func (s *RateLimitStore) failed(ctx context.Context, err error) error {
 	}
 	if !s.away.Swap(true) {
 		s.health.Log.Warn("durable: rate limit store unreachable; each instance keeps to its share of the limits until it answers",
-			zap.String("instance", s.cfg.Instance), zap.Error(err))
+			zap.Error(err))
 	}
 	s.health.Failed("rate limit store: lease", err)
 	return err

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
 	"github.com/switchboard-go/switchboard/durable"
 )
@@ -96,5 +100,41 @@ func TestRateLimitStoreLeaseKeptWhenCountFails(t *testing.T) {
 	next := must[ratelimit.Lease](t)(s.Lease(ctx, r))
 	if next.Permits != 3 || next.First.Before(l.First.Add(30*time.Millisecond)) {
 		t.Fatalf("next %+v after %+v", next, l)
+	}
+}
+
+// The store's lines name the instance as every other line of the queue does, by the queue's
+// InstanceID under "instance", so that an operator who follows one instance's logs sees its
+// rate limit store's too; the store's lessee name, unique per store, has a key of its own.
+func TestRateLimitStoreLogsTheQueuesInstance(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	// The store's Logger is left to its default, the queue's.
+	q := sqliteBackend(t).bare(t, durable.Config{InstanceID: "svc-7", Logger: zap.New(core)})
+	s := must[*durable.RateLimitStore](t)(durable.NewRateLimitStore(q, durable.RateLimitStoreConfig{}))
+	ctx := context.Background()
+	if _, err := durable.StoreOf(q).DB().ExecContext(ctx, "DROP TABLE switchboard_rate_limits"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lease(ctx, ratelimit.LeaseRequest{Key: "k", Interval: 10 * time.Millisecond, Burst: 1, Permits: 3}); err == nil {
+		t.Fatal("a lease without the table succeeded")
+	}
+	lines := logs.FilterFieldKey("rate_limit_store").All()
+	if len(lines) == 0 {
+		t.Fatal("the failed lease logged nothing to the queue's logger")
+	}
+	for _, e := range lines {
+		var instances []string
+		lessee := ""
+		for _, f := range e.Context {
+			switch f.Key {
+			case "instance":
+				instances = append(instances, f.String)
+			case "lessee":
+				lessee = f.String
+			}
+		}
+		if len(instances) != 1 || instances[0] != "svc-7" || lessee == "" || lessee == "svc-7" {
+			t.Errorf("%q: instance fields %q, lessee %q; want one instance \"svc-7\" and the store's own lessee name", e.Message, instances, lessee)
+		}
 	}
 }

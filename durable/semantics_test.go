@@ -676,8 +676,12 @@ func TestLargePayloadsAreLoadedPerDispatch(t *testing.T) {
 		limit := int64(3 * size)
 		if b.name == "postgres" {
 			// pgx reads a row into a buffer rounded up to a power of two and keeps it on the
-			// connection until its next read: the driver's, not the queue's.
-			limit += 16 << 20
+			// connection until its next read: the driver's, not the queue's. The claim, the
+			// completion and the heartbeats take whichever pooled connection is free, and
+			// database/sql keeps two idle ones, so two of them may hold a payload's buffer
+			// (which two varies with timing: seen +32 and +44 MiB on one machine, +56 on a
+			// loaded one).
+			limit += 2 * 16 << 20
 		}
 		if grew > limit {
 			t.Fatalf("live heap grew by %d bytes during a dispatch, more than %d (3 payloads of %d)", grew, limit, size)

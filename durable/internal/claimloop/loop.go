@@ -127,7 +127,7 @@ func (l *Loop) Work() {
 			l.done <- finished{l.cfg.Executor.Release(j.Claimed), j.claim}
 			continue
 		}
-		*c = j.Claimed
+		*c, j.Claimed = j.Claimed, store.Claimed{} // one copy: the executor drops its payload once decoded
 		l.done <- finished{l.cfg.Executor.Process(c), j.claim}
 		*c = store.Claimed{} // the payload and metadata are not kept until the next item
 	}

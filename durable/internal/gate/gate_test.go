@@ -42,6 +42,7 @@ type fakeStore struct {
 	reparked []string
 	pauses   []store.PauseRow
 	limits   []store.LimitRow
+	down     error // what Acquire answers, when set
 }
 
 func (s *fakeStore) Unpark(_ context.Context, keys []string, _ time.Time) (int, error) {
@@ -61,6 +62,9 @@ func (s *fakeStore) Repark(_ context.Context, key string, _ time.Time, _ time.Du
 func (s *fakeStore) Acquire(_ context.Context, key string, _ store.Fence, _ *store.HoldBack) (bool, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down != nil {
+		return false, false, s.down
+	}
 	if s.free > 0 {
 		s.free--
 		s.acquired = append(s.acquired, key)
@@ -356,5 +360,91 @@ func trip(t *testing.T, reg *breaker.Registry, key string) {
 	reg.Declare(key)
 	if err := reg.Trip(key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two probe slots, two items through: when one ends, one more may go, not two (the gate counts
+// the probes still out).
+func TestAdmitGivesBackOneProbeSlotPerRelease(t *testing.T) {
+	clock := &movingClock{now: t0}
+	reg := breaker.NewRegistry(breaker.Config{Clock: clock, OpenDuration: time.Second, HalfOpenProbes: 2})
+	trip(t, reg, "api")
+	clock.now = t0.Add(2 * time.Second)
+	g := newGate(&fakeStore{}, reg, nil, false)
+	g.cfg.Clock = clock
+	dispatch := func() context.Context { return context.Background() }
+	admit := func(id int) (Ticket, bool) {
+		c := claimed(1)
+		c.ID = store.ItemID(id)
+		comp := completion(c)
+		tk, _, ok := g.Admit(c, &work{}, &comp, dispatch)
+		return tk, ok
+	}
+	a, okA := admit(1)
+	b, okB := admit(2)
+	if !okA || !okB {
+		t.Fatalf("the two probe slots let through %v %v", okA, okB)
+	}
+	a.Release()
+	c, okC := admit(3)
+	if !okC {
+		t.Fatal("the slot the first probe gave back was not given again")
+	}
+	if _, okD := admit(4); okD {
+		t.Fatal("a fourth item got through while two probes are out")
+	}
+	b.Release()
+	c.Release()
+}
+
+// An item parked on another key than its own guard's is held back by that key's breaker too.
+func TestAdmitAsksTheKeyAnItemIsParkedOn(t *testing.T) {
+	reg := breaker.NewRegistry(breaker.Config{Clock: fixedClock{t0}, OpenDuration: 20 * time.Second})
+	trip(t, reg, "other")
+	g := newGate(&fakeStore{}, reg, nil, false)
+	dispatch := func() context.Context { return context.Background() }
+	c := claimed(1)
+	c.ParkedKey = "other" // parked by an inner breaker's refusal; its own guard ("api") is closed
+	comp := completion(c)
+	if _, got, ok := g.Admit(c, &work{}, &comp, dispatch); ok || got.ParkedKey != "other" || !got.Refused {
+		t.Fatalf("an item parked on an open key was admitted: ok %v %+v", ok, got)
+	}
+	c = claimed(1)
+	c.ParkedKey = "api"
+	comp = completion(c)
+	tk, _, ok := g.Admit(c, &work{}, &comp, dispatch)
+	if !ok {
+		t.Fatal("an item parked on its own closed key was held back")
+	}
+	tk.Release()
+}
+
+// An item whose counted attempts reached MaxAttempts may still run (its last attempt was not
+// made); one past it (its last attempt abandoned) is dead.
+func TestCheckDeadOnlyPastMaxAttempts(t *testing.T) {
+	g := newGate(&fakeStore{}, nil, nil, false)
+	pol := retry.Policy{MaxAttempts: 3}
+	for attempts, dead := range map[int]bool{3: false, 4: true} {
+		c := claimed(attempts)
+		got, ok := g.Check(c, pol, completion(c))
+		if ok == dead || (got.State == store.StateDead) != dead {
+			t.Errorf("%d counted attempts of 3: ok %v, state %q; want dead %v", attempts, ok, got.State, dead)
+		}
+	}
+}
+
+// A concurrency slot the database could not give (it did not answer): the item is held back,
+// uncharged, and asked about again a poll interval later, not at the recheck.
+func TestLimitAskedAgainSoonWhenTheDatabaseDidNotAnswer(t *testing.T) {
+	st := &fakeStore{down: errors.New("connection refused")}
+	g := newGate(st, nil, nil, false)
+	g.cfg.Rand = func() float64 { return 0.25 }
+	g.Limits().Set("api", 1)
+	c := claimed(1)
+	comp := completion(c)
+	_, got, ok := g.Admit(c, &work{}, &comp, func() context.Context { return context.Background() })
+	// PollInterval 1 s times (0.5 + Rand 0.25).
+	if ok || charged(got) || got.Stored || !got.NextAt.Equal(t0.Add(750*time.Millisecond)) {
+		t.Fatalf("ok %v %+v; want held back, uncharged, due a poll interval later", ok, got)
 	}
 }

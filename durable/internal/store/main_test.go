@@ -103,6 +103,7 @@ func postgresStatements() map[string]string {
 		"claim":          e.st.claim,
 		"claim_isolated": e.st.claimIsolated,
 		"complete":       e.completeMany,
+		"complete_one":   e.completeOne,
 		"extend":         e.extendStmt,
 		"sweep":          e.sweepStmt,
 		"isolated_due":   e.st.isolatedDue,

@@ -259,6 +259,8 @@ func statementCases(stmts map[string]string) []planCase {
 			[]string{"succeeded", "pending", "dead"}, []int64{0, now + 1e6, 0}, []int32{0, 0, 1},
 			[]string{"", "boom", "gone"}, []int64{now, now, 0}, []int64{now, now, now},
 			[]string{"succeeded", "failed", ""}, []string{"", "", ""}, []string{"", "", "undecodable"}},
+		"complete_one": {ids[:1], []int32{1}, []string{"plancheck"}, []string{"dead"}, []int64{0}, []int32{1},
+			[]string{"gone"}, []int64{0}, []int64{now}, []string{""}, []string{""}, []string{"undecodable"}},
 		"extend":       {lease, "plancheck", ids},
 		"sweep":        {now},
 		"isolated_due": {now, now},
@@ -291,7 +293,7 @@ func statementCases(stmts map[string]string) []planCase {
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_isolated", "complete", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "dedupe", "release", "token", "prune",
+	order := []string{"claim", "claim_isolated", "complete", "complete_one", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "dedupe", "release", "token", "prune",
 		"breaker_insert", "breaker_update", "breaker_read", "breaker_load", "breaker_since", "breaker_seq", "acquire", "wake_limited", "limits"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase

@@ -43,6 +43,7 @@ func NewPostgres(drv PostgresDriver) Engine {
 type postgresEngine struct {
 	st           statements
 	completeMany string
+	completeOne  string // completeMany without the lock step: one item is locked in any order
 	extendStmt   string
 	sweepStmt    string
 	// insertNotify is the insert that also notifies ItemsChannel (see Store.EnqueueTx).
@@ -142,6 +143,31 @@ const postgresComplete = `WITH v AS MATERIALIZED (
 )
 SELECT id, owner, attempt FROM u`
 
+// postgresCompleteOne is postgresComplete for a batch of one item: the update takes the one
+// item's lock itself, and one lock has no order to keep (the lock step cost a one-worker
+// PostgreSQL drain about a tenth of its speed).
+func postgresCompleteOne() string {
+	const lock = `), l AS MATERIALIZED (
+    SELECT v.*
+    FROM v JOIN switchboard_items i ON i.id = v.id
+    WHERE i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    ORDER BY i.id
+    FOR NO KEY UPDATE OF i
+`
+	if !strings.Contains(postgresComplete, lock) || !strings.Contains(postgresComplete, "FROM l v") {
+		panic("store: the completion's lock step is not where postgresCompleteOne looks for it")
+	}
+	return strings.Replace(strings.Replace(postgresComplete, lock, "", 1), "FROM l v", "FROM v", 1)
+}
+
+// completion returns the completion statement for cs.
+func (e *postgresEngine) completion(cs []Completion) string {
+	if len(cs) == 1 {
+		return e.completeOne
+	}
+	return e.completeMany
+}
+
 // postgresExtend moves the leases of owner's running items: ids joined through the primary key,
 // the state compared with a column of the input for the same reason as in the completion. The
 // items are locked in ascending id (the lock order), by l, before the update finds them again
@@ -191,7 +217,7 @@ const postgresSweep = `WITH s AS (
 SELECT COUNT(*) FROM u`
 
 func newPostgres() *postgresEngine {
-	e := &postgresEngine{completeMany: postgresComplete, extendStmt: postgresExtend, sweepStmt: postgresSweep}
+	e := &postgresEngine{completeMany: postgresComplete, completeOne: postgresCompleteOne(), extendStmt: postgresExtend, sweepStmt: postgresSweep}
 	e.st = statements{
 		insert:        e.rebind(insertSQL),
 		byDedupe:      e.rebind(byDedupeSQL),
@@ -258,7 +284,7 @@ func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, arg
 }
 
 func (e *postgresEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
-	rows, err := db.QueryContext(ctx, e.completeMany, completionArrays(cs)...)
+	rows, err := db.QueryContext(ctx, e.completion(cs), completionArrays(cs)...)
 	if err != nil {
 		return err
 	}
@@ -276,7 +302,7 @@ func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []
 	defer conn.Close()
 	var claimed []Claimed
 	err = e.drv.SendBatch(ctx, conn,
-		[]BatchQuery{{SQL: e.completeMany, Args: completionArrays(cs)}, {SQL: e.st.claim, Args: claimArgs}},
+		[]BatchQuery{{SQL: e.completion(cs), Args: completionArrays(cs)}, {SQL: e.st.claim, Args: claimArgs}},
 		[]func(RowReader) error{
 			func(rows RowReader) error { return readFences(rows, accepted) },
 			func(rows RowReader) (err error) { claimed, err = readClaims(rows, claimArgs); return err },
