@@ -333,6 +333,9 @@ func testDeadLetterRoutes(t *testing.T, driver durable.Driver) {
 	if d["payload"].(map[string]any)["email"] != "bob@example" || d["key"] != "c1" || d["error"] == "" {
 		t.Fatalf("detail = %v", d)
 	}
+	if cause, ok := d["cause"]; !ok || cause != "" {
+		t.Fatalf("a batch letter's cause = %v (present %v), want it present and empty (not known)", cause, ok)
+	}
 	for _, bad := range []string{"0", "-3", "abc", "1.5", "99999999999999999999"} {
 		want(t, auth(t, f.h, "GET", "/api/dead-letters/"+bad, ""), http.StatusBadRequest)
 	}

@@ -26,6 +26,7 @@ type deadLetterBody struct {
 	Name       string                  `json:"name"`
 	Key        string                  `json:"key"`
 	Error      string                  `json:"error"`
+	Cause      record.DeadCause        `json:"cause"` // empty when not known
 	Status     record.DeadLetterStatus `json:"status"`
 	RetryCount int                     `json:"retry_count"`
 	CreatedAt  time.Time               `json:"created_at"`
@@ -34,7 +35,7 @@ type deadLetterBody struct {
 
 func deadLetterOf(d record.DeadLetter) deadLetterBody {
 	return deadLetterBody{ID: d.ID, ItemID: d.ItemID, Source: d.Source, Name: d.Name, Key: d.Key,
-		Error: d.Error, Status: d.Status, RetryCount: d.RetryCount,
+		Error: d.Error, Cause: d.Cause, Status: d.Status, RetryCount: d.RetryCount,
 		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
 }
 

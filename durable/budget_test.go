@@ -146,6 +146,15 @@ func TestBudgetFailOverBudget(t *testing.T) {
 				if !strings.Contains(it.LastError, "retry budget") {
 					t.Fatalf("dead letter %q does not name the budget", it.LastError)
 				}
+				ls, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range ls {
+					if l.ItemID == id && l.Cause != record.DeadOverBudget {
+						t.Fatalf("item %d's letter: cause %q, want %q", id, l.Cause, record.DeadOverBudget)
+					}
+				}
 			}
 		}
 		if dead < 8 {

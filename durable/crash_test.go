@@ -144,6 +144,16 @@ func crashTest(t *testing.T, b backend, workers int) {
 			poison, pit.State, pit.Attempts, pit.Unattributed, pit.Interruptions, pit.Counted(), pit.LastError,
 			crashMaxAttempts+unattributed, unattributed, crashMaxAttempts)
 	}
+	// Its letter says its attempts were spent: abandoned ones count.
+	letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range letters {
+		if l.ItemID == poison && l.Cause != record.DeadAttemptsSpent {
+			t.Errorf("poison item %d's letter: cause %q, want %q", poison, l.Cause, record.DeadAttemptsSpent)
+		}
+	}
 	if ran := r.handled[poison]; len(ran) != 0 {
 		t.Errorf("poison item %d: handler completed at attempts %v", poison, ran)
 	}

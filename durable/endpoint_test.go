@@ -492,6 +492,11 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			outcomes(as) != "1:failed" {
 			t.Fatalf("item failing past its deadline %+v, rows %s", it, outcomes(as))
 		}
+		// Both letters say the deadline ended their items: at the claim, and after the attempt.
+		all, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		if err != nil || len(all) != 2 || all[0].Cause != record.DeadDeadline || all[1].Cause != record.DeadDeadline {
+			t.Fatalf("the expired items' letters %+v, %v: want both with cause %q", all, err, record.DeadDeadline)
+		}
 		eventually(t, 20*time.Second, "the observers", func() bool {
 			mu.Lock()
 			defer mu.Unlock()

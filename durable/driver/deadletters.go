@@ -14,6 +14,7 @@ type DeadLetterRow struct {
 	Key         string
 	Payload     []byte
 	Error       string
+	Cause       record.DeadCause
 	Status      record.DeadLetterStatus
 	RetryCount  int
 	ReplayOwner string

@@ -147,6 +147,9 @@ type Completion struct {
 	// ParkedKey, for a pending item put off by an open circuit breaker, is that breaker's key:
 	// Unpark with the key makes the item due at once.
 	ParkedKey string
+	// Cause, for an item completed as dead (record.StateDead), is why it died: its dead
+	// letter keeps it (record.DeadLetter.Cause).
+	Cause record.DeadCause
 
 	// Name, Refused, Verdict, Paused, Expired and Freed are not stored: the item's request
 	// name, whether a refusal parked it (Verdict: to wait for its breaker's probes to decide),

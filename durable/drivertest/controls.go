@@ -114,7 +114,7 @@ func testDeadLetters(t *testing.T, open OpenFunc) {
 		byItem[l.ItemID] = l
 	}
 	la, lb := byItem[a], byItem[b]
-	if la.ID == 0 || lb.ID == 0 || la.Error != "permanent" {
+	if la.ID == 0 || lb.ID == 0 || la.Error != "permanent" || la.Cause != record.DeadPermanent || lb.Cause != record.DeadPermanent {
 		t.Fatalf("letters %+v", letters)
 	}
 	if r := must[durable.Resolution](t)(q.Replay(ctx, sender(t, nil), la.ID, "op")); r != durable.Replayed {

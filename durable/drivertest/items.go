@@ -83,7 +83,7 @@ func testRetryBackoff(t *testing.T, open OpenFunc) {
 }
 
 // testMaxAttempts: an item that fails every attempt is dead after the policy's attempts, and
-// its dead letter (payload, error, source) is stored; Stats counts it.
+// its dead letter (payload, error, source, cause) is stored; Stats counts it.
 func testMaxAttempts(t *testing.T, open OpenFunc) {
 	e := newEnv(t, open)
 	id := enqueue(t, e.q, 7).ID
@@ -108,7 +108,8 @@ func testMaxAttempts(t *testing.T, open OpenFunc) {
 		}
 		return len(letters) == 1
 	})
-	if l := letters[0]; l.ItemID != id || l.Source != workName || l.Error != "down" || string(l.Payload) != `{"n":7}` || l.Status != record.DeadLetterFailed {
+	if l := letters[0]; l.ItemID != id || l.Source != workName || l.Error != "down" || string(l.Payload) != `{"n":7}` || l.Status != record.DeadLetterFailed ||
+		l.Cause != record.DeadAttemptsSpent {
 		t.Fatalf("dead letter %+v", l)
 	}
 	st := must[durable.Stats](t)(e.q.Stats(context.Background()))

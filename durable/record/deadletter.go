@@ -15,6 +15,30 @@ const (
 	DeadLetterDiscarded DeadLetterStatus = "discarded" // an operator retired it, saying why
 )
 
+// DeadCause is why an item died: the rule of the durable queue that ended it. An item dies only
+// of these; Error says the details. The values:
+//   - DeadAttemptsSpent ("attempts_spent"): its policy's MaxAttempts were used up, by failed
+//     attempts or by attempts abandoned when the process running them died.
+//   - DeadDeadline ("deadline"): its deadline (durable.WithDeadline) passed.
+//   - DeadPermanent ("permanent"): the retry policy's classification called its error not
+//     worth retrying.
+//   - DeadUndecodable ("undecodable"): its payload does not decode as its registered request.
+//   - DeadOverBudget ("over_budget"): its retry budget refused the retry and the budget's
+//     registration says to fail over (durable.FailOverBudget).
+//   - DeadUnknown (""): not recorded: a letter captured before causes were, or a failed item
+//     of durable.Queue.RunBatch.
+type DeadCause string
+
+// The causes of death; see DeadCause.
+const (
+	DeadUnknown       DeadCause = ""
+	DeadAttemptsSpent DeadCause = "attempts_spent"
+	DeadDeadline      DeadCause = "deadline"
+	DeadPermanent     DeadCause = "permanent"
+	DeadUndecodable   DeadCause = "undecodable"
+	DeadOverBudget    DeadCause = "over_budget"
+)
+
 // DeadLetter is a dead item, or a failed item of durable.Queue.RunBatch, waiting for an
 // operator. Letters are never deleted: replay and discard change Status and append to the
 // timeline.
@@ -26,7 +50,9 @@ type DeadLetter struct {
 	Key     string // the batch item's key, or the dead item's dedupe key
 	Payload []byte
 	Error   string // the last error, of the item, the batch item or the last failed replay
-	Status  DeadLetterStatus
+	// Cause is why the item died; empty when not known (see DeadCause).
+	Cause  DeadCause
+	Status DeadLetterStatus
 	// RetryCount counts the replays that ran; one the caller cancelled does not count.
 	RetryCount           int
 	CreatedAt, UpdatedAt time.Time

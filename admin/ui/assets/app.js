@@ -821,6 +821,7 @@
       facts.textContent = "";
       [["Status", badge(d.status)], ["Source", d.source], ["Request", d.name], ["Key", d.key || "–"],
        ["Item", d.item_id ? String(d.item_id) : "none: a failed item of a batch run"], ["Retries", String(d.retry_count)],
+       ["Cause", d.cause ? String(d.cause).replace(/_/g, " ") : "not recorded"],
        ["Created", whenEl(d.created_at)], ["Updated", whenEl(d.updated_at)]].forEach(function (f) {
         facts.appendChild(el("dt", null, f[0]));
         var dd = el("dd");

@@ -84,7 +84,7 @@ func (e *Executor) Process(c *store.Claimed) store.Completion {
 		return g.Unknown(c, comp, err)
 	}
 	if err != nil {
-		comp.State, comp.Error, comp.ParkedKey = store.StateDead, err.Error(), ""
+		comp.State, comp.Error, comp.ParkedKey, comp.Cause = store.StateDead, err.Error(), "", store.DeadUndecodable
 		return comp
 	}
 	t, held, ok := g.Admit(c, req, &comp, func() context.Context {

@@ -68,7 +68,7 @@ func (g *Gate) chargeRetry(ctx context.Context, c *store.Claimed, req any) (cont
 // the budget's window has room, or dead when the registration says so.
 func (g *Gate) overBudget(comp store.Completion, c *store.Claimed, se *budget.SpentError, failOver bool) store.Completion {
 	if failOver {
-		comp.State, comp.ParkedKey = store.StateDead, ""
+		comp.State, comp.ParkedKey, comp.Cause = store.StateDead, "", store.DeadOverBudget
 		comp.Error = fmt.Sprintf("retry budget %q exceeded (%d retries of %d calls in %s); last error: %s",
 			se.Key, se.Retries, se.Calls, se.Window, c.LastError)
 		return comp

@@ -145,10 +145,12 @@ func (g *Gate) note(key string, reg *breaker.Registry) {
 func (g *Gate) Check(c *store.Claimed, pol retry.Policy, comp store.Completion) (store.Completion, bool) {
 	if counted := c.Counted(); counted > pol.MaxAttempts {
 		comp.State, comp.Error, comp.ParkedKey = store.StateDead, fmt.Sprintf("attempts exhausted (%d); last error: %s", pol.MaxAttempts, c.LastError), ""
+		comp.Cause = store.DeadAttemptsSpent
 		return comp, false
 	}
 	if Expired(c.Deadline, comp.EndedAt) {
 		comp.State, comp.Error, comp.ParkedKey, comp.Expired = store.StateDead, DeadlineError(c.Deadline, c.LastError), "", true
+		comp.Cause = store.DeadDeadline
 		return comp, false
 	}
 	return comp, true
@@ -254,6 +256,7 @@ func (g *Gate) Judge(c *store.Claimed, req any, t *Ticket, comp store.Completion
 	case Retryable(err, retries) && counted < pol.MaxAttempts:
 		if Expired(c.Deadline, comp.EndedAt) {
 			comp.State, comp.Outcome, comp.Error, comp.Expired = store.StateDead, store.OutcomeFailed, DeadlineError(c.Deadline, err.Error()), true
+			comp.Cause = store.DeadDeadline
 			break
 		}
 		// Retried at the later of its backoff and the wait any refusal or server asked for.
@@ -267,6 +270,10 @@ func (g *Gate) Judge(c *store.Claimed, req any, t *Ticket, comp store.Completion
 	default:
 		// Out of attempts, or an error the policy calls permanent.
 		comp.State, comp.Outcome, comp.Error = store.StateDead, store.OutcomeFailed, err.Error()
+		comp.Cause = store.DeadPermanent
+		if Retryable(err, retries) {
+			comp.Cause = store.DeadAttemptsSpent
+		}
 	}
 	return comp
 }

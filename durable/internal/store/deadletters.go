@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable/driver"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // execer is what insertEvent needs of a pool or a transaction.
@@ -42,14 +43,15 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 // insertItemDeadLetterSQL captures the dead letter of an item that was just completed as
 // dead, from the item row as the completion left it, in the completion's transaction (SQLite).
-// The unique index on item_id makes a second capture of the same item a no-op.
+// The unique index on item_id makes a second capture of the same item a no-op. Placeholders:
+// the completion's cause (NULL when not known), the item's id.
 const insertItemDeadLetterSQL = `INSERT INTO switchboard_dead_letters
-	(item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
-	SELECT id, name, name, COALESCE(dedupe_key, ''), payload, COALESCE(last_error, ''), 'failed', 0, updated_at, updated_at, metadata
+	(item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata, cause)
+	SELECT id, name, name, COALESCE(dedupe_key, ''), payload, COALESCE(last_error, ''), 'failed', 0, updated_at, updated_at, metadata, ?
 	FROM switchboard_items WHERE id = ?
 	ON CONFLICT DO NOTHING`
 
-const deadLetterColumns = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at, metadata"
+const deadLetterColumns = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at, metadata, cause"
 
 func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 	var (
@@ -57,16 +59,16 @@ func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 		id, createdAt, updatedAt int64
 		itemID, replayUntil      sql.NullInt64
 		status                   string
-		owner, metadata          sql.NullString
+		owner, metadata, cause   sql.NullString
 	)
 	if err := r.Scan(&id, &itemID, &d.Source, &d.Name, &d.Key, &d.Payload, &d.Error, &status, &d.RetryCount, &owner,
-		&replayUntil, &createdAt, &updatedAt, &metadata); err != nil {
+		&replayUntil, &createdAt, &updatedAt, &metadata, &cause); err != nil {
 		return DeadLetter{}, err
 	}
 	if metadata.Valid {
 		d.Metadata = []byte(metadata.String)
 	}
-	d.ID, d.ItemID, d.Status = DeadLetterID(id), ItemID(itemID.Int64), DeadLetterStatus(status)
+	d.ID, d.ItemID, d.Status, d.Cause = DeadLetterID(id), ItemID(itemID.Int64), DeadLetterStatus(status), record.DeadCause(cause.String)
 	d.ReplayOwner, d.ReplayUntil = owner.String, fromMicros(replayUntil.Int64)
 	d.CreatedAt, d.UpdatedAt = fromMicros(createdAt), fromMicros(updatedAt)
 	return d, nil

@@ -84,6 +84,11 @@ const (
 	OutcomeFailed       = record.OutcomeFailed
 	OutcomeAbandoned    = record.OutcomeAbandoned
 	OutcomeInterrupted  = record.OutcomeInterrupted
+	DeadAttemptsSpent   = record.DeadAttemptsSpent
+	DeadDeadline        = record.DeadDeadline
+	DeadPermanent       = record.DeadPermanent
+	DeadUndecodable     = record.DeadUndecodable
+	DeadOverBudget      = record.DeadOverBudget
 	LeaseExpired        = driver.LeaseExpired
 )
 

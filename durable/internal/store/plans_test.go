@@ -254,13 +254,13 @@ func statementCases(stmts map[string]string) []planCase {
 		// owner, lease until, claimed at, updated at, alone, now, limit
 		"claim":          {"plancheck", lease, now, now, 0, now, 500},
 		"claim_isolated": {"plancheck", lease, now, now, 1, now, 1},
-		// id, attempt, owner, state, next_at, undo, error, started_at, ended_at, outcome, parked_key
+		// id, attempt, owner, state, next_at, undo, error, started_at, ended_at, outcome, parked_key, cause
 		"complete": {ids, []int32{1, 1, 1}, []string{"plancheck", "plancheck", "plancheck"},
 			[]string{"succeeded", "pending", "dead"}, []int64{0, now + 1e6, 0}, []int32{0, 0, 1},
 			[]string{"", "boom", "gone"}, []int64{now, now, 0}, []int64{now, now, now},
-			[]string{"succeeded", "failed", ""}, []string{"", "", ""}},
+			[]string{"succeeded", "failed", ""}, []string{"", "", ""}, []string{"", "", "undecodable"}},
 		"complete_one": {ids[:1], []int32{1}, []string{"plancheck"}, []string{"dead"}, []int64{0}, []int32{1},
-			[]string{"gone"}, []int64{0}, []int64{now}, []string{""}, []string{""}},
+			[]string{"gone"}, []int64{0}, []int64{now}, []string{""}, []string{""}, []string{"undecodable"}},
 		"extend":       {lease, "plancheck", ids},
 		"sweep":        {now},
 		"isolated_due": {now, now},

@@ -97,7 +97,8 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // that records an attempt clears isolate: the item ran to an outcome of its own. Every
 // completion frees the concurrency slot its lease held (held_key). Placeholders:
 // arrays of id, attempt, owner, next state, next_at, undo (1: the claim is undone), error,
-// started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none).
+// started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none), cause of
+// death (empty: not known; kept by the dead letter).
 // An item completed as dead gets its dead letter in the same statement (d), so the two exist
 // together or not at all; d reads the item's name, payload and dedupe key, which the update
 // does not change, from the statement's snapshot.
@@ -111,8 +112,8 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 const postgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
     FROM unnest($1::text::bigint[], $2::text::int[], $3::text::text[], $4::text::text[], $5::text::bigint[], $6::text::int[], $7::text::text[],
-                $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[])
-        AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
+                $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[], $12::text::text[])
+        AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key, cause)
 ), l AS MATERIALIZED (
     SELECT v.*
     FROM v JOIN switchboard_items i ON i.id = v.id
@@ -128,14 +129,14 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
     FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
-    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
+    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), a AS (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
     SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
 ), d AS (
-    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
+    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata, cause)
     SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
-           u.ended_at, u.ended_at, i.metadata
+           u.ended_at, u.ended_at, i.metadata, NULLIF(u.cause, '')
     FROM u JOIN switchboard_items i ON i.id = u.id
     WHERE u.next_state = 'dead'
     ON CONFLICT DO NOTHING
@@ -363,6 +364,7 @@ func completionArrays(cs []Completion) []any {
 		ints(func(c *Completion) int64 { return micros(c.EndedAt) }),
 		texts(func(c *Completion) string { return string(c.Outcome) }),
 		texts(func(c *Completion) string { return c.ParkedKey }),
+		texts(func(c *Completion) string { return string(c.Cause) }),
 	}
 }
 

@@ -311,7 +311,7 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.St
 		accepted[f] = true
 		if c.State == StateDead {
 			// The dead letter exists if and only if the completion does.
-			if _, err := tx.ExecContext(ctx, insertItemDeadLetterSQL, int64(f.ItemID)); err != nil {
+			if _, err := tx.ExecContext(ctx, insertItemDeadLetterSQL, nullString(string(c.Cause)), int64(f.ItemID)); err != nil {
 				return err
 			}
 		}
