@@ -52,8 +52,8 @@ RETURNING ` + floorClaimColumns
 const floorPostgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
     FROM unnest($1::text::bigint[], $2::text::int[], $3::text::text[], $4::text::text[], $5::text::bigint[], $6::text::int[], $7::text::text[],
-                $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[])
-        AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key)
+                $8::text::bigint[], $9::text::bigint[], $10::text::text[], $11::text::text[], $12::text::text[])
+        AS v(id, attempt, owner, state, next_at, undo, err, started_at, ended_at, outcome, parked_key, cause)
 ), l AS MATERIALIZED (
     SELECT v.*
     FROM v JOIN switchboard_items i ON i.id = v.id
@@ -69,14 +69,14 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
         lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
     FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
-    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state
+    RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), a AS (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
     SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
 ), d AS (
-    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata)
+    INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata, cause)
     SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
-           u.ended_at, u.ended_at, i.metadata
+           u.ended_at, u.ended_at, i.metadata, NULLIF(u.cause, '')
     FROM u JOIN switchboard_items i ON i.id = u.id
     WHERE u.next_state = 'dead'
     ON CONFLICT DO NOTHING
@@ -221,7 +221,7 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 		var b pgx.Batch
 		b.Queue(floorPostgresComplete, num(func(it *floorItem) int64 { return it.id }), num(func(it *floorItem) int64 { return int64(it.attempt) }),
 			text(floorOwner), text("succeeded"), zero, zero, text(""), num(func(it *floorItem) int64 { return it.start }),
-			num(func(it *floorItem) int64 { return it.end }), text("succeeded"), text(""))
+			num(func(it *floorItem) int64 { return it.end }), text("succeeded"), text(""), text(""))
 		b.Queue(floorPostgresClaim, floorClaimArgs(workers)...)
 		res := d.pgx.SendBatch(ctx, &b)
 		done := 0
