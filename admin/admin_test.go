@@ -306,7 +306,7 @@ func TestDeadLetterRoutesPostgres(t *testing.T) {
 		}
 		t.Skip("SWITCHBOARD_TEST_PG_DSN not set")
 	}
-	testDeadLetterRoutes(t, postgres.Open(durabletest.PostgresSchema(t, dsn)))
+	testDeadLetterRoutes(t, postgres.Open(durabletest.PostgresSchema(t, dsn), postgres.Config{}))
 }
 
 func testDeadLetterRoutes(t *testing.T, driver durable.Driver) {

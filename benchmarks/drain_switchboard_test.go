@@ -24,12 +24,14 @@ type drainItem struct {
 // drainItemName is drainItem's registered name, the name column of its rows.
 const drainItemName = "bench.item"
 
-// openSwitchboard opens the durable queue on d's pool, migrating the schema.
+// openSwitchboard opens the durable queue, migrating the schema: on SQLite on d's pool (one
+// connection per file), on PostgreSQL on a pool of its own with the default connection budget,
+// as a service would (the handlers' statements use d's pool).
 func openSwitchboard(tb testing.TB, d *drainDB, workers ...int) *durable.Queue {
 	tb.Helper()
 	drv := sqlite.New(d.sql)
 	if d.engine == "postgres" {
-		drv = postgres.New(d.sql)
+		drv = postgres.Open(d.dsn, postgres.Config{})
 	}
 	// Defaults but the workers, and the poll interval River gets too: the drain starts with
 	// every item due, so the poll only matters once the queue is empty.

@@ -402,7 +402,7 @@ func hungWithAddr(t testing.TB, dsn, addr string) string {
 
 func (pg *hungPG) open(t testing.TB) *durable.Queue {
 	t.Helper()
-	return openQueue(t, postgres.Open(pg.target), durable.Config{Policy: fastPolicy})
+	return openQueue(t, postgres.Open(pg.target, postgres.Config{}), durable.Config{Policy: fastPolicy})
 }
 
 // drain closes store and waits until no connection is left through the proxy: pgx closes a
@@ -662,7 +662,7 @@ func TestHungDatabaseBehindProxy(t *testing.T) {
 				thaw:   func(*testing.T) { pg.proxy.Thaw() },
 			}
 			if other {
-				direct := durable.StoreOf(openQueue(t, postgres.Open(pg.direct), durable.Config{}))
+				direct := durable.StoreOf(openQueue(t, postgres.Open(pg.direct, postgres.Config{}), durable.Config{}))
 				fault.sweep = func(t *testing.T) int {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
@@ -925,7 +925,7 @@ func (s *hungServer) destroy(t *testing.T) {
 func TestHungServerSIGSTOP(t *testing.T) {
 	hungLeakCheck(t)
 	srv := startHungServer(t)
-	store := openQueue(t, postgres.Open(srv.dsn), durable.Config{Policy: fastPolicy})
+	store := openQueue(t, postgres.Open(srv.dsn, postgres.Config{}), durable.Config{Policy: fastPolicy})
 	runHungScenario(t, store, hungFault{freeze: srv.stop, thaw: srv.cont})
 	_ = store.Close()
 }

@@ -79,7 +79,7 @@ func (b backend) driver() durable.Driver { return targetDriver(b.name, b.target)
 // targetDriver returns the driver of the database of kind ("sqlite", "postgres") at target.
 func targetDriver(kind, target string) durable.Driver {
 	if kind == "postgres" {
-		return postgres.Open(target)
+		return postgres.Open(target, postgres.Config{})
 	}
 	return sqlite.Open(target)
 }

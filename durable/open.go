@@ -128,7 +128,7 @@ type Config struct {
 // Open returns a Queue over driver's database, migrating it unless SkipMigrations.
 func Open(ctx context.Context, drv Driver, cfg Config) (*Queue, error) {
 	if drv == nil {
-		return nil, errors.New("durable: Open: the driver is nil: pass sqlite.Open(path) (package durable/sqlite) or postgres.Open(dsn) (package durable/postgres)")
+		return nil, errors.New("durable: Open: the driver is nil: pass sqlite.Open(path) (package durable/sqlite) or postgres.Open(dsn, postgres.Config{}) (package durable/postgres)")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ func TestOpenNamesDriverMistakes(t *testing.T) {
 	}{
 		"nil":            {nil, "the driver is nil: pass sqlite.Open(path)"},
 		"empty path":     {sqlite.Open(""), "sqlite.Open was given an empty path"},
-		"empty DSN":      {postgres.Open(""), "postgres.Open was given an empty DSN"},
-		"pool of SQLite": {postgres.New(db), "postgres.New was given a pool of the database/sql driver"},
+		"empty DSN":      {postgres.Open("", postgres.Config{}), "postgres.Open was given an empty DSN"},
+		"pool of SQLite": {postgres.New(db, postgres.Config{}), "postgres.New was given a pool of the database/sql driver"},
 	} {
 		q, err := durable.Open(ctx, c.driver, durable.Config{})
 		if q != nil || err == nil || !strings.Contains(err.Error(), c.want) {
@@ -81,7 +81,7 @@ func TestOpenWithCallersPool(t *testing.T) {
 			driver = sqlite.New(db)
 		default:
 			db = must[*sql.DB](t)(sql.Open("pgx", b.target))
-			driver = postgres.New(db)
+			driver = postgres.New(db, postgres.Config{})
 		}
 		defer db.Close()
 		_, err := durable.Open(ctx, driver, durable.Config{SkipMigrations: true})
@@ -152,7 +152,7 @@ func TestOpenNamesConnectionMistakes(t *testing.T) {
 	q.Set("search_path", "no_such_schema_here")
 	u.RawQuery = q.Encode()
 	ctx := context.Background()
-	if _, err := durable.Open(ctx, postgres.Open(u.String()), durable.Config{}); err == nil ||
+	if _, err := durable.Open(ctx, postgres.Open(u.String(), postgres.Config{}), durable.Config{}); err == nil ||
 		!strings.Contains(err.Error(), "no_such_schema_here") || !strings.Contains(err.Error(), "names no existing schema") {
 		t.Errorf("missing schema: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestOpenNamesConnectionMistakes(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nothing listens there now: the connection is refused
 	refused := fmt.Sprintf("postgres://nobody@127.0.0.1:%d/x?sslmode=disable&connect_timeout=5", port)
-	if _, err := durable.Open(ctx, postgres.Open(refused), durable.Config{}); err == nil || !strings.Contains(err.Error(), "durable: Open postgres: connect:") {
+	if _, err := durable.Open(ctx, postgres.Open(refused, postgres.Config{}), durable.Config{}); err == nil || !strings.Contains(err.Error(), "durable: Open postgres: connect:") {
 		t.Errorf("refused: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ func TestDeferralUnknownOutcomeFrozenPostgres(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	warmConns := 2 * callers * 3 / 4
 	db.SetMaxIdleConns(warmConns)
-	q := openQueue(t, postgres.New(db), durable.Config{Policy: fastPolicy})
+	q := openQueue(t, postgres.New(db, postgres.Config{}), durable.Config{Policy: fastPolicy})
 
 	m := mediator.New(nil, mediator.Config{})
 	mediator.HandleFunc(m, func(ctx context.Context, r *Work) (mediator.Void, error) {
@@ -153,7 +153,7 @@ func TestDeferralUnknownOutcomeFrozenPostgres(t *testing.T) {
 		return err == nil && n == 0
 	})
 
-	q2 := openQueue(t, postgres.Open(srv.dsn), durable.Config{Policy: fastPolicy})
+	q2 := openQueue(t, postgres.Open(srv.dsn, postgres.Config{}), durable.Config{Policy: fastPolicy})
 	ctx := context.Background()
 	byN := func() map[int][]record.Item {
 		t.Helper()

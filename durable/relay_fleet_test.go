@@ -103,7 +103,7 @@ func runRelayChild() int {
 	defer db.Close()
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
-	q, err := durable.Open(context.Background(), postgres.New(db), durable.Config{Policy: relayPolicy,
+	q, err := durable.Open(context.Background(), postgres.New(db, postgres.Config{}), durable.Config{Policy: relayPolicy,
 		InstanceID: name, Workers: 8, PollInterval: 20 * time.Millisecond, Lease: relayLease, Logger: log})
 	if err != nil {
 		return fail(err)

@@ -237,7 +237,7 @@ func newReplayOutage(t *testing.T, n int, lease time.Duration) *replayOutage {
 		}
 	}})
 	t.Cleanup(func() { _ = db.Close() })
-	o.q = openQueue(t, postgres.New(db), durable.Config{Clock: o.clock, ReplayLease: lease,
+	o.q = openQueue(t, postgres.New(db, postgres.Config{}), durable.Config{Clock: o.clock, ReplayLease: lease,
 		Policy: retry.Policy{MaxAttempts: 1}, Logger: zaptest.NewLogger(t)})
 	o.itemOf = make(map[int]record.ItemID, n)
 	for i := range n {

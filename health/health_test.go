@@ -50,7 +50,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	t.Run("postgres", func(t *testing.T) {
 		dsn := pgDSN(t)
 		target := durabletest.PostgresSchema(t, dsn)
-		fn(t, backend{name: "postgres", driver: postgres.Open(target), admin: func(t *testing.T) *sql.DB {
+		fn(t, backend{name: "postgres", driver: postgres.Open(target, postgres.Config{}), admin: func(t *testing.T) *sql.DB {
 			return openDB(t, "pgx", target)
 		}})
 	})
@@ -369,7 +369,7 @@ func proxiedQueue(t *testing.T) (*durable.Queue, *proxy) {
 	u.Host = px.ln.Addr().String()
 	db := openDB(t, "pgx", u.String())
 	db.SetMaxIdleConns(0)
-	return open(t, postgres.New(db), durable.Config{}), px
+	return open(t, postgres.New(db, postgres.Config{}), durable.Config{}), px
 }
 
 func TestReadinessNamesTheStoreWhenPostgresIsGone(t *testing.T) {

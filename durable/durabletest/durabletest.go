@@ -28,7 +28,7 @@ func NewQueue(t testing.TB, cfg durable.Config) *durable.Queue {
 	t.Helper()
 	var driver durable.Driver = sqlite.Open(filepath.Join(t.TempDir(), "durable.db"))
 	if dsn := os.Getenv(PostgresDSNEnv); dsn != "" {
-		driver = postgres.Open(PostgresSchema(t, dsn))
+		driver = postgres.Open(PostgresSchema(t, dsn), postgres.Config{})
 	}
 	q, err := durable.Open(context.Background(), driver, cfg)
 	if err != nil {

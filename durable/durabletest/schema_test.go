@@ -22,7 +22,7 @@ func TestPostgresSchema(t *testing.T) {
 	var schema string
 	t.Run("inside", func(t *testing.T) {
 		target := durabletest.PostgresSchema(t, dsn)
-		q, err := durable.Open(context.Background(), postgres.Open(target), durable.Config{})
+		q, err := durable.Open(context.Background(), postgres.Open(target, postgres.Config{}), durable.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,6 @@ func TestConformance(t *testing.T) {
 		t.Skipf("%s not set", pgtest.DSNEnv)
 	}
 	drivertest.Exercise(t, func(t *testing.T) driver.Driver {
-		return postgres.Open(pgtest.Schema(t, dsn, "conformance_"))
+		return postgres.Open(pgtest.Schema(t, dsn, "conformance_"), postgres.Config{})
 	})
 }

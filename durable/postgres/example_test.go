@@ -15,7 +15,7 @@ import (
 func ExampleOpen() {
 	ctx := context.Background()
 	dsn := os.Getenv("DATABASE_URL") // e.g. postgres://app@db:5432/app?search_path=jobs
-	q, err := durable.Open(ctx, postgres.Open(dsn), durable.Config{})
+	q, err := durable.Open(ctx, postgres.Open(dsn, postgres.Config{}), durable.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -42,6 +42,9 @@ func NotApplied(err error) bool {
 	return ok
 }
 
+// pgxConn is a connection of a pgx database/sql pool: stdlib's, or OpenPool's around it.
+type pgxConn interface{ Conn() *pgx.Conn }
+
 // Query is one statement of a batch: the same unnamed type as the store's BatchQuery, so that
 // SendBatch is the store's PostgresDriver.SendBatch.
 type Query = struct {
@@ -61,7 +64,7 @@ type Rows = interface {
 // rows of qs[i]; the first error ends the batch.
 func SendBatch(ctx context.Context, conn *sql.Conn, qs []Query, read []func(Rows) error) error {
 	return conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
+		pc, ok := dc.(pgxConn)
 		if !ok {
 			return fmt.Errorf("the database/sql driver is %T, not pgx", dc)
 		}
@@ -92,23 +95,25 @@ func IsPgx(db *sql.DB) bool {
 	return ok
 }
 
-// Listen runs LISTEN channel on conn, a connection of a pgx database/sql pool, calls listening
-// once it listens, then notified with the payload of each notification on the channel, until
-// ctx ends or the connection fails. It returns the error that ended it (ctx's when ctx ended);
-// the connection is then discarded, not returned to the pool, since it may still listen or
-// have been cut in the middle of a message.
-func Listen(ctx context.Context, conn *sql.Conn, channel string, listening func(), notified func(payload string)) error {
+// Listen runs LISTEN for each of channels on conn, a connection of a pgx database/sql pool,
+// calls listening once it listens, then notified with the channel and payload of each
+// notification on them, until ctx ends or the connection fails. It returns the error that
+// ended it (ctx's when ctx ended); the connection is then discarded, not returned to the pool,
+// since it may still listen or have been cut in the middle of a message.
+func Listen(ctx context.Context, conn *sql.Conn, channels []string, listening func(), notified func(channel, payload string)) error {
 	var ended error
 	err := conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
+		pc, ok := dc.(pgxConn)
 		if !ok {
 			ended = fmt.Errorf("the database/sql driver is %T, not pgx", dc)
 			return ended
 		}
 		c := pc.Conn()
-		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-			ended = err
-			return driver.ErrBadConn
+		for _, ch := range channels {
+			if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+				ended = err
+				return driver.ErrBadConn
+			}
 		}
 		listening()
 		for {
@@ -120,9 +125,7 @@ func Listen(ctx context.Context, conn *sql.Conn, channel string, listening func(
 				}
 				return driver.ErrBadConn
 			}
-			if n.Channel == channel {
-				notified(n.Payload)
-			}
+			notified(n.Channel, n.Payload)
 		}
 	})
 	if ended != nil {

@@ -278,30 +278,17 @@ func (s *Store) breakerRows(ctx context.Context, q string, args ...any) ([]Break
 // burst of changes may be told once). It returns ctx's error when ctx ended, the error that
 // stopped it otherwise, and ErrNoNotifications at once on an engine without notifications.
 func (s *Store) WatchBreakers(ctx context.Context, name string, listening, changed func()) error {
-	return s.e.watch(ctx, s.db, name, listening, changed)
-}
-
-func (*sqliteEngine) watch(context.Context, *sql.DB, string, func(), func()) error {
-	return ErrNoNotifications
-}
-
-// watch listens on BreakerChannel for the payload naming the table's schema and name.
-func (e *postgresEngine) watch(ctx context.Context, db *sql.DB, name string, listening, changed func()) error {
-	if e.drv.Listen == nil {
+	e, ok := s.e.(*postgresEngine)
+	if !ok || e.drv.Listen == nil {
 		return ErrNoNotifications
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	var schema string
-	if err := conn.QueryRowContext(ctx, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	if err := s.db.QueryRowContext(ctx, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.oid = 'switchboard_breakers'::regclass`).Scan(&schema); err != nil {
 		return err
 	}
 	want := schema + "." + name
-	return e.drv.Listen(ctx, conn, BreakerChannel, listening, func(payload string) {
+	return s.listen(ctx, e, BreakerChannel, func(int64) { listening() }, func(payload string) {
 		if payload == want {
 			changed()
 		}

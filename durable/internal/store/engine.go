@@ -34,8 +34,9 @@ type Engine interface {
 	// their dedupe keys at now, in tx; busy
 	// reports that another instance is pruning and nothing was deleted.
 	prune(ctx context.Context, tx *sql.Tx, before, now time.Time) (n int, busy bool, err error)
-	// lockMigrations serialises concurrent migrations on conn until unlock is called.
-	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
+	// lockMigration serialises concurrent migrations: taken first in each migration's
+	// transaction tx, held until it ends.
+	lockMigration(ctx context.Context, tx *sql.Tx) error
 	// notApplied reports an error of a statement that is known not to have been applied: it
 	// failed before anything was sent, or the database refused it (and, the statement being
 	// its own transaction or part of one that can no longer commit, rolled it back). Any other
@@ -55,8 +56,6 @@ type Engine interface {
 	breakers() *breakerStatements
 	// rateLimits returns the engine's statements of switchboard_rate_limits.
 	rateLimits() *rateLimitStatements
-	// watch listens for the changes of name's shared breakers (see Store.WatchBreakers).
-	watch(ctx context.Context, db *sql.DB, name string, listening, changed func()) error
 	// checkConnection checks, on a database that answers, what the engine can tell of a
 	// mistake in the connection's settings before any migration runs.
 	checkConnection(ctx context.Context, db *sql.DB) error

@@ -71,7 +71,7 @@ func Migrate(ctx context.Context, db *sql.DB, e Engine, applied func(Migration))
 
 // Apply applies the migrations ms that db has not applied yet, in order, each in its own
 // transaction and statement by statement (see Split), recording each in the version table.
-// Concurrent callers are serialised (PostgreSQL: a session advisory lock; SQLite: the immediate
+// Concurrent callers are serialised (PostgreSQL: a transaction advisory lock in each migration's; SQLite: the immediate
 // transaction, tried again while another process holds the file in a way its busy timeout does
 // not cover). An error names the migration and the statement that failed. applied, when not
 // nil, is called after each migration this call committed (not for those already applied).
@@ -100,11 +100,6 @@ func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration, applied fu
 		return fmt.Errorf("durable: migrate: %w", err)
 	}
 	defer conn.Close()
-	unlock, err := e.lockMigrations(ctx, conn)
-	if err != nil {
-		return fmt.Errorf("durable: migrate: %w", err)
-	}
-	defer unlock()
 	for _, m := range ms {
 		did, err := applyOne(ctx, conn, e, m)
 		if err != nil {
@@ -127,6 +122,9 @@ func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) (bool,
 		return false, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := e.lockMigration(ctx, tx); err != nil {
+		return false, err
+	}
 	if _, err := tx.ExecContext(ctx, versionTable); err != nil {
 		return false, fmt.Errorf("version table: %w", err)
 	}

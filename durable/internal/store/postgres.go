@@ -18,11 +18,11 @@ type PostgresDriver struct {
 	// SendBatch sends queries as one batch on conn, in one round trip and one implicit
 	// transaction; read[i] reads the rows of queries[i].
 	SendBatch func(ctx context.Context, conn *sql.Conn, queries []BatchQuery, read []func(RowReader) error) error
-	// Listen runs LISTEN channel on conn, calls listening once it listens, then notified with
-	// the payload of each notification on the channel, until ctx ends or the connection fails;
-	// it returns the error that ended it. Nil: the engine polls (WatchBreakers answers
-	// ErrNoNotifications).
-	Listen func(ctx context.Context, conn *sql.Conn, channel string, listening func(), notified func(payload string)) error
+	// Listen runs LISTEN on conn for each of channels, calls listening once it listens, then
+	// notified with the channel and payload of each notification on them, until ctx ends or the
+	// connection fails; it returns the error that ended it. Nil: the engine polls (WatchDue and
+	// WatchBreakers answer ErrNoNotifications).
+	Listen func(ctx context.Context, conn *sql.Conn, channels []string, listening func(), notified func(channel, payload string)) error
 }
 
 // BatchQuery is one statement of a batch (an alias of an unnamed type, so that a driver's
@@ -268,14 +268,15 @@ func (*postgresEngine) rebind(q string) string {
 // migrationLockKey is the PostgreSQL advisory lock taken while migrating.
 const migrationLockKey = 0x5357424451 // "SWBDQ"
 
-// lockMigrations takes a session advisory lock, so instances may migrate concurrently.
-func (*postgresEngine) lockMigrations(ctx context.Context, conn *sql.Conn) (func(), error) {
-	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+// lockMigration takes a transaction advisory lock, so instances may migrate concurrently: held
+// by the migration's transaction, not by the session, so that it also serialises them behind
+// a pooler in transaction mode (which gives each transaction whichever server connection is
+// free, where a session lock would stay with a connection no one unlocks).
+func (*postgresEngine) lockMigration(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLockKey)); err != nil {
+		return fmt.Errorf("lock: %w", err)
 	}
-	return func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockKey))
-	}, nil
+	return nil
 }
 
 func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {

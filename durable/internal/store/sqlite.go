@@ -178,10 +178,8 @@ func (*sqliteEngine) notApplied(err error) bool {
 	return coded
 }
 
-// lockMigrations takes nothing: the immediate transaction of each migration serialises them.
-func (*sqliteEngine) lockMigrations(context.Context, *sql.Conn) (func(), error) {
-	return func() {}, nil
-}
+// lockMigration takes nothing: the immediate transaction of each migration serialises them.
+func (*sqliteEngine) lockMigration(context.Context, *sql.Tx) error { return nil }
 
 // OpenSQLite opens (creating on first use, with its parent directory) the SQLite database file
 // at path and configures the pool: WAL journal, busy timeout, immediate write transactions,

@@ -35,6 +35,7 @@ type Store struct {
 	db     *sql.DB
 	e      Engine
 	ownsDB bool
+	hub    hub // the notification connection (PostgreSQL)
 }
 
 // New returns a Store over db, a pool of engine e's database whose schema is migrated. Close

@@ -50,21 +50,13 @@ func (s *Store) WatchDue(ctx context.Context, self string, listening func(pid in
 	if !ok || e.drv.Listen == nil {
 		return ErrNoNotifications
 	}
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var (
-		oid int64
-		pid int64
-	)
-	if err := conn.QueryRowContext(ctx, `SELECT 'switchboard_items'::regclass::oid::bigint, pg_backend_pid()`).Scan(&oid, &pid); err != nil {
+	var oid int64
+	if err := s.db.QueryRowContext(ctx, `SELECT 'switchboard_items'::regclass::oid::bigint`).Scan(&oid); err != nil {
 		return err
 	}
 	table := strconv.FormatInt(oid, 10)
 	own := table + " " + self
-	return e.drv.Listen(ctx, conn, ItemsChannel, func() { listening(pid) }, func(payload string) {
+	return s.listen(ctx, e, ItemsChannel, listening, func(payload string) {
 		if payload != own && (payload == table || strings.HasPrefix(payload, table+" ")) {
 			notified()
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	q, err := durable.Open(context.Background(), postgres.Open(os.Args[1]), durable.Config{})
+	q, err := durable.Open(context.Background(), postgres.Open(os.Args[1], postgres.Config{}), durable.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -1,0 +1,141 @@
+package pgxconn
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Pool is how OpenPool sets up a pool.
+type Pool struct {
+	// MaxConns bounds the connections open at once (database/sql's SetMaxOpenConns): a call
+	// that finds them all busy waits for one, within its context.
+	MaxConns int
+	// MaxIdleConns is how many connections stay open between calls.
+	MaxIdleConns int
+	// IdleTime closes a connection idle for this long.
+	IdleTime time.Duration
+	// NoSessionState sends every statement unprepared (pgx's QueryExecModeExec: one round trip,
+	// no statement kept on the connection), for a pooler in transaction mode, which gives each
+	// transaction whichever server connection is free.
+	NoSessionState bool
+	// ApplicationName, when not empty and the DSN names none, is the connections'
+	// application_name (pg_stat_activity).
+	ApplicationName string
+}
+
+// BigBuffer is the size of read buffer past which a connection is closed when it goes back to
+// the pool: pgx keeps the buffer it grew for the largest message it read (a large payload)
+// until its next read, so an idle connection would pin that memory for as long as it idles.
+// A dial costs less than reading such a row.
+const BigBuffer = 256 << 10
+
+// TooManyClients is PostgreSQL's SQLSTATE for a connection refused for lack of slots.
+const TooManyClients = "53300"
+
+// OpenPool opens a database/sql pool of pgx connections on dsn set up by p. Its connections
+// that read a message larger than BigBuffer are closed, not kept idle, when they go back to
+// the pool; a connection the server refused for lack of slots fails with an error that names
+// the instance's budget (p.MaxConns) and where to read about it.
+func OpenPool(dsn string, p Pool) (*sql.DB, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if p.NoSessionState {
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		cc.StatementCacheCapacity, cc.DescriptionCacheCapacity = 0, 0
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok && p.ApplicationName != "" {
+		cc.RuntimeParams["application_name"] = p.ApplicationName
+	}
+	after := cc.AfterNetConnect
+	cc.AfterNetConnect = func(ctx context.Context, c *pgconn.Config, nc net.Conn) (net.Conn, error) {
+		if after != nil {
+			var err error
+			if nc, err = after(ctx, c, nc); err != nil {
+				return nil, err
+			}
+		}
+		return &bufferWatch{Conn: nc}, nil
+	}
+	db := sql.OpenDB(connector{Connector: stdlib.GetConnector(*cc), budget: p.MaxConns})
+	db.SetMaxOpenConns(p.MaxConns)
+	db.SetMaxIdleConns(p.MaxIdleConns)
+	db.SetConnMaxIdleTime(p.IdleTime)
+	return db, nil
+}
+
+// connector makes the pool's connections (see OpenPool).
+type connector struct {
+	driver.Connector
+	budget int
+}
+
+// Connect opens a connection, naming the budget when the server has no slot left.
+func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, ExplainRefusal(err, c.budget)
+	}
+	sc, ok := dc.(*stdlib.Conn)
+	if !ok {
+		return dc, nil
+	}
+	return &pooled{stdConn: sc}, nil
+}
+
+// ExplainRefusal returns err, the error of a connection attempt, with the instance's budget
+// and where to read about it when the server refused the connection for lack of slots; any
+// other error as it is.
+func ExplainRefusal(err error, budget int) error {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != TooManyClients {
+		return err
+	}
+	limit := "unbounded (a pool given to postgres.New without SetMaxOpenConns)"
+	if budget > 0 {
+		limit = fmt.Sprintf("%d (postgres.Config.MaxConns)", budget)
+	}
+	return fmt.Errorf("%w: the database has no connection slot left; this instance holds at most %s connections, and the instances sharing the database must hold fewer than its max_connections less its reserved slots together: lower MaxConns, raise max_connections or put PgBouncer in front (postgres.Config.TransactionPooling); see \"How many connections an instance uses\" in docs/durable.md", err, limit)
+}
+
+// stdConn names stdlib.Conn for embedding: the field's name is not Conn, so the method Conn
+// (the *pgx.Conn) is promoted with the others.
+type stdConn = stdlib.Conn
+
+// pooled is a connection of an OpenPool pool: stdlib's, which database/sql asks whether to keep
+// when it goes back to the pool.
+type pooled struct{ *stdConn }
+
+// IsValid reports whether the pool may keep the connection: not when it grew its read buffer
+// past BigBuffer since it was last asked (driver.Validator).
+func (c *pooled) IsValid() bool {
+	if c.Conn().IsClosed() {
+		return false
+	}
+	w, ok := c.Conn().PgConn().Conn().(*bufferWatch)
+	return !ok || !w.grown.Swap(false)
+}
+
+// bufferWatch is a connection's socket, which notes a read into a buffer larger than BigBuffer.
+type bufferWatch struct {
+	net.Conn
+	grown atomic.Bool
+}
+
+// Read reads into p, noting a large p: the read buffer pgx grew for a large message.
+func (w *bufferWatch) Read(p []byte) (int, error) {
+	if len(p) > BigBuffer {
+		w.grown.Store(true)
+	}
+	return w.Conn.Read(p)
+}
