@@ -96,7 +96,7 @@ if [[ "$(id -u)" -eq 0 ]]; then
 	if command -v runuser >/dev/null 2>&1; then
 		as_owner=(runuser -u postgres --)
 	else
-		as_owner=(su postgres -s /bin/sh -c '"$0" "$@"')
+		as_owner=(su postgres -s /bin/sh -c '"$0" "$@"' --)
 	fi
 fi
 
