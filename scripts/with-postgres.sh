@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
-# Runs a command with SWITCHBOARD_TEST_PG_DSN pointing at a PostgreSQL server.
+# Runs a command with SWITCHBOARD_TEST_PG_DSN pointing at a PostgreSQL server, and
+# SWITCHBOARD_TEST_PGBOUNCER_DSN at a PgBouncer in front of it.
 #
 #   scripts/with-postgres.sh go test ./durable/
 #
-# When SWITCHBOARD_TEST_PG_DSN is already set, the command runs as is. Otherwise a throwaway
-# server is created in a temporary directory (initdb, trust authentication, listening on
-# 127.0.0.1 at a free port and on a unix socket inside that directory), the command runs with
-# the DSN exported, and the server is stopped and its directory removed afterwards, whatever
-# the command's outcome. initdb and postgres refuse to run as root, so as root they run as the
-# postgres user.
+# When SWITCHBOARD_TEST_PG_DSN is already set, the command runs as is (a developer's server;
+# scripts/dev-pgbouncer.sh starts a PgBouncer in front of it). Otherwise a throwaway server is
+# created in a temporary directory (initdb, trust authentication, listening on 127.0.0.1 at a
+# free port and on a unix socket inside that directory), a PgBouncer in transaction pooling
+# mode is started in front of it (see scripts/pgbouncer-lib.sh; at most 100 of the server's 300
+# connections are PgBouncer's, the rest stay for the tests that connect directly), the command
+# runs with both DSNs exported, and PgBouncer and the server are stopped and the directory
+# removed afterwards, whatever the command's outcome. initdb, postgres and pgbouncer refuse to
+# run as root, so as root they run as the postgres user.
+#
+# Without the pgbouncer binary the command runs with SWITCHBOARD_TEST_PGBOUNCER_DSN unset (its
+# tests skip), except under CI=true, where that is an error.
 #
 # The throwaway server trades durability for speed (fsync off): it is for tests only.
 set -euo pipefail
+# shellcheck source=scripts/pgbouncer-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pgbouncer-lib.sh"
+
+max_connections=300
+bouncer_conns=100
+bouncer_pool_size=20
 
 if [[ $# -eq 0 ]]; then
 	echo "usage: $0 command [args...]" >&2
@@ -70,6 +83,7 @@ as_owner=()
 # server if it got that far.
 cleanup() {
 	local rc=$?
+	pgbouncer_stop "$tmp"
 	if [[ -f "$data/postmaster.pid" ]]; then
 		if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w -t 30 stop >/dev/null 2>&1; then
 			# pg_ctl could not stop it: do not leave a server running on a removed directory.
@@ -96,7 +110,7 @@ if [[ "$(id -u)" -eq 0 ]]; then
 	if command -v runuser >/dev/null 2>&1; then
 		as_owner=(runuser -u postgres --)
 	else
-		as_owner=(su postgres -s /bin/sh -c '"$0" "$@"')
+		as_owner=(su postgres -s /bin/sh -c '"$0" "$@"' --)
 	fi
 fi
 
@@ -108,7 +122,7 @@ cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$tmp'
-max_connections = 300
+max_connections = $max_connections
 fsync = off
 synchronous_commit = off
 full_page_writes = off
@@ -121,6 +135,18 @@ fi
 
 export SWITCHBOARD_TEST_PG_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 echo "with-postgres: $("$bindir/postgres" --version) on 127.0.0.1:$port" >&2
+
+if pgbouncer_bin >/dev/null; then
+	pgbouncer_start "$tmp" 127.0.0.1 "$port" "$bouncer_conns" "$bouncer_pool_size" "${as_owner[@]}"
+	export SWITCHBOARD_TEST_PGBOUNCER_DSN="postgres://postgres@127.0.0.1:$PGBOUNCER_PORT/postgres?sslmode=disable"
+	echo "with-postgres: $("$(pgbouncer_bin)" --version | head -n 1) (transaction pooling) on 127.0.0.1:$PGBOUNCER_PORT" >&2
+elif [[ "${CI:-}" == "true" ]]; then
+	echo "with-postgres: no pgbouncer binary found; under CI=true the PgBouncer tests must run (install pgbouncer)" >&2
+	exit 1
+else
+	unset SWITCHBOARD_TEST_PGBOUNCER_DSN
+	echo "with-postgres: no pgbouncer binary found: running without PgBouncer; its tests will be skipped" >&2
+fi
 set +e
 "$@"
 rc=$?

@@ -1,15 +1,14 @@
-// Package pgtest creates the PostgreSQL schema of one test: the implementation of
+// Package pgtest isolates the PostgreSQL tests: the schema of one test (the implementation of
 // durabletest.PostgresSchema, here so that the store's own tests, which durabletest's imports
-// would cycle with, use the same one.
+// would cycle with, use the same one), the database of one test behind PgBouncer
+// (BouncerDatabase), and throwaway servers, with a PgBouncer in front if asked (StartServer).
 package pgtest
 
 import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"net/url"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable/internal/pgxconn"
@@ -67,17 +66,7 @@ func NewSchema(t testing.TB, dsn, prefix string) string {
 
 // WithSearchPath returns dsn (a URL or key=value DSN) with schema as its search_path.
 func WithSearchPath(dsn, schema string) (string, error) {
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", err
-		}
-		v := u.Query()
-		v.Set("search_path", schema)
-		u.RawQuery = v.Encode()
-		return u.String(), nil
-	}
-	return dsn + " search_path=" + schema, nil
+	return WithParam(dsn, "search_path", schema)
 }
 
 // Open opens a pool on dsn, closed when the test ends.
