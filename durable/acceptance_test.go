@@ -48,7 +48,7 @@ func seed(t testing.TB, store *istore.Store, n int, now time.Time) {
 // pool, over one database. Every item's handler fails twice and then succeeds. No item may be
 // lost, none may succeed twice, and every item's attempt rows must tell the same story.
 func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
+	eachBackendAndBouncer(t, func(t *testing.T, b backend) {
 		n := 10_000
 		if b.name == "sqlite" {
 			// Three processes' pools take turns at SQLite's single write lock, backing off while

@@ -72,7 +72,7 @@ func runChild(mode string) int {
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)
 	switch kind {
-	case "sqlite", "postgres":
+	case "sqlite", "postgres", "pgbouncer":
 	default:
 		fmt.Fprintln(os.Stderr, "child: no backend")
 		return 2

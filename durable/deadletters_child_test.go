@@ -28,7 +28,7 @@ func runReplayChild() int {
 	var cfg durable.Config
 	kind := os.Getenv(childBackendEnv)
 	switch kind {
-	case "sqlite", "postgres":
+	case "sqlite", "postgres", "pgbouncer":
 	}
 	id, err := strconv.ParseInt(os.Getenv(childLetterEnv), 10, 64)
 	if err != nil {

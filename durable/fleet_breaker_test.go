@@ -221,7 +221,7 @@ func waitStates(t *testing.T, children []*breakerChild, bound time.Duration, wan
 // at once make one trip in the store; a reset by one closes it everywhere; a process restarted
 // after SIGKILL starts open.
 func TestFleetBreakerSharedByThreeProcesses(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
+	eachBackendAndBouncer(t, func(t *testing.T, b backend) {
 		const open = 1500 * time.Millisecond
 		obs := b.bare(t, durable.Config{})
 		view, err := durable.NewBreakerStore(obs, "fleet", durable.BreakerStoreConfig{RefreshInterval: time.Hour})

@@ -226,21 +226,22 @@ func fleetLimitRun(t *testing.T, b backend, lease time.Duration, limited int, ki
 // calls at once and sees 4; every item succeeds with exactly one call and one attempt (the
 // items the limit held back were charged none), none is lost or stuck.
 func TestFleetConcurrencyLimitHoldsAcrossThreeProcesses(t *testing.T) {
-	b := pgBackend(t)
-	op, e, ids := fleetLimitRun(t, b, 30*time.Second, 120, nil)
-	e.read(func(e *inflightEndpoint) {
+	eachPostgres(t, func(t *testing.T, b backend) {
+		op, e, ids := fleetLimitRun(t, b, 30*time.Second, 120, nil)
+		e.read(func(e *inflightEndpoint) {
+			for _, id := range ids {
+				if e.calls[id] != 1 {
+					t.Errorf("item %d called the endpoint %d times, want once", id, e.calls[id])
+				}
+			}
+		})
 		for _, id := range ids {
-			if e.calls[id] != 1 {
-				t.Errorf("item %d called the endpoint %d times, want once", id, e.calls[id])
+			it := item(t, op, id)
+			if it.State != record.StateSucceeded || outcomes(attempts(t, op, id)) != "1:succeeded" {
+				t.Errorf("item %d: %s, attempts %s; want succeeded at its first attempt", id, it.State, outcomes(attempts(t, op, id)))
 			}
 		}
 	})
-	for _, id := range ids {
-		it := item(t, op, id)
-		if it.State != record.StateSucceeded || outcomes(attempts(t, op, id)) != "1:succeeded" {
-			t.Errorf("item %d: %s, attempts %s; want succeeded at its first attempt", id, it.State, outcomes(attempts(t, op, id)))
-		}
-	}
 }
 
 // One of the three processes is killed while it holds slots of the limited key: its slots come

@@ -46,7 +46,11 @@ func TestMain(m *testing.M) {
 // backend opens fresh, empty queues of one kind. Every queue opened by one backend value shares
 // one database (one SQLite file, one PostgreSQL schema), so several "instances" can be tested.
 type backend struct {
+	// name is "sqlite" or "postgres" (also through PgBouncer: see pooled).
 	name string
+	// pooled: the PostgreSQL database is reached through PgBouncer in transaction pooling mode,
+	// and its queues are opened with postgres.Config.TransactionPooling.
+	pooled bool
 	// target is the SQLite file or the PostgreSQL DSN (with its schema's search_path).
 	target string
 	// env describes the database to a child process.
@@ -74,12 +78,24 @@ func (b backend) queue(t testing.TB, cfg durable.Config, opts ...durable.Registe
 }
 
 // driver returns a driver of the backend's database that opens a pool of its own.
-func (b backend) driver() durable.Driver { return targetDriver(b.name, b.target) }
+func (b backend) driver() durable.Driver { return targetDriver(b.kind(), b.target) }
 
-// targetDriver returns the driver of the database of kind ("sqlite", "postgres") at target.
+// kind is the backend's kind for targetDriver and child processes: its name, or "pgbouncer".
+func (b backend) kind() string {
+	if b.pooled {
+		return "pgbouncer"
+	}
+	return b.name
+}
+
+// targetDriver returns the driver of the database of kind ("sqlite", "postgres", "pgbouncer")
+// at target.
 func targetDriver(kind, target string) durable.Driver {
-	if kind == "postgres" {
+	switch kind {
+	case "postgres":
 		return postgres.Open(target, postgres.Config{})
+	case "pgbouncer":
+		return postgres.Open(target, postgres.Config{TransactionPooling: true})
 	}
 	return sqlite.Open(target)
 }
@@ -133,6 +149,44 @@ func postgresBackend(t testing.TB, dsn string) backend {
 		target: target,
 		env:    []string{childBackendEnv + "=postgres", childTargetEnv + "=" + target},
 	}
+}
+
+// bouncerBackend creates a database of its own on the test server and returns stores that
+// reach it through the test PgBouncer (transaction pooling; pgx sends every statement
+// unprepared, as the queue does with TransactionPooling, so the test's own pools work through
+// it too); the database is dropped at the end of the test. It skips without a PgBouncer DSN
+// (fails under CI).
+func bouncerBackend(t testing.TB) backend {
+	t.Helper()
+	dsn, bouncer := pgDSN(t), pgtest.BouncerDSN(t)
+	if dsn == "" || bouncer == "" {
+		t.Skipf("%s and %s not both set", pgDSNEnv, pgtest.BouncerDSNEnv)
+	}
+	target, err := pgtest.WithParam(pgtest.BouncerDatabase(t, dsn, bouncer, "durable_"), "default_query_exec_mode", "exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backend{
+		name:   "postgres",
+		pooled: true,
+		target: target,
+		env:    []string{childBackendEnv + "=pgbouncer", childTargetEnv + "=" + target},
+	}
+}
+
+// eachPostgres runs fn against PostgreSQL directly and through PgBouncer in transaction
+// pooling mode (the suites a fleet behind PgBouncer depends on).
+func eachPostgres(t *testing.T, fn func(t *testing.T, b backend)) {
+	t.Helper()
+	t.Run("postgres", func(t *testing.T) { fn(t, pgBackend(t)) })
+	t.Run("pgbouncer", func(t *testing.T) { fn(t, bouncerBackend(t)) })
+}
+
+// eachBackendAndBouncer is eachBackend, then fn through PgBouncer too (bouncerBackend).
+func eachBackendAndBouncer(t *testing.T, fn func(t *testing.T, b backend)) {
+	t.Helper()
+	eachBackend(t, fn)
+	t.Run("pgbouncer", func(t *testing.T) { fn(t, bouncerBackend(t)) })
 }
 
 // eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
