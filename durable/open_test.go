@@ -42,6 +42,10 @@ func TestOpenNamesDriverMistakes(t *testing.T) {
 		"empty path":     {sqlite.Open(""), "sqlite.Open was given an empty path"},
 		"empty DSN":      {postgres.Open("", postgres.Config{}), "postgres.Open was given an empty DSN"},
 		"pool of SQLite": {postgres.New(db, postgres.Config{}), "postgres.New was given a pool of the database/sql driver"},
+		"budget on a pool of the caller's": {postgres.New(pgxPool, postgres.Config{MaxConns: 4}),
+			"postgres.New was given Config.MaxConns, MaxIdleConns or IdleTimeout"},
+		"negative budget":           {postgres.Open("postgres://x@127.0.0.1:1/x", postgres.Config{MaxConns: -1}), "postgres.Config.MaxConns is -1"},
+		"more idle than the budget": {postgres.Open("postgres://x@127.0.0.1:1/x", postgres.Config{MaxConns: 2, MaxIdleConns: 3}), "MaxIdleConns is 3, more than MaxConns (2)"},
 	} {
 		q, err := durable.Open(ctx, c.driver, durable.Config{})
 		if q != nil || err == nil || !strings.Contains(err.Error(), c.want) {

@@ -33,3 +33,18 @@ func ExampleMigrationSQL() {
 	// true
 	// true
 }
+
+// An instance's connection budget: at most MaxConns connections, the notification connection
+// among them, whatever the load; a fleet of N instances holds at most N × MaxConns. Behind
+// PgBouncer in transaction pooling mode, TransactionPooling keeps no state on a session (no
+// prepared statement, no LISTEN: the schedulers poll). A budget out of range is refused,
+// naming the field.
+func ExampleConfig() {
+	direct := postgres.Config{MaxConns: 6} // 15 instances within max_connections = 100
+	behindPgBouncer := postgres.Config{MaxConns: 4, TransactionPooling: true}
+	fmt.Println(direct.Validate(), behindPgBouncer.Validate())
+	fmt.Println(postgres.Config{MaxConns: 2, MaxIdleConns: 3}.Validate())
+	// Output:
+	// <nil> <nil>
+	// postgres.Config.MaxIdleConns is 3, more than MaxConns (2): idle connections are among the open ones
+}

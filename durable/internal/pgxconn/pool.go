@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,9 +67,17 @@ func OpenPool(dsn string, p Pool) (*sql.DB, error) {
 				return nil, err
 			}
 		}
-		return &bufferWatch{Conn: nc}, nil
+		w := &bufferWatch{Conn: nc}
+		if s, ok := ctx.Value(slotKey{}).(*slot); ok {
+			s.hold(w)
+		}
+		return w, nil
 	}
-	db := sql.OpenDB(connector{Connector: stdlib.GetConnector(*cc), budget: p.MaxConns})
+	cn := &connector{Connector: stdlib.GetConnector(*cc), budget: p.MaxConns}
+	if p.MaxConns > 0 {
+		cn.sockets = make(chan struct{}, p.MaxConns)
+	}
+	db := sql.OpenDB(cn)
 	db.SetMaxOpenConns(p.MaxConns)
 	db.SetMaxIdleConns(p.MaxIdleConns)
 	db.SetConnMaxIdleTime(p.IdleTime)
@@ -79,12 +88,66 @@ func OpenPool(dsn string, p Pool) (*sql.DB, error) {
 type connector struct {
 	driver.Connector
 	budget int
+	// sockets holds a token per socket open, from the dial until it is closed: database/sql
+	// counts a connection it discards as closed at once, while pgx may still be closing its
+	// socket (it cancels the statement under way and reads what the server still sends, for
+	// up to 15 s), and the server counts the socket until then. Connect waits for a token, so
+	// the sockets open never outnumber the budget. Nil: no budget.
+	sockets chan struct{}
 }
 
-// Connect opens a connection, naming the budget when the server has no slot left.
-func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+// slotKey is the context key under which Connect hands its token to AfterNetConnect.
+type slotKey struct{}
+
+// slot is one token of connector.sockets, given back once: by the socket's Close, or by
+// Connect when no socket holds it.
+type slot struct {
+	sockets chan struct{}
+	mu      sync.Mutex
+	owner   *bufferWatch // the socket holding the token (the last dialled, with fallback hosts)
+	freed   bool
+}
+
+// hold makes w the token's holder.
+func (s *slot) hold(w *bufferWatch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owner = w
+	w.slot = s
+}
+
+// release gives the token back when by (nil: Connect) is its holder; it does so once.
+func (s *slot) release(by *bufferWatch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.freed || s.owner != by {
+		return
+	}
+	s.freed = true
+	<-s.sockets
+}
+
+// Connect opens a connection once fewer sockets than the budget are open, naming the budget
+// when the server has no slot left.
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	var s *slot
+	if c.sockets != nil {
+		select {
+		case c.sockets <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s = &slot{sockets: c.sockets}
+		ctx = context.WithValue(ctx, slotKey{}, s)
+	}
 	dc, err := c.Connector.Connect(ctx)
 	if err != nil {
+		if s != nil {
+			s.mu.Lock()
+			s.owner = nil // a socket that failed to connect is closed by now
+			s.mu.Unlock()
+			s.release(nil)
+		}
 		return nil, ExplainRefusal(err, c.budget)
 	}
 	sc, ok := dc.(*stdlib.Conn)
@@ -126,10 +189,21 @@ func (c *pooled) IsValid() bool {
 	return !ok || !w.grown.Swap(false)
 }
 
-// bufferWatch is a connection's socket, which notes a read into a buffer larger than BigBuffer.
+// bufferWatch is a connection's socket, which notes a read into a buffer larger than BigBuffer
+// and gives back its budget token when closed.
 type bufferWatch struct {
 	net.Conn
 	grown atomic.Bool
+	slot  *slot
+}
+
+// Close closes the socket and gives back its token.
+func (w *bufferWatch) Close() error {
+	err := w.Conn.Close()
+	if w.slot != nil {
+		w.slot.release(w)
+	}
+	return err
 }
 
 // Read reads into p, noting a large p: the read buffer pgx grew for a large message.
