@@ -47,7 +47,9 @@ type Config struct {
 	// when nothing else says when: an unknown name or a missing handler (an instance on
 	// another version may know it), or a breaker whose probes are out, whose verdict frees or
 	// moves the item at once and Recheck only bounds the wait should that word not reach this
-	// instance. An item parked on an open breaker waits until the breaker may probe instead.
+	// instance (the breaker's own bound comes first when it is sooner: the probe timeout, or
+	// the end of another instance's claim of the probes). An item parked on an open breaker
+	// waits until the breaker may probe instead.
 	// Default 1 minute: a rolling deploy's new instances are up well within it.
 	Recheck time.Duration
 

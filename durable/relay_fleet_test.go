@@ -865,7 +865,9 @@ func stuck(t *testing.T, q *durable.Queue, providers []*provider) string {
 	now := time.Now()
 	type group struct {
 		n           int
-		first, last time.Duration
+		first, last time.Duration // from now until due
+		waitMin     time.Duration // from the item's last write (its park) until due: the wait
+		waitMax     time.Duration // its park chose (a Recheck, a probe's time, an open time)
 		attempts    map[int]int
 		lastError   string
 	}
@@ -881,19 +883,22 @@ func stuck(t *testing.T, q *durable.Queue, providers []*provider) string {
 		}
 		k := fmt.Sprintf("%s parked on %q guard %q", name, it.ParkedKey, it.GuardKey)
 		g := groups[k]
-		due := it.NextAt.Sub(now)
+		due, wait := it.NextAt.Sub(now), it.NextAt.Sub(it.UpdatedAt)
 		if g == nil {
-			g = &group{first: due, last: due, attempts: map[int]int{}}
+			g = &group{first: due, last: due, waitMin: wait, waitMax: wait, attempts: map[int]int{}}
 			groups[k] = g
 		}
 		g.n++
 		g.first, g.last = min(g.first, due), max(g.last, due)
+		g.waitMin, g.waitMax = min(g.waitMin, wait), max(g.waitMax, wait)
 		g.attempts[it.Attempts]++
 		g.lastError = it.LastError
 	}
 	var b strings.Builder
 	for k, g := range groups {
-		fmt.Fprintf(&b, "  %d items of %s: due in %v..%v, attempts %v, e.g. last error %s\n", g.n, k, g.first.Round(time.Millisecond), g.last.Round(time.Millisecond), g.attempts, g.lastError)
+		fmt.Fprintf(&b, "  %d items of %s: due in %v..%v (%v..%v after their last write), attempts %v, e.g. last error %s\n", g.n, k,
+			g.first.Round(time.Millisecond), g.last.Round(time.Millisecond), g.waitMin.Round(time.Millisecond), g.waitMax.Round(time.Millisecond),
+			g.attempts, g.lastError)
 	}
 	view, err := durable.NewBreakerStore(q, "relay", durable.BreakerStoreConfig{RefreshInterval: time.Hour})
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 
 // Admission says what a call made now would meet, without making one: closed; open with the
 // time to the probe; half-open with the probe slots still free, fewer as probes start and
-// none once all are out (Refuses); OpenFor agrees with it at every step.
+// none once all are out (Refuses), and then the time until the probes out time out (Recheck);
+// OpenFor agrees with it at every step.
 func TestAdmissionFollowsTheBreaker(t *testing.T) {
 	clock := &stepClock{}
 	r := breaker.NewRegistry(breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second, HalfOpenProbes: 2, ProbeTimeout: time.Minute, Clock: clock})
@@ -45,7 +46,9 @@ func TestAdmissionFollowsTheBreaker(t *testing.T) {
 	if err != nil || !p2.Probe() {
 		t.Fatal(p2, err)
 	}
-	check("both probes out", breaker.Admission{State: breaker.StateHalfOpen})
+	check("both probes out", breaker.Admission{State: breaker.StateHalfOpen, Recheck: time.Minute})
+	clock.Advance(20 * time.Second)
+	check("both probes out for a while", breaker.Admission{State: breaker.StateHalfOpen, Recheck: 40 * time.Second})
 	if _, err := r.Gate("k"); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("a third call: %v", err)
 	}

@@ -234,6 +234,16 @@ type Admission struct {
 	// FreeProbes is, for a half-open breaker, the number of probes it would still let
 	// through; zero otherwise.
 	FreeProbes int
+	// Recheck is, for a breaker that refuses with no time to wait (Remaining and FreeProbes
+	// both zero: it waits on its probes), the longest that wait lasts unless their verdict
+	// ends it first: until the earliest probe out has run ProbeTimeout (the breaker then takes
+	// it for hung and opens again), until another instance's claim of the probes runs out (its
+	// ProbeUntil: this registry may then claim them), or, while a claim of the probes waits for
+	// the Store's answer, StoreTimeout. Zero otherwise. A scheduler that parks work behind the
+	// probes and frees it on their verdict (a StateChange) looks again by then at the latest:
+	// a probe whose holder died sends no StateChange, and the changes that time alone causes
+	// are made only when something asks.
+	Recheck time.Duration
 }
 
 // Refuses reports whether a call made now would be refused: the breaker is open, or
@@ -269,13 +279,26 @@ func (r *Registry) Admission(key string) Admission {
 		a.State, a.FreeProbes = StateHalfOpen, max(r.cfg.HalfOpenProbes, 1)
 	case a.State == StateOpen:
 		a.Remaining = time.Duration(max(b.openUntil.Load()-now, 0))
+		if a.Remaining == 0 {
+			// Its open time has passed and a claim of the probes (or the look-up or the
+			// verdict that goes before one) waits for the store.
+			a.Recheck = r.cfg.StoreTimeout
+		}
 	case a.State == StateHalfOpen && b.foreignLocked():
-		// Another instance holds the probes.
+		// Another instance holds the probes, until its claim runs out.
+		a.Recheck = time.Duration(max(b.shared.foreignUntil-now, 0))
 	case a.State == StateHalfOpen:
+		until := int64(math.MaxInt64)
 		for _, s := range b.slots {
-			if s.ticket == 0 {
+			switch {
+			case s.ticket == 0:
 				a.FreeProbes++
+			case !s.passed:
+				until = min(until, s.deadline)
 			}
+		}
+		if a.FreeProbes == 0 && until != math.MaxInt64 {
+			a.Recheck = time.Duration(max(until-now, 0))
 		}
 	}
 	b.mu.Unlock()

@@ -215,7 +215,9 @@ func TestSharedHalfOpenOneProbePerFleet(t *testing.T) {
 	}
 }
 
-// A holder that dies with the probes (its claim runs out) lets another instance claim them.
+// A holder that dies with the probes (its claim runs out) lets another instance claim them;
+// meanwhile the other instance's Admission says when that claim runs out (Recheck), and then
+// that its first call would claim the probes.
 func TestSharedProbeClaimRunsOut(t *testing.T) {
 	st, clock, regs := fleet(2, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second, ProbeTimeout: 5 * time.Second})
 	fail(t, regs[0], "k", 1)
@@ -226,9 +228,16 @@ func TestSharedProbeClaimRunsOut(t *testing.T) {
 	if _, err := regs[1].Gate("k"); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("while instance 1 holds the probes: %v", err)
 	}
-	clock.Advance(5 * time.Second)
+	clock.Advance(2 * time.Second)
+	if a := regs[1].Admission("k"); a != (breaker.Admission{State: breaker.StateHalfOpen, Recheck: 3 * time.Second}) {
+		t.Fatalf("while instance 1 holds the probes: %+v, want half-open, its claim running out in 3s", a)
+	}
 	var heard []string
 	regs[1].AddListener(func(c breaker.StateChange) { heard = append(heard, fmt.Sprintf("%s→%s %s", c.From, c.To, c.Reason)) })
+	clock.Advance(3 * time.Second)
+	if a := regs[1].Admission("k"); a != (breaker.Admission{State: breaker.StateHalfOpen, FreeProbes: 1}) {
+		t.Fatalf("once instance 1's claim ran out: %+v, want the probes free to claim", a)
+	}
 	p, err := regs[1].Gate("k")
 	if err != nil || !p.Probe() || st.row("k").ProbeOwner != "instance-2" {
 		t.Fatalf("after the claim ran out: %v, stored %+v", err, st.row("k"))
@@ -380,6 +389,36 @@ func TestSharedHangingStoreCostsOneTimeout(t *testing.T) {
 	fail(t, regs[0], "other", 1)
 	if took := time.Since(began); took > 40*time.Millisecond {
 		t.Fatalf("the transitions while the store is away took %s", took)
+	}
+	st.hang.Store(false)
+}
+
+// While a claim of the probes waits for the store, the breaker refuses with no open time left
+// (the claim decides), and its Admission says to look again within StoreTimeout, when the
+// claim has its answer or has given up.
+func TestSharedAdmissionWhileClaiming(t *testing.T) {
+	st, clock, regs := fleet(1, breaker.Config{FailureThreshold: 1, OpenDuration: 10 * time.Second, StoreTimeout: 500 * time.Millisecond})
+	fail(t, regs[0], "k", 1)
+	clock.Advance(10 * time.Second)
+	st.hang.Store(true)
+	before := st.calls.Load()
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := regs[0].Gate("k")
+		claimed <- err
+	}()
+	for st.calls.Load() == before { // the claim reached the store, which holds it for StoreTimeout
+		select {
+		case err := <-claimed:
+			t.Fatalf("the claim ended before it reached the store: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if a := regs[0].Admission("k"); a != (breaker.Admission{State: breaker.StateOpen, Recheck: 500 * time.Millisecond}) {
+		t.Errorf("while the claim waits for the store: %+v, want open with no time left, to look again within StoreTimeout", a)
+	}
+	if err := <-claimed; !errors.Is(err, breaker.ErrOpen) {
+		t.Errorf("the claim the store did not answer: %v, want refused", err)
 	}
 	st.hang.Store(false)
 }

@@ -12,12 +12,14 @@ import (
 )
 
 // refusal is why admit turned an item away: the breaker key and the time until it may probe (0:
-// its probes are out, and it waits for their verdict), as the breaker answered at the time at
+// its probes are out, and it waits for their verdict, for recheck at most; recheck 0: probes of
+// this gate's own are out, whose end notes the key), as the breaker answered at the time at
 // (read after its answer: the clock may have moved since the claim, and a probe time taken from
 // the claim's time would come before the breaker's).
 type refusal struct {
 	key       string
 	remaining time.Duration
+	recheck   time.Duration
 	at        time.Time
 }
 
@@ -49,7 +51,7 @@ func (g *Gate) ask(regs []*breaker.Registry, key string, held *[]string) (refusa
 		a := g.admission(reg, key)
 		switch a.State {
 		case breaker.StateOpen:
-			return refusal{key, a.Remaining, g.cfg.Clock.Now()}, true
+			return refusal{key, a.Remaining, a.Recheck, g.cfg.Clock.Now()}, true
 		case breaker.StateHalfOpen:
 			g.mu.Lock()
 			ok := g.probing[key] < a.FreeProbes
@@ -58,7 +60,7 @@ func (g *Gate) ask(regs []*breaker.Registry, key string, held *[]string) (refusa
 			}
 			g.mu.Unlock()
 			if !ok {
-				return refusal{key, 0, g.cfg.Clock.Now()}, true
+				return refusal{key, 0, a.Recheck, g.cfg.Clock.Now()}, true
 			}
 			*held = append(*held, key)
 		}
@@ -165,9 +167,13 @@ func (g *Gate) unparkMoved() {
 		ctx, cancel := g.cfg.StoreContext()
 		var err error
 		switch {
-		case a.State == breaker.StateOpen:
-			_, err = g.cfg.Store.Repark(ctx, key, now.Add(a.Remaining), a.Remaining/10)
-		case !a.Refuses():
+		case a.Refuses():
+			// Open: its items wait for its next probe. Waiting on its probes (Remaining 0): for
+			// their verdict, which moves them again, or Recheck, when the breaker gives up on
+			// them (their holder may have died: no verdict comes).
+			wait := a.Remaining + a.Recheck
+			_, err = g.cfg.Store.Repark(ctx, key, now.Add(wait), wait/10)
+		default:
 			// Closed, or half-open with a probe slot free (a probe ended without a verdict):
 			// due now, and admit lets no more through than the breaker has slots for.
 			_, err = g.cfg.Store.Unpark(ctx, []string{key}, now)
@@ -212,14 +218,41 @@ func (g *Gate) Settled(batch []store.Completion, results []error) {
 
 // recheckVerdict makes sure that the items parked on key to wait for its breaker's verdict are
 // not left waiting out Recheck when the breaker decided before their park was written (its
-// state change freed or moved the items parked on it then, not these): it notes the key when
-// its breakers have decided by now, as a state change does.
+// state change freed or moved the items parked on it then, not these), or its probes ended
+// without a verdict: it notes the key when its breakers have decided by now, as a state change
+// does, or a probe slot is free.
 func (g *Gate) recheckVerdict(key string) {
 	reg, a := g.strictest(key)
-	if reg == nil || a.State == breaker.StateHalfOpen && a.FreeProbes == 0 {
-		return // still deciding: its state change will free or move them
+	if reg == nil || g.deciding(key, a) {
+		return // still deciding: its state change, or the end of this gate's probe, will free or move them
 	}
 	g.note(key, reg)
+}
+
+// deciding reports whether the breaker that answered a about key waits on its probes: it
+// refuses with no open time left (its probes are out, or being claimed), or every probe slot it
+// has free is taken by an item this gate let through, which notes the key when it ends.
+func (g *Gate) deciding(key string, a breaker.Admission) bool {
+	switch {
+	case a.Refuses():
+		return a.Remaining == 0
+	case a.State == breaker.StateHalfOpen:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.probing[key] >= a.FreeProbes
+	}
+	return false
+}
+
+// probesEnded notes the keys of probes this gate let through that have ended: one that ended
+// with a verdict changed its breaker's state (noted already), but one that ended without (its
+// call refused by a rate limit, an error the breaker does not count) freed its slot with no
+// state change, and the items parked behind it would otherwise wait out Recheck.
+func (g *Gate) probesEnded(keys []string) {
+	for _, k := range keys {
+		reg, _ := g.strictest(k) // outside the lock: asking a registry may call its listeners
+		g.note(k, reg)
+	}
 }
 
 // freeAfterSuccess notes a key that an item parked on it got through (an item's success after
@@ -275,7 +308,10 @@ func (g *Gate) Probe(reg *breaker.Registry, key string) (release func(), remaini
 	if refused {
 		return nil, r.remaining, false
 	}
-	return func() { g.unhold(held) }, 0, true
+	return func() {
+		g.unhold(held)
+		g.probesEnded(held)
+	}, 0, true
 }
 
 // RefusalOf returns the key of the breaker that refused in err (empty for another refusing

@@ -73,5 +73,5 @@ func (g *Gate) overBudget(comp store.Completion, c *store.Claimed, se *budget.Sp
 			se.Key, se.Retries, se.Calls, se.Window, c.LastError)
 		return comp
 	}
-	return g.park(comp, c, "", se.RetryAfter(), comp.EndedAt)
+	return g.park(comp, c, "", se.RetryAfter(), 0, comp.EndedAt)
 }

@@ -11,8 +11,9 @@
 //     half-open breaker lets through no more items than it has free probe slots), its retry
 //     budget (a re-dispatch is a retry), and its concurrency limit's slot. A hold-back here is
 //     no attempt: the claim is undone, the item is parked on the hold-back's key until its
-//     retry-after (a breaker's probe time, a pause's end, a budget's room; Recheck when it
-//     says none), and nothing is charged.
+//     retry-after (a breaker's probe time, a pause's end, a budget's room; for a breaker
+//     whose probes are out, their verdict, the end of this gate's probe, or the time the
+//     breaker gives up on them, and Recheck at most), and nothing is charged.
 //   - After the handler. A refusal of the dispatch before it reached any handler (an open
 //     breaker of the request's own pipeline or of a call its handler made, a rate limit, a
 //     full bulkhead, a user's own behaviors.Refusal) is likewise no attempt: parked on the

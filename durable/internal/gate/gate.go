@@ -175,10 +175,12 @@ type Ticket struct {
 	Context context.Context
 }
 
-// Release gives back the probes the ticket holds.
+// Release gives back the probes the ticket holds, and notes their keys: the items parked
+// behind a probe that ended without a verdict may go.
 func (t *Ticket) Release() {
 	if t.g != nil {
 		t.g.unhold(t.probes)
+		t.g.probesEnded(t.probes)
 		t.probes = nil
 	}
 }
@@ -203,7 +205,7 @@ func (g *Gate) Admit(c *store.Claimed, req any, comp *store.Completion, dispatch
 	}
 	held, r, refused := g.admit(c, req)
 	if refused {
-		return Ticket{}, g.park(*comp, c, r.key, r.remaining, r.at), false
+		return Ticket{}, g.park(*comp, c, r.key, r.remaining, r.recheck, r.at), false
 	}
 	ctx := dispatch()
 	t := Ticket{g: g, probes: held, Context: ctx}
@@ -214,12 +216,12 @@ func (g *Gate) Admit(c *store.Claimed, req any, comp *store.Completion, dispatch
 	var failOver bool
 	t.Context, t.charge, spent, failOver = g.chargeRetry(ctx, c, req)
 	if spent != nil {
-		t.Release()
+		g.unhold(t.probes) // never sent: nothing ended
 		return Ticket{}, g.overBudget(*comp, c, spent, failOver), false
 	}
 	if p, ok := g.limit(comp, c, req); !ok {
 		t.Refund()
-		t.Release()
+		g.unhold(t.probes)
 		return Ticket{}, p, false
 	}
 	return t, store.Completion{}, true
@@ -247,7 +249,15 @@ func (g *Gate) Judge(c *store.Claimed, req any, t *Ticket, comp store.Completion
 		comp.Error = err.Error()
 		t.Refund()
 		key, remaining := refusalOf(err)
-		return g.park(comp, c, key, remaining, comp.EndedAt)
+		var recheck time.Duration
+		if key != "" && remaining == 0 {
+			// Refused by a breaker waiting on its probes: for how long at most, as its
+			// registry says (an inner breaker the gate does not know says nothing).
+			if _, a := g.strictest(key); a.Refuses() && a.Remaining == 0 {
+				recheck = a.Recheck
+			}
+		}
+		return g.park(comp, c, key, remaining, recheck, comp.EndedAt)
 	case stopping:
 		// Shutdown cancelled the dispatch. Whatever error the handler made of that (its own,
 		// not always wrapping the context's), the attempt was interrupted, not failed: no
@@ -335,11 +345,14 @@ func refusalOf(err error) (key string, remaining time.Duration) {
 // turned away: no attempt. An item waiting on an open breaker is due when the breaker may let a
 // probe through, spread over a tenth of the remaining time after it so that the items parked
 // together do not all come back in one claim; one whose breaker's probes are out waits for their
-// verdict (the breaker's closing frees it, its opening again moves it to the next probe; Recheck
-// bounds the wait should neither reach this instance); one refused by something else (a full
-// bulkhead) is due again about a poll interval later. The waits count from the time the refusal
-// was answered. Never later than its deadline.
-func (g *Gate) park(comp store.Completion, c *store.Claimed, key string, remaining time.Duration, from time.Time) store.Completion {
+// verdict (the breaker's closing frees it, its opening again moves it to the next probe, the
+// end of a probe of this gate's own without one frees it), for the time the breaker gives them
+// at most (recheck, spread as above: then it gives up on them, and another probe may go, the
+// holder of a claim that ran out having perhaps died), and for Recheck at most should none of
+// that reach this instance; one refused by something else (a full bulkhead) is due again about
+// a poll interval later. The waits count from the time the refusal was answered. Never later
+// than its deadline.
+func (g *Gate) park(comp store.Completion, c *store.Claimed, key string, remaining, recheck time.Duration, from time.Time) store.Completion {
 	comp.State, comp.Outcome, comp.ParkedKey, comp.StartedAt = store.StatePending, "", key, time.Time{}
 	var wait time.Duration
 	switch {
@@ -347,6 +360,9 @@ func (g *Gate) park(comp store.Completion, c *store.Claimed, key string, remaini
 		wait = remaining + time.Duration(g.cfg.Rand()*float64(remaining)/10)
 	case key != "":
 		wait, comp.Verdict = g.cfg.Recheck, true
+		if recheck > 0 {
+			wait = min(wait, recheck+time.Duration(g.cfg.Rand()*float64(recheck)/10))
+		}
 	default:
 		wait = time.Duration(float64(g.cfg.PollInterval) * (0.5 + g.cfg.Rand()))
 	}
