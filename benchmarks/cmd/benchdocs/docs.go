@@ -51,10 +51,11 @@ func writeDocs(r *benchfmt.Results, out string) error {
 	return os.WriteFile(filepath.Join(out, "benchmarks.md"), b.Bytes(), 0o644)
 }
 
-// meta is the run's description of key, or "unknown".
+// meta is the run's description of key, or "unknown", for a cell of a Markdown table (a "|"
+// escaped, which would end the cell).
 func meta(r *benchfmt.Results, key string) string {
 	if v := r.Meta[key]; v != "" {
-		return v
+		return strings.ReplaceAll(v, "|", `\|`)
 	}
 	return "unknown"
 }

@@ -180,6 +180,10 @@ func TestMeta(t *testing.T) {
 	if got := postgresVersion(""); !strings.Contains(got, "SWITCHBOARD_TEST_PG_DSN not set") {
 		t.Errorf("PostgreSQL version without a DSN: %q", got)
 	}
+	r.Meta["command"] = "go test -bench 'A|B'"
+	if got := meta(r, "command"); got != `go test -bench 'A\|B'` {
+		t.Errorf("a command with a | in the run's table: %q, want it escaped", got)
+	}
 	if got := pgbouncerVersion(""); !strings.Contains(got, "SWITCHBOARD_TEST_PGBOUNCER_DSN not set") {
 		t.Errorf("PgBouncer version without a DSN: %q", got)
 	}
