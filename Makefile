@@ -16,12 +16,16 @@ race:
 BENCH_COUNT ?= 3
 BENCH_TIME ?= 0.3s
 BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|SendThreeBehaviors|StreamDirect|Stream|FallbackRetryBreaker|FallbackRetryBreakerTimeout|Breaker|BreakerParallel|RetryLoop|KeyedBreaker)$$
+# The benchmarks of one iteration each (-benchtime 1x): the drains, the idle fleets, the pickups.
+BENCH_DB := ^Benchmark(Drain|IdleFleet|FleetPickup)$$
 
 ## bench: the comparison tables of benchmarks/ (see benchmarks/doc.go): the durable drain of
 ## switchboard beside River and the bare-SQL floor on PostgreSQL (SWITCHBOARD_TEST_PG_DSN; its
-## rows are skipped without it, except under CI=true) and SQLite; then Send, Stream, the
-## resilience stack, the breakers and the retry loops beside their baselines and peers, with
-## the load average at start and end. The raw go test output, with the machine and command of
+## rows are skipped without it, except under CI=true) and SQLite, and through PgBouncer
+## (SWITCHBOARD_TEST_PGBOUNCER_DSN, likewise); what an idle fleet of 1, 10 and 50 instances costs
+## the database and the pickup across instances, directly and through PgBouncer; then Send,
+## Stream, the resilience stack, the breakers and the retry loops beside their baselines and
+## peers, with the load average at start and end. The raw go test output, with the machine and command of
 ## the run, stays in benchmarks/.bench.out; bench-docs then writes docs/benchmarks.md and its
 ## charts from it. The library's own benchmarks are not run: see bench-all.
 bench:
@@ -29,8 +33,8 @@ bench:
 	cd benchmarks && $(GO) test -c -o .bench.test . && $(GO) build -o .benchtable ./cmd/benchtable && \
 		$(GO) build -o .benchdocs ./cmd/benchdocs
 	cd benchmarks && { ./.benchdocs -meta start -command 'make bench BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME)' && \
-		./.bench.test -test.run '^$$' -test.bench '^BenchmarkDrain$$' -test.benchtime 1x \
-		-test.count $(BENCH_COUNT) -test.timeout 30m && \
+		./.bench.test -test.run '^$$' -test.bench '$(BENCH_DB)' -test.benchtime 1x \
+		-test.count $(BENCH_COUNT) -test.timeout 45m && \
 		./.bench.test -test.run '^$$' -test.bench '$(BENCH_INPROC)' -test.benchtime $(BENCH_TIME) -test.benchmem \
 		-test.count $(BENCH_COUNT) && ./.benchdocs -meta end; } 2>&1 | tee .bench.out | ./.benchtable
 	$(MAKE) --no-print-directory bench-docs
@@ -41,11 +45,11 @@ bench-docs:
 	cd benchmarks && $(GO) run ./cmd/benchdocs -in .bench.out -out ../docs
 
 ## bench-all: every benchmark, without the table: the library's own, then all of benchmarks/
-## (the peers at -cpu 1,2, then the drains, one iteration each)
+## (the peers at -cpu 1,2, then the drains, the idle fleets and the pickups, one iteration each)
 bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-	cd benchmarks && $(GO) test -run '^$$' -bench . -skip '^BenchmarkDrain$$' -benchmem -cpu 1,2 ./...
-	cd benchmarks && $(GO) test -run '^$$' -bench '^BenchmarkDrain$$' -benchtime 1x -timeout 30m ./...
+	cd benchmarks && $(GO) test -run '^$$' -bench . -skip '$(BENCH_DB)' -benchmem -cpu 1,2 ./...
+	cd benchmarks && $(GO) test -run '^$$' -bench '$(BENCH_DB)' -benchtime 1x -timeout 45m ./...
 
 ## lint: gofmt, go vet and the module's naming rules (scripts/apicount)
 lint:

@@ -8,16 +8,21 @@
 // Markdown: each switchboard figure beside its peers' or baseline's from the same process, with
 // their ratios, and the machine's load average at the start and the end (figures from a busy
 // machine say less). It then writes docs/benchmarks.md from the same output: the tables, the
-// machine and command of the run (nproc, CPU model, Go and PostgreSQL versions, load, date),
-// figures of other Go mediators quoted from elsewhere and marked so, and SVG charts in
+// machine and command of the run (nproc, CPU model, Go, PostgreSQL and PgBouncer versions, load,
+// date), figures of other Go mediators quoted from elsewhere and marked so, and SVG charts in
 // docs/benchmarks/ (ns per call of the in-process cases; items/s by worker count of each
 // drain). One command regenerates all of it. With BENCH_COUNT=3 runs of each benchmark, whose
 // medians it prints, it took 11 minutes on two cores under a load average of 10 to 14, most of
 // it in the drains. The raw output, with the run's description, stays in benchmarks/.bench.out,
-// and make bench-docs rewrites the page from it. PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a server where the run may create and
-// drop schemas; without it they are skipped, and make bench and the page say so (under CI=true
-// a missing DSN fails the run instead). make bench-all runs every benchmark of the library and
-// of this module, without the tables.
+// and make bench-docs rewrites the page from it. PostgreSQL rows need SWITCHBOARD_TEST_PG_DSN, a
+// server where the run may create and drop schemas and databases; the rows through PgBouncer
+// also need SWITCHBOARD_TEST_PGBOUNCER_DSN, a PgBouncer in transaction pooling mode in front of
+// that server that passes any database name through (scripts/with-postgres.sh starts both).
+// Without them they are skipped, and make bench and the page say so (under CI=true a missing
+// DSN fails the run instead). The fleets of 50 instances reached directly run only on a server
+// with room for 500 more connections (10 per instance, the default budget): elsewhere they are
+// skipped, since a server out of connections refuses every other client too. make bench-all
+// runs every benchmark of the library and of this module, without the tables.
 //
 //	SWITCHBOARD_TEST_PG_DSN='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable' make bench
 //	make bench BENCH_COUNT=5
@@ -43,6 +48,11 @@
 //     through EnqueueTx, the scheduler of Queue.Start with Config.Workers, and
 //     Shutdown once the last item ran. Only the public API: the figures follow whatever the
 //     scheduler does.
+//   - switchboard-pgbouncer (PostgreSQL only): switchboard with the queue's pool through
+//     PgBouncer (postgres.Config.TransactionPooling: no prepared statements, no LISTEN), on a
+//     database of its own, since PgBouncer 1.18 refuses a search_path; the seed and the
+//     handlers' inserts reach that database directly, as in switchboard's row, so that its
+//     ratio to that row is the queue's own path through PgBouncer.
 //   - river: River's client with MaxWorkers workers on its own pgx pool (riverpgxv5) or on the
 //     SQLite file (riversqlite), jobs inserted with InsertManyFast. Its FetchCooldown is set
 //     to its minimum, 1 ms: the default 100 ms caps a drain at MaxWorkers items per 100 ms.
@@ -59,6 +69,31 @@
 // TestDrainHarness checks each system on a small queue: every item handled once, stored as
 // done, its side row written. TestFloorStatementsMatchStore reads the store's source and fails
 // when the floor's copies of its statements no longer match.
+//
+// # The fleets
+//
+// BenchmarkIdleFleet/<via>/instances=<N> and BenchmarkFleetPickup run N instances of the queue
+// in this process, each its own durable.Open with its own pool (postgres.Open's default budget)
+// and InstanceID, each with a BreakerStore (defaults) with one subscriber, on a PostgreSQL
+// database of their own, reached directly (via direct: the instances LISTEN, and each one's
+// application_name is its InstanceID) or through PgBouncer (via pgbouncer: TransactionPooling,
+// the schedulers poll; every instance keeps the default application_name, since PgBouncer sends
+// a SET of a client's application_name, a transaction of its own, before each transaction it
+// runs on a server connection last used by a client of another name). Run them with
+// -benchtime 1x: one op is a whole measurement, sized for it.
+//
+//   - BenchmarkIdleFleet, N of 1, 10 and 50: every instance runs a scheduler at the default
+//     settings (PollInterval 1 s) with nothing to do. After 3 s to settle, a window of 5 s
+//     counts the database's transactions per second (pg_stat_database's xact_commit +
+//     xact_rollback, read from another database; each statement the queue sends is one) and
+//     the connections held (pg_stat_activity, sampled every 250 ms; through PgBouncer also the
+//     client connections in its SHOW CLIENTS), for the fleet and per instance.
+//   - BenchmarkFleetPickup: one instance enqueues 200 items, each once the outcome of the one
+//     before is stored, and the other N−1 run schedulers; from the start of each Enqueue to the
+//     start of its handler on another instance, the median, 95th percentile and mean, and,
+//     through Config.OnClaim, the median time to the start of the claim that took the item and
+//     of that claim's round trip, and the claims per item. Directly with 2 and 50 instances,
+//     through PgBouncer with 50 at a PollInterval of 100 ms and of 1 s.
 //
 // # In process
 //
@@ -84,5 +119,5 @@
 // The other benchmarks of this module (rate limiter, retry budget, hedge, the parallel direct
 // call) run with make bench-all:
 //
-//	go test -run '^$' -bench . -skip '^BenchmarkDrain$' -benchmem -cpu 1,2
+//	go test -run '^$' -bench . -skip '^Benchmark(Drain|IdleFleet|FleetPickup)$' -benchmem -cpu 1,2
 package benchmarks

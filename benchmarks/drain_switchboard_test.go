@@ -26,12 +26,13 @@ const drainItemName = "bench.item"
 
 // openSwitchboard opens the durable queue, migrating the schema: on SQLite on d's pool (one
 // connection per file), on PostgreSQL on a pool of its own with the default connection budget,
-// as a service would (the handlers' statements use d's pool).
+// as a service would (the handlers' statements use d's pool), through PgBouncer with
+// TransactionPooling.
 func openSwitchboard(tb testing.TB, d *drainDB, workers ...int) *durable.Queue {
 	tb.Helper()
 	drv := sqlite.New(d.sql)
 	if d.engine == "postgres" {
-		drv = postgres.Open(d.dsn, postgres.Config{})
+		drv = postgres.Open(d.dsn, postgres.Config{TransactionPooling: d.bouncer})
 	}
 	// Defaults but the workers, and the poll interval River gets too: the drain starts with
 	// every item due, so the poll only matters once the queue is empty.
@@ -69,6 +70,19 @@ func seedSwitchboard(tb testing.TB, d *drainDB, n int) {
 	if err := q.Close(); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// switchboardBouncerSystem is switchboardSystem with the queue's pool through PgBouncer in
+// transaction pooling mode (postgres.Config.TransactionPooling: no prepared statements, no
+// LISTEN); the seed's and the handlers' pools reach the same database directly.
+var switchboardBouncerSystem = drainSystem{
+	name: "switchboard-pgbouncer",
+	via:  pgbouncer,
+	seed: seedSwitchboard,
+	prepare: func(tb testing.TB, d *drainDB, kind handlerKind, workers int, t *tally) func() {
+		return switchboardSystem.prepare(tb, d, kind, workers, t)
+	},
+	succeeded: func(tb testing.TB, d *drainDB) int { return switchboardSystem.succeeded(tb, d) },
 }
 
 var switchboardSystem = drainSystem{

@@ -26,7 +26,10 @@ import (
 // fresh file (SQLite), with the side table the insert handler writes to.
 type drainDB struct {
 	engine string // "postgres" or "sqlite"
-	dsn    string // PostgreSQL: the DSN selecting the case's own schema
+	// dsn is the DSN of the queue's database on PostgreSQL: the case's own schema, or through
+	// PgBouncer (bouncer) the case's own database.
+	dsn     string
+	bouncer bool
 	// sql is the database/sql pool: pgx's stdlib driver on PostgreSQL, modernc's on SQLite
 	// (one connection, as durable/sqlite opens it; everything on SQLite goes through it).
 	sql *sql.DB
@@ -76,19 +79,29 @@ func pgDSN(tb testing.TB) string {
 }
 
 // openDrainDB opens a fresh database of engine for one drain of workers workers: a schema of
-// its own on the server of dsn, or a new SQLite file in a temporary directory. Everything is
-// closed (and the schema dropped) when tb ends.
-func openDrainDB(tb testing.TB, engine, dsn string, workers int) *drainDB {
+// its own on the server of dsn, or a new SQLite file in a temporary directory. With bouncer, a
+// PgBouncer DSN in front of dsn's server, the queue's DSN reaches a database of its own through
+// it (PgBouncer 1.18 refuses a search_path) while the pools of the seed and of the handlers
+// reach that database directly, as in the direct case. Everything is closed (and the schema or
+// database dropped) when tb ends.
+func openDrainDB(tb testing.TB, engine, dsn, bouncer string, workers int) *drainDB {
 	tb.Helper()
 	d := &drainDB{engine: engine}
 	var err error
 	switch engine {
 	case "postgres":
-		d.dsn = durabletest.PostgresSchema(tb, dsn)
-		if d.sql, err = sql.Open("pgx", d.dsn); err != nil {
+		var pools string // the DSN of the seed's and the handlers' pools
+		if bouncer == "" {
+			d.dsn = durabletest.PostgresSchema(tb, dsn)
+			pools = d.dsn
+		} else {
+			own := newOwnDatabase(tb, dsn, bouncer, "bench_drain_")
+			d.dsn, d.bouncer, pools = own.bouncer, true, own.direct
+		}
+		if d.sql, err = sql.Open("pgx", pools); err != nil {
 			tb.Fatal(err)
 		}
-		cfg, err := pgxpool.ParseConfig(d.dsn)
+		cfg, err := pgxpool.ParseConfig(pools)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -192,13 +205,21 @@ func (t *tally) wait(tb testing.TB) {
 // part, starts workers workers and returns once every item's outcome is stored and the system
 // stopped. succeeded counts the items stored as done, untimed.
 type drainSystem struct {
-	name      string
+	name string
+	// via is how the system reaches PostgreSQL: direct (or "") or pgbouncer (its rows run on
+	// PostgreSQL only).
+	via       string
 	seed      func(tb testing.TB, d *drainDB, n int)
 	prepare   func(tb testing.TB, d *drainDB, kind handlerKind, workers int, t *tally) (drain func())
 	succeeded func(tb testing.TB, d *drainDB) int
 }
 
-var drainSystems = []drainSystem{switchboardSystem, riverSystem, floorSystem}
+var drainSystems = []drainSystem{switchboardSystem, switchboardBouncerSystem, riverSystem, floorSystem}
+
+// runsOn reports whether sys has rows on engine.
+func (sys drainSystem) runsOn(engine string) bool {
+	return sys.via != pgbouncer || engine == "postgres"
+}
 
 // drainCase is one row of the drain benchmarks.
 type drainCase struct {
@@ -247,8 +268,17 @@ func BenchmarkDrain(b *testing.B) {
 				for _, workers := range []int{1, 8, 32} {
 					c := drainCase{engine: engine, kind: kind, workers: workers}
 					for _, sys := range drainSystems {
+						if !sys.runsOn(engine) {
+							continue
+						}
 						b.Run(fmt.Sprintf("%s/w=%d/%s", kind, workers, sys.name), func(b *testing.B) {
-							benchDrain(b, c, sys, dsn)
+							bouncer := ""
+							if sys.via == pgbouncer {
+								if bouncer = bouncerDSN(b); bouncer == "" {
+									b.Skipf("%s not set: the PgBouncer rows are skipped", bouncerDSNEnv)
+								}
+							}
+							benchDrain(b, c, sys, dsn, bouncer)
 						})
 					}
 				}
@@ -257,7 +287,7 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
-func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn string) {
+func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn, bouncer string) {
 	n := c.items()
 	b.ReportAllocs()
 	var (
@@ -267,7 +297,7 @@ func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn string) {
 	)
 	for range b.N {
 		b.StopTimer()
-		d := openDrainDB(b, c.engine, dsn, c.workers)
+		d := openDrainDB(b, c.engine, dsn, bouncer, c.workers)
 		sys.seed(b, d, n)
 		drain := sys.prepare(b, d, c.kind, c.workers, newTally(n, false))
 		runtime.GC()
@@ -309,9 +339,18 @@ func TestDrainHarness(t *testing.T) {
 	}
 	for _, engine := range engines {
 		for _, sys := range drainSystems {
+			if !sys.runsOn(engine) {
+				continue
+			}
 			t.Run(engine+"/"+sys.name, func(t *testing.T) {
+				bouncer := ""
+				if sys.via == pgbouncer {
+					if bouncer = bouncerDSN(t); bouncer == "" {
+						t.Skipf("%s not set: PgBouncer not checked", bouncerDSNEnv)
+					}
+				}
 				for round := range 2 {
-					d := openDrainDB(t, engine, dsn, 4)
+					d := openDrainDB(t, engine, dsn, bouncer, 4)
 					sys.seed(t, d, n)
 					tl := newTally(n, true)
 					sys.prepare(t, d, insert, 4, tl)()

@@ -51,10 +51,11 @@ func writeDocs(r *benchfmt.Results, out string) error {
 	return os.WriteFile(filepath.Join(out, "benchmarks.md"), b.Bytes(), 0o644)
 }
 
-// meta is the run's description of key, or "unknown".
+// meta is the run's description of key, or "unknown", for a cell of a Markdown table (a "|"
+// escaped, which would end the cell).
 func meta(r *benchfmt.Results, key string) string {
 	if v := r.Meta[key]; v != "" {
-		return v
+		return strings.ReplaceAll(v, "|", `\|`)
 	}
 	return "unknown"
 }
@@ -82,6 +83,7 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	p("| CPU model (/proc/cpuinfo) | %s |", model)
 	p("| Go | %s |", meta(r, "go"))
 	p("| PostgreSQL | %s |", meta(r, "postgres"))
+	p("| PgBouncer | %s |", meta(r, "pgbouncer"))
 	p("| load average (1, 5, 15 min) at start | %s |", meta(r, "load-start"))
 	p("| load average (1, 5, 15 min) at end | %s |", meta(r, "load-end"))
 	runs := r.Runs()
@@ -133,6 +135,21 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	}
 	benchfmt.WriteCPU(w, r)
 	p("")
+	p("### Through PgBouncer")
+	p("")
+	p("%s The ratio is the rate through PgBouncer divided by the direct one of the same run: below 1 the drain through PgBouncer is slower.", benchfmt.BouncerDrainNote)
+	p("")
+	notes = append(notes, benchfmt.WriteBouncerDrains(w, r)...)
+	p("## An idle fleet")
+	p("")
+	p("What a fleet with nothing to do costs the database, by instance count, directly (the instances `LISTEN`) and through PgBouncer in transaction pooling mode (no `LISTEN`: the schedulers poll at the default `PollInterval`, 1 s). Each instance is its own `durable.Open`, with its own pool at the default budget (`postgres.Config.MaxConns` 10) and `InstanceID`, running a scheduler at the default settings and a `BreakerStore` (defaults) with one subscriber, on a database of their own. After the fleet settled (3 s), a window of 5 s counts the database's transactions per second, from `pg_stat_database` (the queue sends its statements outside transactions, so each is one; read from another database so that the reads are not counted; through PgBouncer, PgBouncer's own statements count too), and the connections held, from `pg_stat_activity` sampled every 250 ms: directly, each instance's by its `application_name`, with the most one instance held in a sample and how many of its connections ran a statement in the window (the listening one runs none); through PgBouncer, PgBouncer's server connections to PostgreSQL, and the instances' client connections to PgBouncer (its `SHOW CLIENTS`). An idle instance keeps the connections its start opened at once until they have been idle for `postgres.Config.IdleTimeout` (5 minutes), so the connections held in the first minutes are more than the used ones it needs later.")
+	p("")
+	notes = append(notes, benchfmt.WriteIdleFleet(w, r)...)
+	p("## Pickup across instances")
+	p("")
+	p("How long an item due now waits when one instance enqueues it and another instance's scheduler runs it: from the start of `Enqueue` to the start of its handler, over 200 items, each enqueued once the outcome of the one before is stored (every scheduler idle again). The instance that enqueues runs no scheduler, so another always picks the item up; the others run one at the default settings but the poll interval. Directly, the enqueue's notification wakes every other scheduler and all of them claim at once; through PgBouncer, without notifications, the first poll of any of them after the commit finds it. \"Until the claim\" is the median time to the start of the claim that took the item (the insert, the notification or the poll, the wake), \"the claim\" the median of that claim's round trip, and claims per item the claims the whole fleet made per item.")
+	p("")
+	notes = append(notes, benchfmt.WritePickup(w, r)...)
 	if len(notes) > 0 {
 		p("## Missing from this run")
 		p("")

@@ -25,7 +25,8 @@ func main() {
 	case "":
 		err = generate(*in, *out)
 	case "start":
-		writeStart(os.Stdout, *command, postgresVersion(os.Getenv("SWITCHBOARD_TEST_PG_DSN")))
+		writeStart(os.Stdout, *command, postgresVersion(os.Getenv("SWITCHBOARD_TEST_PG_DSN")),
+			pgbouncerVersion(os.Getenv("SWITCHBOARD_TEST_PGBOUNCER_DSN")))
 	case "end":
 		writeEnd(os.Stdout)
 	default:
@@ -38,7 +39,7 @@ func main() {
 }
 
 // writeStart prints the description of the run known before it starts.
-func writeStart(w io.Writer, command, postgres string) {
+func writeStart(w io.Writer, command, postgres, pgbouncer string) {
 	fmt.Fprintln(w, benchfmt.MetaLine("date", time.Now().UTC().Format("2006-01-02 15:04 MST")))
 	if command != "" {
 		fmt.Fprintln(w, benchfmt.MetaLine("command", command))
@@ -47,6 +48,7 @@ func writeStart(w io.Writer, command, postgres string) {
 	fmt.Fprintln(w, benchfmt.MetaLine("cpu-model", benchfmt.CPUModel()))
 	fmt.Fprintln(w, benchfmt.MetaLine("go", runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH))
 	fmt.Fprintln(w, benchfmt.MetaLine("postgres", postgres))
+	fmt.Fprintln(w, benchfmt.MetaLine("pgbouncer", pgbouncer))
 	fmt.Fprintln(w, benchfmt.MetaLine("load-start", benchfmt.LoadAverage()))
 }
 
@@ -74,6 +76,33 @@ func postgresVersion(dsn string) string {
 		return "unknown (" + err.Error() + ")"
 	}
 	return "PostgreSQL " + v
+}
+
+// pgbouncerVersion asks the PgBouncer of dsn (its admin console, database pgbouncer, which
+// speaks only the simple protocol) for its version; without a DSN, or when it does not answer
+// within 5 s, it says why there is none.
+func pgbouncerVersion(dsn string) string {
+	if dsn == "" {
+		return "not used (SWITCHBOARD_TEST_PGBOUNCER_DSN not set)"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	cfg.Database = "pgbouncer"
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer conn.Close(context.Background())
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW VERSION").Scan(&v); err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return v + " (transaction pooling)"
 }
 
 // generate reads the output at in and writes the page and its charts under out.

@@ -18,8 +18,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // sample is the output of a short run of make bench's benchmarks: the drains with the no-op
-// handler on both engines at one iteration, the in-process rows at 1,000 iterations, one run
-// each, between the lines of benchdocs -meta start and -meta end.
+// handler on both engines at one iteration (and through PgBouncer), the idle fleets (but the
+// one of 50 instances directly) and the pickups, the in-process rows at 1,000 iterations, one
+// run each, between the lines of benchdocs -meta start and -meta end.
 const sample = "testdata/sample.out"
 
 func TestPage(t *testing.T) {
@@ -35,6 +36,7 @@ func TestPage(t *testing.T) {
 		"| CPU model (/proc/cpuinfo) | AMD EPYC |",
 		"| Go | go1.26.8 linux/amd64 |",
 		"| PostgreSQL | PostgreSQL 15.18 (Debian 15.18-0+deb12u1) |",
+		"| PgBouncer | PgBouncer 1.18.0 (transaction pooling) |",
 		"| load average (1, 5, 15 min) at start | 7.25, 5.49, 2.76 |",
 		"| load average (1, 5, 15 min) at end | 8.88, 6.41, 3.33 |",
 		"| date | 2026-12-02 14:32 UTC (to 2026-12-02 14:33 UTC) |",
@@ -47,6 +49,16 @@ func TestPage(t *testing.T) {
 		// Drains: 8,248 ÷ 3,086 = 2.67; ÷ 4,438 = 1.86.
 		"| postgres, no-op handler, 32 workers | 8,248 | River 3,086; floor 4,438 | 2.67× River; 1.86× floor |",
 		"| sqlite, no-op handler, 1 worker | 250 µs | floor 509 µs; River 1,630 µs | 0.49× floor; 0.15× River |",
+		// Through PgBouncer: 2,298 ÷ 3,381 = 0.68.
+		"| postgres, no-op handler, 8 workers | 2,298 | 3,381 | 0.68× |",
+		// The idle fleets: through PgBouncer 6.373 ÷ 11.11 per instance directly = 0.57.
+		"| directly (LISTEN), 10 instances | 111 | 11.1 | 77.0 | 7.70 (at most 8.00; 2.50 used) |  |",
+		"| through PgBouncer (polling every 1 s), 10 instances | 63.7 | 6.37 (0.57× directly) | 10.8 | 1.08 | 50.0 (5.00) |",
+		"| through PgBouncer (polling every 1 s), 50 instances | 382 | 7.63 | 10.2 | 0.20 | 254 (5.08) |",
+		"- No idle fleet row directly (LISTEN), 50 instances: BenchmarkIdleFleet/direct/instances=50 is missing from the run",
+		// The pickups.
+		"| directly (LISTEN), 50 instances | 33.9 ms | 116 ms | 94.7 ms | 9.75 ms | 22.3 ms | 51.5 |",
+		"| through PgBouncer, polling every 1 s (the default), 50 instances | 29.7 ms | 510 ms |",
 		// Quoted, and said to be.
 		"| go-mediatr | 7.9 ns | 5.0× | 1,216 ns | 769.6× |",
 		"| eyazici90/go-mediator | 4.8 ns | 3.0× | 80 ns | 50.6× |",
@@ -72,7 +84,7 @@ func TestPage(t *testing.T) {
 	charts := map[string][]string{
 		"inprocess.svg": {"switchboard", "direct call", "ranging the sequence", "failsafe-go", "sony/gobreaker",
 			"cenkalti/backoff", "avast/retry-go", "bounded map", "Send, 0 behaviors", "keyed breaker, 1M keys (cap 10k)", "ns per call"},
-		"drain-postgres-noop.svg": {"switchboard", "River", "floor", "postgres, no-op handler", "workers"},
+		"drain-postgres-noop.svg": {"switchboard", "River", "floor", "switchboard through PgBouncer", "postgres, no-op handler", "workers"},
 		"drain-sqlite-noop.svg":   {"switchboard", "River", "floor", "sqlite, no-op handler"},
 	}
 	for file, series := range charts {
@@ -95,7 +107,8 @@ func TestPage(t *testing.T) {
 func TestPageWithoutPostgres(t *testing.T) {
 	var b strings.Builder
 	for line := range strings.Lines(readFile(t, sample)) {
-		if !strings.HasPrefix(line, "BenchmarkDrain/postgres/") && !strings.HasPrefix(line, "bench-postgres:") {
+		if !strings.HasPrefix(line, "BenchmarkDrain/postgres/") && !strings.HasPrefix(line, "BenchmarkIdleFleet/") &&
+			!strings.HasPrefix(line, "BenchmarkFleetPickup/") && !strings.HasPrefix(line, "bench-postgres:") {
 			b.WriteString(line)
 		}
 	}
@@ -106,6 +119,8 @@ func TestPageWithoutPostgres(t *testing.T) {
 	for _, want := range []string{
 		"The PostgreSQL rows are missing from this run: they need `SWITCHBOARD_TEST_PG_DSN`",
 		"- No postgres drain rows in this run: SWITCHBOARD_TEST_PG_DSN is not set",
+		"- No idle-fleet rows in this run: they need SWITCHBOARD_TEST_PG_DSN",
+		"- No pickup rows in this run: they need SWITCHBOARD_TEST_PG_DSN",
 		"](benchmarks/drain-sqlite-noop.svg)",
 	} {
 		if !strings.Contains(md, want) {
@@ -145,13 +160,14 @@ func TestFailedRunWritesNoPage(t *testing.T) {
 // TestMeta checks that the description make bench writes around the run reads back.
 func TestMeta(t *testing.T) {
 	var b bytes.Buffer
-	writeStart(&b, "make bench BENCH_COUNT=3", "PostgreSQL 15.18")
+	writeStart(&b, "make bench BENCH_COUNT=3", "PostgreSQL 15.18", "PgBouncer 1.18.0 (transaction pooling)")
 	writeEnd(&b)
 	r, err := benchfmt.Parse(&b, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{"command": "make bench BENCH_COUNT=3", "postgres": "PostgreSQL 15.18"} {
+	for key, want := range map[string]string{"command": "make bench BENCH_COUNT=3", "postgres": "PostgreSQL 15.18",
+		"pgbouncer": "PgBouncer 1.18.0 (transaction pooling)"} {
 		if got := r.Meta[key]; got != want {
 			t.Errorf("%s: %q, want %q", key, got, want)
 		}
@@ -163,6 +179,13 @@ func TestMeta(t *testing.T) {
 	}
 	if got := postgresVersion(""); !strings.Contains(got, "SWITCHBOARD_TEST_PG_DSN not set") {
 		t.Errorf("PostgreSQL version without a DSN: %q", got)
+	}
+	r.Meta["command"] = "go test -bench 'A|B'"
+	if got := meta(r, "command"); got != `go test -bench 'A\|B'` {
+		t.Errorf("a command with a | in the run's table: %q, want it escaped", got)
+	}
+	if got := pgbouncerVersion(""); !strings.Contains(got, "SWITCHBOARD_TEST_PGBOUNCER_DSN not set") {
+		t.Errorf("PgBouncer version without a DSN: %q", got)
 	}
 }
 

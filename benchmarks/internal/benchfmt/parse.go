@@ -123,6 +123,16 @@ func (r *Results) Runs() int {
 	return n
 }
 
+// HasSuffix reports whether a benchmark's name ends with s.
+func (r *Results) HasSuffix(s string) bool {
+	for _, n := range r.Order {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // HasPrefix reports whether a benchmark's name starts with p.
 func (r *Results) HasPrefix(p string) bool {
 	for _, n := range r.Order {

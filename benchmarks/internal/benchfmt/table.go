@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -71,9 +72,14 @@ var (
 	Handlers = []struct{ Name, Label string }{{"noop", "no-op handler"}, {"insert", "one INSERT per item"}}
 	// Workers are the drains' worker counts.
 	Workers = []int{1, 8, 32}
-	// DrainSystems are the drains' systems: their names in the benchmarks and in the tables.
-	DrainSystems = []struct{ Name, Label string }{{"switchboard", "switchboard"}, {"river", "River"}, {"floor", "floor"}}
+	// DrainSystems are the drains' systems: their names in the benchmarks and in the tables
+	// (switchboard through PgBouncer runs on PostgreSQL only).
+	DrainSystems = []struct{ Name, Label string }{{"switchboard", "switchboard"}, {"river", "River"}, {"floor", "floor"},
+		{BouncerSystem, "switchboard through PgBouncer"}}
 )
+
+// BouncerSystem is the drain system of switchboard through PgBouncer (transaction pooling).
+const BouncerSystem = "switchboard-pgbouncer"
 
 // DrainName is the name of a drain benchmark.
 func DrainName(engine, handler string, w int, system string) string {
@@ -100,6 +106,9 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 	fmt.Fprintln(w)
 	WriteCPU(w, r)
 	fmt.Fprintln(w)
+	notes = append(notes, WriteBouncerDrains(w, r)...)
+	notes = append(notes, WriteIdleFleet(w, r)...)
+	notes = append(notes, WritePickup(w, r)...)
 	notes = append(notes, WriteInProcess(w, r)...)
 	fmt.Fprintln(w)
 	for _, n := range notes {
@@ -110,6 +119,12 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 	}
 	fmt.Fprintln(w, "Drains: items/s from start to a stopped system with every outcome stored; Go CPU is this process's (user + system), the PostgreSQL server's excluded. One op is one item.")
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, BouncerDrainNote)
+	fmt.Fprintln(w)
+	for _, n := range FleetNotes() {
+		fmt.Fprintln(w, n)
+		fmt.Fprintln(w)
+	}
 	WriteDetails(w, r)
 }
 
@@ -177,6 +192,38 @@ func WriteDrains(w io.Writer, r *Results) (notes []string) {
 	return notes
 }
 
+// WriteBouncerDrains prints the table of the PostgreSQL drains of switchboard through PgBouncer
+// beside switchboard's directly, from the same run, followed by a blank line; it returns a note
+// and prints nothing when r has none (nothing at all when r has no PostgreSQL drain).
+func WriteBouncerDrains(w io.Writer, r *Results) (notes []string) {
+	if !r.HasPrefix("BenchmarkDrain/postgres/") {
+		return nil // WriteDrains says why
+	}
+	if !r.HasSuffix("/" + BouncerSystem) {
+		return []string{"No drain rows through PgBouncer in this run: SWITCHBOARD_TEST_PGBOUNCER_DSN is not set, the run failed, or its -bench pattern left them out."}
+	}
+	fmt.Fprintln(w, "| drain through PgBouncer (items/s) | switchboard through PgBouncer | switchboard directly (same run) | through PgBouncer ÷ directly |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: |")
+	for _, h := range Handlers {
+		for _, n := range Workers {
+			v, ok := r.Get(DrainName("postgres", h.Name, n, BouncerSystem), "items/s")
+			if !ok {
+				continue
+			}
+			direct, figure := "", ""
+			if d, ok := r.Get(DrainName("postgres", h.Name, n, "switchboard"), "items/s"); ok {
+				direct, figure = count(d), ratio(v, d)
+			}
+			fmt.Fprintf(w, "| postgres, %s, %s | %s | %s | %s |\n", h.Label, plural(n, "worker"), count(v), direct, figure)
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// BouncerDrainNote says what the drain through PgBouncer measures.
+const BouncerDrainNote = "Drain through PgBouncer: switchboard's PostgreSQL drain with the queue's pool through PgBouncer in transaction pooling mode (`postgres.Config{TransactionPooling: true}`: no prepared statements, no `LISTEN`), on a database of its own (PgBouncer 1.18 refuses a `search_path`); the seed and the handlers' inserts reach that database directly, as in the direct drain, so the ratio is the queue's own path."
+
 // WriteCPU prints the table of the drains' Go CPU time per item beside the floor's and River's.
 func WriteCPU(w io.Writer, r *Results) {
 	fmt.Fprintln(w, "| Go CPU per item | switchboard | floor; River (same run) | switchboard ÷ peer |")
@@ -217,35 +264,59 @@ func peerRow(w io.Writer, r *Results, caseLabel, engine, handler string, n int, 
 	fmt.Fprintf(w, "| %s | %s | %s | %s |\n", caseLabel, format(v), strings.Join(figures, "; "), strings.Join(ratios, "; "))
 }
 
-// WriteDetails prints every benchmark's figures, one row each.
+// WriteDetails prints every benchmark's figures, one row each: one table per set of units, in
+// the order the benchmarks ran (the drains' items/s and time per item, the fleets' own units,
+// the in-process time per call), so that no row has columns of other units.
 func WriteDetails(w io.Writer, r *Results) {
 	if len(r.Order) == 0 {
 		fmt.Fprintln(w, "No benchmark results in the input.")
 		return
 	}
-	units := []string{"items/s", "cpu-ns/item", "ns/op", "B/op", "allocs/op"}
-	seen := map[string]bool{}
-	for _, u := range units {
-		seen[u] = true
+	standard := []string{"items/s", "cpu-ns/item", "ns/op", "B/op", "allocs/op"}
+	type group struct {
+		units []string
+		names []string
 	}
+	var groups []*group
+	byKey := map[string]*group{}
 	for _, n := range r.Order {
-		for u := range r.values[n] {
-			if !seen[u] {
-				seen[u] = true
+		var units, extra []string
+		for _, u := range standard {
+			if _, ok := r.values[n][u]; ok {
 				units = append(units, u)
 			}
 		}
-	}
-	fmt.Fprintln(w, "| benchmark | "+strings.Join(units, " | ")+" |")
-	fmt.Fprintln(w, "| --- |"+strings.Repeat(" ---: |", len(units)))
-	for _, n := range r.Order {
-		cells := make([]string, len(units))
-		for i, u := range units {
-			if v, ok := r.Get(n, u); ok {
-				cells[i] = Number(v)
+		for u := range r.values[n] {
+			if !slices.Contains(standard, u) {
+				extra = append(extra, u)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s |\n", strings.TrimPrefix(n, "Benchmark"), strings.Join(cells, " | "))
+		slices.Sort(extra)
+		units = append(units, extra...)
+		key := strings.Join(units, " ")
+		g := byKey[key]
+		if g == nil {
+			g = &group{units: units}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.names = append(g.names, n)
+	}
+	for i, g := range groups {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, "| benchmark | "+strings.Join(g.units, " | ")+" |")
+		fmt.Fprintln(w, "| --- |"+strings.Repeat(" ---: |", len(g.units)))
+		for _, n := range g.names {
+			cells := make([]string, len(g.units))
+			for i, u := range g.units {
+				if v, ok := r.Get(n, u); ok {
+					cells[i] = Number(v)
+				}
+			}
+			fmt.Fprintf(w, "| %s | %s |\n", strings.TrimPrefix(n, "Benchmark"), strings.Join(cells, " | "))
+		}
 	}
 }
 

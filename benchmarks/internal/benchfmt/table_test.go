@@ -58,6 +58,7 @@ func TestTable(t *testing.T) {
 		"| postgres, no-op handler, 8 workers | 39.0 µs | floor 19.5 µs; River 71.5 µs | 2.00× floor; 0.55× River |",
 		"| `Send`, 0 behaviors | 11.0 ns | direct call 2.00 ns | 5.50× |",
 		"No sqlite drain rows in this run: the run failed",
+		"No drain rows through PgBouncer in this run: SWITCHBOARD_TEST_PGBOUNCER_DSN is not set",
 		"No `Stream` of 3 items row",
 		"| breaker, one goroutine | 40.0 ns, 0 allocs | sony/gobreaker 50.0 ns, 0 allocs | 0.80× sony/gobreaker |",
 		"No failsafe-go figure in the breaker, one goroutine row",
@@ -76,5 +77,44 @@ func TestFailedRun(t *testing.T) {
 	}
 	if !r.Failed {
 		t.Error("a failed run parsed as passing")
+	}
+}
+
+// TestFleetTables reads the drains through PgBouncer, the idle fleets and the pickups: each
+// row beside what it is compared with in the same run, and a note for each row missing.
+func TestFleetTables(t *testing.T) {
+	const in = `BenchmarkDrain/postgres/insert/w=8/switchboard-2  1  200000 ns/op  5000 items/s
+BenchmarkDrain/postgres/insert/w=8/switchboard-pgbouncer-2  1  400000 ns/op  2500 items/s
+BenchmarkIdleFleet/direct/instances=10-2  1  80.00 conns  8.000 conns/instance  8.000 max-conns/instance  2.000 used-conns/instance  100.0 xact/s  10.00 xact/s/instance
+BenchmarkIdleFleet/pgbouncer/instances=10-2  1  50.00 client-conns  5.000 client-conns/instance  5.000 conns  0.5000 conns/instance  150.0 xact/s  15.00 xact/s/instance
+BenchmarkFleetPickup/direct/instances=50-2  1  20.00 claim-p50-ms  50.00 claims/item  40.00 mean-ms  30.00 p50-ms  90.00 p95-ms  8.000 wake-p50-ms
+`
+	r, err := Parse(strings.NewReader(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	Render(&out, r, "1, 1, 1", "1, 1, 1")
+	table := out.String()
+	for _, want := range []string{
+		// 2,500 ÷ 5,000.
+		"| postgres, one INSERT per item, 8 workers | 2,500 | 5,000 | 0.50× |",
+		"| directly (LISTEN), 10 instances | 100 | 10.0 | 80.0 | 8.00 (at most 8.00; 2.00 used) |  |",
+		// 15 ÷ 10 per instance.
+		"| through PgBouncer (polling every 1 s), 10 instances | 150 | 15.0 (1.50× directly) | 5.00 | 0.50 | 50.0 (5.00) |",
+		"| directly (LISTEN), 50 instances | 30.0 ms | 90.0 ms | 40.0 ms | 8.00 ms | 20.0 ms | 50.0 |",
+		"No idle fleet row directly (LISTEN), 50 instances: BenchmarkIdleFleet/direct/instances=50 is missing from the run",
+		"No pickup row through PgBouncer, polling every 100 ms, 50 instances: BenchmarkFleetPickup/pgbouncer/poll=100ms/instances=50 is missing",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	var none strings.Builder
+	Render(&none, &Results{values: map[string]map[string][]float64{}, Meta: map[string]string{}}, "", "")
+	for _, want := range []string{"No idle-fleet rows in this run", "No pickup rows in this run"} {
+		if !strings.Contains(none.String(), want) {
+			t.Errorf("a run without fleet rows: the output lacks %q", want)
+		}
 	}
 }
