@@ -291,6 +291,7 @@ func TestFleetBreakerSharedByThreeProcesses(t *testing.T) {
 
 		// Two trips at once: one epoch increment.
 		before := fleetEpoch(t, obs, "k")
+		tripped := time.Now() // the open period began after this
 		wg.Go(func() { fleet[0].do(t, "fail k") })
 		wg.Go(func() { fleet[1].do(t, "fail k") })
 		wg.Wait()
@@ -302,8 +303,11 @@ func TestFleetBreakerSharedByThreeProcesses(t *testing.T) {
 		// A process restarted after SIGKILL starts open.
 		fleet[2].kill()
 		fleet[2] = startBreakerChild(t, b, "p3-restarted", open)
-		if got := fleet[2].do(t, "state k"); !strings.HasPrefix(got, "STATE open") {
-			t.Fatalf("the restarted process: %s", got)
+		got := fleet[2].do(t, "state k")
+		// On a loaded machine the restart (and, through PgBouncer, its first unprepared
+		// statements) may outlast the open period: the breaker is half-open by then.
+		if late := time.Since(tripped) >= open; !strings.HasPrefix(got, "STATE open") && !(late && strings.HasPrefix(got, "STATE half-open")) {
+			t.Fatalf("the restarted process, %v after the trip (open %v): %s", time.Since(tripped), open, got)
 		}
 
 		// A reset from one closes it everywhere.
