@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,9 +67,15 @@ func OpenPool(dsn string, p Pool) (*sql.DB, error) {
 				return nil, err
 			}
 		}
-		return &bufferWatch{Conn: nc}, nil
+		s, _ := ctx.Value(slotKey{}).(*slot)
+		s.hold()
+		return &bufferWatch{Conn: nc, slot: s}, nil
 	}
-	db := sql.OpenDB(connector{Connector: stdlib.GetConnector(*cc), budget: p.MaxConns})
+	conn := connector{Connector: stdlib.GetConnector(*cc), budget: p.MaxConns}
+	if p.MaxConns > 0 {
+		conn.slots = make(chan struct{}, p.MaxConns)
+	}
+	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(p.MaxConns)
 	db.SetMaxIdleConns(p.MaxIdleConns)
 	db.SetConnMaxIdleTime(p.IdleTime)
@@ -79,11 +86,29 @@ func OpenPool(dsn string, p Pool) (*sql.DB, error) {
 type connector struct {
 	driver.Connector
 	budget int
+	// slots holds a token for each connection whose socket is open or opening, up to budget;
+	// nil: unbounded. database/sql counts a connection closed as soon as the driver's Close
+	// returns, but pgx closes one whose statement outlived its context in the background (a
+	// cancel request, then Terminate: up to 15 s on a slow server), while its server process
+	// still holds a connection slot: the pool opens no other in its place until that socket
+	// is closed, so that the server never sees more than budget connections of the pool.
+	slots chan struct{}
 }
 
-// Connect opens a connection, naming the budget when the server has no slot left.
+// Connect opens a connection once a slot of the budget is free (waiting within ctx for a
+// connection that is still closing), naming the budget when the server has no slot left.
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
-	dc, err := c.Connector.Connect(ctx)
+	s := &slot{slots: c.slots}
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a connection of the pool's %d (postgres.Config.MaxConns) to finish closing: %w", c.budget, ctx.Err())
+		}
+		s.holders = 1 // the connection attempt's, until it returns
+	}
+	dc, err := c.Connector.Connect(context.WithValue(ctx, slotKey{}, s))
+	s.release() // the attempt's hold: the socket, if it was opened and is still open, holds its own
 	if err != nil {
 		return nil, ExplainRefusal(err, c.budget)
 	}
@@ -126,10 +151,56 @@ func (c *pooled) IsValid() bool {
 	return !ok || !w.grown.Swap(false)
 }
 
-// bufferWatch is a connection's socket, which notes a read into a buffer larger than BigBuffer.
+// slotKey is the context key under which Connect passes its slot to the socket it opens.
+type slotKey struct{}
+
+// slot is one token of a connector's slots, held by the connection attempt that took it and by
+// the sockets it opened (pgx may try several hosts), and given back when the last lets go.
+type slot struct {
+	slots   chan struct{} // nil: the pool is unbounded, nothing to give back
+	mu      sync.Mutex
+	holders int
+}
+
+// hold adds a holder: a socket the attempt opened, until it is closed.
+func (s *slot) hold() {
+	if s == nil || s.slots == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holders++
+}
+
+// release lets go of one hold, giving the token back after the last.
+func (s *slot) release() {
+	if s == nil || s.slots == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders == 0 {
+		return
+	}
+	if s.holders--; s.holders == 0 {
+		<-s.slots
+	}
+}
+
+// bufferWatch is a connection's socket, which notes a read into a buffer larger than BigBuffer,
+// and holds its slot of the pool's budget until it is closed.
 type bufferWatch struct {
 	net.Conn
-	grown atomic.Bool
+	grown  atomic.Bool
+	slot   *slot
+	closed sync.Once
+}
+
+// Close closes the socket and gives its slot back (once, however often pgx closes it).
+func (w *bufferWatch) Close() error {
+	err := w.Conn.Close()
+	w.closed.Do(w.slot.release)
+	return err
 }
 
 // Read reads into p, noting a large p: the read buffer pgx grew for a large message.
