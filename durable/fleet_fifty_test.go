@@ -39,7 +39,7 @@ const (
 // instance is SIGKILLed a third of the way through, and its running items come back after
 // their lease. Directly, each has the budget the rule gives it, (100 − 3 − 3) / 50 = 1 (so it
 // polls, without LISTEN); through PgBouncer in transaction mode, a budget of 4 connections to
-// PgBouncer, whose pool of 90 server connections fits the server (90 ≤ 100 − 3 − 3). In both:
+// PgBouncer, whose pool of 20 server connections fits the server (20 ≤ 100 − 3 − 3). In both:
 // no connection is refused or fails (no enqueue's error, no child's log line, no server log
 // line says so), no instance holds more than its budget (pg_stat_activity directly, PgBouncer's
 // SHOW CLIENTS through it, sampled every 100 ms), nothing is lost, nothing runs twice but
