@@ -34,18 +34,19 @@ const (
 
 // Fifty instances (OS processes) share a server of max_connections 100, each running a
 // scheduler of two workers, a BreakerStore with a subscriber and two RateLimitStores in use
-// (every item leases a permit of the fleet's limit of 25 calls a second on one key, and one
-// of its instance's own limit in a second store), each enqueueing 10 items at once, which the fleet drains together; one
-// instance is SIGKILLed a third of the way through, and its running items come back after
-// their lease. Directly, each has the budget the rule gives it, (100 − 3 − 3) / 50 = 1 (so it
-// polls, without LISTEN); through PgBouncer in transaction mode, a budget of 4 connections to
-// PgBouncer, whose pool of 20 server connections fits the server (20 ≤ 100 − 3 − 3). In both:
-// no connection is refused or fails (no enqueue's error, no child's log line, no server log
-// line says so), no instance holds more than its budget (pg_stat_activity directly, PgBouncer's
-// SHOW CLIENTS through it, sampled every 100 ms), nothing is lost, nothing runs twice but
-// what the killed instance's abandoned attempts explain, and the endpoint behind the fleet's
-// limit counts, over the seconds the backlog keeps the fleet busy, 80 to 105% of the limit a
-// second on average, and no more than 115% of it in any three seconds.
+// (every item leases a permit of the fleet's limit of 25 calls a second on one key, and one of
+// its instance's own limit in a second store), each enqueueing 10 items at once, which the
+// fleet drains together; one instance is SIGKILLed a third of the way through, and its
+// running items come back after their lease. Directly, each has the budget the rule gives it,
+// (100 − 3 − 3) / 50 = 1 (so it polls, without LISTEN); through PgBouncer in transaction
+// mode, a budget of 4 connections to PgBouncer, whose pool of 20 server connections fits the
+// server (20 ≤ 100 − 3 − 3). In both: no connection is refused or fails (no enqueue's error,
+// no child's log line, no server log line says so), no instance holds more than its budget
+// (pg_stat_activity directly, PgBouncer's SHOW CLIENTS through it, sampled every 100 ms),
+// nothing is lost, nothing runs twice but what the killed instance's abandoned attempts
+// explain, and the endpoint behind the fleet's limit counts, over the seconds the backlog
+// keeps the fleet busy, 80 to 105% of the limit a second on average, and no more than 115%
+// of it in any three seconds.
 func TestFleetFiftyInstances(t *testing.T) {
 	if raceEnabled {
 		// Fifty race-instrumented processes drain at a fraction of the limit on a small
