@@ -68,6 +68,9 @@ func runChild(mode string) int {
 	if mode == "relay" {
 		return runRelayChild() // relay_fleet_test.go
 	}
+	if mode == "budget" {
+		return runBudgetChild() // connbudget_child_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)

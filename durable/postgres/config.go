@@ -18,8 +18,11 @@ import (
 // notification connection, held while anything watches (the scheduler's wake-up and every
 // BreakerStore with subscribers share it); the others are taken per call and given back, so a
 // call that finds them all busy waits for one, within its context, rather than asking the
-// database for more. An instance therefore never holds more than MaxConns connections, under
-// any load, and a fleet of N instances holds at most N × MaxConns: keep that below the
+// database for more. A connection whose statement outlived its caller's context is closed in
+// the background (a cancel request, then its end: a moment on a healthy server, up to 15 s on
+// a busy one), and keeps its place in the budget until it is: a new connection waits for it
+// rather than joining it. An instance therefore never holds more than MaxConns connections,
+// under any load, and a fleet of N instances holds at most N × MaxConns: keep that below the
 // server's max_connections less its superuser_reserved_connections (3 by default), with room
 // for migrations, psql and the application's own pool.
 //

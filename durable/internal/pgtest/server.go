@@ -277,6 +277,18 @@ func (s *Server) pgCtlStart() error {
 	return nil
 }
 
+// Log returns what the server has logged so far (its log file), for a test that counts what
+// the server refused or reported: "FATAL:  sorry, too many clients already" for each
+// connection refused for lack of slots, say, which the clients may retry or log only once.
+func (s *Server) Log() string {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	if err != nil {
+		s.t.Fatalf("pgtest.Server.Log: %v", err)
+	}
+	return string(b)
+}
+
 // Stop stops the server as a crash would (pg_ctl stop -m immediate: no checkpoint, every
 // connection cut; Start recovers from the WAL). A frozen server is thawed first. PgBouncer,
 // if any, keeps running and does not refuse its clients: their statements wait for a server
