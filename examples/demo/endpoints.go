@@ -29,16 +29,20 @@ type endpoint struct {
 }
 
 // deliveries counts the distinct deliveries the endpoint accepted and those it accepted more
-// than once: the endpoint's own view, which the summary checks its accounting against.
-func (e *endpoint) deliveries() (distinct, twice int) {
+// than once: again, after an attempt that got no answer (unanswered says which), and twice,
+// without one. It is the endpoint's own view, which the summary checks its accounting against.
+func (e *endpoint) deliveries(unanswered func(id string) bool) (distinct, again, twice int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, n := range e.accepted {
-		if n > 1 {
+	for id, n := range e.accepted {
+		switch {
+		case n > 1 && unanswered(id):
+			again++
+		case n > 1:
 			twice++
 		}
 	}
-	return len(e.accepted), twice
+	return len(e.accepted), again, twice
 }
 
 func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +62,48 @@ func TestCheckFindsWhatIsNotAccountedFor(t *testing.T) {
 		if err := (&report{Lines: []line{l}, Total: good}).check(); err == nil {
 			t.Errorf("%s: a summary that does not add up passed", name)
 		}
+	}
+	again := good
+	again.Again = 1
+	if err := (&report{Lines: []line{again}, Total: again}).check(); err != nil {
+		t.Errorf("a second copy after an attempt that got no answer failed the check: %v", err)
+	}
+}
+
+// An endpoint's second acceptance of a delivery counts as again when an attempt of that
+// delivery got no answer, and as twice, which the check fails on, when none did.
+func TestDeliveriesTellAgainFromTwice(t *testing.T) {
+	arrived := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Delivery-Id") == "1" {
+			close(arrived) // the attempt went out; it gets no answer
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	u := newUnanswered(http.DefaultTransport.(*http.Transport).Clone())
+	defer u.CloseIdleConnections()
+	for _, id := range []string{"1", "2"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		req.Header.Set("Delivery-Id", id)
+		if id == "1" {
+			go func() { <-arrived; cancel() }()
+		}
+		resp, err := u.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+	}
+	if !u.had("1") || u.had("2") {
+		t.Fatalf("unanswered: 1 %v (want true), 2 %v (want false)", u.had("1"), u.had("2"))
+	}
+	e := &endpoint{accepted: map[string]int{"1": 2, "2": 2, "3": 1}}
+	if distinct, again, twice := e.deliveries(u.had); distinct != 3 || again != 1 || twice != 1 {
+		t.Errorf("deliveries: %d distinct, %d again, %d twice; want 3, 1, 1", distinct, again, twice)
 	}
 }
 

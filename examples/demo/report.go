@@ -35,8 +35,10 @@ type line struct {
 	Unknown    int // in no state the demo knows: counted as unaccounted
 	Trips      int // openings of the endpoint's breaker
 	// The endpoint's own view, to check the columns against.
-	Accepted, Twice int // distinct deliveries it accepted; those it accepted more than once
-	delivered       int // deliveries among First and Retried
+	Accepted  int // distinct deliveries it accepted
+	Again     int // those it accepted more than once, after an attempt that got no answer
+	Twice     int // those it accepted more than once without one: sent twice by mistake
+	delivered int // deliveries among First and Retried
 }
 
 // report is the run's summary.
@@ -93,7 +95,7 @@ func (d *demo) report(ctx context.Context) (*report, error) {
 				l.Unknown++
 			}
 		}
-		l.Accepted, l.Twice = e.deliveries()
+		l.Accepted, l.Again, l.Twice = e.deliveries(d.unanswered.had)
 		rep.Lines = append(rep.Lines, l)
 		rep.Total.add(l)
 	}
@@ -115,6 +117,7 @@ func (t *line) add(l line) {
 	t.Unknown += l.Unknown
 	t.Trips += l.Trips
 	t.Accepted += l.Accepted
+	t.Again += l.Again
 	t.Twice += l.Twice
 	t.delivered += l.delivered
 }
@@ -134,7 +137,7 @@ func (r *report) check() error {
 			errs = append(errs, fmt.Errorf("%s: %d deliveries succeeded here, the endpoint accepted %d", l.Endpoint, ok, l.Accepted))
 		}
 		if l.Twice > 0 {
-			errs = append(errs, fmt.Errorf("%s: %d deliveries were accepted twice", l.Endpoint, l.Twice))
+			errs = append(errs, fmt.Errorf("%s: %d deliveries were accepted twice, though every attempt before the last was answered", l.Endpoint, l.Twice))
 		}
 	}
 	return errors.Join(errs...)
@@ -154,7 +157,7 @@ func (r *report) print(w io.Writer, d *demo) {
 		t.Sent, t.First, t.Retried, t.FellBack, t.Status4xx, t.Failed, t.Deferred)
 	fmt.Fprintf(w, "  %d deferred = %d delivered by the scheduler + %d replayed from dead letters + %d still dead letters + %d waiting in the queue\n",
 		t.Deferred, t.DeferredOK, t.ReplayedOK, t.Dead, t.Waiting)
-	fmt.Fprintf(w, "  the endpoints accepted %d distinct deliveries, %d of them twice\n", t.Accepted, t.Twice)
+	fmt.Fprintf(w, "  the endpoints accepted %d distinct deliveries; %d of them again after an attempt that got no answer (the copies their Delivery-Id lets an endpoint drop), %d twice otherwise\n", t.Accepted, t.Again, t.Twice)
 	for _, f := range r.fails {
 		fmt.Fprintf(w, "  failed: %s\n", f)
 	}

@@ -67,9 +67,12 @@ type demo struct {
 	start atomic.Pointer[time.Time] // see begin
 	out   *console
 	eps   []*endpoint
-	m     *mediator.Mediator
-	queue *durable.Queue
-	hosts *breaker.Registry
+	// unanswered is the deliveries' base transport, which remembers the attempts that got no
+	// answer; the summary tells their second copies from deliveries sent twice by mistake.
+	unanswered *unanswered
+	m          *mediator.Mediator
+	queue      *durable.Queue
+	hosts      *breaker.Registry
 
 	mu    sync.Mutex
 	rows  map[string]*row // by endpoint
@@ -104,6 +107,7 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 
 	// The endpoints, on loopback.
 	d.eps = newEndpoints(2 * attemptTimeout)
+	d.unanswered = newUnanswered(http.DefaultTransport.(*http.Transport).Clone())
 	names := map[string]string{} // breaker key by authority
 	for _, e := range d.eps {
 		e.done = d.done
@@ -200,7 +204,7 @@ func run(ctx context.Context, out io.Writer, opt options) (*report, error) {
 	}), call)
 	d.m.Use(breaker.New(d.hosts), call)
 	d.m.Use(timeout.New(timeout.Config{Duration: attemptTimeout}), call)
-	client := &http.Client{Transport: httpcall.NewTransport(d.m, httpcall.Config{})}
+	client := &http.Client{Transport: httpcall.NewTransport(d.m, httpcall.Config{Base: d.unanswered})}
 	defer client.CloseIdleConnections()
 	mediator.HandleFunc(d.m, deliver(client))
 	mediator.HandleFunc(d.m, quote(client, last))
