@@ -30,61 +30,29 @@ import "fmt"
 // Isolated items (isolate 1) are claimed one at a time, oldest first, by the claim of
 // claimSelect; fairness does not apply to them.
 
-// postgresFairClaim is the claim of items not isolated. The ids are collected by an InitPlan,
+// postgresFairClaim is the claim of items not isolated. The ids are chosen and locked by the
+// function switchboard_claim_ids (migration 0023: the statement above, in PL/pgSQL, whose plan
+// the server connection caches, so that a pooler in transaction mode, which prepares nothing,
+// does not plan it on every claim; with JIT off while it runs), collected by an InitPlan,
 // ARRAY(…), run once; the update finds them through the primary key (see postgresClaim).
 // Each key's items are locked by its LATERAL subquery (FOR UPDATE SKIP LOCKED), as the plain
 // claim locks its rows: every id in the array is locked by this transaction and was pending,
 // due and of its key when locked, so concurrent claims take disjoint items
 // (TestClaimConcurrentExactlyOnce); the fill locks its rows the same way. The keys' subqueries
 // may lock fewer items than there are keys beyond the turns taken (the per-key bound is rounded
-// up); those are left pending, unchanged, and free when the statement's transaction ends. Placeholders as postgresClaim's: $1 owner, $2 lease
-// until, $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
-var postgresFairClaim = fmt.Sprintf(`UPDATE switchboard_items
+// up); those are left pending, unchanged, and free when the statement's transaction ends. The
+// function's query runs with a snapshot of its own, taken after the update's: an item it locked
+// that the update's snapshot does not see (enqueued in between) is not updated, and stays
+// pending for the next claim. Placeholders as postgresClaim's: $1 owner, $2 lease until,
+// $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
+const postgresFairClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
     attempts = attempts + 1, alone = $5
-WHERE id = ANY(ARRAY(
-    WITH RECURSIVE k(key) AS (
-        (SELECT i.fair_key FROM switchboard_items i
-         WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= '' ORDER BY i.fair_key LIMIT 1)
-        UNION ALL
-        SELECT (SELECT i.fair_key FROM switchboard_items i
-                WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key > k.key ORDER BY i.fair_key LIMIT 1)
-        FROM k WHERE k.key IS NOT NULL
-    ), due AS MATERIALIZED (
-        SELECT k.key FROM k
-        WHERE k.key IS NOT NULL AND EXISTS (
-            SELECT 1 FROM switchboard_items i
-            WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = k.key
-              AND i.next_at - i.head_start <= $6::bigint AND i.next_at <= $6::bigint AND %[1]s)
-    ), n AS (
-        SELECT GREATEST(COUNT(*), 1) AS keys FROM due
-    ), turns AS MATERIALIZED (
-        SELECT c.id, c.rank, row_number() OVER (PARTITION BY due.key ORDER BY c.rank, c.id) AS turn
-        FROM due CROSS JOIN LATERAL (
-            SELECT i.id, i.next_at - i.head_start AS rank FROM switchboard_items i
-            WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = due.key
-              AND i.next_at - i.head_start <= $6::bigint AND i.next_at <= $6::bigint
-              AND %[2]s
-              AND %[1]s
-            ORDER BY i.next_at - i.head_start, i.id
-            LIMIT ($7::bigint + (SELECT n.keys FROM n) - 1) / (SELECT n.keys FROM n)
-            FOR UPDATE OF i SKIP LOCKED) c
-    ), taken AS MATERIALIZED (
-        SELECT t.id FROM turns t ORDER BY t.turn, t.rank, t.id LIMIT $7::bigint
-    ), fill AS MATERIALIZED (
-        SELECT i.id FROM switchboard_items i
-        WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= $6::bigint
-          AND i.id <> ALL(ARRAY(SELECT t.id FROM turns t))
-          AND %[2]s
-          AND %[1]s
-        ORDER BY i.next_at, i.id
-        LIMIT (SELECT $7::bigint - COUNT(*) FROM taken)
-        FOR UPDATE OF i SKIP LOCKED
-    )
-    SELECT taken.id FROM taken UNION ALL SELECT fill.id FROM fill))
-RETURNING `+claimColumns, fmt.Sprintf(pausedNameSQL, "$6::bigint"), orderedFirstSQL)
+WHERE id = ANY(ARRAY(SELECT switchboard_claim_ids($6::bigint, $7::bigint)))
+RETURNING ` + claimColumns
 
-// sqliteFairClaim is postgresFairClaim for SQLite, whose one writer needs no row locks: a key's
+// sqliteFairClaim is the fair claim for SQLite (PostgreSQL's is the function
+// switchboard_claim_ids of migration 0023, called by postgresFairClaim), whose one writer needs no row locks: a key's
 // items are read by a correlated IN subquery, whose LIMIT may not name the outer row, so the
 // per-key bound is read from n by a subquery of its own. INDEXED BY keeps the planner, which
 // has no statistics, on the fairness index. Placeholders: ?1 owner, ?2 lease until, ?3 claimed
