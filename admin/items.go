@@ -37,6 +37,8 @@ type itemBody struct {
 	DedupeKey   string           `json:"dedupe_key"`
 	OrderingKey string           `json:"ordering_key"`
 	BreakerKey  string           `json:"breaker_key"`
+	FairnessKey string           `json:"fairness_key"`
+	Priority    int              `json:"priority"`
 	NextAt      *time.Time       `json:"next_at"`
 	LeaseOwner  string           `json:"lease_owner"`
 	LeaseUntil  *time.Time       `json:"lease_until"`
@@ -48,7 +50,7 @@ type itemBody struct {
 
 func itemBodyOf(it record.Item) itemBody {
 	b := itemBody{ID: it.ID, Name: it.Name, State: it.State, Attempts: it.Attempts, ParkedKey: it.ParkedKey, DedupeKey: it.DedupeKey,
-		OrderingKey: it.OrderingKey, BreakerKey: it.GuardKey, LastError: it.LastError, Deadline: timeOrNil(it.Deadline),
+		OrderingKey: it.OrderingKey, BreakerKey: it.GuardKey, FairnessKey: it.FairnessKey, Priority: it.Priority, LastError: it.LastError, Deadline: timeOrNil(it.Deadline),
 		CreatedAt: it.CreatedAt.UTC(), UpdatedAt: it.UpdatedAt.UTC()}
 	if it.State == record.StatePending {
 		b.NextAt = timeOrNil(it.NextAt)

@@ -31,17 +31,19 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 	pg, sq, engine, store := src("postgres.go"), src("sqlite.go"), src("engine.go"), src("store.go")
 	columns := literal(store, "const claimColumns = ")
 	// The claims leave out the items of a paused request name (pausedNameSQL, now's placeholder
-	// in its %s).
+	// in its %s) and the items of an ordering key behind an earlier one (orderedFirstSQL).
 	paused := literal(src("pauses.go"), "const pausedNameSQL = ")
-	claimSelect := strings.Replace(strings.Replace(literal(engine, "const claimSelect = "), "%s", " INDEXED BY switchboard_items_due", 1),
-		"%d", "0", 1)
-	claimSelect = strings.Replace(claimSelect, "%s", strings.Replace(paused, "%s", "?6", 1), 1)
-	pgClaim := strings.Replace(strings.ReplaceAll(literal(pg, "return fmt.Sprintf("), "%d", "0"), "%s", strings.Replace(paused, "%s", "$6", 1), 1)
+	ordered := literal(engine, "const orderedFirstSQL = ")
+	fair := src("fairclaim.go")
+	claim := func(name, now string) string {
+		q := literal(fair, "var "+name+" = fmt.Sprintf(")
+		return strings.ReplaceAll(strings.ReplaceAll(q, "%[1]s", strings.Replace(paused, "%s", now, 1)), "%[2]s", ordered)
+	}
 	for _, c := range []struct{ name, floor, store string }{
 		{"claimColumns", floorClaimColumns, columns},
-		{"postgresClaim(0)", floorPostgresClaim, pgClaim + columns},
+		{"postgresFairClaim", floorPostgresClaim, claim("postgresFairClaim", "$6::bigint") + columns},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
-		{"SQLite claim", floorSQLiteClaim, strings.Replace(literal(sq, "const sqliteClaimUpdate = "), "%s", claimSelect, 1) + columns},
+		{"sqliteFairClaim", floorSQLiteClaim, claim("sqliteFairClaim", "?6") + columns},
 		{"sqliteCompleteOne", floorSQLiteComplete, literal(sq, "const sqliteCompleteOne = ")},
 		{"insertAttemptSQL", floorInsertAttempt, literal(engine, "const insertAttemptSQL = ")},
 	} {

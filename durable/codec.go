@@ -76,6 +76,8 @@ type registration struct {
 	uniqueFor time.Duration
 	budget    *budget.Budget // WithRetryBudget's; nil: the pipeline's retry behavior's
 	over      OverBudget     // WithRetryBudget's
+	priority  int            // WithDefaultPriority's
+	fairness  *fairness      // WithFairness's; nil: the enqueue's, the request's or the guard's key
 }
 
 // guard is the circuit breaker that guards a registration's items (WithBreaker).
@@ -192,6 +194,9 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 	}
 	if reg.uniqueFor < 0 {
 		return fmt.Errorf("durable: Register %s: WithUniqueWindow %v is negative", t, reg.uniqueFor)
+	}
+	if err := checkFairness(reg); err != nil {
+		return err
 	}
 	if reg.hasPol {
 		// Over the queue's policy: a layer's BaseDelay beyond the MaxDelay below it is a

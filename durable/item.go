@@ -24,7 +24,7 @@ func itemOf(it store.Item) record.Item {
 		DedupeKey: it.DedupeKey, OrderingKey: it.OrderingKey, NextAt: it.NextAt, LeaseOwner: it.LeaseOwner,
 		LeaseUntil: it.LeaseUntil, LastError: it.LastError, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		Metadata: decodeMetadata(it.Metadata), Token: it.Token, GuardKey: it.GuardKey, Deadline: it.Deadline,
-		UniqueFor: it.UniqueFor, UniqueReleasedAt: it.UniqueReleasedAt,
+		UniqueFor: it.UniqueFor, UniqueReleasedAt: it.UniqueReleasedAt, FairnessKey: it.FairnessKey, Priority: it.Priority,
 	}
 }
 

@@ -52,6 +52,15 @@ type Config struct {
 	// waits until the breaker may probe instead.
 	// Default 1 minute: a rolling deploy's new instances are up well within it.
 	Recheck time.Duration
+	// PriorityAging is how much sooner each level of priority (WithPriority) makes an item
+	// due, for the claim's order: a priority 9 item goes before the priority 0 items that came
+	// due less than 9 × PriorityAging before it, and after the older ones, which have aged to
+	// its level. So it is also the bound of starvation: under a constant stream of higher
+	// priority work, a low priority item waits at most the difference of the priorities ×
+	// PriorityAging longer than it would have. Default DefaultPriorityAging, a minute: an
+	// urgent item overtakes minutes of routine backlog, and a routine item is not held more
+	// than minutes by urgent ones. An item keeps the head start it was enqueued with.
+	PriorityAging time.Duration
 
 	// OnDead are called, in order, once for each new dead letter (an item that became dead,
 	// a failed item of RunBatch), after it is stored, outside any transaction, on the goroutine
@@ -165,8 +174,11 @@ func Open(ctx context.Context, drv Driver, cfg Config) (*Queue, error) {
 	if cfg.MaxPayloadBytes == 0 {
 		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
+	if cfg.PriorityAging == 0 {
+		cfg.PriorityAging = DefaultPriorityAging
+	}
 	q := &Queue{store: st, reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
-		rand: cfg.Rand, recheck: cfg.Recheck, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes}
+		rand: cfg.Rand, recheck: cfg.Recheck, priorityAging: cfg.PriorityAging, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes}
 	for i, p := range q.propagators {
 		if dp, ok := p.(dispatching); ok {
 			q.dispatchers = append(q.dispatchers, dispatcher{index: i, p: dp})
@@ -198,6 +210,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.Recheck < 0 {
 		errs = append(errs, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck))
+	}
+	if cfg.PriorityAging < 0 {
+		errs = append(errs, fmt.Errorf("durable: Open: PriorityAging %v is negative", cfg.PriorityAging))
 	}
 	if cfg.ReplayLease < 0 {
 		errs = append(errs, fmt.Errorf("durable: Open: ReplayLease %v is negative", cfg.ReplayLease))

@@ -39,6 +39,8 @@ type Queue struct {
 	clock   behaviors.Clock
 	rand    func() float64
 	recheck time.Duration
+	// priorityAging is Config.PriorityAging, or its default.
+	priorityAging time.Duration
 
 	deadLetters // Config.OnDead, Logger and ReplayLease (deadletters.go)
 	// propagators carry context values with each item (Config.Propagators).
@@ -167,6 +169,8 @@ type enqueueConfig struct {
 	token     *string
 	guardKey  *string
 	uniqueFor *time.Duration // WithUniqueFor's
+	priority  *int           // WithPriority's
+	fairKey   *string        // WithFairnessKey's
 	deadline  time.Time
 	// dueByDeadline: a first try after the deadline is moved to it (the deferral's), not an
 	// error.
@@ -291,6 +295,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		return Enqueued{}, err
 	}
 	if err := checkKey(name, "breaker", it.GuardKey); err != nil {
+		return Enqueued{}, err
+	}
+	if err := q.fairnessOf(&it, req, c); err != nil {
 		return Enqueued{}, err
 	}
 	var (

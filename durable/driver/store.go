@@ -42,6 +42,11 @@ type ItemRow struct {
 	// UniqueReleasedAt is when an enqueue of the key took it over after the window; zero
 	// while held or never.
 	UniqueReleasedAt time.Time
+	// FairnessKey is the key the claim shares its turns by (NewItem.FairnessKey); empty for an
+	// item that finished before fairness existed.
+	FairnessKey string
+	// Priority is the item's priority, 0 to MaxPriority (NewItem.Priority).
+	Priority int
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -96,7 +101,22 @@ type NewItem struct {
 	// Deferred is set by the durable deferral, which stores a request whose in-process
 	// attempts failed: the item's first attempt is then already a retry (see Claimed.Deferred).
 	Deferred bool
+	// FairnessKey is the key the claim shares its turns by: the due items of different keys
+	// are taken in turn, so that one key's backlog does not delay another's items. Empty:
+	// GuardKey, else Name.
+	FairnessKey string
+	// Priority is 0 (the default) to MaxPriority: among the due items of a key, and among the
+	// keys' turns of one claim, a higher priority goes first, by HeadStart.
+	Priority int
+	// HeadStart is how much earlier than its due time the claim treats the item as due:
+	// Priority times the queue's priority aging. So a higher priority item goes before the
+	// lower priority items that came due less than the difference of their head starts before
+	// it, and after those that came due longer before (they have aged). At least 0.
+	HeadStart time.Duration
 }
+
+// MaxPriority is the highest priority an item may have (NewItem.Priority).
+const MaxPriority = 9
 
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
 // count already includes the attempt being made.

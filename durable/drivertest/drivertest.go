@@ -57,6 +57,7 @@ var cases = []testCase{
 	{"Schema/MigrateThenSkipMigrations", testMigrate},
 	{"Executor/ClaimLeaseFence", testClaimLeaseFence},
 	{"Executor/DedupeAndToken", testExecutorDedupe},
+	{"Executor/ClaimFairAndByPriority", testClaimFairness},
 	{"Items/EnqueueDispatchSucceeds", testEnqueueDispatch},
 	{"Items/RetryBackoffThenSuccess", testRetryBackoff},
 	{"Items/MaxAttemptsDeadLetter", testMaxAttempts},

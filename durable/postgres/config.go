@@ -58,6 +58,13 @@ type Config struct {
 	// breaker stores poll for changes. Migrations take a transaction advisory lock, so they also
 	// work through it. With New, set default_query_exec_mode=exec (or simple_protocol) on the
 	// pool's config yourself.
+	//
+	// Open turns JIT compilation off on its connections (jit=off at connect, unless the DSN
+	// sets jit), because the planner's estimate of a claim grows with the table and past
+	// jit_above_cost every claim would be compiled anew: 1.7 s instead of 0.9 ms at a million
+	// pending items. A pooler in transaction mode refuses that startup parameter, and New's
+	// pool is the caller's: there, turn it off for the queue's role (ALTER ROLE … SET jit =
+	// off) or the database.
 	TransactionPooling bool
 }
 

@@ -75,6 +75,12 @@ type Item struct {
 	// UniqueReleasedAt is when an enqueue of its dedupe key, made once its window had ended,
 	// took the key over; zero while it holds the key, or never did after it ended.
 	UniqueReleasedAt time.Time
+	// FairnessKey is the key the claim takes the item in turn with (durable.WithFairnessKey:
+	// by default its breaker's key, else its name); empty for an item that finished before
+	// the schema had fairness keys.
+	FairnessKey string
+	// Priority is 0 (the default) to durable.MaxPriority (durable.WithPriority).
+	Priority int
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts.

@@ -202,6 +202,8 @@
       fact(dl, "Running on", it.lease_owner ? it.lease_owner + " until " + A.fmtTime(it.lease_until) : "");
       fact(dl, "Dedupe key", it.dedupe_key);
       fact(dl, "Ordering key", it.ordering_key);
+      fact(dl, "Fairness key", it.fairness_key);
+      fact(dl, "Priority", it.priority);
       fact(dl, "Deadline", it.deadline ? A.fmtTime(it.deadline) : "");
       fact(dl, "Created", A.whenEl(it.created_at));
       fact(dl, "Updated", A.whenEl(it.updated_at));

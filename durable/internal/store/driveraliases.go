@@ -97,3 +97,6 @@ var (
 	ErrNoNotifications = driver.ErrNoNotifications
 	ErrLeaseLost       = driver.ErrLeaseLost
 )
+
+// MaxPriority is the highest priority an item may have.
+const MaxPriority = driver.MaxPriority

@@ -89,6 +89,12 @@ type statements struct {
 	oldestDue     string
 }
 
+// orderedFirstSQL is the claims' condition on an item i with an ordering key: no earlier item
+// with its key is pending or running.
+const orderedFirstSQL = `(i.ordering_key IS NULL OR NOT EXISTS (
+	        SELECT 1 FROM switchboard_items o
+	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))`
+
 // The claim (SQLite): due pending items, oldest first, skipping an item whose ordering key has
 // an earlier item pending or running and an item whose request name is paused. The first %s
 // is an index hint, the %d the isolate flag of the items taken (0 for a normal claim, 1 for an
@@ -96,15 +102,13 @@ type statements struct {
 // updated at, alone, now (also as ?6), limit.
 const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = %d
-	  AND (i.ordering_key IS NULL OR NOT EXISTS (
-	        SELECT 1 FROM switchboard_items o
-	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+	  AND ` + orderedFirstSQL + `
 	  AND %s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`
 
-const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, deferred)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, deferred, fair_key, priority, head_start)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,10 +98,28 @@ func must[T any](t testing.TB) func(T, error) T {
 }
 
 // postgresStatements are the PostgreSQL statements of the store, by name, for the plan checks.
+// claimIDsQuery is the query of the function switchboard_claim_ids (migration 0023) with its
+// parameters as placeholders ($1 now, $2 limit), for the checks of its plan.
+func claimIDsQuery() string {
+	ms, err := Migrations(Postgres)
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range ms {
+		if i := strings.Index(m.SQL, "RETURN QUERY"); i >= 0 {
+			q := m.SQL[i+len("RETURN QUERY"):]
+			q = q[:strings.Index(q, ";\nEND")]
+			return strings.NewReplacer("now_at", "$1::bigint", "claim_limit", "$2::bigint").Replace(q)
+		}
+	}
+	panic("no migration defines switchboard_claim_ids")
+}
+
 func postgresStatements() map[string]string {
 	e := Postgres.(*postgresEngine)
 	return map[string]string{
 		"claim":          e.st.claim,
+		"claim_ids":      claimIDsQuery(),
 		"claim_isolated": e.st.claimIsolated,
 		"complete":       e.completeMany,
 		"complete_one":   e.completeOne,

@@ -78,9 +78,7 @@ SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, upda
 WHERE id = ANY(ARRAY(
         SELECT i.id FROM switchboard_items i
         WHERE i.state = 'pending' AND i.isolate = %d AND i.next_at <= $6
-          AND (i.ordering_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM switchboard_items o
-                WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+          AND `+orderedFirstSQL+`
           AND %s
         ORDER BY i.next_at, i.id
         LIMIT $7
@@ -224,7 +222,7 @@ func newPostgres() *postgresEngine {
 		release:       e.rebind(releaseSQL),
 		byToken:       e.rebind(byTokenSQL),
 		itemByToken:   e.rebind(itemByTokenSQL),
-		claim:         postgresClaim(0),
+		claim:         postgresFairClaim,
 		claimIsolated: postgresClaim(1),
 		isolatedDue:   e.rebind(isolatedDueSQL),
 		unpark:        fmt.Sprintf(postgresParked, `next_at = LEAST(next_at, $1), parked_key = NULL`, "$2"),

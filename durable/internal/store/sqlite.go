@@ -140,7 +140,7 @@ func newSQLite() *sqliteEngine {
 			release:       releaseSQL,
 			byToken:       byTokenSQL,
 			itemByToken:   itemByTokenSQL,
-			claim:         claim(0),
+			claim:         sqliteFairClaim,
 			claimIsolated: claim(1),
 			isolatedDue:   isolatedDueSQL,
 			unpark:        `UPDATE switchboard_items SET next_at = MIN(next_at, ?1), parked_key = NULL WHERE parked_key = ?2`,

@@ -147,10 +147,26 @@ func storedText(s string) string {
 }
 
 func checkNewItem(it NewItem) error {
-	if it.Name == "" {
+	switch {
+	case it.Name == "":
 		return errors.New("durable: Enqueue: empty name")
+	case it.Priority < 0 || it.Priority > MaxPriority:
+		return fmt.Errorf("durable: Enqueue %s: priority %d is out of range 0..%d", it.Name, it.Priority, MaxPriority)
+	case it.HeadStart < 0:
+		return fmt.Errorf("durable: Enqueue %s: head start %v is negative", it.Name, it.HeadStart)
 	}
 	return nil
+}
+
+// fairnessKey is the key it is claimed in turn with: its own, else its guard's, else its name.
+func fairnessKey(it NewItem) string {
+	switch {
+	case it.FairnessKey != "":
+		return it.FairnessKey
+	case it.GuardKey != "":
+		return it.GuardKey
+	}
+	return it.Name
 }
 
 // byTokenSQL finds the item holding a token.
@@ -184,7 +200,8 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 		err = db.QueryRowContext(ctx, insert,
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
-			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline, uniqueFor, deferred).Scan(&v)
+			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline, uniqueFor, deferred,
+			storedText(fairnessKey(it)), it.Priority, it.HeadStart.Microseconds()).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
@@ -246,7 +263,7 @@ func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
 // itemByTokenSQL reads the item holding a token whole.
 const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at, fair_key, priority"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -275,7 +292,7 @@ type itemScan struct {
 func newItemScan() *itemScan {
 	s := &itemScan{}
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.state, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.uniqueFor, &s.released}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.uniqueFor, &s.released, &s.it.FairnessKey, &s.it.Priority}
 	return s
 }
 

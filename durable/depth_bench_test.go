@@ -1,0 +1,103 @@
+package durable_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	istore "github.com/switchboard-go/switchboard/durable/internal/store"
+	"github.com/switchboard-go/switchboard/durable/record"
+)
+
+// BenchmarkClaimDepth measures the claim at depth: one claim of 32 due items, spread over 10
+// fairness keys, and the completion of those items, from a table that holds pending items due
+// (pending=N) and, in the finished rows, succeeded items with their attempt rows (finished=N).
+// Reported: µs per claim (with its completion) and items/s. The rows of 10,000 and 1,000,000
+// pending run by default; SWITCHBOARD_BENCH_DEEP=1 adds 10,000,000 pending and 50,000,000
+// finished on PostgreSQL (tens of GB, minutes of seeding). SQLite stops at 1,000,000.
+func BenchmarkClaimDepth(b *testing.B) {
+	type depth struct{ pending, finished int }
+	depths := []depth{{10_000, 0}, {1_000_000, 0}}
+	deep := os.Getenv("SWITCHBOARD_BENCH_DEEP") != ""
+	if deep {
+		depths = append(depths, depth{10_000_000, 0}, depth{10_000, 50_000_000})
+	}
+	for _, bb := range benchBackends() {
+		for _, d := range depths {
+			if bb.name == "sqlite" && d.pending+d.finished > 1_000_000 {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/pending=%d/finished=%d", bb.name, d.pending, d.finished), func(b *testing.B) {
+				be := bb.open(b)
+				st := be.open(b)
+				now := time.Now()
+				if d.finished > 0 {
+					seedRows(b, be.name, st.DB(), "succeeded", 1, d.finished, now.Add(-time.Hour))
+				}
+				// Enough pending items that the claims never run the table below its depth by
+				// more than a few percent.
+				seedRows(b, be.name, st.DB(), "pending", 10, d.pending+b.N*32, now.Add(-time.Minute))
+				ctx := context.Background()
+				b.ResetTimer()
+				for range b.N {
+					cl, err := st.Claim(ctx, "bench", now, time.Minute, 32)
+					if err != nil || len(cl) != 32 {
+						b.Fatalf("claimed %d: %v", len(cl), err)
+					}
+					cs := make([]istore.Completion, len(cl))
+					for i, c := range cl {
+						cs[i] = istore.Completion{Fence: c.Fence(), State: istore.StateSucceeded, Outcome: record.OutcomeSucceeded, StartedAt: now, EndedAt: now, Name: c.Name}
+					}
+					if _, err := st.Complete(ctx, cs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/claim")
+				b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "items/s")
+			})
+		}
+	}
+}
+
+// seedRows inserts n items of test.work in state (due at at, their fairness keys k0…k(keys-1)
+// in turn) straight into the table, with an attempt row each when they succeeded, then analyzes
+// the tables (PostgreSQL) so that the plans are those of a table that size.
+func seedRows(b testing.TB, engine string, db *sql.DB, state string, keys, n int, at time.Time) {
+	b.Helper()
+	us := at.UnixMicro()
+	var stmts []string
+	if engine == "postgres" {
+		stmts = []string{fmt.Sprintf(`INSERT INTO switchboard_items (name, payload, state, attempts, next_at, created_at, updated_at, fair_key)
+			SELECT 'test.work', convert_to('{"n":' || g || '}', 'UTF8'), '%s', %d, %d, %d, %d, 'k' || (g %% %d)
+			FROM generate_series(1, %d) g`, state, attemptsOf(state), us, us, us, keys, n)}
+		if state == "succeeded" {
+			stmts = append(stmts, `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
+				SELECT id, 1, 'seed', updated_at, updated_at, 'succeeded' FROM switchboard_items WHERE state = 'succeeded'`)
+		}
+		stmts = append(stmts, `ANALYZE switchboard_items`, `ANALYZE switchboard_attempts`)
+	} else {
+		stmts = []string{fmt.Sprintf(`WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
+			INSERT INTO switchboard_items (name, payload, state, attempts, next_at, created_at, updated_at, fair_key)
+			SELECT 'test.work', CAST('{"n":' || x || '}' AS BLOB), '%s', %d, %d, %d, %d, 'k' || (x %% %d) FROM g`,
+			n, state, attemptsOf(state), us, us, us, keys)}
+		if state == "succeeded" {
+			stmts = append(stmts, `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
+				SELECT id, 1, 'seed', updated_at, updated_at, 'succeeded' FROM switchboard_items WHERE state = 'succeeded'`)
+		}
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func attemptsOf(state string) int {
+	if state == "succeeded" {
+		return 1
+	}
+	return 0
+}
