@@ -75,6 +75,15 @@ type Item struct {
 	// UniqueReleasedAt is when an enqueue of its dedupe key, made once its window had ended,
 	// took the key over; zero while it holds the key, or never did after it ended.
 	UniqueReleasedAt time.Time
+	// DebounceKey is the key its enqueue debounced it by (durable.WithDebounce); empty when it
+	// is not debounced.
+	DebounceKey string
+	// DebounceUntil is the latest an enqueue of its debounce key may make it due: its first
+	// enqueue plus the maximum delay; zero without a key.
+	DebounceUntil time.Time
+	// Debounces is how many enqueues of its debounce key updated it after the one that stored
+	// it: the payload is the last one's.
+	Debounces int
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts.
