@@ -35,6 +35,7 @@ type itemBody struct {
 	Attempts    int              `json:"attempts"`
 	ParkedKey   string           `json:"parked_key"`
 	DedupeKey   string           `json:"dedupe_key"`
+	DebounceKey string           `json:"debounce_key"`
 	OrderingKey string           `json:"ordering_key"`
 	BreakerKey  string           `json:"breaker_key"`
 	FairnessKey string           `json:"fairness_key"`
@@ -49,7 +50,7 @@ type itemBody struct {
 }
 
 func itemBodyOf(it record.Item) itemBody {
-	b := itemBody{ID: it.ID, Name: it.Name, State: it.State, Attempts: it.Attempts, ParkedKey: it.ParkedKey, DedupeKey: it.DedupeKey,
+	b := itemBody{ID: it.ID, Name: it.Name, State: it.State, Attempts: it.Attempts, ParkedKey: it.ParkedKey, DedupeKey: it.DedupeKey, DebounceKey: it.DebounceKey,
 		OrderingKey: it.OrderingKey, BreakerKey: it.GuardKey, FairnessKey: it.FairnessKey, Priority: it.Priority, LastError: it.LastError, Deadline: timeOrNil(it.Deadline),
 		CreatedAt: it.CreatedAt.UTC(), UpdatedAt: it.UpdatedAt.UTC()}
 	if it.State == record.StatePending {

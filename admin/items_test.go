@@ -176,6 +176,18 @@ func TestItemRoutes(t *testing.T) {
 	}
 }
 
+// An item's view names its debounce key beside its dedupe key.
+func TestItemShowsDebounceKey(t *testing.T) {
+	f := newItemsFixture(t)
+	res := got[durable.Enqueued](t)(f.q.Enqueue(context.Background(), &importContact{Email: "ann@example"},
+		durable.WithDebounce("contact:ann", time.Hour, 2*time.Hour)))
+	body := auth(t, f.h, "GET", fmt.Sprintf("/api/items/%d", res.ID), "")
+	want(t, body, http.StatusOK)
+	if it := body.body["item"].(map[string]any); it["debounce_key"] != "contact:ann" || it["dedupe_key"] != "" {
+		t.Fatalf("item = %v", it)
+	}
+}
+
 // got returns v, failing the test on err.
 func got[T any](t *testing.T) func(v T, err error) T {
 	return func(v T, err error) T {

@@ -34,14 +34,15 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 	// in its %s) and the items of an ordering key behind an earlier one (orderedFirstSQL).
 	paused := literal(src("pauses.go"), "const pausedNameSQL = ")
 	ordered := literal(engine, "const orderedFirstSQL = ")
+	debounced := literal(src("debounce.go"), "const debounceOrderSQL = ")
 	fair := src("fairclaim.go")
 	claim := func(name, now string) string {
 		q := literal(fair, "var "+name+" = fmt.Sprintf(")
-		return strings.ReplaceAll(strings.ReplaceAll(q, "%[1]s", strings.Replace(paused, "%s", now, 1)), "%[2]s", ordered)
+		return strings.NewReplacer("%[1]s", strings.Replace(paused, "%s", now, 1), "%[2]s", ordered, "%[3]s", debounced).Replace(q)
 	}
 	for _, c := range []struct{ name, floor, store string }{
 		{"claimColumns", floorClaimColumns, columns},
-		{"postgresFairClaim", floorPostgresClaim, claim("postgresFairClaim", "$6::bigint") + columns},
+		{"postgresFairClaim", floorPostgresClaim, literal(fair, "const postgresFairClaim = ") + columns},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
 		{"sqliteFairClaim", floorSQLiteClaim, claim("sqliteFairClaim", "?6") + columns},
 		{"sqliteCompleteOne", floorSQLiteComplete, literal(sq, "const sqliteCompleteOne = ")},

@@ -29,63 +29,14 @@ import (
 // floorClaimColumns is store.claimColumns (durable/internal/store/store.go): what a claim returns.
 const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred"
 
-// floorPostgresClaim is store.postgresFairClaim (durable/internal/store/fairclaim.go, with
-// pausedNameSQL and orderedFirstSQL in place): the due items of each fairness key in turn, then
-// a fill oldest first. Placeholders: $1 owner, $2 lease until, $3 claimed at, $4 updated at,
-// $5 alone, $6 now, $7 limit.
+// floorPostgresClaim is store.postgresFairClaim (durable/internal/store/fairclaim.go): the
+// function switchboard_claim_ids of migration 0023 chooses and locks the items (each fairness
+// key's due items in turn, then a fill oldest first). Placeholders: $1 owner, $2 lease until,
+// $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
 const floorPostgresClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
     attempts = attempts + 1, alone = $5
-WHERE id = ANY(ARRAY(
-    WITH RECURSIVE k(key) AS (
-        (SELECT i.fair_key FROM switchboard_items i
-         WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= '' ORDER BY i.fair_key LIMIT 1)
-        UNION ALL
-        SELECT (SELECT i.fair_key FROM switchboard_items i
-                WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key > k.key ORDER BY i.fair_key LIMIT 1)
-        FROM k WHERE k.key IS NOT NULL
-    ), due AS MATERIALIZED (
-        SELECT k.key FROM k
-        WHERE k.key IS NOT NULL AND EXISTS (
-            SELECT 1 FROM switchboard_items i
-            WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = k.key
-              AND i.next_at - i.head_start <= $6::bigint AND i.next_at <= $6::bigint AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > $6::bigint)))
-    ), n AS (
-        SELECT GREATEST(COUNT(*), 1) AS keys FROM due
-    ), turns AS MATERIALIZED (
-        SELECT c.id, c.rank, row_number() OVER (PARTITION BY due.key ORDER BY c.rank, c.id) AS turn
-        FROM due CROSS JOIN LATERAL (
-            SELECT i.id, i.next_at - i.head_start AS rank FROM switchboard_items i
-            WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = due.key
-              AND i.next_at - i.head_start <= $6::bigint AND i.next_at <= $6::bigint
-              AND (i.ordering_key IS NULL OR NOT EXISTS (
-	        SELECT 1 FROM switchboard_items o
-	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
-              AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > $6::bigint))
-            ORDER BY i.next_at - i.head_start, i.id
-            LIMIT ($7::bigint + (SELECT n.keys FROM n) - 1) / (SELECT n.keys FROM n)
-            FOR UPDATE OF i SKIP LOCKED) c
-    ), taken AS MATERIALIZED (
-        SELECT t.id FROM turns t ORDER BY t.turn, t.rank, t.id LIMIT $7::bigint
-    ), fill AS MATERIALIZED (
-        SELECT i.id FROM switchboard_items i
-        WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= $6::bigint
-          AND i.id <> ALL(ARRAY(SELECT t.id FROM turns t))
-          AND (i.ordering_key IS NULL OR NOT EXISTS (
-	        SELECT 1 FROM switchboard_items o
-	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
-          AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > $6::bigint))
-        ORDER BY i.next_at, i.id
-        LIMIT (SELECT $7::bigint - COUNT(*) FROM taken)
-        FOR UPDATE OF i SKIP LOCKED
-    )
-    SELECT taken.id FROM taken UNION ALL SELECT fill.id FROM fill))
+WHERE id = ANY(ARRAY(SELECT switchboard_claim_ids($6::bigint, $7::bigint)))
 RETURNING ` + floorClaimColumns
 
 // floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
@@ -124,7 +75,8 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
 SELECT id, owner, attempt FROM u`
 
 // floorSQLiteClaim is store.sqliteFairClaim (durable/internal/store/fairclaim.go, with
-// pausedNameSQL and orderedFirstSQL in place). Placeholders as floorPostgresClaim's, numbered.
+// pausedNameSQL, orderedFirstSQL and debounceOrderSQL in place). Placeholders as
+// floorPostgresClaim's, numbered.
 const floorSQLiteClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = ?1, lease_until = ?2, claimed_at = ?3, updated_at = ?4,
     attempts = attempts + 1, alone = ?5
@@ -157,6 +109,12 @@ WHERE id IN (
               AND (i.ordering_key IS NULL OR NOT EXISTS (
 	        SELECT 1 FROM switchboard_items o
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+          AND (i.debounce_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items d
+                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
+              AND (i.debounce_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items d
+                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
               AND i.name NOT IN (
 	        SELECT p.target FROM switchboard_pauses p
 	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))
@@ -174,6 +132,9 @@ WHERE id IN (
           AND (i.ordering_key IS NULL OR NOT EXISTS (
 	        SELECT 1 FROM switchboard_items o
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+          AND (i.debounce_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items d
+                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
           AND i.name NOT IN (
 	        SELECT p.target FROM switchboard_pauses p
 	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))

@@ -168,9 +168,10 @@ type enqueueConfig struct {
 	parkedKey string
 	token     *string
 	guardKey  *string
-	uniqueFor *time.Duration // WithUniqueFor's
-	priority  *int           // WithPriority's
-	fairKey   *string        // WithFairnessKey's
+	uniqueFor *time.Duration  // WithUniqueFor's
+	priority  *int            // WithPriority's
+	fairKey   *string         // WithFairnessKey's
+	debounce  *debounceConfig // WithDebounce's
 	deadline  time.Time
 	// dueByDeadline: a first try after the deadline is moved to it (the deferral's), not an
 	// error.
@@ -210,9 +211,12 @@ func WithDeadline(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c
 
 // Enqueued reports the result of Enqueue.
 type Enqueued struct {
-	ID        record.ItemID // the new item, or the one holding the token or dedupe key
+	ID        record.ItemID // the new item, the one holding the token or dedupe key, or the one debounced into
 	Duplicate bool          // nothing was inserted because of such an item
-	Token     string        // the enqueue's token; ID's unless the dedupe key made it a Duplicate
+	// Debounced: nothing was inserted; the pending item of the enqueue's debounce key
+	// (WithDebounce), which ID names, took its payload and its new due time.
+	Debounced bool
+	Token     string // the enqueue's token; ID's unless the dedupe key made it a Duplicate
 }
 
 // Enqueue stores req, a registered request pointer, for a scheduler. An insert
@@ -251,9 +255,20 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	if len(payload) > q.maxPayload {
 		return Enqueued{}, &PayloadTooLargeError{Name: name, Size: len(payload), Limit: q.maxPayload}
 	}
+	dedupe := ""
+	if c.dedupe != nil {
+		dedupe = *c.dedupe
+	} else if d, ok := req.(deduplicated); ok {
+		dedupe = d.DedupeKey()
+	}
+	if err := c.checkDebounce(name, dedupe); err != nil {
+		return Enqueued{}, err
+	}
 	now := q.clock.Now()
 	next := now
 	switch {
+	case c.debounce != nil:
+		next = now.Add(c.debounce.window)
 	case !c.at.IsZero():
 		next = c.at
 	case c.after > 0:
@@ -271,14 +286,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		return Enqueued{}, err
 	}
 	it := store.NewItem{Name: name, Payload: payload, NextAt: next, Now: now, LastError: c.lastError, Deferred: c.deferred, ParkedKey: c.parkedKey,
-		Metadata: md, Token: token, Deadline: deadline}
+		Metadata: md, Token: token, Deadline: deadline, DedupeKey: dedupe}
 	if c.guardKey != nil {
 		it.GuardKey = *c.guardKey
 	}
-	if c.dedupe != nil {
-		it.DedupeKey = *c.dedupe
-	} else if d, ok := req.(deduplicated); ok {
-		it.DedupeKey = d.DedupeKey()
+	if c.debounce != nil {
+		it.DebounceKey, it.DebounceUntil = c.debounce.key, now.Add(c.debounce.maxDelay)
 	}
 	if c.ordering != nil {
 		it.OrderingKey = *c.ordering
@@ -322,6 +335,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 			return Enqueued{}, &OutcomeUnknownError{Token: token, Name: name, Cause: u.Err}
 		}
 		return Enqueued{}, err
+	}
+	if it.DebounceKey != "" {
+		return Enqueued{ID: record.ItemID(id), Debounced: existed, Token: token}, nil
 	}
 	return Enqueued{ID: record.ItemID(id), Duplicate: existed, Token: token}, nil
 }

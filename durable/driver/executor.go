@@ -57,7 +57,9 @@ type ItemStore interface {
 	// Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey an item
 	// holds (pending or running, or succeeded less than its UniqueFor before it.Now), it inserts
 	// nothing and returns that item's id with existed = true. A succeeded item whose window ended
-	// by it.Now is released (its UniqueReleasedAt set) and the insert made. An error that leaves
+	// by it.Now is released (its UniqueReleasedAt set) and the insert made. With a DebounceKey
+	// that a pending item of the name holds, one never claimed, it updates that item instead
+	// (see NewItem.DebounceKey) and returns its id with existed = true. An error that leaves
 	// it unknown whether the item was inserted (the statement may have reached the database: a
 	// deadline or a lost connection while it ran or committed) is an *UnknownOutcomeError; any
 	// other error means nothing was inserted.
@@ -97,7 +99,8 @@ type ItemStore interface {
 
 	// Claim leases up to limit due pending items to owner until now+lease and returns them in id
 	// order. An item with an ordering key is claimed only when no earlier item with that key is
-	// pending or running. Each claim adds one to the item's attempt count; the new count is the
+	// pending or running, and one with a debounce key only when no earlier item of its name and
+	// debounce key is. Each claim adds one to the item's attempt count; the new count is the
 	// attempt number of the claim's Fence. Items to be isolated are left out: ClaimIsolated takes
 	// them one at a time. Items whose request name is paused at now (SetPause) are left out, by
 	// every claim.

@@ -47,6 +47,13 @@ type ItemRow struct {
 	FairnessKey string
 	// Priority is the item's priority, 0 to MaxPriority (NewItem.Priority).
 	Priority int
+	// DebounceKey is the item's debounce key; empty when it is not debounced.
+	DebounceKey string
+	// DebounceUntil is the latest an enqueue of the key may make the item due; zero without a
+	// key.
+	DebounceUntil time.Time
+	// Debounces is how many enqueues updated the item after the one that inserted it.
+	Debounces int
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -113,6 +120,21 @@ type NewItem struct {
 	// lower priority items that came due less than the difference of their head starts before
 	// it, and after those that came due longer before (they have aged). At least 0.
 	HeadStart time.Duration
+	// DebounceKey, when not empty, makes the enqueue update the item of Name with the key that
+	// is pending and was never claimed, if there is one, instead of inserting: its payload,
+	// metadata, token, guard key and deadline become this enqueue's, and it is due at NextAt,
+	// or at its DebounceUntil if that is earlier; it keeps its id, ordering key and
+	// DebounceUntil. Enqueue then reports its id with existed = true. At most one such item
+	// exists per name and key, however many instances enqueue at once, and an enqueue that
+	// meets a claim of the item either updates it before the claim reads it or inserts a new
+	// item. A claim takes an item with a key only when no earlier item of its name and key is
+	// pending or running. An item with a debounce key has no DedupeKey nor UniqueFor, and its
+	// Token is one no item holds.
+	DebounceKey string
+	// DebounceUntil, with DebounceKey, is the latest an enqueue of the key may make the item
+	// due, set by the enqueue that inserts it (its Now plus the maximum delay) and kept by the
+	// updates. Not before NextAt.
+	DebounceUntil time.Time
 }
 
 // MaxPriority is the highest priority an item may have (NewItem.Priority).

@@ -62,6 +62,7 @@ var cases = []testCase{
 	{"Items/RetryBackoffThenSuccess", testRetryBackoff},
 	{"Items/MaxAttemptsDeadLetter", testMaxAttempts},
 	{"Items/DedupeKeyAndToken", testDedupe},
+	{"Items/DebounceKey", testDebounce},
 	{"Items/OrderingKeyInOrder", testOrdering},
 	{"Items/Stats", testStats},
 	{"Items/CancelAndRunNow", testCancelRunNow},

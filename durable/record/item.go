@@ -81,6 +81,15 @@ type Item struct {
 	FairnessKey string
 	// Priority is 0 (the default) to durable.MaxPriority (durable.WithPriority).
 	Priority int
+	// DebounceKey is the key its enqueue debounced it by (durable.WithDebounce); empty when it
+	// is not debounced.
+	DebounceKey string
+	// DebounceUntil is the latest an enqueue of its debounce key may make it due: its first
+	// enqueue plus the maximum delay; zero without a key.
+	DebounceUntil time.Time
+	// Debounces is how many enqueues of its debounce key updated it after the one that stored
+	// it: the payload is the last one's.
+	Debounces int
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts.

@@ -77,6 +77,7 @@ func Connect(ctx context.Context, db *sql.DB, e Engine) error {
 // statements are the statements every engine has, each in its engine's form.
 type statements struct {
 	insert        string
+	debounce      string
 	byDedupe      string
 	release       string
 	byToken       string
@@ -96,13 +97,15 @@ const orderedFirstSQL = `(i.ordering_key IS NULL OR NOT EXISTS (
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))`
 
 // The claim (SQLite): due pending items, oldest first, skipping an item whose ordering key has
-// an earlier item pending or running and an item whose request name is paused. The first %s
+// an earlier item pending or running, a debounced item whose name and key have one
+// (debounceOrderSQL), and an item whose request name is paused. The first %s
 // is an index hint, the %d the isolate flag of the items taken (0 for a normal claim, 1 for an
 // isolated one), the last %s the pause test. Placeholders: owner, lease until, claimed at and
 // updated at, alone, now (also as ?6), limit.
 const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	WHERE i.state = 'pending' AND i.next_at <= ? AND i.isolate = %d
 	  AND ` + orderedFirstSQL + `
+	  AND ` + debounceOrderSQL + `
 	  AND %s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`

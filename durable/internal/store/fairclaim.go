@@ -85,6 +85,8 @@ WHERE id IN (
             WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = due.key
               AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6
               AND %[2]s
+          AND %[3]s
+              AND %[3]s
               AND %[1]s
             ORDER BY i.next_at - i.head_start, i.id
             LIMIT (SELECT (?7 + n.keys - 1) / n.keys FROM n))
@@ -98,7 +100,8 @@ WHERE id IN (
         WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= ?6
           AND i.id NOT IN (SELECT t.id FROM turns t)
           AND %[2]s
+          AND %[3]s
           AND %[1]s
         ORDER BY i.next_at, i.id
         LIMIT (SELECT ?7 - COUNT(*) FROM taken)) fill)
-RETURNING `+claimColumns, fmt.Sprintf(pausedNameSQL, "?6"), orderedFirstSQL)
+RETURNING `+claimColumns, fmt.Sprintf(pausedNameSQL, "?6"), orderedFirstSQL, debounceOrderSQL)

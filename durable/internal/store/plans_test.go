@@ -288,7 +288,9 @@ func statementCases(stmts map[string]string) []planCase {
 		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, unique for, deferred
 		"enqueue":        {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, nil, 0, "test.work", 0, 0},
 		"enqueue_notify": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, int64(3600e6), 1, "test.work", 9, int64(540e6)},
-		"dedupe":         {"plancheck-dedupe"},
+		// name, payload, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, deferred, debounce key, debounce until, fairness key, priority, head start
+		"enqueue_debounce": {"test.work", []byte(`{}`), nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, 0, "plancheck-debounce", now + 60e6, "test.work", 0, 0},
+		"dedupe":           {"plancheck-dedupe"},
 		// released at, id, now
 		"release": {now, int64(1000001), now},
 		"token":   {"plancheck-token"},
@@ -311,7 +313,7 @@ func statementCases(stmts map[string]string) []planCase {
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_ids", "claim_isolated", "complete", "complete_one", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "dedupe", "release", "token", "prune",
+	order := []string{"claim", "claim_ids", "claim_isolated", "complete", "complete_one", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "enqueue_debounce", "dedupe", "release", "token", "prune",
 		"breaker_insert", "breaker_update", "breaker_read", "breaker_load", "breaker_since", "breaker_seq", "acquire", "wake_limited", "limits"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase
@@ -327,8 +329,8 @@ func statementCases(stmts map[string]string) []planCase {
 }
 
 // planFixture fills a fresh store's tables for plan checks: 1,000,000 succeeded items with an
-// attempt row each, 20,000 due pending items (one in ten with an ordering key), 1,000 running
-// items. stats decides what ANALYZE saw:
+// attempt row each, 20,000 due pending items (one in ten with an ordering key, one in ten with
+// a debounce key), 1,000 running items. stats decides what ANALYZE saw:
 //   - "drained": it ran when only the finished items existed (the queue filled afterwards);
 //   - "current": it ran after everything was inserted;
 //   - "backlog": it ran while 300,000 further items were pending, which have finished since.
@@ -363,8 +365,10 @@ func planFixture(t testing.TB, db *sql.DB, stats string) {
 		analyze()
 		run(`UPDATE switchboard_items SET state = 'succeeded', attempts = 1 WHERE state = 'pending'`)
 	}
-	run(`INSERT INTO switchboard_items (name, payload, state, ordering_key, next_at, created_at, updated_at)
-		SELECT 'test.work', '\x7b7d', 'pending', CASE WHEN g % 10 = 0 THEN 'k' || (g % 200) END, $1::bigint + g, $1::bigint + g, $1::bigint + g
+	run(`INSERT INTO switchboard_items (name, payload, state, ordering_key, debounce_key, debounce_until, next_at, created_at, updated_at)
+		SELECT 'test.work', '\x7b7d', 'pending', CASE WHEN g % 10 = 0 THEN 'k' || (g % 200) END,
+		       CASE WHEN g % 10 = 5 THEN 'd' || g END, CASE WHEN g % 10 = 5 THEN $1::bigint + g END,
+		       $1::bigint + g, $1::bigint + g, $1::bigint + g
 		FROM generate_series(1, 21000) g`, t0+2_000_000)
 	run(`UPDATE switchboard_items SET state = 'running', attempts = 1, claimed_at = $1, lease_owner = 'w1', lease_until = $2
 		WHERE id IN (SELECT id FROM switchboard_items WHERE state = 'pending' ORDER BY next_at, id LIMIT 1000)`, t0+3_000_000, t0+100_000_000_000)

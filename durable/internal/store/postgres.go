@@ -65,11 +65,15 @@ type postgresEngine struct {
 //
 // Concurrency: the subquery locks each row it returns. A row that a concurrent claim changed
 // and committed after this statement's snapshot is re-read at its newest version when locked
-// (READ COMMITTED), and the subquery's WHERE (pending, due, isolate, ordering) is evaluated
-// again on it; a row locked by a running transaction is skipped. So every id in the array is
-// locked by this transaction and was pending and due when locked; nobody else can change it
-// until this transaction ends, and the outer UPDATE updates exactly those rows
-// (TestClaimConcurrentExactlyOnce). Placeholders: $1 owner, $2 lease until, $3 claimed at,
+// (READ COMMITTED), and the subquery's WHERE (pending, due, isolate, ordering, debounce order)
+// is evaluated again on it; a row locked by a running transaction is skipped. So every id in
+// the array is locked by this transaction and was pending and due when locked; nobody else can
+// change it until this transaction ends, and the outer UPDATE updates exactly those rows
+// (TestClaimConcurrentExactlyOnce). An enqueue that updates a debounced item (debounceSQL)
+// takes the same row lock: the claim either skips the item while the update holds it, or
+// locks the version the update committed (its payload, its due time), or holds it first, and
+// then the update, finding the item claimed, inserts a new item (TestDebounceRacesClaims).
+// Placeholders: $1 owner, $2 lease until, $3 claimed at,
 // $4 updated at, $5 alone, $6 now, $7 limit.
 func postgresClaim(isolate int) string {
 	return fmt.Sprintf(`UPDATE switchboard_items
@@ -79,6 +83,7 @@ WHERE id = ANY(ARRAY(
         SELECT i.id FROM switchboard_items i
         WHERE i.state = 'pending' AND i.isolate = %d AND i.next_at <= $6
           AND `+orderedFirstSQL+`
+          AND `+debounceOrderSQL+`
           AND %s
         ORDER BY i.next_at, i.id
         LIMIT $7
@@ -218,6 +223,7 @@ func newPostgres() *postgresEngine {
 	e := &postgresEngine{completeMany: postgresComplete, completeOne: postgresCompleteOne(), extendStmt: postgresExtend, sweepStmt: postgresSweep}
 	e.st = statements{
 		insert:        e.rebind(insertSQL),
+		debounce:      e.rebind(fmt.Sprintf(debounceSQL, "LEAST")),
 		byDedupe:      e.rebind(byDedupeSQL),
 		release:       e.rebind(releaseSQL),
 		byToken:       e.rebind(byTokenSQL),

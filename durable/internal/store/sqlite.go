@@ -136,6 +136,7 @@ func newSQLite() *sqliteEngine {
 		prepared: map[*sql.DB]*poolStatements{},
 		st: statements{
 			insert:        insertSQL,
+			debounce:      fmt.Sprintf(debounceSQL, "MIN"),
 			byDedupe:      byDedupeSQL,
 			release:       releaseSQL,
 			byToken:       byTokenSQL,

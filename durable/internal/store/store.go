@@ -90,7 +90,9 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // Enqueue inserts an item. With a Token that an item already holds, or a DedupeKey an item
 // holds (pending or running, or succeeded less than its UniqueFor before it.Now), it inserts
 // nothing and returns that item's id with existed = true. A succeeded item whose window ended
-// by it.Now is released (its UniqueReleasedAt set) and the insert made. An error that leaves
+// by it.Now is released (its UniqueReleasedAt set) and the insert made. With a DebounceKey
+// that a pending item of the name holds, one never claimed, it updates that item instead
+// (see NewItem.DebounceKey) and returns its id with existed = true. An error that leaves
 // it unknown whether the item was inserted (the statement may have reached the database: a
 // deadline or a lost connection while it ran or committed) is an *UnknownOutcomeError; any
 // other error means nothing was inserted.
@@ -155,7 +157,7 @@ func checkNewItem(it NewItem) error {
 	case it.HeadStart < 0:
 		return fmt.Errorf("durable: Enqueue %s: head start %v is negative", it.Name, it.HeadStart)
 	}
-	return nil
+	return checkDebounce(it)
 }
 
 // fairnessKey is the key it is claimed in turn with: its own, else its guard's, else its name.
@@ -179,6 +181,10 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 		it.Payload = []byte{}
 	}
 	it.LastError, it.ParkedKey, it.GuardKey = storedText(it.LastError), storedText(it.ParkedKey), storedText(it.GuardKey)
+	if it.DebounceKey != "" {
+		// Due a window after now by construction: not notified, found by the schedulers' polls.
+		return s.debounce(ctx, db, it)
+	}
 	var deadline, uniqueFor any
 	deferred := 0
 	if it.Deferred {
@@ -263,7 +269,7 @@ func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
 // itemByTokenSQL reads the item holding a token whole.
 const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at, fair_key, priority"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at, fair_key, priority, debounce_key, debounce_until, debounces"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -282,17 +288,18 @@ type itemScan struct {
 	id, nextAt, createdAt, updatedAt, isolate   int64
 	deferred                                    int64 // claimColumns only
 	leaseUntil, claimedAt, deadline             sql.NullInt64
-	uniqueFor, released                         sql.NullInt64
+	uniqueFor, released, debounceUntil          sql.NullInt64
 	state                                       string
 	dedupe, ordering, owner, lastErrStr, parked sql.NullString
-	metadata, token, guard                      sql.NullString
+	metadata, token, guard, debounce            sql.NullString
 	dest                                        []any
 }
 
 func newItemScan() *itemScan {
 	s := &itemScan{}
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.state, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.uniqueFor, &s.released, &s.it.FairnessKey, &s.it.Priority}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.uniqueFor, &s.released,
+		&s.it.FairnessKey, &s.it.Priority, &s.debounce, &s.debounceUntil, &s.it.Debounces}
 	return s
 }
 
@@ -330,6 +337,7 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 		it.Deadline = fromMicros(s.deadline.Int64)
 	}
 	it.UniqueFor, it.UniqueReleasedAt = time.Duration(s.uniqueFor.Int64)*time.Microsecond, fromMicros(s.released.Int64)
+	it.DebounceKey, it.DebounceUntil = s.debounce.String, fromMicros(s.debounceUntil.Int64)
 	return it, s.claimedAt.Int64, nil
 }
 
@@ -442,7 +450,8 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 
 // Claim leases up to limit due pending items to owner until now+lease and returns them in id
 // order. An item with an ordering key is claimed only when no earlier item with that key is
-// pending or running. Each claim adds one to the item's attempt count; the new count is the
+// pending or running, and one with a debounce key only when no earlier item of its name and
+// debounce key is. Each claim adds one to the item's attempt count; the new count is the
 // attempt number of the claim's Fence. Items to be isolated are left out: ClaimIsolated takes
 // them one at a time. Items whose request name is paused at now (SetPause) are left out, by
 // every claim.

@@ -39,9 +39,10 @@ BEGIN
             WHERE k.key IS NOT NULL AND EXISTS (
                 SELECT 1 FROM switchboard_items i
                 WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = k.key
-                  AND i.next_at - i.head_start <= now_at AND i.next_at <= now_at AND i.name NOT IN (
-    	        SELECT p.target FROM switchboard_pauses p
-    	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > now_at)))
+                  AND i.next_at - i.head_start <= now_at AND i.next_at <= now_at
+                  AND i.name NOT IN (
+                          SELECT p.target FROM switchboard_pauses p
+                          WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > now_at)))
         ), n AS (
             SELECT GREATEST(COUNT(*), 1) AS keys FROM due
         ), turns AS MATERIALIZED (
@@ -51,11 +52,14 @@ BEGIN
                 WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = due.key
                   AND i.next_at - i.head_start <= now_at AND i.next_at <= now_at
                   AND (i.ordering_key IS NULL OR NOT EXISTS (
-    	        SELECT 1 FROM switchboard_items o
-    	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+                          SELECT 1 FROM switchboard_items o
+                          WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+                  AND (i.debounce_key IS NULL OR NOT EXISTS (
+                          SELECT 1 FROM switchboard_items d
+                          WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
                   AND i.name NOT IN (
-    	        SELECT p.target FROM switchboard_pauses p
-    	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > now_at))
+                          SELECT p.target FROM switchboard_pauses p
+                          WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > now_at))
                 ORDER BY i.next_at - i.head_start, i.id
                 LIMIT (claim_limit + (SELECT n.keys FROM n) - 1) / (SELECT n.keys FROM n)
                 FOR UPDATE OF i SKIP LOCKED) c
@@ -66,11 +70,14 @@ BEGIN
             WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= now_at
               AND i.id <> ALL(ARRAY(SELECT t.id FROM turns t))
               AND (i.ordering_key IS NULL OR NOT EXISTS (
-    	        SELECT 1 FROM switchboard_items o
-    	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+                      SELECT 1 FROM switchboard_items o
+                      WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+              AND (i.debounce_key IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM switchboard_items d
+                      WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
               AND i.name NOT IN (
-    	        SELECT p.target FROM switchboard_pauses p
-    	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > now_at))
+                      SELECT p.target FROM switchboard_pauses p
+                      WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > now_at))
             ORDER BY i.next_at, i.id
             LIMIT (SELECT claim_limit - COUNT(*) FROM taken)
             FOR UPDATE OF i SKIP LOCKED
