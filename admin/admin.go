@@ -68,8 +68,9 @@ type Config struct {
 	// the dashboard's hedging panel shows. nil: the route answers 404.
 	Hedges Hedges
 	// RateLimits is the rate limiter (a *ratelimit.Behavior) whose limits GET /api/rate-limits
-	// lists: per key, the rate, the permits free now, the calls waiting and refused, and for a
-	// fleet's limit whether the instance keeps to its share. nil: the route answers 404.
+	// lists: per key, its rate and burst (its own, or the limiter's default), the permits free
+	// now, the calls waiting and refused, and for a fleet's limit whether the instance keeps to
+	// its share. nil: the route answers 404.
 	RateLimits RateLimits
 	// Queue is the durable queue (a *durable.Queue) whose dead letters, schedules and counts
 	// the other routes show. nil: those routes answer 404, saying no queue is configured.

@@ -1,17 +1,20 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
 )
 
 // uiRateLimits is the dashboard fixture's rate limiter: a limit of this instance's and a
@@ -149,5 +152,42 @@ func TestDashboardRateLimitsTruncated(t *testing.T) {
 	must(t, err)
 	if text != "showing 500 of 1200 keys" {
 		t.Fatalf("%q", text)
+	}
+}
+
+// A limiter with rates of its own per key: GET /api/rate-limits (which the dashboard's panel
+// shows row by row) answers each key's own rate and burst, and the default's for a key not
+// listed.
+func TestRateLimitsRouteShowsEachKeysOwnRate(t *testing.T) {
+	rl := ratelimit.New(ratelimit.Config{Rate: 10, Key: func(req any) string { return req.(string) },
+		Clock:  durabletest.NewManualClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)), // no permit comes back meanwhile
+		Limits: map[string]ratelimit.Limit{"sms": {Rate: 50, Burst: 5}, "email": {Rate: 100}}})
+	for _, key := range []string{"sms", "email", "push"} {
+		if _, err := rl.Handle(context.Background(), key, func(context.Context, any) (any, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := admin.New(admin.Config{Breakers: breakers(t), RateLimits: rl, Token: testToken})
+	must(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/api/rate-limits", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	var body struct {
+		RateLimits []struct {
+			Key       string  `json:"key"`
+			Rate      float64 `json:"rate"`
+			Burst     int     `json:"burst"`
+			Available int     `json:"available"`
+		} `json:"rate_limits"`
+	}
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body.RateLimits) != 3 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	want := map[string][3]float64{"email": {100, 1, 0}, "push": {10, 1, 0}, "sms": {50, 5, 4}}
+	for _, l := range body.RateLimits {
+		if w := want[l.Key]; l.Rate != w[0] || float64(l.Burst) != w[1] || float64(l.Available) != w[2] {
+			t.Errorf("%s: rate %v, burst %d, %d free; want %v, %v, %v", l.Key, l.Rate, l.Burst, l.Available, w[0], w[1], w[2])
+		}
 	}
 }

@@ -56,6 +56,9 @@ func runChild(mode string) int {
 	if mode == "ratelimit" {
 		return runRateLimitChild() // fleet_ratelimit_test.go
 	}
+	if mode == "keyrates" {
+		return runKeyRatesChild() // fleet_keyrates_test.go
+	}
 	if mode == "schedule" {
 		return runScheduleChild() // fleet_schedule_test.go
 	}

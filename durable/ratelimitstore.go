@@ -130,6 +130,17 @@ const (
 // leases a key, the instance records itself as a lessee of the key and counts the others (two
 // statements; a third, every ten minutes, deletes the lessees long gone): that count is its
 // divisor when the database does not answer and it keeps to its share of the limit.
+//
+// The row holds no rate: each lease advances it by its own request's interval and takes its
+// burst from the request too (ratelimit.LeaseRequest, the key's rate and burst as the
+// limiter's Config gives them, its own in Limits or LimitFor, or the default). So the keys of
+// one store each keep their own rate, and a rate changed between deployments needs nothing
+// migrated: the first lease at the new rate takes the timeline on from the last permit leased
+// at the old one (at most a LeasePeriod ahead), at its own spacing. While a deployment is
+// under way and the instances lease one key at two rates, each permit takes its own interval
+// of the timeline: the fleet keeps to a rate between the two (weighted by the permits each
+// side leases), never above the higher; and each instance, should the database not answer,
+// keeps to its share of the rate it was given.
 type RateLimitStore struct {
 	st     driver.FleetStores
 	cfg    RateLimitStoreConfig

@@ -76,3 +76,48 @@ func ExampleConfig_maxWait() {
 	// permit after 20ms
 	// stored dispatch refused: true
 }
+
+// SendMessage sends a message over a channel: "sms", "email", ...
+type SendMessage struct {
+	mediator.Returns[*Sent]
+	Channel string
+}
+
+// Sent is the response of SendMessage.
+type Sent struct{}
+
+// One limiter, a rate per channel: sms at 2 a second, email at 4 (two at once after a quiet
+// spell), and every channel not listed at the default 1.
+func ExampleConfig_limits() {
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(context.Context, *SendMessage) (*Sent, error) { return &Sent{}, nil })
+	rl := ratelimit.New(ratelimit.Config{
+		Rate: 1, // the channels not listed
+		Limits: map[string]ratelimit.Limit{
+			"sms":   {Rate: 2},
+			"email": {Rate: 4, Burst: 2},
+		},
+		Key:   func(req any) string { return req.(*SendMessage).Channel },
+		Clock: stillClock{time.Unix(0, 0)},
+	})
+	m.Use(rl)
+	mustBuild(m)
+	for _, channel := range []string{"sms", "sms", "email", "email", "email", "push", "push"} {
+		_, err := mediator.Send(context.Background(), m, &SendMessage{Channel: channel})
+		fmt.Printf("%s: %v\n", channel, err)
+	}
+	for _, s := range rl.Snapshot() {
+		fmt.Printf("%s: %g a second, burst %d\n", s.Key, s.Rate, s.Burst)
+	}
+	// Output:
+	// sms: <nil>
+	// sms: rate limit: "sms" over 2 per second (next permit in 500ms)
+	// email: <nil>
+	// email: <nil>
+	// email: rate limit: "email" over 4 per second (next permit in 250ms)
+	// push: <nil>
+	// push: rate limit: "push" over 1 per second (next permit in 1s)
+	// email: 4 a second, burst 2
+	// push: 1 a second, burst 1
+	// sms: 2 a second, burst 1
+}

@@ -18,17 +18,41 @@ import (
 
 // Config configures New.
 type Config struct {
-	// Rate is the number of permits a second per key: across the fleet when Store is set.
-	// Required, since no rate suits every dependency: at most a billion (one permit a
-	// nanosecond, the finest a time.Duration tells apart) and at least one a day (1/86400:
-	// a permit 24 h apart at most; a slower limit is a quota, not a rate).
+	// Rate is the number of permits a second per key (across the fleet when Store is set) of
+	// every key that Limits and LimitFor give no limit of its own. Required, since no rate
+	// suits every dependency, and required with Limits too, as resilience4j's limiter registry
+	// applies its default configuration to every name it was given none for: a key computed
+	// from requests (a host, a tenant, a channel added later, a misspelt one) is then limited
+	// at Rate rather than unlimited or failing every call. At most a billion (one permit a
+	// nanosecond, the finest a time.Duration tells apart) and at least one a day (1/86400: a
+	// permit 24 h apart at most; a slower limit is a quota, not a rate).
 	Rate float64
-	// Burst is how many permits a key has at once after a quiet spell; the permits come
-	// evenly spaced, 1/Rate apart, once it is spent. Default 1: strictly smooth, because a
-	// provider that states "N a second" seldom welcomes N at once. Burst/Rate, the time the
-	// burst takes to come back, is at most 366 days (8784 h), so that the limiter's times fit
-	// a time.Duration.
+	// Burst is how many permits a key limited at Rate has at once after a quiet spell; the
+	// permits come evenly spaced, 1/Rate apart, once it is spent. Default 1: strictly smooth,
+	// because a provider that states "N a second" seldom welcomes N at once. Burst/Rate, the
+	// time the burst takes to come back, is at most 366 days (8784 h), so that the limiter's
+	// times fit a time.Duration.
 	Burst int
+	// Limits gives keys a rate and a burst of their own, by the key Key computes (a request
+	// type's behaviors.TypeKey, such as "*app.SendSMS", when Key is nil): sms at 50 a second
+	// and email at 100 with one limiter, as Polly's partitioned limiter and resilience4j's
+	// registry configure a limit per key. Keys not listed get Rate and Burst. Validate checks
+	// every entry against the bounds of Rate and Burst, naming its key. New copies the map.
+	// With a Store, the instances that share the limits should list the same ones: see
+	// durable.RateLimitStore for a key whose rate differs between them (a deployment under
+	// way). nil: every key has Rate and Burst (or LimitFor's).
+	Limits map[string]Limit
+	// LimitFor gives a key that Limits does not list a limit of its own computed at run time
+	// (a tenant's plan, say): its Limit and true, or false to limit the key at Rate and Burst.
+	// It is asked when a key's limit is made (at its first call, at Build for a request type's
+	// when Key is nil, and again at the next call of a key that MaxKeys dropped), not at every
+	// call: a Limit it returns differently later applies once the key's limit is made again.
+	// It may be asked from several goroutines at once, and twice for a key made by two calls
+	// at once. A Limit out of the bounds of Rate and Burst fails the call with an error naming
+	// the key and the field (not a refusal: nothing retries it, and the key's limit is not
+	// made, so LimitFor is asked again at its next call); for a request type's, Build fails.
+	// nil: only Limits.
+	LimitFor func(key string) (Limit, bool)
 	// MaxWait is how long a call waits for its permit before it is refused. Default 0:
 	// refused at once, as the bulkhead does, so that a limited dependency does not also hold
 	// its callers; the refusal's RetryAfter says when the next permit comes. A call whose
@@ -59,12 +83,13 @@ type Config struct {
 	// Clock is the time source of the limiter and of its waits. nil: behaviors.SystemClock.
 	Clock behaviors.Clock
 	// Store shares each key's limit with the other instances of a fleet that use the same
-	// store: Rate is then the fleet's. The limiter leases permits from it in small batches,
-	// in the background, ahead of the instance's own demand (a moving average of its calls),
-	// and hands them out locally: no call of a busy key waits on the store. While the store does not answer, each instance keeps to its share of the rate
-	// (Rate divided by the instances it last knew of) until it answers again.
-	// durable.NewRateLimitStore keeps the limits in a queue's database. nil: the limit is this
-	// process's.
+	// store: Rate, and each rate of Limits and LimitFor, is then the fleet's. The limiter
+	// leases permits from it in small batches, in the background, ahead of the instance's own
+	// demand (a moving average of its calls), and hands them out locally: no call of a busy
+	// key waits on the store. While the store does not answer, each instance keeps to its
+	// share of each key's rate (the key's own rate divided by the instances it last knew of)
+	// until it answers again. durable.NewRateLimitStore keeps the limits in a queue's
+	// database. nil: the limit is this process's.
 	Store PermitStore
 	// OnPermit are the observers of every permit given, with the time its call waited for it
 	// (0 when it was free at once), called with the call's context before the call goes on, in
@@ -106,7 +131,8 @@ type FallbackEvent struct {
 	Key string
 	// Active is true when the key falls back to its share, false when it leases again.
 	Active bool
-	// Share is the rate the instance keeps to meanwhile: Rate divided by Instances.
+	// Share is the rate the instance keeps to meanwhile: the key's rate (its own, or
+	// Config.Rate) divided by Instances.
 	Share float64
 	// Instances is the number of instances the limiter last knew to share the key.
 	Instances int
@@ -153,18 +179,11 @@ func spanOf(n, interval int64) int64 {
 
 // Validate reports every field with an invalid value.
 func (c Config) Validate() error {
-	var errs []error
-	rateOK := c.Rate >= 1e9/float64(maxInterval) && c.Rate <= maxRate
-	if !rateOK {
-		errs = append(errs, fmt.Errorf("ratelimit Rate %v must be at least %.3g a second (a permit a day) and at most %g a second (one a nanosecond)",
-			c.Rate, 1e9/float64(maxInterval), float64(maxRate)))
+	errs := checkLimit("", c.Rate, c.Burst)
+	if c.Rate == 0 && (len(c.Limits) > 0 || c.LimitFor != nil) {
+		errs[0] = fmt.Errorf("%w: required with Limits and LimitFor too, as the rate of every key they give no limit of its own", errs[0])
 	}
-	if c.Burst < 0 {
-		errs = append(errs, fmt.Errorf("ratelimit Burst %d must not be negative", c.Burst))
-	} else if iv := intervalOf(c.Rate); rateOK && int64(c.Burst) > maxSpan/iv {
-		errs = append(errs, fmt.Errorf("ratelimit Burst %d at Rate %v takes %v to come back, more than the %v at most (Burst at most %d at this rate)",
-			c.Burst, c.Rate, time.Duration(float64(c.Burst)*float64(iv)), time.Duration(maxSpan), maxSpan/iv))
-	}
+	errs = append(errs, checkLimits(c.Limits)...)
 	if c.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("ratelimit MaxKeys %d must not be negative", c.MaxKeys))
 	}
@@ -225,6 +244,7 @@ func New(cfg Config) *Behavior {
 	if cfg.Burst == 0 {
 		cfg.Burst = 1
 	}
+	cfg.Limits = withDefaultBursts(cfg.Limits)
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
@@ -259,7 +279,11 @@ func (b *Behavior) Bind(info mediator.RequestInfo) (mediator.Behavior, error) {
 	}
 	nb := &Behavior{cfg: observed(b.cfg, info.Observers), clock: b.clock, root: b.root, fixed: b.fixed}
 	if b.cfg.Key == nil {
-		nb.fixed = b.root.pinned(behaviors.TypeKey(info.Request))
+		fixed, err := b.root.pinned(behaviors.TypeKey(info.Request))
+		if err != nil {
+			return nil, err
+		}
+		nb.fixed = fixed
 	}
 	return nb, nil
 }
@@ -278,7 +302,10 @@ func (b *Behavior) Close() error {
 func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any, error) {
 	l := b.fixed
 	if l == nil {
-		l = b.root.limiterOf(b.keyOf(req))
+		var err error
+		if l, err = b.root.limiterOf(b.keyOf(req)); err != nil {
+			return nil, err
+		}
 	}
 	maxWait := int64(b.cfg.MaxWait)
 	now := b.root.nanos()
@@ -296,7 +323,11 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	wait, ok := l.take(now, maxWait)
 	for l.evicted.Load() {
 		// Dropped as the call took its permit (see drop): take it of the key's new limit.
-		l = b.root.limiterOf(l.key)
+		nl, err := b.root.limiterOf(l.key)
+		if err != nil {
+			return nil, err // LimitFor's answer changed since
+		}
+		l = nl
 		wait, ok = l.take(now, maxWait)
 	}
 	var waited int64 // for a lease
@@ -384,18 +415,23 @@ func (b *Behavior) keyOf(req any) string {
 	return behaviors.TypeKey(reflect.TypeOf(req))
 }
 
-// limiterOf returns the limit of key, making it on first use.
-func (b *Behavior) limiterOf(key string) *limiter {
+// limiterOf returns the limit of key, making it on first use; an error when LimitFor gives it
+// a limit out of bounds.
+func (b *Behavior) limiterOf(key string) (*limiter, error) {
 	if v, ok := b.keys.Load(key); ok {
-		return v.(*limiter)
+		return v.(*limiter), nil
 	}
-	l := newLimiter(key, b.cfg)
+	lim, err := b.cfg.limitOf(key)
+	if err != nil {
+		return nil, err
+	}
+	l := newLimiter(key, lim)
 	now := b.nanos()
 	if b.lease != nil {
 		l.fleet = newFleetLimit(l, now)
 	}
 	if v, loaded := b.keys.LoadOrStore(key, l); loaded {
-		return v.(*limiter)
+		return v.(*limiter), nil
 	}
 	if b.lease != nil {
 		b.lease.add(l)
@@ -403,16 +439,19 @@ func (b *Behavior) limiterOf(key string) *limiter {
 	if b.nkeys.Add(1) > int64(b.cfg.MaxKeys) {
 		b.drop(now, l)
 	}
-	return l
+	return l, nil
 }
 
 // pinned returns the limit of key, made to be never dropped (a request type's).
-func (b *Behavior) pinned(key string) *limiter {
+func (b *Behavior) pinned(key string) (*limiter, error) {
 	for {
-		l := b.limiterOf(key)
+		l, err := b.limiterOf(key)
+		if err != nil {
+			return nil, err
+		}
 		l.pinned.Store(true)
 		if !l.evicted.Load() {
-			return l
+			return l, nil
 		}
 	}
 }
@@ -521,9 +560,9 @@ type limiter struct {
 	fleet    *fleetLimit // with a Store
 }
 
-func newLimiter(key string, cfg Config) *limiter {
-	interval := intervalOf(cfg.Rate)
-	return &limiter{key: key, rate: cfg.Rate, burst: cfg.Burst, interval: interval, tol: spanOf(int64(cfg.Burst)-1, interval)}
+func newLimiter(key string, lim Limit) *limiter {
+	interval := intervalOf(lim.Rate)
+	return &limiter{key: key, rate: lim.Rate, burst: lim.Burst, interval: interval, tol: spanOf(int64(lim.Burst)-1, interval)}
 }
 
 // take reserves the next permit at now if it comes within maxWait: its wait and true; else
@@ -581,9 +620,10 @@ func (l *limiter) rateNow() float64 {
 type KeySnapshot struct {
 	// Key is the limit's key.
 	Key string `json:"key"`
-	// Rate is the limit in permits a second (the fleet's, with a Store).
+	// Rate is the key's limit in permits a second (the fleet's, with a Store): its own
+	// (Config.Limits, Config.LimitFor) or Config.Rate.
 	Rate float64 `json:"rate"`
-	// Burst is the limit's burst.
+	// Burst is the key's burst: its own or Config.Burst, as Rate.
 	Burst int `json:"burst"`
 	// Available is the number of permits a call could take now without waiting.
 	Available int `json:"available"`

@@ -30,9 +30,11 @@ type PermitStore interface {
 type LeaseRequest struct {
 	// Key is the limit's key.
 	Key string
-	// Interval is the time between two permits: one second divided by the fleet's rate.
+	// Interval is the time between two permits: one second divided by the key's rate (its
+	// own, or Config.Rate), the fleet's. A store keeps to the Interval of each request: it
+	// holds no rate of its own.
 	Interval time.Duration
-	// Burst is how many permits the limit has at once after a quiet spell.
+	// Burst is how many permits the limit has at once after a quiet spell: the key's.
 	Burst int
 	// Permits is how many permits to lease: at least 1.
 	Permits int

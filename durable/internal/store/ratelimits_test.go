@@ -50,6 +50,39 @@ func TestRateLimitLease(t *testing.T) {
 	})
 }
 
+// The row holds no rate: each lease takes its permits at its own request's interval and burst,
+// so two keys of one name keep their own rates, and a rate changed between deployments (or
+// differing while one is under way) takes the timeline on from where the other left it: no
+// permit is leased twice and none is skipped. (Each lease takes seconds of permits, so that the
+// timeline stays ahead of the database's now however slowly the test runs.)
+func TestRateLimitLeaseKeepsEachRequestsRate(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		sms := RateLimitLease{Name: "n", Key: "sms", Interval: 20 * time.Millisecond, Burst: 1, Permits: 100, Horizon: time.Minute}
+		email := RateLimitLease{Name: "n", Key: "email", Interval: 10 * time.Millisecond, Burst: 1, Permits: 100, Horizon: time.Minute}
+		gs, ge := lease(t, s, sms), lease(t, s, email)
+		gs2, ge2 := lease(t, s, sms), lease(t, s, email)
+		if !gs2.First.Equal(gs.First.Add(2*time.Second)) || !ge2.First.Equal(ge.First.Add(time.Second)) {
+			t.Fatalf("sms %+v then %+v (want 100 × 20 ms later); email %+v then %+v (want 100 × 10 ms later)", gs, gs2, ge, ge2)
+		}
+		// sms at half its rate now (a new deployment): its next permits follow the ones leased
+		// at the old rate, 40 ms apart; back at the old rate, they follow those.
+		slower := sms
+		slower.Interval = 40 * time.Millisecond
+		g3 := lease(t, s, slower)
+		g4 := lease(t, s, sms)
+		if !g3.First.Equal(gs2.First.Add(2*time.Second)) || !g4.First.Equal(g3.First.Add(4*time.Second)) {
+			t.Fatalf("after %+v: at 40 ms %+v (want 2 s later), at 20 ms %+v (want 4 s after that)", gs2, g3, g4)
+		}
+		// A larger burst of the request lets a quiet limit give more at once: the first permit
+		// is the burst's tolerance before now.
+		burst := RateLimitLease{Name: "n", Key: "quiet", Interval: 10 * time.Millisecond, Burst: 4, Permits: 4, Horizon: 0}
+		if g := lease(t, s, burst); g.Permits != 4 || !g.First.Equal(g.Now.Add(-30*time.Millisecond)) {
+			t.Fatalf("a burst of 4 at 10 ms: %+v", g)
+		}
+	})
+}
+
 // Instances leasing at once never get the same permit.
 func TestRateLimitLeaseConcurrent(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
