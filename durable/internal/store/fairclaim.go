@@ -31,7 +31,9 @@ import "fmt"
 // claimSelect; fairness does not apply to them.
 
 // postgresFairClaim is the claim of items not isolated. The ids are chosen and locked by the
-// function switchboard_claim_ids (migration 0023: the statement above, in PL/pgSQL, whose plan
+// function switchboard_claim_ids (when all pending items have one key, as in a queue of one
+// request type, it takes that key's items in rank order without the turns, whose work cost
+// several times the claim itself; otherwise the statement above) (migration 0023: the statement above, in PL/pgSQL, whose plan
 // the server connection caches, so that a pooler in transaction mode, which prepares nothing,
 // does not plan it on every claim; with JIT off while it runs), collected by an InitPlan,
 // ARRAY(…), run once; the update finds them through the primary key (see postgresClaim).

@@ -98,18 +98,21 @@ func must[T any](t testing.TB) func(T, error) T {
 }
 
 // postgresStatements are the PostgreSQL statements of the store, by name, for the plan checks.
-// claimIDsQuery is the query of the function switchboard_claim_ids (migration 0023) with its
-// parameters as placeholders ($1 now, $2 limit), for the checks of its plan.
-func claimIDsQuery() string {
+// claimIDsQueries are the queries of the function switchboard_claim_ids (migration 0023), the
+// one of a single key and the fair one, with their parameters as placeholders ($1 now, $2
+// limit, and $3 the key of the first), for the checks of their plans.
+func claimIDsQueries() (one, fair string) {
 	ms, err := Migrations(Postgres)
 	if err != nil {
 		panic(err)
 	}
+	params := strings.NewReplacer("now_at", "$1::bigint", "claim_limit", "$2::bigint", "first_key", "$3::text")
 	for _, m := range ms {
-		if i := strings.Index(m.SQL, "RETURN QUERY"); i >= 0 {
-			q := m.SQL[i+len("RETURN QUERY"):]
-			q = q[:strings.Index(q, ";\nEND")]
-			return strings.NewReplacer("now_at", "$1::bigint", "claim_limit", "$2::bigint").Replace(q)
+		parts := strings.Split(m.SQL, "RETURN QUERY")
+		if len(parts) == 3 {
+			one = parts[1][:strings.Index(parts[1], ";")]
+			fair = parts[2][:strings.Index(parts[2], ";\nEND")]
+			return params.Replace(one), params.Replace(fair)
 		}
 	}
 	panic("no migration defines switchboard_claim_ids")
@@ -117,9 +120,11 @@ func claimIDsQuery() string {
 
 func postgresStatements() map[string]string {
 	e := Postgres.(*postgresEngine)
+	claimIDsOne, claimIDs := claimIDsQueries()
 	return map[string]string{
 		"claim":            e.st.claim,
-		"claim_ids":        claimIDsQuery(),
+		"claim_ids":        claimIDs,
+		"claim_ids_one":    claimIDsOne,
 		"claim_isolated":   e.st.claimIsolated,
 		"complete":         e.completeMany,
 		"complete_one":     e.completeOne,

@@ -272,6 +272,7 @@ func statementCases(stmts map[string]string) []planCase {
 		"claim":          {"plancheck", lease, now, now, 0, now, 500},
 		"claim_isolated": {"plancheck", lease, now, now, 1, now, 1},
 		"claim_ids":      {now, 500},
+		"claim_ids_one":  {now, 500, "test.work"},
 		// id, attempt, owner, state, next_at, undo, error, started_at, ended_at, outcome, parked_key, cause
 		"complete": {ids, []int32{1, 1, 1}, []string{"plancheck", "plancheck", "plancheck"},
 			[]string{"succeeded", "pending", "dead"}, []int64{0, now + 1e6, 0}, []int32{0, 0, 1},
@@ -313,7 +314,7 @@ func statementCases(stmts map[string]string) []planCase {
 	for name := range stmts {
 		names = append(names, name)
 	}
-	order := []string{"claim", "claim_ids", "claim_isolated", "complete", "complete_one", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "enqueue_debounce", "dedupe", "release", "token", "prune",
+	order := []string{"claim", "claim_ids", "claim_ids_one", "claim_isolated", "complete", "complete_one", "extend", "sweep", "isolated_due", "unpark", "repark", "oldest_due", "enqueue", "enqueue_notify", "enqueue_debounce", "dedupe", "release", "token", "prune",
 		"breaker_insert", "breaker_update", "breaker_read", "breaker_load", "breaker_since", "breaker_seq", "acquire", "wake_limited", "limits"}
 	sort.Slice(names, func(i, j int) bool { return slices.Index(order, names[i]) < slices.Index(order, names[j]) })
 	var out []planCase
