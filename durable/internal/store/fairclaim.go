@@ -107,3 +107,27 @@ WHERE id IN (
         ORDER BY i.next_at, i.id
         LIMIT (SELECT ?7 - COUNT(*) FROM taken)) fill)
 RETURNING `+claimColumns, fmt.Sprintf(pausedNameSQL, "?6"), orderedFirstSQL, debounceOrderSQL)
+
+// sqliteFairKeys reads the least and the greatest fairness key of the pending items (each an
+// index descent): equal, there is one key, and the claim is sqliteOneKeyClaim's.
+const sqliteFairKeys = `SELECT
+    (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+     WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= ''),
+    (SELECT MAX(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+     WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= '')`
+
+// sqliteOneKeyClaim is the fair claim when every pending item has the fairness key ?8: that
+// key's due items in rank order. Placeholders as sqliteFairClaim's, and ?8 the key.
+var sqliteOneKeyClaim = fmt.Sprintf(`UPDATE switchboard_items
+SET state = 'running', lease_owner = ?1, lease_until = ?2, claimed_at = ?3, updated_at = ?4,
+    attempts = attempts + 1, alone = ?5
+WHERE id IN (
+    SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_fair
+    WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = ?8
+      AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6
+      AND %[2]s
+      AND %[3]s
+      AND %[1]s
+    ORDER BY i.next_at - i.head_start, i.id
+    LIMIT ?7)
+RETURNING `+claimColumns, fmt.Sprintf(pausedNameSQL, "?6"), orderedFirstSQL, debounceOrderSQL)

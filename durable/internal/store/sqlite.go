@@ -224,12 +224,43 @@ func (e *sqliteEngine) claim(ctx context.Context, db *sql.DB, stmt string, args 
 	if err != nil {
 		return nil, err
 	}
+	one, err := e.prepareOneKey(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	var out []Claimed
 	err = inTx(ctx, db, func(tx *sql.Tx) error {
-		out, err = claimTx(ctx, tx, st, stmt, args)
+		out, err = e.claimIn(ctx, tx, st, stmt, args, one)
 		return err
 	})
 	return out, err
+}
+
+// claimIn runs the claim q (prepared as st, or nil) with args in tx. The fair claim, when every
+// pending item has one fairness key, is the claim of that key alone (sqliteOneKeyClaim): the
+// same items, without the turns' work, which cost more than the claim itself. one holds the
+// statements sqliteFairKeys and sqliteOneKeyClaim, prepared before tx began: the pool's one
+// connection is tx's until it ends, so nothing can be prepared on the pool inside it.
+func (e *sqliteEngine) claimIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any, one [2]*sql.Stmt) ([]Claimed, error) {
+	if q != e.st.claim {
+		return claimTx(ctx, tx, st, q, args)
+	}
+	keys, err := inTxStmt(ctx, tx, one[0], sqliteFairKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer keys.Close()
+	var first, last sql.NullString
+	if err := keys.QueryRowContext(ctx).Scan(&first, &last); err != nil {
+		return nil, err
+	}
+	switch {
+	case !first.Valid:
+		return nil, nil
+	case first.String == last.String:
+		return claimTx(ctx, tx, one[1], sqliteOneKeyClaim, append(args[:len(args):len(args)], first.String))
+	}
+	return claimTx(ctx, tx, st, q, args)
 }
 
 // claimTx runs the claim q (prepared as st, or nil) with args in tx.
@@ -243,6 +274,15 @@ func claimTx(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any
 	return scanClaims(args, rows, err)
 }
 
+// prepareOneKey prepares the statements claimIn needs for the fair claim.
+func (e *sqliteEngine) prepareOneKey(ctx context.Context, db *sql.DB) ([2]*sql.Stmt, error) {
+	sts, err := e.prepareAll(ctx, db, sqliteFairKeys, sqliteOneKeyClaim)
+	if err != nil {
+		return [2]*sql.Stmt{}, err
+	}
+	return [2]*sql.Stmt{sts[0], sts[1]}, nil
+}
+
 func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
 	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL)
 	if err != nil {
@@ -252,7 +292,7 @@ func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion
 }
 
 func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
-	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL, e.st.claim)
+	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL, e.st.claim, sqliteFairKeys, sqliteOneKeyClaim)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +301,7 @@ func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Co
 		if err := e.completeTx(ctx, tx, sts, cs, accepted); err != nil {
 			return err
 		}
-		claimed, err = claimTx(ctx, tx, sts[2], e.st.claim, claimArgs)
+		claimed, err = e.claimIn(ctx, tx, sts[2], e.st.claim, claimArgs, [2]*sql.Stmt{sts[3], sts[4]})
 		return err
 	})
 	return claimed, err

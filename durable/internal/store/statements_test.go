@@ -30,8 +30,8 @@ func TestSQLiteStatementsLiveWithTheirStores(t *testing.T) {
 	}
 	a, b := New(db, SQLite, false), New(db, SQLite, true)
 	finish(t, a, 3, StateSucceeded, pruneT0)
-	if n := prepared(); n != 3 {
-		t.Fatalf("%d statements prepared for the pool after a drain, want the claim, the completion and the attempt", n)
+	if n := prepared(); n != 5 {
+		t.Fatalf("%d statements prepared for the pool after a drain, want the claim (with its test of one key and the claim of one key), the completion and the attempt", n)
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
