@@ -69,12 +69,15 @@ func testFleetStores(t *testing.T, open OpenFunc) {
 	}
 	b := openQueue(t, drv, durable.Config{InstanceID: "b"})
 	ctx := context.Background()
-	sa, err := durable.NewBreakerStore(a, "reg", durable.BreakerStoreConfig{})
+	// The contract, not the latency: a first call dials a connection, which on a loaded
+	// machine running the suite's subtests in parallel took longer than the default 250 ms.
+	stores := durable.BreakerStoreConfig{Timeout: 10 * time.Second}
+	sa, err := durable.NewBreakerStore(a, "reg", stores)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sa.Close() })
-	sb, err := durable.NewBreakerStore(b, "reg", durable.BreakerStoreConfig{})
+	sb, err := durable.NewBreakerStore(b, "reg", stores)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +96,7 @@ func testFleetStores(t *testing.T, open OpenFunc) {
 	if err != nil || len(loaded) != 1 || loaded[0].Key != "k" || loaded[0].State != breaker.StateOpen {
 		t.Fatalf("Load: %+v, %v", loaded, err)
 	}
-	rl, err := durable.NewRateLimitStore(a, durable.RateLimitStoreConfig{Name: "rl", LeasePeriod: time.Hour})
+	rl, err := durable.NewRateLimitStore(a, durable.RateLimitStoreConfig{Name: "rl", LeasePeriod: time.Hour, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
