@@ -35,7 +35,9 @@ type BreakerStoreConfig struct {
 	// call waits at most this long, and a database that does not answer in time leaves the
 	// registry on its local state (which it publishes once the database answers again),
 	// rather than holding a request for as long as the database hangs. A healthy database
-	// answers these one-row statements in a few milliseconds.
+	// answers these one-row statements in a few milliseconds. The background poll, which
+	// holds up no request, waits at least 5 s: under a burst it may wait for one of the
+	// pool's busy connections, or dial one, for longer than a request should.
 	Timeout time.Duration
 	// Logger receives the store's database failures, rate-limited: the first at once, then
 	// at most one line every 30 s while they go on, and one when the database answers again.
@@ -308,6 +310,10 @@ func (s *BreakerStore) callError(ctx context.Context, err error) error {
 	return fmt.Errorf("durable: breaker store %q: %w", s.name, err)
 }
 
+// breakerPollPatience is the least a poll waits for the database: nothing waits on a poll, and
+// a missed one only delays what the notifications did not already say.
+const breakerPollPatience = 5 * time.Second
+
 // poll runs the store's poll every RefreshInterval, and at once when woken.
 func (s *BreakerStore) poll() {
 	defer s.wg.Done()
@@ -327,7 +333,7 @@ func (s *BreakerStore) poll() {
 // pollOnce reads the changes since the cursor and passes on those of epochs newer than the
 // store knew.
 func (s *BreakerStore) pollOnce() {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(s.ctx, max(s.cfg.Timeout, breakerPollPatience))
 	defer cancel()
 	s.mu.Lock()
 	after := s.cursor

@@ -223,31 +223,41 @@ func TestServerWithBouncer(t *testing.T) {
 	t.Run("LISTEN", func(t *testing.T) {
 		// Observed with PgBouncer 1.18 in transaction mode: LISTEN is accepted, and the server
 		// connection that ran it goes on listening once it is back in the pool, but PgBouncer
-		// drops the notifications that an idle server connection receives: the client gets
-		// none, not even with the answer to its next statement, which the same (only) server
-		// connection of the pool runs. A queue behind PgBouncer cannot be woken by NOTIFY.
+		// drops the notifications that an idle server connection receives: the client gets one
+		// only when it happens to arrive while the client's own statement runs on that server
+		// connection (seen under load, once in a few runs). A queue behind PgBouncer cannot be
+		// woken by NOTIFY: of twenty notifications, each followed by a statement of the listener,
+		// not all arrive.
 		listener := connect(t, execMode(t, s.BouncerDSN))
 		if _, err := listener.Exec(ctx, "LISTEN pgtest_wake"); err != nil {
 			t.Fatalf("LISTEN through PgBouncer: %v", err)
 		}
 		notifier := connect(t, s.DSN)
-		if _, err := notifier.Exec(ctx, "SELECT pg_notify('pgtest_wake', 'hello')"); err != nil {
-			t.Fatal(err)
+		const rounds = 20
+		var got int
+		for i := range rounds {
+			if _, err := notifier.Exec(ctx, "SELECT pg_notify('pgtest_wake', $1)", fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
+			// A statement's answer carries any notification that arrived before it (pgx keeps
+			// it for WaitForNotification).
+			var one int
+			if err := listener.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+				t.Fatal(err)
+			}
+			wait, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, err := listener.WaitForNotification(wait)
+			cancel()
+			switch {
+			case err == nil:
+				got++
+			case !errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("waiting for a notification through PgBouncer: %v", err)
+			}
 		}
-		// A statement's answer carries any notification that arrived before it (pgx keeps it
-		// for WaitForNotification).
-		var one int
-		if err := listener.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
-			t.Fatal(err)
-		}
-		wait, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		defer cancel()
-		n, err := listener.WaitForNotification(wait)
-		if err == nil {
-			t.Fatalf("a notification reached a client through PgBouncer in transaction mode: %+v", n)
-		}
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("waiting for a notification through PgBouncer: %v", err)
+		t.Logf("%d of %d notifications reached the client through PgBouncer", got, rounds)
+		if got == rounds {
+			t.Fatalf("every notification reached a client through PgBouncer in transaction mode")
 		}
 	})
 
