@@ -137,6 +137,8 @@ func (s *server) routes() {
 	s.api("GET /api/retry-budgets", s.listBudgets)
 	s.api("GET /api/rate-limits", s.listRateLimits)
 
+	s.api("GET /api/busiest-keys", needQueueOf(s, noBusiestKeys, s.listBusiestKeys))
+
 	s.api("GET /api/items", s.needQueue(s.listItems))
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
 	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem))

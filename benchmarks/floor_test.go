@@ -27,7 +27,7 @@ import (
 // an internal package): keep them in step with it.
 
 // floorClaimColumns is store.claimColumns (durable/internal/store/store.go): what a claim returns.
-const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred"
+const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred, fair_key"
 
 // floorPostgresClaim is store.postgresFairClaim (durable/internal/store/fairclaim.go): the
 // function switchboard_claim_ids of migration 0023 chooses and locks the items (each fairness
@@ -224,7 +224,7 @@ func floorScan(next func() bool, scan func(...any) error, err func() error, skip
 	var (
 		out []floorItem
 		it  floorItem
-		dst = make([]any, 18)
+		dst = make([]any, 19)
 	)
 	for i := range dst {
 		dst[i] = skip

@@ -69,3 +69,39 @@ func ExampleWithFairness() {
 	// bulk urgent=false
 	// bulk urgent=true
 }
+
+// The busiest keys of an instance's recent claims, and each one's share: here tenant "bulk"
+// had three of the four items claimed.
+func ExampleQueue_BusiestKeys() {
+	dir, _ := os.MkdirTemp("", "durable-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	q, _ := durable.Open(ctx, sqlite.Open(filepath.Join(dir, "queue.db")), durable.Config{})
+	defer q.Close()
+	durable.Register[*Export](q, "export", durable.WithFairness(func(e *Export) string { return e.Tenant }))
+
+	done := make(chan struct{}, 4)
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, e *Export) (mediator.Void, error) {
+		done <- struct{}{}
+		return mediator.Void{}, nil
+	})
+	_ = m.Build()
+	for _, tenant := range []string{"bulk", "bulk", "acme", "bulk"} {
+		_, _ = q.Enqueue(ctx, &Export{Tenant: tenant})
+	}
+	_ = q.Start(m)
+	defer func() { _ = q.Shutdown(ctx) }()
+	for range 4 {
+		<-done
+	}
+
+	shares := q.BusiestKeys(1)
+	for _, k := range shares.Keys {
+		fmt.Printf("%s: %d of %d claims (%.0f%%)\n", k.Key, k.Claims, shares.Total, 100*k.Share)
+	}
+	fmt.Println("others:", shares.Others)
+	// Output:
+	// bulk: 3 of 4 claims (75%)
+	// others: 1
+}

@@ -56,6 +56,9 @@ type Queue struct {
 	notifier     *notify.Notifier
 	notifyHealth dbhealth.Health
 	sender       string
+
+	// shares counts the claims of the queue's schedulers by fairness key (BusiestKeys).
+	shares claimShares
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller

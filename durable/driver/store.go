@@ -141,7 +141,9 @@ type NewItem struct {
 const MaxPriority = 9
 
 // Claimed is an item claimed by Claim: it is running, leased to the claimer, and its attempt
-// count already includes the attempt being made.
+// count already includes the attempt being made. Its ItemRow's FairnessKey is set (the queue
+// counts its claims by it: Queue.BusiestKeys); a claim may leave the row's other columns that
+// the run does not read (Priority, the debounce and uniqueness fields) at zero.
 type Claimed struct {
 	ItemRow
 	// ClaimedAt is when the claim was made.

@@ -12,7 +12,7 @@ import (
 // testClaimFairness: a claim takes the due items of the fairness keys in turn (a key's backlog
 // takes one turn like a key with one item), fills the rest of the claim oldest first when the
 // keys have fewer due items than turns, and within a key takes a higher priority first by its
-// head start, never before the item is due.
+// head start, never before the item is due. Each claimed item carries its fairness key.
 func testClaimFairness(t *testing.T, open OpenFunc) {
 	ex := openExecutor(t, open(t))
 	ctx := context.Background()
@@ -47,6 +47,9 @@ func testClaimFairness(t *testing.T, open OpenFunc) {
 		}
 		n := map[string]int{}
 		for _, c := range cs {
+			if c.FairnessKey != keyOf[c.ID] {
+				t.Fatalf("claimed item %d carries fairness key %q; want %q (Claimed.FairnessKey)", c.ID, c.FairnessKey, keyOf[c.ID])
+			}
 			n[keyOf[c.ID]]++
 		}
 		return n

@@ -68,6 +68,9 @@ type Config struct {
 	// OnClaim is called after each claiming round trip with its time, the items claimed and
 	// its error. Optional.
 	OnClaim func(took time.Duration, claimed int, err error)
+	// Claimed is called with the items of each claim that took some, before they are handed
+	// out; it must not keep the slice. Optional.
+	Claimed func(items []store.Claimed)
 	// Settled is called with each written batch and its results (nil: the completion was
 	// taken; an error: it was rejected), after the rejections are logged.
 	Settled func(batch []store.Completion, results []error)
@@ -352,6 +355,7 @@ func (l *Loop) claim(alone bool, n int, now time.Time) []store.Claimed {
 	l.noteClaim(start, len(items), err)
 	cfg.Health.Note("claim", err)
 	cfg.Leases.Hold(items)
+	l.noteClaimed(items)
 	return items
 }
 
@@ -396,6 +400,7 @@ func (l *Loop) writeAndClaim(batch []store.Completion, n int, now time.Time, ret
 	}
 	l.settle(batch, results, retried)
 	cfg.Leases.Hold(items)
+	l.noteClaimed(items)
 	return items, took, nil
 }
 
@@ -465,6 +470,13 @@ const (
 // for that item again.
 func gatherWait(trip time.Duration) time.Duration {
 	return min(max(trip/2, minGather), maxGather)
+}
+
+// noteClaimed tells Config.Claimed of the items a claim took.
+func (l *Loop) noteClaimed(items []store.Claimed) {
+	if l.cfg.Claimed != nil && len(items) > 0 {
+		l.cfg.Claimed(items)
+	}
 }
 
 // noteClaim tells Config.OnClaim about a claim that started at start.
