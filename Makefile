@@ -18,6 +18,10 @@ BENCH_TIME ?= 0.3s
 BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|SendThreeBehaviors|StreamDirect|Stream|FallbackRetryBreaker|FallbackRetryBreakerTimeout|Breaker|BreakerParallel|RetryLoop|KeyedBreaker)$$
 # The benchmarks of one iteration each (-benchtime 1x): the drains, the idle fleets, the pickups.
 BENCH_DB := ^Benchmark(Drain|IdleFleet|FleetPickup)$$
+# Package durable's benchmarks of the fair claim: the claim at depth (SWITCHBOARD_BENCH_DEEP=1
+# adds 10 million pending and 50 million finished items on PostgreSQL) and a recovered
+# endpoint's backlog beside other keys' load.
+BENCH_FAIR := ^Benchmark(ClaimDepth|RecoveredEndpoint)$$
 
 ## bench: the comparison tables of benchmarks/ (see benchmarks/doc.go): the durable drain of
 ## switchboard beside River and the bare-SQL floor on PostgreSQL (SWITCHBOARD_TEST_PG_DSN; its
@@ -35,6 +39,7 @@ bench:
 	cd benchmarks && { ./.benchdocs -meta start -command 'make bench BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME)' && \
 		./.bench.test -test.run '^$$' -test.bench '$(BENCH_DB)' -test.benchtime 1x \
 		-test.count $(BENCH_COUNT) -test.timeout 45m && \
+		(cd .. && $(GO) test -run '^$$' -bench '$(BENCH_FAIR)' -count $(BENCH_COUNT) -timeout 120m ./durable) && \
 		./.bench.test -test.run '^$$' -test.bench '$(BENCH_INPROC)' -test.benchtime $(BENCH_TIME) -test.benchmem \
 		-test.count $(BENCH_COUNT) && ./.benchdocs -meta end; } 2>&1 | tee .bench.out | ./.benchtable
 	$(MAKE) --no-print-directory bench-docs

@@ -109,6 +109,8 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 	notes = append(notes, WriteBouncerDrains(w, r)...)
 	notes = append(notes, WriteIdleFleet(w, r)...)
 	notes = append(notes, WritePickup(w, r)...)
+	notes = append(notes, WriteDepth(w, r)...)
+	notes = append(notes, WriteRecovery(w, r)...)
 	notes = append(notes, WriteInProcess(w, r)...)
 	fmt.Fprintln(w)
 	for _, n := range notes {
@@ -125,6 +127,10 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 		fmt.Fprintln(w, n)
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintln(w, DepthNote)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, RecoveryNote)
+	fmt.Fprintln(w)
 	WriteDetails(w, r)
 }
 

@@ -118,3 +118,30 @@ BenchmarkFleetPickup/direct/instances=50-2  1  20.00 claim-p50-ms  50.00 claims/
 		}
 	}
 }
+
+// The claim-at-depth rows are shown with their ratio to the 10,000 pending row of their engine,
+// the recovered endpoint with the ratio of its two p99s; a deep row missing says how to run it.
+func TestDepthTables(t *testing.T) {
+	const in = `BenchmarkClaimDepth/postgres/pending=10000/finished=0-2  200  4000 µs/claim  8000 items/s
+BenchmarkClaimDepth/postgres/pending=1000000/finished=0-2  200  4400 µs/claim  7200 items/s
+BenchmarkRecoveredEndpoint/postgres-2  1  0 ns/op  2.000 p99-ratio  30.00 recovery-p99-ms  15.00 steady-p99-ms  812.0 backlog-ran
+`
+	r, err := Parse(strings.NewReader(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	Render(&out, r, "1, 1, 1", "1, 1, 1")
+	table := out.String()
+	for _, want := range []string{
+		"| postgres, 10,000 pending, 0 finished | 4,000 | 8,000 | 1.00× |",
+		"| postgres, 1,000,000 pending, 0 finished | 4,400 | 7,200 | 0.90× |",
+		"No claim-at-depth row postgres, 10,000,000 pending, 0 finished: it runs with SWITCHBOARD_BENCH_DEEP=1",
+		"| postgres | 15.0 ms | 30.0 ms | 2.00× | 812 |",
+		"No recovered-endpoint row on sqlite",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
