@@ -168,3 +168,36 @@ func attemptsOf(state string) int {
 	}
 	return 0
 }
+
+// BenchmarkClaimManyKeys measures the claim beside many fairness keys whose items all wait
+// (each with one item parked an hour ahead, as behind an open breaker): 10,000 items due over
+// 10 keys, and parked=N other keys. The claim finds the keys by walking them all, so its cost
+// grows with N: the figure to watch when the walk is bounded.
+func BenchmarkClaimManyKeys(b *testing.B) {
+	for _, bb := range benchBackends() {
+		for _, parked := range []int{0, 1_000, 10_000} {
+			b.Run(fmt.Sprintf("%s/parked=%d", bb.name, parked), func(b *testing.B) {
+				be := bb.open(b)
+				st := be.open(b)
+				now := time.Now()
+				if parked > 0 {
+					seedRows(b, be.name, st.DB(), "pending", parked, parked, now.Add(time.Hour))
+					// The parked items' keys differ from the due items' (k0…k9).
+					if _, err := st.DB().Exec(`UPDATE switchboard_items SET fair_key = 'parked-' || fair_key`); err != nil {
+						b.Fatal(err)
+					}
+				}
+				seedRows(b, be.name, st.DB(), "pending", 10, 10_000+b.N*32, now.Add(-time.Minute))
+				ctx := context.Background()
+				b.ResetTimer()
+				for range b.N {
+					cl, err := st.Claim(ctx, "bench", now, time.Minute, 32)
+					if err != nil || len(cl) != 32 {
+						b.Fatalf("claimed %d: %v", len(cl), err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/claim")
+			})
+		}
+	}
+}
