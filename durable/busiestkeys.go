@@ -37,7 +37,10 @@ type KeyShare struct {
 
 // BusiestKeys returns this instance's claims of the last five minutes by fairness key: the n
 // busiest keys (at most 100; n below 1 asks for 10) and their shares. It counts the claims of
-// this process's scheduler only; the fleet's shares are the sum of its instances'. Each ten
+// this process's scheduler only; the fleet's shares are the sum of its instances'. It counts
+// claims, not items: an item claimed again (its retry, or after a breaker, pause or limit refused
+// it and parked it) counts each time, so a key whose items are refused often ranks above its
+// share of the work. Each ten
 // seconds of the window counts up to 1,000 distinct keys; the claims of the keys beyond those
 // are in Others.
 func (q *Queue) BusiestKeys(n int) KeyShares {

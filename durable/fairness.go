@@ -33,7 +33,8 @@ func WithDefaultPriority(p int) RegisterOption {
 // backlog (an endpoint back from an outage, a tenant's bulk import) delays no other key's items
 // by more than a turn. Without it: the registration's WithFairness, else the request's method
 // FairnessKey() string, else the key of the circuit breaker that guards the item (WithBreakerKey,
-// WithBreaker, Config.Breakers: its endpoint), else the registration's name. Keys should be
+// WithBreaker, Config.Breakers: its endpoint), else the registration's name. An empty key is
+// no key: the next of these that gives one applies. Keys should be
 // few: endpoints, tenants, request types, not one per item, since a claim looks at each key
 // that has pending items.
 func WithFairnessKey(key string) EnqueueOption { return func(c *enqueueConfig) { c.fairKey = &key } }
@@ -87,19 +88,26 @@ func (q *Queue) fairnessOf(it *driver.NewItem, req any, c enqueueConfig) error {
 		return fmt.Errorf("durable: Enqueue %s: WithPriority %d is out of range 0..%d", it.Name, it.Priority, MaxPriority)
 	}
 	it.HeadStart = time.Duration(it.Priority) * q.priorityAging
-	switch f, ok := req.(fair); {
-	case c.fairKey != nil:
-		it.FairnessKey = *c.fairKey
-	case reg != nil && reg.fairness != nil:
-		it.FairnessKey = reg.fairness.key(req)
-	case ok:
-		it.FairnessKey = f.FairnessKey()
-	case it.GuardKey != "":
-		it.FairnessKey = it.GuardKey
-	case reg != nil && reg.guard != nil:
-		it.FairnessKey = reg.guard.keyOf(req)
-	case q.schedCfg.Breakers != nil:
-		it.FairnessKey = q.schedCfg.Breakers.KeyOf(req)
+	// The first key that is not empty: an empty one is no key.
+	key := ""
+	if c.fairKey != nil {
+		key = *c.fairKey
 	}
+	if key == "" && reg != nil && reg.fairness != nil {
+		key = reg.fairness.key(req)
+	}
+	if f, ok := req.(fair); key == "" && ok {
+		key = f.FairnessKey()
+	}
+	if key == "" {
+		key = it.GuardKey
+	}
+	if key == "" && reg != nil && reg.guard != nil {
+		key = reg.guard.keyOf(req)
+	}
+	if key == "" && q.schedCfg.Breakers != nil {
+		key = q.schedCfg.Breakers.KeyOf(req)
+	}
+	it.FairnessKey = key // empty: the store uses the registration's name
 	return checkKey(it.Name, "fairness", it.FairnessKey)
 }

@@ -140,6 +140,8 @@ func TestPriorityAndFairnessKeyOfAnItem(t *testing.T) {
 	}{
 		{&Work{N: 1}, nil, 3, "tenant-1"},
 		{&Work{N: 2}, []durable.EnqueueOption{durable.WithPriority(7), durable.WithFairnessKey("vip")}, 7, "vip"},
+		// An empty key is no key: the registration's applies.
+		{&Work{N: 4}, []durable.EnqueueOption{durable.WithFairnessKey("")}, 3, "tenant-0"},
 		{&Keyed{Key: "x"}, nil, 0, "test.keyed"},
 		{&Keyed{Key: "x"}, []durable.EnqueueOption{durable.WithBreakerKey("api.example.com")}, 0, "api.example.com"},
 	} {
@@ -167,7 +169,7 @@ func TestPriorityAndFairnessKeyOfAnItem(t *testing.T) {
 	if _, err := durable.Open(ctx, b.driver(), durable.Config{PriorityAging: -time.Second}); err == nil || !strings.Contains(err.Error(), "PriorityAging -1s is negative") {
 		t.Errorf("Open with a negative PriorityAging: %v", err)
 	}
-	if st := must[durable.Stats](t)(q.Stats(ctx)); st.Counts[record.StatePending] != 4 {
-		t.Errorf("%d items pending, want the 4 good ones", st.Counts[record.StatePending])
+	if st := must[durable.Stats](t)(q.Stats(ctx)); st.Counts[record.StatePending] != 5 {
+		t.Errorf("%d items pending, want the 5 good ones", st.Counts[record.StatePending])
 	}
 }
