@@ -126,7 +126,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg schedulerConfig) (*sched
 		Workers: cfg.Workers, BatchSize: cfg.BatchSize, PollInterval: cfg.PollInterval, Lease: cfg.Lease,
 		StoreContext: s.storeCtx, Health: &s.health, Logger: cfg.Logger, Stop: s.stop, GraceEnd: s.graceEnd,
 		Grace: s.startGrace, OnClaim: onClaim, Settled: s.settled,
-		Claimed: func(items []store.Claimed) { q.shares.add(items, q.clock.Now()) },
+		Claimed: q.shares.add,
 	})
 	s.rescuer = maintenance.NewRescuer(maintenance.RescuerConfig{
 		Store: q.store, Leases: &s.leases, Clock: q.clock, Instance: cfg.InstanceID, Lease: cfg.Lease,

@@ -68,9 +68,10 @@ type Config struct {
 	// OnClaim is called after each claiming round trip with its time, the items claimed and
 	// its error. Optional.
 	OnClaim func(took time.Duration, claimed int, err error)
-	// Claimed is called with the items of each claim that took some, before they are handed
-	// out; it must not keep the slice. Optional.
-	Claimed func(items []store.Claimed)
+	// Claimed is called with the items of each claim that took some, and the claim's time (the
+	// Clock's, read for the claim), before they are handed out; it must not keep the slice.
+	// Optional.
+	Claimed func(items []store.Claimed, now time.Time)
 	// Settled is called with each written batch and its results (nil: the completion was
 	// taken; an error: it was rejected), after the rejections are logged.
 	Settled func(batch []store.Completion, results []error)
@@ -355,7 +356,7 @@ func (l *Loop) claim(alone bool, n int, now time.Time) []store.Claimed {
 	l.noteClaim(start, len(items), err)
 	cfg.Health.Note("claim", err)
 	cfg.Leases.Hold(items)
-	l.noteClaimed(items)
+	l.noteClaimed(items, now)
 	return items
 }
 
@@ -400,7 +401,7 @@ func (l *Loop) writeAndClaim(batch []store.Completion, n int, now time.Time, ret
 	}
 	l.settle(batch, results, retried)
 	cfg.Leases.Hold(items)
-	l.noteClaimed(items)
+	l.noteClaimed(items, now)
 	return items, took, nil
 }
 
@@ -472,10 +473,10 @@ func gatherWait(trip time.Duration) time.Duration {
 	return min(max(trip/2, minGather), maxGather)
 }
 
-// noteClaimed tells Config.Claimed of the items a claim took.
-func (l *Loop) noteClaimed(items []store.Claimed) {
+// noteClaimed tells Config.Claimed of the items a claim made at now took.
+func (l *Loop) noteClaimed(items []store.Claimed, now time.Time) {
 	if l.cfg.Claimed != nil && len(items) > 0 {
-		l.cfg.Claimed(items)
+		l.cfg.Claimed(items, now)
 	}
 }
 
