@@ -52,10 +52,7 @@ func BenchmarkClaimDepth(b *testing.B) {
 				ctx := context.Background()
 				b.ResetTimer()
 				for range b.N {
-					cl, err := st.Claim(ctx, "bench", now, time.Minute, 32)
-					if err != nil || len(cl) != 32 {
-						b.Fatalf("claimed %d: %v", len(cl), err)
-					}
+					cl := claim32(b, st, now)
 					cs := make([]istore.Completion, len(cl))
 					for i, c := range cl {
 						cs[i] = istore.Completion{Fence: c.Fence(), State: istore.StateSucceeded, Outcome: record.OutcomeSucceeded, StartedAt: now, EndedAt: now, Name: c.Name}
@@ -188,16 +185,22 @@ func BenchmarkClaimManyKeys(b *testing.B) {
 					}
 				}
 				seedRows(b, be.name, st.DB(), "pending", 10, 10_000+b.N*32, now.Add(-time.Minute))
-				ctx := context.Background()
 				b.ResetTimer()
 				for range b.N {
-					cl, err := st.Claim(ctx, "bench", now, time.Minute, 32)
-					if err != nil || len(cl) != 32 {
-						b.Fatalf("claimed %d: %v", len(cl), err)
-					}
+					claim32(b, st, now)
 				}
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/claim")
 			})
 		}
 	}
+}
+
+// claim32 claims 32 items of st at now, failing b unless it gets them.
+func claim32(b *testing.B, st *istore.Store, now time.Time) []istore.Claimed {
+	b.Helper()
+	cl, err := st.Claim(context.Background(), "bench", now, time.Minute, 32)
+	if err != nil || len(cl) != 32 {
+		b.Fatalf("claimed %d: %v", len(cl), err)
+	}
+	return cl
 }

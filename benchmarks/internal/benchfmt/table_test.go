@@ -89,13 +89,7 @@ BenchmarkIdleFleet/direct/instances=10-2  1  80.00 conns  8.000 conns/instance  
 BenchmarkIdleFleet/pgbouncer/instances=10-2  1  50.00 client-conns  5.000 client-conns/instance  5.000 conns  0.5000 conns/instance  150.0 xact/s  15.00 xact/s/instance
 BenchmarkFleetPickup/direct/instances=50-2  1  20.00 claim-p50-ms  50.00 claims/item  40.00 mean-ms  30.00 p50-ms  90.00 p95-ms  8.000 wake-p50-ms
 `
-	r, err := Parse(strings.NewReader(in), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	Render(&out, r, "1, 1, 1", "1, 1, 1")
-	table := out.String()
+	table := rendered(t, in)
 	for _, want := range []string{
 		// 2,500 ÷ 5,000.
 		"| postgres, one INSERT per item, 8 workers | 2,500 | 5,000 | 0.50× |",
@@ -126,13 +120,7 @@ func TestDepthTables(t *testing.T) {
 BenchmarkClaimDepth/postgres/pending=1000000/finished=0-2  200  4400 µs/claim  7200 items/s
 BenchmarkRecoveredEndpoint/postgres-2  1  0 ns/op  2.000 p99-ratio  30.00 recovery-p99-ms  15.00 steady-p99-ms  812.0 backlog-ran
 `
-	r, err := Parse(strings.NewReader(in), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	Render(&out, r, "1, 1, 1", "1, 1, 1")
-	table := out.String()
+	table := rendered(t, in)
 	for _, want := range []string{
 		"| postgres, 10,000 pending, 0 finished | 4,000 | 8,000 | 1.00× |",
 		"| postgres, 1,000,000 pending, 0 finished | 4,400 | 7,200 | 0.90× |",
@@ -144,4 +132,16 @@ BenchmarkRecoveredEndpoint/postgres-2  1  0 ns/op  2.000 p99-ratio  30.00 recove
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
+}
+
+// rendered is what Render prints of the go test output in.
+func rendered(t *testing.T, in string) string {
+	t.Helper()
+	r, err := Parse(strings.NewReader(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	Render(&out, r, "1, 1, 1", "1, 1, 1")
+	return out.String()
 }
