@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -397,6 +398,8 @@ type relayLoad struct {
 	codes    map[int]int              // answers by status
 	silent   map[string][]string      // notification id → the instances that gave no answer
 	refusals map[string]int           // notification id → answers that did not accept it
+	armed    string                   // the front whose next written request runs kill
+	kill     func()
 }
 
 func newRelayLoad() *relayLoad {
@@ -429,6 +432,34 @@ func (l *relayLoad) pick(n int) (name, url string) {
 	return name, l.urls[name]
 }
 
+// killOnWrite arms kill for front name: it runs once, as soon as a request to that front has
+// been written and before its answer is read, so that the kill always meets a request in
+// flight.
+func (l *relayLoad) killOnWrite(name string, kill func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed, l.kill = name, sync.OnceFunc(kill)
+}
+
+// post sends body to front name at url; if name is armed (killOnWrite), its kill runs once
+// the request is written.
+func (l *relayLoad) post(name, url string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"notify", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	l.mu.Lock()
+	if l.armed == name {
+		kill := l.kill
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { kill() },
+		}))
+	}
+	l.mu.Unlock()
+	return l.client.Do(req)
+}
+
 // send posts n until an instance accepts it (200 or 202), as a client of the relay does: an
 // instance that does not answer (killed) or answers otherwise is asked again, the next one
 // in turn, after the wait it asked for (200 ms when it named none).
@@ -436,7 +467,7 @@ func (l *relayLoad) send(n Notice, first int) {
 	body, _ := json.Marshal(n)
 	for try := range 40 {
 		name, url := l.pick(first + try)
-		resp, err := l.client.Post(url+"notify", "application/json", bytes.NewReader(body))
+		resp, err := l.post(name, url, body)
 		if err != nil {
 			l.mu.Lock()
 			l.silent[n.ID] = append(l.silent[n.ID], name)
@@ -552,20 +583,29 @@ func TestFleetRelayLosesNothingWhereTheFeaturesMeet(t *testing.T) {
 		return Notice{ID: id, URL: providers[i%len(providers)].url()}
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
+	killed := make(chan struct{})
 	for i := range steady {
 		<-tick.C
 		switch i {
+		case killAt:
+			// relay-3 is killed at the first request written to it from here on, before it
+			// answers, so that the kill always meets work in flight.
+			relay3 := children["relay-3"]
+			load.killOnWrite("relay-3", func() {
+				_ = relay3.cmd.Process.Signal(syscall.SIGKILL)
+				load.remove("relay-3")
+				t.Logf("relay-3 killed at %v, a request to it written", time.Since(begun).Round(time.Millisecond))
+				close(killed)
+			})
 		case downAt:
 			isDown.Store(true)
 		case burstAt:
 			for j := range burst {
 				sent.Go(func() { load.send(notice(fmt.Sprintf("b%04d", j), j), j) })
 			}
-		case killAt:
-			children["relay-3"].kill()
-			load.remove("relay-3")
-			t.Logf("relay-3 killed at %v", time.Since(begun).Round(time.Millisecond))
 		case restartAt:
+			<-killed
+			<-children["relay-3"].done
 			c := startRelayChild(t, b, "relay-4")
 			children["relay-4"] = c
 			go func() {
