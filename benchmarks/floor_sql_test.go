@@ -42,7 +42,7 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 	}
 	for _, c := range []struct{ name, floor, store string }{
 		{"claimColumns", floorClaimColumns, columns},
-		{"postgresFairClaim", floorPostgresClaim, literal(fair, "const postgresFairClaim = ") + columns},
+		{"postgresFairClaim", floorPostgresClaim, literal(fair, "const postgresFairClaim = ") + columns + literal(fair, "RETURNING ` + claimColumns + ")},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
 		{"sqliteFairClaim", floorSQLiteClaim, claim("sqliteFairClaim", "?6") + columns},
 		{"sqliteCompleteOne", floorSQLiteComplete, literal(sq, "const sqliteCompleteOne = ")},

@@ -30,14 +30,16 @@ import (
 const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred, fair_key"
 
 // floorPostgresClaim is store.postgresFairClaim (durable/internal/store/fairclaim.go): the
-// function switchboard_claim_ids of migration 0023 chooses and locks the items (each fairness
+// function switchboard_claim_ids of migration 0024 chooses and locks the items (each fairness
 // key's due items in turn, then a fill oldest first). Placeholders: $1 owner, $2 lease until,
-// $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit.
+// $3 claimed at, $4 updated at, $5 alone, $6 now, $7 limit, $8 the key the window of keys
+// starts after (NULL: from the first), $9 the window's size; the last column returned is where
+// the next window starts.
 const floorPostgresClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, updated_at = $4,
     attempts = attempts + 1, alone = $5
-WHERE id = ANY(ARRAY(SELECT switchboard_claim_ids($6::bigint, $7::bigint)))
-RETURNING ` + floorClaimColumns
+WHERE id = ANY(ARRAY(SELECT switchboard_claim_ids($6::bigint, $7::bigint, $8::text, $9::integer)))
+RETURNING ` + floorClaimColumns + `, current_setting('switchboard.fair_after', true)`
 
 // floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
 const floorPostgresComplete = `WITH v AS MATERIALIZED (
@@ -76,18 +78,18 @@ SELECT id, owner, attempt FROM u`
 
 // floorSQLiteClaim is store.sqliteFairClaim (durable/internal/store/fairclaim.go, with
 // pausedNameSQL, orderedFirstSQL and debounceOrderSQL in place). Placeholders as
-// floorPostgresClaim's, numbered.
+// floorPostgresClaim's, numbered, to ?7; ?8 and ?9 the first and the last key of the window of
+// keys (the floor's window is every key: "" to floorLastKey).
 const floorSQLiteClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = ?1, lease_until = ?2, claimed_at = ?3, updated_at = ?4,
     attempts = attempts + 1, alone = ?5
 WHERE id IN (
     WITH RECURSIVE k(key) AS (
-        SELECT (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
-                WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= '')
+        SELECT ?8
         UNION ALL
         SELECT (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
                 WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key > k.key)
-        FROM k WHERE k.key IS NOT NULL
+        FROM k WHERE k.key IS NOT NULL AND k.key < ?9
     ), due AS (
         SELECT k.key FROM k
         WHERE k.key IS NOT NULL AND EXISTS (
@@ -109,9 +111,6 @@ WHERE id IN (
               AND (i.ordering_key IS NULL OR NOT EXISTS (
 	        SELECT 1 FROM switchboard_items o
 	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
-          AND (i.debounce_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM switchboard_items d
-                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
               AND (i.debounce_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM switchboard_items d
                 WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
@@ -177,6 +176,16 @@ func floorClaimArgs(limit int) []any {
 	return []any{floorOwner, now.Add(floorLease).UnixMicro(), us, us, 0, us, limit}
 }
 
+// floorLastKey sorts after every fairness key the benchmarks use.
+const floorLastKey = "\U0010FFFF"
+
+// floorPostgresArgs are the arguments of floorPostgresClaim: its window of keys starts at the
+// first key and is as wide as the store's.
+func floorPostgresArgs(limit int) []any { return append(floorClaimArgs(limit), nil, 128) }
+
+// floorSQLiteArgs are the arguments of floorSQLiteClaim: its window is every key.
+func floorSQLiteArgs(limit int) []any { return append(floorClaimArgs(limit), "", floorLastKey) }
+
 // floorArray is the text form of an array of one element per item of batch, as the store's
 // completionArrays writes the completion's arguments.
 func floorArray(batch []floorItem, elem func(it *floorItem) string) string {
@@ -218,13 +227,13 @@ func floorRun(ctx context.Context, d *drainDB, kind handlerKind, t *tally, batch
 	return nil
 }
 
-// floorScan reads a claim's rows: the id, payload and attempt; the other columns go to skip
-// (nil for pgx, which skips them; a throwaway destination for database/sql).
-func floorScan(next func() bool, scan func(...any) error, err func() error, skip any) ([]floorItem, error) {
+// floorScan reads a claim's rows, of columns columns: the id, payload and attempt; the other
+// columns go to skip (nil for pgx, which skips them; a throwaway destination for database/sql).
+func floorScan(next func() bool, scan func(...any) error, err func() error, columns int, skip any) ([]floorItem, error) {
 	var (
 		out []floorItem
 		it  floorItem
-		dst = make([]any, 19)
+		dst = make([]any, columns)
 	)
 	for i := range dst {
 		dst[i] = skip
@@ -247,9 +256,9 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 			return nil, err
 		}
 		defer rows.Close()
-		return floorScan(rows.Next, rows.Scan, rows.Err, nil)
+		return floorScan(rows.Next, rows.Scan, rows.Err, 20, nil)
 	}
-	batch, err := claim(d.pgx.Query(ctx, floorPostgresClaim, floorClaimArgs(workers)...))
+	batch, err := claim(d.pgx.Query(ctx, floorPostgresClaim, floorPostgresArgs(workers)...))
 	for err == nil && len(batch) > 0 {
 		if err = floorRun(ctx, d, kind, t, batch); err != nil {
 			break
@@ -264,7 +273,7 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 		b.Queue(floorPostgresComplete, num(func(it *floorItem) int64 { return it.id }), num(func(it *floorItem) int64 { return int64(it.attempt) }),
 			text(floorOwner), text("succeeded"), zero, zero, text(""), num(func(it *floorItem) int64 { return it.start }),
 			num(func(it *floorItem) int64 { return it.end }), text("succeeded"), text(""), text(""))
-		b.Queue(floorPostgresClaim, floorClaimArgs(workers)...)
+		b.Queue(floorPostgresClaim, floorPostgresArgs(workers)...)
 		res := d.pgx.SendBatch(ctx, &b)
 		done := 0
 		rows, qerr := res.Query()
@@ -292,13 +301,13 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 // floorSQLite drains d's switchboard items through database/sql on its one connection.
 func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int, t *tally) error {
 	claimTx := func(tx *sql.Tx) ([]floorItem, error) {
-		rows, err := tx.QueryContext(ctx, floorSQLiteClaim, floorClaimArgs(workers)...)
+		rows, err := tx.QueryContext(ctx, floorSQLiteClaim, floorSQLiteArgs(workers)...)
 		if err != nil {
 			return nil, err
 		}
 		defer rows.Close()
 		var skip any
-		return floorScan(rows.Next, rows.Scan, rows.Err, &skip)
+		return floorScan(rows.Next, rows.Scan, rows.Err, 19, &skip)
 	}
 	inTx := func(fn func(tx *sql.Tx) error) error {
 		tx, err := d.sql.BeginTx(ctx, nil)

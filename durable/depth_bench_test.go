@@ -168,8 +168,9 @@ func attemptsOf(state string) int {
 
 // BenchmarkClaimManyKeys measures the claim beside many fairness keys whose items all wait
 // (each with one item parked an hour ahead, as behind an open breaker): 10,000 items due over
-// 10 keys, and parked=N other keys. The claim finds the keys by walking them all, so its cost
-// grows with N: the figure to watch when the walk is bounded.
+// 10 keys, and parked=N other keys. A claim visits a window of at most 128 keys, so its cost
+// should not grow with N (it did when the claim visited every key: 16 ms at 1,000 and 47 ms
+// at 10,000 on PostgreSQL, where 0 took 1 ms).
 func BenchmarkClaimManyKeys(b *testing.B) {
 	for _, bb := range benchBackends() {
 		for _, parked := range []int{0, 1_000, 10_000} {

@@ -302,7 +302,7 @@ func TestDebounceRacesClaims(t *testing.T) {
 // debounce order index, not by reading the items of every state.
 func TestDebounceClaimSQLitePlan(t *testing.T) {
 	db := sqliteBackend(t).open(t).DB()
-	rows, err := db.Query("EXPLAIN QUERY PLAN "+SQLite.stmts().claim, claimArgs("w", debounceT0, time.Minute, 10, false)...)
+	rows, err := db.Query("EXPLAIN QUERY PLAN "+SQLite.stmts().claim, append(claimArgs("w", debounceT0, time.Minute, 10, false), "a", "z")...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,12 +86,12 @@ func BenchmarkPostgresDriverPath(b *testing.B) {
 			now := time.Now()
 			b.ResetTimer()
 			for range b.N {
-				args := claimArgs("bench", now, time.Minute, 10, false)
+				args, w := postgresClaimArgs(append(claimArgs("bench", now, time.Minute, 10, false), &fairWindow{}))
 				rows, done, err := q.query(e.st.claim, args...)
 				if err != nil {
 					b.Fatal(err)
 				}
-				claimed, err := readClaims(rows, args)
+				claimed, err := readClaims(rows, args, w)
 				done()
 				if err != nil || len(claimed) == 0 {
 					b.Fatalf("claim: %d, %v", len(claimed), err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,16 +99,17 @@ func must[T any](t testing.TB) func(T, error) T {
 }
 
 // postgresStatements are the PostgreSQL statements of the store, by name, for the plan checks.
-// claimIDsQueries are the queries of the function switchboard_claim_ids (migration 0023), the
-// one of a single key and the fair one, with their parameters as placeholders ($1 now, $2
-// limit, and $3 the key of the first), for the checks of their plans.
+// claimIDsQueries are the queries of the function switchboard_claim_ids (its latest migration),
+// the one of a single key and the fair one, with their parameters as placeholders ($1 now, $2
+// limit, and $3 the key of the first, or the window's keys of the second), for the checks of
+// their plans.
 func claimIDsQueries() (one, fair string) {
 	ms, err := Migrations(Postgres)
 	if err != nil {
 		panic(err)
 	}
-	params := strings.NewReplacer("now_at", "$1::bigint", "claim_limit", "$2::bigint", "first_key", "$3::text")
-	for _, m := range ms {
+	params := strings.NewReplacer("now_at", "$1::bigint", "claim_limit", "$2::bigint", "first_key", "$3::text", "window_keys", "$3::text[]")
+	for _, m := range slices.Backward(ms) {
 		parts := strings.Split(m.SQL, "RETURN QUERY")
 		if len(parts) == 3 {
 			one = parts[1][:strings.Index(parts[1], ";")]

@@ -269,9 +269,9 @@ func statementCases(stmts map[string]string) []planCase {
 	ids := []int64{1000001, 1000002, 1000003}
 	samples := map[string][]any{
 		// owner, lease until, claimed at, updated at, alone, now, limit
-		"claim":          {"plancheck", lease, now, now, 0, now, 500},
+		"claim":          {"plancheck", lease, now, now, 0, now, 500, nil, 128},
 		"claim_isolated": {"plancheck", lease, now, now, 1, now, 1},
-		"claim_ids":      {now, 500},
+		"claim_ids":      {now, 500, []string{"test.work", "test.other"}},
 		"claim_ids_one":  {now, 500, "test.work"},
 		// id, attempt, owner, state, next_at, undo, error, started_at, ended_at, outcome, parked_key, cause
 		"complete": {ids, []int32{1, 1, 1}, []string{"plancheck", "plancheck", "plancheck"},

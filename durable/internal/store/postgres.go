@@ -284,8 +284,19 @@ func (*postgresEngine) lockMigration(ctx context.Context, tx *sql.Tx) error {
 }
 
 func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
+	args, w := postgresClaimArgs(args)
 	rows, err := db.QueryContext(ctx, stmt, args...)
-	return scanClaims(args, rows, err)
+	return scanClaims(args, w, rows, err)
+}
+
+// postgresClaimArgs returns the statement arguments of a claim with args (claimArgs, and the
+// fair claim's window, whose start and size are its $8 and $9) and the window.
+func postgresClaimArgs(args []any) ([]any, *fairWindow) {
+	args, w := fairArgs(args)
+	if w == nil {
+		return args, nil
+	}
+	return append(args, nullString(w.after), fairKeyWindow), w
 }
 
 func (e *postgresEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
@@ -306,11 +317,12 @@ func (e *postgresEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []
 	}
 	defer conn.Close()
 	var claimed []Claimed
+	claimArgs, w := postgresClaimArgs(claimArgs)
 	err = e.drv.SendBatch(ctx, conn,
 		[]BatchQuery{{SQL: e.completion(cs), Args: completionArrays(cs)}, {SQL: e.st.claim, Args: claimArgs}},
 		[]func(RowReader) error{
 			func(rows RowReader) error { return readFences(rows, accepted) },
-			func(rows RowReader) (err error) { claimed, err = readClaims(rows, claimArgs); return err },
+			func(rows RowReader) (err error) { claimed, err = readClaims(rows, claimArgs, w); return err },
 		})
 	return claimed, err
 }

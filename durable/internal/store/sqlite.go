@@ -236,31 +236,45 @@ func (e *sqliteEngine) claim(ctx context.Context, db *sql.DB, stmt string, args 
 	return out, err
 }
 
-// claimIn runs the claim q (prepared as st, or nil) with args in tx. The fair claim, when every
-// pending item has one fairness key, is the claim of that key alone (sqliteOneKeyClaim): the
-// same items, without the turns' work, which cost more than the claim itself. one holds the
-// statements sqliteFairKeys and sqliteOneKeyClaim, prepared before tx began: the pool's one
-// connection is tx's until it ends, so nothing can be prepared on the pool inside it.
+// claimIn runs the claim q (prepared as st, or nil) with args in tx. The fair claim reads its
+// window of keys first (sqliteFairWindow; see fairWindow), and when every pending item has one
+// fairness key it is the claim of that key alone (sqliteOneKeyClaim): the same items, without
+// the turns' work, which cost more than the claim itself. one holds the statements
+// sqliteFairWindow and sqliteOneKeyClaim, prepared before tx began: the pool's one connection
+// is tx's until it ends, so nothing can be prepared on the pool inside it.
 func (e *sqliteEngine) claimIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any, one [2]*sql.Stmt) ([]Claimed, error) {
-	if q != e.st.claim {
+	args, w := fairArgs(args)
+	if q != e.st.claim || w == nil {
 		return claimTx(ctx, tx, st, q, args)
 	}
-	keys, err := inTxStmt(ctx, tx, one[0], sqliteFairKeys)
+	keys, err := inTxStmt(ctx, tx, one[0], sqliteFairWindow)
 	if err != nil {
 		return nil, err
 	}
 	defer keys.Close()
-	var first, last sql.NullString
-	if err := keys.QueryRowContext(ctx).Scan(&first, &last); err != nil {
+	var (
+		first, last, from, to sql.NullString
+		n                     int
+	)
+	if err := keys.QueryRowContext(ctx, nullString(w.after), fairKeyWindow).Scan(&first, &last, &from, &to, &n); err != nil {
 		return nil, err
 	}
+	var out []Claimed
 	switch {
 	case !first.Valid:
 		return nil, nil
 	case first.String == last.String:
-		return claimTx(ctx, tx, one[1], sqliteOneKeyClaim, append(args[:len(args):len(args)], first.String))
+		out, err = claimTx(ctx, tx, one[1], sqliteOneKeyClaim, append(args[:len(args):len(args)], first.String))
+	default:
+		out, err = claimTx(ctx, tx, st, q, append(args[:len(args):len(args)], from.String, to.String))
 	}
-	return claimTx(ctx, tx, st, q, args)
+	if err == nil && len(out) > 0 {
+		w.next, w.reported = "", true
+		if n >= fairKeyWindow {
+			w.next = to.String
+		}
+	}
+	return out, err
 }
 
 // claimTx runs the claim q (prepared as st, or nil) with args in tx.
@@ -271,12 +285,12 @@ func claimTx(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any
 	}
 	defer st.Close()
 	rows, err := st.QueryContext(ctx, args...)
-	return scanClaims(args, rows, err)
+	return scanClaims(args, nil, rows, err)
 }
 
 // prepareOneKey prepares the statements claimIn needs for the fair claim.
 func (e *sqliteEngine) prepareOneKey(ctx context.Context, db *sql.DB) ([2]*sql.Stmt, error) {
-	sts, err := e.prepareAll(ctx, db, sqliteFairKeys, sqliteOneKeyClaim)
+	sts, err := e.prepareAll(ctx, db, sqliteFairWindow, sqliteOneKeyClaim)
 	if err != nil {
 		return [2]*sql.Stmt{}, err
 	}
@@ -292,7 +306,7 @@ func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion
 }
 
 func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
-	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL, e.st.claim, sqliteFairKeys, sqliteOneKeyClaim)
+	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL, e.st.claim, sqliteFairWindow, sqliteOneKeyClaim)
 	if err != nil {
 		return nil, err
 	}

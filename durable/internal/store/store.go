@@ -35,7 +35,8 @@ type Store struct {
 	db     *sql.DB
 	e      Engine
 	ownsDB bool
-	hub    hub // the notification connection (PostgreSQL)
+	hub    hub        // the notification connection (PostgreSQL)
+	fair   fairCursor // where the next fair claim's window of keys starts
 }
 
 // New returns a Store over db, a pool of engine e's database whose schema is migrated. Close
@@ -526,10 +527,17 @@ func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, le
 	if limit <= 0 {
 		return nil, nil
 	}
-	out, err := s.e.claim(ctx, s.db, stmt, claimArgs(owner, now, lease, limit, alone))
+	args := claimArgs(owner, now, lease, limit, alone)
+	var w *fairWindow
+	if stmt == s.e.stmts().claim {
+		w = s.fair.open()
+		args = append(args, w)
+	}
+	out, err := s.e.claim(ctx, s.db, stmt, args)
 	if err != nil {
 		return nil, fmt.Errorf("durable: claim: %w", err)
 	}
+	s.fair.close(w)
 	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
@@ -552,31 +560,40 @@ type RowReader = interface {
 	Err() error
 }
 
-// scanClaims reads the rows of a claim made with args (claimArgs).
-func scanClaims(args []any, rows *sql.Rows, err error) ([]Claimed, error) {
+// scanClaims reads the rows of a claim made with args (claimArgs; see readClaims for w).
+func scanClaims(args []any, w *fairWindow, rows *sql.Rows, err error) ([]Claimed, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	return readClaims(rows, args)
+	return readClaims(rows, args, w)
 }
 
-// readClaims reads the rows (of claimColumns) of a claim made with args (claimArgs).
-func readClaims(rows RowReader, args []any) ([]Claimed, error) {
+// readClaims reads the rows (of claimColumns) of a claim made with args (claimArgs). With a
+// window w, each row has one more column, where the next fair claim's window starts, which
+// w is given.
+func readClaims(rows RowReader, args []any, w *fairWindow) ([]Claimed, error) {
 	var (
-		out []Claimed
-		sc  *itemScan
+		out  []Claimed
+		sc   *itemScan
+		next sql.NullString
 	)
 	for rows.Next() {
 		if sc == nil {
-			limit, _ := args[len(args)-1].(int)
+			limit, _ := args[6].(int)
 			out, sc = make([]Claimed, 0, limit), newClaimScan(args)
+			if w != nil {
+				sc.dest = append(sc.dest, &next)
+			}
 		}
 		it, claimedAt, err := sc.scan(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, Claimed{ItemRow: it, ClaimedAt: fromMicros(claimedAt), Deferred: sc.deferred != 0})
+	}
+	if w != nil && len(out) > 0 {
+		w.next, w.reported = next.String, true
 	}
 	return out, rows.Err()
 }
@@ -657,10 +674,12 @@ func (s *Store) CompleteAndClaim(ctx context.Context, cs []Completion, owner str
 		return nil, nil, err
 	}
 	accepted := make(map[Fence]bool, len(cs))
-	claimed, err := s.e.completeAndClaim(ctx, s.db, unstored(cs), claimArgs(owner, now, lease, limit, alone), accepted)
+	w := s.fair.open()
+	claimed, err := s.e.completeAndClaim(ctx, s.db, unstored(cs), append(claimArgs(owner, now, lease, limit, alone), w), accepted)
 	if err != nil {
 		return nil, nil, fmt.Errorf("durable: complete and claim: %w", err)
 	}
+	s.fair.close(w)
 	slices.SortFunc(claimed, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
 	return leaseResults(cs, accepted), claimed, nil
 }
