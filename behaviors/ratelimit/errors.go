@@ -26,9 +26,18 @@ type LimitedError struct {
 	req any // the request refused; see Refusal
 }
 
-// Error names the key, the rate and the wait.
+// Error names the key, the rate and the wait, to the millisecond (to the microsecond under
+// one): the text is read by people, in logs and on an item's last error; RetryAfter is exact.
 func (e *LimitedError) Error() string {
-	return fmt.Sprintf("rate limit: %q over %g per second (next permit in %v)", e.Key, e.Rate, e.Wait)
+	return fmt.Sprintf("rate limit: %q over %g per second (next permit in %v)", e.Key, e.Rate, readable(e.Wait))
+}
+
+// readable is d rounded to the millisecond, or to the microsecond when under one.
+func readable(d time.Duration) time.Duration {
+	if d < time.Millisecond && d > -time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // Is reports whether target is ErrLimited.

@@ -267,3 +267,25 @@ func TestRateLimitStoredRefusalsGetDistinctSlots(t *testing.T) {
 		}
 	})
 }
+
+// The refusal's text gives the wait as a person reads it, to the millisecond (to the
+// microsecond under one), not to the nanosecond; RetryAfter keeps the exact wait.
+func TestLimitedErrorWaitReadable(t *testing.T) {
+	for _, c := range []struct {
+		wait time.Duration
+		want string
+	}{
+		{12465473241 * time.Nanosecond, "next permit in 12.465s"},
+		{20*time.Millisecond + 417*time.Microsecond + 3, "next permit in 20ms"},
+		{417*time.Microsecond + 3, "next permit in 417µs"},
+		{0, "next permit in 0s"},
+	} {
+		e := &ratelimit.LimitedError{Key: "k", Rate: 50, Wait: c.wait}
+		if !strings.Contains(e.Error(), c.want) {
+			t.Errorf("wait %v: %q, want it to say %q", c.wait, e.Error(), c.want)
+		}
+		if e.RetryAfter() != c.wait {
+			t.Errorf("wait %v: RetryAfter %v", c.wait, e.RetryAfter())
+		}
+	}
+}
