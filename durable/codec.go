@@ -177,6 +177,30 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 	if name == "" {
 		return fmt.Errorf("durable: Register %s: empty name", t)
 	}
+	reg, err := r.configure(t, name, opts)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// A registration that cannot be made at all says so first, beside its options' mistakes.
+	if r.sealed.Load() {
+		return errors.Join(fmt.Errorf("durable: Register %s: the queue is in use: a mediator whose pipelines include its deferral was built, and Build decided which request types it defers; register every request type before Build", t), err)
+	}
+	if old, ok := r.byName[name]; ok {
+		return errors.Join(fmt.Errorf("durable: Register %s: name %q is already used by %s", t, name, old.typ), err)
+	}
+	if old, ok := r.byType[t]; ok {
+		return errors.Join(fmt.Errorf("durable: Register %s: already registered as %q", t, old.name), err)
+	}
+	if err != nil {
+		return err
+	}
+	r.byName[name] = reg
+	r.byType[t] = reg
+	return nil
+}
+
+// configure returns the registration of t under name with opts, or the mistake of its
+// options.
+func (r *registry) configure(t reflect.Type, name string, opts []RegisterOption) (*registration, error) {
 	reg := &registration{name: name, typ: t, codec: JSONCodec{}}
 	for _, o := range opts {
 		o(reg)
@@ -187,41 +211,28 @@ func (r *registry) register(t reflect.Type, name string, opts []RegisterOption) 
 	if g := reg.guard; g != nil {
 		switch {
 		case g.reg == nil:
-			return fmt.Errorf("durable: Register %s: WithBreaker: nil registry", t)
+			return nil, fmt.Errorf("durable: Register %s: WithBreaker: nil registry", t)
 		case g.keyType != t:
-			return fmt.Errorf("durable: Register %s: WithBreaker: the key function takes %s, not the registered type", t, g.keyType)
+			return nil, fmt.Errorf("durable: Register %s: WithBreaker: the key function takes %s, not the registered type", t, g.keyType)
 		}
 	}
 	if reg.uniqueFor < 0 {
-		return fmt.Errorf("durable: Register %s: WithUniqueWindow %v is negative", t, reg.uniqueFor)
+		return nil, fmt.Errorf("durable: Register %s: WithUniqueWindow %v is negative", t, reg.uniqueFor)
 	}
 	if err := checkFairness(reg); err != nil {
-		return err
+		return nil, err
 	}
 	if reg.hasPol {
 		// Over the queue's policy: a layer's BaseDelay beyond the MaxDelay below it is a
 		// mistake too.
 		if err := r.def.Merge(reg.policy).Validate(); err != nil {
-			return fmt.Errorf("durable: Register %s: WithPolicy: %w", t, err)
+			return nil, fmt.Errorf("durable: Register %s: WithPolicy: %w", t, err)
 		}
 		reg.policy = r.def.Merge(reg.policy)
 	} else {
 		reg.policy = r.def
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sealed.Load() {
-		return fmt.Errorf("durable: Register %s: the queue is in use: a mediator whose pipelines include its deferral was built, and Build decided which request types it defers; register every request type before Build", t)
-	}
-	if old, ok := r.byName[name]; ok {
-		return fmt.Errorf("durable: Register %s: name %q is already used by %s", t, name, old.typ)
-	}
-	if old, ok := r.byType[t]; ok {
-		return fmt.Errorf("durable: Register %s: already registered as %q", t, old.name)
-	}
-	r.byName[name] = reg
-	r.byType[t] = reg
-	return nil
+	return reg, nil
 }
 
 // seal closes the registry to new registrations: a built mediator's deferral decided which

@@ -3,6 +3,7 @@ package durable
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -31,37 +32,46 @@ type debounceConfig struct {
 }
 
 // checkDebounce refuses a WithDebounce of an enqueue of name configured by c that is wrong in
-// itself or beside another option; dedupe is the item's dedupe key, from WithDedupeKey or the
+// itself or beside another option, naming every problem; dedupe is the item's dedupe key, from WithDedupeKey or the
 // request's DedupeKey method.
 func (c *enqueueConfig) checkDebounce(name, dedupe string) error {
 	d := c.debounce
 	if d == nil {
 		return nil
 	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("durable: Enqueue %s: WithDebounce(%s, %v, %v): %s", name, strconv.Quote(d.key), d.window, d.maxDelay, fmt.Sprintf(format, args...))
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if problem := keyProblem("debounce", d.key); d.key == "" {
+		fail("the key is empty")
+	} else if problem != nil {
+		fail("%v", problem)
 	}
-	switch problem := keyProblem("debounce", d.key); {
-	case d.key == "":
-		return fail("the key is empty")
-	case problem != nil:
-		return fail("%v", problem)
-	case d.window <= 0:
-		return fail("the window %v is not positive", d.window)
-	case d.maxDelay < d.window:
-		return fail("the maximum delay %v is shorter than the window %v", d.maxDelay, d.window)
+	if d.window <= 0 {
+		fail("the window %v is not positive", d.window)
+	}
+	if d.maxDelay < d.window {
+		fail("the maximum delay %v is shorter than the window %v", d.maxDelay, d.window)
+	}
+	switch {
 	case dedupe != "" && c.dedupe != nil:
-		return fail("with WithDedupeKey(%q): a debounced enqueue updates the pending item of its key, where a dedupe key's enqueue would store nothing; give one of them", dedupe)
+		fail("with WithDedupeKey(%q): a debounced enqueue updates the pending item of its key, where a dedupe key's enqueue would store nothing; give one of them", dedupe)
 	case dedupe != "":
-		return fail("with the dedupe key %q of the request's DedupeKey method: a debounced enqueue updates the pending item of its key, where a dedupe key's enqueue would store nothing; WithDedupeKey(\"\") drops the request's key", dedupe)
-	case c.uniqueFor != nil && *c.uniqueFor != 0:
-		return fail("with WithUniqueFor(%v): a uniqueness window holds a dedupe key, which a debounced item has none of", *c.uniqueFor)
-	case c.token != nil:
-		return fail("with WithToken(%q): a later enqueue of the key gives the item its own token, so the token cannot tell whether this enqueue was stored; enqueueing the latest payload again is what settles an unknown outcome", *c.token)
-	case c.after > 0:
-		return fail("with WithDelay(%v): the window decides when the item is due", c.after)
-	case !c.at.IsZero():
-		return fail("with WithRunAt(%v): the window decides when the item is due", c.at.Format(time.RFC3339Nano))
+		fail("with the dedupe key %q of the request's DedupeKey method: a debounced enqueue updates the pending item of its key, where a dedupe key's enqueue would store nothing; WithDedupeKey(\"\") drops the request's key", dedupe)
+	}
+	if c.uniqueFor != nil && *c.uniqueFor != 0 {
+		fail("with WithUniqueFor(%v): a uniqueness window holds a dedupe key, which a debounced item has none of", *c.uniqueFor)
+	}
+	if c.token != nil {
+		fail("with WithToken(%q): a later enqueue of the key gives the item its own token, so the token cannot tell whether this enqueue was stored; enqueueing the latest payload again is what settles an unknown outcome", *c.token)
+	}
+	if c.after > 0 {
+		fail("with WithDelay(%v): the window decides when the item is due", c.after)
+	}
+	if !c.at.IsZero() {
+		fail("with WithRunAt(%v): the window decides when the item is due", c.at.Format(time.RFC3339Nano))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("durable: Enqueue %s: WithDebounce(%s, %v, %v): %s", name, strconv.Quote(d.key), d.window, d.maxDelay, strings.Join(problems, "; "))
 	}
 	return nil
 }

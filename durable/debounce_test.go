@@ -262,6 +262,13 @@ func TestDebounceBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming WithDebounce and saying %q", c.name, err, c.want)
 		}
 	}
+	// Every problem is named at once, not the first alone.
+	_, err := q.Enqueue(ctx, &Work{}, durable.WithDebounce("", time.Second, -time.Second), durable.WithDelay(time.Hour))
+	for _, want := range []string{"the key is empty", "the maximum delay -1s is shorter than the window 1s", "WithDelay(1h0m0s)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("three problems at once: %v, want it to say %q", err, want)
+		}
+	}
 	if st := stats(t, q); st.Counts[record.StatePending] != 0 {
 		t.Fatalf("%d items stored by refused enqueues", st.Counts[record.StatePending])
 	}

@@ -323,6 +323,29 @@ func TestRegisterAfterBuildIsRefused(t *testing.T) {
 	}
 }
 
+// A second registration of a type or a name says so, also when its options are wrong too:
+// the option's mistake alone would send the user fixing an option of a call that cannot work.
+func TestRegisterTwiceSaysSoBesideABadOption(t *testing.T) {
+	r := sqliteBackend(t).bare(t, durable.Config{})
+	if err := registerErr(t, func() error { return durable.Register[*Outer](r, "test.outer") }); err != nil {
+		t.Fatal(err)
+	}
+	bad := durable.WithPolicy(retry.Policy{MaxAttempts: -1})
+	for _, c := range []struct {
+		name     string
+		register func() error
+		want     string
+	}{
+		{"the type again", func() error { return durable.Register[*Outer](r, "test.other", bad) }, `already registered as "test.outer"`},
+		{"the name again", func() error { return durable.Register[*InnerRetried](r, "test.outer", bad) }, `name "test.outer" is already used by`},
+	} {
+		err := registerErr(t, c.register)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "WithPolicy") {
+			t.Errorf("%s with a bad option: %v, want it to say %q and name WithPolicy's mistake", c.name, err, c.want)
+		}
+	}
+}
+
 // A server's Retry-After hint is honoured end to end: the deferral schedules the item no
 // earlier than the hint, and so does the scheduler after a failed attempt.
 func TestRetryAfterHintSchedulesTheItem(t *testing.T) {
