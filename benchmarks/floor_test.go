@@ -27,7 +27,7 @@ import (
 // an internal package): keep them in step with it.
 
 // floorClaimColumns is store.claimColumns (durable/internal/store/store.go): what a claim returns.
-const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred, fair_key"
+const floorClaimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred, fair_key, priority"
 
 // floorPostgresClaim is store.postgresFairClaim (durable/internal/store/fairclaim.go): the
 // function switchboard_claim_ids of migration 0024 chooses and locks the items (each fairness
@@ -256,7 +256,7 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 			return nil, err
 		}
 		defer rows.Close()
-		return floorScan(rows.Next, rows.Scan, rows.Err, 20, nil)
+		return floorScan(rows.Next, rows.Scan, rows.Err, 21, nil)
 	}
 	batch, err := claim(d.pgx.Query(ctx, floorPostgresClaim, floorPostgresArgs(workers)...))
 	for err == nil && len(batch) > 0 {
@@ -307,7 +307,7 @@ func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int,
 		}
 		defer rows.Close()
 		var skip any
-		return floorScan(rows.Next, rows.Scan, rows.Err, 19, &skip)
+		return floorScan(rows.Next, rows.Scan, rows.Err, 20, &skip)
 	}
 	inTx := func(fn func(tx *sql.Tx) error) error {
 		tx, err := d.sql.BeginTx(ctx, nil)

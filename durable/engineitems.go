@@ -45,11 +45,15 @@ func (e *engineItems) Decode(name string, payload []byte) (any, bool, error) {
 }
 
 // Context implements executor.Items: the item's metadata (Config.Propagators), the marks of a
-// stored dispatch (no fallback answers for the handler, one attempt, never deferred again) and
-// its Dispatch.
+// stored dispatch (no fallback answers for the handler, one attempt, never deferred again;
+// urgent for a priority above the default) and its Dispatch.
 func (e *engineItems) Context(parent context.Context, c *store.Claimed, req any, instance string) context.Context {
 	ctx := e.q.withMetadata(parent, c.Metadata, e.log, record.ItemID(c.ID), c.Name)
-	ctx = mediator.WithMarks(ctx, req, mediator.Unattended|mediator.SingleAttempt|mediator.Stored)
+	marks := mediator.Unattended | mediator.SingleAttempt | mediator.Stored
+	if c.Priority > 0 {
+		marks |= mediator.Urgent
+	}
+	ctx = mediator.WithMarks(ctx, req, marks)
 	return e.q.withDispatch(ctx, req, Dispatch{ItemID: record.ItemID(c.ID), Name: c.Name, Attempt: c.Attempts, Instance: instance}, e.log)
 }
 

@@ -105,3 +105,54 @@ func TestRateLimitedBacklogComesBackOneAPermit(t *testing.T) {
 		}
 	})
 }
+
+// An urgent item (a priority above the default) behind a rate-limited backlog runs within a
+// few permits, not behind every slot the backlog was promised: its refusal parks it until the
+// next permit (its dispatch is marked mediator.Urgent), and the claim, by priority, takes it
+// before the routine item promised the same permit.
+func TestRateLimitedUrgentItemGoesBeforeTheBacklog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		q := bubbleQueue(t, path, retry.Policy{})
+		rl := ratelimit.New(ratelimit.Config{Rate: 20, Key: func(any) string { return "api" }})
+		const n = 100
+		const urgent = -1
+		var ran atomic.Int64
+		ranAt := make(chan time.Time, 1)
+		done := make(chan struct{})
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error {
+			if w.N == urgent {
+				ranAt <- time.Now()
+			}
+			if ran.Add(1) == n+1 {
+				close(done)
+			}
+			return nil
+		}}, func(m *mediator.Mediator) { m.Use(rl) })
+		for i := range n {
+			must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: i}))
+		}
+		s := must[*durable.Scheduler](t)(durable.NewScheduler(q, m, durable.SchedulerConfig{Workers: 4, PollInterval: 50 * time.Millisecond,
+			Logger: zaptest.NewLogger(t)}))
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A second on, the backlog has been refused and parked to its slots, some 4 s ahead;
+		// just after a permit, so that the urgent item finds none.
+		time.Sleep(time.Second + 10*time.Millisecond)
+		enqueued := time.Now()
+		must[durable.Enqueued](t)(q.Enqueue(context.Background(), &Work{N: urgent}, durable.WithPriority(9)))
+		took := (<-ranAt).Sub(enqueued)
+		<-done
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the urgent item ran %v after its enqueue", took)
+		// Its next permit is at most an interval (50 ms) away, and it may lose that permit to
+		// the routine item promised it, and the next: a few permits, with the poll and the
+		// parking's spread, not the 4 s of the backlog.
+		if took > 500*time.Millisecond {
+			t.Errorf("the urgent item ran %v after its enqueue: it waited behind the backlog's slots", took)
+		}
+	})
+}

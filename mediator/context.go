@@ -92,6 +92,10 @@ const (
 	// Stored says the request is already stored work being run by its scheduler: a behavior
 	// that would store it for later (a durable deferral) must not store it twice.
 	Stored
+	// Urgent says the work goes before routine work of its kind: a durable queue marks the
+	// dispatch of an item of a priority above the default. A behavior that queues stored work
+	// for later (a rate limit's promised permits) puts it first.
+	Urgent
 )
 
 // Has reports whether every mark of x is set in m.
@@ -106,7 +110,7 @@ func (m Mark) String() string {
 	for _, n := range []struct {
 		m    Mark
 		name string
-	}{{Unattended, "unattended"}, {SingleAttempt, "single-attempt"}, {Stored, "stored"}} {
+	}{{Unattended, "unattended"}, {SingleAttempt, "single-attempt"}, {Stored, "stored"}, {Urgent, "urgent"}} {
 		if m&n.m != 0 {
 			parts = append(parts, n.name)
 			m &^= n.m

@@ -27,6 +27,7 @@ type fleetLimit struct {
 	leased    int64
 	nextTry   int64 // while falling back: when to try the store again
 	skipUntil int64 // leased permits before it are not used (see granted)
+	late      int64 // how much later than expiry's base a leased permit may still be used
 }
 
 // run is a batch of leased permits: left permits, from next on, interval apart (local time).
@@ -35,13 +36,19 @@ type run struct {
 	left           int
 }
 
-func newFleetLimit(l *limiter, now int64) *fleetLimit {
-	return &fleetLimit{l: l, lastAsk: now, sampled: now}
+// newFleetLimit returns the fleet side of l, whose leaser ticks every tick.
+func newFleetLimit(l *limiter, now, tick int64) *fleetLimit {
+	return &fleetLimit{l: l, lastAsk: now, sampled: now, late: tick}
 }
 
-// expiry is how long after its time a leased permit may still be used: the burst's tolerance
-// and one interval, so that a call that comes just late still finds the permit of its slot.
-func (f *fleetLimit) expiry() int64 { return f.l.tol + f.l.interval }
+// expiry is how long after its time a leased permit may still be used: the burst's tolerance,
+// one interval and one tick of the leaser, so that a call that comes late still finds the
+// permit of its slot. A parked item comes back at its promised slot plus the latency of its
+// queue's claim, which at a fleet's rate is many intervals: a permit that expired at one
+// interval went unused, and the fleet's backlog drained at a third of its rate. Used late, a
+// permit is still one permit: the rate over time is the fleet's, the calls of one tick may
+// come together.
+func (f *fleetLimit) expiry() int64 { return f.l.tol + f.l.interval + f.late }
 
 // take reserves the next leased permit (see limiter.take); -1 and false when it knows of none
 // and the store answers (a lease is to come).
@@ -122,6 +129,14 @@ func (f *fleetLimit) refilled() <-chan struct{} {
 		f.refill = make(chan struct{})
 	}
 	return f.refill
+}
+
+// shareInterval is the interval between the permits of the instance's share of the key's
+// rate: the key's interval times the instances the store last said.
+func (f *fleetLimit) shareInterval() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return spanOf(int64(max(f.instances, 1)), f.l.interval)
 }
 
 // retryAfter is the wait a call refused for want of a lease is told: one permit's interval at

@@ -247,3 +247,66 @@ func TestRateLimitFleetIdleInstanceLeasesItsDemand(t *testing.T) {
 		}
 	})
 }
+
+// A fleet's parked backlog comes back at about the fleet's rate, not at the rate times the
+// instances: each instance promises its stored dispatches slots at its share of the key's
+// rate, so that an item is refused about once (when the backlog arrives), not again and again
+// as the three instances' promised items come back together (a relay of three instances saw
+// four refusals an item).
+func TestRateLimitFleetStoredBacklogRefusedAboutOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(500 * time.Millisecond) // durable's default LeasePeriod
+		const instances, items = 3, 100
+		var (
+			refusals, done atomic.Int64
+			wg             sync.WaitGroup
+			rls            []*ratelimit.Behavior
+		)
+		start := time.Now()
+		for i := range instances {
+			rl := ratelimit.New(ratelimit.Config{Rate: 100, Store: instance{store, string(rune('a' + i))}})
+			rls = append(rls, rl)
+			m := build(t, ok, rl)
+			// The instance has leased for the key before, as a running relay has.
+			for range 10 {
+				_, _ = mediator.Send(context.Background(), m, &Call{})
+				time.Sleep(30 * time.Millisecond)
+			}
+		}
+		synctest.Wait()
+		for _, rl := range rls {
+			m := build(t, ok, rl)
+			for range items {
+				wg.Go(func() {
+					for {
+						req := &Call{}
+						_, err := mediator.Send(mediator.WithMarks(context.Background(), req, mediator.Stored), m, req)
+						var d *ratelimit.LimitedError
+						if !errors.As(err, &d) {
+							done.Add(1)
+							return
+						}
+						refusals.Add(1)
+						time.Sleep(d.Wait) // parked until its promised slot
+					}
+				})
+			}
+		}
+		wg.Wait()
+		took := time.Since(start)
+		for _, rl := range rls {
+			_ = rl.Close()
+		}
+		per := float64(refusals.Load()) / float64(instances*items)
+		t.Logf("%d items, %d refusals (%.2f an item), drained in %v", done.Load(), refusals.Load(), per, took)
+		if per > 1.5 {
+			t.Errorf("%.2f refusals an item: the fleet's promised slots came back faster than its rate", per)
+		}
+		// 300 items at 100 a second take 3 s; permits left unused by items that came back a
+		// little late, or too early, would stretch it (to 9.8 s with slots at the fleet's rate
+		// and permits that expired an interval after their time).
+		if took > 7*time.Second {
+			t.Errorf("the backlog drained in %v: under %.0f calls a second, where the fleet's rate is 100", took, float64(instances*items)/took.Seconds())
+		}
+	})
+}

@@ -57,10 +57,13 @@ type Config struct {
 	// refused at once, as the bulkhead does, so that a limited dependency does not also hold
 	// its callers; the refusal's RetryAfter says when the next permit comes. A call whose
 	// context ends sooner than its permit comes is refused at once, and one marked
-	// mediator.Stored (a durable queue's dispatch) never waits: the queue parks the item
+	// mediator.Stored (a durable queue's dispatch) does not wait: the queue parks the item
 	// until the permit instead of holding a worker. Stored dispatches refused one after
 	// another are each told a permit of their own (the next, the one after, ...), so that a
-	// parked backlog comes back about one item a permit.
+	// parked backlog comes back about one item a permit; with a Store, one slot of the
+	// instance's share of the rate each (the instances' backlogs together come back at the
+	// fleet's rate), and a stored dispatch takes a leased permit up to one such slot, and at
+	// most an eighth of the store's LeasePeriod, away rather than be parked again.
 	// With a Store, a call that finds no permit leased (its key was quiet, or is called too
 	// seldom to lease ahead) waits for the lease it starts, up to an eighth of the store's
 	// LeasePeriod when MaxWait is shorter: a round trip to the store rather than a refusal,
@@ -320,6 +323,13 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if l.fleet != nil && mediator.MarksOf(ctx, req).Has(mediator.Stored) {
+		// A parked item back at its slot takes a leased permit up to one of the instance's
+		// slots away (at most a tick of the leaser): the instance's permits come in the
+		// store's batches, not at its slots, and a refusal would park the item again, a round
+		// trip to its queue, behind every slot promised since.
+		maxWait = min(l.fleet.shareInterval(), b.root.lease.tick)
+	}
 	wait, ok := l.take(now, maxWait)
 	for l.evicted.Load() {
 		// Dropped as the call took its permit (see drop): take it of the key's new limit.
@@ -398,7 +408,11 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 
 func (b *Behavior) refuse(ctx context.Context, l *limiter, req any, wait time.Duration) error {
 	l.refused.Add(1)
-	if mediator.MarksOf(ctx, req).Has(mediator.Stored) {
+	// A stored dispatch is promised a slot behind those promised before it; an urgent one
+	// (an item of a priority above the default) the next permit, ahead of them: the routine
+	// item promised that permit is refused once more, where the urgent one would wait behind
+	// the whole backlog.
+	if marks := mediator.MarksOf(ctx, req); marks.Has(mediator.Stored) && !marks.Has(mediator.Urgent) {
 		wait = time.Duration(l.promise(b.root.nanos(), int64(wait)))
 	}
 	for _, f := range b.cfg.OnRefused {
@@ -428,7 +442,7 @@ func (b *Behavior) limiterOf(key string) (*limiter, error) {
 	l := newLimiter(key, lim)
 	now := b.nanos()
 	if b.lease != nil {
-		l.fleet = newFleetLimit(l, now)
+		l.fleet = newFleetLimit(l, now, b.root.lease.tick)
 	}
 	if v, loaded := b.keys.LoadOrStore(key, l); loaded {
 		return v.(*limiter), nil
@@ -589,11 +603,18 @@ func (l *limiter) take(now, maxWait int64) (int64, bool) {
 // and never before the next permit, so that a parked backlog comes back one item a permit
 // instead of all at the next permit. The slots before now are forgotten: the items told them
 // have come back (or been taken by other calls), and the next permit bounds what is promised.
+// With a Store the slots are the instance's share of the key's rate (interval × the instances):
+// every instance promises its own backlog slots, and at the fleet's rate each the backlogs of
+// three instances would come back three times as fast as the permits, to be refused again.
 func (l *limiter) promise(now, wait int64) int64 {
+	step := l.interval
+	if l.fleet != nil {
+		step = l.fleet.shareInterval()
+	}
 	for {
 		p := l.promised.Load()
 		slot := max(p, now+wait)
-		if l.promised.CompareAndSwap(p, slot+l.interval) {
+		if l.promised.CompareAndSwap(p, slot+step) {
 			return slot - now
 		}
 	}

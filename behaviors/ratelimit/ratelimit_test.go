@@ -289,3 +289,32 @@ func TestLimitedErrorWaitReadable(t *testing.T) {
 		}
 	}
 }
+
+// An urgent stored dispatch (mediator.Urgent: an item of a priority above the default) is told
+// the next permit, ahead of the slots promised to the routine backlog, and takes no slot.
+func TestRateLimitUrgentStoredRefusalGoesFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rl := ratelimit.New(ratelimit.Config{Rate: 20})
+		m := build(t, ok, rl)
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+			t.Fatal(err)
+		}
+		stored := func(marks mediator.Mark) time.Duration {
+			req := &Call{}
+			_, err := mediator.Send(mediator.WithMarks(context.Background(), req, marks), m, req)
+			if !errors.Is(err, ratelimit.ErrLimited) {
+				t.Fatalf("stored dispatch: %v", err)
+			}
+			return behaviors.RetryAfter(err)
+		}
+		for range 5 {
+			stored(mediator.Stored)
+		}
+		if got := stored(mediator.Stored | mediator.Urgent); got != 50*time.Millisecond {
+			t.Fatalf("urgent: RetryAfter %v, want the next permit, 50ms", got)
+		}
+		if got := stored(mediator.Stored); got != 300*time.Millisecond {
+			t.Fatalf("routine after the urgent one: RetryAfter %v, want the sixth slot, 300ms", got)
+		}
+	})
+}

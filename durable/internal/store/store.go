@@ -279,7 +279,7 @@ func scanItem(r rowScanner) (Item, int64, error) { return newItemScan().scan(r) 
 // claimColumns are the columns a claim returns: those of itemColumns whose values the claim did
 // not itself set (state, lease owner, lease until, claimed at, updated at come from its
 // arguments; see readClaims), and deferred (Claimed.Deferred).
-const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred, fair_key"
+const claimColumns = "id, name, payload, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, last_error, created_at, metadata, token, guard_key, deadline, deferred, fair_key, priority"
 
 // itemScan holds the destinations of an item row's columns. Scanning through it allocates the
 // destinations once for all the rows of a result, not once per column per row (each pointer to
@@ -313,7 +313,7 @@ func newClaimScan(args []any) *itemScan {
 	s.claimedAt.Int64, s.claimedAt.Valid = args[2].(int64)
 	s.updatedAt, _ = args[3].(int64)
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
-		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.deferred, &s.it.FairnessKey}
+		&s.dedupe, &s.ordering, &s.nextAt, &s.lastErrStr, &s.createdAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.deferred, &s.it.FairnessKey, &s.it.Priority}
 	return s
 }
 
