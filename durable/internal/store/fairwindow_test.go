@@ -99,3 +99,60 @@ func TestFairClaimWalksAWindowOfKeys(t *testing.T) {
 		t.Errorf("one claim read the fairness index %d times: more than three times its window of %d keys", read, fairKeyWindow)
 	}
 }
+
+// The fair claim's per-key probes keep to the fairness index when the table's statistics are
+// stale: statistics taken when nothing was pending, then 100 items due for 20 keys and 3,000
+// for 1,500 more (as when a wave of items for down endpoints arrives before autoanalyze has run). A
+// plan that took the due index for a key's probe, filtering its rows by key, read thousands of
+// rows per key and made each claim cost seconds.
+func TestFairClaimKeepsToTheFairIndexOnStaleStatistics(t *testing.T) {
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	s := postgresBackend(t, dsn).open(t)
+	db := s.DB()
+	db.SetMaxOpenConns(1) // the claim and the statistics' flush on one server connection
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "ALTER TABLE switchboard_items SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 900 {
+		fairEnqueue(t, s, fmt.Sprintf("h%02d", i%20), 1, 0, pruneT0)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE switchboard_items SET state = 'succeeded'"); err != nil {
+		t.Fatal(err)
+	}
+	// Analyzed when nothing was pending (a queue drained), then work came.
+	if _, err := db.ExecContext(ctx, "ANALYZE switchboard_items"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		fairEnqueue(t, s, fmt.Sprintf("h%02d", i%20), 1, 0, pruneT0)
+	}
+	for i := range 3000 {
+		fairEnqueue(t, s, fmt.Sprintf("d%04d", i%1500), 1, 0, pruneT0)
+	}
+	read := func() int64 {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(idx_tup_read), 0) FROM pg_stat_user_indexes
+			WHERE schemaname = current_schema() AND indexrelname = 'switchboard_items_due'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := read()
+	cl := must[[]Claimed](t)(s.Claim(ctx, "w", pruneT0.Add(time.Minute), time.Minute, 16))
+	if len(cl) != 16 {
+		t.Fatalf("claimed %d of 16", len(cl))
+	}
+	due := read() - before
+	t.Logf("one claim of 16 among 1,520 keys read %d entries of the due index", due)
+	if due > 1000 {
+		t.Errorf("one claim read %d entries of the due index: its per-key probes scanned the due items of every key", due)
+	}
+}
