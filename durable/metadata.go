@@ -93,12 +93,12 @@ func checkPropagators(ps []Propagator) []error {
 	seen := map[string]bool{}
 	for i, p := range ps {
 		if p == nil {
-			errs = append(errs, fmt.Errorf("durable: Open: Propagators[%d] is nil", i))
+			errs = append(errs, fmt.Errorf("durable: Config: Propagators[%d] is nil", i))
 			continue
 		}
 		if c, ok := p.(checkedPropagator); ok {
 			if seen[c.name()] {
-				errs = append(errs, fmt.Errorf("durable: Open: Propagators[%d] carries a second key named %q: their values would overwrite each other", i, c.name()))
+				errs = append(errs, fmt.Errorf("durable: Config: Propagators[%d] carries a second key named %q: their values would overwrite each other", i, c.name()))
 			}
 			seen[c.name()] = true
 		}

@@ -206,25 +206,25 @@ func (cfg Config) Validate() error {
 	var errs []error
 	// Over the durable defaults: a BaseDelay beyond the default MaxDelay is a mistake too.
 	if err := defaultPolicy.Merge(cfg.Policy).Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("durable: Open: Policy: %w", err))
+		errs = append(errs, fmt.Errorf("durable: Config: Policy: %w", err))
 	}
 	if cfg.Recheck < 0 {
-		errs = append(errs, fmt.Errorf("durable: Open: Recheck %v is negative", cfg.Recheck))
+		errs = append(errs, fmt.Errorf("durable: Config: Recheck %v is negative", cfg.Recheck))
 	}
 	if cfg.PriorityAging < 0 {
-		errs = append(errs, fmt.Errorf("durable: Open: PriorityAging %v is negative", cfg.PriorityAging))
+		errs = append(errs, fmt.Errorf("durable: Config: PriorityAging %v is negative", cfg.PriorityAging))
 	}
 	if cfg.ReplayLease < 0 {
-		errs = append(errs, fmt.Errorf("durable: Open: ReplayLease %v is negative", cfg.ReplayLease))
+		errs = append(errs, fmt.Errorf("durable: Config: ReplayLease %v is negative", cfg.ReplayLease))
 	}
 	if cfg.MaxPayloadBytes < 0 {
-		errs = append(errs, fmt.Errorf("durable: Open: MaxPayloadBytes %d is negative", cfg.MaxPayloadBytes))
+		errs = append(errs, fmt.Errorf("durable: Config: MaxPayloadBytes %d is negative", cfg.MaxPayloadBytes))
 	} else if cfg.MaxPayloadBytes > MaxPayloadLimit {
-		errs = append(errs, fmt.Errorf("durable: Open: MaxPayloadBytes %d is more than MaxPayloadLimit (%d), the longest value the databases store", cfg.MaxPayloadBytes, MaxPayloadLimit))
+		errs = append(errs, fmt.Errorf("durable: Config: MaxPayloadBytes %d is more than MaxPayloadLimit (%d), the longest value the databases store", cfg.MaxPayloadBytes, MaxPayloadLimit))
 	}
 	errs = append(errs, checkPropagators(cfg.Propagators)...)
 	if _, err := cfg.scheduler().withDefaults(); err != nil {
-		errs = append(errs, fmt.Errorf("durable: Open: %w", err))
+		errs = append(errs, fmt.Errorf("durable: Config: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -472,10 +472,18 @@ func checkKey(name, kind, key string) error {
 	return nil
 }
 
+// maxKey is the longest key an item may have, in bytes. Each key is an index entry of its
+// own, and PostgreSQL refuses an index entry past about 2.7 kB after compression (a raw
+// "index row size … exceeds" error, for a key that does not compress); a concurrency limit's
+// key is bounded the same. Keys name endpoints, tenants and records, not payloads.
+const maxKey = 1024
+
 // keyProblem says what makes key, a key of kind, one no item can have and no database stores
-// as text: invalid UTF-8, a NUL byte.
+// as text: invalid UTF-8, a NUL byte, more than maxKey bytes.
 func keyProblem(kind, key string) error {
 	switch {
+	case len(key) > maxKey:
+		return fmt.Errorf("the %s key of %d bytes is more than %d (it begins %q)", kind, len(key), maxKey, strings.ToValidUTF8(key[:32], ""))
 	case !utf8.ValidString(key):
 		return fmt.Errorf("the %s key %q is not valid UTF-8", kind, key)
 	case strings.IndexByte(key, 0) >= 0:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
@@ -50,8 +51,18 @@ func TestHandlerErrorWithNULIsRecorded(t *testing.T) {
 	})
 }
 
-// A dedupe or ordering key the database could not store as it is is refused at Enqueue, naming
-// the key, on both engines; nothing is stored.
+// longKey is a key of 3,000 bytes that does not compress, as a hash or an encoded blob would.
+var longKey = func() string {
+	b := make([]byte, 3000)
+	for i := range b {
+		b[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[(i*7919+i/36)%36]
+	}
+	return string(b)
+}()
+
+// A dedupe, ordering, breaker, fairness or debounce key the database could not store as it is,
+// or longer than 1,024 bytes, is refused at Enqueue, naming the key, on both engines; nothing
+// is stored.
 func TestEnqueueRefusesUnstorableKeys(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
@@ -62,6 +73,14 @@ func TestEnqueueRefusesUnstorableKeys(t *testing.T) {
 		}{
 			{durable.WithDedupeKey("a\x00b"), `the dedupe key "a\x00b" holds a NUL byte`},
 			{durable.WithOrderingKey("a\xffb"), `the ordering key "a\xffb" is not valid UTF-8`},
+			// A key past 1,024 bytes: an index entry of its own past PostgreSQL's limit (a
+			// raw "index row size … exceeds" error, or accepted when it compressed), and a
+			// breaker key no concurrency limit could take.
+			{durable.WithDedupeKey(longKey), "the dedupe key of 3000 bytes is more than 1024"},
+			{durable.WithOrderingKey(longKey), "the ordering key of 3000 bytes is more than 1024"},
+			{durable.WithBreakerKey(longKey), "the breaker key of 3000 bytes is more than 1024"},
+			{durable.WithFairnessKey(longKey), "the fairness key of 3000 bytes is more than 1024"},
+			{durable.WithDebounce(longKey, time.Second, time.Minute), "the debounce key of 3000 bytes is more than 1024"},
 		} {
 			_, err := q.Enqueue(ctx, &Work{N: 1}, c.opt)
 			if err == nil || !strings.Contains(err.Error(), c.want) {

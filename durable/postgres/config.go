@@ -54,7 +54,7 @@ type Config struct {
 	// connection is free: the queue then keeps no state on a session. No statement is prepared
 	// (each is sent with its parameters, in one round trip, as pgx's QueryExecModeExec does) and
 	// nothing LISTENs, so every instance's schedulers find new items at their poll
-	// (durable.SchedulerConfig.PollInterval, 1 s by default: lower it for a faster pickup) and
+	// (durable.Config.PollInterval, 1 s by default: lower it for a faster pickup) and
 	// breaker stores poll for changes. Migrations take a transaction advisory lock, so they also
 	// work through it. With New, set default_query_exec_mode=exec (or simple_protocol) on the
 	// pool's config yourself.
