@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -75,19 +76,7 @@ func TestFairClaimWalksAWindowOfKeys(t *testing.T) {
 	waitingKeys(t, s, "m", 5*fairKeyWindow)
 	fairEnqueue(t, s, "a", 10, 0, pruneT0)
 	fairEnqueue(t, s, "b", 10, 0, pruneT0)
-	scans := func() int64 {
-		t.Helper()
-		// Flushed when the connection goes idle after this statement; read by the next one.
-		if _, err := db.ExecContext(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(idx_scan), 0) FROM pg_stat_user_indexes
-			WHERE schemaname = current_schema() AND indexrelname = 'switchboard_items_fair'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	scans := func() int64 { return indexStat(t, db, "idx_scan", "switchboard_items_fair") }
 	before := scans()
 	cl := must[[]Claimed](t)(s.Claim(ctx, "w", pruneT0.Add(time.Minute), time.Minute, 8))
 	if len(cl) != 8 {
@@ -133,18 +122,7 @@ func TestFairClaimKeepsToTheFairIndexOnStaleStatistics(t *testing.T) {
 	for i := range 3000 {
 		fairEnqueue(t, s, fmt.Sprintf("d%04d", i%1500), 1, 0, pruneT0)
 	}
-	read := func() int64 {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(idx_tup_read), 0) FROM pg_stat_user_indexes
-			WHERE schemaname = current_schema() AND indexrelname = 'switchboard_items_due'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	read := func() int64 { return indexStat(t, db, "idx_tup_read", "switchboard_items_due") }
 	before := read()
 	cl := must[[]Claimed](t)(s.Claim(ctx, "w", pruneT0.Add(time.Minute), time.Minute, 16))
 	if len(cl) != 16 {
@@ -155,4 +133,21 @@ func TestFairClaimKeepsToTheFairIndexOnStaleStatistics(t *testing.T) {
 	if due > 1000 {
 		t.Errorf("one claim read %d entries of the due index: its per-key probes scanned the due items of every key", due)
 	}
+}
+
+// indexStat returns the column (idx_scan, idx_tup_read) of PostgreSQL's statistics of index in
+// the schema of db, a pool of one connection: the statistics that connection gathered are
+// flushed when it goes idle after the first statement, and read by the second.
+func indexStat(t *testing.T, db *sql.DB, column, index string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(`+column+`), 0) FROM pg_stat_user_indexes
+		WHERE schemaname = current_schema() AND indexrelname = $1`, index).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
