@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -140,8 +141,10 @@ func (f *fleetLimit) shareInterval() int64 {
 }
 
 // retryAfter is the wait a call refused for want of a lease is told: one permit's interval at
-// the fleet's rate, about when the next lease has come.
-func (f *fleetLimit) retryAfter() int64 { return f.l.interval }
+// the fleet's rate, about when the next lease has come, or the leaser's last pass over its
+// keys when that took longer (a lease round trip per key: many keys, or a slow store), so
+// that a parked item does not come back, and be refused again, before its key's lease.
+func (f *fleetLimit) retryAfter(round int64) int64 { return max(f.l.interval, round) }
 
 func (f *fleetLimit) rateNow() float64 {
 	f.mu.Lock()
@@ -308,6 +311,7 @@ type leaser struct {
 	ctx                           context.Context
 	cancel                        context.CancelFunc
 	done                          chan struct{}
+	lastRound                     atomic.Int64 // how long the last pass over the keys took
 }
 
 func newLeaser(b *Behavior) *leaser {
@@ -369,12 +373,14 @@ func (l *leaser) loop() {
 		l.mu.Lock()
 		keys := l.keys
 		l.mu.Unlock()
+		began := l.b.nanos()
 		for _, k := range keys {
 			if l.ctx.Err() != nil {
 				return
 			}
 			l.leaseKey(k)
 		}
+		l.lastRound.Store(l.b.nanos() - began)
 		ch, stop := l.b.clock.After(time.Duration(l.tick))
 		select {
 		case <-l.ctx.Done():

@@ -3,12 +3,14 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/switchboard-go/switchboard/behaviors/internal/testkit"
 	"github.com/switchboard-go/switchboard/behaviors/ratelimit"
 	"github.com/switchboard-go/switchboard/mediator"
 )
@@ -307,6 +309,55 @@ func TestRateLimitFleetStoredBacklogRefusedAboutOnce(t *testing.T) {
 		// and permits that expired an interval after their time).
 		if took > 7*time.Second {
 			t.Errorf("the backlog drained in %v: under %.0f calls a second, where the fleet's rate is 100", took, float64(instances*items)/took.Seconds())
+		}
+	})
+}
+
+// slowStore answers each lease after delay: a database busy with many keys' leases.
+type slowStore struct {
+	instance
+	delay time.Duration
+}
+
+func (s slowStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (ratelimit.Lease, error) {
+	time.Sleep(s.delay)
+	return s.instance.Lease(ctx, r)
+}
+
+// A stored dispatch refused for want of a lease (its key had none, and the leaser's round over
+// many keys did not come to it in time) is told to come back after the leaser's last round,
+// not one interval later: parked for an interval, it came back before its key's lease, was
+// refused again, and a wave of new keys kept the queue claiming refused items hundreds of
+// times a second.
+func TestRateLimitFleetStoredWaitsForTheLeasersRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := slowStore{instance{newMemStore(500 * time.Millisecond), "a"}, 20 * time.Millisecond}
+		rl := ratelimit.New(ratelimit.Config{Rate: 100, Key: testkit.EndpointKey, Store: store})
+		defer rl.Close()
+		m := build(t, ok, rl)
+		// 50 keys called ten times a second each: the leaser's round over them takes 50
+		// leases of 20 ms.
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		for i := range 50 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					_, _ = mediator.Send(ctx, m, &Call{Endpoint: fmt.Sprint("k", i)})
+					time.Sleep(100 * time.Millisecond)
+				}
+			})
+		}
+		time.Sleep(3 * time.Second)
+		req := &Call{Endpoint: "new"}
+		_, err := mediator.Send(mediator.WithMarks(context.Background(), req, mediator.Stored), m, req)
+		var d *ratelimit.LimitedError
+		if !errors.As(err, &d) {
+			t.Fatalf("a stored dispatch of a new key while the leaser is busy: %v, want a refusal", err)
+		}
+		if d.Wait < 500*time.Millisecond {
+			t.Errorf("refused for want of a lease, told to come back in %v: before the leaser's round (about 1 s) comes to its key", d.Wait)
 		}
 	})
 }

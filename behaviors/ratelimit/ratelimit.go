@@ -386,14 +386,14 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 		now := b.root.nanos()
 		left := deadline - now
 		if left <= 0 {
-			return l.fleet.retryAfter(), 0, false
+			return l.fleet.retryAfter(b.root.lease.lastRound.Load()), 0, false
 		}
 		timer, stop := b.clock.After(time.Duration(left))
 		select {
 		case <-ch:
 			stop()
 		case <-timer:
-			return l.fleet.retryAfter(), 0, false
+			return l.fleet.retryAfter(b.root.lease.lastRound.Load()), 0, false
 		case <-ctx.Done():
 			stop()
 			return 0, 0, false
