@@ -429,6 +429,8 @@
 
   // ---- breakers -----------------------------------------------------------------------
 
+  var MAX_BREAKER_CARDS = 100;
+
   function renderBreakers(data) {
     var list = (data && data.breakers) || [];
     var now = Date.now();
@@ -442,7 +444,21 @@
     });
     deadlines = next;
     $("breakers-empty").hidden = list.length > 0;
-    syncList($("breakers"), list, function (b) { return b.key; }, createBreaker, updateBreaker);
+    // A fleet with many endpoints has many breakers: the open and half-open ones first (in key
+    // order within each), at most MAX_BREAKER_CARDS cards, and a line that counts the rest.
+    var rank = { open: 0, "half-open": 1 };
+    var count = { open: 0, "half-open": 0, closed: 0 };
+    var shown = list.map(function (b, i) { count[b.state in count ? b.state : "closed"]++; return { b: b, i: i }; });
+    shown.sort(function (x, y) {
+      var rx = x.b.state in rank ? rank[x.b.state] : 2, ry = y.b.state in rank ? rank[y.b.state] : 2;
+      return rx - ry || x.i - y.i;
+    });
+    shown = shown.slice(0, MAX_BREAKER_CARDS).map(function (x) { return x.b; });
+    var more = $("breakers-more");
+    more.hidden = list.length <= shown.length;
+    more.textContent = "showing " + shown.length + " of " + list.length + " breakers, the open and half-open first (" +
+      count.open + " open, " + count["half-open"] + " half-open, " + count.closed + " closed)";
+    syncList($("breakers"), shown, function (b) { return b.key; }, createBreaker, updateBreaker);
     tickCountdowns();
     answered("breakers", data);
   }
