@@ -26,9 +26,10 @@ type fleetLimit struct {
 	short     bool    // a call found no permit since the last lease
 	refill    chan struct{}
 	leased    int64
-	nextTry   int64 // while falling back: when to try the store again
-	skipUntil int64 // leased permits before it are not used (see granted)
-	late      int64 // how much later than expiry's base a leased permit may still be used
+	nextTry   int64       // while falling back: when to try the store again
+	skipUntil int64       // leased permits before it are not used (see granted)
+	late      int64       // how much later than expiry's base a leased permit may still be used
+	leasing   atomic.Bool // a lease of the key is under way (the leaser's pass, or leaseNow)
 }
 
 // run is a batch of leased permits: left permits, from next on, interval apart (local time).
@@ -141,10 +142,10 @@ func (f *fleetLimit) shareInterval() int64 {
 }
 
 // retryAfter is the wait a call refused for want of a lease is told: one permit's interval at
-// the fleet's rate, about when the next lease has come, or the leaser's last pass over its
-// keys when that took longer (a lease round trip per key: many keys, or a slow store), so
-// that a parked item does not come back, and be refused again, before its key's lease.
-func (f *fleetLimit) retryAfter(round int64) int64 { return max(f.l.interval, round) }
+// the fleet's rate, about when the lease under way has come, or the last lease's round trip
+// when that took longer (a slow store), so that a parked item does not come back, and be
+// refused again, before its key's lease.
+func (f *fleetLimit) retryAfter(trip int64) int64 { return max(f.l.interval, trip) }
 
 func (f *fleetLimit) rateNow() float64 {
 	f.mu.Lock()
@@ -305,13 +306,15 @@ type leaser struct {
 	started bool
 	closed  bool
 	wake    chan struct{}
-	// The clock offset estimate (the leasing goroutine's; see offset).
+	inline  sync.WaitGroup // the leases of leaseNow under way
+	// The clock offset estimate (see offset), shared by the leases of the pass and leaseNow.
+	offsetMu                      sync.Mutex
 	offsetSet                     bool
 	offsetRTT, offsetAt, offsetNs int64
 	ctx                           context.Context
 	cancel                        context.CancelFunc
 	done                          chan struct{}
-	lastRound                     atomic.Int64 // how long the last pass over the keys took
+	lastTrip                      atomic.Int64 // how long the last lease took, to its answer
 }
 
 func newLeaser(b *Behavior) *leaser {
@@ -365,6 +368,30 @@ func (l *leaser) close() {
 	if started {
 		<-l.done
 	}
+	l.inline.Wait()
+}
+
+// leaseNow leases key k at once, in a goroutine of its own, unless a lease of it is under way:
+// a call that finds no permit of its key waits for one round trip to the store, not for the
+// leaser's pass over every key, which takes a round trip per key wanting a lease (seconds,
+// with a thousand keys called now and then).
+func (l *leaser) leaseNow(k *limiter) {
+	if !k.fleet.leasing.CompareAndSwap(false, true) {
+		return
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		k.fleet.leasing.Store(false)
+		return
+	}
+	l.inline.Add(1)
+	l.mu.Unlock()
+	go func() {
+		defer l.inline.Done()
+		defer k.fleet.leasing.Store(false)
+		l.lease(k)
+	}()
 }
 
 func (l *leaser) loop() {
@@ -373,14 +400,15 @@ func (l *leaser) loop() {
 		l.mu.Lock()
 		keys := l.keys
 		l.mu.Unlock()
-		began := l.b.nanos()
 		for _, k := range keys {
 			if l.ctx.Err() != nil {
 				return
 			}
-			l.leaseKey(k)
+			if k.fleet.leasing.CompareAndSwap(false, true) { // else leaseNow is leasing it
+				l.lease(k)
+				k.fleet.leasing.Store(false)
+			}
 		}
-		l.lastRound.Store(l.b.nanos() - began)
 		ch, stop := l.b.clock.After(time.Duration(l.tick))
 		select {
 		case <-l.ctx.Done():
@@ -393,8 +421,8 @@ func (l *leaser) loop() {
 	}
 }
 
-// leaseKey leases the permits key wants, if any.
-func (l *leaser) leaseKey(k *limiter) {
+// lease leases the permits key wants, if any; the caller holds the key's leasing flag.
+func (l *leaser) lease(k *limiter) {
 	f := k.fleet
 	sent := l.b.nanos()
 	n := f.wants(sent, l.period)
@@ -403,6 +431,7 @@ func (l *leaser) leaseKey(k *limiter) {
 	}
 	lease, err := l.store.Lease(l.ctx, LeaseRequest{Key: k.key, Interval: time.Duration(k.interval), Burst: k.burst, Permits: n})
 	got := l.b.nanos()
+	l.lastTrip.Store(got - sent)
 	if err != nil {
 		if l.ctx.Err() != nil {
 			return
@@ -430,6 +459,8 @@ func (l *leaser) leaseKey(k *limiter) {
 // lease with the shortest round trip of the last offsetFor is kept, as NTP does, so that a slow
 // lease does not shift the permits it leases against those the others lease.
 func (l *leaser) offset(storeNow, sent, got int64) int64 {
+	l.offsetMu.Lock()
+	defer l.offsetMu.Unlock()
 	rtt, est := got-sent, storeNow-(sent+got)/2
 	if !l.offsetSet || rtt <= l.offsetRTT || got-l.offsetAt > int64(offsetFor) {
 		l.offsetSet, l.offsetRTT, l.offsetAt, l.offsetNs = true, rtt, got, est

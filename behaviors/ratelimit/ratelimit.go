@@ -382,18 +382,18 @@ func (b *Behavior) awaitLease(ctx context.Context, l *limiter, start, maxWait in
 	deadline := start + maxWait
 	for {
 		ch := l.fleet.refilled()
-		b.root.lease.poke() // lease now rather than at the next tick
+		b.root.lease.leaseNow(l) // one round trip, not the leaser's pass over every key
 		now := b.root.nanos()
 		left := deadline - now
 		if left <= 0 {
-			return l.fleet.retryAfter(b.root.lease.lastRound.Load()), 0, false
+			return l.fleet.retryAfter(b.root.lease.lastTrip.Load()), 0, false
 		}
 		timer, stop := b.clock.After(time.Duration(left))
 		select {
 		case <-ch:
 			stop()
 		case <-timer:
-			return l.fleet.retryAfter(b.root.lease.lastRound.Load()), 0, false
+			return l.fleet.retryAfter(b.root.lease.lastTrip.Load()), 0, false
 		case <-ctx.Done():
 			stop()
 			return 0, 0, false
