@@ -331,13 +331,8 @@ func (s slowStore) Lease(ctx context.Context, r ratelimit.LeaseRequest) (ratelim
 // their rate refused that way, again and again.
 func TestRateLimitFleetCallLeasesItsKeyAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := slowStore{instance{newMemStore(500 * time.Millisecond), "a"}, 20 * time.Millisecond}
-		rl := ratelimit.New(ratelimit.Config{Rate: 100, Key: testkit.EndpointKey, Store: store})
-		defer rl.Close()
-		m := build(t, ok, rl)
-		stop := busyKeys(m, 50)
+		m, stop := slowFleet(t, 20*time.Millisecond, 50)
 		defer stop()
-		time.Sleep(3 * time.Second)
 		for i := range 5 {
 			req := &Call{Endpoint: fmt.Sprint("new-", i)}
 			if _, err := mediator.Send(mediator.WithMarks(context.Background(), req, mediator.Stored), m, req); err != nil {
@@ -354,13 +349,8 @@ func TestRateLimitFleetCallLeasesItsKeyAtOnce(t *testing.T) {
 // refused again, hundreds of times a second.
 func TestRateLimitFleetRefusedForWantOfALeaseWaitsForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := slowStore{instance{newMemStore(500 * time.Millisecond), "a"}, 200 * time.Millisecond}
-		rl := ratelimit.New(ratelimit.Config{Rate: 100, Key: testkit.EndpointKey, Store: store})
-		defer rl.Close()
-		m := build(t, ok, rl)
-		stop := busyKeys(m, 3)
+		m, stop := slowFleet(t, 200*time.Millisecond, 3)
 		defer stop()
-		time.Sleep(3 * time.Second)
 		req := &Call{Endpoint: "new"}
 		_, err := mediator.Send(mediator.WithMarks(context.Background(), req, mediator.Stored), m, req)
 		var d *ratelimit.LimitedError
@@ -373,8 +363,13 @@ func TestRateLimitFleetRefusedForWantOfALeaseWaitsForIt(t *testing.T) {
 	})
 }
 
-// busyKeys calls n keys k0, k1, … ten times a second each until stop, which waits for them.
-func busyKeys(m *mediator.Mediator, n int) (stop func()) {
+// slowFleet returns a mediator with a limiter of 100 a second per key on a store that answers
+// each lease after delay, and n keys k0, k1, … called ten times a second each for 3 s, and on
+// until stop, which waits for them and closes the limiter.
+func slowFleet(t *testing.T, delay time.Duration, n int) (m *mediator.Mediator, stop func()) {
+	store := slowStore{instance{newMemStore(500 * time.Millisecond), "a"}, delay}
+	rl := ratelimit.New(ratelimit.Config{Rate: 100, Key: testkit.EndpointKey, Store: store})
+	m = build(t, ok, rl)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range n {
@@ -385,5 +380,6 @@ func busyKeys(m *mediator.Mediator, n int) (stop func()) {
 			}
 		})
 	}
-	return func() { cancel(); wg.Wait() }
+	time.Sleep(3 * time.Second)
+	return m, func() { cancel(); wg.Wait(); _ = rl.Close() }
 }
