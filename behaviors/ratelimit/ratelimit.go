@@ -103,8 +103,9 @@ type Config struct {
 	// before Handle returns, before the mediator's observers (Observer).
 	OnRefused []func(context.Context, RefusedEvent)
 	// OnFallback are the observers of a key's moves into and out of its fleet share (the
-	// store did not answer; it answers again), called by the limiter's leasing goroutine with
-	// its context (which Close cancels).
+	// store did not answer; it answers again), called by the goroutine of the lease that saw
+	// it (the limiter's pass over its keys, or the lease a call of a key with no permit
+	// started), with the leasing context (which Close cancels): several may call at once.
 	OnFallback []func(context.Context, FallbackEvent)
 }
 
