@@ -383,3 +383,29 @@ func slowFleet(t *testing.T, delay time.Duration, n int) (m *mediator.Mediator, 
 	time.Sleep(3 * time.Second)
 	return m, func() { cancel(); wg.Wait(); _ = rl.Close() }
 }
+
+// A stored dispatch of a fleet key waits for a leased permit up to one of its instance's slots
+// away, but never past its context's deadline: refused at once when the permit comes later.
+func TestRateLimitFleetStoredWaitKeepsToTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore(500 * time.Millisecond)
+		rl := ratelimit.New(ratelimit.Config{Rate: 20, Store: instance{store, "a"}})
+		defer rl.Close()
+		m := build(t, ok, rl)
+		for range 40 { // called at its rate, the key leases ahead
+			_, _ = mediator.Send(context.Background(), m, &Call{})
+			time.Sleep(50 * time.Millisecond)
+		}
+		if _, err := mediator.Send(context.Background(), m, &Call{}); err != nil {
+			t.Fatal(err) // takes the permit of now: the next is 50 ms away
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		req := &Call{}
+		start := time.Now()
+		_, err := mediator.Send(mediator.WithMarks(ctx, req, mediator.Stored), m, req)
+		if waited := time.Since(start); !errors.Is(err, ratelimit.ErrLimited) || waited > 10*time.Millisecond {
+			t.Fatalf("a stored dispatch with 10 ms left, its permit 50 ms away: %v after %v, want a refusal within its deadline", err, waited)
+		}
+	})
+}

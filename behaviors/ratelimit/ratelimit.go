@@ -330,6 +330,9 @@ func (b *Behavior) Handle(ctx context.Context, req any, next mediator.Next) (any
 		// store's batches, not at its slots, and a refusal would park the item again, a round
 		// trip to its queue, behind every slot promised since.
 		maxWait = min(l.fleet.shareInterval(), b.root.lease.tick)
+		if dl, ok := ctx.Deadline(); ok {
+			maxWait = max(min(maxWait, dl.UnixNano()-b.root.wallOffset(now)), 0)
+		}
 	}
 	wait, ok := l.take(now, maxWait)
 	for l.evicted.Load() {
