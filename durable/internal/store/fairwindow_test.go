@@ -65,13 +65,7 @@ func TestFairClaimWindowsTakeTurns(t *testing.T) {
 // five windows of keys whose items all wait, one claim reads the fairness index at most a few
 // times per key of its window (PostgreSQL counts the index's scans).
 func TestFairClaimWalksAWindowOfKeys(t *testing.T) {
-	dsn := pgDSN(t)
-	if dsn == "" {
-		t.Skipf("%s not set", pgDSNEnv)
-	}
-	s := postgresBackend(t, dsn).open(t)
-	db := s.DB()
-	db.SetMaxOpenConns(1) // the claim and the statistics' flush on one server connection
+	s, db := oneConnStore(t)
 	ctx := context.Background()
 	waitingKeys(t, s, "m", 5*fairKeyWindow)
 	fairEnqueue(t, s, "a", 10, 0, pruneT0)
@@ -95,13 +89,7 @@ func TestFairClaimWalksAWindowOfKeys(t *testing.T) {
 // plan that took the due index for a key's probe, filtering its rows by key, read thousands of
 // rows per key and made each claim cost seconds.
 func TestFairClaimKeepsToTheFairIndexOnStaleStatistics(t *testing.T) {
-	dsn := pgDSN(t)
-	if dsn == "" {
-		t.Skipf("%s not set", pgDSNEnv)
-	}
-	s := postgresBackend(t, dsn).open(t)
-	db := s.DB()
-	db.SetMaxOpenConns(1) // the claim and the statistics' flush on one server connection
+	s, db := oneConnStore(t)
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, "ALTER TABLE switchboard_items SET (autovacuum_enabled = false)"); err != nil {
 		t.Fatal(err)
@@ -133,6 +121,19 @@ func TestFairClaimKeepsToTheFairIndexOnStaleStatistics(t *testing.T) {
 	if due > 1000 {
 		t.Errorf("one claim read %d entries of the due index: its per-key probes scanned the due items of every key", due)
 	}
+}
+
+// oneConnStore returns a PostgreSQL store (skipping t without one) whose pool holds one
+// connection, so that the statements a test makes and indexStat's flush share a server session.
+func oneConnStore(t *testing.T) (*Store, *sql.DB) {
+	t.Helper()
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	s := postgresBackend(t, dsn).open(t)
+	s.DB().SetMaxOpenConns(1)
+	return s, s.DB()
 }
 
 // indexStat returns the column (idx_scan, idx_tup_read) of PostgreSQL's statistics of index in
