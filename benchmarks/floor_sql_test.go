@@ -46,7 +46,8 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
 		{"sqliteFairClaim", floorSQLiteClaim, claim("sqliteFairClaim", "?6") + columns},
 		{"sqliteCompleteOne", floorSQLiteComplete, literal(sq, "const sqliteCompleteOne = ")},
-		{"insertAttemptSQL", floorInsertAttempt, literal(engine, "const insertAttemptSQL = ")},
+		{"sqliteReserveAttemptIDs", floorReserveAttemptIDs, literal(sq, "const sqliteReserveAttemptIDs = ")},
+		{"sqliteFirstAttemptIDs", floorFirstAttemptIDs, literal(sq, "const sqliteFirstAttemptIDs = ")},
 	} {
 		if squeeze(c.floor) != squeeze(c.store) {
 			t.Errorf("the floor's %s differs from the store's:\nfloor: %s\nstore: %s", c.name, squeeze(c.floor), squeeze(c.store))

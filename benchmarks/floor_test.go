@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,13 +60,17 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
         interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
         isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
         last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
-        lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
+        lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at,
+        success_id = CASE WHEN v.outcome = 'succeeded' THEN nextval('switchboard_attempts_id_seq') ELSE i.success_id END,
+        success_instance = CASE WHEN v.outcome = 'succeeded' THEN v.owner ELSE i.success_instance END,
+        success_started_at = CASE WHEN v.outcome = 'succeeded' THEN v.started_at ELSE i.success_started_at END,
+        success_ended_at = CASE WHEN v.outcome = 'succeeded' THEN v.ended_at ELSE i.success_ended_at END
     FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), a AS (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
-    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
+    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome NOT IN ('', 'succeeded')
 ), d AS (
     INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata, cause)
     SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
@@ -142,18 +147,25 @@ WHERE id IN (
 RETURNING ` + floorClaimColumns
 
 // floorSQLiteComplete is sqliteCompleteOne (durable/internal/store/sqlite.go). Placeholders:
-// state, next_at, undo, outcome (twice), error, parked key, updated at, id, owner, attempt.
+// state, next_at, undo, outcome (twice), error, parked key, updated at, the success's attempt
+// id, instance, start and end, id, owner, attempt.
 const floorSQLiteComplete = `UPDATE switchboard_items
 	SET state = ?, next_at = ?, attempts = attempts - ?,
 	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
 	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
 	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
-	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?
+	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?,
+	    success_id = COALESCE(?, success_id), success_instance = COALESCE(?, success_instance),
+	    success_started_at = COALESCE(?, success_started_at), success_ended_at = COALESCE(?, success_ended_at)
 	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
 
-// floorInsertAttempt is insertAttemptSQL (durable/internal/store/engine.go).
-const floorInsertAttempt = `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
-	VALUES (?, ?, ?, ?, ?, ?, ?)`
+// floorReserveAttemptIDs is sqliteReserveAttemptIDs (durable/internal/store/sqlite.go): the
+// ids of a batch's successes, recorded on their items.
+const floorReserveAttemptIDs = `UPDATE sqlite_sequence SET seq = seq + ?1 WHERE name = 'switchboard_attempts' RETURNING seq`
+
+// floorFirstAttemptIDs is sqliteFirstAttemptIDs (durable/internal/store/sqlite.go).
+const floorFirstAttemptIDs = `INSERT INTO sqlite_sequence (name, seq)
+	SELECT 'switchboard_attempts', COALESCE(MAX(id), 0) + ?1 FROM switchboard_attempts RETURNING seq`
 
 const (
 	floorOwner = "floor"
@@ -332,21 +344,24 @@ func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int,
 				return err
 			}
 			defer upd.Close()
-			ins, err := tx.PrepareContext(ctx, floorInsertAttempt)
+			var last int64
+			err = tx.QueryRowContext(ctx, floorReserveAttemptIDs, len(batch)).Scan(&last)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = tx.QueryRowContext(ctx, floorFirstAttemptIDs, len(batch)).Scan(&last)
+			}
 			if err != nil {
 				return err
 			}
-			defer ins.Close()
+			id := last - int64(len(batch))
 			for _, it := range batch {
-				res, err := upd.ExecContext(ctx, "succeeded", 0, 0, "succeeded", "succeeded", "", nil, it.end, it.id, floorOwner, it.attempt)
+				id++
+				res, err := upd.ExecContext(ctx, "succeeded", 0, 0, "succeeded", "succeeded", "", nil, it.end, id, floorOwner, it.start, it.end,
+					it.id, floorOwner, it.attempt)
 				if err != nil {
 					return err
 				}
 				if n, err := res.RowsAffected(); err != nil || n != 1 {
 					return fmt.Errorf("floor: completion of item %d: %d rows, %v", it.id, n, err)
-				}
-				if _, err := ins.ExecContext(ctx, it.id, it.attempt, floorOwner, it.start, it.end, "succeeded", nil); err != nil {
-					return err
 				}
 			}
 			batch, err = claimTx(tx)

@@ -111,12 +111,17 @@ func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
 	})
 }
 
-// checkAllAttemptRows reads every attempt row at once and checks each item has exactly
-// 1:failed 2:failed 3:succeeded, made by known instances, and an attempt count of 3.
+// checkAllAttemptRows reads every attempt at once (the rows, and the successes recorded on
+// their items) and checks each item has exactly 1:failed 2:failed 3:succeeded, made by known
+// instances, and an attempt count of 3.
 func checkAllAttemptRows(t *testing.T, store *istore.Store, n int, instances map[string]bool) {
 	t.Helper()
 	rows, err := store.DB().Query(`SELECT i.id, i.attempts, a.attempt, a.outcome, a.instance, a.error
-		FROM switchboard_items i JOIN switchboard_attempts a ON a.item_id = i.id ORDER BY i.id, a.attempt`)
+		FROM switchboard_items i JOIN switchboard_attempts a ON a.item_id = i.id
+		UNION ALL
+		SELECT i.id, i.attempts, i.attempts, 'succeeded', i.success_instance, NULL
+		FROM switchboard_items i WHERE i.success_id IS NOT NULL
+		ORDER BY 1, 3`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,12 @@ type Config struct {
 	// urgent item overtakes minutes of routine backlog, and a routine item is not held more
 	// than minutes by urgent ones. An item keeps the head start it was enqueued with.
 	PriorityAging time.Duration
+	// SuccessAttemptRows writes each succeeded attempt as a row of the attempts table, as every
+	// other attempt is. Default false: a success's attempt id, instance and times are kept on
+	// its item, where Queue.Attempts, the admin's timeline and the dead letters read them as
+	// they read the rows; the row was one more insert, and two more index entries, for every
+	// item a queue completes. Set it for tools of your own that read the attempts table.
+	SuccessAttemptRows bool
 
 	// OnDead are called, in order, once for each new dead letter (an item that became dead,
 	// a failed item of RunBatch), after it is stored, outside any transaction, on the goroutine
@@ -178,7 +184,8 @@ func Open(ctx context.Context, drv Driver, cfg Config) (*Queue, error) {
 		cfg.PriorityAging = DefaultPriorityAging
 	}
 	q := &Queue{store: st, reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
-		rand: cfg.Rand, recheck: cfg.Recheck, priorityAging: cfg.PriorityAging, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes}
+		rand: cfg.Rand, recheck: cfg.Recheck, priorityAging: cfg.PriorityAging, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes,
+		successRows: cfg.SuccessAttemptRows}
 	for i, p := range q.propagators {
 		if dp, ok := p.(dispatching); ok {
 			q.dispatchers = append(q.dispatchers, dispatcher{index: i, p: dp})

@@ -41,6 +41,8 @@ type Queue struct {
 	recheck time.Duration
 	// priorityAging is Config.PriorityAging, or its default.
 	priorityAging time.Duration
+	// successRows is Config.SuccessAttemptRows.
+	successRows bool
 
 	deadLetters // Config.OnDead, Logger and ReplayLease (deadletters.go)
 	// propagators carry context values with each item (Config.Propagators).

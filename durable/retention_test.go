@@ -52,10 +52,13 @@ func enqueueMany(t testing.TB, q *durable.Queue, n int, opts ...durable.EnqueueO
 // With a short retention, 5,000 items run over four rounds keep the table bounded: each round's
 // succeeded items are pruned (in batches, over several passes) once they are older than the
 // retention, while a dead item, a pending item and a running item, and their attempt rows, stay.
+// The successes have rows of their own (Config.SuccessAttemptRows), which are pruned with them.
 func TestRetentionKeepsTableBounded(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		durable.SetPruneInterval(t, 10*time.Millisecond)
-		e := newEnv(t, b)
+		clock := newFakeClock()
+		q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock, Rand: func() float64 { return 0.5 }, SuccessAttemptRows: true})
+		e := &env{store: durable.StoreOf(q), q: q, clock: clock}
 		ctx := context.Background()
 		release := make(chan struct{})
 		var once sync.Once

@@ -116,7 +116,7 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg schedulerConfig) (*sched
 		Wake: s.Wake, NotifyDue: q.notifyDue,
 	})
 	s.exec = executor.New(executor.Config{Items: s.items, Gate: s.gate, Sender: sender, Clock: q.clock, Logger: cfg.Logger,
-		Instance: cfg.InstanceID, Recheck: q.recheck}, s.life)
+		Instance: cfg.InstanceID, Recheck: q.recheck, SuccessRows: q.successRows}, s.life)
 	var onClaim func(time.Duration, int, error)
 	if len(cfg.OnClaim) > 0 {
 		onClaim = s.noteClaim // no clock read per claim for no observer

@@ -52,7 +52,7 @@ func (i internal) Executor(ctx context.Context, sender mediator.Sender, instance
 	}
 	// Dispatches run under the caller's context.
 	s.exec = executor.New(executor.Config{Items: s.items, Gate: s.gate, Sender: sender, Clock: i.q.clock, Logger: s.cfg.Logger,
-		Instance: s.cfg.InstanceID, Recheck: i.q.recheck}, ctx)
+		Instance: s.cfg.InstanceID, Recheck: i.q.recheck, SuccessRows: i.q.successRows}, ctx)
 	return workExecutor{s}, nil
 }
 

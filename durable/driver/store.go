@@ -177,10 +177,15 @@ type Completion struct {
 	State record.ItemState
 	// NextAt is when a pending item is next due.
 	NextAt time.Time
-	// Outcome, when not empty, records an attempt row with StartedAt, EndedAt and Error.
-	// When empty, the claim is undone: no attempt row and the attempt count goes back down
-	// (an item released at shutdown before it started, an open breaker, an undecodable item).
+	// Outcome, when not empty, records an attempt with StartedAt, EndedAt and Error, which
+	// Attempts lists from then on. When empty, the claim is undone: no attempt and the attempt
+	// count goes back down (an item released at shutdown before it started, an open breaker,
+	// an undecodable item).
 	Outcome record.Outcome
+	// SuccessRow asks that a succeeded attempt (record.OutcomeSucceeded) be written as a row
+	// of its own, as every other attempt is, where a store may record it on its item: the
+	// built-in stores do, and write the row only when asked (durable.Config.SuccessAttemptRows).
+	SuccessRow bool
 	// StartedAt is when the attempt started.
 	StartedAt time.Time
 	// EndedAt is when the attempt ended; it is also the item's update time.

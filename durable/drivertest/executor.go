@@ -130,6 +130,11 @@ func testClaimLeaseFence(t *testing.T, open OpenFunc) {
 	if err != nil || len(as) != 2 || as[0].Outcome != record.OutcomeAbandoned || as[1].Outcome != record.OutcomeSucceeded {
 		t.Fatalf("Attempts: %+v, %v; want the swept attempt abandoned, the second succeeded", as, err)
 	}
+	// However a store records a success (the built-in ones on its item), it is an attempt as
+	// the others are: its own id, its instance and times.
+	if s := as[1]; s.ID == as[0].ID || s.Number != 2 || s.Instance != "b" || !s.StartedAt.Equal(later) || !s.EndedAt.Equal(later) || s.ItemID != id {
+		t.Fatalf("the success's attempt %+v beside %+v; want its own id, number 2, instance b, its times", s, as[0])
+	}
 }
 
 // testExecutorDedupe: Enqueue with a dedupe key or token an item holds inserts nothing and

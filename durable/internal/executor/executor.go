@@ -42,6 +42,9 @@ type Config struct {
 	Logger   *zap.Logger
 	Instance string
 	Recheck  time.Duration // how long an item this instance cannot run waits (for the warning)
+	// SuccessRows asks for a row of its own for each succeeded attempt (store.Completion's
+	// SuccessRow): durable.Config.SuccessAttemptRows. Optional.
+	SuccessRows bool
 }
 
 // Executor runs claimed items, each as one attempt.
@@ -71,7 +74,7 @@ func (e *Executor) Release(c store.Claimed) store.Completion {
 func (e *Executor) Process(c *store.Claimed) store.Completion {
 	g := e.cfg.Gate
 	pol := e.cfg.Items.Policy(c.Name)
-	comp := store.Completion{Fence: c.Fence(), EndedAt: e.cfg.Clock.Now(), Name: c.Name, ParkedKey: c.ParkedKey}
+	comp := store.Completion{Fence: c.Fence(), EndedAt: e.cfg.Clock.Now(), Name: c.Name, ParkedKey: c.ParkedKey, SuccessRow: e.cfg.SuccessRows}
 	if done, ok := g.Check(c, pol, comp); !ok {
 		return done
 	}

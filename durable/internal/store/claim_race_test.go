@@ -226,15 +226,18 @@ func TestClaimReleaseRace(t *testing.T) {
 	if successes.Load() != int64(len(ids)) {
 		t.Fatalf("%d of %d items succeeded", successes.Load(), len(ids))
 	}
-	var bad, attemptRows int
+	// Each success is recorded on its item, once: no attempt row, and an attempt id of its own.
+	var bad, attemptRows, successIDs int
 	err := stores[0].DB().QueryRow(`SELECT
-		(SELECT COUNT(*) FROM switchboard_items WHERE state <> 'succeeded' OR attempts <> 1),
-		(SELECT COUNT(*) FROM switchboard_attempts)`).Scan(&bad, &attemptRows)
+		(SELECT COUNT(*) FROM switchboard_items WHERE state <> 'succeeded' OR attempts <> 1 OR success_id IS NULL),
+		(SELECT COUNT(*) FROM switchboard_attempts),
+		(SELECT COUNT(DISTINCT success_id) FROM switchboard_items)`).Scan(&bad, &attemptRows, &successIDs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad != 0 || attemptRows != len(ids) {
-		t.Errorf("database: %d items not succeeded with 1 attempt; %d attempt rows for %d items", bad, attemptRows, len(ids))
+	if bad != 0 || attemptRows != 0 || successIDs != len(ids) {
+		t.Errorf("database: %d items not succeeded with 1 attempt recorded on them; %d attempt rows and %d success ids for %d items",
+			bad, attemptRows, successIDs, len(ids))
 	}
 	t.Logf("%d items, %d claims", len(ids), claims.Load())
 }

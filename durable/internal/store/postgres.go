@@ -44,8 +44,11 @@ type postgresEngine struct {
 	st           statements
 	completeMany string
 	completeOne  string // completeMany without the lock step: one item is locked in any order
-	extendStmt   string
-	sweepStmt    string
+	// completeManyRows and completeOneRows also write a success's attempt row (see
+	// successRows).
+	completeManyRows, completeOneRows string
+	extendStmt                        string
+	sweepStmt                         string
 	// insertNotify is the insert that also notifies ItemsChannel (see Store.EnqueueTx).
 	insertNotify string
 	drv          PostgresDriver
@@ -100,8 +103,13 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // that records an attempt clears isolate: the item ran to an outcome of its own. Every
 // completion frees the concurrency slot its lease held (held_key). Placeholders:
 // arrays of id, attempt, owner, next state, next_at, undo (1: the claim is undone), error,
-// started_at, ended_at, outcome (empty: no attempt row), parked key (empty: none), cause of
+// started_at, ended_at, outcome (empty: no attempt), parked key (empty: none), cause of
 // death (empty: not known; kept by the dead letter).
+// A success's attempt is recorded on its item (success_id, from the attempts' identity, and
+// success_instance, success_started_at, success_ended_at), not in a row of its own: every
+// other attempt gets a row (a). The row of a success was one more insert and two more index
+// entries per completed item, most of a drain's writes; successRows makes the statement that
+// writes it too.
 // An item completed as dead gets its dead letter in the same statement (d), so the two exist
 // together or not at all; d reads the item's name, payload and dedupe key, which the update
 // does not change, from the statement's snapshot.
@@ -129,13 +137,17 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         interruptions = i.interruptions + CASE WHEN v.outcome = 'interrupted' THEN 1 ELSE 0 END,
         isolate = CASE WHEN v.outcome = '' THEN i.isolate ELSE 0 END,
         last_error = COALESCE(NULLIF(v.err, ''), i.last_error), parked_key = NULLIF(v.parked_key, ''), alone = 0,
-        lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at
+        lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = v.ended_at,
+        success_id = CASE WHEN v.outcome = 'succeeded' THEN nextval('switchboard_attempts_id_seq') ELSE i.success_id END,
+        success_instance = CASE WHEN v.outcome = 'succeeded' THEN v.owner ELSE i.success_instance END,
+        success_started_at = CASE WHEN v.outcome = 'succeeded' THEN v.started_at ELSE i.success_started_at END,
+        success_ended_at = CASE WHEN v.outcome = 'succeeded' THEN v.ended_at ELSE i.success_ended_at END
     FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), a AS (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
-    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome <> ''
+    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome NOT IN ('', 'succeeded')
 ), d AS (
     INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata, cause)
     SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
@@ -163,10 +175,26 @@ func postgresCompleteOne() string {
 	return strings.Replace(strings.Replace(postgresComplete, lock, "", 1), "FROM l v", "FROM v", 1)
 }
 
+// successRows returns completion statement q that also writes a success's attempt row (for
+// Completion.SuccessRow), beside the success recorded on its item.
+func successRows(q string) string {
+	const only = `WHERE outcome NOT IN ('', 'succeeded')`
+	if strings.Count(q, only) != 1 {
+		panic("store: the completion's attempt rows are not chosen where successRows looks for it")
+	}
+	return strings.Replace(q, only, `WHERE outcome <> ''`, 1)
+}
+
 // completion returns the completion statement for cs.
 func (e *postgresEngine) completion(cs []Completion) string {
-	if len(cs) == 1 {
+	rows := wantsSuccessRow(cs)
+	switch {
+	case len(cs) == 1 && rows:
+		return e.completeOneRows
+	case len(cs) == 1:
 		return e.completeOne
+	case rows:
+		return e.completeManyRows
 	}
 	return e.completeMany
 }
@@ -221,6 +249,7 @@ SELECT COUNT(*) FROM u`
 
 func newPostgres() *postgresEngine {
 	e := &postgresEngine{completeMany: postgresComplete, completeOne: postgresCompleteOne(), extendStmt: postgresExtend, sweepStmt: postgresSweep}
+	e.completeManyRows, e.completeOneRows = successRows(e.completeMany), successRows(e.completeOne)
 	e.st = statements{
 		insert:        e.rebind(insertSQL),
 		debounce:      e.rebind(fmt.Sprintf(debounceSQL, "LEAST")),

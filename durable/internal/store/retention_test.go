@@ -32,7 +32,8 @@ func finish(t *testing.T, s *Store, n int, state State, at time.Time) []ItemID {
 			if state != StateSucceeded {
 				outcome = OutcomeFailed
 			}
-			cs[i] = Completion{Fence: c.Fence(), State: state, Outcome: outcome, StartedAt: at, EndedAt: at}
+			// Successes with rows of their own, so that Prune has them to delete.
+			cs[i] = Completion{Fence: c.Fence(), State: state, Outcome: outcome, StartedAt: at, EndedAt: at, SuccessRow: true}
 			ids = append(ids, c.ID)
 		}
 		if _, err := s.Complete(ctx, cs); err != nil {

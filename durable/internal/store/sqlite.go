@@ -117,8 +117,20 @@ const sqliteCompleteOne = `UPDATE switchboard_items
 	    interruptions = interruptions + CASE WHEN ? = 'interrupted' THEN 1 ELSE 0 END,
 	    isolate = CASE WHEN ? = '' THEN isolate ELSE 0 END,
 	    last_error = COALESCE(NULLIF(?, ''), last_error), parked_key = ?, alone = 0,
-	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?
+	    lease_owner = NULL, lease_until = NULL, held_key = NULL, updated_at = ?,
+	    success_id = COALESCE(?, success_id), success_instance = COALESCE(?, success_instance),
+	    success_started_at = COALESCE(?, success_started_at), success_ended_at = COALESCE(?, success_ended_at)
 	WHERE id = ? AND state = 'running' AND lease_owner = ? AND attempts = ?`
+
+// sqliteReserveAttemptIDs reserves ?1 ids of attempts, the last of which it returns, from the
+// attempts table's AUTOINCREMENT sequence, for successes recorded on their items (whose ids
+// later rows must not take). SQLite creates the sequence's row at the table's first insert:
+// sqliteFirstAttemptIDs makes it when there is none.
+const sqliteReserveAttemptIDs = `UPDATE sqlite_sequence SET seq = seq + ?1 WHERE name = 'switchboard_attempts' RETURNING seq`
+
+// sqliteFirstAttemptIDs is sqliteReserveAttemptIDs for a table that had no row yet.
+const sqliteFirstAttemptIDs = `INSERT INTO sqlite_sequence (name, seq)
+	SELECT 'switchboard_attempts', COALESCE(MAX(id), 0) + ?1 FROM switchboard_attempts RETURNING seq`
 
 const sqliteClaimUpdate = `UPDATE switchboard_items
 	SET state = 'running', lease_owner = ?, lease_until = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1,
@@ -347,10 +359,19 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.St
 		return err
 	}
 	defer ins.Close()
+	next, err := reserveAttemptIDs(ctx, tx, cs)
+	if err != nil {
+		return err
+	}
 	for _, c := range cs {
 		f := c.Fence
+		var success [4]any // a success's attempt, recorded on its item: id, instance, start, end
+		if c.Outcome == OutcomeSucceeded {
+			success = [4]any{next, f.Owner, micros(c.StartedAt), micros(c.EndedAt)}
+			next++
+		}
 		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), string(c.Outcome), string(c.Outcome), c.Error,
-			nullString(c.ParkedKey), micros(c.EndedAt), int64(f.ItemID), f.Owner, f.Attempt)
+			nullString(c.ParkedKey), micros(c.EndedAt), success[0], success[1], success[2], success[3], int64(f.ItemID), f.Owner, f.Attempt)
 		if err != nil {
 			return err
 		}
@@ -368,7 +389,7 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.St
 				return err
 			}
 		}
-		if c.Outcome != "" {
+		if c.Outcome != "" && (c.Outcome != OutcomeSucceeded || c.SuccessRow) {
 			if _, err := ins.ExecContext(ctx, int64(f.ItemID), f.Attempt, f.Owner, micros(c.StartedAt), micros(c.EndedAt),
 				string(c.Outcome), nullString(c.Error)); err != nil {
 				return err
@@ -376,6 +397,29 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.St
 		}
 	}
 	return nil
+}
+
+// reserveAttemptIDs reserves an attempt id for each success of cs (recorded on its item) and
+// returns the first; nothing is reserved, and 0 returned, when cs has none.
+func reserveAttemptIDs(ctx context.Context, tx *sql.Tx, cs []Completion) (int64, error) {
+	n := int64(0)
+	for i := range cs {
+		if cs[i].Outcome == OutcomeSucceeded {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var last int64
+	err := tx.QueryRowContext(ctx, sqliteReserveAttemptIDs, n).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = tx.QueryRowContext(ctx, sqliteFirstAttemptIDs, n).Scan(&last)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reserve attempt ids: %w", err)
+	}
+	return last - n + 1, nil
 }
 
 func (e *sqliteEngine) extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error {

@@ -389,10 +389,31 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Item, error) {
 	return out, nil
 }
 
+// attemptsSQL lists the attempts of an item (placeholder: its id) in order: its attempt rows
+// and the success recorded on the item, unless a row says it too (the completion wrote one:
+// Completion.SuccessRow, or an instance of a version before the success moved to the item).
+const attemptsSQL = `SELECT id, item_id, attempt, instance, started_at, ended_at, outcome, error
+FROM switchboard_attempts WHERE item_id = ?1
+UNION ALL
+SELECT i.success_id, i.id, i.attempts, i.success_instance, i.success_started_at, i.success_ended_at, 'succeeded', NULL
+FROM switchboard_items i
+WHERE i.id = ?1 AND i.success_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM switchboard_attempts a WHERE a.item_id = i.id AND a.attempt = i.attempts)
+ORDER BY 3`
+
+// wantsSuccessRow reports whether a completion of cs asks for its success's own attempt row.
+func wantsSuccessRow(cs []Completion) bool {
+	for i := range cs {
+		if cs[i].SuccessRow && cs[i].Outcome == OutcomeSucceeded {
+			return true
+		}
+	}
+	return false
+}
+
 // Attempts lists the attempts of an item in order.
 func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(
-		"SELECT id, item_id, attempt, instance, started_at, ended_at, outcome, error FROM switchboard_attempts WHERE item_id = ? ORDER BY attempt"), int64(id))
+	rows, err := s.db.QueryContext(ctx, s.numbered(attemptsSQL), int64(id))
 	if err != nil {
 		return nil, fmt.Errorf("durable: attempts: %w", err)
 	}
