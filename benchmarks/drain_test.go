@@ -253,7 +253,8 @@ func usage() time.Duration {
 
 // BenchmarkDrain drains each case's items with switchboard's durable scheduler, River and the
 // bare-SQL floor. One op is one item: ns/op, B/op and allocs/op are per item; items/s is the
-// drain's rate and cpu-ns/item the Go process's CPU time per item. Run it with -benchtime=1x
+// drain's rate, cpu-ns/item the Go process's CPU time per item and, on PostgreSQL when the
+// server runs on this machine, server-cpu-ns/item the server's (serverCPU). Run it with -benchtime=1x
 // (each iteration seeds and drains a fresh database; more iterations are summed).
 func BenchmarkDrain(b *testing.B) {
 	dsn := os.Getenv(durabletest.PostgresDSNEnv)
@@ -291,9 +292,10 @@ func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn, bouncer string)
 	n := c.items()
 	b.ReportAllocs()
 	var (
-		elapsed, cpu  time.Duration
-		bytes, allocs uint64
-		m0, m1        runtime.MemStats
+		elapsed, cpu, server time.Duration
+		bytes, allocs        uint64
+		m0, m1               runtime.MemStats
+		serverKnown          = c.engine == "postgres"
 	)
 	for range b.N {
 		b.StopTimer()
@@ -302,12 +304,21 @@ func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn, bouncer string)
 		drain := sys.prepare(b, d, c.kind, c.workers, newTally(n, false))
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
+		var s0 time.Duration
+		if serverKnown {
+			s0, serverKnown = serverCPU(context.Background(), d.sql)
+		}
 		c0, t0 := usage(), time.Now()
 		b.StartTimer()
 		drain()
 		b.StopTimer()
 		elapsed += time.Since(t0)
 		cpu += usage() - c0
+		if serverKnown {
+			var s1 time.Duration
+			s1, serverKnown = serverCPU(context.Background(), d.sql)
+			server += s1 - s0
+		}
 		runtime.ReadMemStats(&m1)
 		bytes += m1.TotalAlloc - m0.TotalAlloc
 		allocs += m1.Mallocs - m0.Mallocs
@@ -319,6 +330,9 @@ func benchDrain(b *testing.B, c drainCase, sys drainSystem, dsn, bouncer string)
 	total := float64(b.N * n)
 	b.ReportMetric(total/elapsed.Seconds(), "items/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/item")
+	if serverKnown {
+		b.ReportMetric(float64(server.Nanoseconds())/total, "server-cpu-ns/item")
+	}
 	b.ReportMetric(float64(elapsed.Nanoseconds())/total, "ns/op")
 	b.ReportMetric(float64(bytes)/total, "B/op")
 	b.ReportMetric(float64(allocs)/total, "allocs/op")

@@ -98,9 +98,13 @@ func resultLine(line string) (name string, vals map[string]float64, ok bool) {
 	return procs.ReplaceAllString(f[0], ""), vals, true
 }
 
-// Get returns the median of the runs of benchmark name in unit, and whether there is one.
+// Get returns the median of the runs of benchmark name in unit, and whether there is one. A
+// unit "a+b" is the median of the runs' sums of their figures in units a and b.
 func (r *Results) Get(name, unit string) (float64, bool) {
 	vs := r.values[name][unit]
+	if a, b, ok := strings.Cut(unit, "+"); ok {
+		vs = r.sums(name, a, b)
+	}
 	if len(vs) == 0 {
 		return 0, false
 	}
@@ -110,6 +114,30 @@ func (r *Results) Get(name, unit string) (float64, bool) {
 		return s[len(s)/2], true
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
+}
+
+// sums is, run by run, the sum of a benchmark's figures in units a and b; nil unless it has as
+// many of both.
+func (r *Results) sums(name, a, b string) []float64 {
+	as, bs := r.values[name][a], r.values[name][b]
+	if len(as) != len(bs) {
+		return nil
+	}
+	out := make([]float64, len(as))
+	for i := range as {
+		out[i] = as[i] + bs[i]
+	}
+	return out
+}
+
+// HasUnit reports whether a benchmark has a figure in unit.
+func (r *Results) HasUnit(unit string) bool {
+	for _, units := range r.values {
+		if len(units[unit]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Runs is the largest number of runs of any benchmark.

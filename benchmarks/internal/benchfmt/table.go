@@ -106,6 +106,7 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 	fmt.Fprintln(w)
 	WriteCPU(w, r)
 	fmt.Fprintln(w)
+	WriteServerCPU(w, r)
 	notes = append(notes, WriteBouncerDrains(w, r)...)
 	notes = append(notes, WriteIdleFleet(w, r)...)
 	notes = append(notes, WritePickup(w, r)...)
@@ -119,7 +120,7 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, "Drains: items/s from start to a stopped system with every outcome stored; Go CPU is this process's (user + system), the PostgreSQL server's excluded. One op is one item.")
+	fmt.Fprintln(w, "Drains: items/s from start to a stopped system with every outcome stored; Go CPU is this process's (user + system), the PostgreSQL server's excluded; the server's CPU, when the server runs on this machine, is its postmaster's and its processes' (from /proc), every session, the checkpointer and autovacuum included. One op is one item.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, BouncerDrainNote)
 	fmt.Fprintln(w)
@@ -177,8 +178,8 @@ func WriteInProcess(w io.Writer, r *Results) (notes []string) {
 // WriteDrains prints the table of the drains' items/s, switchboard's beside River's and the
 // floor's with the ratios, and returns a note for each engine missing from r.
 func WriteDrains(w io.Writer, r *Results) (notes []string) {
-	fmt.Fprintln(w, "| drain (items/s) | switchboard | River; floor (same run) | switchboard ÷ peer |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| drain (items/s) | switchboard | River; floor (same run) | switchboard ÷ peer | switchboard's runs |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
 	for _, e := range Engines {
 		if !r.HasPrefix("BenchmarkDrain/" + e + "/") {
 			why := "the run failed, or its -bench pattern left them out"
@@ -191,11 +192,20 @@ func WriteDrains(w io.Writer, r *Results) (notes []string) {
 		for _, h := range Handlers {
 			for _, n := range Workers {
 				peerRow(w, r, fmt.Sprintf("%s, %s, %s", e, h.Label, plural(n, "worker")),
-					e, h.Name, n, "items/s", count, ratePeers)
+					e, h.Name, n, "items/s", count, ratePeers, runsOf(r, DrainName(e, h.Name, n, "switchboard"), "items/s"))
 			}
 		}
 	}
 	return notes
+}
+
+// runsOf is the spread of the runs of benchmark name in unit, "min–max (n runs)", or "one run".
+func runsOf(r *Results, name, unit string) string {
+	vs := r.values[name][unit]
+	if len(vs) < 2 {
+		return "one run"
+	}
+	return fmt.Sprintf("%s–%s (%d runs)", count(slices.Min(vs)), count(slices.Max(vs)), len(vs))
 }
 
 // WriteBouncerDrains prints the table of the PostgreSQL drains of switchboard through PgBouncer
@@ -244,6 +254,34 @@ func WriteCPU(w io.Writer, r *Results) {
 	}
 }
 
+// ServerCPUUnit is the drains' unit of the PostgreSQL server's CPU time per item.
+const ServerCPUUnit = "server-cpu-ns/item"
+
+// WriteServerCPU prints the table of the PostgreSQL drains' server CPU time per item, and the
+// sum of the server's and the Go process's, beside the floor's and River's, followed by a blank
+// line; nothing when r has no server CPU figure (the server is on another machine).
+func WriteServerCPU(w io.Writer, r *Results) {
+	if !r.HasUnit(ServerCPUUnit) {
+		return
+	}
+	fmt.Fprintln(w, "| PostgreSQL CPU per item | switchboard | floor; River (same run) | switchboard ÷ peer |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: |")
+	for _, h := range Handlers {
+		for _, n := range Workers {
+			peerRow(w, r, fmt.Sprintf("server, %s, %s", h.Label, plural(n, "worker")), "postgres", h.Name, n, ServerCPUUnit, micros, cpuPeers)
+		}
+	}
+	for _, h := range Handlers {
+		for _, n := range Workers {
+			peerRow(w, r, fmt.Sprintf("Go + server, %s, %s", h.Label, plural(n, "worker")), "postgres", h.Name, n, goAndServerUnit, micros, cpuPeers)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// goAndServerUnit is the sum of a drain's cpu-ns/item and ServerCPUUnit (Results.Get).
+const goAndServerUnit = "cpu-ns/item+" + ServerCPUUnit
+
 // A drain row's peers, in the order the row names them.
 var (
 	ratePeers = []struct{ system, label string }{{"river", "River"}, {"floor", "floor"}}
@@ -253,7 +291,7 @@ var (
 // peerRow prints the row of a drain case's unit: switchboard's figure, its peers', and the
 // ratios of switchboard's to each; nothing when switchboard's is missing.
 func peerRow(w io.Writer, r *Results, caseLabel, engine, handler string, n int, unit string, format func(float64) string,
-	peers []struct{ system, label string }) {
+	peers []struct{ system, label string }, more ...string) {
 	v, ok := r.Get(DrainName(engine, handler, n, "switchboard"), unit)
 	if !ok {
 		return
@@ -267,7 +305,11 @@ func peerRow(w io.Writer, r *Results, caseLabel, engine, handler string, n int, 
 		figures = append(figures, p.label+" "+format(pv))
 		ratios = append(ratios, ratio(v, pv)+" "+p.label)
 	}
-	fmt.Fprintf(w, "| %s | %s | %s | %s |\n", caseLabel, format(v), strings.Join(figures, "; "), strings.Join(ratios, "; "))
+	fmt.Fprintf(w, "| %s | %s | %s | %s |", caseLabel, format(v), strings.Join(figures, "; "), strings.Join(ratios, "; "))
+	for _, m := range more {
+		fmt.Fprintf(w, " %s |", m)
+	}
+	fmt.Fprintln(w)
 }
 
 // WriteDetails prints every benchmark's figures, one row each: one table per set of units, in

@@ -54,7 +54,7 @@ func TestTable(t *testing.T) {
 		"at start: 0.50, 0.40, 0.30; at end: 1.00, 0.50, 0.30",
 		"CPU: Test CPU", "Medians of 3 runs",
 		// median of 6000, 7000, 9000 items/s is 7000: 1.75× River's 4000, 0.58× the floor's 12000.
-		"| postgres, no-op handler, 8 workers | 7,000 | River 4,000; floor 12,000 | 1.75× River; 0.58× floor |",
+		"| postgres, no-op handler, 8 workers | 7,000 | River 4,000; floor 12,000 | 1.75× River; 0.58× floor | 6,000–9,000 (3 runs) |",
 		"| postgres, no-op handler, 8 workers | 39.0 µs | floor 19.5 µs; River 71.5 µs | 2.00× floor; 0.55× River |",
 		"| `Send`, 0 behaviors | 11.0 ns | direct call 2.00 ns | 5.50× |",
 		"No sqlite drain rows in this run: the run failed",
@@ -144,4 +144,40 @@ func rendered(t *testing.T, in string) string {
 	var out strings.Builder
 	Render(&out, r, "1, 1, 1", "1, 1, 1")
 	return out.String()
+}
+
+// TestServerCPUTable: the PostgreSQL drains' server CPU per item and Go + server, each the median
+// of the runs (the sum's median is of the runs' sums), beside the floor's; no table without it.
+func TestServerCPUTable(t *testing.T) {
+	const in = `BenchmarkDrain/postgres/noop/w=8/switchboard-2  1  1 ns/op  40000 cpu-ns/item  6000 items/s  100000 server-cpu-ns/item
+BenchmarkDrain/postgres/noop/w=8/floor-2        1  1 ns/op  20000 cpu-ns/item  9000 items/s  80000 server-cpu-ns/item
+BenchmarkDrain/postgres/noop/w=8/switchboard-2  1  1 ns/op  10000 cpu-ns/item  6000 items/s  200000 server-cpu-ns/item
+BenchmarkDrain/postgres/noop/w=8/floor-2        1  1 ns/op  20000 cpu-ns/item  9000 items/s  80000 server-cpu-ns/item
+BenchmarkDrain/postgres/noop/w=8/switchboard-2  1  1 ns/op  30000 cpu-ns/item  6000 items/s  150000 server-cpu-ns/item
+BenchmarkDrain/postgres/noop/w=8/floor-2        1  1 ns/op  20000 cpu-ns/item  9000 items/s  80000 server-cpu-ns/item
+`
+	r, err := Parse(strings.NewReader(in), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	WriteServerCPU(&out, r)
+	for _, want := range []string{
+		// medians: server 150 µs against 80; Go + server of the runs 140, 210, 180 µs: 180.
+		"| server, no-op handler, 8 workers | 150 µs | floor 80.0 µs | 1.88× floor |",
+		"| Go + server, no-op handler, 8 workers | 180 µs | floor 100 µs | 1.80× floor |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	r, err = Parse(strings.NewReader(sample), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	WriteServerCPU(&out, r)
+	if out.Len() != 0 {
+		t.Errorf("a table without server CPU figures:\n%s", out.String())
+	}
 }
