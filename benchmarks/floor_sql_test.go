@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,9 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 	claim := func(name, now string) string {
 		q := literal(fair, "var "+name+" = fmt.Sprintf(")
 		return strings.NewReplacer("%[1]s", strings.Replace(paused, "%s", now, 1), "%[2]s", ordered, "%[3]s", debounced).Replace(q)
+	}
+	if m := regexp.MustCompile(`const attemptIDBlock = (\d+)`).FindStringSubmatch(src("attemptids.go")); m == nil || m[1] != strconv.Itoa(floorIDBlock) {
+		t.Errorf("the floor reserves attempt ids %d at a time, the store %v", floorIDBlock, m)
 	}
 	for _, c := range []struct{ name, floor, store string }{
 		{"claimColumns", floorClaimColumns, columns},

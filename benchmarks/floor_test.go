@@ -163,6 +163,9 @@ const floorSQLiteComplete = `UPDATE switchboard_items
 // ids of a batch's successes, recorded on their items.
 const floorReserveAttemptIDs = `UPDATE sqlite_sequence SET seq = seq + ?1 WHERE name = 'switchboard_attempts' RETURNING seq`
 
+// floorIDBlock is the store's attemptIDBlock (durable/internal/store/attemptids.go).
+const floorIDBlock = 256
+
 // floorFirstAttemptIDs is sqliteFirstAttemptIDs (durable/internal/store/sqlite.go).
 const floorFirstAttemptIDs = `INSERT INTO sqlite_sequence (name, seq)
 	SELECT 'switchboard_attempts', COALESCE(MAX(id), 0) + ?1 FROM switchboard_attempts RETURNING seq`
@@ -332,7 +335,10 @@ func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int,
 		}
 		return tx.Commit()
 	}
-	var batch []floorItem
+	var (
+		batch []floorItem
+		ids   struct{ next, end int64 } // attempt ids reserved and not used
+	)
 	err := inTx(func(tx *sql.Tx) (err error) { batch, err = claimTx(tx); return err })
 	for err == nil && len(batch) > 0 {
 		if err = floorRun(ctx, d, kind, t, batch); err != nil {
@@ -344,17 +350,22 @@ func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int,
 				return err
 			}
 			defer upd.Close()
-			var last int64
-			err = tx.QueryRowContext(ctx, floorReserveAttemptIDs, len(batch)).Scan(&last)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = tx.QueryRowContext(ctx, floorFirstAttemptIDs, len(batch)).Scan(&last)
+			// The successes' attempt ids, from a block reserved ahead as the store does (its
+			// attemptIDs): one statement in floorIDBlock ids.
+			if n := int64(len(batch)); ids.end-ids.next < n {
+				var last int64
+				err = tx.QueryRowContext(ctx, floorReserveAttemptIDs, n+floorIDBlock).Scan(&last)
+				if errors.Is(err, sql.ErrNoRows) {
+					err = tx.QueryRowContext(ctx, floorFirstAttemptIDs, n+floorIDBlock).Scan(&last)
+				}
+				if err != nil {
+					return err
+				}
+				ids.next, ids.end = last-n-floorIDBlock+1, last+1
 			}
-			if err != nil {
-				return err
-			}
-			id := last - int64(len(batch))
 			for _, it := range batch {
-				id++
+				id := ids.next
+				ids.next++
 				res, err := upd.ExecContext(ctx, "succeeded", 0, 0, "succeeded", "succeeded", "", nil, it.end, id, floorOwner, it.start, it.end,
 					it.id, floorOwner, it.attempt)
 				if err != nil {

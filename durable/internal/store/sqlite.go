@@ -37,6 +37,17 @@ type sqliteEngine struct {
 type poolStatements struct {
 	users int
 	stmts map[string]*sql.Stmt
+	ids   attemptIDs // the attempt ids the pool reserved for successes and has not used
+}
+
+// attemptIDsOf returns the reserved attempt ids of db, or nil for a pool no Store retains.
+func (e *sqliteEngine) attemptIDsOf(db *sql.DB) *attemptIDs {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.prepared[db]; p != nil {
+		return &p.ids
+	}
+	return nil
 }
 
 func (e *sqliteEngine) retain(db *sql.DB) {
@@ -314,7 +325,13 @@ func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion
 	if err != nil {
 		return err
 	}
-	return inTx(ctx, db, func(tx *sql.Tx) error { return e.completeTx(ctx, tx, sts, cs, accepted) })
+	ids := e.attemptIDsOf(db)
+	var done func(bool)
+	err = inTx(ctx, db, func(tx *sql.Tx) (err error) { done, err = e.completeTx(ctx, tx, sts, cs, accepted, ids); return err })
+	if done != nil {
+		done(err == nil)
+	}
+	return err
 }
 
 func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
@@ -322,14 +339,21 @@ func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Co
 	if err != nil {
 		return nil, err
 	}
-	var claimed []Claimed
-	err = inTx(ctx, db, func(tx *sql.Tx) error {
-		if err := e.completeTx(ctx, tx, sts, cs, accepted); err != nil {
+	var (
+		claimed []Claimed
+		done    func(bool)
+		ids     = e.attemptIDsOf(db)
+	)
+	err = inTx(ctx, db, func(tx *sql.Tx) (err error) {
+		if done, err = e.completeTx(ctx, tx, sts, cs, accepted, ids); err != nil {
 			return err
 		}
 		claimed, err = e.claimIn(ctx, tx, sts[2], e.st.claim, claimArgs, [2]*sql.Stmt{sts[3], sts[4]})
 		return err
 	})
+	if done != nil {
+		done(err == nil)
+	}
 	return claimed, err
 }
 
@@ -347,21 +371,23 @@ func (e *sqliteEngine) prepareAll(ctx context.Context, db *sql.DB, qs ...string)
 }
 
 // completeTx applies cs in tx, with the completion and attempt statements prepared as sts[0]
-// and sts[1] (or nil).
-func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.Stmt, cs []Completion, accepted map[Fence]bool) error {
+// and sts[1] (or nil), its successes' attempt ids taken from ids (see attemptIDs.take); the
+// caller calls done with whether tx committed.
+func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.Stmt, cs []Completion, accepted map[Fence]bool,
+	ids *attemptIDs) (done func(committed bool), err error) {
 	upd, err := inTxStmt(ctx, tx, sts[0], e.completeOne)
 	if err != nil {
-		return err
+		return done, err
 	}
 	defer upd.Close()
 	ins, err := inTxStmt(ctx, tx, sts[1], insertAttemptSQL)
 	if err != nil {
-		return err
+		return done, err
 	}
 	defer ins.Close()
-	next, err := reserveAttemptIDs(ctx, tx, cs)
+	next, done, err := ids.take(ctx, tx, successes(cs))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, c := range cs {
 		f := c.Fence
@@ -373,11 +399,11 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.St
 		res, err := upd.ExecContext(ctx, string(c.State), micros(c.NextAt), completionUndo(c), string(c.Outcome), string(c.Outcome), c.Error,
 			nullString(c.ParkedKey), micros(c.EndedAt), success[0], success[1], success[2], success[3], int64(f.ItemID), f.Owner, f.Attempt)
 		if err != nil {
-			return err
+			return done, err
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return err
+			return done, err
 		}
 		if n == 0 {
 			continue
@@ -386,40 +412,17 @@ func (e *sqliteEngine) completeTx(ctx context.Context, tx *sql.Tx, sts []*sql.St
 		if c.State == StateDead {
 			// The dead letter exists if and only if the completion does.
 			if _, err := tx.ExecContext(ctx, insertItemDeadLetterSQL, nullString(string(c.Cause)), int64(f.ItemID)); err != nil {
-				return err
+				return done, err
 			}
 		}
 		if c.Outcome != "" && (c.Outcome != OutcomeSucceeded || c.SuccessRow) {
 			if _, err := ins.ExecContext(ctx, int64(f.ItemID), f.Attempt, f.Owner, micros(c.StartedAt), micros(c.EndedAt),
 				string(c.Outcome), nullString(c.Error)); err != nil {
-				return err
+				return done, err
 			}
 		}
 	}
-	return nil
-}
-
-// reserveAttemptIDs reserves an attempt id for each success of cs (recorded on its item) and
-// returns the first; nothing is reserved, and 0 returned, when cs has none.
-func reserveAttemptIDs(ctx context.Context, tx *sql.Tx, cs []Completion) (int64, error) {
-	n := int64(0)
-	for i := range cs {
-		if cs[i].Outcome == OutcomeSucceeded {
-			n++
-		}
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	var last int64
-	err := tx.QueryRowContext(ctx, sqliteReserveAttemptIDs, n).Scan(&last)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.QueryRowContext(ctx, sqliteFirstAttemptIDs, n).Scan(&last)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("reserve attempt ids: %w", err)
-	}
-	return last - n + 1, nil
+	return done, nil
 }
 
 func (e *sqliteEngine) extend(ctx context.Context, db *sql.DB, owner string, ids []ItemID, until time.Time) error {

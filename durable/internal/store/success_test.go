@@ -98,3 +98,55 @@ func TestSuccessRecordedOnItem(t *testing.T) {
 		}
 	})
 }
+
+// TestAttemptIDBlocks: a SQLite pool reserves its successes' attempt ids a block at a time, the
+// block becoming its own only when the transaction that reserved it commits: one rolled back
+// leaves nothing reserved (the next reservation gets the same ids, which nothing used), one
+// committed serves the next completions without a statement, and one that needs more than is
+// left reserves a new block past the sequence.
+func TestAttemptIDBlocks(t *testing.T) {
+	ctx := context.Background()
+	s := sqliteBackend(t).open(t)
+	db := s.DB()
+	var ids attemptIDs
+	take := func(n int64, commit bool) int64 {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, done, err := ids.take(ctx, tx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(commit)
+		return first
+	}
+	seq := func() int64 {
+		return int64(countRows(t, s, "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'switchboard_attempts'), 0)"))
+	}
+	if first := take(1, false); first != 1 || seq() != 0 {
+		t.Fatalf("one id of no block: first %d, sequence %d; want 1 and nothing reserved", first, seq())
+	}
+	if first := take(2, false); first != 1 || seq() != 0 {
+		t.Fatalf("a rolled back reservation: first %d, sequence %d; want 1 and nothing reserved", first, seq())
+	}
+	if first := take(2, true); first != 1 || seq() != 2+attemptIDBlock {
+		t.Fatalf("a committed reservation: first %d, sequence %d; want 1 and %d", first, seq(), 2+attemptIDBlock)
+	}
+	if first := take(3, true); first != 3 || seq() != 2+attemptIDBlock {
+		t.Fatalf("from the block: first %d, sequence %d; want 3, no new reservation", first, seq())
+	}
+	// 253 left of the block: more than that reserves a new block after the sequence.
+	if first := take(attemptIDBlock, true); first != 3+attemptIDBlock || seq() != 2+3*attemptIDBlock {
+		t.Fatalf("past the block: first %d, sequence %d; want %d and %d", first, seq(), 3+attemptIDBlock, 2+3*attemptIDBlock)
+	}
+}
