@@ -151,4 +151,10 @@ set +e
 "$@"
 rc=$?
 set -e
+# A deadlock the tests met is told with the statements of both sides, which only the server's
+# log holds (the client's error names its own side alone).
+if grep -q "deadlock detected" "$tmp/server.log" 2>/dev/null; then
+	echo "with-postgres: the server detected a deadlock; from its log:" >&2
+	grep -B 2 -A 14 "deadlock detected" "$tmp/server.log" >&2 || true
+fi
 exit "$rc"
