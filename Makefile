@@ -17,7 +17,7 @@ BENCH_COUNT ?= 3
 BENCH_TIME ?= 0.3s
 BENCH_INPROC := ^Benchmark(DirectCall|Send|TypedSend|SendThreeBehaviors|StreamDirect|Stream|FallbackRetryBreaker|FallbackRetryBreakerTimeout|Breaker|BreakerParallel|RetryLoop|KeyedBreaker)$$
 # The benchmarks of one iteration each (-benchtime 1x): the drains, the idle fleets, the pickups.
-BENCH_DB := ^Benchmark(Drain|IdleFleet|FleetPickup)$$
+BENCH_DB := ^Benchmark(Drain|DrainBesideFinished|IdleFleet|FleetPickup)$$
 # Package durable's benchmarks of the fair claim: the claim at depth (SWITCHBOARD_BENCH_DEEP=1
 # adds 10 million pending and 50 million finished items on PostgreSQL) and a recovered
 # endpoint's backlog beside other keys' load.
@@ -26,7 +26,7 @@ BENCH_FAIR := ^Benchmark(ClaimDepth|RecoveredEndpoint)$$
 ## bench: the comparison tables of benchmarks/ (see benchmarks/doc.go): the durable drain of
 ## switchboard beside River and the bare-SQL floor on PostgreSQL (SWITCHBOARD_TEST_PG_DSN; its
 ## rows are skipped without it, except under CI=true) and SQLite, and through PgBouncer
-## (SWITCHBOARD_TEST_PGBOUNCER_DSN, likewise); what an idle fleet of 1, 10 and 50 instances costs
+## (SWITCHBOARD_TEST_PGBOUNCER_DSN, likewise), and beside a million finished items; what an idle fleet of 1, 10 and 50 instances costs
 ## the database and the pickup across instances, directly and through PgBouncer; then Send,
 ## Stream, the resilience stack, the breakers and the retry loops beside their baselines and
 ## peers, with the load average at start and end. The raw go test output, with the machine and command of

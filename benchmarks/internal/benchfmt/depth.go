@@ -93,3 +93,37 @@ const DepthNote = "Claim at depth: a table holding the given pending items, all 
 
 // RecoveryNote says what the recovered-endpoint row measures.
 const RecoveryNote = "Recovered endpoint: 10,000 items parked on one key's open breaker while items of nine other keys arrive at 200 a second, 8 workers, each item taking 1 ms; 3 s of that load, then the breaker closes and all 10,000 come due at once while the load goes on for 3 s more. The other keys' pickup p99 (enqueue to handler start) in each phase: the fair claim keeps the second within a small multiple of the first, where a claim in due order would make them wait for the backlog."
+
+// FinishedName is the name of BenchmarkDrainBesideFinished's row of a system at w workers.
+func FinishedName(w int, system string) string {
+	return fmt.Sprintf("BenchmarkDrainBesideFinished/postgres/noop/w=%d/%s", w, system)
+}
+
+// WriteFinished prints the table of the PostgreSQL no-op drains beside a million finished
+// items, each beside the same drain on a table of its pending items alone in the same run, and
+// the ratio of the two, followed by a blank line. It returns a note when r has no row.
+func WriteFinished(w io.Writer, r *Results) (notes []string) {
+	if !r.HasPrefix("BenchmarkDrainBesideFinished/") {
+		return []string{"No drain rows beside finished items in this run: SWITCHBOARD_TEST_PG_DSN is not set, the run failed, or its -bench pattern left them out."}
+	}
+	fmt.Fprintln(w, "| drain beside 1,000,000 finished items (items/s) | beside them | alone (same run) | beside ÷ alone |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: |")
+	for _, n := range Workers {
+		for _, sys := range []string{"switchboard", "floor"} {
+			v, ok := r.Get(FinishedName(n, sys), "items/s")
+			if !ok {
+				continue
+			}
+			alone, figure := "", ""
+			if a, ok := r.Get(DrainName("postgres", "noop", n, sys), "items/s"); ok {
+				alone, figure = count(a), ratio(v, a)
+			}
+			fmt.Fprintf(w, "| postgres, no-op handler, %s, %s | %s | %s | %s |\n", plural(n, "worker"), sys, count(v), alone, figure)
+		}
+	}
+	fmt.Fprintln(w)
+	return notes
+}
+
+// FinishedNote says what the drain beside finished items measures.
+const FinishedNote = "Drain beside finished items: the PostgreSQL no-op drain of switchboard and of the floor with 1,000,000 succeeded items in the table (as the scheduler leaves them, the success recorded on each; vacuumed and analyzed before the drain, as autovacuum would have by then), beside the same drain on a table of its pending items alone in the same run. The work a retention keeps should not slow the claim or the completion: the ratio should be about 1."

@@ -111,6 +111,7 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 	notes = append(notes, WriteIdleFleet(w, r)...)
 	notes = append(notes, WritePickup(w, r)...)
 	notes = append(notes, WriteDepth(w, r)...)
+	notes = append(notes, WriteFinished(w, r)...)
 	notes = append(notes, WriteRecovery(w, r)...)
 	notes = append(notes, WriteInProcess(w, r)...)
 	fmt.Fprintln(w)
@@ -129,6 +130,8 @@ func Render(w io.Writer, r *Results, loadStart, loadEnd string) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, DepthNote)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, FinishedNote)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, RecoveryNote)
 	fmt.Fprintln(w)

@@ -181,3 +181,36 @@ BenchmarkDrain/postgres/noop/w=8/floor-2        1  1 ns/op  20000 cpu-ns/item  9
 		t.Errorf("a table without server CPU figures:\n%s", out.String())
 	}
 }
+
+// TestFinishedTable: the drain beside finished items, each row beside the same drain alone in
+// the same run; a note when the run has none.
+func TestFinishedTable(t *testing.T) {
+	const in = `BenchmarkDrain/postgres/noop/w=32/switchboard-2  1  1 ns/op  8000 items/s
+BenchmarkDrain/postgres/noop/w=32/floor-2  1  1 ns/op  10000 items/s
+BenchmarkDrainBesideFinished/postgres/noop/w=32/switchboard-2  1  1 ns/op  7600 items/s
+BenchmarkDrainBesideFinished/postgres/noop/w=32/floor-2  1  1 ns/op  10000 items/s
+`
+	r, err := Parse(strings.NewReader(in), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if notes := WriteFinished(&out, r); len(notes) != 0 {
+		t.Errorf("notes %q", notes)
+	}
+	for _, want := range []string{
+		"| postgres, no-op handler, 32 workers, switchboard | 7,600 | 8,000 | 0.95× |",
+		"| postgres, no-op handler, 32 workers, floor | 10,000 | 10,000 | 1.00× |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	r, err = Parse(strings.NewReader(sample), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := WriteFinished(&strings.Builder{}, r); len(notes) != 1 {
+		t.Errorf("notes of a run without the rows: %q", notes)
+	}
+}
