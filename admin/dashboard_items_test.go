@@ -127,3 +127,38 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 		t.Errorf("the running item is %s after the refused cancel", it.State)
 	}
 }
+
+// A succeeded item's detail shows its attempt as every other attempt is shown: its number, the
+// outcome and the instance that made it, though the success is recorded on the item, not in an
+// attempt row.
+func TestDashboardSucceededItemShowsItsAttempt(t *testing.T) {
+	f := newItemsFixture(t)
+	ctx := context.Background()
+	as := got[[]record.Attempt](t)(f.q.Attempts(ctx, f.succeeded))
+	if len(as) != 1 || as[0].Outcome != record.OutcomeSucceeded || as[0].ID <= 0 || as[0].Instance == "" {
+		t.Fatalf("attempts of the succeeded item: %+v", as)
+	}
+	srv := httptest.NewServer(f.h)
+	t.Cleanup(srv.Close)
+	tab := newBrowser(t, 1280, 900)
+	must(t, chromedp.Do(tab, signIn(srv.URL)))
+	showItems(t, tab, "succeeded")
+	must(t, chromedp.Do(tab,
+		chromedp.Click(chromedp.CSS(itemRowSel(f.succeeded, "inspect"))),
+		chromedp.WaitVisible(chromedp.ID("item-dialog")),
+		poll(`document.querySelectorAll("#item-attempts li").length === 1`),
+	))
+	viewportScreenshot(t, tab, "item-succeeded-attempt")
+	text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("item-attempts").textContent`))
+	must(t, err)
+	for _, want := range []string{"#1", "succeeded", "on " + as[0].Instance + " at "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the succeeded item's attempts read %q; want %q in them", text, want)
+		}
+	}
+	empty, err := chromedp.Run(tab, chromedp.Evaluate[bool](`document.getElementById("item-attempts-empty").hidden`))
+	must(t, err)
+	if !empty {
+		t.Error(`"No attempts yet." shows beside the succeeded item's attempt`)
+	}
+}
