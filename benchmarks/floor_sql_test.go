@@ -49,6 +49,8 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 		{"postgresFairClaim", floorPostgresClaim, literal(fair, "const postgresFairClaim = ") + columns + literal(fair, "RETURNING ` + claimColumns + ")},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
 		{"sqliteFairClaim", floorSQLiteClaim, claim("sqliteFairClaim", "?6") + columns},
+		{"sqliteOneKeyClaim", floorSQLiteOneKeyClaim, claim("sqliteOneKeyClaim", "?6") + columns},
+		{"sqliteFairWindow", floorSQLiteWindow, literal(fair, "const sqliteFairWindow = ")},
 		{"sqliteCompleteOne", floorSQLiteComplete, literal(sq, "const sqliteCompleteOne = ")},
 		{"sqliteReserveAttemptIDs", floorReserveAttemptIDs, literal(sq, "const sqliteReserveAttemptIDs = ")},
 		{"sqliteFirstAttemptIDs", floorFirstAttemptIDs, literal(sq, "const sqliteFirstAttemptIDs = ")},

@@ -84,7 +84,7 @@ SELECT id, owner, attempt FROM u`
 // floorSQLiteClaim is store.sqliteFairClaim (durable/internal/store/fairclaim.go, with
 // pausedNameSQL, orderedFirstSQL and debounceOrderSQL in place). Placeholders as
 // floorPostgresClaim's, numbered, to ?7; ?8 and ?9 the first and the last key of the window of
-// keys (the floor's window is every key: "" to floorLastKey).
+// keys (floorSQLiteWindow's).
 const floorSQLiteClaim = `UPDATE switchboard_items
 SET state = 'running', lease_owner = ?1, lease_until = ?2, claimed_at = ?3, updated_at = ?4,
     attempts = attempts + 1, alone = ?5
@@ -146,6 +146,52 @@ WHERE id IN (
         LIMIT (SELECT ?7 - COUNT(*) FROM taken)) fill)
 RETURNING ` + floorClaimColumns
 
+// floorSQLiteWindow is store.sqliteFairWindow (durable/internal/store/fairclaim.go): the least
+// and greatest fairness key of the pending items, and the window of keys the fair claim walks.
+// Placeholders: ?1 the key the window starts after (NULL: from the first), ?2 its size.
+const floorSQLiteWindow = `WITH RECURSIVE k(key, depth) AS (
+    SELECT COALESCE(
+        (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+         WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key > ?1),
+        (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+         WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= '')), 1
+    UNION ALL
+    SELECT (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+            WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key > k.key), k.depth + 1
+    FROM k WHERE k.key IS NOT NULL AND k.depth < ?2
+)
+SELECT
+    (SELECT MIN(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+     WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= ''),
+    (SELECT MAX(i.fair_key) FROM switchboard_items i INDEXED BY switchboard_items_fair
+     WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key >= ''),
+    (SELECT k.key FROM k WHERE k.depth = 1),
+    (SELECT k.key FROM k WHERE k.key IS NOT NULL ORDER BY k.depth DESC LIMIT 1),
+    (SELECT COUNT(k.key) FROM k)`
+
+// floorSQLiteOneKeyClaim is store.sqliteOneKeyClaim (durable/internal/store/fairclaim.go, with
+// pausedNameSQL, orderedFirstSQL and debounceOrderSQL in place): the claim when every pending
+// item has one fairness key, ?8. Placeholders as floorSQLiteClaim's to ?7.
+const floorSQLiteOneKeyClaim = `UPDATE switchboard_items
+SET state = 'running', lease_owner = ?1, lease_until = ?2, claimed_at = ?3, updated_at = ?4,
+    attempts = attempts + 1, alone = ?5
+WHERE id IN (
+    SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_fair
+    WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = ?8
+      AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6
+      AND (i.ordering_key IS NULL OR NOT EXISTS (
+	        SELECT 1 FROM switchboard_items o
+	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+      AND (i.debounce_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items d
+                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
+      AND i.name NOT IN (
+	        SELECT p.target FROM switchboard_pauses p
+	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))
+    ORDER BY i.next_at - i.head_start, i.id
+    LIMIT ?7)
+RETURNING ` + floorClaimColumns
+
 // floorSQLiteComplete is sqliteCompleteOne (durable/internal/store/sqlite.go). Placeholders:
 // state, next_at, undo, outcome (twice), error, parked key, updated at, the success's attempt
 // id, instance, start and end, id, owner, attempt.
@@ -191,15 +237,9 @@ func floorClaimArgs(limit int) []any {
 	return []any{floorOwner, now.Add(floorLease).UnixMicro(), us, us, 0, us, limit}
 }
 
-// floorLastKey sorts after every fairness key the benchmarks use.
-const floorLastKey = "\U0010FFFF"
-
 // floorPostgresArgs are the arguments of floorPostgresClaim: its window of keys starts at the
 // first key and is as wide as the store's.
 func floorPostgresArgs(limit int) []any { return append(floorClaimArgs(limit), nil, 128) }
-
-// floorSQLiteArgs are the arguments of floorSQLiteClaim: its window is every key.
-func floorSQLiteArgs(limit int) []any { return append(floorClaimArgs(limit), "", floorLastKey) }
 
 // floorArray is the text form of an array of one element per item of batch, as the store's
 // completionArrays writes the completion's arguments.
@@ -313,10 +353,35 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 	return err
 }
 
-// floorSQLite drains d's switchboard items through database/sql on its one connection.
+// floorSQLite drains d's switchboard items through database/sql on its one connection, with
+// its statements prepared once, as the store prepares them once per pool (SQLite parses a
+// statement at every prepare, and the claim's parse costs more than running it). A claim reads
+// the window of fairness keys first and, with one key, claims that key's items alone, as the
+// store's does.
 func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int, t *tally) error {
+	var stmts [4]*sql.Stmt
+	for i, q := range []string{floorSQLiteWindow, floorSQLiteOneKeyClaim, floorSQLiteClaim, floorSQLiteComplete} {
+		st, err := d.sql.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		stmts[i] = st
+	}
+	windowStmt, oneKeyStmt, claimStmt, completeStmt := stmts[0], stmts[1], stmts[2], stmts[3]
 	claimTx := func(tx *sql.Tx) ([]floorItem, error) {
-		rows, err := tx.QueryContext(ctx, floorSQLiteClaim, floorSQLiteArgs(workers)...)
+		var (
+			first, last, from, to sql.NullString
+			n                     int
+		)
+		if err := tx.StmtContext(ctx, windowStmt).QueryRowContext(ctx, nil, 128).Scan(&first, &last, &from, &to, &n); err != nil || !first.Valid {
+			return nil, err
+		}
+		st, args := claimStmt, append(floorClaimArgs(workers), from.String, to.String)
+		if first.String == last.String {
+			st, args = oneKeyStmt, append(floorClaimArgs(workers), first.String)
+		}
+		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -345,11 +410,7 @@ func floorSQLite(ctx context.Context, d *drainDB, kind handlerKind, workers int,
 			break
 		}
 		err = inTx(func(tx *sql.Tx) error {
-			upd, err := tx.PrepareContext(ctx, floorSQLiteComplete)
-			if err != nil {
-				return err
-			}
-			defer upd.Close()
+			upd := tx.StmtContext(ctx, completeStmt)
 			// The successes' attempt ids, from a block reserved ahead as the store does (its
 			// attemptIDs): one statement in floorIDBlock ids.
 			if n := int64(len(batch)); ids.end-ids.next < n {
