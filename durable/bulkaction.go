@@ -28,6 +28,7 @@ type BulkActionSpec struct {
 	// just recovered takes a backlog of thousands within minutes, without the burst of a tight
 	// loop that could knock it over again. At most 100,000, which no action reaches (a letter
 	// takes a handler call and a few database round trips): set it that high to run unthrottled.
+	// At least one letter a day (about 1.16e-5): slower is a schedule's pace, not a throttle's.
 	Rate float64
 	// MaxInFlight is the most letters replayed at once; zero means 4, at most 64. While the
 	// breaker of a letter's key is half-open, no more letters of that key run than it has free
@@ -43,7 +44,11 @@ const (
 	// maxBulkRate bounds Rate: a letter takes a handler call and a few database round trips,
 	// so a higher rate is never reached; it is what "unthrottled" means, and refusing more
 	// keeps a stored rate a finite number.
-	maxBulkRate       = 100000
+	maxBulkRate = 100000
+	// minBulkRate is one letter a day: below it the time between two letters is longer than a
+	// day, and below about 1e-10 a second it overflows a time.Duration (an action then ran
+	// unthrottled). A slower pace is a schedule's job, not a throttle's.
+	minBulkRate       = 1.0 / (24 * 60 * 60)
 	bulkSampleSize    = 10  // the letters a dry run shows
 	bulkBatchSize     = 100 // letters read at once; the cursor moves when a batch is settled
 	maxBulkActionList = 100
@@ -144,8 +149,11 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		errs = append(errs, fmt.Errorf("Filter.From %s is not before Filter.To %s: the range is empty", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
 	}
-	if sp.Rate < 0 || sp.Rate != sp.Rate || sp.Rate > maxBulkRate {
+	switch {
+	case sp.Rate < 0 || sp.Rate != sp.Rate || sp.Rate > maxBulkRate:
 		errs = append(errs, fmt.Errorf("Rate %v is not a number of letters per second between 0 and %d", sp.Rate, maxBulkRate))
+	case sp.Rate > 0 && sp.Rate < minBulkRate:
+		errs = append(errs, fmt.Errorf("Rate %v is below one letter a day (%.3g a second)", sp.Rate, minBulkRate))
 	}
 	if sp.MaxInFlight < 0 || sp.MaxInFlight > maxBulkInFlight {
 		errs = append(errs, fmt.Errorf("MaxInFlight %d is not between 0 and %d", sp.MaxInFlight, maxBulkInFlight))

@@ -214,6 +214,14 @@ func TestBulkActionSpecInvalid(t *testing.T) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
 	}
+	// A rate so low that the time between two letters overflows a time.Duration ran
+	// unthrottled: it is refused, naming the least rate.
+	for _, rate := range []float64{1e-11, 1e-300, 1.0 / (25 * 3600)} {
+		_, err = e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkDiscard, Reason: "cleanup", Rate: rate}, "alice")
+		if err == nil || !errors.Is(err, durable.ErrInvalidBulkAction) || !strings.Contains(err.Error(), "one letter a day") {
+			t.Errorf("Rate %v: error %v; want it refused below one letter a day", rate, err)
+		}
+	}
 	reg := breaker.NewRegistry(breaker.Config{})
 	for _, opts := range [][]durable.BulkActionOption{{durable.ResetBreakerFirst(reg, "nowhere")}, {durable.ResetBreakerFirst(reg, "nowhere"), durable.DryRun()}} {
 		_, err = e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay}, "alice", opts...)
