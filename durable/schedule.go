@@ -151,6 +151,17 @@ func parseSpec(spec string, loc *time.Location, zoneOption string) (cron.Schedul
 	if err != nil {
 		return nil, fmt.Errorf("invalid cron expression %q: %v (five fields: minute hour day-of-month month day-of-week, or @hourly, @daily, @every 90s, ...)", spec, err)
 	}
+	// The cron library runs an @every interval under a second once a second, and cuts a
+	// fraction of a second off a longer one: refused, so that a schedule runs at the pace it says.
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		d, _ := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(spec), "@every")))
+		switch {
+		case d < time.Second:
+			return nil, fmt.Errorf("%q: the interval is under a second, the shortest a schedule runs at", spec)
+		case d != every.Delay:
+			return nil, fmt.Errorf("%q: the interval is not a whole number of seconds (%v would be run every %v)", spec, d, every.Delay)
+		}
+	}
 	e := scheduleEntry{loc: loc, sched: sched}
 	if e.next(time.Now()) == never {
 		return nil, fmt.Errorf("cron expression %q never names a time", spec)

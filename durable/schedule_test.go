@@ -393,6 +393,12 @@ func TestScheduleMisuse(t *testing.T) {
 		{"duplicate", func() error { return durable.Schedule(q, "taken", "@daily", tick("taken")) }, `durable: Schedule "taken": name already scheduled (spec "@hourly")`},
 		{"zone prefix", func() error { return durable.Schedule(q, "x", "CRON_TZ=Europe/Paris 0 9 * * *", tick("x")) }, "use WithLocation"},
 		{"never", func() error { return durable.Schedule(q, "x", "0 0 30 2 *", tick("x")) }, "never names a time"},
+		// The cron library runs a shorter @every once a second, and cuts a fraction of a second
+		// off: each was accepted and ran at another pace than it said.
+		{"every nanosecond", func() error { return durable.Schedule(q, "x", "@every 1ns", tick("x")) }, `"@every 1ns": the interval is under a second`},
+		{"every millisecond", func() error { return durable.Schedule(q, "x", "@every 1ms", tick("x")) }, "the interval is under a second"},
+		{"every negative", func() error { return durable.Schedule(q, "x", "@every -1s", tick("x")) }, "the interval is under a second"},
+		{"every fraction", func() error { return durable.Schedule(q, "x", "@every 1500ms", tick("x")) }, "not a whole number of seconds"},
 		{"not a pointer", func() error { return durable.Schedule(q, "x", "@hourly", func() Tick { return Tick{} }) }, "must be a pointer type"},
 		{"nil newRequest", func() error { return durable.Schedule[*Tick](q, "x", "@hourly", nil) }, "nil newRequest"},
 		{"nil location", func() error { return durable.Schedule(q, "x", "@hourly", tick("x"), durable.WithLocation(nil)) }, "WithLocation(nil)"},
