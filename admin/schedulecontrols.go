@@ -78,6 +78,12 @@ func (s *server) pauseSchedule(w http.ResponseWriter, r *http.Request, principal
 			writeError(w, http.StatusBadRequest, `field "until": `+quote(body.Until)+` is not an RFC 3339 time (2030-01-02T03:04:05Z)`)
 			return
 		}
+		// A time given must be ahead: the zero time (0001-01-01) means "no end" to
+		// PauseSchedule, where here only a missing field does.
+		if !t.After(s.now()) {
+			writeError(w, http.StatusBadRequest, `field "until" `+quote(body.Until)+` is not in the future: leave it out to pause until resumed`)
+			return
+		}
 		until = t
 	}
 	info, err := c.PauseSchedule(r.Context(), r.PathValue("name"), principal, until)

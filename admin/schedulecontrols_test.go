@@ -167,7 +167,14 @@ func TestScheduleControlRoutesRefuseBadInput(t *testing.T) {
 	want(t, auth(t, f.h, "POST", "/api/schedules", add(`"payload": {}`)), http.StatusConflict)
 	res = auth(t, f.h, "POST", "/api/schedules/s/pause", `{"until": "`+time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)+`"}`)
 	want(t, res, http.StatusBadRequest)
-	if msg := res.body["error"].(string); !strings.Contains(msg, "is not after now") {
+	if msg := res.body["error"].(string); !strings.Contains(msg, "is not in the future") {
 		t.Errorf("a pause that ended: %q", msg)
+	}
+	// The zero time is a time in the past too, not "until resumed" (it paused the schedule
+	// for ever), as the pauses of keys and names answer.
+	res = auth(t, f.h, "POST", "/api/schedules/s/pause", `{"until": "0001-01-01T00:00:00Z"}`)
+	want(t, res, http.StatusBadRequest)
+	if msg := res.body["error"].(string); !strings.Contains(msg, "is not in the future: leave it out to pause until resumed") {
+		t.Errorf("a pause until the zero time: %q", msg)
 	}
 }
