@@ -109,6 +109,9 @@ func (q *Queue) AddSchedule(ctx context.Context, spec ScheduleSpec, actor string
 	return scheduleInfo(out, now), nil
 }
 
+// maxScheduleName bounds a schedule's name, as maxPauseTarget bounds a pause's target.
+const maxScheduleName = 1024
+
 // checkScheduleSpec trims spec's fields and reports every problem of spec and actor, joined and
 // wrapped in ErrInvalidSchedule.
 func (q *Queue) checkScheduleSpec(spec *ScheduleSpec, actor string) error {
@@ -118,8 +121,12 @@ func (q *Queue) checkScheduleSpec(spec *ScheduleSpec, actor string) error {
 	if actor == "" {
 		errs = append(errs, errors.New("actor is required: the audit log records who added the schedule"))
 	}
-	if spec.Name == "" {
+	switch {
+	case spec.Name == "":
 		errs = append(errs, errors.New("Name is empty"))
+	case len(spec.Name) > maxScheduleName:
+		errs = append(errs, fmt.Errorf("Name is %d bytes, more than %d: a schedule's name is read in every list and audit entry", len(spec.Name), maxScheduleName))
+		spec.Name = strings.ToValidUTF8(spec.Name[:64], "") + "…" // for the error's own text
 	}
 	if spec.Location == "" {
 		spec.Location = "UTC"

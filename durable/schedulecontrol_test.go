@@ -291,6 +291,8 @@ func TestAddScheduleRefusesBadInput(t *testing.T) {
 		{"spec", with(func(s *durable.ScheduleSpec) { s.Spec = "61 * * * *" }), "ops", []string{`Spec: invalid cron expression "61 * * * *"`}},
 		{"zone prefix", with(func(s *durable.ScheduleSpec) { s.Spec = "TZ=Europe/Paris 0 9 * * *" }), "ops", []string{"use Location"}},
 		{"every millisecond", with(func(s *durable.ScheduleSpec) { s.Spec = "@every 1ms" }), "ops", []string{`Spec: "@every 1ms": the interval is under a second`}},
+		// A name of 60 KB was stored, and carried by every list and audit entry.
+		{"long name", with(func(s *durable.ScheduleSpec) { s.Name = strings.Repeat("n", 60_000) }), "ops", []string{"Name is 60000 bytes, more than 1024"}},
 		{"location", with(func(s *durable.ScheduleSpec) { s.Location = "Mars/Olympus" }), "ops", []string{`Location "Mars/Olympus" is not a known time zone`}},
 		{"local", with(func(s *durable.ScheduleSpec) { s.Location = "Local" }), "ops", []string{`Location "Local" is the host's zone`}},
 		{"location and spec", with(func(s *durable.ScheduleSpec) { s.Location, s.Spec = "Mars/Olympus", "bad cron" }), "ops",
