@@ -111,6 +111,7 @@ func (body startBulkBody) spec() (durable.BulkActionSpec, error) {
 	var errs []error
 	sp := durable.BulkActionSpec{Kind: body.Kind, Reason: body.Reason, Rate: body.Rate, MaxInFlight: body.MaxInFlight,
 		Filter: durable.DeadLetterFilter{Source: body.Filter.Source, ErrorContains: body.Filter.Error}}
+	errs = append(errs, badTexts("filter.source", body.Filter.Source, "filter.error", body.Filter.Error)...)
 	switch body.Kind {
 	case record.BulkReplay:
 	case record.BulkDiscard:

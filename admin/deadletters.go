@@ -101,6 +101,7 @@ func deadLetterFilter(q url.Values) (durable.DeadLetterFilter, error) {
 		errs = append(errs, fmt.Errorf("status %s: want failed, replayed or discarded", quote(string(st))))
 	}
 	f.Source, f.ErrorContains = q.Get("source"), q.Get("error")
+	errs = append(errs, badTexts("source", f.Source, "error", f.ErrorContains)...)
 	errs = append(errs, timeRange(q, &f.From, &f.To)...)
 	var err error
 	if f.Limit, err = intParam(q, "limit", 0, 500); err != nil {

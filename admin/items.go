@@ -107,6 +107,7 @@ func itemFilter(q url.Values) (durable.ItemFilter, error) {
 		errs = append(errs, fmt.Errorf("state %s: want pending, parked, running, succeeded, dead or cancelled", quote(st)))
 	}
 	f.Name, f.Key = q.Get("name"), q.Get("key")
+	errs = append(errs, badTexts("name", f.Name, "key", f.Key)...)
 	if f.Key != "" && f.State != "" && f.State != record.StatePending {
 		errs = append(errs, fmt.Errorf("key %s with state %s: only pending items are parked on a breaker key; use state parked", quote(f.Key), quote(string(f.State))))
 	}

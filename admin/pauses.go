@@ -105,6 +105,8 @@ func pauseTargetOf(kind, target string) (durable.PauseTarget, []error) {
 		errs = append(errs, errors.New(`field "target" is required: the request name or the breaker key`))
 	case len(target) > maxPauseTarget:
 		errs = append(errs, fmt.Errorf(`field "target" is %d bytes, more than %d: no request name or breaker key is that long`, len(target), maxPauseTarget))
+	default:
+		errs = append(errs, badTexts(`field "target"`, target)...)
 	}
 	return durable.PauseTarget{Kind: record.PauseKind(kind), Target: target}, errs
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxListed is how many problems an error answer lists before it counts the rest: enough to
@@ -32,6 +33,38 @@ func quote(s string) string {
 		}
 	}
 	return strconv.Quote(s)
+}
+
+// maxText bounds the text of a filter or a name a request gives (a source, an error's part, a
+// request name or key, a schedule's name): what every listing, key and name the queue keeps
+// fits in, well under what SQLite's LIKE takes as a pattern.
+const maxText = 1024
+
+// badText names what is wrong with the text v a request gives as what (a field or parameter,
+// as the message calls it), or returns nil: not valid UTF-8 or holding a NUL byte (PostgreSQL's
+// text holds neither: the database refused it and the request answered 500), or longer than
+// maxText. Empty text is for the caller to judge.
+func badText(what, v string) error {
+	switch {
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%s %s is not valid UTF-8", what, quote(v))
+	case strings.IndexByte(v, 0) >= 0:
+		return fmt.Errorf("%s %s holds a NUL byte", what, quote(v))
+	case len(v) > maxText:
+		return fmt.Errorf("%s is %d bytes, more than %d", what, len(v), maxText)
+	}
+	return nil
+}
+
+// badTexts is badText of each pair of what and v, the problems found.
+func badTexts(pairs ...string) []error {
+	var errs []error
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := badText(pairs[i], pairs[i+1]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // joinAtMost joins errs as errors.Join does, listing the first maxListed and counting the

@@ -35,6 +35,10 @@ func (s *server) scheduleControls(h func(w http.ResponseWriter, r *http.Request,
 			writeError(w, http.StatusNotFound, "the configured queue does not support changing schedules (admin.ScheduleControls)")
 			return
 		}
+		if err := badText("schedule name", r.PathValue("name")); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 		h(w, r, p, c)
 	})
 }
@@ -50,6 +54,10 @@ type addScheduleRequest struct {
 func (s *server) addSchedule(w http.ResponseWriter, r *http.Request, principal string, c ScheduleControls) {
 	var body addScheduleRequest
 	if !decodeBody(w, r, &body) {
+		return
+	}
+	if errs := badTexts(`field "name"`, body.Name, `field "spec"`, body.Spec, `field "location"`, body.Location, `field "request"`, body.Request); len(errs) > 0 {
+		writeError(w, http.StatusBadRequest, joinAtMost(errs).Error())
 		return
 	}
 	payload := []byte(body.Payload)

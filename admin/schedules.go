@@ -84,6 +84,10 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) 
 		return
 	}
 	name := r.PathValue("name")
+	if err := badText("schedule name", name); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	infos, err := s.cfg.Queue.Schedules(r.Context())
 	if err != nil {
 		s.internal(w, r, err)
