@@ -215,6 +215,9 @@ func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal 
 	case errors.Is(err, durable.ErrInvalidBulkAction):
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	case errors.Is(err, durable.ErrBulkActionActive):
+		writeError(w, http.StatusConflict, err.Error()+": cancel it to start another")
+		return
 	case err != nil:
 		s.failed(w, r, err, "the request ended before the action was stored, or before that was confirmed: look at the list of actions before starting it again")
 		return

@@ -175,6 +175,12 @@ func TestBulkActionRoutesReplayByFilter(t *testing.T) {
 	if a["state"] != "queued" || a["matched"] != float64(2) || a["actor"] != "admin" || a["rate"] != float64(100) || a["max_in_flight"] != float64(4) {
 		t.Fatalf("started: %v", a)
 	}
+	// The same action again while the first has not finished (a second click): 409 naming it.
+	res = auth(t, f.h, "POST", "/api/dead-letters/actions", `{"kind":"replay","filter":{"source":"crm-sync","error":"EXAMPLE"},"reason":"fixed the validator","rate":100}`)
+	want(t, res, http.StatusConflict)
+	if msg := res.body["error"].(string); !strings.Contains(msg, fmt.Sprintf("bulk action %v of the same kind and filter", a["id"])) || !strings.Contains(msg, "cancel it") {
+		t.Fatalf("the same action again: %q", msg)
+	}
 	path := fmt.Sprintf("/api/dead-letters/actions/%v", a["id"])
 	f.startScheduler(t)
 	deadline := time.Now().Add(30 * time.Second)

@@ -255,6 +255,9 @@ func (q *Queue) StartBulkAction(ctx context.Context, spec BulkActionSpec, actor 
 	id, err := q.store.InsertBulkAction(ctx, store.BulkActionRow{Kind: string(spec.Kind), Filter: string(fj), Reason: spec.Reason, Actor: actor,
 		State: store.BulkQueued, Rate: spec.Rate, InFlight: spec.MaxInFlight, ResetBreaker: o.resetOf, MaxLetter: maxID, Matched: matched, CreatedAt: now},
 		store.AuditRow{At: now, Actor: actor, Action: string(action), TargetKind: string(record.AuditTargetBulkAction), Detail: detail, Outcome: record.AuditDone})
+	if errors.Is(err, ErrBulkActionActive) {
+		return BulkAction{}, fmt.Errorf("durable: StartBulkAction: %w", err)
+	}
 	if err != nil {
 		return BulkAction{}, err
 	}

@@ -4,9 +4,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/switchboard-go/switchboard/durable/record"
 	"strconv"
 	"time"
+
+	"github.com/switchboard-go/switchboard/durable/driver"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // Limits and defaults.
@@ -38,7 +40,11 @@ var (
 	// ErrInvalidBulkAction: StartBulkAction refused its spec (the error names each problem);
 	// nothing was done.
 	ErrInvalidBulkAction = errors.New("durable: invalid bulk action")
-	ErrBadCursor         = errors.New("durable: not an item cursor") // an ItemFilter.After no ItemPage.Next gave
+	// ErrBulkActionActive: StartBulkAction refused an action of the same kind and filter as
+	// one that has not finished (a *driver.BulkActionActiveError names it): a second would act
+	// on the same letters. Nothing was done. Cancel the first to start another.
+	ErrBulkActionActive = driver.ErrBulkActionActive
+	ErrBadCursor        = errors.New("durable: not an item cursor") // an ItemFilter.After no ItemPage.Next gave
 )
 
 // OutcomeUnknownError reports an insert sent whose answer never came. It matches

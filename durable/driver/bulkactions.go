@@ -1,8 +1,11 @@
 package driver
 
 import (
-	"github.com/switchboard-go/switchboard/durable/record"
+	"errors"
+	"fmt"
 	"time"
+
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // BulkActionRow is one row of switchboard_bulk_actions; its columns are described in
@@ -45,6 +48,26 @@ const (
 	BulkCancelled       = "cancelled"
 	BulkFailed          = "failed"
 )
+
+// ErrBulkActionActive reports a bulk action refused because an action of the same kind and
+// filter has not finished yet (queued, running, waiting or paused): a second would act on the
+// same letters. A *BulkActionActiveError names it.
+var ErrBulkActionActive = errors.New("durable: an identical bulk action has not finished")
+
+// BulkActionActiveError names the unfinished action an identical one was refused for. It
+// matches ErrBulkActionActive.
+type BulkActionActiveError struct {
+	// ID is the unfinished action's id.
+	ID int64
+}
+
+// Error says which action has not finished.
+func (e *BulkActionActiveError) Error() string {
+	return fmt.Sprintf("%v: bulk action %d of the same kind and filter", ErrBulkActionActive, e.ID)
+}
+
+// Is reports whether target is ErrBulkActionActive.
+func (e *BulkActionActiveError) Is(target error) bool { return target == ErrBulkActionActive }
 
 // BulkProgress is what a running action writes of itself while it holds its lease.
 type BulkProgress struct {

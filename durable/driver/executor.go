@@ -301,7 +301,9 @@ type BulkActionStore interface {
 	CountDeadLetters(ctx context.Context, f DeadLetterQuery) (n int64, maxID record.DeadLetterID, err error)
 
 	// InsertBulkAction stores b (its ID, cursor and totals are ignored) and audit, in one
-	// transaction, and returns b's id. The audit row's Target is set to that id.
+	// transaction, and returns b's id. The audit row's Target is set to that id. It refuses b,
+	// storing nothing, with a *BulkActionActiveError when an action of b's kind and filter has
+	// not finished, however many instances insert at once.
 	InsertBulkAction(ctx context.Context, b BulkActionRow, audit AuditRow) (int64, error)
 
 	// BulkAction returns one action; found is false when there is none.

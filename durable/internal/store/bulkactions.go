@@ -53,7 +53,24 @@ func (s *Store) CountDeadLetters(ctx context.Context, f DeadLetterFilter) (n int
 func (s *Store) InsertBulkAction(ctx context.Context, b BulkActionRow, audit AuditRow) (int64, error) {
 	var id int64
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, s.e.rebind(`INSERT INTO switchboard_bulk_actions
+		// One insert at a time, so that the check below sees every action inserted before
+		// (PostgreSQL: the lock conflicts with itself and with the runners' updates, which wait
+		// the few milliseconds of this transaction; SQLite: the one writer).
+		if s.e.String() == "postgres" {
+			if _, err := tx.ExecContext(ctx, `LOCK TABLE switchboard_bulk_actions IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+				return err
+			}
+		}
+		var active int64
+		err := tx.QueryRowContext(ctx, s.e.rebind(`SELECT id FROM switchboard_bulk_actions
+	WHERE kind = ? AND filter = ? AND finished_at IS NULL ORDER BY id LIMIT 1`), b.Kind, b.Filter).Scan(&active)
+		switch {
+		case err == nil:
+			return &BulkActionActiveError{ID: active}
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		err = tx.QueryRowContext(ctx, s.e.rebind(`INSERT INTO switchboard_bulk_actions
 	(kind, filter, reason, actor, state, rate, in_flight, reset_breaker, max_letter, matched, created_at, updated_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 			b.Kind, b.Filter, nullString(storedText(b.Reason)), storedText(b.Actor), b.State, b.Rate, b.InFlight, nullString(b.ResetBreaker),
@@ -64,6 +81,9 @@ func (s *Store) InsertBulkAction(ctx context.Context, b BulkActionRow, audit Aud
 		audit.Target = fmt.Sprint(id)
 		return s.AddAudit(ctx, tx, audit)
 	})
+	if active := (*BulkActionActiveError)(nil); errors.As(err, &active) {
+		return 0, active
+	}
 	if err != nil {
 		return 0, fmt.Errorf("durable: store bulk action: %w", err)
 	}
