@@ -3,14 +3,11 @@ package admin_test
 import (
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/switchboard-go/switchboard/durable"
-	"github.com/switchboard-go/switchboard/durable/durabletest"
-	"github.com/switchboard-go/switchboard/durable/postgres"
 	"github.com/switchboard-go/switchboard/durable/sqlite"
 )
 
@@ -23,16 +20,7 @@ func TestRoutesRefuseUnstorableText(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		testRoutesRefuseUnstorableText(t, sqlite.Open(filepath.Join(t.TempDir(), "queue.db")))
 	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn := os.Getenv("SWITCHBOARD_TEST_PG_DSN")
-		if dsn == "" {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("SWITCHBOARD_TEST_PG_DSN is not set under CI=true")
-			}
-			t.Skip("SWITCHBOARD_TEST_PG_DSN not set")
-		}
-		testRoutesRefuseUnstorableText(t, postgres.Open(durabletest.PostgresSchema(t, dsn), postgres.Config{}))
-	})
+	t.Run("postgres", func(t *testing.T) { testRoutesRefuseUnstorableText(t, postgresDriver(t)) })
 }
 
 func testRoutesRefuseUnstorableText(t *testing.T, driver durable.Driver) {
