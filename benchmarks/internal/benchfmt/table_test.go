@@ -214,3 +214,23 @@ BenchmarkDrainBesideFinished/postgres/noop/w=32/floor-2  1  1 ns/op  10000 items
 		t.Errorf("notes of a run without the rows: %q", notes)
 	}
 }
+
+// TestDrainRunsSpread: the drain table's last column gives the range of switchboard's runs from
+// two runs on, and says "one run" for one.
+func TestDrainRunsSpread(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"BenchmarkDrain/postgres/noop/w=8/switchboard-2 1 1 ns/op 6000 items/s\n", "| one run |"},
+		{"BenchmarkDrain/postgres/noop/w=8/switchboard-2 1 1 ns/op 6000 items/s\nBenchmarkDrain/postgres/noop/w=8/switchboard-2 1 1 ns/op 6500 items/s\n",
+			"| 6,000–6,500 (2 runs) |"},
+	} {
+		r, err := Parse(strings.NewReader(c.in), &strings.Builder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		WriteDrains(&out, r)
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("table lacks %q:\n%s", c.want, out.String())
+		}
+	}
+}
