@@ -166,7 +166,9 @@ func nilValue(v any) bool {
 // Authorizer decides who a request comes from. Authorize returns the principal's name,
 // recorded as the actor of the replays and discards it makes, or an error: ErrForbidden
 // (or an error wrapping it) for a known principal who is not an admin, which is answered
-// with 403; any other error is answered with 401 and a WWW-Authenticate challenge.
+// with 403; any other error is answered with 401 and a WWW-Authenticate challenge. The
+// error's text is the answer's message ("forbidden: bob is a viewer"), so say there what the
+// client should know and nothing it should not.
 //
 // An Authorizer that reads a cookie of the application (single sign-on) needs no session of
 // this package; CrossOriginProtection still refuses cross-origin requests that change state.

@@ -197,15 +197,29 @@ func TestEveryRouteNeedsAnAdmin(t *testing.T) {
 func TestForbiddenPrincipal(t *testing.T) {
 	reg := breaker.NewRegistry(breaker.Config{})
 	h, err := admin.New(admin.Config{Breakers: reg, Authorizer: admin.AuthorizerFunc(func(r *http.Request) (string, error) {
-		if r.Header.Get("X-User") == "bob" {
+		switch r.Header.Get("X-User") {
+		case "bob":
 			return "", fmt.Errorf("bob is a viewer: %w", admin.ErrForbidden)
+		case "carol":
+			return "", errors.New("carol's session expired at 10:00: sign in again")
 		}
 		return r.Header.Get("X-User"), nil
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, do(t, h, "GET", "/api/breakers", "", "X-User", "bob"), http.StatusForbidden)
+	// The authorizer's own words reach the client, beside the status (they were replaced by
+	// "forbidden: not an admin" and "unauthorized: send Authorization: …").
+	res := do(t, h, "GET", "/api/breakers", "", "X-User", "bob")
+	want(t, res, http.StatusForbidden)
+	if msg := res.body["error"].(string); !strings.Contains(msg, "bob is a viewer") {
+		t.Errorf("403 of the authorizer: %q", msg)
+	}
+	res = do(t, h, "GET", "/api/breakers", "", "X-User", "carol")
+	want(t, res, http.StatusUnauthorized)
+	if msg := res.body["error"].(string); !strings.Contains(msg, "carol's session expired at 10:00: sign in again") {
+		t.Errorf("401 of the authorizer: %q", msg)
+	}
 	want(t, do(t, h, "GET", "/api/breakers", "", "X-User", "alice"), http.StatusOK)
 	want(t, do(t, h, "GET", "/api/breakers", ""), http.StatusUnauthorized) // empty principal
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -116,21 +117,27 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool
 	if err == nil && p == "" {
 		err = errors.New("the authorizer named no principal")
 	}
+	// An authorizer of the application's says why in its own words (a viewer, an expired
+	// session): they are the answer's, after the status's word. Ours say what to send.
+	own := ""
+	if err != nil && err != ErrForbidden && err != ErrUnauthorized && err != errInvalidToken {
+		own = err.Error()
+	}
 	switch {
 	case err == nil:
 		return p, true
 	case errors.Is(err, ErrForbidden):
-		writeError(w, http.StatusForbidden, "forbidden: not an admin")
+		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "not an admin"))
 	case presentsCredentials(r):
 		// Credentials were presented and refused: the caller is known to have tried, and asking
 		// again (401) would not help. 401 is for a request that presented none.
-		writeError(w, http.StatusForbidden, "forbidden: the credentials are not an admin's (wrong token)")
+		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "the credentials are not an admin's (wrong token)"))
 	case r.Header.Get("Authorization") != "":
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized: the Authorization header names the Bearer scheme with no token; send Authorization: Bearer <token>, or a session cookie")
+		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "the Authorization header names the Bearer scheme with no token; send Authorization: Bearer <token>, or a session cookie"))
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token>, or a session cookie")
+		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "send Authorization: Bearer <token>, or a session cookie"))
 	}
 	return "", false
 }
