@@ -26,6 +26,9 @@ type sqliteEngine struct {
 	st          statements
 	completeOne string
 	sweepOne    string
+	// completeStmts are the statements of completeAndClaim: completeTx's two (complete's),
+	// then the claim and the fair claim's two of claimIn.
+	completeStmts [5]string
 
 	// prepared holds, per pool, the statements of the claim loop, prepared once: SQLite parses
 	// a statement on every prepare, and the claim's parse alone cost more than running it.
@@ -155,7 +158,7 @@ func newSQLite() *sqliteEngine {
 	claim := func(isolate int) string {
 		return fmt.Sprintf(sqliteClaimUpdate, fmt.Sprintf(claimSelect, " INDEXED BY switchboard_items_due", isolate, fmt.Sprintf(pausedNameSQL, "?6")))
 	}
-	return &sqliteEngine{
+	e := &sqliteEngine{
 		prepared: map[*sql.DB]*poolStatements{},
 		st: statements{
 			insert:        insertSQL,
@@ -177,6 +180,8 @@ func newSQLite() *sqliteEngine {
 	    last_error = '` + LeaseExpired + `', isolate = 1, unattributed = unattributed + 1 - alone, alone = 0
 	WHERE id = ?`,
 	}
+	e.completeStmts = [5]string{e.completeOne, insertAttemptSQL, e.st.claim, sqliteFairWindow, sqliteOneKeyClaim}
+	return e
 }
 
 func (*sqliteEngine) String() string         { return "sqlite" }
@@ -321,40 +326,39 @@ func (e *sqliteEngine) prepareOneKey(ctx context.Context, db *sql.DB) ([2]*sql.S
 }
 
 func (e *sqliteEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
-	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL)
+	return e.completeIn(ctx, db, e.completeStmts[:2], cs, accepted, nil)
+}
+
+func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
+	var claimed []Claimed
+	err := e.completeIn(ctx, db, e.completeStmts[:], cs, accepted, func(tx *sql.Tx, sts []*sql.Stmt) (err error) {
+		claimed, err = e.claimIn(ctx, tx, sts[2], e.st.claim, claimArgs, [2]*sql.Stmt{sts[3], sts[4]})
+		return err
+	})
+	return claimed, err
+}
+
+// completeIn prepares qs (completeTx's two first: completeStmts) and applies cs in one
+// transaction, then runs then (when not nil) in it with the statements prepared; the attempt
+// ids the completion reserved become the pool's only if the transaction committed.
+func (e *sqliteEngine) completeIn(ctx context.Context, db *sql.DB, qs []string, cs []Completion, accepted map[Fence]bool,
+	then func(tx *sql.Tx, sts []*sql.Stmt) error) error {
+	sts, err := e.prepareAll(ctx, db, qs...)
 	if err != nil {
 		return err
 	}
 	ids := e.attemptIDsOf(db)
 	var done func(bool)
-	err = inTx(ctx, db, func(tx *sql.Tx) (err error) { done, err = e.completeTx(ctx, tx, sts, cs, accepted, ids); return err })
-	if done != nil {
-		done(err == nil)
-	}
-	return err
-}
-
-func (e *sqliteEngine) completeAndClaim(ctx context.Context, db *sql.DB, cs []Completion, claimArgs []any, accepted map[Fence]bool) ([]Claimed, error) {
-	sts, err := e.prepareAll(ctx, db, e.completeOne, insertAttemptSQL, e.st.claim, sqliteFairWindow, sqliteOneKeyClaim)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		claimed []Claimed
-		done    func(bool)
-		ids     = e.attemptIDsOf(db)
-	)
 	err = inTx(ctx, db, func(tx *sql.Tx) (err error) {
-		if done, err = e.completeTx(ctx, tx, sts, cs, accepted, ids); err != nil {
+		if done, err = e.completeTx(ctx, tx, sts, cs, accepted, ids); err != nil || then == nil {
 			return err
 		}
-		claimed, err = e.claimIn(ctx, tx, sts[2], e.st.claim, claimArgs, [2]*sql.Stmt{sts[3], sts[4]})
-		return err
+		return then(tx, sts)
 	})
 	if done != nil {
 		done(err == nil)
 	}
-	return claimed, err
+	return err
 }
 
 // prepareAll prepares qs (see prepare).
