@@ -118,12 +118,12 @@ func (s *server) routes() {
 	s.api("POST /api/breakers/{key}/reset-and-replay", s.needBreakers(s.resetAndReplay))
 
 	s.api("GET /api/schedules", s.needQueue(s.listSchedules))
-	s.api("GET /api/schedules/{name}/runs", s.needQueue(s.scheduleRuns))
+	s.api("GET /api/schedules/{name}/runs", scheduleNamed(s.needQueue(s.scheduleRuns)))
 	s.api("POST /api/schedules", s.scheduleControls(s.addSchedule))
-	s.api("DELETE /api/schedules/{name}", s.scheduleAction(http.StatusOK, ScheduleControls.RemoveSchedule))
-	s.api("POST /api/schedules/{name}/pause", s.scheduleControls(s.pauseSchedule))
-	s.api("POST /api/schedules/{name}/resume", s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule))
-	s.api("POST /api/schedules/{name}/run-now", s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow))
+	s.api("DELETE /api/schedules/{name}", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.RemoveSchedule)))
+	s.api("POST /api/schedules/{name}/pause", scheduleNamed(s.scheduleControls(s.pauseSchedule)))
+	s.api("POST /api/schedules/{name}/resume", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule)))
+	s.api("POST /api/schedules/{name}/run-now", scheduleNamed(s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow)))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
 
 	s.api("GET /api/pauses", needQueueOf(s, noPauses, s.listPauses))

@@ -35,10 +35,6 @@ func (s *server) scheduleControls(h func(w http.ResponseWriter, r *http.Request,
 			writeError(w, http.StatusNotFound, "the configured queue does not support changing schedules (admin.ScheduleControls)")
 			return
 		}
-		if err := badText("schedule name", r.PathValue("name")); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
 		h(w, r, p, c)
 	})
 }

@@ -73,6 +73,19 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string)
 	}{out})
 }
 
+// scheduleNamed is h for a route of one schedule: a {name} that no schedule can have (not
+// valid UTF-8, a NUL byte, over maxText bytes) is answered 400 before h runs, since the
+// database would refuse it in a lookup.
+func scheduleNamed(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, principal string) {
+		if err := badText("schedule name", r.PathValue("name")); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h(w, r, principal)
+	}
+}
+
 func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) {
 	q, ok := query(w, r, "limit")
 	if !ok {
@@ -84,10 +97,6 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) 
 		return
 	}
 	name := r.PathValue("name")
-	if err := badText("schedule name", name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
 	infos, err := s.cfg.Queue.Schedules(r.Context())
 	if err != nil {
 		s.internal(w, r, err)
