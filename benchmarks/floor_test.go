@@ -81,6 +81,23 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
 )
 SELECT id, owner, attempt FROM u`
 
+// floorSQLitePausedName is store.pausedNameSQL with now's placeholder ?6: the items of a
+// paused request name are not claimed.
+const floorSQLitePausedName = `i.name NOT IN (
+	        SELECT p.target FROM switchboard_pauses p
+	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))`
+
+// floorSQLiteRunnable is what the SQLite claims ask of an item besides its key and due time:
+// store.orderedFirstSQL (no earlier item of its ordering key pending or running),
+// store.debounceOrderSQL (likewise of its debounce key) and floorSQLitePausedName.
+const floorSQLiteRunnable = `(i.ordering_key IS NULL OR NOT EXISTS (
+	        SELECT 1 FROM switchboard_items o
+	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
+      AND (i.debounce_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM switchboard_items d
+                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
+      AND ` + floorSQLitePausedName
+
 // floorSQLiteClaim is store.sqliteFairClaim (durable/internal/store/fairclaim.go, with
 // pausedNameSQL, orderedFirstSQL and debounceOrderSQL in place). Placeholders as
 // floorPostgresClaim's, numbered, to ?7; ?8 and ?9 the first and the last key of the window of
@@ -100,9 +117,7 @@ WHERE id IN (
         WHERE k.key IS NOT NULL AND EXISTS (
             SELECT 1 FROM switchboard_items i INDEXED BY switchboard_items_fair
             WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = k.key
-              AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6 AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6)))
+              AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6 AND ` + floorSQLitePausedName + `)
     ), n AS (
         SELECT MAX(COUNT(*), 1) AS keys FROM due
     ), turns AS (
@@ -113,15 +128,7 @@ WHERE id IN (
             SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_fair
             WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = due.key
               AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6
-              AND (i.ordering_key IS NULL OR NOT EXISTS (
-	        SELECT 1 FROM switchboard_items o
-	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
-              AND (i.debounce_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM switchboard_items d
-                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
-              AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))
+              AND ` + floorSQLiteRunnable + `
             ORDER BY i.next_at - i.head_start, i.id
             LIMIT (SELECT (?7 + n.keys - 1) / n.keys FROM n))
     ), taken AS MATERIALIZED (
@@ -133,15 +140,7 @@ WHERE id IN (
         SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_due
         WHERE i.state = 'pending' AND i.isolate = 0 AND i.next_at <= ?6
           AND i.id NOT IN (SELECT t.id FROM turns t)
-          AND (i.ordering_key IS NULL OR NOT EXISTS (
-	        SELECT 1 FROM switchboard_items o
-	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
-          AND (i.debounce_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM switchboard_items d
-                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
-          AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))
+          AND ` + floorSQLiteRunnable + `
         ORDER BY i.next_at, i.id
         LIMIT (SELECT ?7 - COUNT(*) FROM taken)) fill)
 RETURNING ` + floorClaimColumns
@@ -179,15 +178,7 @@ WHERE id IN (
     SELECT i.id FROM switchboard_items i INDEXED BY switchboard_items_fair
     WHERE i.state = 'pending' AND i.isolate = 0 AND i.fair_key = ?8
       AND i.next_at - i.head_start <= ?6 AND i.next_at <= ?6
-      AND (i.ordering_key IS NULL OR NOT EXISTS (
-	        SELECT 1 FROM switchboard_items o
-	        WHERE o.ordering_key = i.ordering_key AND o.state IN ('pending', 'running') AND o.id < i.id))
-      AND (i.debounce_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM switchboard_items d
-                WHERE d.name = i.name AND d.debounce_key = i.debounce_key AND d.state IN ('pending', 'running') AND d.id < i.id))
-      AND i.name NOT IN (
-	        SELECT p.target FROM switchboard_pauses p
-	        WHERE p.kind = 'name' AND (p.until IS NULL OR p.until > ?6))
+      AND ` + floorSQLiteRunnable + `
     ORDER BY i.next_at - i.head_start, i.id
     LIMIT ?7)
 RETURNING ` + floorClaimColumns
