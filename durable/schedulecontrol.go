@@ -126,7 +126,6 @@ func (q *Queue) checkScheduleSpec(spec *ScheduleSpec, actor string) error {
 		errs = append(errs, errors.New("Name is empty"))
 	case len(spec.Name) > maxScheduleName:
 		errs = append(errs, fmt.Errorf("Name is %d bytes, more than %d: a schedule's name is read in every list and audit entry", len(spec.Name), maxScheduleName))
-		spec.Name = strings.ToValidUTF8(spec.Name[:64], "") + "…" // for the error's own text
 	}
 	if spec.Location == "" {
 		spec.Location = "UTC"
@@ -162,7 +161,11 @@ func (q *Queue) checkScheduleSpec(spec *ScheduleSpec, actor string) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("durable: AddSchedule %q: %w", spec.Name, invalidSchedule{err})
+		name := spec.Name
+		if len(name) > maxScheduleName {
+			name = strings.ToValidUTF8(name[:64], "") + "…" // the error names it; Name's problem gives its length
+		}
+		return fmt.Errorf("durable: AddSchedule %q: %w", name, invalidSchedule{err})
 	}
 	return nil
 }
