@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"strconv"
+)
+
+func breakersCommand() *command {
+	return &command{
+		name: "breakers", summary: "list, trip and reset circuit breakers", needs: needsAPI,
+		help: `
+The breakers of the admin's registry, by key. A trip opens a breaker by hand (calls through it
+are refused, durable items of its key parked) until it is reset or its open time passes; a
+reset closes it with no failures counted. Both are in the audit log under the token's
+principal.`,
+		subs: []*command{
+			{
+				name: "ls", aliases: []string{"list"}, summary: "list the breakers", needs: needsAPI,
+				help: `
+Examples:
+  switchboard breakers ls
+  switchboard breakers ls --json | jq -r '.breakers[] | select(.state != "closed") | .key'`,
+				setup: func(*flag.FlagSet) action { return listBreakers },
+			},
+			{
+				name: "show", args: "KEY", summary: "show one breaker", needs: needsAPI,
+				help:  "Examples:\n  switchboard breakers show payments",
+				setup: func(*flag.FlagSet) action { return breakerVerb("") },
+			},
+			{
+				name: "trip", args: "KEY", summary: "open a breaker by hand", needs: needsAPI,
+				help: `
+Examples:
+  switchboard breakers trip payments
+  switchboard breakers trip 'https://billing.example/v1'`,
+				setup: func(*flag.FlagSet) action { return breakerVerb("trip") },
+			},
+			{
+				name: "reset", args: "KEY", summary: "close a breaker, forgetting its failures", needs: needsAPI,
+				help:  "Examples:\n  switchboard breakers reset payments",
+				setup: func(*flag.FlagSet) action { return breakerVerb("reset") },
+			},
+		},
+	}
+}
+
+func listBreakers(ctx context.Context, s *session, args []string) error {
+	if len(args) > 0 {
+		return usagef(s.name, "unexpected argument %q", args[0])
+	}
+	var ans struct {
+		Breakers []breakerState `json:"breakers"`
+	}
+	raw, err := s.api.get(ctx, "/api/breakers", nil, &ans)
+	if err != nil {
+		return err
+	}
+	if s.out.json {
+		return s.out.rawJSON(raw)
+	}
+	return s.out.table(breakerTable(ans.Breakers))
+}
+
+// breakerTable is the table of breakers ls, and of watch's panel.
+func breakerTable(bs []breakerState) ([]string, [][]string) {
+	rows := make([][]string, 0, len(bs))
+	for _, b := range bs {
+		rows = append(rows, []string{b.Key, b.State, strconv.Itoa(b.Failures), when(b.OpenedAt), dur(b.RemainingMS), when(b.ProbeAt), b.ProbeOwner})
+	}
+	return []string{"KEY", "STATE", "FAILURES", "OPENED", "REMAINING", "PROBE AT", "PROBE OWNER"}, rows
+}
+
+// breakerVerb shows (verb ""), trips or resets the breaker of the one argument.
+func breakerVerb(verb string) action {
+	return func(ctx context.Context, s *session, args []string) error {
+		if len(args) != 1 {
+			return usagef(s.name, "want one breaker KEY, got %d arguments", len(args))
+		}
+		var (
+			b   breakerState
+			raw []byte
+			err error
+		)
+		path := "/api/breakers/" + seg(args[0])
+		if verb == "" {
+			raw, err = s.api.get(ctx, path, nil, &b)
+		} else {
+			raw, err = s.api.post(ctx, path+"/"+verb, nil, &b)
+		}
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.rawJSON(raw)
+		}
+		return s.out.table(breakerTable([]breakerState{b}))
+	}
+}
