@@ -21,8 +21,8 @@ import (
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
 	"github.com/switchboard-go/switchboard/durable/postgres"
-	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"github.com/switchboard-go/switchboard/durable/sqlite"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -35,7 +35,7 @@ type importContact struct {
 
 // server is a real admin handler over a real durable queue, whose scheduler runs: three failed
 // letters of source crm-sync (bob, ann, and one with no email, which fails even once the
-// handler is fixed), a pending item due in an hour, the breakers "payments" and
+// handler is fixed), two pending items due in an hour (later@ and never@), the breakers "payments" and
 // "https://billing.example/v1", and the schedule "nightly".
 type server struct {
 	url     string
@@ -43,7 +43,7 @@ type server struct {
 	reg     *breaker.Registry
 	fixed   *atomic.Bool
 	letters []record.DeadLetterID
-	item    durable.Enqueued
+	items   [2]durable.Enqueued
 }
 
 // dsnOf returns the database of a test: sqlite:PATH in the test's directory, or with postgres
@@ -97,9 +97,11 @@ func newServer(t *testing.T, postgres bool) *server {
 	if err != nil || len(res.DeadLetters) != 3 {
 		t.Fatalf("RunBatch = %+v, %v", res, err)
 	}
-	item, err := q.Enqueue(ctx, &importContact{Email: "later@example"}, durable.WithDelay(time.Hour))
-	if err != nil {
-		t.Fatal(err)
+	var items [2]durable.Enqueued
+	for i, email := range []string{"later@example", "never@example"} {
+		if items[i], err = q.Enqueue(ctx, &importContact{Email: email}, durable.WithDelay(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := q.AddSchedule(ctx, durable.ScheduleSpec{Name: "nightly", Spec: "0 3 * * *", Request: "crm.import-contact",
 		Payload: []byte(`{"email":"nightly@example"}`)}, "test"); err != nil {
@@ -121,7 +123,7 @@ func newServer(t *testing.T, postgres bool) *server {
 		defer cancel()
 		_ = q.Shutdown(ctx)
 	})
-	return &server{url: srv.URL, q: q, reg: reg, fixed: fixed, letters: res.DeadLetters, item: item}
+	return &server{url: srv.URL, q: q, reg: reg, fixed: fixed, letters: res.DeadLetters, items: items}
 }
 
 // driverOf returns the queue's driver of a test's dsn.

@@ -107,15 +107,16 @@ func dur(ms int64) string {
 // payloadOf returns the payload of the object under key of an answer, as compact JSON, or ""
 // when it has none.
 func payloadOf(raw []byte, key string) string {
-	var ans map[string]struct {
+	var ans map[string]json.RawMessage
+	var obj struct {
 		Payload json.RawMessage `json:"payload"`
 	}
-	if json.Unmarshal(raw, &ans) != nil || len(ans[key].Payload) == 0 {
+	if json.Unmarshal(raw, &ans) != nil || json.Unmarshal(ans[key], &obj) != nil || len(obj.Payload) == 0 {
 		return ""
 	}
 	var b bytes.Buffer
-	if json.Compact(&b, ans[key].Payload) != nil {
-		return string(ans[key].Payload)
+	if json.Compact(&b, obj.Payload) != nil {
+		return string(obj.Payload)
 	}
 	return b.String()
 }
