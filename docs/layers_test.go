@@ -62,6 +62,10 @@ var floors = map[string][]string{
 	"durable/durabletest":          {"mediator", "durable", "durable/record", "durable/sqlite", "durable/postgres", "durable/internal/exec", "durable/internal/pgtest"},
 	"internal/browsertest":         {},
 	"admin":                        {"mediator", "behaviors", "behaviors/breaker", "behaviors/budget", "behaviors/hedge", "behaviors/ratelimit", "durable", "durable/record"},
+	// The operator's command-line tool: the drivers for its migrations, and the admin API over
+	// HTTP for the rest (so it imports neither admin nor durable: every change goes through
+	// the API, authorised and audited).
+	"cmd/switchboard": {"durable/driver", "durable/sqlite", "durable/postgres"},
 }
 
 // driverFree are the packages that must not link a database driver, directly or through

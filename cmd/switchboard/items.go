@@ -103,8 +103,12 @@ func listItems(fs *flag.FlagSet) action {
 			} else if at == "" {
 				at = when(it.UpdatedAt)
 			}
+			key := it.ParkedKey
+			if key == "" {
+				key = it.BreakerKey
+			}
 			rows = append(rows, []string{strconv.FormatInt(it.ID, 10), it.Name, it.State, strconv.Itoa(it.Attempts),
-				at, it.BreakerKey + it.ParkedKey, it.LastError})
+				at, key, it.LastError})
 		}
 		if err := s.out.table([]string{"ID", "NAME", "STATE", "ATTEMPTS", "AT", "KEY", "LAST ERROR"}, rows); err != nil {
 			return err

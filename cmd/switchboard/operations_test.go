@@ -136,19 +136,23 @@ func testLetters(t *testing.T, s *server) {
 	// The replay by filter, followed to its end: the two letters with an email are replayed,
 	// the one without fails again.
 	s.fixed.Store(true)
-	v = s.jsonOf(t, "letters", "replay", "--source", "crm-sync", "--rate", "1000", "--poll", "20ms")
-	a := v["action"].(map[string]any)
-	totals := a["totals"].(map[string]any)
-	if a["state"] != "done" || a["matched"] != 3.0 || totals["replayed"] != 2.0 || totals["still_failed"] != 1.0 || a["actor"] != "admin" {
-		t.Fatalf("letters replay --json: %v", v)
+	r = s.cli(t, "letters", "replay", "--source", "crm-sync", "--rate", "1000", "--poll", "20ms")
+	if r.code != 0 || !strings.Contains(r.stdout, "replay of 3 letters") || !strings.Contains(r.stdout, "replayed 2, still failed 1") {
+		t.Fatalf("letters replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	st, err := s.q.Stats(ctx)
 	if err != nil || st.DeadLetters[record.DeadLetterReplayed] != 2 || st.DeadLetters[record.DeadLetterFailed] != 1 {
 		t.Fatalf("after the replay: %+v, %v", st.DeadLetters, err)
 	}
-	r = s.cli(t, "letters", "actions")
-	if r.code != 0 || !strings.Contains(r.stdout, "replay") || !strings.Contains(r.stdout, "done") || !strings.Contains(r.stdout, "3/3") {
-		t.Fatalf("letters actions: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	v = s.jsonOf(t, "letters", "actions")
+	a := v["actions"].([]any)[0].(map[string]any)
+	totals := a["totals"].(map[string]any)
+	if a["state"] != "done" || a["kind"] != "replay" || a["matched"] != 3.0 || a["settled"] != 3.0 ||
+		totals["replayed"] != 2.0 || totals["still_failed"] != 1.0 || a["actor"] != "admin" {
+		t.Fatalf("letters actions --json: %v", v)
+	}
+	if v = s.jsonOf(t, "letters", "actions", fmt.Sprint(a["id"])); v["action"].(map[string]any)["id"] != a["id"] {
+		t.Fatalf("letters actions ID --json: %v", v)
 	}
 
 	// By id: the last letter, discarded.
