@@ -130,8 +130,12 @@ func showLetter(ctx context.Context, s *session, args []string) error {
 		return s.out.rawJSON(raw)
 	}
 	d := ans.DeadLetter
+	item := ""
+	if d.ItemID != 0 {
+		item = strconv.FormatInt(d.ItemID, 10) // a letter of a batch had no item
+	}
 	if err := s.out.fields("id", strconv.FormatInt(d.ID, 10), "status", d.Status, "source", d.Source, "name", d.Name,
-		"key", d.Key, "item", strconv.FormatInt(d.ItemID, 10), "retries", strconv.Itoa(d.RetryCount), "cause", d.Cause,
+		"key", d.Key, "item", item, "retries", strconv.Itoa(d.RetryCount), "cause", d.Cause,
 		"error", d.Error, "created", when(d.CreatedAt), "updated", when(d.UpdatedAt),
 		"payload", payloadOf(raw, "dead_letter")); err != nil {
 		return err

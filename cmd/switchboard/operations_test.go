@@ -37,7 +37,7 @@ func testStats(t *testing.T, s *server) {
 		t.Errorf("stats --json: pending items %v, want 2: %v", got, v)
 	}
 	r := s.cli(t, "stats")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "ITEMS  PENDING  RUNNING") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "items         pending 2  running 0") || !strings.Contains(r.stdout, "\ndead letters  failed 3 ") {
 		t.Errorf("stats: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

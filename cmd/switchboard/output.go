@@ -34,15 +34,17 @@ func (p *printer) value(v any) error {
 	return enc.Encode(v)
 }
 
-// table prints rows under header, aligned; with no row, it prints none (the header alone says
-// the list is empty).
+// table prints rows under header (none when nil), aligned; with no row, it prints none (the
+// header alone says the list is empty).
 func (p *printer) table(header []string, rows [][]string) error {
 	return writeTable(p.w, header, rows)
 }
 
 func writeTable(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	if header != nil {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
 	for _, r := range rows {
 		for i := range r {
 			r[i] = cell(r[i])

@@ -68,7 +68,7 @@ func pauseTable(ps []pause) ([]string, [][]string) {
 	for _, p := range ps {
 		until := when(p.Until)
 		if until == "" {
-			until = "resumed"
+			until = "when resumed"
 		}
 		if p.Expired {
 			until += " (ended)"

@@ -68,7 +68,7 @@ func (g *globals) session(name string, n needs, stdout io.Writer) (*session, err
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, usagef(name, "the admin API address %q is not an http:// or https:// URL of a mount (such as https://ops.example/admin)", g.url)
 	}
-	if g.token == "" {
+	if strings.TrimSpace(g.token) == "" {
 		return nil, usagef(name, "no admin token: set SWITCHBOARD_TOKEN (or --token)")
 	}
 	if g.timeout <= 0 {

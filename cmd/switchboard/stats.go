@@ -32,10 +32,14 @@ func stats(ctx context.Context, s *session, _ []string) error {
 	return s.out.table(statsTable(st))
 }
 
-// statsTable is the table of stats, and of watch's first panel.
+// statsTable is the table of stats, and of watch's first panel: a line of items by state and
+// one of dead letters by status.
 func statsTable(st queueStats) ([]string, [][]string) {
-	n := func(v int64) string { return strconv.FormatInt(v, 10) }
-	return []string{"ITEMS", "PENDING", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED", "LETTERS", "FAILED", "REPLAYED", "DISCARDED"},
-		[][]string{{"", n(st.Items.Pending), n(st.Items.Running), n(st.Items.Succeeded), n(st.Items.Dead), n(st.Items.Cancelled),
-			"", strconv.Itoa(st.DeadLetters.Failed), strconv.Itoa(st.DeadLetters.Replayed), strconv.Itoa(st.DeadLetters.Discarded)}}
+	n := func(label string, v int64) string { return label + " " + strconv.FormatInt(v, 10) }
+	l := func(label string, v int) string { return n(label, int64(v)) }
+	return nil, [][]string{
+		{"items", n("pending", st.Items.Pending), n("running", st.Items.Running), n("succeeded", st.Items.Succeeded),
+			n("dead", st.Items.Dead), n("cancelled", st.Items.Cancelled)},
+		{"dead letters", l("failed", st.DeadLetters.Failed), l("replayed", st.DeadLetters.Replayed), l("discarded", st.DeadLetters.Discarded)},
+	}
 }
