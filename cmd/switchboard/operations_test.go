@@ -66,6 +66,11 @@ func testItems(t *testing.T, s *server) {
 	if r.code != 0 || !strings.Contains(r.stdout, "payload:") || !strings.Contains(r.stdout, `"email":"later@example"`) {
 		t.Fatalf("items show: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A bad filter is the API's 400, whose message names it.
+	r = s.cli(t, "items", "ls", "--state", "lost")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "GET /api/items: 400 Bad Request: ") || !strings.Contains(r.stderr, `"lost"`) {
+		t.Fatalf("items ls --state lost: exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = s.cli(t, "items", "show", "987654")
 	if r.code != exitFailed || !strings.Contains(r.stderr, "404 Not Found: unknown item 987654") {
 		t.Fatalf("items show of an unknown id: exit %d, stderr %q", r.code, r.stderr)
