@@ -46,9 +46,6 @@ Examples:
 }
 
 func listBreakers(ctx context.Context, s *session, args []string) error {
-	if len(args) > 0 {
-		return usagef(s.name, "unexpected argument %q", args[0])
-	}
 	var ans struct {
 		Breakers []breakerState `json:"breakers"`
 	}

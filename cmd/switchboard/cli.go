@@ -129,6 +129,9 @@ func dispatch(ctx context.Context, cmd *command, path, args []string, g *globals
 	if err != nil {
 		return flagError(fs, cmd, name, stdout, err)
 	}
+	if cmd.args == "" && len(pos) > 0 {
+		return usagef(name, "unexpected argument %q", pos[0])
+	}
 	s, err := g.session(name, cmd.needs, stdout)
 	if err != nil {
 		return err

@@ -79,6 +79,10 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 		return nil, fmt.Errorf("reading the answer of %s %s: %w", method, target, c.unreachable(ctx, err))
 	}
 	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt != "application/json" || !json.Valid(raw) {
+		if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+			return nil, fmt.Errorf("%s refused %s %s with %s before the admin API could judge the token: a proxy in front of it wants credentials of its own, or %s is not the address the admin handler is mounted at",
+				c.base, method, path, describe(res), c.base)
+		}
 		return nil, fmt.Errorf("%s answered %s %s with %s, not the admin API's JSON: is %s the address the admin handler is mounted at (its dashboard's)?",
 			c.base, method, path, describe(res), c.base)
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -64,6 +65,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"items", "show"}, "want one item ID"},
 		{[]string{"items", "show", "x1"}, `item ID "x1" is not a positive integer`},
 		{[]string{"items", "ls", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"stats", "now"}, `unexpected argument "now"`},
+		{[]string{"migrate", "status", "--db", "sqlite:x.db", "extra"}, `unexpected argument "extra"`},
 		{[]string{"items", "cancel", "7"}, "--reason is required"},
 		{[]string{"letters", "discard", "--source", "crm-sync"}, "--reason is required"},
 		{[]string{"letters", "replay"}, "no filter: give --source"},
@@ -106,14 +109,23 @@ func TestRefusedTokenAndWrongURL(t *testing.T) {
 		t.Errorf("an address where nothing listens: exit %d, stderr %q", r.code, r.stderr)
 	}
 
+	var status atomic.Int32 // set by the test, read by the server's handler
+	status.Store(http.StatusNotFound)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusNotFound)
+		w.WriteHeader(int(status.Load()))
 		w.Write([]byte("<h1>not here</h1>"))
 	}))
 	defer other.Close()
 	r = runCLI(t, map[string]string{"SWITCHBOARD_URL": other.URL + "/app", "SWITCHBOARD_TOKEN": token}, "stats")
 	if r.code != exitFailed || !strings.Contains(r.stderr, "404 Not Found (text/html), not the admin API's JSON: is "+other.URL+"/app the address the admin handler is mounted at") {
 		t.Errorf("an address that is not the admin API: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// A proxy's own refusal is not the admin API judging the token.
+	status.Store(http.StatusUnauthorized)
+	r = runCLI(t, map[string]string{"SWITCHBOARD_URL": other.URL, "SWITCHBOARD_TOKEN": token}, "stats")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "with 401 Unauthorized (text/html) before the admin API could judge the token") {
+		t.Errorf("a proxy's 401: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -72,9 +72,6 @@ func listItems(fs *flag.FlagSet) action {
 	after := fs.String("after", "", "the `cursor` of the next page, as the previous page printed it")
 	limit := fs.Int("limit", 0, "at most `n` items (1–500; default 50)")
 	return func(ctx context.Context, s *session, args []string) error {
-		if len(args) > 0 {
-			return usagef(s.name, "unexpected argument %q", args[0])
-		}
 		q := url.Values{}
 		for k, v := range map[string]string{"state": *state, "name": *name, "key": *key, "from": *from, "to": *to, "after": *after} {
 			if v != "" {

@@ -65,9 +65,6 @@ func listLetters(fs *flag.FlagSet) action {
 	limit := fs.Int("limit", 0, "at most `n` letters (≤ 500)")
 	offset := fs.Int("offset", 0, "skip the first `n` letters")
 	return func(ctx context.Context, s *session, args []string) error {
-		if len(args) > 0 {
-			return usagef(s.name, "unexpected argument %q", args[0])
-		}
 		q := url.Values{}
 		for k, v := range map[string]string{"status": f.Status, "source": f.Source, "from": f.From, "to": f.To, "error": f.Error} {
 			if v != "" {

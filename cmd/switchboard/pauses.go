@@ -46,9 +46,6 @@ Examples:
 }
 
 func listPauses(ctx context.Context, s *session, args []string) error {
-	if len(args) > 0 {
-		return usagef(s.name, "unexpected argument %q", args[0])
-	}
 	var ans struct {
 		Pauses []pause `json:"pauses"`
 	}
@@ -101,9 +98,6 @@ func addPause(fs *flag.FlagSet) action {
 	until := fs.String("until", "", "end the pause at this RFC 3339 `time`")
 	forD := fs.Duration("for", 0, "end the pause after this `duration`")
 	return func(ctx context.Context, s *session, args []string) error {
-		if len(args) > 0 {
-			return usagef(s.name, "unexpected argument %q", args[0])
-		}
 		kind, tgt, err := target(s)
 		if err != nil {
 			return err
@@ -137,9 +131,6 @@ func addPause(fs *flag.FlagSet) action {
 func resumePause(fs *flag.FlagSet) action {
 	target := pauseTarget(fs)
 	return func(ctx context.Context, s *session, args []string) error {
-		if len(args) > 0 {
-			return usagef(s.name, "unexpected argument %q", args[0])
-		}
 		kind, tgt, err := target(s)
 		if err != nil {
 			return err

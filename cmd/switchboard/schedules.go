@@ -45,9 +45,6 @@ Examples:
 }
 
 func listSchedules(ctx context.Context, s *session, args []string) error {
-	if len(args) > 0 {
-		return usagef(s.name, "unexpected argument %q", args[0])
-	}
 	var ans struct {
 		Schedules []schedule `json:"schedules"`
 	}

@@ -37,9 +37,6 @@ func watch(fs *flag.FlagSet) action {
 	once := fs.Bool("once", false, "draw one view and exit")
 	allBreakers := fs.Bool("all-breakers", false, "list closed breakers too")
 	return func(ctx context.Context, s *session, args []string) error {
-		if len(args) > 0 {
-			return usagef(s.name, "unexpected argument %q", args[0])
-		}
 		if *interval <= 0 {
 			return usagef(s.name, "--interval %v is not positive", *interval)
 		}
