@@ -20,7 +20,7 @@ func (e *quotaError) Refusal() behaviors.RefusalInfo {
 // A refusal of a user's own behavior is counted with the outcome refused, as a breaker's is;
 // a refusal of another request, met by the handler, is the handler's failure.
 func TestUserRefusalIsRejected(t *testing.T) {
-	rec, err := metrics.New(metrics.Config{AppID: "shop"})
+	rec, err := metrics.New(metrics.Config{Prefix: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
