@@ -66,8 +66,8 @@ type RefusalInfo struct {
 	// Request is the request turned away; nil when unknown (an error made by hand, a refusal
 	// of breaker.Registry.Gate). Refused compares it with the request whose error it is, so a
 	// behavior that refuses should set it: a refusal that names no request is recognised by
-	// IsRefusal (not retried, not counted) but is not the refusal of any request (OutcomeOf
-	// says failure, and a durable queue charges the attempt).
+	// IsRefusal (not retried, not counted, OutcomeOf says refused) but is not the refusal of
+	// any request (a durable queue charges the attempt).
 	Request any
 }
 

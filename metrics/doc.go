@@ -22,7 +22,8 @@
 //	http.Handle("/metrics", rec.Handler())
 //
 // Every label is bounded: request is a request type's name (bounded by the registered types),
-// outcome one of five values (requests_total) or four (fallbacks_total: answered, declined,
+// outcome one of six values (requests_total: succeeded, failed, client_error, cancelled,
+// refused, deferred; see behaviors.OutcomeOf) or four (fallbacks_total: answered, declined,
 // failed, cancelled), state and status the queue's fixed sets, and key (named by
 // Config.BreakerKeyLabel) a breaker key. The breaker key is bounded twice: its series (state,
 // half-open, refusals) go when the registry given to CollectBreakers evicts its breaker, and at

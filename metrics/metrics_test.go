@@ -153,9 +153,9 @@ shop_api_breaker_state{key="*metrics_test.Quote"} 0
 	}
 
 	scrape(t, rec, `
-# HELP shop_api_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, cancelled, refused, deferred).
+# HELP shop_api_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, client_error, cancelled, refused, deferred).
 # TYPE shop_api_requests_total counter
-`+requests(map[string][5]int{
+`+requests(map[string][6]int{
 		"Flaky":  {1, 0, 0, 0, 0},
 		"Lookup": {0, 0, 0, 1, 0},
 		"Ping":   {2, 0, 0, 0, 0},
@@ -213,11 +213,11 @@ var (
 )
 
 // requests renders the requests_total samples of types (short names) and their counts in the
-// order of the outcomes: success, failure, cancelled, rejected, deferred.
-func requests(types map[string][5]int) string {
+// order of the outcomes: succeeded, failed, cancelled, refused, deferred, client_error.
+func requests(types map[string][6]int) string {
 	var b strings.Builder
-	names := []string{"cancelled", "deferred", "failed", "refused", "succeeded"}
-	idx := map[string]int{"succeeded": 0, "failed": 1, "cancelled": 2, "refused": 3, "deferred": 4}
+	names := []string{"cancelled", "client_error", "deferred", "failed", "refused", "succeeded"}
+	idx := map[string]int{"succeeded": 0, "failed": 1, "cancelled": 2, "refused": 3, "deferred": 4, "client_error": 5}
 	for _, typ := range sortedKeys(types) {
 		for _, o := range names {
 			b.WriteString("shop_api_requests_total{outcome=\"" + o + "\",request=\"metrics_test." + typ + "\"} " +

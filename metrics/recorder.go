@@ -19,7 +19,7 @@ import (
 // outcomes are the values of the outcome label of requests_total, by index: the module's one
 // vocabulary of outcomes (behaviors.OutcomeOf), a fixed set, so the label stays bounded.
 var outcomes = [...]string{behaviors.OutcomeSucceeded, behaviors.OutcomeFailed, behaviors.OutcomeCancelled,
-	behaviors.OutcomeRefused, behaviors.OutcomeDeferred}
+	behaviors.OutcomeRefused, behaviors.OutcomeDeferred, behaviors.OutcomeClientError}
 
 // verdicts are the values of the outcome label of fallbacks_total, by fallback.Verdict - 1:
 // what a fallback did with a failure it handled.
@@ -89,7 +89,7 @@ func New(cfg Config) (*Recorder, error) {
 		buckets = prometheus.DefBuckets
 	}
 	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("requests_total"),
-		Help: "Requests sent through the mediator, by request type and outcome (succeeded, failed, cancelled, refused, deferred)."},
+		Help: "Requests sent through the mediator, by request type and outcome (succeeded, failed, client_error, cancelled, refused, deferred)."},
 		[]string{"request", "outcome"})
 	r.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: r.name("request_duration_seconds"),
 		Help:                        "Time from sending a request to its answer, retries and fallback included, by request type.",
