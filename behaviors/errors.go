@@ -118,7 +118,8 @@ func wraps(err error) bool {
 // handler (a Refusal naming req): by the circuit breaker, the bulkhead or another refusing
 // behavior of req's own pipeline. Such a call did not happen, so a scheduler that counts
 // attempts does not count it. A refusal of another request (one that req's handler sent, whose
-// error the handler returned) is not req's: req's handler did run. Nor is a retried call whose
+// error the handler returned) is not req's: req's handler did run (its caller got a refusal,
+// which OutcomeOf reports as OutcomeRefused, but the attempt is charged). Nor is a retried call whose
 // earlier attempts reached the handler and whose last attempt was refused: the dependency was
 // called and failed, and that is what the call says.
 func Refused(err error, req any) bool {
