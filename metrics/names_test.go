@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/metrics"
 )
@@ -100,5 +103,25 @@ func TestAppIDIsALabelPrefixRenames(t *testing.T) {
 		if !strings.HasPrefix(name, "relay_") || labels["app"] != "" {
 			t.Errorf("%s %v: want a relay_ name without an app label", name, labels)
 		}
+	}
+}
+
+// Two Recorders on one registry are told apart by their app label: their series share the
+// names, and a second Recorder of the same AppID is refused as a duplicate.
+func TestTwoAppsOnOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for _, app := range []string{"relay", "shop"} {
+		rec, err := metrics.New(metrics.Config{Registerer: reg, AppID: app})
+		if err != nil {
+			t.Fatalf("%s: %v", app, err)
+		}
+		rec.OnRefusal("api")
+	}
+	if _, err := metrics.New(metrics.Config{Registerer: reg, AppID: "shop"}); err == nil {
+		t.Fatal("a second Recorder of app shop was registered")
+	}
+	n, err := testutil.GatherAndCount(reg, "switchboard_breaker_refused_total")
+	if err != nil || n != 2 {
+		t.Fatalf("%d series of switchboard_breaker_refused_total, %v; want one per app", n, err)
 	}
 }
