@@ -31,6 +31,28 @@ func Retryable(err error) bool {
 	return classify.RetryableWith(err, classify.RetryableStatusCodes)
 }
 
+// IsClientError reports whether err says that the request itself is wrong, the caller's to
+// fix and no failure of the dependency: a validation error (validation.ErrInvalid, which a
+// handler may return for its own input checks too) or an error carrying a 4xx status code
+// (StatusCoder) other than 408 Request Timeout and 429 Too Many Requests, which say the server
+// ran out of time or asks for it. A callee's 404, 409 or 422 is one; give an error type of your
+// own a StatusCode method to say the same (a domain "not found" returning 404). No retry
+// changes such an answer, a breaker does not count it (breaker.CountsAsFailure), and the
+// observers report it with the outcome OutcomeClientError.
+func IsClientError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, classify.ErrInvalid) {
+		return true
+	}
+	if s, ok := errors.AsType[classify.StatusError](err); ok {
+		c := s.StatusCode()
+		return c >= 400 && c < 500 && c != 408 && c != 429
+	}
+	return false
+}
+
 type timeoutError interface {
 	error
 	Timeout() bool

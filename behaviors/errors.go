@@ -66,8 +66,8 @@ type RefusalInfo struct {
 	// Request is the request turned away; nil when unknown (an error made by hand, a refusal
 	// of breaker.Registry.Gate). Refused compares it with the request whose error it is, so a
 	// behavior that refuses should set it: a refusal that names no request is recognised by
-	// IsRefusal (not retried, not counted) but is not the refusal of any request (OutcomeOf
-	// says failure, and a durable queue charges the attempt).
+	// IsRefusal (not retried, not counted, OutcomeOf says refused) but is not the refusal of
+	// any request (a durable queue charges the attempt).
 	Request any
 }
 
@@ -118,7 +118,8 @@ func wraps(err error) bool {
 // handler (a Refusal naming req): by the circuit breaker, the bulkhead or another refusing
 // behavior of req's own pipeline. Such a call did not happen, so a scheduler that counts
 // attempts does not count it. A refusal of another request (one that req's handler sent, whose
-// error the handler returned) is not req's: req's handler did run. Nor is a retried call whose
+// error the handler returned) is not req's: req's handler did run (its caller got a refusal,
+// which OutcomeOf reports as OutcomeRefused, but the attempt is charged). Nor is a retried call whose
 // earlier attempts reached the handler and whose last attempt was refused: the dependency was
 // called and failed, and that is what the call says.
 func Refused(err error, req any) bool {

@@ -101,7 +101,7 @@ func (e *PausedError) Refusal() behaviors.RefusalInfo {
 }
 
 // A refusal of a behavior of your own is treated as a breaker's: retry does not retry it
-// (whatever its Classifier says), the breaker does not count it, and its outcome is rejected.
+// (whatever its Classifier says), the breaker does not count it, and its outcome is refused.
 func ExampleRefusal() {
 	reg := breaker.NewRegistry(breaker.Config{Key: quoteEndpoint, FailureThreshold: 1})
 	m := mediator.New(nil, mediator.Config{})

@@ -14,13 +14,20 @@ import (
 const (
 	// OutcomeSucceeded: the caller got a response (a fallback's included).
 	OutcomeSucceeded = "succeeded"
-	// OutcomeFailed: the caller got an error the other outcomes do not name.
+	// OutcomeFailed: the caller got an error the other outcomes do not name: a failure of the
+	// service or of a dependency (a 5xx, a timeout, a transport error, a panic).
 	OutcomeFailed = "failed"
+	// OutcomeClientError: the caller got an error that says its request is wrong (IsClientError:
+	// a validation error, a 4xx status other than 408 and 429). Told apart from OutcomeFailed so
+	// that an error rate over failed is the service's, not its callers' mistakes.
+	OutcomeClientError = "client_error"
 	// OutcomeCancelled: the caller's context was done when the call ended (it gave up, or its
 	// deadline passed): the caller's choice, not the dependency's failure.
 	OutcomeCancelled = "cancelled"
-	// OutcomeRefused: the request's own circuit breaker or bulkhead refused it before its
-	// handler ran (Refused).
+	// OutcomeRefused: the caller got a refusal (IsRefusal): the request's own circuit breaker,
+	// bulkhead, rate limit or a refusing behavior of the user's turned it away before its
+	// handler ran (Refused), or its handler passed on the refusal of a request it sent (load
+	// shed further down). Nothing failed: the refused call did not happen.
 	OutcomeRefused = "refused"
 	// OutcomeDeferred: the durable deferral stored the request for later (an error that is
 	// Deferring): the work was accepted, not failed.
@@ -28,8 +35,11 @@ const (
 )
 
 // OutcomeOf classifies a call of req on ctx that ended with err: OutcomeSucceeded for a nil err,
-// then, in this order, OutcomeCancelled, OutcomeDeferred, OutcomeRefused, else
-// OutcomeFailed. It allocates nothing.
+// then, in this order, OutcomeCancelled, OutcomeDeferred, OutcomeRefused, OutcomeClientError,
+// else OutcomeFailed. It allocates nothing. Any refusal is OutcomeRefused (IsRefusal, so not a
+// retried call whose earlier attempts reached the handler): req's own (Refused) and one its
+// handler passed on alike, since the caller's answer is a refusal either way; the durable
+// queue, which charges an attempt for the second, tells them apart with Refused.
 func OutcomeOf(ctx context.Context, req any, err error) string {
 	switch {
 	case err == nil:
@@ -38,8 +48,10 @@ func OutcomeOf(ctx context.Context, req any, err error) string {
 		return OutcomeCancelled
 	case isDeferred(err):
 		return OutcomeDeferred
-	case Refused(err, req):
+	case IsRefusal(err):
 		return OutcomeRefused
+	case IsClientError(err):
+		return OutcomeClientError
 	}
 	return OutcomeFailed
 }

@@ -50,7 +50,7 @@ func (p *pause) Handle(ctx context.Context, req any, next mediator.Next) (any, e
 }
 
 // A user's own refusal is a refusal like a breaker's: retry does not retry it (whatever its
-// Classifier says), the breaker does not count it, and its outcome is rejected.
+// Classifier says), the breaker does not count it, and its outcome is refused.
 func TestUserRefusalIsARefusal(t *testing.T) {
 	// The breaker's Classifier counts everything: a refusal is not counted whatever it says.
 	reg := breaker.NewRegistry(breaker.Config{Key: endpointKey, FailureThreshold: 1,
@@ -71,7 +71,7 @@ func TestUserRefusalIsARefusal(t *testing.T) {
 		t.Fatalf("error %v is not a refusal of the request", err)
 	}
 	if got := behaviors.OutcomeOf(context.Background(), req, err); got != behaviors.OutcomeRefused {
-		t.Fatalf("outcome %q, want rejected", got)
+		t.Fatalf("outcome %q, want refused", got)
 	}
 	if n := p.refused.Load(); n != 1 || calls != 0 {
 		t.Fatalf("%d refusals, %d handler calls; want 1 (not retried), 0", n, calls)

@@ -21,8 +21,8 @@
 // Every entry has request (the request type, as behaviors.RequestName names it: the metrics'
 // request label and the span name are the same), attempt (retry.AttemptNumber; outside retry, the
 // number of the last attempt a *retry.ExhaustedError reports), duration, outcome (one of the
-// module's outcomes, behaviors.OutcomeOf: succeeded, failed, cancelled, refused, deferred —
-// the values of the metrics' outcome label and the spans' switchboard.outcome) and, unless it
+// module's outcomes, behaviors.OutcomeOf: succeeded, failed, client_error, cancelled, refused,
+// deferred — the values of the metrics' outcome label and the spans' switchboard.outcome) and, unless it
 // succeeded, error (the error's text: an error that prints its own stack with %+v does not put
 // it on the line). breaker is the circuit breaker's key: from the error of a call an open
 // breaker refused or whose failure tripped it, and, when Config.Breakers is set, for every call
@@ -33,15 +33,27 @@
 //
 // # Levels
 //
-// A success is logged at Config.Success (default debug), a failure at Config.Failure (default
-// error; warn is the usual choice inside retry) and a call whose caller cancelled it or whose
-// deadline passed at Config.Cancelled (default debug), with outcome "cancelled": the caller's
-// choice, not a failure. A call the durable deferral stored for later is logged at
-// Config.Deferred (default info), with outcome "deferred": accepted work, not an error. A
-// refusal by the request's own breaker or bulkhead (outcome "refused") is logged at
-// Config.Refusal (default warn), at most once per breaker or bulkhead key every
-// Config.RefusalEvery (default 10 s); the next entry of the key counts the refusals held back
-// in suppressed. Each entry is checked with zap's Logger.Check before any field is built.
+// Each outcome has a level and a message of its own, so that error means a failure:
+//
+//	outcome       level (Config field, default)  message
+//	succeeded     Success, debug                 switchboard: request handled
+//	failed        Failure, error                 switchboard: request failed
+//	client_error  ClientError, warn              switchboard: request invalid
+//	refused       Refusal, warn                  switchboard: request refused
+//	deferred      Deferred, info                 switchboard: request deferred
+//	cancelled     Cancelled, debug               switchboard: request cancelled
+//
+// A failure is an error the other outcomes do not name (warn is the usual choice for Failure
+// inside retry). A client error is the caller's (a validation error, a callee's 4xx other than
+// 408 and 429: behaviors.IsClientError). A refusal is any refusal the caller got
+// (behaviors.IsRefusal): its own breaker's, bulkhead's or rate limit's, or one its handler
+// passed on, a rate limit further down shedding load; at most one entry per key every
+// Config.RefusalEvery (default 10 s) is written, the next entry of the key counting the
+// refusals held back in suppressed (a passed-on refusal is limited apart from the refused
+// request's own entries, by its request type and the refusal's key). A deferred call was
+// stored for later by the durable deferral: accepted work. A cancelled call's caller
+// cancelled it or its deadline passed: the caller's choice, not a failure. Each entry is
+// checked with zap's Logger.Check before any field is built.
 //
 // # Inner requests
 //
@@ -55,8 +67,8 @@
 //   - at Config.Inner when the outer request succeeded or was deferred: what failed inside it
 //     was dealt with (the handler coped, a fallback answered the inner call, the deferral stored
 //     the work), and the outer request's own entry is the one line at an operator's level;
-//   - at its own level when the outer request failed or was cancelled: it then
-//     explains what went wrong.
+//   - at its own level when the outer request ended otherwise (failed, client_error, refused,
+//     cancelled): it then explains what went wrong.
 //
 // Inner entries at or below Config.Inner are written at once, as nothing is left to decide. A
 // request inside an inner request is an inner request of the same outer one. At most

@@ -59,11 +59,20 @@ type Config struct {
 	// work was accepted, not failed, and nobody need act; the dead letter it may become later
 	// is logged when it does.
 	Deferred zap.AtomicLevel
-	// Refusal is the level of a call its own circuit breaker or bulkhead refused before its
-	// handler ran (outcome "refused"). Default warn: the caller did not get its answer, but
-	// the cause was logged already, as the failure that tripped the breaker, and an open
-	// breaker refuses every call until it probes again. Entries at this level are rate-limited
-	// per key (RefusalEvery).
+	// ClientError is the level of a call whose error says the request itself is wrong
+	// (outcome "client_error", behaviors.IsClientError: a validation error, a callee's 4xx
+	// other than 408 and 429). Default warn: the caller's to fix, not the service's failure,
+	// and nothing an operator need do; worth seeing, as a burst of them means a caller (or a
+	// deployment) sends bad requests.
+	ClientError zap.AtomicLevel
+	// Refusal is the level of a call that got a refusal (outcome "refused", behaviors.IsRefusal):
+	// its own circuit breaker, bulkhead, rate limit or refusing behavior turned it away before
+	// its handler ran, or its handler passed on the refusal of a request it sent (a rate limit
+	// or breaker further down shedding load). Written as "switchboard: request refused".
+	// Default warn: the caller did not get its answer, but nothing failed (the refused call
+	// did not happen), the cause was logged already (the failure that tripped the breaker),
+	// and a limit under load refuses every call beyond it. Entries at this level are
+	// rate-limited per key (RefusalEvery).
 	Refusal zap.AtomicLevel
 	// RefusalEvery is the shortest time between two refusal entries of one breaker or bulkhead
 	// key; the refusals in between are not written, and the next entry of the key counts them
@@ -84,8 +93,8 @@ type Config struct {
 	// failures inside it were dealt with (a fallback answered, a retry succeeded, the deferral
 	// stored the work), and its own entry is the one line that says what happened. Default
 	// debug. An inner entry above Inner is held until the outer request ends, and written at
-	// its own level when the outer request failed, was refused or was cancelled, since it
-	// then explains what went wrong.
+	// its own level when the outer request ended otherwise (failed, client_error, refused,
+	// cancelled), since it then explains what went wrong.
 	Inner zap.AtomicLevel
 	// Steps is the level of the entries of the behavior's observer methods, Behavior.OnRetry (one
 	// per retry) and Behavior.OnFallback (one per failure a fallback handled). Default debug:
@@ -139,7 +148,7 @@ type Behavior struct {
 	log                        *zap.Logger
 	success, failure, canceled zap.AtomicLevel
 	deferred, refusal, inner   zap.AtomicLevel
-	steps                      zap.AtomicLevel
+	steps, client              zap.AtomicLevel
 	maxInner                   int
 	fields                     []func(ctx context.Context, req any) []zap.Field
 	refusals                   *limiter
@@ -163,7 +172,7 @@ var never = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 // and mediator's Build calls it.
 func New(cfg Config) *Behavior {
 	b := &Behavior{cfg: cfg, log: cfg.Logger, success: cfg.Success, failure: cfg.Failure, canceled: cfg.Cancelled,
-		deferred: cfg.Deferred, refusal: cfg.Refusal, inner: cfg.Inner, steps: cfg.Steps, maxInner: cfg.MaxInner,
+		deferred: cfg.Deferred, refusal: cfg.Refusal, inner: cfg.Inner, steps: cfg.Steps, client: cfg.ClientError, maxInner: cfg.MaxInner,
 		fields: cfg.Fields, breakers: cfg.Breakers}
 	if b.log == nil {
 		b.log = zap.L()
@@ -177,7 +186,7 @@ func New(cfg Config) *Behavior {
 	}{
 		{&b.success, zapcore.DebugLevel}, {&b.failure, zapcore.ErrorLevel}, {&b.canceled, zapcore.DebugLevel},
 		{&b.deferred, zapcore.InfoLevel}, {&b.refusal, zapcore.WarnLevel}, {&b.inner, zapcore.DebugLevel},
-		{&b.steps, zapcore.DebugLevel},
+		{&b.steps, zapcore.DebugLevel}, {&b.client, zapcore.WarnLevel},
 	} {
 		if *l.level == (zap.AtomicLevel{}) {
 			*l.level = zap.NewAtomicLevelAt(l.def)
@@ -292,6 +301,8 @@ func (b *Behavior) levelOf(outcome string) zapcore.Level {
 		return b.deferred.Level()
 	case behaviors.OutcomeRefused:
 		return b.refusal.Level()
+	case behaviors.OutcomeClientError:
+		return b.client.Level()
 	}
 	return b.failure.Level()
 }
@@ -317,6 +328,8 @@ func message(outcome string) string {
 		return "switchboard: request deferred"
 	case behaviors.OutcomeRefused:
 		return "switchboard: request refused"
+	case behaviors.OutcomeClientError:
+		return "switchboard: request invalid"
 	}
 	return "switchboard: request failed"
 }
@@ -506,17 +519,23 @@ func (b *Behavior) breakerKey(req any, err error) (string, bool) {
 }
 
 // refusalKey is the key a refusal is rate-limited by: the refusing behavior's (a breaker's, a
-// bulkhead's: behaviors.RefusalInfo.Key), else the request type's.
+// bulkhead's, a rate limit's: behaviors.RefusalInfo.Key) for a refusal of req itself; the
+// request type's and that key for a refusal its handler passed on, so that the outer entries
+// neither hide nor are hidden by the refused request's own; else the request type's.
 func (b *Behavior) refusalKey(req any, err error) string {
+	request := b.request
+	if request == "" {
+		request = behaviors.RequestName(reflect.TypeOf(req))
+	}
 	if r, ok := errors.AsType[behaviors.Refusal](err); ok {
 		if k := r.Refusal().Key; k != "" {
-			return k
+			if behaviors.Refused(err, req) {
+				return k
+			}
+			return request + "\x00" + k
 		}
 	}
-	if b.request != "" {
-		return b.request
-	}
-	return behaviors.RequestName(reflect.TypeOf(req))
+	return request
 }
 
 // scopeKey is the context key under which an outer request's scope finds itself.

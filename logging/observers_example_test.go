@@ -73,8 +73,8 @@ func Example_observers() {
 	scrape := httptest.NewRecorder()
 	rec.Handler().ServeHTTP(scrape, httptest.NewRequest("GET", "/metrics", nil))
 	for _, line := range strings.Split(scrape.Body.String(), "\n") {
-		if strings.HasPrefix(line, "shop_") && !strings.Contains(line, "_seconds") && !strings.HasSuffix(line, " 0") &&
-			!strings.Contains(line, "circuit_breaker") {
+		if strings.HasPrefix(line, "switchboard_") && !strings.Contains(line, "_seconds") && !strings.HasSuffix(line, " 0") &&
+			!strings.Contains(line, "breaker_state") && !strings.Contains(line, "breaker_half_open") {
 			fmt.Println(line)
 		}
 	}
@@ -92,10 +92,10 @@ func Example_observers() {
 	// {"level":"info","msg":"switchboard: fallback","request":"logging_test.GetStock","fallback":"answered","error":"retry: failed after 2 attempts: warehouse busy (circuit \"*logging_test.GetStock\" opened for 30s)"}
 	// {"level":"warn","msg":"switchboard: request refused","request":"logging_test.GetStock","attempt":1,"outcome":"refused","error":"breaker: circuit open for \"*logging_test.GetStock\" (probe in 30s)","breaker":"*logging_test.GetStock"}
 	// {"level":"info","msg":"switchboard: fallback","request":"logging_test.GetStock","fallback":"answered","error":"breaker: circuit open for \"*logging_test.GetStock\" (probe in 30s)"}
-	// shop_breaker_rejections_total{key="*logging_test.GetStock"} 1
-	// shop_fallbacks_total{outcome="answered",request="logging_test.GetStock"} 2
-	// shop_requests_total{outcome="succeeded",request="logging_test.GetStock"} 2
-	// shop_retries_total{request="logging_test.GetStock"} 1
+	// switchboard_breaker_refused_total{app="shop",key="*logging_test.GetStock"} 1
+	// switchboard_fallbacks_total{app="shop",outcome="answered",request="logging_test.GetStock"} 2
+	// switchboard_requests_total{app="shop",outcome="succeeded",request="logging_test.GetStock"} 2
+	// switchboard_retries_total{app="shop",request="logging_test.GetStock"} 1
 	// logging_test.GetStock [switchboard.retry switchboard.fallback]
 	// logging_test.GetStock [switchboard.fallback switchboard.breaker.refused]
 }

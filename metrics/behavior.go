@@ -62,6 +62,8 @@ func outcome(ctx context.Context, req any, err error) int {
 		return 2
 	case behaviors.OutcomeRefused:
 		return 3
+	case behaviors.OutcomeDeferred:
+		return 4
 	}
-	return 4
+	return 5 // behaviors.OutcomeClientError
 }

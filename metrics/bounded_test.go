@@ -26,8 +26,8 @@ func (c *manualClock) After(d time.Duration) (<-chan time.Time, func() bool) {
 }
 
 // breakerFamilies are the metric families with a breaker key label.
-var breakerFamilies = []string{"switchboard_breaker_rejections_total", "switchboard_circuit_breaker_state",
-	"switchboard_circuit_breaker_half_open"}
+var breakerFamilies = []string{"switchboard_breaker_refused_total", "switchboard_breaker_state",
+	"switchboard_breaker_half_open"}
 
 // seriesByKey gathers rec's metrics and returns, per family, the number of series, the
 // number of them labelled with a key other than the overflow value, and the sum of their
@@ -99,11 +99,11 @@ func TestBreakerSeriesBoundedUnderManyRefusedKeys(t *testing.T) {
 	}
 	// Folded, nothing is lost: every refusal is counted, and the overflow gauge counts the
 	// open breakers it stands for.
-	if got := sums["switchboard_breaker_rejections_total"]; got != keys {
-		t.Errorf("breaker_rejections_total sums to %v, want %d", got, keys)
+	if got := sums["switchboard_breaker_refused_total"]; got != keys {
+		t.Errorf("breaker_refused_total sums to %v, want %d", got, keys)
 	}
-	if got := sums["switchboard_circuit_breaker_state"]; got != keys {
-		t.Errorf("circuit_breaker_state sums to %v open, want %d", got, keys)
+	if got := sums["switchboard_breaker_state"]; got != keys {
+		t.Errorf("breaker_state sums to %v open, want %d", got, keys)
 	}
 	if total > 3*(maxKeys+1)+100 {
 		t.Errorf("%d series in all", total)
@@ -124,8 +124,8 @@ func TestBreakerSeriesBoundedUnderManyRefusedKeys(t *testing.T) {
 
 	// The places are free again: a key refused now has series of its own.
 	refuseKeys(t, reg, 1)
-	if _, perKey, _, _ = seriesByKey(t, rec, "key"); perKey["switchboard_breaker_rejections_total"] != 1 ||
-		perKey["switchboard_circuit_breaker_state"] != 1 {
+	if _, perKey, _, _ = seriesByKey(t, rec, "key"); perKey["switchboard_breaker_refused_total"] != 1 ||
+		perKey["switchboard_breaker_state"] != 1 {
 		t.Errorf("after eviction, a new refused key has %v series of its own", perKey)
 	}
 }
@@ -145,20 +145,20 @@ func TestBreakerKeyLabelAndBound(t *testing.T) {
 	}
 	refuseKeys(t, reg, 3) // host-0 and host-1 get series, host-2 is folded
 	scrape(t, rec, `
-# HELP switchboard_breaker_rejections_total Calls refused by an open circuit breaker, by breaker key (_overflow: keys beyond the Recorder's bound).
-# TYPE switchboard_breaker_rejections_total counter
-switchboard_breaker_rejections_total{source="_overflow"} 1
-switchboard_breaker_rejections_total{source="https://host-0"} 1
-switchboard_breaker_rejections_total{source="https://host-1"} 1
-# HELP switchboard_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
-# TYPE switchboard_circuit_breaker_state gauge
-switchboard_circuit_breaker_state{source="_overflow"} 1
-switchboard_circuit_breaker_state{source="https://host-0"} 1
-switchboard_circuit_breaker_state{source="https://host-1"} 1
-# HELP switchboard_circuit_breaker_half_open 1 while a circuit breaker is half-open (letting probes through), 0 otherwise (_overflow: how many of the breakers beyond the Recorder's bound are half-open).
-# TYPE switchboard_circuit_breaker_half_open gauge
-switchboard_circuit_breaker_half_open{source="_overflow"} 0
-switchboard_circuit_breaker_half_open{source="https://host-0"} 0
-switchboard_circuit_breaker_half_open{source="https://host-1"} 0
-`, "switchboard_breaker_rejections_total", "switchboard_circuit_breaker_state", "switchboard_circuit_breaker_half_open")
+# HELP switchboard_breaker_refused_total Calls refused by an open circuit breaker, by breaker key (_overflow: keys beyond the Recorder's bound).
+# TYPE switchboard_breaker_refused_total counter
+switchboard_breaker_refused_total{source="_overflow"} 1
+switchboard_breaker_refused_total{source="https://host-0"} 1
+switchboard_breaker_refused_total{source="https://host-1"} 1
+# HELP switchboard_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
+# TYPE switchboard_breaker_state gauge
+switchboard_breaker_state{source="_overflow"} 1
+switchboard_breaker_state{source="https://host-0"} 1
+switchboard_breaker_state{source="https://host-1"} 1
+# HELP switchboard_breaker_half_open 1 while a circuit breaker is half-open (letting probes through), 0 otherwise (_overflow: how many of the breakers beyond the Recorder's bound are half-open).
+# TYPE switchboard_breaker_half_open gauge
+switchboard_breaker_half_open{source="_overflow"} 0
+switchboard_breaker_half_open{source="https://host-0"} 0
+switchboard_breaker_half_open{source="https://host-1"} 0
+`, "switchboard_breaker_refused_total", "switchboard_breaker_state", "switchboard_breaker_half_open")
 }

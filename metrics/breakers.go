@@ -19,8 +19,8 @@ type breakerCollector struct {
 // CollectBreakers registers a collector of reg's breakers: at every scrape it reads
 // reg.Snapshot and reports, per breaker the registry holds,
 //
-//	<prefix>_circuit_breaker_state{key}      1 open, 0 closed or half-open
-//	<prefix>_circuit_breaker_half_open{key}  1 half-open, 0 otherwise
+//	<prefix>_breaker_state{key}      1 open, 0 closed or half-open
+//	<prefix>_breaker_half_open{key}  1 half-open, 0 otherwise
 //
 // So the values are right from the first scrape (a breaker tripped before any traffic shows
 // 1; a keyed breaker exists, and can be tripped, once the registry has seen its key), they
@@ -29,7 +29,7 @@ type breakerCollector struct {
 // is named by Config.BreakerKeyLabel.
 //
 // The series are bounded twice: by the registry, whose evictions (Registry.AddEvictionListener)
-// also remove the breaker_rejections_total series of the evicted keys, and by
+// also remove the breaker_refused_total series of the evicted keys, and by
 // Config.MaxBreakerKeys. A key keeps its series from the first time the Recorder meets it (a
 // refusal, or a scrape that finds its breaker) until its breaker is evicted; the breakers of
 // keys beyond the bound are counted in one series per gauge whose key is OverflowKey, with the
@@ -45,10 +45,10 @@ func (r *Recorder) CollectBreakers(reg *breaker.Registry) error {
 	err := r.reg.Register(&breakerCollector{
 		rec: r,
 		reg: reg,
-		state: prometheus.NewDesc(r.name("circuit_breaker_state"),
+		state: prometheus.NewDesc(r.name("breaker_state"),
 			"Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open ("+
 				OverflowKey+": how many of the breakers beyond the Recorder's bound are open).", labels, nil),
-		halfOpen: prometheus.NewDesc(r.name("circuit_breaker_half_open"),
+		halfOpen: prometheus.NewDesc(r.name("breaker_half_open"),
 			"1 while a circuit breaker is half-open (letting probes through), 0 otherwise ("+
 				OverflowKey+": how many of the breakers beyond the Recorder's bound are half-open).", labels, nil),
 	})

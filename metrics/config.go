@@ -6,40 +6,49 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DefaultPrefix is the prefix of every metric name when Config gives neither Prefix nor AppID.
+// DefaultPrefix is the namespace that starts every metric name when Config.Prefix is empty:
+// switchboard_requests_total, switchboard_breaker_state, ...
 const DefaultPrefix = "switchboard"
 
+// AppLabel is the name of the constant label that Config.AppID puts on every series.
+const AppLabel = "app"
+
 // Config configures New. The zero value of each field means its documented default, so
-// metrics.Config{} is complete: a private registry, the switchboard prefix.
+// metrics.Config{} is complete: a private registry, the switchboard namespace, no app label.
 type Config struct {
 	// Registerer receives every metric. nil: a registry of the Recorder's own
 	// (prometheus.NewRegistry), served by Handler, so that nothing is registered globally;
 	// pass prometheus.DefaultRegisterer to join the process-wide registry.
 	Registerer prometheus.Registerer
-	// Prefix starts every metric name, followed by an underscore: <Prefix>_requests_total.
-	// It must be a valid Prometheus metric name. "": derived from AppID, or DefaultPrefix when
-	// AppID is empty too, so that the metrics of switchboard are found under one name.
+	// Prefix is the namespace that starts every metric name, followed by an underscore:
+	// <Prefix>_requests_total, <Prefix>_breaker_state. It must be a valid Prometheus metric
+	// name. "": DefaultPrefix, so that the metrics of switchboard are found under one name in
+	// every service that uses it, and the dashboards and alerts written for one work for all.
+	// Set it only to keep names an existing dashboard reads, or for a second Recorder on one
+	// registry whose series would otherwise collide with the first one's (AppID tells two
+	// applications apart without renaming anything).
 	Prefix string
-	// AppID names the application, for a prefix of its own when Prefix is empty: the id in
-	// lower case, every run of characters other than a-z, 0-9 and _ turned into one
-	// underscore, leading and trailing underscores dropped, and an underscore put in front of
-	// a leading digit ("Billing-API v2" gives billing_api_v2). An id with nothing left gives
-	// DefaultPrefix. "": DefaultPrefix.
+	// AppID names the application in a constant label, app (AppLabel), on every series the
+	// Recorder exports: switchboard_requests_total{app="relay",...}. It does not change the
+	// names, as Prometheus practice keeps a library's metric names fixed and tells the
+	// processes that export them apart by label. Any UTF-8 text. "": no app label (the target's
+	// job and instance labels, which Prometheus adds at scrape time, usually say it already).
 	AppID string
 	// DurationBuckets are the upper bounds of request_duration_seconds, in seconds,
 	// increasing. nil: prometheus.DefBuckets (5 ms to 10 s), the range of a network call.
 	DurationBuckets []float64
-	// NativeHistogramBucketFactor makes request_duration_seconds and scheduler_claim_seconds
+	// NativeHistogramBucketFactor makes request_duration_seconds and durable_claim_seconds
 	// native histograms too (see prometheus.HistogramOpts), with this growth factor between
 	// buckets; above 1. 0: classic buckets only, which every Prometheus server reads.
 	NativeHistogramBucketFactor float64
 	// StatsTimeout bounds the Queue.Counts call a scrape makes (CollectQueue): the scrape waits
 	// for it no longer, and the call's context ends then. A scrape whose read did not succeed
-	// in time gets the last values read (queue_stats_age_seconds says how old they are), or no
+	// in time gets the last values read (durable_stats_age_seconds says how old they are), or no
 	// queue series when none was ever read. Default 2 s: well under Prometheus's default scrape
 	// timeout of 10 s, so a slow database never fails the whole scrape.
 	StatsTimeout time.Duration
@@ -49,7 +58,7 @@ type Config struct {
 	// Negative: read on every scrape.
 	StatsMaxAge time.Duration
 	// BreakerKeyLabel is the name of the label that carries a breaker's key in
-	// circuit_breaker_state, circuit_breaker_half_open and breaker_rejections_total; a valid
+	// breaker_state, breaker_half_open and breaker_refused_total; a valid
 	// Prometheus label name, not starting with "__" (reserved for Prometheus itself). "":
 	// "key". Set it to keep the dashboards and alerts built on another name (source, endpoint)
 	// working.
@@ -67,8 +76,8 @@ type Config struct {
 }
 
 // OverflowKey is the breaker key label value of the series that count the breakers and
-// refusals of keys beyond Config.MaxBreakerKeys: breaker_rejections_total counts their refused
-// calls, circuit_breaker_state how many of them are open, circuit_breaker_half_open how many
+// refusals of keys beyond Config.MaxBreakerKeys: breaker_refused_total counts their refused
+// calls, breaker_state how many of them are open, breaker_half_open how many
 // are half-open. The series exists only once a key has overflowed.
 const OverflowKey = "_overflow"
 
@@ -101,6 +110,12 @@ func (c Config) Validate() error {
 	if l := c.BreakerKeyLabel; l != "" && (!labelName.MatchString(l) || strings.HasPrefix(l, "__")) {
 		errs = append(errs, fmt.Errorf("BreakerKeyLabel %q is not a valid Prometheus label name (letters, digits and _, not starting with a digit or __)", l))
 	}
+	if c.AppID != "" && c.BreakerKeyLabel == AppLabel {
+		errs = append(errs, fmt.Errorf("BreakerKeyLabel %q is the label AppID puts on every series; name the breaker key otherwise", c.BreakerKeyLabel))
+	}
+	if !utf8.ValidString(c.AppID) {
+		errs = append(errs, fmt.Errorf("AppID %q is not valid UTF-8", c.AppID))
+	}
 	return errors.Join(errs...)
 }
 
@@ -120,30 +135,10 @@ func (c Config) maxKeys() int {
 	return c.MaxBreakerKeys
 }
 
-// prefix returns the prefix c gives: Prefix, else derived from AppID, else DefaultPrefix.
+// prefix returns the namespace c gives: Prefix, else DefaultPrefix.
 func (c Config) prefix() string {
 	if c.Prefix != "" {
 		return c.Prefix
 	}
-	var b strings.Builder
-	pending := false
-	for _, r := range strings.ToLower(c.AppID) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' {
-			if pending && b.Len() > 0 {
-				b.WriteByte('_')
-			}
-			pending = false
-			b.WriteRune(r)
-			continue
-		}
-		pending = true
-	}
-	p := strings.Trim(b.String(), "_")
-	switch {
-	case p == "":
-		return DefaultPrefix
-	case p[0] >= '0' && p[0] <= '9':
-		return "_" + p
-	}
-	return p
+	return DefaultPrefix
 }

@@ -10,8 +10,7 @@ import (
 	"github.com/switchboard-go/switchboard/metrics"
 )
 
-// The prefix is Prefix when set, else derived from AppID (lower-cased, each run of other
-// characters one "_", a leading digit guarded), else "switchboard".
+// The namespace is Prefix when set, else "switchboard", whatever AppID says: AppID is a label.
 func TestPrefix(t *testing.T) {
 	for _, c := range []struct {
 		cfg  metrics.Config
@@ -20,9 +19,7 @@ func TestPrefix(t *testing.T) {
 		{metrics.Config{}, "switchboard"},
 		{metrics.Config{Prefix: "shop"}, "shop"},
 		{metrics.Config{Prefix: "shop", AppID: "Other"}, "shop"},
-		{metrics.Config{AppID: "Billing-API v2"}, "billing_api_v2"},
-		{metrics.Config{AppID: "  --Billing--  "}, "billing"},
-		{metrics.Config{AppID: "2fa service"}, "_2fa_service"},
+		{metrics.Config{AppID: "Billing-API v2"}, "switchboard"},
 		{metrics.Config{AppID: "!!!"}, "switchboard"},
 	} {
 		rec, err := metrics.New(c.cfg)
@@ -58,6 +55,10 @@ func TestConfigValidate(t *testing.T) {
 		{metrics.Config{BreakerKeyLabel: "__key"}, "BreakerKeyLabel"},
 		{metrics.Config{BreakerKeyLabel: "a:b"}, "BreakerKeyLabel"},
 		{metrics.Config{MaxBreakerKeys: -1}, ""},
+		{metrics.Config{AppID: "Billing-API v2 ✓"}, ""},
+		{metrics.Config{AppID: "bad\xff"}, "AppID"},
+		{metrics.Config{AppID: "shop", BreakerKeyLabel: "app"}, "BreakerKeyLabel"},
+		{metrics.Config{BreakerKeyLabel: "app"}, ""},
 	} {
 		err := c.cfg.Validate()
 		switch {

@@ -17,7 +17,7 @@ import (
 type GetPrice struct{ mediator.Returns[int] }
 
 func Example() {
-	rec, err := metrics.New(metrics.Config{AppID: "shop"}) // a registry of its own; metrics named shop_...
+	rec, err := metrics.New(metrics.Config{AppID: "shop"}) // a registry of its own; switchboard_... names, app="shop"
 	if err != nil {
 		panic(err)
 	}
@@ -50,17 +50,17 @@ func Example() {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "shop_") && !strings.Contains(line, "_bucket") && !strings.Contains(line, "_seconds") &&
+		if strings.HasPrefix(line, "switchboard_") && !strings.Contains(line, "_bucket") && !strings.Contains(line, "_seconds") &&
 			!strings.HasSuffix(line, " 0") {
 			fmt.Println(line)
 		}
 	}
 	// Output:
 	// true
-	// shop_breaker_rejections_total{key="*metrics_test.GetPrice"} 1
-	// shop_circuit_breaker_state{key="*metrics_test.GetPrice"} 1
-	// shop_requests_total{outcome="refused",request="metrics_test.GetPrice"} 1
-	// shop_requests_total{outcome="succeeded",request="metrics_test.GetPrice"} 1
+	// switchboard_breaker_refused_total{app="shop",key="*metrics_test.GetPrice"} 1
+	// switchboard_breaker_state{app="shop",key="*metrics_test.GetPrice"} 1
+	// switchboard_requests_total{app="shop",outcome="refused",request="metrics_test.GetPrice"} 1
+	// switchboard_requests_total{app="shop",outcome="succeeded",request="metrics_test.GetPrice"} 1
 }
 
 // The breaker key label named as existing dashboards expect, and a bound on the keys with
@@ -82,7 +82,7 @@ func ExampleConfig_breakerKeys() {
 	}
 	mfs, _ := rec.Gatherer().Gather()
 	for _, mf := range mfs {
-		if mf.GetName() == "switchboard_breaker_rejections_total" {
+		if mf.GetName() == "switchboard_breaker_refused_total" {
 			for _, m := range mf.GetMetric() {
 				fmt.Println(m.GetLabel()[0].GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
 			}

@@ -23,11 +23,11 @@ type hedgeCollector struct {
 // CollectHedges registers a collector of the hedging behaviors hs: at every scrape it reads
 // their Snapshot and reports, per key,
 //
-//	<prefix>_hedge_calls_total{key}           calls that ran under the behavior
-//	<prefix>_hedges_sent_total{key}           hedges sent
-//	<prefix>_hedges_won_total{key}            calls a hedge won (the primary lost)
-//	<prefix>_hedges_refused_total{key}        hedges refused: by the retry budget, or at once by the pipeline
-//	<prefix>_hedge_delay_seconds{key}         the delay the key's next call waits before hedging
+//	<prefix>_hedge_calls_total{key}      calls that ran under the behavior
+//	<prefix>_hedge_sent_total{key}       hedges sent
+//	<prefix>_hedge_won_total{key}        calls a hedge won (the primary lost)
+//	<prefix>_hedge_refused_total{key}    hedges refused: by the retry budget, or at once by the pipeline
+//	<prefix>_hedge_delay_seconds{key}    the delay the key's next call waits before hedging
 //
 // Reading at scrape time costs the calls nothing. The series are bounded by the behaviors'
 // hedge.Config.MaxKeys, whose keys beyond the bound share hedge.OverflowKey. The label is
@@ -42,11 +42,11 @@ func (r *Recorder) CollectHedges(hs ...HedgeSource) error {
 		hs: hs,
 		calls: prometheus.NewDesc(r.name("hedge_calls_total"),
 			"Calls that ran under a hedging behavior, by key.", labels, nil),
-		sent: prometheus.NewDesc(r.name("hedges_sent_total"),
+		sent: prometheus.NewDesc(r.name("hedge_sent_total"),
 			"Hedged attempts sent, by key.", labels, nil),
-		won: prometheus.NewDesc(r.name("hedges_won_total"),
+		won: prometheus.NewDesc(r.name("hedge_won_total"),
 			"Calls a hedged attempt won (the first attempt lost), by key.", labels, nil),
-		refused: prometheus.NewDesc(r.name("hedges_refused_total"),
+		refused: prometheus.NewDesc(r.name("hedge_refused_total"),
 			"Hedged attempts refused, by key: by the retry budget before they were sent, or at once by the pipeline (an open breaker, a rate limit).", labels, nil),
 		delay: prometheus.NewDesc(r.name("hedge_delay_seconds"),
 			"The delay before a key's next call is hedged: fixed, or the percentile of its recent latency.", labels, nil),

@@ -47,18 +47,18 @@ func TestCollectHedges(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected := `
-# HELP switchboard_hedges_sent_total Hedged attempts sent, by key.
-# TYPE switchboard_hedges_sent_total counter
-switchboard_hedges_sent_total{key="*metrics_test.hedgedReq"} 1
-# HELP switchboard_hedges_won_total Calls a hedged attempt won (the first attempt lost), by key.
-# TYPE switchboard_hedges_won_total counter
-switchboard_hedges_won_total{key="*metrics_test.hedgedReq"} 1
+# HELP switchboard_hedge_sent_total Hedged attempts sent, by key.
+# TYPE switchboard_hedge_sent_total counter
+switchboard_hedge_sent_total{key="*metrics_test.hedgedReq"} 1
+# HELP switchboard_hedge_won_total Calls a hedged attempt won (the first attempt lost), by key.
+# TYPE switchboard_hedge_won_total counter
+switchboard_hedge_won_total{key="*metrics_test.hedgedReq"} 1
 # HELP switchboard_hedge_delay_seconds The delay before a key's next call is hedged: fixed, or the percentile of its recent latency.
 # TYPE switchboard_hedge_delay_seconds gauge
 switchboard_hedge_delay_seconds{key="*metrics_test.hedgedReq"} 0.001
 `
 	if err := testutil.GatherAndCompare(rec.Gatherer(), strings.NewReader(expected),
-		"switchboard_hedges_sent_total", "switchboard_hedges_won_total", "switchboard_hedge_delay_seconds"); err != nil {
+		"switchboard_hedge_sent_total", "switchboard_hedge_won_total", "switchboard_hedge_delay_seconds"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -87,25 +87,25 @@ func TestCollectHedgesSameKey(t *testing.T) {
 # TYPE switchboard_hedge_calls_total counter
 switchboard_hedge_calls_total{key="_overflow"} 7
 switchboard_hedge_calls_total{key="a"} 1
-# HELP switchboard_hedges_sent_total Hedged attempts sent, by key.
-# TYPE switchboard_hedges_sent_total counter
-switchboard_hedges_sent_total{key="_overflow"} 3
-switchboard_hedges_sent_total{key="a"} 0
-# HELP switchboard_hedges_won_total Calls a hedged attempt won (the first attempt lost), by key.
-# TYPE switchboard_hedges_won_total counter
-switchboard_hedges_won_total{key="_overflow"} 2
-switchboard_hedges_won_total{key="a"} 0
+# HELP switchboard_hedge_sent_total Hedged attempts sent, by key.
+# TYPE switchboard_hedge_sent_total counter
+switchboard_hedge_sent_total{key="_overflow"} 3
+switchboard_hedge_sent_total{key="a"} 0
+# HELP switchboard_hedge_won_total Calls a hedged attempt won (the first attempt lost), by key.
+# TYPE switchboard_hedge_won_total counter
+switchboard_hedge_won_total{key="_overflow"} 2
+switchboard_hedge_won_total{key="a"} 0
 # HELP switchboard_hedge_delay_seconds The delay before a key's next call is hedged: fixed, or the percentile of its recent latency.
 # TYPE switchboard_hedge_delay_seconds gauge
 switchboard_hedge_delay_seconds{key="_overflow"} 0.005
 switchboard_hedge_delay_seconds{key="a"} 0
 `
 	if err := testutil.GatherAndCompare(rec.Gatherer(), strings.NewReader(expected),
-		"switchboard_hedge_calls_total", "switchboard_hedges_sent_total", "switchboard_hedges_won_total",
+		"switchboard_hedge_calls_total", "switchboard_hedge_sent_total", "switchboard_hedge_won_total",
 		"switchboard_hedge_delay_seconds"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(rec.Gatherer(), "switchboard_hedges_refused_total"); err != nil || n != 2 {
+	if n, err := testutil.GatherAndCount(rec.Gatherer(), "switchboard_hedge_refused_total"); err != nil || n != 2 {
 		t.Fatalf("refused series = %d, %v", n, err)
 	}
 }

@@ -63,7 +63,7 @@ func scrape(t *testing.T, rec *metrics.Recorder, expected string, names ...strin
 // promhttp: names, labels and values exact.
 func TestScrapeAfterScriptedRun(t *testing.T) {
 	ctx := context.Background()
-	rec, err := metrics.New(metrics.Config{AppID: "Shop-API", StatsMaxAge: -1}) // no cache: each scrape reads the queue
+	rec, err := metrics.New(metrics.Config{Prefix: "shop_api", StatsMaxAge: -1}) // no cache: each scrape reads the queue
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +119,11 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	scrape(t, rec, `
-# HELP shop_api_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
-# TYPE shop_api_circuit_breaker_state gauge
-shop_api_circuit_breaker_state{key="*metrics_test.Lookup"} 1
-shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 0
-`, "shop_api_circuit_breaker_state")
+# HELP shop_api_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
+# TYPE shop_api_breaker_state gauge
+shop_api_breaker_state{key="*metrics_test.Lookup"} 1
+shop_api_breaker_state{key="*metrics_test.Quote"} 0
+`, "shop_api_breaker_state")
 
 	for range 2 {
 		if _, err := mediator.Send(ctx, m, &Ping{}); err != nil {
@@ -153,9 +153,9 @@ shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 0
 	}
 
 	scrape(t, rec, `
-# HELP shop_api_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, cancelled, refused, deferred).
+# HELP shop_api_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, client_error, cancelled, refused, deferred).
 # TYPE shop_api_requests_total counter
-`+requests(map[string][5]int{
+`+requests(map[string][6]int{
 		"Flaky":  {1, 0, 0, 0, 0},
 		"Lookup": {0, 0, 0, 1, 0},
 		"Ping":   {2, 0, 0, 0, 0},
@@ -174,32 +174,32 @@ shop_api_retries_total{request="metrics_test.Slow"} 0
 # HELP shop_api_fallbacks_total Failures a fallback handled, by request type and what it did (answered, declined, failed, cancelled).
 # TYPE shop_api_fallbacks_total counter
 `+fallbacks(map[string]int{"Quote": 2}, "Flaky", "Lookup", "Ping", "Send", "Slow")+`
-# HELP shop_api_breaker_rejections_total Calls refused by an open circuit breaker, by breaker key (_overflow: keys beyond the Recorder's bound).
-# TYPE shop_api_breaker_rejections_total counter
-shop_api_breaker_rejections_total{key="*metrics_test.Lookup"} 1
-shop_api_breaker_rejections_total{key="*metrics_test.Quote"} 1
-# HELP shop_api_circuit_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
-# TYPE shop_api_circuit_breaker_state gauge
-shop_api_circuit_breaker_state{key="*metrics_test.Lookup"} 1
-shop_api_circuit_breaker_state{key="*metrics_test.Quote"} 1
-# HELP shop_api_circuit_breaker_half_open 1 while a circuit breaker is half-open (letting probes through), 0 otherwise (_overflow: how many of the breakers beyond the Recorder's bound are half-open).
-# TYPE shop_api_circuit_breaker_half_open gauge
-shop_api_circuit_breaker_half_open{key="*metrics_test.Lookup"} 0
-shop_api_circuit_breaker_half_open{key="*metrics_test.Quote"} 0
-# HELP shop_api_deferred_items Durable queue items per state (pending, running, succeeded, dead, cancelled), read at scrape time.
-# TYPE shop_api_deferred_items gauge
-shop_api_deferred_items{state="cancelled"} 0
-shop_api_deferred_items{state="dead"} 0
-shop_api_deferred_items{state="pending"} 1
-shop_api_deferred_items{state="running"} 0
-shop_api_deferred_items{state="succeeded"} 0
-# HELP shop_api_dead_letters Dead letters per status (failed: waiting for an operator; replayed; discarded), read at scrape time.
-# TYPE shop_api_dead_letters gauge
-shop_api_dead_letters{status="discarded"} 0
-shop_api_dead_letters{status="failed"} 1
-shop_api_dead_letters{status="replayed"} 0
-`, "shop_api_requests_total", "shop_api_retries_total", "shop_api_fallbacks_total", "shop_api_breaker_rejections_total",
-		"shop_api_circuit_breaker_state", "shop_api_circuit_breaker_half_open", "shop_api_deferred_items", "shop_api_dead_letters")
+# HELP shop_api_breaker_refused_total Calls refused by an open circuit breaker, by breaker key (_overflow: keys beyond the Recorder's bound).
+# TYPE shop_api_breaker_refused_total counter
+shop_api_breaker_refused_total{key="*metrics_test.Lookup"} 1
+shop_api_breaker_refused_total{key="*metrics_test.Quote"} 1
+# HELP shop_api_breaker_state Circuit breaker state, read from the registry at scrape time: 1 open, 0 closed or half-open (_overflow: how many of the breakers beyond the Recorder's bound are open).
+# TYPE shop_api_breaker_state gauge
+shop_api_breaker_state{key="*metrics_test.Lookup"} 1
+shop_api_breaker_state{key="*metrics_test.Quote"} 1
+# HELP shop_api_breaker_half_open 1 while a circuit breaker is half-open (letting probes through), 0 otherwise (_overflow: how many of the breakers beyond the Recorder's bound are half-open).
+# TYPE shop_api_breaker_half_open gauge
+shop_api_breaker_half_open{key="*metrics_test.Lookup"} 0
+shop_api_breaker_half_open{key="*metrics_test.Quote"} 0
+# HELP shop_api_durable_items Durable queue items per state (pending, running, succeeded, dead, cancelled), read at scrape time.
+# TYPE shop_api_durable_items gauge
+shop_api_durable_items{state="cancelled"} 0
+shop_api_durable_items{state="dead"} 0
+shop_api_durable_items{state="pending"} 1
+shop_api_durable_items{state="running"} 0
+shop_api_durable_items{state="succeeded"} 0
+# HELP shop_api_durable_dead_letters Dead letters per status (failed: waiting for an operator; replayed; discarded), read at scrape time.
+# TYPE shop_api_durable_dead_letters gauge
+shop_api_durable_dead_letters{status="discarded"} 0
+shop_api_durable_dead_letters{status="failed"} 1
+shop_api_durable_dead_letters{status="replayed"} 0
+`, "shop_api_requests_total", "shop_api_retries_total", "shop_api_fallbacks_total", "shop_api_breaker_refused_total",
+		"shop_api_breaker_state", "shop_api_breaker_half_open", "shop_api_durable_items", "shop_api_durable_dead_letters")
 
 	// Every request was timed once.
 	if n := histogramCount(t, rec, "shop_api_request_duration_seconds"); n != 9 {
@@ -213,11 +213,11 @@ var (
 )
 
 // requests renders the requests_total samples of types (short names) and their counts in the
-// order of the outcomes: success, failure, cancelled, rejected, deferred.
-func requests(types map[string][5]int) string {
+// order of the outcomes: succeeded, failed, cancelled, refused, deferred, client_error.
+func requests(types map[string][6]int) string {
 	var b strings.Builder
-	names := []string{"cancelled", "deferred", "failed", "refused", "succeeded"}
-	idx := map[string]int{"succeeded": 0, "failed": 1, "cancelled": 2, "refused": 3, "deferred": 4}
+	names := []string{"cancelled", "client_error", "deferred", "failed", "refused", "succeeded"}
+	idx := map[string]int{"succeeded": 0, "failed": 1, "cancelled": 2, "refused": 3, "deferred": 4, "client_error": 5}
 	for _, typ := range sortedKeys(types) {
 		for _, o := range names {
 			b.WriteString("shop_api_requests_total{outcome=\"" + o + "\",request=\"metrics_test." + typ + "\"} " +

@@ -32,9 +32,9 @@ type QueueStats interface {
 // CollectQueue registers a collector of q's depth and dead letters, read from q.Counts at
 // scrape time:
 //
-//	<prefix>_deferred_items{state}    items per state: pending, running, succeeded, dead, cancelled
-//	<prefix>_dead_letters{status}     dead letters per status: failed, replayed, discarded
-//	<prefix>_queue_stats_age_seconds  how old the values above are
+//	<prefix>_durable_items{state}          items per state: pending, running, succeeded, dead, cancelled
+//	<prefix>_durable_dead_letters{status}  dead letters per status: failed, replayed, discarded
+//	<prefix>_durable_stats_age_seconds     how old the values above are
 //
 // A scrape reads Counts at most every Config.StatsMaxAge, and the read is bounded by
 // Config.StatsTimeout (its context ends then, and the scrape stops waiting): a read that fails
@@ -50,11 +50,11 @@ func (r *Recorder) collectCounts(counts func(context.Context) (items, deadLetter
 		counts:  counts,
 		timeout: r.cfg.StatsTimeout,
 		maxAge:  r.cfg.StatsMaxAge,
-		items: prometheus.NewDesc(r.name("deferred_items"),
+		items: prometheus.NewDesc(r.name("durable_items"),
 			"Durable queue items per state (pending, running, succeeded, dead, cancelled), read at scrape time.", []string{"state"}, nil),
-		dead: prometheus.NewDesc(r.name("dead_letters"),
+		dead: prometheus.NewDesc(r.name("durable_dead_letters"),
 			"Dead letters per status (failed: waiting for an operator; replayed; discarded), read at scrape time.", []string{"status"}, nil),
-		age: prometheus.NewDesc(r.name("queue_stats_age_seconds"),
+		age: prometheus.NewDesc(r.name("durable_stats_age_seconds"),
 			"Age of the queue values reported: above the cache age, reads of the queue's counts are failing or slow.", nil, nil),
 	}
 	if c.timeout == 0 {

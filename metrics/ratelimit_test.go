@@ -12,7 +12,7 @@ import (
 // The rate limiter's observers: a wait histogram and a refusal counter per key, the keys
 // beyond the bound folded into the overflow key.
 func TestRateLimitSeries(t *testing.T) {
-	rec, err := metrics.New(metrics.Config{AppID: "shop", MaxBreakerKeys: 2})
+	rec, err := metrics.New(metrics.Config{Prefix: "shop", MaxBreakerKeys: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

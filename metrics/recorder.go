@@ -19,7 +19,7 @@ import (
 // outcomes are the values of the outcome label of requests_total, by index: the module's one
 // vocabulary of outcomes (behaviors.OutcomeOf), a fixed set, so the label stays bounded.
 var outcomes = [...]string{behaviors.OutcomeSucceeded, behaviors.OutcomeFailed, behaviors.OutcomeCancelled,
-	behaviors.OutcomeRefused, behaviors.OutcomeDeferred}
+	behaviors.OutcomeRefused, behaviors.OutcomeDeferred, behaviors.OutcomeClientError}
 
 // verdicts are the values of the outcome label of fallbacks_total, by fallback.Verdict - 1:
 // what a fallback did with a failure it handled.
@@ -49,9 +49,9 @@ type Recorder struct {
 	maxKeys  int    // Config.MaxBreakerKeys with its default; negative for no bound
 	keyMu    sync.RWMutex
 	// keys holds the breaker keys with series of their own (at most maxKeys), each with its
-	// breaker_rejections_total counter, nil until the key's first refusal.
+	// breaker_refused_total counter, nil until the key's first refusal.
 	keys map[string]prometheus.Counter
-	// overflow is the breaker_rejections_total counter of OverflowKey, nil until a refusal
+	// overflow is the breaker_refused_total counter of OverflowKey, nil until a refusal
 	// overflowed.
 	overflow prometheus.Counter
 
@@ -67,8 +67,8 @@ type series struct {
 }
 
 // New returns a Recorder whose metrics are registered on cfg.Registerer. It fails when cfg is
-// invalid or a metric of the same name is already registered there (a second Recorder on one
-// registry needs another Prefix).
+// invalid or a metric of the same name and labels is already registered there (a second
+// Recorder on one registry needs another AppID or Prefix).
 func New(cfg Config) (*Recorder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -81,12 +81,15 @@ func New(cfg Config) (*Recorder, error) {
 	} else if g, ok := r.reg.(prometheus.Gatherer); ok {
 		r.gatherer = g
 	}
+	if cfg.AppID != "" { // every collector registered from here on carries the app label
+		r.reg = prometheus.WrapRegistererWith(prometheus.Labels{AppLabel: cfg.AppID}, r.reg)
+	}
 	buckets := cfg.DurationBuckets
 	if buckets == nil {
 		buckets = prometheus.DefBuckets
 	}
 	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("requests_total"),
-		Help: "Requests sent through the mediator, by request type and outcome (succeeded, failed, cancelled, refused, deferred)."},
+		Help: "Requests sent through the mediator, by request type and outcome (succeeded, failed, client_error, cancelled, refused, deferred)."},
 		[]string{"request", "outcome"})
 	r.durations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: r.name("request_duration_seconds"),
 		Help:                        "Time from sending a request to its answer, retries and fallback included, by request type.",
@@ -98,10 +101,10 @@ func New(cfg Config) (*Recorder, error) {
 	r.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("fallbacks_total"),
 		Help: "Failures a fallback handled, by request type and what it did (answered, declined, failed, cancelled)."},
 		[]string{"request", "outcome"})
-	r.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("breaker_rejections_total"),
+	r.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: r.name("breaker_refused_total"),
 		Help: "Calls refused by an open circuit breaker, by breaker key (" + OverflowKey + ": keys beyond the Recorder's bound)."},
 		[]string{r.keyLabel})
-	r.claims = prometheus.NewHistogram(prometheus.HistogramOpts{Name: r.name("scheduler_claim_seconds"),
+	r.claims = prometheus.NewHistogram(prometheus.HistogramOpts{Name: r.name("durable_claim_seconds"),
 		Help:                        "Time of the durable scheduler's claim round trips (outcome writes included when batched with a claim).",
 		Buckets:                     prometheus.DefBuckets,
 		NativeHistogramBucketFactor: cfg.NativeHistogramBucketFactor})
@@ -120,7 +123,7 @@ func New(cfg Config) (*Recorder, error) {
 	return r, nil
 }
 
-// Prefix returns the prefix of the Recorder's metric names.
+// Prefix returns the namespace of the Recorder's metric names: Config.Prefix, or DefaultPrefix.
 func (r *Recorder) Prefix() string { return r.prefix }
 
 func (r *Recorder) name(s string) string { return r.prefix + "_" + s }
@@ -189,7 +192,7 @@ func (r *Recorder) OnFallback(_ context.Context, f fallback.Fallback) {
 	}
 }
 
-// OnRefusal counts a refused call in breaker_rejections_total; it is an observer for
+// OnRefusal counts a refused call in breaker_refused_total; it is an observer for
 // breaker.Config.OnRefusal:
 //
 //	breaker.NewRegistry(breaker.Config{OnRefusal: []func(string){rec.OnRefusal}})
@@ -201,7 +204,7 @@ func (r *Recorder) OnFallback(_ context.Context, f fallback.Fallback) {
 // their series, within the bound.
 func (r *Recorder) OnRefusal(key string) { r.refusalsOf(key).Inc() }
 
-// refusalsOf returns the breaker_rejections_total counter of key: its own, resolved once, or
+// refusalsOf returns the breaker_refused_total counter of key: its own, resolved once, or
 // the overflow counter when the bound is reached.
 func (r *Recorder) refusalsOf(key string) prometheus.Counter {
 	r.keyMu.RLock()
@@ -247,7 +250,7 @@ func (r *Recorder) evicted(key string) {
 	}
 }
 
-// OnClaim observes a claim round trip in scheduler_claim_seconds, failed ones included (a
+// OnClaim observes a claim round trip in durable_claim_seconds, failed ones included (a
 // database that hangs shows as claims at StoreTimeout); it is an observer for
 // durable.Config.OnClaim:
 //

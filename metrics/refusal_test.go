@@ -17,10 +17,11 @@ func (e *quotaError) Refusal() behaviors.RefusalInfo {
 	return behaviors.RefusalInfo{By: "quota", Key: "tenant-1", Request: e.req}
 }
 
-// A refusal of a user's own behavior is counted with the outcome refused, as a breaker's is;
-// a refusal of another request, met by the handler, is the handler's failure.
-func TestUserRefusalIsRejected(t *testing.T) {
-	rec, err := metrics.New(metrics.Config{AppID: "shop"})
+// A refusal of a user's own behavior is counted with the outcome refused, as a breaker's is,
+// and so is a refusal of another request that the handler passed on: its caller got a refusal
+// (load shed further down), not a failure.
+func TestUserRefusalIsRefused(t *testing.T) {
+	rec, err := metrics.New(metrics.Config{Prefix: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +41,16 @@ func TestUserRefusalIsRejected(t *testing.T) {
 	_, _ = mediator.Send(context.Background(), m, &Quote{})
 	_, _ = mediator.Send(context.Background(), m, &Ping{})
 	scrape(t, rec, `
-# HELP shop_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, cancelled, refused, deferred).
+# HELP shop_requests_total Requests sent through the mediator, by request type and outcome (succeeded, failed, client_error, cancelled, refused, deferred).
 # TYPE shop_requests_total counter
 shop_requests_total{outcome="cancelled",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="client_error",request="metrics_test.Ping"} 0
 shop_requests_total{outcome="deferred",request="metrics_test.Ping"} 0
-shop_requests_total{outcome="failed",request="metrics_test.Ping"} 1
-shop_requests_total{outcome="refused",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="failed",request="metrics_test.Ping"} 0
+shop_requests_total{outcome="refused",request="metrics_test.Ping"} 1
 shop_requests_total{outcome="succeeded",request="metrics_test.Ping"} 0
 shop_requests_total{outcome="cancelled",request="metrics_test.Quote"} 0
+shop_requests_total{outcome="client_error",request="metrics_test.Quote"} 0
 shop_requests_total{outcome="deferred",request="metrics_test.Quote"} 0
 shop_requests_total{outcome="failed",request="metrics_test.Quote"} 0
 shop_requests_total{outcome="refused",request="metrics_test.Quote"} 1

@@ -7,12 +7,13 @@ import (
 	"reflect"
 
 	"github.com/switchboard-go/switchboard/behaviors"
+	"github.com/switchboard-go/switchboard/behaviors/internal/classify"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // ErrInvalid reports a request that failed validation. It is never retried and never counted
-// by a breaker.
-var ErrInvalid = errors.New("validation: invalid request")
+// by a breaker, and the observers report it with the outcome behaviors.OutcomeClientError.
+var ErrInvalid = classify.ErrInvalid
 
 // Error reports a request that failed validation. It matches ErrInvalid and unwraps to the
 // validator's error. Handlers may return one too, so that retry and the breaker treat their

@@ -12,6 +12,11 @@ import (
 // opened its breaker without importing the breaker package.
 var ErrTripped = errors.New("breaker: circuit tripped")
 
+// ErrInvalid is validation.ErrInvalid, declared here so that package behaviors recognises a
+// validation error (behaviors.IsClientError) without importing the validation package, which
+// imports it.
+var ErrInvalid = errors.New("validation: invalid request")
+
 // RetryableStatusCodes are the status codes retried by default: too many requests, bad
 // gateway, service unavailable, gateway timeout, the common gateway-retry set. Read it, never
 // change it.
