@@ -17,7 +17,8 @@
   var polling = false;
   var paused = false;
   var pollTimer = 0;
-  var deadlines = {};      // breaker key -> client time (ms) its cooldown ends
+  var deadlines = {};      // breaker (sourceKey) -> client time (ms) its cooldown ends
+  var manyRegistries = false; // the breakers listed are of more than one registry
   var selected = new Set();// selected dead letter ids (numbers)
   var page = { offset: 0, total: 0, ids: [] };
   var inspecting = 0;      // id shown in the inspect dialog
@@ -197,6 +198,25 @@
   function setBreakable(e, s) {
     e.textContent = "";
     e.appendChild(breakable(s));
+  }
+
+  // A service may have more than one breaker registry, rate limiter, retry budget or hedging
+  // behavior; the API names each row's ("default" for the single one). sourceKey is a row's
+  // identity (the name and the key; the key alone for the default), many says whether rows
+  // of more than one source are listed, and setSourced writes a key cell, its source's name
+  // before it when there are several.
+  function sourceKey(name, key) { return !name || name === "default" ? key : name + "\u001f" + key; }
+
+  function manySources(list, field) {
+    for (var i = 1; i < list.length; i++) if (list[i][field] !== list[0][field]) return true;
+    return false;
+  }
+
+  function setSourced(cell, name, key, many) {
+    setBreakable(cell, key);
+    if (!many) return;
+    cell.insertBefore(el("span", { className: "source", title: "Its registry, limiter, budget or behavior" }, name || "default"), cell.firstChild);
+    cell.insertBefore(document.createTextNode(" "), cell.childNodes[1]);
   }
 
   function fmtRemaining(ms) {
@@ -435,11 +455,13 @@
     var list = (data && data.breakers) || [];
     var now = Date.now();
     var next = {};
+    manyRegistries = manySources(list, "registry");
     list.forEach(function (b) {
       if (b.state === "open") {
         // remaining_ms is relative to the server's now, so a skewed client clock does not matter.
-        if (typeof b.remaining_ms === "number") next[b.key] = now + b.remaining_ms;
-        else if (b.probe_at) next[b.key] = Date.parse(b.probe_at);
+        var k = sourceKey(b.registry, b.key);
+        if (typeof b.remaining_ms === "number") next[k] = now + b.remaining_ms;
+        else if (b.probe_at) next[k] = Date.parse(b.probe_at);
       }
     });
     deadlines = next;
@@ -458,15 +480,15 @@
     more.hidden = list.length <= shown.length;
     more.textContent = "showing " + shown.length + " of " + list.length + " breakers, the open and half-open first (" +
       count.open + " open, " + count["half-open"] + " half-open, " + count.closed + " closed)";
-    syncList($("breakers"), shown, function (b) { return b.key; }, createBreaker, updateBreaker);
+    syncList($("breakers"), shown, function (b) { return sourceKey(b.registry, b.key); }, createBreaker, updateBreaker);
     tickCountdowns();
     answered("breakers", data);
   }
 
   function createBreaker(b) {
     var li = $("breaker-tpl").content.firstElementChild.cloneNode(true);
-    li.querySelector("[data-act=reset]").addEventListener("click", function () { breakerAction(li.dataset.key, "reset"); });
-    li.querySelector("[data-act=trip]").addEventListener("click", function () { breakerAction(li.dataset.key, "trip"); });
+    li.querySelector("[data-act=reset]").addEventListener("click", function () { breakerAction(li, "reset"); });
+    li.querySelector("[data-act=trip]").addEventListener("click", function () { breakerAction(li, "trip"); });
     return li;
   }
 
@@ -477,7 +499,9 @@
     var st = li.querySelector("[data-f=state]");
     st.textContent = b.state;
     st.className = "badge s-" + String(b.state).replace(/[^a-z_-]/gi, "");
-    setBreakable(li.querySelector("[data-f=key]"), b.key);
+    li.dataset.breakerKey = b.key;
+    li.dataset.registry = b.registry || "default";
+    setSourced(li.querySelector("[data-f=key]"), b.registry, b.key, manyRegistries);
     li.querySelector("[data-f=failures]").textContent = b.failures + (b.failures === 1 ? " failure" : " failures");
     li.querySelector("[data-act=reset]").setAttribute("aria-label", "Reset breaker " + b.key);
     li.querySelector("[data-act=trip]").setAttribute("aria-label", "Trip breaker " + b.key);
@@ -525,18 +549,19 @@
     if (fallback) fallback.focus();
   }
 
-  function breakerAction(key, act) {
+  function breakerAction(li, act) {
+    var key = li.dataset.breakerKey, registry = li.dataset.registry, id = li.dataset.key;
     var title = act === "reset" ? "Reset breaker?" : "Trip breaker?";
     var text = act === "reset"
       ? "Close " + key + " and set its failure count to 0. Calls go through again at once."
       : "Open " + key + " now, whatever its failure count. Calls are refused until its cooldown ends.";
     confirmAction(title, text, act === "reset" ? "Reset" : "Trip").then(function (ok) {
       if (!ok) return;
-      api("POST", "api/breakers/" + seg(key) + "/" + act).then(function (b) {
-        notify("Breaker " + key + " is " + (b && b.state ? b.state : "updated") + ".");
+      api("POST", "api/breakers/" + seg(key) + "/" + act + "?registry=" + encodeURIComponent(registry)).then(function (b) {
+        notify("Breaker " + key + (manyRegistries ? " of " + registry : "") + " is " + (b && b.state ? b.state : "updated") + ".");
         return refresh();
       }).then(function () {
-        var li = '#breakers [data-key="' + CSS.escape(key) + '"] ';
+        var li = '#breakers [data-key="' + CSS.escape(id) + '"] ';
         keepFocus([li + "[data-act=" + act + "]", li + "[data-act=" + (act === "reset" ? "trip" : "reset") + "]"], $("main"));
       }).catch(failed);
     });
@@ -968,7 +993,7 @@
   window.switchboardAdmin = {
     $: $, el: el, api: api, ApiError: ApiError, seg: seg, notify: notify, startAction: startAction, failed: failed,
     timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
-    setBreakable: setBreakable, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
+    setBreakable: setBreakable, sourceKey: sourceKey, manySources: manySources, setSourced: setSourced, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
     addPanel: function (load) { panels.push(load); },
     // onAnswer(kind, hook): hook(data, atMs) after every answer of api/queue or api/breakers.
     onAnswer: function (kind, hook) { answerHooks[kind].push(hook); },
