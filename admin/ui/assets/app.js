@@ -219,11 +219,14 @@
     cell.insertBefore(document.createTextNode(" "), cell.childNodes[1]);
   }
 
-  function fmtRemaining(ms) {
+  // countdown is the one format of the time left before something, on every panel: "in 14 s",
+  // "in 4 min 05 s", "in 2 h 03 min" (whole seconds, rounded up, so it never reads 0 early).
+  function countdown(ms) {
     var s = Math.max(0, Math.ceil(ms / 1000));
     var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-    var mm = (h ? String(m).padStart(2, "0") : String(m)) + ":" + String(sec).padStart(2, "0");
-    return h ? h + ":" + mm : mm;
+    if (h) return "in " + h + " h " + pad(m) + " min";
+    if (m) return "in " + m + " min " + pad(sec) + " s";
+    return "in " + sec + " s";
   }
 
   function badge(text) {
@@ -531,7 +534,7 @@
       c.removeAttribute("title");
       var ms = end - now;
       c.dataset.remainingS = String(Math.max(0, Math.ceil(ms / 1000)));
-      c.textContent = ms > 0 ? "probe in " + fmtRemaining(ms) : "probe due";
+      c.textContent = ms > 0 ? "probe " + countdown(ms) : "probe due";
     });
   }
   setInterval(tickCountdowns, 1000);
@@ -992,7 +995,7 @@
   var panels = [];
   window.switchboardAdmin = {
     $: $, el: el, api: api, ApiError: ApiError, seg: seg, notify: notify, startAction: startAction, failed: failed,
-    timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
+    timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, countdown: countdown, relative: relative, badge: badge, syncList: syncList,
     setBreakable: setBreakable, sourceKey: sourceKey, manySources: manySources, setSourced: setSourced, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
     addPanel: function (load) { panels.push(load); },
     // onAnswer(kind, hook): hook(data, atMs) after every answer of api/queue or api/breakers.
