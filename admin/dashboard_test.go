@@ -293,7 +293,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	}
 	attempts, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#inspect-timeline li[data-kind=attempt] strong")).map(function (e) { return e.textContent.trim(); })`))
 	must(t, err)
-	if strings.Join(attempts, ",") != "Attempt 1,Attempt 2,Attempt 3" {
+	if strings.Join(attempts, ",") != "Queue attempt 1,Queue attempt 2,Queue attempt 3" {
 		t.Errorf("timeline attempts %v", attempts)
 	}
 	must(t, chromedp.Do(tab,

@@ -685,7 +685,7 @@
     tr.appendChild(tdSel);
     tr.appendChild(cell("Id", "num")).setAttribute("data-f", "id");
     tr.appendChild(cell("Source")).setAttribute("data-f", "source");
-    tr.appendChild(cell("Key", "mono")).setAttribute("data-f", "key");
+    tr.appendChild(cell("Endpoint or key", "mono")).setAttribute("data-f", "key");
     var err = cell("Error", "err");
     err.setAttribute("data-f", "error");
     err.appendChild(el("span", { className: "err-text", id: "dl-err-" + d.id }));
@@ -697,7 +697,7 @@
     err.appendChild(more);
     tr.appendChild(err);
     tr.appendChild(cell("Status")).setAttribute("data-f", "status");
-    tr.appendChild(cell("Retries", "num")).setAttribute("data-f", "retries");
+    tr.appendChild(cell("Replays", "num")).setAttribute("data-f", "retries");
     tr.appendChild(cell("Created")).setAttribute("data-f", "created");
     var acts = cell("", "row-actions");
     var bi = el("button", { type: "button", "data-act": "inspect" }, "Inspect");
@@ -725,7 +725,10 @@
       nm.appendChild(breakable(d.name));
       src.appendChild(nm);
     }
-    setBreakable(tr.querySelector("[data-f=key]"), d.key || "–");
+    // What the letter was for: the endpoint its item was guarded by, else its key.
+    var what = tr.querySelector("[data-f=key]");
+    setBreakable(what, d.guard_key || d.key || "–");
+    what.title = d.guard_key ? "The endpoint (breaker key) the item was for" + (d.key ? "; its key is " + d.key : "") : d.key ? "The letter's key" : "";
     var err = tr.querySelector("[data-f=error] .err-text");
     err.textContent = d.error || "";
     err.title = d.error || "";
@@ -863,14 +866,14 @@
       $("inspect-title").textContent = "Dead letter " + d.id;
       var facts = $("inspect-facts");
       facts.textContent = "";
-      [["Status", badge(d.status)], ["Source", d.source], ["Request", d.name], ["Key", d.key || "–"],
-       ["Item", d.item_id ? String(d.item_id) : "none: a failed item of a batch run"], ["Retries", String(d.retry_count)],
+      [["Status", badge(d.status)], ["Source", d.source], ["Request", d.name], ["Endpoint", d.guard_key || "–"], ["Key", d.key || "–"],
+       ["Item", d.item_id ? String(d.item_id) : "none: a failed item of a batch run"], ["Replays", String(d.retry_count)],
        ["Cause", d.cause ? String(d.cause).replace(/_/g, " ") : "not recorded"],
        ["Created", whenEl(d.created_at)], ["Updated", whenEl(d.updated_at)]].forEach(function (f) {
         facts.appendChild(el("dt", null, f[0]));
         var dd = el("dd");
         if (typeof f[1] !== "string") dd.appendChild(f[1]);
-        else if (f[0] === "Source" || f[0] === "Request" || f[0] === "Key") dd.appendChild(breakable(f[1]));
+        else if (f[0] === "Source" || f[0] === "Request" || f[0] === "Key" || f[0] === "Endpoint") dd.appendChild(breakable(f[1]));
         else dd.textContent = f[1];
         facts.appendChild(dd);
       });
@@ -891,10 +894,12 @@
         if (d.error) bli.appendChild(el("span", { className: "err" }, d.error));
         ol.appendChild(bli);
       }
+      var lastAttempt = null;
       tl.forEach(function (ev) {
         var li = el("li", { "data-kind": String(ev.kind) });
-        var head = ev.kind === "attempt" ? "Attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" :
+        var head = ev.kind === "attempt" ? "Queue attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" :
           ev.kind === "expired" ? "Deadline passed" : String(ev.kind);
+        if (ev.kind === "attempt") lastAttempt = ev;
         li.appendChild(el("strong", null, head + (ev.actor ? " by " + ev.actor : "") + " "));
         if (ev.outcome) li.appendChild(badge(ev.outcome));
         var when = el("span", { className: "when" }, " ");
@@ -903,6 +908,7 @@
         if (ev.instance) when.appendChild(document.createTextNode(" · on " + ev.instance));
         li.appendChild(when);
         if (ev.reason) li.appendChild(el("span", { className: "reason" }, "Reason: " + ev.reason));
+        if (ev.kind === "expired") deadlineEntry(li, d.item_id, lastAttempt);
         if (ev.error) li.appendChild(el("span", { className: "err" }, ev.error));
         ol.appendChild(li);
       });
@@ -913,6 +919,22 @@
       $("inspect-replay").disabled = !canAct;
       $("inspect-discard").disabled = !canAct;
     });
+  }
+
+  // deadlineEntry writes into the timeline's "Deadline passed" entry what the deadline was
+  // (from the item, when the queue still has it) and what was last tried before it: the last
+  // queue attempt of the timeline, or that none was made.
+  function deadlineEntry(li, itemID, attempt) {
+    var p = el("span", { className: "reason", "data-f": "deadline" });
+    var last = attempt ? "Last tried: queue attempt " + attempt.number + (attempt.outcome ? ", " + attempt.outcome : "") +
+      ", at " + fmtTime(attempt.started_at) + "." : "It was never tried before its deadline.";
+    p.textContent = last;
+    li.appendChild(p);
+    if (!itemID) return;
+    api("GET", "api/items/" + seg(itemID)).then(function (data) {
+      var at = data && data.item && data.item.deadline;
+      if (at) p.textContent = "The deadline was " + fmtTime(at) + ". " + last;
+    }, function () { /* the item is gone, or the route is not there: the entry keeps what it knows */ });
   }
 
   $("inspect-replay").addEventListener("click", function () { if (inspecting) replayOne(inspecting); });
