@@ -64,14 +64,25 @@ type Config struct {
 	// Breakers is the registry (a *breaker.Registry) whose breakers the breaker routes list,
 	// trip and reset. nil: the breaker routes answer 404, saying no registry is configured.
 	Breakers Breakers
+	// BreakerRegistries are a service's other breaker registries (one keyed by host beside
+	// one keyed by request type, say), each listed under its name beside Config.Breakers's
+	// (named DefaultName). A route that names a breaker finds it in the registry the query
+	// parameter registry names, or in the only registry that knows its key.
+	BreakerRegistries map[string]Breakers
 	// Hedges is the hedging behavior (a *hedge.Behavior) whose keys GET /api/hedges lists and
 	// the dashboard's hedging panel shows. nil: the route answers 404.
 	Hedges Hedges
+	// HedgeBehaviors are a service's other hedging behaviors, listed under their names beside
+	// Config.Hedges's (named DefaultName).
+	HedgeBehaviors map[string]Hedges
 	// RateLimits is the rate limiter (a *ratelimit.Behavior) whose limits GET /api/rate-limits
 	// lists: per key, its rate and burst (its own, or the limiter's default), the permits free
 	// now, the calls waiting and refused, and for a fleet's limit whether the instance keeps to
 	// its share. nil: the route answers 404.
 	RateLimits RateLimits
+	// RateLimiters are a service's other rate limiters (one per provider, say), listed under
+	// their names beside Config.RateLimits's (named DefaultName).
+	RateLimiters map[string]RateLimits
 	// Queue is the durable queue (a *durable.Queue) whose dead letters, schedules and counts
 	// the other routes show. nil: those routes answer 404, saying no queue is configured.
 	Queue Operations
@@ -79,6 +90,9 @@ type Config struct {
 	// with their calls, retries and refused retries over the window. nil: the route answers
 	// 404, saying no retry budget is configured.
 	Budgets Budgets
+	// RetryBudgets are a service's other retry budgets, listed under their names beside
+	// Config.Budgets's (named DefaultName).
+	RetryBudgets map[string]Budgets
 	// Sender replays dead letters: the built mediator. Required with Queue, since a replay
 	// runs the request again through it.
 	Sender mediator.Sender
@@ -138,7 +152,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("admin: Config.%s is a nil %T: leave it unset, or pass a value", f.name, f.v))
 		}
 	}
-	if c.Breakers == nil && c.Queue == nil && c.Budgets == nil {
+	errs = append(errs, validateNamed("BreakerRegistries", c.BreakerRegistries)...)
+	errs = append(errs, validateNamed("HedgeBehaviors", c.HedgeBehaviors)...)
+	errs = append(errs, validateNamed("RateLimiters", c.RateLimiters)...)
+	errs = append(errs, validateNamed("RetryBudgets", c.RetryBudgets)...)
+	if c.Breakers == nil && c.Queue == nil && c.Budgets == nil && len(c.BreakerRegistries) == 0 && len(c.RetryBudgets) == 0 {
 		errs = append(errs, errors.New("admin: Config.Breakers, Config.Queue or Config.Budgets is required: there is nothing to administer"))
 	}
 	if c.Queue != nil && c.Sender == nil {

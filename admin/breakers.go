@@ -10,6 +10,9 @@ import (
 
 // breakerBody is a breaker in the API.
 type breakerBody struct {
+	// Registry names the registry the breaker is in: DefaultName for Config.Breakers, else
+	// its name in Config.BreakerRegistries.
+	Registry    string        `json:"registry"`
 	Key         string        `json:"key"`
 	State       breaker.State `json:"state"`
 	Failures    int           `json:"failures"`
@@ -21,8 +24,8 @@ type breakerBody struct {
 	ProbeOwner string `json:"probe_owner,omitempty"`
 }
 
-func (s *server) breakerOf(snap breaker.Snapshot) breakerBody {
-	b := breakerBody{Key: snap.Key, State: snap.State, Failures: snap.Failures, OpenedAt: timeOrNil(snap.OpenedAt), ProbeOwner: snap.ProbeOwner}
+func (s *server) breakerOf(registry string, snap breaker.Snapshot) breakerBody {
+	b := breakerBody{Registry: registry, Key: snap.Key, State: snap.State, Failures: snap.Failures, OpenedAt: timeOrNil(snap.OpenedAt), ProbeOwner: snap.ProbeOwner}
 	if snap.State == breaker.StateOpen && snap.Remaining > 0 {
 		b.RemainingMS = ceilMS(snap.Remaining)
 		at := s.now().Add(snap.Remaining).UTC().Truncate(time.Millisecond)
@@ -42,11 +45,17 @@ func timeOrNil(t time.Time) *time.Time {
 	return &u
 }
 
+// listBreakers answers GET /api/breakers: the breakers of every registry, registry by
+// registry (Config.Breakers first, then the named ones in name order).
 func (s *server) listBreakers(w http.ResponseWriter, r *http.Request, _ string) {
-	snaps := s.cfg.Breakers.Snapshot()
-	out := make([]breakerBody, 0, len(snaps))
-	for _, snap := range snaps {
-		out = append(out, s.breakerOf(snap))
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	out := []breakerBody{}
+	for _, reg := range s.breakerRegistries() {
+		for _, snap := range reg.v.Snapshot() {
+			out = append(out, s.breakerOf(reg.name, snap))
+		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Breakers []breakerBody `json:"breakers"`
@@ -54,35 +63,42 @@ func (s *server) listBreakers(w http.ResponseWriter, r *http.Request, _ string) 
 }
 
 func (s *server) getBreaker(w http.ResponseWriter, r *http.Request, _ string) {
-	s.answerBreaker(w, r.PathValue("key"), nil)
+	s.answerBreaker(w, r, nil)
 }
 
 func (s *server) tripBreaker(w http.ResponseWriter, r *http.Request, _ string) {
 	if !decodeBody(w, r, &struct{}{}) {
 		return
 	}
-	s.answerBreaker(w, r.PathValue("key"), s.cfg.Breakers.Trip)
+	s.answerBreaker(w, r, Breakers.Trip)
 }
 
 func (s *server) resetBreaker(w http.ResponseWriter, r *http.Request, _ string) {
 	if !decodeBody(w, r, &struct{}{}) {
 		return
 	}
-	s.answerBreaker(w, r.PathValue("key"), s.cfg.Breakers.Reset)
+	s.answerBreaker(w, r, Breakers.Reset)
 }
 
-// answerBreaker applies act (if any) to key's breaker and answers with the breaker after it.
-func (s *server) answerBreaker(w http.ResponseWriter, key string, act func(string) error) {
+// answerBreaker applies act (if any) to the breaker of the request's key, in the registry
+// registryOf finds, and answers with the breaker after it.
+func (s *server) answerBreaker(w http.ResponseWriter, r *http.Request, act func(Breakers, string) error) {
+	key := r.PathValue("key")
+	reg, ok := s.registryOf(w, r, key)
+	if !ok {
+		return
+	}
+	many := len(s.breakerRegistries()) > 1
 	if act != nil {
-		if err := act(key); errors.Is(err, breaker.ErrUnknown) {
-			writeError(w, http.StatusNotFound, "unknown breaker "+quote(key))
+		if err := act(reg.v, key); errors.Is(err, breaker.ErrUnknown) {
+			unknownBreaker(w, reg, key, many)
 			return
 		}
 	}
-	snap, err := s.cfg.Breakers.Get(key)
+	snap, err := reg.v.Get(key)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "unknown breaker "+quote(key))
+		unknownBreaker(w, reg, key, many)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.breakerOf(snap))
+	writeJSON(w, http.StatusOK, s.breakerOf(reg.name, snap))
 }

@@ -90,6 +90,8 @@ type startBulkBody struct {
 	Rate         float64               `json:"rate"`
 	MaxInFlight  int                   `json:"max_in_flight"`
 	ResetBreaker string                `json:"reset_breaker"`
+	// ResetRegistry names the registry of ResetBreaker when more than one knows the key.
+	ResetRegistry string `json:"reset_breaker_registry"`
 }
 
 // bulkActions returns the queue as a BulkActions, or answers 404 and returns nil.
@@ -178,12 +180,16 @@ func (s *server) resetAndReplay(w http.ResponseWriter, r *http.Request, principa
 		return
 	}
 	key := r.PathValue("key")
-	if _, err := s.cfg.Breakers.Get(key); err != nil {
-		writeError(w, http.StatusNotFound, "unknown breaker "+quote(key))
+	reg, ok := s.registryOf(w, r, key)
+	if !ok {
+		return
+	}
+	if _, err := reg.v.Get(key); err != nil {
+		unknownBreaker(w, reg, key, len(s.breakerRegistries()) > 1)
 		return
 	}
 	s.runBulkStart(w, r, principal, startBulkBody{Kind: record.BulkReplay, Filter: body.Filter, Reason: body.Reason, DryRun: body.DryRun,
-		Rate: body.Rate, MaxInFlight: body.MaxInFlight, ResetBreaker: key})
+		Rate: body.Rate, MaxInFlight: body.MaxInFlight, ResetBreaker: key, ResetRegistry: reg.name})
 }
 
 func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal string, body startBulkBody) {
@@ -201,11 +207,19 @@ func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal 
 		opts = append(opts, durable.DryRun())
 	}
 	if body.ResetBreaker != "" {
-		if s.cfg.Breakers == nil {
+		if len(s.breakerRegistries()) == 0 {
 			writeError(w, http.StatusNotFound, "reset_breaker: no breaker registry is configured")
 			return
 		}
-		opts = append(opts, durable.ResetBreakerFirst(s.cfg.Breakers, body.ResetBreaker))
+		reg, code, msg := s.findRegistry(body.ResetRegistry, body.ResetBreaker)
+		if code != 0 {
+			writeError(w, code, "reset_breaker: "+msg)
+			return
+		}
+		opts = append(opts, durable.ResetBreakerFirst(reg.v, body.ResetBreaker))
+	} else if body.ResetRegistry != "" {
+		writeError(w, http.StatusBadRequest, "reset_breaker_registry is given without reset_breaker")
+		return
 	}
 	a, err := b.StartBulkAction(r.Context(), sp, principal, opts...)
 	switch {

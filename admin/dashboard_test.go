@@ -10,6 +10,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,8 +176,8 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 	must(t, chromedp.Do(tab, poll(`Number(document.querySelector(`+js(sel+` [data-f=countdown]`)+`).dataset.remainingS) < `+strconv.Itoa(first))))
 	text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(sel+` [data-f=countdown]`)))
 	must(t, err)
-	if !strings.HasPrefix(text, "probe in 4:") {
-		t.Errorf("countdown reads %q; want probe in 4:ss", text)
+	if !regexp.MustCompile(`^probe in 4 min [0-5][0-9] s$`).MatchString(text) {
+		t.Errorf("countdown reads %q; want probe in 4 min ss s", text)
 	}
 
 	// Escape closes the confirmation without doing anything.
@@ -292,7 +293,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	}
 	attempts, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#inspect-timeline li[data-kind=attempt] strong")).map(function (e) { return e.textContent.trim(); })`))
 	must(t, err)
-	if strings.Join(attempts, ",") != "Attempt 1,Attempt 2,Attempt 3" {
+	if strings.Join(attempts, ",") != "Queue attempt 1,Queue attempt 2,Queue attempt 3" {
 		t.Errorf("timeline attempts %v", attempts)
 	}
 	must(t, chromedp.Do(tab,

@@ -20,11 +20,13 @@ import (
 const maxBulk = 100
 
 type deadLetterBody struct {
-	ID         record.DeadLetterID     `json:"id"`
-	ItemID     record.ItemID           `json:"item_id"`
-	Source     string                  `json:"source"`
-	Name       string                  `json:"name"`
-	Key        string                  `json:"key"`
+	ID     record.DeadLetterID `json:"id"`
+	ItemID record.ItemID       `json:"item_id"`
+	Source string              `json:"source"`
+	Name   string              `json:"name"`
+	Key    string              `json:"key"`
+	// GuardKey is the breaker key of the endpoint the dead item was for; empty for none.
+	GuardKey   string                  `json:"guard_key"`
 	Error      string                  `json:"error"`
 	Cause      record.DeadCause        `json:"cause"` // empty when not known
 	Status     record.DeadLetterStatus `json:"status"`
@@ -35,7 +37,7 @@ type deadLetterBody struct {
 
 func deadLetterOf(d record.DeadLetter) deadLetterBody {
 	return deadLetterBody{ID: d.ID, ItemID: d.ItemID, Source: d.Source, Name: d.Name, Key: d.Key,
-		Error: d.Error, Cause: d.Cause, Status: d.Status, RetryCount: d.RetryCount,
+		GuardKey: d.GuardKey, Error: d.Error, Cause: d.Cause, Status: d.Status, RetryCount: d.RetryCount,
 		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
 }
 

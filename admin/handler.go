@@ -178,7 +178,7 @@ var errRequestTimeout = errors.New("the request ran out of admin.Config.RequestT
 
 func (s *server) needBreakers(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p string) {
-		if s.cfg.Breakers == nil {
+		if len(s.breakerRegistries()) == 0 {
 			writeError(w, http.StatusNotFound, "no breaker registry is configured")
 			return
 		}

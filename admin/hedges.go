@@ -16,28 +16,33 @@ var _ Hedges = (*hedge.Behavior)(nil)
 
 // hedgeBody is one key of a hedging behavior in the API.
 type hedgeBody struct {
-	Key     string  `json:"key"`
-	Calls   uint64  `json:"calls"`
-	Sent    uint64  `json:"hedges_sent"`
-	Won     uint64  `json:"hedges_won"`
-	Refused uint64  `json:"hedges_refused"`
-	DelayMS float64 `json:"delay_ms"`
-	Samples int     `json:"samples"`
+	// Behavior names the hedging behavior: DefaultName for Config.Hedges, else its name in
+	// Config.HedgeBehaviors.
+	Behavior string  `json:"behavior"`
+	Key      string  `json:"key"`
+	Calls    uint64  `json:"calls"`
+	Sent     uint64  `json:"hedges_sent"`
+	Won      uint64  `json:"hedges_won"`
+	Refused  uint64  `json:"hedges_refused"`
+	DelayMS  float64 `json:"delay_ms"`
+	Samples  int     `json:"samples"`
 }
 
 func (s *server) listHedges(w http.ResponseWriter, r *http.Request, _ string) {
-	if s.cfg.Hedges == nil {
+	behaviors := s.hedgeBehaviors()
+	if len(behaviors) == 0 {
 		writeError(w, http.StatusNotFound, "no hedging behavior is configured")
 		return
 	}
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	snaps := s.cfg.Hedges.Snapshot()
-	out := make([]hedgeBody, 0, len(snaps))
-	for _, t := range snaps {
-		out = append(out, hedgeBody{Key: t.Key, Calls: t.Calls, Sent: t.Sent, Won: t.Won, Refused: t.Refused,
-			DelayMS: float64(t.Delay.Microseconds()) / 1000, Samples: t.Samples})
+	out := []hedgeBody{}
+	for _, b := range behaviors {
+		for _, t := range b.v.Snapshot() {
+			out = append(out, hedgeBody{Behavior: b.name, Key: t.Key, Calls: t.Calls, Sent: t.Sent, Won: t.Won, Refused: t.Refused,
+				DelayMS: float64(t.Delay.Microseconds()) / 1000, Samples: t.Samples})
+		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Hedges []hedgeBody `json:"hedges"`

@@ -19,23 +19,36 @@ var _ RateLimits = (*ratelimit.Behavior)(nil)
 // values (a URL) keeps the dashboard usable. The answer's "total" says how many there are.
 const maxRateLimitsListed = 500
 
-// listRateLimits answers GET /api/rate-limits: the first maxRateLimitsListed keys' limits, in
-// key order, and the number of keys.
+// rateLimitBody is one key of a rate limiter in the API: the limiter's name, then the
+// key's snapshot.
+type rateLimitBody struct {
+	// Limiter names the rate limiter: DefaultName for Config.RateLimits, else its name in
+	// Config.RateLimiters.
+	Limiter string `json:"limiter"`
+	ratelimit.KeySnapshot
+}
+
+// listRateLimits answers GET /api/rate-limits: the first maxRateLimitsListed keys' limits,
+// limiter by limiter (Config.RateLimits first, then the named ones in name order), each in key
+// order, and the number of keys.
 func (s *server) listRateLimits(w http.ResponseWriter, r *http.Request, _ string) {
-	if s.cfg.RateLimits == nil {
+	limiters := s.rateLimiters()
+	if len(limiters) == 0 {
 		writeError(w, http.StatusNotFound, "no rate limiter is configured")
 		return
 	}
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	out := s.cfg.RateLimits.Snapshot()
-	if out == nil {
-		out = []ratelimit.KeySnapshot{}
+	out := []rateLimitBody{}
+	for _, l := range limiters {
+		for _, k := range l.v.Snapshot() {
+			out = append(out, rateLimitBody{Limiter: l.name, KeySnapshot: k})
+		}
 	}
 	total := len(out)
 	writeJSON(w, http.StatusOK, struct {
-		RateLimits []ratelimit.KeySnapshot `json:"rate_limits"`
-		Total      int                     `json:"total"`
+		RateLimits []rateLimitBody `json:"rate_limits"`
+		Total      int             `json:"total"`
 	}{out[:min(total, maxRateLimitsListed)], total})
 }

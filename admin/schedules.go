@@ -147,8 +147,12 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, struct {
 		Items       items   `json:"items"`
 		DeadLetters letters `json:"dead_letters"`
+		// OldestDueMS is how long the oldest due item has waited (0 for none): a backlog
+		// the workers do not keep up with shows here first.
+		OldestDueMS int64 `json:"oldest_due_ms"`
 	}{
 		items{st.Counts[record.StatePending], st.Counts[record.StateRunning], st.Counts[record.StateSucceeded], st.Counts[record.StateDead], st.Counts[record.StateCancelled]},
 		letters{st.DeadLetters[record.DeadLetterFailed], st.DeadLetters[record.DeadLetterReplayed], st.DeadLetters[record.DeadLetterDiscarded]},
+		st.OldestDue.Milliseconds(),
 	})
 }

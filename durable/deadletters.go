@@ -89,7 +89,7 @@ func (q *Queue) deadLetterConfig(cfg Config) {
 
 func letterOf(d store.DeadLetter) record.DeadLetter {
 	return record.DeadLetter{ID: record.DeadLetterID(d.ID), ItemID: record.ItemID(d.ItemID), Source: d.Source, Name: d.Name, Key: d.Key,
-		Payload: d.Payload, Error: d.Error, Cause: d.Cause, Status: record.DeadLetterStatus(d.Status), RetryCount: d.RetryCount,
+		GuardKey: d.GuardKey, Payload: d.Payload, Error: d.Error, Cause: d.Cause, Status: record.DeadLetterStatus(d.Status), RetryCount: d.RetryCount,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, Metadata: decodeMetadata(d.Metadata)}
 }
 

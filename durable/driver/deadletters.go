@@ -7,11 +7,15 @@ import (
 
 // DeadLetterRow is one dead-letter row; its fields are documented on record.DeadLetter.
 type DeadLetterRow struct {
-	ID          record.DeadLetterID
-	ItemID      record.ItemID
-	Source      string
-	Name        string
-	Key         string
+	ID     record.DeadLetterID
+	ItemID record.ItemID
+	Source string
+	Name   string
+	Key    string
+	// GuardKey is the dead item's guard key (its endpoint's breaker key, see
+	// record.Item.GuardKey) as the item holds it when the letter is read; empty for a letter of
+	// a batch run, an unguarded item, or a driver that does not read it.
+	GuardKey    string
 	Payload     []byte
 	Error       string
 	Cause       record.DeadCause

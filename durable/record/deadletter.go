@@ -43,13 +43,16 @@ const (
 // operator. Letters are never deleted: replay and discard change Status and append to the
 // timeline.
 type DeadLetter struct {
-	ID      DeadLetterID
-	ItemID  ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
-	Source  string // the dead item's request name, or the batch's source
-	Name    string // the registered name the payload decodes as
-	Key     string // the batch item's key, or the dead item's dedupe key
-	Payload []byte
-	Error   string // the last error, of the item, the batch item or the last failed replay
+	ID     DeadLetterID
+	ItemID ItemID // the dead item, whose attempts open the timeline; 0 for a RunBatch letter
+	Source string // the dead item's request name, or the batch's source
+	Name   string // the registered name the payload decodes as
+	Key    string // the batch item's key, or the dead item's dedupe key
+	// GuardKey is the dead item's guard key: the breaker key of the endpoint it was for (see
+	// Item.GuardKey); empty for a batch letter or an unguarded item.
+	GuardKey string
+	Payload  []byte
+	Error    string // the last error, of the item, the batch item or the last failed replay
 	// Cause is why the item died; empty when not known (see DeadCause).
 	Cause  DeadCause
 	Status DeadLetterStatus

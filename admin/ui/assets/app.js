@@ -17,7 +17,8 @@
   var polling = false;
   var paused = false;
   var pollTimer = 0;
-  var deadlines = {};      // breaker key -> client time (ms) its cooldown ends
+  var deadlines = {};      // breaker (sourceKey) -> client time (ms) its cooldown ends
+  var manyRegistries = false; // the breakers listed are of more than one registry
   var selected = new Set();// selected dead letter ids (numbers)
   var page = { offset: 0, total: 0, ids: [] };
   var inspecting = 0;      // id shown in the inspect dialog
@@ -199,11 +200,33 @@
     e.appendChild(breakable(s));
   }
 
-  function fmtRemaining(ms) {
+  // A service may have more than one breaker registry, rate limiter, retry budget or hedging
+  // behavior; the API names each row's ("default" for the single one). sourceKey is a row's
+  // identity (the name and the key; the key alone for the default), many says whether rows
+  // of more than one source are listed, and setSourced writes a key cell, its source's name
+  // before it when there are several.
+  function sourceKey(name, key) { return !name || name === "default" ? key : name + "\u001f" + key; }
+
+  function manySources(list, field) {
+    for (var i = 1; i < list.length; i++) if (list[i][field] !== list[0][field]) return true;
+    return false;
+  }
+
+  function setSourced(cell, name, key, many) {
+    setBreakable(cell, key);
+    if (!many) return;
+    cell.insertBefore(el("span", { className: "source", title: "Its registry, limiter, budget or behavior" }, name || "default"), cell.firstChild);
+    cell.insertBefore(document.createTextNode(" "), cell.childNodes[1]);
+  }
+
+  // countdown is the one format of the time left before something, on every panel: "in 14 s",
+  // "in 4 min 05 s", "in 2 h 03 min" (whole seconds, rounded up, so it never reads 0 early).
+  function countdown(ms) {
     var s = Math.max(0, Math.ceil(ms / 1000));
     var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-    var mm = (h ? String(m).padStart(2, "0") : String(m)) + ":" + String(sec).padStart(2, "0");
-    return h ? h + ":" + mm : mm;
+    if (h) return "in " + h + " h " + pad(m) + " min";
+    if (m) return "in " + m + " min " + pad(sec) + " s";
+    return "in " + sec + " s";
   }
 
   function badge(text) {
@@ -435,11 +458,13 @@
     var list = (data && data.breakers) || [];
     var now = Date.now();
     var next = {};
+    manyRegistries = manySources(list, "registry");
     list.forEach(function (b) {
       if (b.state === "open") {
         // remaining_ms is relative to the server's now, so a skewed client clock does not matter.
-        if (typeof b.remaining_ms === "number") next[b.key] = now + b.remaining_ms;
-        else if (b.probe_at) next[b.key] = Date.parse(b.probe_at);
+        var k = sourceKey(b.registry, b.key);
+        if (typeof b.remaining_ms === "number") next[k] = now + b.remaining_ms;
+        else if (b.probe_at) next[k] = Date.parse(b.probe_at);
       }
     });
     deadlines = next;
@@ -458,15 +483,15 @@
     more.hidden = list.length <= shown.length;
     more.textContent = "showing " + shown.length + " of " + list.length + " breakers, the open and half-open first (" +
       count.open + " open, " + count["half-open"] + " half-open, " + count.closed + " closed)";
-    syncList($("breakers"), shown, function (b) { return b.key; }, createBreaker, updateBreaker);
+    syncList($("breakers"), shown, function (b) { return sourceKey(b.registry, b.key); }, createBreaker, updateBreaker);
     tickCountdowns();
     answered("breakers", data);
   }
 
   function createBreaker(b) {
     var li = $("breaker-tpl").content.firstElementChild.cloneNode(true);
-    li.querySelector("[data-act=reset]").addEventListener("click", function () { breakerAction(li.dataset.key, "reset"); });
-    li.querySelector("[data-act=trip]").addEventListener("click", function () { breakerAction(li.dataset.key, "trip"); });
+    li.querySelector("[data-act=reset]").addEventListener("click", function () { breakerAction(li, "reset"); });
+    li.querySelector("[data-act=trip]").addEventListener("click", function () { breakerAction(li, "trip"); });
     return li;
   }
 
@@ -477,7 +502,9 @@
     var st = li.querySelector("[data-f=state]");
     st.textContent = b.state;
     st.className = "badge s-" + String(b.state).replace(/[^a-z_-]/gi, "");
-    setBreakable(li.querySelector("[data-f=key]"), b.key);
+    li.dataset.breakerKey = b.key;
+    li.dataset.registry = b.registry || "default";
+    setSourced(li.querySelector("[data-f=key]"), b.registry, b.key, manyRegistries);
     li.querySelector("[data-f=failures]").textContent = b.failures + (b.failures === 1 ? " failure" : " failures");
     li.querySelector("[data-act=reset]").setAttribute("aria-label", "Reset breaker " + b.key);
     li.querySelector("[data-act=trip]").setAttribute("aria-label", "Trip breaker " + b.key);
@@ -507,7 +534,7 @@
       c.removeAttribute("title");
       var ms = end - now;
       c.dataset.remainingS = String(Math.max(0, Math.ceil(ms / 1000)));
-      c.textContent = ms > 0 ? "probe in " + fmtRemaining(ms) : "probe due";
+      c.textContent = ms > 0 ? "probe " + countdown(ms) : "probe due";
     });
   }
   setInterval(tickCountdowns, 1000);
@@ -525,18 +552,19 @@
     if (fallback) fallback.focus();
   }
 
-  function breakerAction(key, act) {
+  function breakerAction(li, act) {
+    var key = li.dataset.breakerKey, registry = li.dataset.registry, id = li.dataset.key;
     var title = act === "reset" ? "Reset breaker?" : "Trip breaker?";
     var text = act === "reset"
       ? "Close " + key + " and set its failure count to 0. Calls go through again at once."
       : "Open " + key + " now, whatever its failure count. Calls are refused until its cooldown ends.";
     confirmAction(title, text, act === "reset" ? "Reset" : "Trip").then(function (ok) {
       if (!ok) return;
-      api("POST", "api/breakers/" + seg(key) + "/" + act).then(function (b) {
-        notify("Breaker " + key + " is " + (b && b.state ? b.state : "updated") + ".");
+      api("POST", "api/breakers/" + seg(key) + "/" + act + "?registry=" + encodeURIComponent(registry)).then(function (b) {
+        notify("Breaker " + key + (manyRegistries ? " of " + registry : "") + " is " + (b && b.state ? b.state : "updated") + ".");
         return refresh();
       }).then(function () {
-        var li = '#breakers [data-key="' + CSS.escape(key) + '"] ';
+        var li = '#breakers [data-key="' + CSS.escape(id) + '"] ';
         keepFocus([li + "[data-act=" + act + "]", li + "[data-act=" + (act === "reset" ? "trip" : "reset") + "]"], $("main"));
       }).catch(failed);
     });
@@ -657,7 +685,7 @@
     tr.appendChild(tdSel);
     tr.appendChild(cell("Id", "num")).setAttribute("data-f", "id");
     tr.appendChild(cell("Source")).setAttribute("data-f", "source");
-    tr.appendChild(cell("Key", "mono")).setAttribute("data-f", "key");
+    tr.appendChild(cell("Endpoint or key", "mono")).setAttribute("data-f", "key");
     var err = cell("Error", "err");
     err.setAttribute("data-f", "error");
     err.appendChild(el("span", { className: "err-text", id: "dl-err-" + d.id }));
@@ -669,7 +697,7 @@
     err.appendChild(more);
     tr.appendChild(err);
     tr.appendChild(cell("Status")).setAttribute("data-f", "status");
-    tr.appendChild(cell("Retries", "num")).setAttribute("data-f", "retries");
+    tr.appendChild(cell("Replays", "num")).setAttribute("data-f", "retries");
     tr.appendChild(cell("Created")).setAttribute("data-f", "created");
     var acts = cell("", "row-actions");
     var bi = el("button", { type: "button", "data-act": "inspect" }, "Inspect");
@@ -697,7 +725,10 @@
       nm.appendChild(breakable(d.name));
       src.appendChild(nm);
     }
-    setBreakable(tr.querySelector("[data-f=key]"), d.key || "–");
+    // What the letter was for: the endpoint its item was guarded by, else its key.
+    var what = tr.querySelector("[data-f=key]");
+    setBreakable(what, d.guard_key || d.key || "–");
+    what.title = d.guard_key ? "The endpoint (breaker key) the item was for" + (d.key ? "; its key is " + d.key : "") : d.key ? "The letter's key" : "";
     var err = tr.querySelector("[data-f=error] .err-text");
     err.textContent = d.error || "";
     err.title = d.error || "";
@@ -835,14 +866,14 @@
       $("inspect-title").textContent = "Dead letter " + d.id;
       var facts = $("inspect-facts");
       facts.textContent = "";
-      [["Status", badge(d.status)], ["Source", d.source], ["Request", d.name], ["Key", d.key || "–"],
-       ["Item", d.item_id ? String(d.item_id) : "none: a failed item of a batch run"], ["Retries", String(d.retry_count)],
+      [["Status", badge(d.status)], ["Source", d.source], ["Request", d.name], ["Endpoint", d.guard_key || "–"], ["Key", d.key || "–"],
+       ["Item", d.item_id ? String(d.item_id) : "none: a failed item of a batch run"], ["Replays", String(d.retry_count)],
        ["Cause", d.cause ? String(d.cause).replace(/_/g, " ") : "not recorded"],
        ["Created", whenEl(d.created_at)], ["Updated", whenEl(d.updated_at)]].forEach(function (f) {
         facts.appendChild(el("dt", null, f[0]));
         var dd = el("dd");
         if (typeof f[1] !== "string") dd.appendChild(f[1]);
-        else if (f[0] === "Source" || f[0] === "Request" || f[0] === "Key") dd.appendChild(breakable(f[1]));
+        else if (f[0] === "Source" || f[0] === "Request" || f[0] === "Key" || f[0] === "Endpoint") dd.appendChild(breakable(f[1]));
         else dd.textContent = f[1];
         facts.appendChild(dd);
       });
@@ -863,10 +894,12 @@
         if (d.error) bli.appendChild(el("span", { className: "err" }, d.error));
         ol.appendChild(bli);
       }
+      var lastAttempt = null;
       tl.forEach(function (ev) {
         var li = el("li", { "data-kind": String(ev.kind) });
-        var head = ev.kind === "attempt" ? "Attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" :
+        var head = ev.kind === "attempt" ? "Queue attempt " + ev.number : ev.kind === "replay" ? "Replay" : ev.kind === "discard" ? "Discarded" :
           ev.kind === "expired" ? "Deadline passed" : String(ev.kind);
+        if (ev.kind === "attempt") lastAttempt = ev;
         li.appendChild(el("strong", null, head + (ev.actor ? " by " + ev.actor : "") + " "));
         if (ev.outcome) li.appendChild(badge(ev.outcome));
         var when = el("span", { className: "when" }, " ");
@@ -875,6 +908,7 @@
         if (ev.instance) when.appendChild(document.createTextNode(" · on " + ev.instance));
         li.appendChild(when);
         if (ev.reason) li.appendChild(el("span", { className: "reason" }, "Reason: " + ev.reason));
+        if (ev.kind === "expired") deadlineEntry(li, d.item_id, lastAttempt);
         if (ev.error) li.appendChild(el("span", { className: "err" }, ev.error));
         ol.appendChild(li);
       });
@@ -885,6 +919,22 @@
       $("inspect-replay").disabled = !canAct;
       $("inspect-discard").disabled = !canAct;
     });
+  }
+
+  // deadlineEntry writes into the timeline's "Deadline passed" entry what the deadline was
+  // (from the item, when the queue still has it) and what was last tried before it: the last
+  // queue attempt of the timeline, or that none was made.
+  function deadlineEntry(li, itemID, attempt) {
+    var p = el("span", { className: "reason", "data-f": "deadline" });
+    var last = attempt ? "Last tried: queue attempt " + attempt.number + (attempt.outcome ? ", " + attempt.outcome : "") +
+      ", at " + fmtTime(attempt.started_at) + "." : "It was never tried before its deadline.";
+    p.textContent = last;
+    li.appendChild(p);
+    if (!itemID) return;
+    api("GET", "api/items/" + seg(itemID)).then(function (data) {
+      var at = data && data.item && data.item.deadline;
+      if (at) p.textContent = "The deadline was " + fmtTime(at) + ". " + last;
+    }, function () { /* the item is gone, or the route is not there: the entry keeps what it knows */ });
   }
 
   $("inspect-replay").addEventListener("click", function () { if (inspecting) replayOne(inspecting); });
@@ -967,8 +1017,8 @@
   var panels = [];
   window.switchboardAdmin = {
     $: $, el: el, api: api, ApiError: ApiError, seg: seg, notify: notify, startAction: startAction, failed: failed,
-    timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, badge: badge, syncList: syncList,
-    setBreakable: setBreakable, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
+    timeEl: timeEl, whenEl: whenEl, fmtTime: fmtTime, fmtDuration: fmtDuration, countdown: countdown, relative: relative, badge: badge, syncList: syncList,
+    setBreakable: setBreakable, sourceKey: sourceKey, manySources: manySources, setSourced: setSourced, filterTime: filterTime, confirmAction: confirmAction, askReason: askReason, refresh: refresh, section: section,
     addPanel: function (load) { panels.push(load); },
     // onAnswer(kind, hook): hook(data, atMs) after every answer of api/queue or api/breakers.
     onAnswer: function (kind, hook) { answerHooks[kind].push(hook); },

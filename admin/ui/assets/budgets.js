@@ -1,4 +1,4 @@
-// The Retry budgets panel: per key of the retry budget, the calls counted over its window, the
+// The Retry budgets panel: per key of each retry budget (named when there are several), the calls counted over its window, the
 // retries it allowed and refused, and the retries the window allows. It reaches the
 // dashboard's helpers through window.switchboardAdmin.
 (function () {
@@ -8,10 +8,12 @@
 
   function fmtAllowed(n) { return n >= 100 || n === Math.floor(n) ? String(Math.floor(n)) : n.toFixed(1); }
 
-  function row(b) {
-    var tr = el("tr", { "data-key": b.key });
+  function row(b, many) {
+    var tr = el("tr", { "data-key": A.sourceKey(b.budget, b.key), "data-budget": b.budget || "default" });
     // Each cell names its column (data-label): narrow screens show a row as a card, labels and all.
-    tr.appendChild(el("td", { className: "key", "data-label": "Key" }, b.key));
+    var key = el("td", { className: "key", "data-label": "Key" });
+    A.setSourced(key, b.budget, b.key, many);
+    tr.appendChild(key);
     tr.appendChild(el("td", { className: "num", "data-label": "Calls" }, b.calls));
     tr.appendChild(el("td", { className: "num", "data-label": "Retries" }, b.retries));
     tr.appendChild(el("td", { className: "num", "data-label": "Refused", "data-f": "refused" }, b.refused));
@@ -34,7 +36,8 @@
     var budgets = (data && data.budgets) || [];
     var body = $("budgets-rows");
     body.textContent = "";
-    budgets.forEach(function (b) { body.appendChild(row(b)); });
+    var many = A.manySources(budgets, "budget");
+    budgets.forEach(function (b) { body.appendChild(row(b, many)); });
     // No header over an empty table: the sentence says there is nothing.
     $("budgets-empty").hidden = budgets.length > 0;
     $("budgets-table").hidden = budgets.length === 0;

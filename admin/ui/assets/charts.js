@@ -70,7 +70,13 @@
   A.onAnswer("breakers", function (data, at) {
     // Maps without a prototype: a breaker key is any string, "constructor" and "__proto__" too.
     var s = Object.create(null), order = [];
-    ((data && data.breakers) || []).forEach(function (b) { s[b.key] = String(b.state); order.push(b.key); });
+    var list = (data && data.breakers) || [], many = A.manySources(list, "registry");
+    // Breakers of several registries are told apart by their registry's name.
+    list.forEach(function (b) {
+      var k = many ? (b.registry || "default") + ": " + b.key : b.key;
+      s[k] = String(b.state);
+      order.push(k);
+    });
     add(breakers, { t: at, s: s, order: order });
   });
 

@@ -19,10 +19,13 @@
     return tr;
   }
 
+  var many = false; // the keys listed are of more than one hedging behavior
+
   function update(tr, h) {
     var c = tr.children;
     tr.dataset.hedgeKey = h.key;
-    A.setBreakable(c[0], h.key);
+    tr.dataset.behavior = h.behavior || "default";
+    A.setSourced(c[0], h.behavior, h.key, many);
     c[1].textContent = String(h.calls);
     c[2].textContent = h.hedges_sent + pct(h.hedges_sent, h.calls);
     c[3].textContent = h.hedges_won + pct(h.hedges_won, h.hedges_sent);
@@ -34,7 +37,8 @@
     var list = (data && data.hedges) || [];
     $("hedges-empty").hidden = list.length > 0;
     $("hedges-table").hidden = list.length === 0;
-    A.syncList($("hedges-rows"), list, function (h) { return h.key; }, create, update);
+    many = A.manySources(list, "behavior");
+    A.syncList($("hedges-rows"), list, function (h) { return A.sourceKey(h.behavior, h.key); }, create, update);
   }
 
   A.addPanel(function () {

@@ -52,7 +52,7 @@
     var st = el("td", { "data-label": "State" });
     st.appendChild(A.badge(it.state));
     tr.appendChild(st);
-    tr.appendChild(el("td", { className: "num", "data-label": "Attempts" }, it.attempts));
+    tr.appendChild(el("td", { className: "num", "data-label": "Queue attempts" }, it.attempts));
     var t = el("td", { "data-label": $("items-time-col").textContent || "Time" });
     t.appendChild(A.whenEl(timeOf(it)));
     tr.appendChild(t);
@@ -196,7 +196,7 @@
       var dl = $("item-facts");
       dl.textContent = "";
       fact(dl, "State", A.badge(it.state));
-      fact(dl, "Attempts", it.attempts);
+      fact(dl, "Queue attempts", it.attempts);
       fact(dl, "Next run", it.next_at ? A.whenEl(it.next_at) : "–");
       fact(dl, "Parked on", it.parked_key);
       fact(dl, "Running on", it.lease_owner ? it.lease_owner + " until " + A.fmtTime(it.lease_until) : "");

@@ -23,15 +23,16 @@
     }
     more.hidden = total <= list.length;
     more.textContent = "showing " + list.length + " of " + total + " keys";
-    A.syncList($("rate-limits-rows"), list, function (l) { return l.key; }, function () {
+    var many = A.manySources(list, "limiter");
+    A.syncList($("rate-limits-rows"), list, function (l) { return A.sourceKey(l.limiter, l.key); }, function () {
       var tr = el("tr");
       ["Key", "Rate", "Free now", "Waiting", "Refused", "Shared"].forEach(function (h) { tr.appendChild(el("td", { "data-label": h })); });
       return tr;
     }, function (tr, l) {
-      tr.dataset.key = l.key;
+      tr.dataset.limiter = l.limiter || "default";
       tr.dataset.fallback = String(!!l.fallback);
       var c = tr.children;
-      A.setBreakable(c[0], l.key);
+      A.setSourced(c[0], l.limiter, l.key, many);
       c[1].textContent = rateText(l);
       c[2].textContent = String(l.available);
       c[3].textContent = String(l.waiting);

@@ -317,10 +317,12 @@ func Expired(deadline, now time.Time) bool { return !deadline.IsZero() && !now.B
 
 // DeadlineError is the error of an item its deadline ended, after last.
 func DeadlineError(deadline time.Time, last string) string {
+	// To the second, as every time an operator reads: the fraction is noise in a message.
+	at := deadline.UTC().Truncate(time.Second).Format(time.RFC3339)
 	if last == "" {
-		return fmt.Sprintf("deadline passed (%s)", deadline.UTC().Format(time.RFC3339Nano))
+		return fmt.Sprintf("deadline passed (%s)", at)
 	}
-	return fmt.Sprintf("deadline passed (%s); last error: %s", deadline.UTC().Format(time.RFC3339Nano), last)
+	return fmt.Sprintf("deadline passed (%s); last error: %s", at, last)
 }
 
 // CapAt returns t, or deadline when that is earlier: an item is due at its deadline at the

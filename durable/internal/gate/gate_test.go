@@ -449,3 +449,15 @@ func TestLimitAskedAgainSoonWhenTheDatabaseDidNotAnswer(t *testing.T) {
 		t.Fatalf("ok %v %+v; want held back, uncharged, due a poll interval later", ok, got)
 	}
 }
+
+// The error of an item whose deadline passed gives the deadline to the second, as every time
+// an operator reads: it printed nanoseconds ("2026-12-07T10:00:00.123456789Z").
+func TestDeadlineErrorGivesTheSecond(t *testing.T) {
+	deadline := time.Date(2026, 12, 7, 10, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	if got, want := DeadlineError(deadline, ""), "deadline passed (2026-12-07T09:00:00Z)"; got != want {
+		t.Errorf("DeadlineError: %q, want %q", got, want)
+	}
+	if got, want := DeadlineError(deadline, "busy"), "deadline passed (2026-12-07T09:00:00Z); last error: busy"; got != want {
+		t.Errorf("DeadlineError: %q, want %q", got, want)
+	}
+}

@@ -51,7 +51,15 @@ const insertItemDeadLetterSQL = `INSERT INTO switchboard_dead_letters
 	FROM switchboard_items WHERE id = ?
 	ON CONFLICT DO NOTHING`
 
-const deadLetterColumns = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at, metadata, cause"
+// deadLetterColumns are the columns a letter is scanned from (scanDeadLetter), read from
+// switchboard_dead_letters as d, with the guard key of its item (by its primary key: one
+// lookup per letter read).
+const deadLetterColumns = "d.id, d.item_id, d.source, d.name, d.item_key, d.payload, d.error, d.status, d.retry_count, d.replay_owner, d.replay_until, d.created_at, d.updated_at, d.metadata, d.cause, " +
+	"(SELECT COALESCE(i.guard_key, '') FROM switchboard_items i WHERE i.id = d.item_id)"
+
+// deadLetterReturning are the columns of deadLetterColumns as an UPDATE's RETURNING gives
+// them: the letter's own, and no guard key (its readers do not show it).
+const deadLetterReturning = "id, item_id, source, name, item_key, payload, error, status, retry_count, replay_owner, replay_until, created_at, updated_at, metadata, cause, ''"
 
 func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 	var (
@@ -60,16 +68,17 @@ func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 		itemID, replayUntil      sql.NullInt64
 		status                   string
 		owner, metadata, cause   sql.NullString
+		guardKey                 sql.NullString
 	)
 	if err := r.Scan(&id, &itemID, &d.Source, &d.Name, &d.Key, &d.Payload, &d.Error, &status, &d.RetryCount, &owner,
-		&replayUntil, &createdAt, &updatedAt, &metadata, &cause); err != nil {
+		&replayUntil, &createdAt, &updatedAt, &metadata, &cause, &guardKey); err != nil {
 		return DeadLetter{}, err
 	}
 	if metadata.Valid {
 		d.Metadata = []byte(metadata.String)
 	}
 	d.ID, d.ItemID, d.Status, d.Cause = DeadLetterID(id), ItemID(itemID.Int64), DeadLetterStatus(status), record.DeadCause(cause.String)
-	d.ReplayOwner, d.ReplayUntil = owner.String, fromMicros(replayUntil.Int64)
+	d.ReplayOwner, d.ReplayUntil, d.GuardKey = owner.String, fromMicros(replayUntil.Int64), guardKey.String
 	d.CreatedAt, d.UpdatedAt = fromMicros(createdAt), fromMicros(updatedAt)
 	return d, nil
 }
@@ -113,7 +122,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 	if err := s.db.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where), args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
 	}
-	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
 	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), append(args, f.Limit, f.Offset)...))
 	if err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
@@ -123,7 +132,7 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 
 // DeadLetter returns one letter; found is false when there is none.
 func (s *Store) DeadLetter(ctx context.Context, id DeadLetterID) (d DeadLetter, found bool, err error) {
-	d, err = scanDeadLetter(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters WHERE id = ?"), int64(id)))
+	d, err = scanDeadLetter(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters d WHERE id = ?"), int64(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return DeadLetter{}, false, nil
 	}
@@ -142,7 +151,7 @@ func (s *Store) DeadLettersOfItems(ctx context.Context, ids []ItemID) ([]DeadLet
 	for i, id := range ids {
 		args[i] = int64(id)
 	}
-	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters WHERE item_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") ORDER BY id"
+	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d WHERE item_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") ORDER BY id"
 	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), args...))
 	if err != nil {
 		return nil, fmt.Errorf("durable: dead letters of items: %w", err)
@@ -220,7 +229,7 @@ func (s *Store) LeaseReplay(ctx context.Context, id DeadLetterID, owner, actor s
 		d, err = scanDeadLetter(tx.QueryRowContext(ctx, s.e.rebind(`UPDATE switchboard_dead_letters
 	SET replay_owner = ?, replay_until = ?, replay_actor = ?, replay_started = ?
 	WHERE id = ? AND status = 'failed' AND (replay_until IS NULL OR replay_until <= ?)
-	RETURNING `+deadLetterColumns), owner, micros(until), actor, micros(now), int64(id), micros(now)))
+	RETURNING `+deadLetterReturning), owner, micros(until), actor, micros(now), int64(id), micros(now)))
 		return err // sql.ErrNoRows rolls the abandoned event back: another replay holds the letter
 	})
 	if err == nil {

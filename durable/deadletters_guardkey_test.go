@@ -1,0 +1,45 @@
+package durable_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/record"
+)
+
+// A dead letter says which endpoint its item was for (the item's guard key), in the listing
+// and alone, so that an operator need not open each letter to see what failed; a letter of an
+// unguarded item says none.
+func TestDeadLetterNamesItsEndpoint(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx := context.Background()
+		m := mediatorFor(t, handlers{work: func(ctx context.Context, w *Work) error { return errPermanent }})
+		const endpoint = "https://api.payments.example/v1/charge"
+		guarded := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1}, durable.WithBreakerKey(endpoint))).ID
+		plain := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 2})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		waitState(t, e.q, guarded, record.StateDead)
+		waitState(t, e.q, plain, record.StateDead)
+
+		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[record.ItemID]string{}
+		for _, d := range letters {
+			got[d.ItemID] = d.GuardKey
+			one, _, err := e.q.DeadLetter(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if one.GuardKey != d.GuardKey {
+				t.Errorf("letter %d: %q alone, %q listed", d.ID, one.GuardKey, d.GuardKey)
+			}
+		}
+		if len(got) != 2 || got[guarded] != endpoint || got[plain] != "" {
+			t.Errorf("the letters' guard keys by item: %v; want %q for item %d and none for %d", got, endpoint, guarded, plain)
+		}
+	})
+}
