@@ -28,6 +28,14 @@ func (silent) WatchBreakers(ctx context.Context, name string, listening, changed
 	return driver.ErrNoNotifications
 }
 
+// finderOf returns st's Finder, or an error saying its driver lacks it.
+func finderOf(st driver.Executor) (driver.Finder, error) {
+	if f, ok := st.(driver.Finder); ok {
+		return f, nil
+	}
+	return nil, fmt.Errorf("durable: Find: the queue's driver (executor %T) does not implement driver.Finder", st)
+}
+
 // fleetStoresOf returns st's fleet stores (driver.FleetStores), or an error naming the
 // constructor that needs them (what) when its driver lacks them.
 func fleetStoresOf(st driver.Executor, what string) (driver.FleetStores, error) {

@@ -25,7 +25,7 @@ func itemOf(it store.Item) record.Item {
 		LeaseUntil: it.LeaseUntil, LastError: it.LastError, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		Metadata: decodeMetadata(it.Metadata), Token: it.Token, GuardKey: it.GuardKey, Deadline: it.Deadline,
 		UniqueFor: it.UniqueFor, UniqueReleasedAt: it.UniqueReleasedAt, FairnessKey: it.FairnessKey, Priority: it.Priority,
-		DebounceKey: it.DebounceKey, DebounceUntil: it.DebounceUntil, Debounces: it.Debounces,
+		DebounceKey: it.DebounceKey, DebounceUntil: it.DebounceUntil, Debounces: it.Debounces, Reference: it.Reference,
 	}
 }
 

@@ -173,6 +173,7 @@ type enqueueConfig struct {
 	parkedKey string
 	token     *string
 	guardKey  *string
+	reference *string         // WithReference's
 	uniqueFor *time.Duration  // WithUniqueFor's
 	priority  *int            // WithPriority's
 	fairKey   *string         // WithFairnessKey's
@@ -313,6 +314,9 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		return Enqueued{}, err
 	}
 	if err := checkKey(name, "breaker", it.GuardKey); err != nil {
+		return Enqueued{}, err
+	}
+	if it.Reference, err = c.itemReference(name, req); err != nil {
 		return Enqueued{}, err
 	}
 	if err := q.fairnessOf(&it, req, c); err != nil {

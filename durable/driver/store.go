@@ -54,6 +54,9 @@ type ItemRow struct {
 	DebounceUntil time.Time
 	// Debounces is how many enqueues updated the item after the one that inserted it.
 	Debounces int
+	// Reference is the application's own id for the item (NewItem.Reference); empty when it
+	// has none.
+	Reference string
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts: every
@@ -102,6 +105,9 @@ type NewItem struct {
 	Token string
 	// GuardKey, when not empty, is the circuit-breaker key that guards the item.
 	GuardKey string
+	// Reference, when not empty, is the application's own id for the item (an order number, a
+	// notification id), by which an operator finds it (FindItems). Not unique: a token is.
+	Reference string
 	// Deadline, when not zero, is when the item is dead if it has not succeeded. NextAt must
 	// not be later.
 	Deadline time.Time

@@ -90,6 +90,8 @@ type Item struct {
 	// Debounces is how many enqueues of its debounce key updated it after the one that stored
 	// it: the payload is the last one's.
 	Debounces int
+	// Reference is the application's own id for it (durable.WithReference); empty when none.
+	Reference string
 }
 
 // Counted is the number of attempts that count against the retry policy's MaxAttempts.

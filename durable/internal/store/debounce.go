@@ -30,13 +30,13 @@ const debounceOrderSQL = `(i.debounce_key IS NULL OR NOT EXISTS (
 // changed by a transaction that committed meanwhile). So an update is either in the payload a
 // claim reads or in a new item, never lost. Placeholders: name, payload, ordering key, next at,
 // last error, parked key, created at, updated at, metadata, token, guard key, deadline,
-// deferred, debounce key, debounce until, fairness key, priority, head start.
+// deferred, debounce key, debounce until, fairness key, priority, head start, reference.
 const debounceSQL = `INSERT INTO switchboard_items (name, payload, state, ordering_key, next_at, last_error, parked_key, created_at, updated_at,
-	    metadata, token, guard_key, deadline, deferred, debounce_key, debounce_until, fair_key, priority, head_start)
-	VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	    metadata, token, guard_key, deadline, deferred, debounce_key, debounce_until, fair_key, priority, head_start, reference)
+	VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (name, debounce_key) WHERE debounce_key IS NOT NULL AND state = 'pending' AND claimed_at IS NULL
 	DO UPDATE SET payload = excluded.payload, metadata = excluded.metadata, token = excluded.token, guard_key = excluded.guard_key,
-	    deadline = excluded.deadline, fair_key = excluded.fair_key, priority = excluded.priority, head_start = excluded.head_start,
+	    deadline = excluded.deadline, reference = excluded.reference, fair_key = excluded.fair_key, priority = excluded.priority, head_start = excluded.head_start,
 	    next_at = %s(excluded.next_at, switchboard_items.debounce_until),
 	    updated_at = excluded.updated_at, debounces = switchboard_items.debounces + 1
 	RETURNING id, debounces`
@@ -71,7 +71,7 @@ func (s *Store) debounce(ctx context.Context, db querier, it NewItem) (id ItemID
 	err = db.QueryRowContext(ctx, s.e.stmts().debounce,
 		it.Name, it.Payload, nullString(it.OrderingKey), micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey),
 		micros(it.Now), micros(it.Now), nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline,
-		deferred, it.DebounceKey, micros(it.DebounceUntil), storedText(fairnessKey(it)), it.Priority, it.HeadStart.Microseconds()).Scan(&v, &n)
+		deferred, it.DebounceKey, micros(it.DebounceUntil), storedText(fairnessKey(it)), it.Priority, it.HeadStart.Microseconds(), nullString(it.Reference)).Scan(&v, &n)
 	if err != nil {
 		err = fmt.Errorf("durable: enqueue: %w", err)
 		if !s.e.notApplied(err) {

@@ -110,8 +110,8 @@ const claimSelect = `SELECT i.id FROM switchboard_items i%s
 	ORDER BY i.next_at, i.id
 	LIMIT ?`
 
-const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, deferred, fair_key, priority, head_start)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+const insertSQL = `INSERT INTO switchboard_items (name, payload, state, dedupe_key, ordering_key, next_at, last_error, parked_key, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, deferred, fair_key, priority, head_start, reference)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 

@@ -117,6 +117,28 @@ func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) (bool,
 	if err != nil {
 		return false, err
 	}
+	stmts, online, err := onlineIndexes(ctx, conn, stmts)
+	if err != nil {
+		return false, err
+	}
+	did, err := applyInTx(ctx, conn, e, m, stmts, len(online) == 0)
+	if err != nil || !did || len(online) == 0 {
+		return did, err
+	}
+	// The indexes are built concurrently, outside a transaction, then the version is recorded
+	// in a transaction of its own (see onlineIndexes).
+	for _, ix := range online {
+		if err := buildOnline(ctx, conn, ix); err != nil {
+			return false, err
+		}
+	}
+	return applyInTx(ctx, conn, e, m, nil, true)
+}
+
+// applyInTx runs stmts of m in one transaction under the migration lock, unless the version
+// table says m is applied, and records m as applied when record is set; it reports whether
+// it ran them.
+func applyInTx(ctx context.Context, conn *sql.Conn, e Engine, m Migration, stmts []string, record bool) (bool, error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -140,9 +162,11 @@ func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) (bool,
 			return false, fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(stmt), err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, e.rebind("INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
-		m.Version, m.Name, time.Now().UnixMicro()); err != nil {
-		return false, fmt.Errorf("version row: %w", err)
+	if record {
+		if _, err := tx.ExecContext(ctx, e.rebind("INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+			m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+			return false, fmt.Errorf("version row: %w", err)
+		}
 	}
 	return true, tx.Commit()
 }

@@ -208,7 +208,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 			it.Name, it.Payload, string(StatePending), nullString(it.DedupeKey), nullString(it.OrderingKey),
 			micros(it.NextAt), nullString(it.LastError), nullString(it.ParkedKey), micros(it.Now), micros(it.Now),
 			nullString(string(it.Metadata)), nullString(it.Token), nullString(it.GuardKey), deadline, uniqueFor, deferred,
-			storedText(fairnessKey(it)), it.Priority, it.HeadStart.Microseconds()).Scan(&v)
+			storedText(fairnessKey(it)), it.Priority, it.HeadStart.Microseconds(), nullString(it.Reference)).Scan(&v)
 		if err == nil {
 			return ItemID(v), false, nil
 		}
@@ -270,7 +270,7 @@ func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
 // itemByTokenSQL reads the item holding a token whole.
 const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
 
-const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at, fair_key, priority, debounce_key, debounce_until, debounces"
+const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at, fair_key, priority, debounce_key, debounce_until, debounces, reference"
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -293,6 +293,7 @@ type itemScan struct {
 	state                                       string
 	dedupe, ordering, owner, lastErrStr, parked sql.NullString
 	metadata, token, guard, debounce            sql.NullString
+	reference                                   sql.NullString
 	dest                                        []any
 }
 
@@ -300,7 +301,7 @@ func newItemScan() *itemScan {
 	s := &itemScan{}
 	s.dest = []any{&s.id, &s.it.Name, &s.it.Payload, &s.state, &s.it.Attempts, &s.it.Interruptions, &s.it.Unattributed, &s.isolate, &s.parked,
 		&s.dedupe, &s.ordering, &s.nextAt, &s.owner, &s.leaseUntil, &s.claimedAt, &s.lastErrStr, &s.createdAt, &s.updatedAt, &s.metadata, &s.token, &s.guard, &s.deadline, &s.uniqueFor, &s.released,
-		&s.it.FairnessKey, &s.it.Priority, &s.debounce, &s.debounceUntil, &s.it.Debounces}
+		&s.it.FairnessKey, &s.it.Priority, &s.debounce, &s.debounceUntil, &s.it.Debounces, &s.reference}
 	return s
 }
 
@@ -333,7 +334,7 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 	if s.metadata.Valid {
 		it.Metadata = []byte(s.metadata.String)
 	}
-	it.Token, it.GuardKey = s.token.String, s.guard.String
+	it.Token, it.GuardKey, it.Reference = s.token.String, s.guard.String, s.reference.String
 	if s.deadline.Valid {
 		it.Deadline = fromMicros(s.deadline.Int64)
 	}

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// findItemsSQL reads the items a text names, newest first: by reference, by token, holding it
+// as their dedupe key (the dedupe index's predicate, holdsKey, repeated so that the index
+// serves it), or dead with a letter whose key it is. Each branch reads an index. Placeholders:
+// the text four times, the limit.
+const findItemsSQL = `SELECT ` + itemColumns + ` FROM switchboard_items WHERE id IN (
+	SELECT id FROM switchboard_items WHERE reference = ?
+	UNION SELECT id FROM switchboard_items WHERE token = ?
+	UNION SELECT id FROM switchboard_items WHERE dedupe_key = ? AND ` + holdsKey + `
+	UNION SELECT item_id FROM switchboard_dead_letters WHERE item_key = ? AND item_key <> '' AND item_id IS NOT NULL)
+	ORDER BY id DESC LIMIT ?`
+
+// findLettersSQL reads the dead letters a text names, newest first: those with it as their
+// key, and those of the items whose reference or token it is. Placeholders: the text three
+// times, the limit.
+const findLettersSQL = `SELECT ` + deadLetterColumns + ` FROM switchboard_dead_letters d WHERE d.id IN (
+	SELECT id FROM switchboard_dead_letters WHERE item_key = ? AND item_key <> ''
+	UNION SELECT l.id FROM switchboard_dead_letters l JOIN switchboard_items i ON i.id = l.item_id WHERE i.reference = ?
+	UNION SELECT l.id FROM switchboard_dead_letters l JOIN switchboard_items i ON i.id = l.item_id WHERE i.token = ?)
+	ORDER BY d.id DESC LIMIT ?`
+
+// FindItems returns the items and dead letters text names (see driver.Finder).
+func (s *Store) FindItems(ctx context.Context, text string, limit int) ([]Item, []DeadLetter, error) {
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(findItemsSQL), text, text, text, text, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("durable: find %q: %w", text, err)
+	}
+	var items []Item
+	sc := newItemScan()
+	for rows.Next() {
+		it, _, err := sc.scan(rows)
+		if err != nil {
+			_ = rows.Close()
+			return nil, nil, fmt.Errorf("durable: find %q: %w", text, err)
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("durable: find %q: %w", text, err)
+	}
+	letters, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(findLettersSQL), text, text, text, limit))
+	if err != nil {
+		return nil, nil, fmt.Errorf("durable: find %q: dead letters: %w", text, err)
+	}
+	return items, letters, nil
+}
