@@ -62,7 +62,8 @@ var (
 )
 
 // Config configures the admin handler. Breakers or Queue (or both) say what it shows; an
-// Authorizer or a Token says who may use it. Every other zero field means its default.
+// Authorizer, a Token or Tokens say who may use it, and with which Role. Every other zero
+// field means its default.
 type Config struct {
 	// Breakers is the registry (a *breaker.Registry) whose breakers the breaker routes list,
 	// trip and reset. nil: the breaker routes answer 404, saying no registry is configured.

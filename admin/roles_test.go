@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -265,5 +267,27 @@ func TestParseRole(t *testing.T) {
 	}
 	if _, err := admin.Role(9).MarshalText(); err == nil {
 		t.Error("MarshalText of Role(9) gave no error")
+	}
+}
+
+// docs/operations.md's route table gives each route the role routeTable (and so the handler)
+// gives it.
+func TestRouteRolesDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	must(t, err)
+	documented := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 || !strings.HasPrefix(strings.TrimSpace(cells[2]), "`/") {
+			continue
+		}
+		documented[strings.TrimSpace(cells[1])+" "+strings.Trim(strings.TrimSpace(cells[2]), "`")] = strings.Trim(strings.TrimSpace(cells[3]), "*")
+	}
+	for pattern, c := range routeTable("1") {
+		if got, ok := documented[pattern]; !ok {
+			t.Errorf("docs/operations.md's route table has no line for %s", pattern)
+		} else if got != c.need.String() {
+			t.Errorf("docs/operations.md gives %s the role %q; the handler %q", pattern, got, c.need)
+		}
 	}
 }
