@@ -1,15 +1,23 @@
 package record
 
-// BulkActionID identifies a bulk action on dead letters (durable.Queue.StartBulkAction).
+// BulkActionID identifies a bulk action on dead letters (durable.Queue.StartBulkAction) or on
+// pending items (durable.Queue.StartItemBulkAction): both are numbered in one sequence.
 type BulkActionID int64
 
-// BulkActionKind is what a bulk action does to each letter it selects.
+// BulkActionKind is what a bulk action does to each letter or item it selects.
 type BulkActionKind string
 
-// The kinds of bulk action.
+// The kinds of a bulk action on dead letters (durable.Queue.StartBulkAction).
 const (
 	BulkReplay  BulkActionKind = "replay"  // replay each letter, as Queue.Replay does
 	BulkDiscard BulkActionKind = "discard" // discard each letter, as Queue.Discard does
+)
+
+// The kinds of a bulk action on pending items (durable.Queue.StartItemBulkAction).
+const (
+	BulkCancelItems     BulkActionKind = "cancel"       // cancel each pending item, as Queue.Cancel does
+	BulkRunItemsNow     BulkActionKind = "run_now"      // make each pending item due now, as Queue.RunNow does
+	BulkSetItemPriority BulkActionKind = "set_priority" // give each pending item a priority (0 to 9)
 )
 
 // BulkActionState is where a bulk action stands.
@@ -57,4 +65,10 @@ type BulkActionTotals struct {
 // Settled is the sum of the totals: the letters the action is done with.
 func (t BulkActionTotals) Settled() int64 {
 	return t.Replayed + t.StillFailed + t.Discarded + t.Unknown + t.Skipped
+}
+
+// OnItems reports whether k is the kind of a bulk action on pending items rather than on dead
+// letters.
+func (k BulkActionKind) OnItems() bool {
+	return k == BulkCancelItems || k == BulkRunItemsNow || k == BulkSetItemPriority
 }
