@@ -143,6 +143,10 @@ func (s *server) routes() {
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
 	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem))
 	s.api("POST /api/items/{id}/run-now", s.needQueue(s.runItemNow))
+	s.api("POST /api/items/actions", s.startItemBulkAction)
+	s.api("GET /api/items/actions", s.listItemBulkActions)
+	s.api("GET /api/items/actions/{id}", s.getItemBulkAction)
+	s.api("POST /api/items/actions/{id}/cancel", s.cancelItemBulkAction)
 
 	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {
 		if s.cfg.Metrics == nil {
