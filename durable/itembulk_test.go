@@ -295,3 +295,99 @@ func TestBubbleItemBulkThrottleAndCancel(t *testing.T) {
 		}
 	})
 }
+
+// A fleet of three schedulers on one database: the action is taken up by one at a time (the
+// lease), every item is changed once, and its end is audited once.
+func TestItemBulkFleetTakesItUpOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		clock := newFakeClock()
+		var qs []*durable.Queue
+		for i := range 3 {
+			q := b.queue(t, durable.Config{Policy: fastPolicy, Clock: clock, InstanceID: fmt.Sprint("i", i)})
+			start(t, q, mediatorFor(t, handlers{}), durable.SchedulerConfig{InstanceID: fmt.Sprint("i", i)})
+			qs = append(qs, q)
+		}
+		var ids []record.ItemID
+		for i := range 40 {
+			ids = append(ids, must[durable.Enqueued](t)(qs[i%3].Enqueue(ctx, &Work{N: i}, durable.WithDelay(time.Hour))).ID)
+		}
+		a := must[durable.ItemBulkAction](t)(qs[1].StartItemBulkAction(ctx, durable.ItemBulkActionSpec{Kind: record.BulkSetItemPriority, Priority: 4,
+			Rate: 100000}, "alice"))
+		a = waitItemAction(t, qs[2], a.ID, "the fleet to finish the action", itemActionFinished)
+		if a.State != record.BulkDone || a.Changed != 40 || a.Skipped != 0 || a.Cursor != ids[39] {
+			t.Fatalf("action %+v", a)
+		}
+		for _, id := range ids {
+			if it := item(t, qs[0], id); it.Priority != 4 {
+				t.Errorf("item %d: priority %d", id, it.Priority)
+			}
+		}
+		ends := 0
+		for _, en := range must[[]record.AuditEntry](t)(qs[0].Audit(ctx, durable.AuditFilter{TargetKind: record.AuditTargetBulkAction})) {
+			if en.Action == record.AuditEndBulkAction {
+				ends++
+			}
+		}
+		if ends != 1 {
+			t.Fatalf("%d end entries", ends)
+		}
+	})
+}
+
+// An instance that took the action up and died after two items leaves it to the next once its
+// lease runs out: the next goes on from the cursor, so no item is changed or counted twice.
+func TestBubbleItemBulkTakenOverAfterACrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := bubbleQueue(t, path, fastPolicy)
+		var ids []record.ItemID
+		for i := range 5 {
+			ids = append(ids, must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: i}, durable.WithDelay(time.Hour))).ID)
+		}
+		a := must[durable.ItemBulkAction](t)(q.StartItemBulkAction(ctx, durable.ItemBulkActionSpec{Kind: record.BulkCancelItems, Reason: "drain", Rate: 1000}, "alice"))
+		st := durable.StoreOf(q)
+		lease := 30 * time.Second
+		row, found, err := st.ClaimBulkAction(ctx, "dead", time.Now(), time.Now().Add(lease))
+		if err != nil || !found || row.ID != int64(a.ID) {
+			t.Fatalf("claim: %+v %v %v", row, found, err)
+		}
+		change := istore.ItemBulkChange{Kind: record.BulkCancelItems}
+		for i, from := range []record.ItemID{0, ids[0]} {
+			if held, changed, err := st.StepItemBulkAction(ctx, row.ID, "dead", from, ids[i], change, time.Now()); err != nil || !held || !changed {
+				t.Fatalf("dead instance's step %d: %v %v %v", i, held, changed, err)
+			}
+		}
+		// Its cursor is ids[1]: a step from an older cursor, or by another owner, changes nothing.
+		if held, _, err := st.StepItemBulkAction(ctx, row.ID, "dead", 0, ids[2], change, time.Now()); err != nil || held {
+			t.Fatalf("a step from a stale cursor: held %v, %v", held, err)
+		}
+		if held, _, err := st.StepItemBulkAction(ctx, row.ID, "other", ids[1], ids[2], change, time.Now()); err != nil || held {
+			t.Fatalf("a step by another owner: held %v, %v", held, err)
+		}
+		if it := item(t, q, ids[2]); it.State != record.StatePending {
+			t.Fatalf("an item changed by a step that did not hold the action: %s", it.State)
+		}
+		died := time.Now()
+		s := bubbleScheduler(t, q, handlers{}, durable.SchedulerConfig{InstanceID: "live", Lease: lease, PollInterval: time.Second})
+		for {
+			got := must[durable.ItemBulkAction](t)(q.ItemBulkAction(ctx, a.ID))
+			if got.State.Finished() {
+				if got.State != record.BulkDone || got.Changed != 5 || got.Skipped != 0 || time.Since(died) < lease {
+					t.Fatalf("after the takeover (%v after the crash): %+v", time.Since(died), got)
+				}
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		for _, id := range ids {
+			if it := item(t, q, id); it.State != record.StateCancelled {
+				t.Errorf("item %d: %s", id, it.State)
+			}
+		}
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
