@@ -86,7 +86,7 @@ type BulkAction struct {
 	Sample []record.DeadLetter
 }
 
-// BulkActionOption tweaks one StartBulkAction call.
+// BulkActionOption tweaks one StartBulkAction or StartItemBulkAction call.
 type BulkActionOption func(*bulkOptions)
 
 type bulkOptions struct {
@@ -98,8 +98,8 @@ type bulkOptions struct {
 // breakerResetter is what ResetBreakerFirst needs of a registry (a *breaker.Registry).
 type breakerResetter interface{ Reset(key string) error }
 
-// DryRun makes StartBulkAction validate the spec and answer how many letters it would take and
-// a sample of them, storing and doing nothing.
+// DryRun makes StartBulkAction (StartItemBulkAction) validate the spec and answer how many
+// letters (items) it would take and a sample of them, storing and doing nothing.
 func DryRun() BulkActionOption { return func(o *bulkOptions) { o.dryRun = true } }
 
 // ResetBreakerFirst makes StartBulkAction reset the breaker of key in reg (a

@@ -56,7 +56,7 @@ const (
 
 // ErrBulkActionActive reports a bulk action refused because an action of the same kind and
 // filter has not finished yet (queued, running, waiting or paused): a second would act on the
-// same letters. A *BulkActionActiveError names it.
+// same letters or items. A *BulkActionActiveError names it.
 var ErrBulkActionActive = errors.New("durable: an identical bulk action has not finished")
 
 // BulkActionActiveError names the unfinished action an identical one was refused for. It

@@ -23,10 +23,11 @@ const (
 // BulkActionState is where a bulk action stands.
 type BulkActionState string
 
-// The states of a bulk action. The last three are final.
+// The states of a bulk action. The last three are final. An action on items is queued,
+// running or final; the others are a replay's.
 const (
 	BulkQueued  BulkActionState = "queued"  // stored; no scheduler has taken it up yet
-	BulkRunning BulkActionState = "running" // a scheduler works through its letters
+	BulkRunning BulkActionState = "running" // a scheduler works through its letters or items
 	// BulkWaiting: its next letters are held by other replays (their leases), or it was handed
 	// back by an instance that cannot run a letter's request (Error says so) and waits for one
 	// that can, or a refusing behavior other than a breaker (a rate limiter, a bulkhead: Error
@@ -39,7 +40,7 @@ const (
 	// (Queue.Pause); it goes on when the pause ends, and the letters stay failed, untouched,
 	// meanwhile. WaitingKey names a paused key; Error says which pause holds it.
 	BulkPaused    BulkActionState = "paused"
-	BulkDone      BulkActionState = "done"      // every selected letter is settled
+	BulkDone      BulkActionState = "done"      // every selected letter (item) is settled
 	BulkCancelled BulkActionState = "cancelled" // an operator cancelled it; settled letters stay settled
 	BulkFailed    BulkActionState = "failed"    // it could not go on (its Error says why)
 )
