@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,4 +65,29 @@ func TestMigration0026KeepsLetterActions(t *testing.T) {
 			t.Fatalf("an unknown kind: %v", err)
 		}
 	})
+}
+
+// The statements of a bulk action on items read indexes in their generic plans over 1,000,000
+// finished items and a backlog of pending ones: its next items by id from the cursor, whatever
+// the filter, and the count of its start.
+func TestItemBulkPlans(t *testing.T) {
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	if testing.Short() {
+		t.Skip("seeds 1,000,000 rows")
+	}
+	s := postgresBackend(t, dsn).open(t)
+	planFixture(t, s.DB(), "current")
+	var cases []planCase
+	for _, q := range []ItemQuery{{}, {Name: "test.work"}, {Key: "k"}, {Parked: true, From: time.UnixMicro(1), To: time.UnixMicro(2)}} {
+		where, args := itemBulkWhere(q)
+		cases = append(cases,
+			planCase{fmt.Sprintf("bulk_items %+v", q), s.e.rebind("SELECT " + itemColumns + " FROM switchboard_items" + where + " AND id > ? AND id <= ? ORDER BY id LIMIT ?"),
+				append(args, int64(1_000_500), int64(1_020_000), 100), false},
+			planCase{fmt.Sprintf("count_bulk_items %+v", q), s.e.rebind("SELECT COUNT(*) FROM switchboard_items" + where + " AND id <= ?"),
+				append(slices.Clone(args), int64(1_020_000)), false})
+	}
+	assertIndexPlans(t, s.DB(), cases)
 }
