@@ -154,6 +154,10 @@ func (s *server) routes() {
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
 	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem), needs(RoleOperator, "cancelling a queue item"))
 	s.api("POST /api/items/{id}/run-now", s.needQueue(s.runItemNow), needs(RoleOperator, "running a queue item now"))
+	s.api("POST /api/items/actions", s.startItemBulkAction, needs(RoleOperator, "starting a bulk action on queue items"))
+	s.api("GET /api/items/actions", s.listItemBulkActions)
+	s.api("GET /api/items/actions/{id}", s.getItemBulkAction)
+	s.api("POST /api/items/actions/{id}/cancel", s.cancelItemBulkAction, needs(RoleOperator, "cancelling a bulk action on queue items"))
 
 	s.needs["GET /metrics"] = needs(RoleViewer, "reading the metrics")
 	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ Principal) {

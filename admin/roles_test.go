@@ -75,6 +75,10 @@ func routeTable(letter string) map[string]routeCase {
 		"GET /api/items/{id}":                        {"/api/items/1", "", v},
 		"POST /api/items/{id}/cancel":                {"/api/items/1/cancel", `{"reason": "test"}`, o},
 		"POST /api/items/{id}/run-now":               {"/api/items/1/run-now", "", o},
+		"POST /api/items/actions":                    {"/api/items/actions", `{"kind": "cancel", "dry_run": true}`, o},
+		"GET /api/items/actions":                     {"/api/items/actions", "", v},
+		"GET /api/items/actions/{id}":                {"/api/items/actions/1", "", v},
+		"POST /api/items/actions/{id}/cancel":        {"/api/items/actions/1/cancel", "", o},
 		"GET /metrics":                               {"/metrics", "", v},
 	}
 }
