@@ -4,22 +4,25 @@
 // resumes, runs now and removes them) and the durable queue's counts, serves the embedded
 // dashboard and, beside them, the metrics handler.
 //
-// Every API route needs an authorized admin: an Authorizer (the default checks one bearer
-// token) names the principal, recorded as the actor of replays and discards. The dashboard
-// exchanges the token once for a session cookie (HttpOnly, SameSite=Strict) and sends a CSRF
-// token with every state-changing request; net/http's CrossOriginProtection refuses
-// cross-origin browser requests that change state. docs/operations.md lists the routes.
+// Every API route needs an authorized principal: an Authorizer (the default checks the bearer
+// tokens of Config.Token and Config.Tokens) names them, recorded as the actor of every change
+// they make, and gives their Role. A viewer reads everything and changes nothing; an operator
+// acts on the work too (replays and discards dead letters, cancels and runs items, pauses and
+// resumes, trips and resets breakers, runs schedules now); an admin changes the
+// configuration too (adds and removes schedules, sets and removes concurrency limits). A
+// route that needs more than the principal's role answers 403 naming both. The dashboard
+// exchanges the token once for a session cookie (HttpOnly, SameSite=Strict) that keeps the
+// role, disables the actions the role may not use, and sends a CSRF token with every
+// state-changing request; net/http's CrossOriginProtection refuses cross-origin browser
+// requests that change state. docs/operations.md lists the routes and the role each needs.
 package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,7 +62,8 @@ var (
 )
 
 // Config configures the admin handler. Breakers or Queue (or both) say what it shows; an
-// Authorizer or a Token says who may use it. Every other zero field means its default.
+// Authorizer, a Token or Tokens say who may use it, and with which Role. Every other zero
+// field means its default.
 type Config struct {
 	// Breakers is the registry (a *breaker.Registry) whose breakers the breaker routes list,
 	// trip and reset. nil: the breaker routes answer 404, saying no registry is configured.
@@ -96,14 +100,22 @@ type Config struct {
 	// Sender replays dead letters: the built mediator. Required with Queue, since a replay
 	// runs the request again through it.
 	Sender mediator.Sender
-	// Authorizer names the principal of a request, or refuses it. nil: the bearer token of
-	// Token, checked in constant time, whose principal is "admin". New refuses to build with
-	// neither, so that an admin surface is never open by mistake.
+	// Authorizer names the principal of a request and their role, or refuses it. nil: the
+	// default authorizer, which accepts the bearer tokens of Token and Tokens, each checked in
+	// constant time. New refuses to build with none of the three, so that an admin surface is
+	// never open by mistake.
 	Authorizer Authorizer
-	// Token is the bearer token of the default Authorizer; ignored when Authorizer is set.
-	// Use a long random value (32 bytes or more) from the application's secrets. A token with
+	// Token is a bearer token of the default Authorizer whose principal is "admin", with
+	// RoleAdmin: the one secret a small deployment needs. Ignored when Authorizer is set. Use a
+	// long random value (32 bytes or more) from the application's secrets. A token with
 	// leading or trailing white space is refused: no request could send it.
 	Token string
+	// Tokens are more bearer tokens of the default Authorizer, each with its principal's name
+	// and role: a viewer's token for a monitoring script, an operator's for a CLI. New
+	// refuses an empty token or name, one with leading or trailing white space, a token or a
+	// name given twice (Token's name is "admin"), an unknown role, and Tokens with an
+	// Authorizer (which would ignore them).
+	Tokens []BearerToken
 	// SecureCookies marks the dashboard's session cookie Secure on every request. Default
 	// false: it is marked Secure when the request came over TLS, which the handler cannot see
 	// behind a proxy that terminates TLS; set it there.
@@ -134,14 +146,7 @@ type Config struct {
 // Validate reports every problem of c, joined, each naming its field.
 func (c Config) Validate() error {
 	var errs []error
-	switch {
-	case c.Authorizer == nil && strings.TrimSpace(c.Token) == "":
-		errs = append(errs, errors.New("admin: Config.Authorizer or Config.Token is required: an admin surface is never open to anyone"))
-	case c.Authorizer == nil && strings.TrimSpace(c.Token) != c.Token:
-		// A token read from a file often ends in a newline; accepting it would lock everyone
-		// out, since no request can send it.
-		errs = append(errs, errors.New("admin: Config.Token has leading or trailing white space (a newline from a secrets file?): trim it"))
-	}
+	errs = append(errs, c.validateTokens()...)
 	for _, f := range []struct {
 		name string
 		v    any
@@ -181,47 +186,29 @@ func nilValue(v any) bool {
 	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
-// Authorizer decides who a request comes from. Authorize returns the principal's name,
-// recorded as the actor of the replays and discards it makes, or an error: ErrForbidden
-// (or an error wrapping it) for a known principal who is not an admin, which is answered
-// with 403; any other error is answered with 401 and a WWW-Authenticate challenge. The
-// error's text is the answer's message ("forbidden: bob is a viewer"), so say there what the
-// client should know and nothing it should not.
+// Authorizer decides who a request comes from. Authorize returns the principal: their name,
+// recorded as the actor of the changes they make, and their role, which each route checks
+// (a role too low for the route is answered with 403 naming both). Or it returns an error:
+// ErrForbidden (or an error wrapping it) for a known principal who may not use the admin at
+// all, which is answered with 403; any other error is answered with 401 and a
+// WWW-Authenticate challenge. The error's text is the answer's message ("forbidden: bob is
+// not an operator"), so say there what the client should know and nothing it should not.
 //
 // An Authorizer that reads a cookie of the application (single sign-on) needs no session of
 // this package; CrossOriginProtection still refuses cross-origin requests that change state.
 type Authorizer interface {
-	Authorize(r *http.Request) (principal string, err error)
+	Authorize(r *http.Request) (Principal, error)
 }
 
 // AuthorizerFunc is an Authorizer as a function.
-type AuthorizerFunc func(r *http.Request) (principal string, err error)
+type AuthorizerFunc func(r *http.Request) (Principal, error)
 
 // Authorize calls f.
-func (f AuthorizerFunc) Authorize(r *http.Request) (string, error) { return f(r) }
+func (f AuthorizerFunc) Authorize(r *http.Request) (Principal, error) { return f(r) }
 
 var (
 	// ErrUnauthorized reports a request without valid credentials (answered with 401).
 	ErrUnauthorized = errors.New("admin: unauthorized")
-	// ErrForbidden reports a principal who is not an admin (answered with 403).
+	// ErrForbidden reports a principal who may not use the admin surface (answered with 403).
 	ErrForbidden = errors.New("admin: forbidden")
 )
-
-// tokenAuthorizer is the default Authorizer: one bearer token, compared in constant time
-// (of the token's SHA-256, so that the comparison does not reveal its length either).
-type tokenAuthorizer struct{ sum [32]byte }
-
-func (a tokenAuthorizer) Authorize(r *http.Request) (string, error) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", ErrUnauthorized
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	if subtle.ConstantTimeCompare(got[:], a.sum[:]) != 1 {
-		return "", errInvalidToken
-	}
-	return "admin", nil
-}
-
-var errInvalidToken = fmt.Errorf("%w: invalid token", ErrUnauthorized)

@@ -196,14 +196,16 @@ func TestEveryRouteNeedsAnAdmin(t *testing.T) {
 
 func TestForbiddenPrincipal(t *testing.T) {
 	reg := breaker.NewRegistry(breaker.Config{})
-	h, err := admin.New(admin.Config{Breakers: reg, Authorizer: admin.AuthorizerFunc(func(r *http.Request) (string, error) {
+	h, err := admin.New(admin.Config{Breakers: reg, Authorizer: admin.AuthorizerFunc(func(r *http.Request) (admin.Principal, error) {
 		switch r.Header.Get("X-User") {
 		case "bob":
-			return "", fmt.Errorf("bob is a viewer: %w", admin.ErrForbidden)
+			return admin.Principal{}, fmt.Errorf("bob is not on the on-call rota: %w", admin.ErrForbidden)
 		case "carol":
-			return "", errors.New("carol's session expired at 10:00: sign in again")
+			return admin.Principal{}, errors.New("carol's session expired at 10:00: sign in again")
+		case "dave":
+			return admin.Principal{Name: "dave", Role: admin.RoleAdmin + 1}, nil
 		}
-		return r.Header.Get("X-User"), nil
+		return admin.Principal{Name: r.Header.Get("X-User")}, nil // the zero Role: a viewer
 	})})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +214,7 @@ func TestForbiddenPrincipal(t *testing.T) {
 	// "forbidden: not an admin" and "unauthorized: send Authorization: …").
 	res := do(t, h, "GET", "/api/breakers", "", "X-User", "bob")
 	want(t, res, http.StatusForbidden)
-	if msg := res.body["error"].(string); !strings.Contains(msg, "bob is a viewer") {
+	if msg := res.body["error"].(string); !strings.Contains(msg, "bob is not on the on-call rota") {
 		t.Errorf("403 of the authorizer: %q", msg)
 	}
 	res = do(t, h, "GET", "/api/breakers", "", "X-User", "carol")
@@ -222,6 +224,18 @@ func TestForbiddenPrincipal(t *testing.T) {
 	}
 	want(t, do(t, h, "GET", "/api/breakers", "", "X-User", "alice"), http.StatusOK)
 	want(t, do(t, h, "GET", "/api/breakers", ""), http.StatusUnauthorized) // empty principal
+	// An authorizer that forgot the role grants reading only; the 403 says who and why.
+	res = do(t, h, "POST", "/api/breakers/payments/trip", "", "X-User", "alice")
+	want(t, res, http.StatusForbidden)
+	if msg := res.body["error"].(string); msg != "forbidden: alice is a viewer; tripping a breaker needs the operator role" {
+		t.Errorf("403 of a viewer: %q", msg)
+	}
+	// A role that is none of the three is no role at all, not more than an admin.
+	res = do(t, h, "GET", "/api/breakers", "", "X-User", "dave")
+	want(t, res, http.StatusForbidden)
+	if msg := res.body["error"].(string); !strings.Contains(msg, "dave the role Role(3), which is none of viewer, operator and admin") {
+		t.Errorf("403 of an unknown role: %q", msg)
+	}
 }
 
 func TestBreakerRoutes(t *testing.T) {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -31,6 +30,7 @@ type server struct {
 	log      *zap.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
+	needs    map[string]routeNeed // route pattern → the role it needs
 }
 
 // New returns the admin handler of cfg, to mount under any prefix with http.StripPrefix:
@@ -41,6 +41,19 @@ type server struct {
 // It refuses a cfg that Validate refuses: in particular one with neither an Authorizer nor a
 // Token. The handler keeps dashboard sessions in memory and starts no goroutine.
 func New(cfg Config) (http.Handler, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin request refused: state-changing requests must come from the dashboard's own origin")
+	}))
+	return cop.Handler(s), nil
+}
+
+// newServer is the handler of New without its cross-origin protection.
+func newServer(cfg Config) (*server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -53,9 +66,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
 	}
-	s := &server{cfg: cfg, auth: cfg.Authorizer, log: cfg.Logger, now: time.Now, mux: http.NewServeMux()}
+	s := &server{cfg: cfg, auth: cfg.Authorizer, log: cfg.Logger, now: time.Now, mux: http.NewServeMux(), needs: map[string]routeNeed{}}
 	if s.auth == nil {
-		s.auth = tokenAuthorizer{sum: sha256.Sum256([]byte(cfg.Token))}
+		s.auth = newTokenAuthorizer(cfg)
 	}
 	if s.log == nil {
 		s.log = zap.L()
@@ -65,11 +78,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	s.sessions = newSessions(s.now, cfg.SessionTTL)
 	s.routes()
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, "cross-origin request refused: state-changing requests must come from the dashboard's own origin")
-	}))
-	return cop.Handler(s), nil
+	return s, nil
 }
 
 func (s *server) routes() {
@@ -94,45 +103,47 @@ func (s *server) routes() {
 		assets.ServeHTTP(&muxError{ResponseWriter: w, r: r, notFound: notFound}, r)
 	}))
 
-	s.api("GET /api/session", s.getSession)
-	s.mux.HandleFunc("POST /api/session", s.postSession) // authorized by the Authorizer only
-	s.api("DELETE /api/session", s.deleteSession)
+	s.needs["GET /api/session"] = needs(RoleViewer, "reading the session")
+	s.mux.Handle("GET /api/session", s.authorized(s.getSession))
+	s.mux.HandleFunc("POST /api/session", s.postSession) // authorized by the Authorizer only, any role
+	s.needs["POST /api/session"] = needs(RoleViewer, "starting a session")
+	s.api("DELETE /api/session", s.deleteSession, needs(RoleViewer, "ending a session"))
 
 	s.api("GET /api/breakers", s.needBreakers(s.listBreakers))
 	s.api("GET /api/breakers/{key}", s.needBreakers(s.getBreaker))
-	s.api("POST /api/breakers/{key}/trip", s.needBreakers(s.tripBreaker))
-	s.api("POST /api/breakers/{key}/reset", s.needBreakers(s.resetBreaker))
+	s.api("POST /api/breakers/{key}/trip", s.needBreakers(s.tripBreaker), needs(RoleOperator, "tripping a breaker"))
+	s.api("POST /api/breakers/{key}/reset", s.needBreakers(s.resetBreaker), needs(RoleOperator, "resetting a breaker"))
 
 	s.api("GET /api/hedges", s.listHedges)
 
 	s.api("GET /api/dead-letters", s.needQueue(s.listDeadLetters))
 	s.api("GET /api/dead-letters/{id}", s.needQueue(s.getDeadLetter))
-	s.api("POST /api/dead-letters/{id}/replay", s.needQueue(s.replayDeadLetter))
-	s.api("POST /api/dead-letters/{id}/discard", s.needQueue(s.discardDeadLetter))
-	s.api("POST /api/dead-letters/replay", s.needQueue(s.replayDeadLetters))
-	s.api("POST /api/dead-letters/discard", s.needQueue(s.discardDeadLetters))
-	s.api("POST /api/dead-letters/actions", s.startBulkAction)
+	s.api("POST /api/dead-letters/{id}/replay", s.needQueue(s.replayDeadLetter), needs(RoleOperator, "replaying a dead letter"))
+	s.api("POST /api/dead-letters/{id}/discard", s.needQueue(s.discardDeadLetter), needs(RoleOperator, "discarding a dead letter"))
+	s.api("POST /api/dead-letters/replay", s.needQueue(s.replayDeadLetters), needs(RoleOperator, "replaying dead letters"))
+	s.api("POST /api/dead-letters/discard", s.needQueue(s.discardDeadLetters), needs(RoleOperator, "discarding dead letters"))
+	s.api("POST /api/dead-letters/actions", s.startBulkAction, needs(RoleOperator, "starting a bulk action"))
 	s.api("GET /api/dead-letters/actions", s.listBulkActions)
 	s.api("GET /api/dead-letters/actions/{id}", s.getBulkAction)
-	s.api("POST /api/dead-letters/actions/{id}/cancel", s.cancelBulkAction)
-	s.api("POST /api/breakers/{key}/reset-and-replay", s.needBreakers(s.resetAndReplay))
+	s.api("POST /api/dead-letters/actions/{id}/cancel", s.cancelBulkAction, needs(RoleOperator, "cancelling a bulk action"))
+	s.api("POST /api/breakers/{key}/reset-and-replay", s.needBreakers(s.resetAndReplay), needs(RoleOperator, "resetting a breaker and replaying its letters"))
 
 	s.api("GET /api/schedules", s.needQueue(s.listSchedules))
 	s.api("GET /api/schedules/{name}/runs", scheduleNamed(s.needQueue(s.scheduleRuns)))
-	s.api("POST /api/schedules", s.scheduleControls(s.addSchedule))
-	s.api("DELETE /api/schedules/{name}", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.RemoveSchedule)))
-	s.api("POST /api/schedules/{name}/pause", scheduleNamed(s.scheduleControls(s.pauseSchedule)))
-	s.api("POST /api/schedules/{name}/resume", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule)))
-	s.api("POST /api/schedules/{name}/run-now", scheduleNamed(s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow)))
+	s.api("POST /api/schedules", s.scheduleControls(s.addSchedule), needs(RoleAdmin, "adding a schedule"))
+	s.api("DELETE /api/schedules/{name}", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.RemoveSchedule)), needs(RoleAdmin, "removing a schedule"))
+	s.api("POST /api/schedules/{name}/pause", scheduleNamed(s.scheduleControls(s.pauseSchedule)), needs(RoleOperator, "pausing a schedule"))
+	s.api("POST /api/schedules/{name}/resume", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule)), needs(RoleOperator, "resuming a schedule"))
+	s.api("POST /api/schedules/{name}/run-now", scheduleNamed(s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow)), needs(RoleOperator, "running a schedule now"))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
 
 	s.api("GET /api/pauses", needQueueOf(s, noPauses, s.listPauses))
-	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause))
-	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause))
+	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause), needs(RoleOperator, "pausing work"))
+	s.api("POST /api/pauses/resume", needQueueOf(s, noPauses, s.resumePause), needs(RoleOperator, "resuming paused work"))
 	s.api("GET /api/audit", needQueueOf(s, noAuditLog, s.listAudit))
 	s.api("GET /api/concurrency-limits", needQueueOf(s, noConcurrencyLimits, s.listConcurrencyLimits))
-	s.api("PUT /api/concurrency-limits/{key}", needQueueOf(s, noConcurrencyLimits, s.setConcurrencyLimit))
-	s.api("DELETE /api/concurrency-limits/{key}", needQueueOf(s, noConcurrencyLimits, s.removeConcurrencyLimit))
+	s.api("PUT /api/concurrency-limits/{key}", needQueueOf(s, noConcurrencyLimits, s.setConcurrencyLimit), needs(RoleAdmin, "setting a concurrency limit"))
+	s.api("DELETE /api/concurrency-limits/{key}", needQueueOf(s, noConcurrencyLimits, s.removeConcurrencyLimit), needs(RoleAdmin, "removing a concurrency limit"))
 
 	s.api("GET /api/retry-budgets", s.listBudgets)
 	s.api("GET /api/rate-limits", s.listRateLimits)
@@ -141,10 +152,15 @@ func (s *server) routes() {
 
 	s.api("GET /api/items", s.needQueue(s.listItems))
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
-	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem))
-	s.api("POST /api/items/{id}/run-now", s.needQueue(s.runItemNow))
+	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem), needs(RoleOperator, "cancelling a queue item"))
+	s.api("POST /api/items/{id}/run-now", s.needQueue(s.runItemNow), needs(RoleOperator, "running a queue item now"))
+	s.api("POST /api/items/actions", s.startItemBulkAction, needs(RoleOperator, "starting a bulk action on queue items"))
+	s.api("GET /api/items/actions", s.listItemBulkActions)
+	s.api("GET /api/items/actions/{id}", s.getItemBulkAction)
+	s.api("POST /api/items/actions/{id}/cancel", s.cancelItemBulkAction, needs(RoleOperator, "cancelling a bulk action on queue items"))
 
-	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ string) {
+	s.needs["GET /metrics"] = needs(RoleViewer, "reading the metrics")
+	s.mux.Handle("GET /metrics", s.authorized(func(w http.ResponseWriter, r *http.Request, _ Principal) {
 		if s.cfg.Metrics == nil {
 			writeError(w, http.StatusNotFound, "no metrics handler is configured")
 			return
@@ -164,12 +180,53 @@ func mustSub(f fs.FS, dir string) fs.FS {
 // handlerFunc is an API handler: it runs for an authorized principal.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, principal string)
 
-func (s *server) api(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.authorized(func(w http.ResponseWriter, r *http.Request, p string) {
+// api registers h at pattern for the principals whose role is need's or above. Without a need,
+// a route of GET or HEAD (a read) needs RoleViewer and any other (a change) RoleOperator; give
+// needs(RoleAdmin, …) for a route that changes the configuration. A principal whose role is
+// too low is answered 403 naming their role and what the route needs.
+func (s *server) api(pattern string, h handlerFunc, need ...routeNeed) {
+	n := defaultNeed(pattern)
+	if len(need) > 0 {
+		n = need[0]
+	}
+	s.needs[pattern] = n
+	s.mux.Handle(pattern, s.authorized(func(w http.ResponseWriter, r *http.Request, p Principal) {
+		if p.Role < n.role {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("forbidden: %s is %s; %s needs the %s role", p.Name, withArticle(p.Role), n.doing, n.role))
+			return
+		}
 		ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.RequestTimeout, errRequestTimeout)
 		defer cancel()
-		h(w, r.WithContext(ctx), p)
+		h(w, r.WithContext(ctx), p.Name)
 	}))
+}
+
+// routeNeed is the role a route needs, and what the route does, as its 403 says it
+// ("replaying a dead letter").
+type routeNeed struct {
+	role  Role
+	doing string
+}
+
+func needs(role Role, doing string) routeNeed { return routeNeed{role: role, doing: doing} }
+
+// defaultNeed is the need of a route registered without one: RoleViewer for a read (GET or
+// HEAD), RoleOperator for any other method, since it changes something; the route's pattern
+// says what it does.
+func defaultNeed(pattern string) routeNeed {
+	method, _, _ := strings.Cut(pattern, " ")
+	if method == http.MethodGet || method == http.MethodHead {
+		return needs(RoleViewer, pattern)
+	}
+	return needs(RoleOperator, pattern)
+}
+
+// withArticle is "a viewer", "an operator", "an admin".
+func withArticle(r Role) string {
+	if s := r.String(); strings.IndexByte("aeiou", s[0]) >= 0 {
+		return "an " + s
+	}
+	return "a " + r.String()
 }
 
 // errRequestTimeout is the cause of an API request's context that ran out of

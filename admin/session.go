@@ -6,11 +6,14 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // cookieName is the session cookie of the dashboard.
@@ -24,7 +27,7 @@ const csrfHeader = "X-CSRF-Token"
 const maxSessions = 10_000
 
 type session struct {
-	principal string
+	principal Principal // with the role the Authorizer gave when the session was made
 	csrf      string
 	expires   time.Time
 }
@@ -48,7 +51,7 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (s *sessions) create(principal string) (id string, sess session) {
+func (s *sessions) create(principal Principal) (id string, sess session) {
 	now := s.now()
 	sess = session{principal: principal, csrf: randomToken(), expires: now.Add(s.ttl)}
 	id = randomToken()
@@ -87,11 +90,11 @@ func (s *sessions) end(id string) {
 	s.mu.Unlock()
 }
 
-// authorized runs h for an authorized principal. A request whose Authorization header carries
+// authorized runs h for an authorized principal, whatever their role (api checks it). A request whose Authorization header carries
 // credentials is judged by the Authorizer; otherwise a valid session cookie authorizes it, and a
 // state-changing request made with the cookie must carry the session's CSRF token; otherwise
 // the Authorizer judges it (an application's own single sign-on cookie, for example).
-func (s *server) authorized(h handlerFunc) http.Handler {
+func (s *server) authorized(h func(w http.ResponseWriter, r *http.Request, p Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !presentsCredentials(r) {
 			if sess, _, ok := s.cookieSession(r); ok {
@@ -112,10 +115,16 @@ func (s *server) authorized(h handlerFunc) http.Handler {
 
 // authorize asks the Authorizer, and answers when it refuses: 401 (with a Bearer challenge) to a
 // request that presented no credentials, 403 to one whose credentials were refused.
-func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (s *server) authorize(w http.ResponseWriter, r *http.Request) (Principal, bool) {
 	p, err := s.auth.Authorize(r)
-	if err == nil && p == "" {
+	if err == nil && p.Name == "" {
 		err = errors.New("the authorizer named no principal")
+	}
+	if err == nil && !p.Role.known() {
+		// A role past RoleAdmin is no more than an admin, and one below RoleViewer less than
+		// a viewer: neither is granted, and the application's authorizer has a bug to fix.
+		s.log.Error("admin: the authorizer gave an unknown role", zap.String("principal", p.Name), zap.Int("role", int(p.Role)))
+		err = fmt.Errorf("the authorizer gave %s the role %v, which is none of viewer, operator and admin: %w", p.Name, p.Role, ErrForbidden)
 	}
 	// An authorizer of the application's says why in its own words (a viewer, an expired
 	// session): they are the answer's, after the status's word. Ours say what to send.
@@ -127,11 +136,11 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool
 	case err == nil:
 		return p, true
 	case errors.Is(err, ErrForbidden):
-		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "not an admin"))
+		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "the principal may not use the admin"))
 	case presentsCredentials(r):
 		// Credentials were presented and refused: the caller is known to have tried, and asking
 		// again (401) would not help. 401 is for a request that presented none.
-		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "the credentials are not an admin's (wrong token)"))
+		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "the credentials were refused (wrong token)"))
 	case r.Header.Get("Authorization") != "":
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "the Authorization header names the Bearer scheme with no token; send Authorization: Bearer <token>, or a session cookie"))
@@ -139,7 +148,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (string, bool
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "send Authorization: Bearer <token>, or a session cookie"))
 	}
-	return "", false
+	return Principal{}, false
 }
 
 // presentsCredentials reports whether r's Authorization header carries credentials: an
@@ -171,6 +180,7 @@ func csrfMatches(got, want string) bool {
 type sessionBody struct {
 	CSRFToken string `json:"csrf_token,omitempty"`
 	Principal string `json:"principal"`
+	Role      Role   `json:"role"`
 }
 
 // postSession exchanges the Authorizer's credentials (the bearer token) for a session cookie
@@ -192,13 +202,15 @@ func (s *server) postSession(w http.ResponseWriter, r *http.Request) {
 		Expires: sess.expires, MaxAge: int(s.cfg.SessionTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.cfg.SecureCookies,
 	})
-	writeJSON(w, http.StatusOK, sessionBody{CSRFToken: sess.csrf, Principal: p})
+	writeJSON(w, http.StatusOK, sessionBody{CSRFToken: sess.csrf, Principal: p.Name, Role: p.Role})
 }
 
-// getSession names the principal; with the session cookie it gives the session's CSRF token
-// again, so that a reloaded dashboard can go on (a cross-site page cannot read the answer).
-func (s *server) getSession(w http.ResponseWriter, r *http.Request, p string) {
-	body := sessionBody{Principal: p}
+// getSession names the principal and their role; with the session cookie it gives the
+// session's CSRF token again, so that a reloaded dashboard can go on (a cross-site page cannot
+// read the answer). It is registered with the mux by routes, not through api, since it needs
+// the role, which api's handlers are not given.
+func (s *server) getSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	body := sessionBody{Principal: p.Name, Role: p.Role}
 	if !presentsCredentials(r) {
 		if sess, _, ok := s.cookieSession(r); ok {
 			body.CSRFToken = sess.csrf

@@ -86,7 +86,7 @@ type BulkAction struct {
 	Sample []record.DeadLetter
 }
 
-// BulkActionOption tweaks one StartBulkAction call.
+// BulkActionOption tweaks one StartBulkAction or StartItemBulkAction call.
 type BulkActionOption func(*bulkOptions)
 
 type bulkOptions struct {
@@ -98,8 +98,8 @@ type bulkOptions struct {
 // breakerResetter is what ResetBreakerFirst needs of a registry (a *breaker.Registry).
 type breakerResetter interface{ Reset(key string) error }
 
-// DryRun makes StartBulkAction validate the spec and answer how many letters it would take and
-// a sample of them, storing and doing nothing.
+// DryRun makes StartBulkAction (StartItemBulkAction) validate the spec and answer how many
+// letters (items) it would take and a sample of them, storing and doing nothing.
 func DryRun() BulkActionOption { return func(o *bulkOptions) { o.dryRun = true } }
 
 // ResetBreakerFirst makes StartBulkAction reset the breaker of key in reg (a
@@ -279,19 +279,20 @@ func bulkActionOf(b store.BulkActionRow) BulkAction {
 		WaitingKey: b.WaitingKey, Error: b.Error, Instance: b.LeaseOwner, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, FinishedAt: b.FinishedAt}
 }
 
-// BulkAction returns action id; an unknown id gets ErrNotFound.
+// BulkAction returns the action on dead letters id; an unknown id, or one of an action on items
+// (ItemBulkAction), gets ErrNotFound.
 func (q *Queue) BulkAction(ctx context.Context, id record.BulkActionID) (BulkAction, error) {
 	b, found, err := q.store.BulkAction(ctx, int64(id))
 	if err != nil {
 		return BulkAction{}, err
 	}
-	if !found {
+	if !found || record.BulkActionKind(b.Kind).OnItems() {
 		return BulkAction{}, bulkNotFound(id)
 	}
 	return bulkActionOf(b), nil
 }
 
-// BulkActions lists the actions with ids below before (all when 0), newest first, at most
+// BulkActions lists the actions on dead letters with ids below before (all when 0), newest first, at most
 // limit: zero means 20, at most 100.
 func (q *Queue) BulkActions(ctx context.Context, before record.BulkActionID, limit int) ([]BulkAction, error) {
 	if limit < 0 || limit > maxBulkActionList {
@@ -300,7 +301,7 @@ func (q *Queue) BulkActions(ctx context.Context, before record.BulkActionID, lim
 	if limit == 0 {
 		limit = 20
 	}
-	rows, err := q.store.BulkActions(ctx, int64(before), limit)
+	rows, err := q.store.BulkActions(ctx, int64(before), limit, false)
 	if err != nil {
 		return nil, err
 	}
@@ -311,14 +312,28 @@ func (q *Queue) BulkActions(ctx context.Context, before record.BulkActionID, lim
 	return out, nil
 }
 
-// CancelBulkAction stops action id: the letters it settled stay settled, a letter being
-// replayed finishes (its handler is not interrupted), and no other is taken. actor is
-// required; reason is recorded in the audit entry. An action already finished is left as it
-// is (the entry says no change); an unknown id gets ErrNotFound.
+// CancelBulkAction stops the action on dead letters id: the letters it settled stay settled, a
+// letter being replayed finishes (its handler is not interrupted), and no other is taken. actor
+// is required; reason is recorded in the audit entry. An action already finished is left as it
+// is (the entry says no change); an unknown id, or one of an action on items
+// (CancelItemBulkAction), gets ErrNotFound.
 func (q *Queue) CancelBulkAction(ctx context.Context, id record.BulkActionID, actor, reason string) (BulkAction, error) {
 	if actor == "" {
 		return BulkAction{}, errors.New("durable: CancelBulkAction: actor is required: the audit log records who cancelled")
 	}
+	if _, err := q.BulkAction(ctx, id); err != nil {
+		return BulkAction{}, err
+	}
+	b, err := q.cancelBulkAction(ctx, id, actor, reason)
+	if err != nil {
+		return BulkAction{}, err
+	}
+	return bulkActionOf(b), nil
+}
+
+// cancelBulkAction ends action id (of either kind) as cancelled, audited, and stops its local
+// run; an item action's entry carries its totals.
+func (q *Queue) cancelBulkAction(ctx context.Context, id record.BulkActionID, actor, reason string) (store.BulkActionRow, error) {
 	now := q.clock.Now()
 	b, found, cancelled, err := q.store.CancelBulkAction(ctx, int64(id), now, func(cancelled bool, b store.BulkActionRow) store.AuditRow {
 		r := store.AuditRow{At: now, Actor: actor, Action: string(record.AuditCancelBulkAction), TargetKind: string(record.AuditTargetBulkAction),
@@ -326,18 +341,21 @@ func (q *Queue) CancelBulkAction(ctx context.Context, id record.BulkActionID, ac
 		if !cancelled {
 			r.Outcome, r.Detail = record.AuditNoChange, strings.TrimPrefix(reason+"; ", "; ")+"the action had already ended: "+b.State
 		}
+		if record.BulkActionKind(b.Kind).OnItems() {
+			r.Detail = strings.TrimPrefix(r.Detail+"; ", "; ") + itemBulkTotals(b)
+		}
 		return r
 	})
 	if err != nil {
-		return BulkAction{}, err
+		return store.BulkActionRow{}, err
 	}
 	if !found {
-		return BulkAction{}, bulkNotFound(id)
+		return store.BulkActionRow{}, bulkNotFound(id)
 	}
 	if s := q.running.Load(); cancelled && s != nil && s.bulk != nil {
 		s.bulk.cancelled(int64(id))
 	}
-	return bulkActionOf(b), nil
+	return b, nil
 }
 
 // bulkNotFound says there is no bulk action of that id.

@@ -115,11 +115,12 @@ func (b *bulkLoop) cancelled(id int64) {
 type bulkRun struct {
 	s      *scheduler
 	row    store.BulkActionRow
-	filter store.DeadLetterFilter
-	ctx    context.Context // ends when the run must stop taking letters
+	filter store.DeadLetterFilter // an action on dead letters: the letters it selects
+	items  store.ItemQuery        // an action on items: the pending items it selects
+	ctx    context.Context        // ends when the run must stop taking letters
 	stop   context.CancelFunc
 
-	cursor store.DeadLetterID // written by work alone
+	cursor store.DeadLetterID // written by work alone (workItems: an item id)
 
 	mu       sync.Mutex
 	progress store.BulkProgress
@@ -144,13 +145,19 @@ var bulkWaitRank = map[string]int{store.BulkWaiting: 1, store.BulkPausedOnBreake
 
 func (b *bulkLoop) run(row store.BulkActionRow) {
 	s := b.s
+	onItems := record.BulkActionKind(row.Kind).OnItems()
 	var f bulkFilter
-	if err := json.Unmarshal([]byte(row.Filter), &f); err != nil {
+	var fi itemBulkFilter
+	err := json.Unmarshal([]byte(row.Filter), &f)
+	if onItems {
+		err = json.Unmarshal([]byte(row.Filter), &fi)
+	}
+	if err != nil {
 		b.end(row, store.BulkFailed, "its stored filter is not valid JSON: "+err.Error())
 		return
 	}
 	r := &bulkRun{s: s, row: row, filter: store.DeadLetterFilter{Status: store.DeadLetterFailed, Source: f.Source, From: f.From, To: f.To,
-		ErrorContains: f.ErrorContains}, cursor: row.Cursor, progress: store.BulkProgress{State: store.BulkRunning},
+		ErrorContains: f.ErrorContains}, items: itemQueryOf(fi.itemFilter()), cursor: row.Cursor, progress: store.BulkProgress{State: store.BulkRunning},
 		waits: map[record.DeadLetterID]bulkWait{}}
 	r.ctx, r.stop = context.WithCancel(s.base)
 	defer r.stop()
@@ -189,7 +196,11 @@ func (b *bulkLoop) run(row store.BulkActionRow) {
 			}
 		}
 	}()
-	state, msg := r.work()
+	work := r.work
+	if onItems {
+		work = r.workItems
+	}
+	state, msg := work()
 	close(hbEnd)
 	<-hbDone
 	r.mu.Lock()
@@ -231,7 +242,11 @@ func (b *bulkLoop) end(row store.BulkActionRow, state, msg string) {
 	s := b.s
 	ctx, cancel := context.WithTimeout(s.base, finishTimeout)
 	defer cancel()
-	ok, err := s.q.store.FinishBulkAction(ctx, row.ID, s.cfg.InstanceID, state, msg, s.q.clock.Now())
+	var audit func(store.BulkActionRow) *store.AuditRow
+	if record.BulkActionKind(row.Kind).OnItems() {
+		audit = s.q.itemBulkEndAudit(state, msg)
+	}
+	ok, err := s.q.store.FinishBulkAction(ctx, row.ID, s.cfg.InstanceID, state, msg, s.q.clock.Now(), audit)
 	s.noteStore("finish bulk action", err)
 	if err == nil && ok {
 		s.cfg.Logger.Info("durable: bulk action ended", zap.String("instance", s.cfg.InstanceID), zap.Int64("bulk_action", row.ID),

@@ -37,12 +37,13 @@ var (
 	ErrNotFound = errors.New("durable: not found")
 	ErrConflict = errors.New("durable: dead letter conflict")     // not failed, or being replayed
 	ErrTooMany  = errors.New("durable: too many dead letter ids") // over 100 (a screen; a short call); nothing done
-	// ErrInvalidBulkAction: StartBulkAction refused its spec (the error names each problem);
-	// nothing was done.
+	// ErrInvalidBulkAction: StartBulkAction or StartItemBulkAction refused its spec (the error
+	// names each problem); nothing was done.
 	ErrInvalidBulkAction = errors.New("durable: invalid bulk action")
-	// ErrBulkActionActive: StartBulkAction refused an action of the same kind and filter as
-	// one that has not finished (a *driver.BulkActionActiveError names it): a second would act
-	// on the same letters. Nothing was done. Cancel the first to start another.
+	// ErrBulkActionActive: StartBulkAction (StartItemBulkAction) refused an action of the same
+	// kind and filter as one that has not finished (a *driver.BulkActionActiveError names it): a
+	// second would act on the same letters (items). Nothing was done. Cancel the first to start
+	// another.
 	ErrBulkActionActive = driver.ErrBulkActionActive
 	ErrBadCursor        = errors.New("durable: not an item cursor") // an ItemFilter.After no ItemPage.Next gave
 )

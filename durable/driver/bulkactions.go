@@ -9,7 +9,9 @@ import (
 )
 
 // BulkActionRow is one row of switchboard_bulk_actions; its columns are described in
-// migration 0014 and its fields on record.BulkAction.
+// migrations 0014 and 0026 and its fields on durable.BulkAction and durable.ItemBulkAction. An
+// action on items (record.BulkActionKind.OnItems) has its Cursor, an item id, in the column of a
+// letter action's cursor; its MaxLetter is 0.
 type BulkActionRow struct {
 	ID           int64
 	Kind         string
@@ -28,6 +30,9 @@ type BulkActionRow struct {
 	Discarded    int64
 	Unknown      int64
 	Skipped      int64
+	Priority     int           // the priority a set_priority action gives; 0 otherwise
+	MaxItem      record.ItemID // the highest item id when an item action started; 0 for a letter action
+	Changed      int64         // the items an item action changed
 	WaitingKey   string
 	Error        string
 	LeaseOwner   string
@@ -51,7 +56,7 @@ const (
 
 // ErrBulkActionActive reports a bulk action refused because an action of the same kind and
 // filter has not finished yet (queued, running, waiting or paused): a second would act on the
-// same letters. A *BulkActionActiveError names it.
+// same letters or items. A *BulkActionActiveError names it.
 var ErrBulkActionActive = errors.New("durable: an identical bulk action has not finished")
 
 // BulkActionActiveError names the unfinished action an identical one was refused for. It
@@ -74,4 +79,11 @@ type BulkProgress struct {
 	State      string
 	WaitingKey string
 	Error      string
+}
+
+// ItemBulkChange is what an item action does to one pending item (StepItemBulkAction).
+type ItemBulkChange struct {
+	Kind      record.BulkActionKind // BulkCancelItems, BulkRunItemsNow or BulkSetItemPriority
+	Priority  int                   // set_priority: the priority given
+	HeadStart time.Duration         // set_priority: the head start of that priority (NewItem.HeadStart)
 }

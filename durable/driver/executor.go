@@ -293,7 +293,8 @@ type DeadLetterStore interface {
 }
 
 // BulkActionStore is the store of bulk actions on dead letters (replays and discards of a
-// filter's letters), run under leases by one instance at a time.
+// filter's letters) and on pending items (cancels, run-nows and priority changes of a filter's
+// items), run under leases by one instance at a time.
 type BulkActionStore interface {
 	// CountDeadLetters returns how many letters f selects and the highest id among all letters
 	// (0 when there are none), read in one transaction so that the count is of the letters up to
@@ -310,8 +311,8 @@ type BulkActionStore interface {
 	BulkAction(ctx context.Context, id int64) (b BulkActionRow, found bool, err error)
 
 	// BulkActions returns the actions with ids below before (all when 0), newest first, at most
-	// limit.
-	BulkActions(ctx context.Context, before int64, limit int) ([]BulkActionRow, error)
+	// limit: those on items when items is true, those on dead letters otherwise.
+	BulkActions(ctx context.Context, before int64, limit int, items bool) ([]BulkActionRow, error)
 
 	// ClaimBulkAction leases the oldest unfinished action whose lease is free or ran out at now to
 	// owner until until, and returns it; found is false when there is none to take.
@@ -334,8 +335,9 @@ type BulkActionStore interface {
 	// FinishBulkAction ends owner's action id in state (done or failed) with errText. When it is
 	// done, the letters it matched that none of its outcomes accounts for are counted as skipped
 	// (others settled them first); a failed action did not reach every letter, so it counts none.
-	// It reports false when owner no longer held it.
-	FinishBulkAction(ctx context.Context, id int64, owner, state, errText string, now time.Time) (bool, error)
+	// It reports false when owner no longer held it. audit, when not nil, is given the action as
+	// it ends and returns the audit entry to append in the same transaction (none when nil).
+	FinishBulkAction(ctx context.Context, id int64, owner, state, errText string, now time.Time, audit func(b BulkActionRow) *AuditRow) (bool, error)
 
 	// ReleaseBulkAction gives up owner's lease on action id (its scheduler is stopping), so that
 	// another instance takes it up at its next poll.
@@ -355,6 +357,22 @@ type BulkActionStore interface {
 	// (after, upTo] that action has not already replayed to a still-failed outcome: the next letters
 	// a bulk action works on. Letters it replayed successfully or discarded are no longer failed.
 	BulkLetters(ctx context.Context, action int64, f DeadLetterQuery, after, upTo record.DeadLetterID, limit int) ([]DeadLetterRow, error)
+
+	// CountBulkItems returns how many pending items q selects (its State, After and Limit are
+	// not used) and the highest id among all items (0 when there are none), read in one
+	// transaction so that the count is of the items up to that id.
+	CountBulkItems(ctx context.Context, q ItemQuery) (n int64, maxID record.ItemID, err error)
+
+	// BulkItems returns, in id order, at most limit pending items q selects with ids in
+	// (after, upTo]: the next items an item action works on.
+	BulkItems(ctx context.Context, q ItemQuery, after, upTo record.ItemID, limit int) ([]ItemRow, error)
+
+	// StepItemBulkAction applies c to item if it is still pending (for a run-now: and no pause
+	// holds it back at now, as RunItemNow checks) and moves owner's action id's cursor from from
+	// to item, counting the item as changed or skipped, in one transaction. held is false, and
+	// nothing is changed, when owner no longer holds the action (or its cursor is no longer
+	// from).
+	StepItemBulkAction(ctx context.Context, id int64, owner string, from, item record.ItemID, c ItemBulkChange, now time.Time) (held, changed bool, err error)
 }
 
 // ScheduleStore is the store of recurring schedules and their run log; each due run is claimed

@@ -55,6 +55,13 @@ const (
 	AuditBulkReplay       AuditAction = "bulk_replay"        // a bulk replay was started (Detail: filter, reason, reset breaker)
 	AuditBulkDiscard      AuditAction = "bulk_discard"       // a bulk discard was started
 	AuditCancelBulkAction AuditAction = "cancel_bulk_action" // a bulk action was cancelled
+	// The bulk actions on pending items (durable.Queue.StartItemBulkAction): started (Detail:
+	// the filter, the items matched, the priority, the reason), and ended (AuditEndBulkAction,
+	// Detail: its state and totals).
+	AuditBulkCancelItems     AuditAction = "bulk_cancel"
+	AuditBulkRunItemsNow     AuditAction = "bulk_run_now"
+	AuditBulkSetItemPriority AuditAction = "bulk_set_priority"
+	AuditEndBulkAction       AuditAction = "end_bulk_action"
 
 	AuditTargetBulkAction AuditTarget = "bulk_action"
 )

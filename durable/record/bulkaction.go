@@ -1,24 +1,33 @@
 package record
 
-// BulkActionID identifies a bulk action on dead letters (durable.Queue.StartBulkAction).
+// BulkActionID identifies a bulk action on dead letters (durable.Queue.StartBulkAction) or on
+// pending items (durable.Queue.StartItemBulkAction): both are numbered in one sequence.
 type BulkActionID int64
 
-// BulkActionKind is what a bulk action does to each letter it selects.
+// BulkActionKind is what a bulk action does to each letter or item it selects.
 type BulkActionKind string
 
-// The kinds of bulk action.
+// The kinds of a bulk action on dead letters (durable.Queue.StartBulkAction).
 const (
 	BulkReplay  BulkActionKind = "replay"  // replay each letter, as Queue.Replay does
 	BulkDiscard BulkActionKind = "discard" // discard each letter, as Queue.Discard does
 )
 
+// The kinds of a bulk action on pending items (durable.Queue.StartItemBulkAction).
+const (
+	BulkCancelItems     BulkActionKind = "cancel"       // cancel each pending item, as Queue.Cancel does
+	BulkRunItemsNow     BulkActionKind = "run_now"      // make each pending item due now, as Queue.RunNow does
+	BulkSetItemPriority BulkActionKind = "set_priority" // give each pending item a priority (0 to 9)
+)
+
 // BulkActionState is where a bulk action stands.
 type BulkActionState string
 
-// The states of a bulk action. The last three are final.
+// The states of a bulk action. The last three are final. An action on items is queued,
+// running or final; the others are a replay's.
 const (
 	BulkQueued  BulkActionState = "queued"  // stored; no scheduler has taken it up yet
-	BulkRunning BulkActionState = "running" // a scheduler works through its letters
+	BulkRunning BulkActionState = "running" // a scheduler works through its letters or items
 	// BulkWaiting: its next letters are held by other replays (their leases), or it was handed
 	// back by an instance that cannot run a letter's request (Error says so) and waits for one
 	// that can, or a refusing behavior other than a breaker (a rate limiter, a bulkhead: Error
@@ -31,7 +40,7 @@ const (
 	// (Queue.Pause); it goes on when the pause ends, and the letters stay failed, untouched,
 	// meanwhile. WaitingKey names a paused key; Error says which pause holds it.
 	BulkPaused    BulkActionState = "paused"
-	BulkDone      BulkActionState = "done"      // every selected letter is settled
+	BulkDone      BulkActionState = "done"      // every selected letter (item) is settled
 	BulkCancelled BulkActionState = "cancelled" // an operator cancelled it; settled letters stay settled
 	BulkFailed    BulkActionState = "failed"    // it could not go on (its Error says why)
 )
@@ -57,4 +66,10 @@ type BulkActionTotals struct {
 // Settled is the sum of the totals: the letters the action is done with.
 func (t BulkActionTotals) Settled() int64 {
 	return t.Replayed + t.StillFailed + t.Discarded + t.Unknown + t.Skipped
+}
+
+// OnItems reports whether k is the kind of a bulk action on pending items rather than on dead
+// letters.
+func (k BulkActionKind) OnItems() bool {
+	return k == BulkCancelItems || k == BulkRunItemsNow || k == BulkSetItemPriority
 }

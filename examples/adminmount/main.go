@@ -45,18 +45,31 @@ const (
 	smsEndpoint  = "https://sms.example:443"
 )
 
-// user is an account of the application; only operators may use the admin.
+// user is an account of the application; only its staff may use the admin, each with the
+// admin role the application gives them.
 type user struct {
 	name, password string
-	operator       bool
+	staff          bool       // may use the admin at all
+	role           admin.Role // what they may do there: read, act on the work, configure
 }
 
 // app is the application: its accounts, its login sessions and its routes.
 type app struct {
 	users    map[string]user
+	now      func() time.Time // the clock of the login sessions; time.Now, a test's own
 	mu       sync.Mutex
-	sessions map[string]string // session cookie value -> user name
+	sessions map[string]login // session cookie value -> who logged in, until when
 }
+
+// login is one login session of the application.
+type login struct {
+	user    string
+	expires time.Time
+}
+
+// loginTTL is how long a login lasts: a working day. A session that never ended would make
+// a cookie copied from a shared machine, or kept by a browser, work for ever.
+const loginTTL = 8 * time.Hour
 
 // sessionCookie is the application's own login cookie; the admin handler never sees a password.
 const sessionCookie = "app_session"
@@ -67,9 +80,10 @@ var userKey = mediator.NewContextKey[user]("app-user")
 
 func newApp() *app {
 	return &app{users: map[string]user{
-		"ada": {name: "ada", password: randomHex(8), operator: true},
-		"bob": {name: "bob", password: randomHex(8)},
-	}, sessions: map[string]string{}}
+		"ada":   {name: "ada", password: randomHex(8), staff: true, role: admin.RoleOperator},
+		"carol": {name: "carol", password: randomHex(8), staff: true, role: admin.RoleViewer},
+		"bob":   {name: "bob", password: randomHex(8)},
+	}, now: time.Now, sessions: map[string]login{}}
 }
 
 func randomHex(n int) string {
@@ -108,24 +122,35 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := randomHex(32)
+	expires := a.now().Add(loginTTL)
 	a.mu.Lock()
-	a.sessions[id] = u.name
+	for k, l := range a.sessions { // the expired ones go as new ones come
+		if !a.now().Before(l.expires) {
+			delete(a.sessions, k)
+		}
+	}
+	a.sessions[id] = login{user: u.name, expires: expires}
 	a.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: expires, MaxAge: int(loginTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
 }
 
-// requireLogin lets through only requests of a logged-in user, with the user in the context:
-// a page is sent to the login form, an API request answered 401.
+// requireLogin lets through only requests of a logged-in user whose login has not expired,
+// with the user in the context: a page is sent to the login form, an API request answered 401.
 func (a *app) requireLogin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var u user
-		ok := false
+		ok, expired := false, false
 		if c, err := r.Cookie(sessionCookie); err == nil {
 			a.mu.Lock()
-			name, found := a.sessions[c.Value]
+			l, found := a.sessions[c.Value]
+			if found && !a.now().Before(l.expires) {
+				delete(a.sessions, c.Value)
+				found, expired = false, true
+			}
 			a.mu.Unlock()
-			u, ok = a.users[name], found
+			u, ok = a.users[l.user], found
 		}
 		switch {
 		case ok:
@@ -133,6 +158,10 @@ func (a *app) requireLogin(next http.Handler) http.Handler {
 		case strings.HasPrefix(r.URL.Path, "/ops/api/") || r.Method != http.MethodGet:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
+			if expired {
+				fmt.Fprintln(w, `{"error": "your login expired: log in at /login again"}`)
+				return
+			}
 			fmt.Fprintln(w, `{"error": "log in at /login first"}`)
 		default:
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -140,18 +169,19 @@ func (a *app) requireLogin(next http.Handler) http.Handler {
 	})
 }
 
-// authorize is the admin's Authorizer: the user the application's login named, if an
-// operator. The Authorization header is not looked at, so the dashboard's sign-in (which
-// sends whatever is typed in its token box) only fetches its CSRF token.
-func authorize(r *http.Request) (string, error) {
+// authorize is the admin's Authorizer: the user the application's login named, if one of its
+// staff, with the admin role the application gives them (the admin checks it on each route).
+// The Authorization header is not looked at, so the dashboard's sign-in (which sends whatever
+// is typed in its token box) only fetches its CSRF token.
+func authorize(r *http.Request) (admin.Principal, error) {
 	u, ok := userKey.Get(r.Context())
 	switch {
 	case !ok:
-		return "", admin.ErrUnauthorized
-	case !u.operator:
-		return "", fmt.Errorf("%s is not an operator: %w", u.name, admin.ErrForbidden)
+		return admin.Principal{}, admin.ErrUnauthorized
+	case !u.staff:
+		return admin.Principal{}, fmt.Errorf("%s is not on the staff: %w", u.name, admin.ErrForbidden)
 	}
-	return u.name, nil
+	return admin.Principal{Name: u.name, Role: u.role}, nil
 }
 
 // options says how run runs; main gives the defaults, the test its own.
@@ -243,17 +273,23 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &tour{base: base, out: out, tr: tr, sum: &summary{}}
-	anon, bob, ada := c.client("nobody"), c.client("bob"), c.client("ada")
+	anon, bob, carol, ada := c.client("nobody"), c.client("bob"), c.client("carol"), c.client("ada")
 
 	fmt.Fprintln(out, "1. nobody has logged in: the application's middleware keeps them out of /ops/")
 	c.do(anon, "GET", "/ops/api/queue", nil, nil)
 	c.do(anon, "GET", "/ops/", nil, nil)
 
-	fmt.Fprintln(out, "2. bob logs in; he is no operator, so the admin's Authorizer forbids him")
+	fmt.Fprintln(out, "2. bob logs in; he is not on the staff, so the admin's Authorizer forbids him")
 	c.login(bob, a.users["bob"])
 	c.do(bob, "GET", "/ops/api/queue", nil, nil)
 
-	fmt.Fprintln(out, "3. ada logs in; she is an operator")
+	key := url.PathEscape(smsEndpoint)
+	fmt.Fprintln(out, "3. carol logs in; she is a viewer: she reads, and the admin refuses her a change")
+	c.login(carol, a.users["carol"])
+	c.do(carol, "GET", "/ops/api/queue", nil, nil)
+	c.do(carol, "POST", "/ops/api/breakers/"+key+"/trip", nil, nil)
+
+	fmt.Fprintln(out, "4. ada logs in; she is an operator")
 	c.login(ada, a.users["ada"])
 	if q, ok := c.do(ada, "GET", "/ops/api/queue", nil, nil); ok {
 		var v struct {
@@ -266,7 +302,6 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 		}
 	}
 	c.listBreakers(ada)
-	key := url.PathEscape(smsEndpoint)
 	c.do(ada, "POST", "/ops/api/breakers/"+key+"/trip", nil, nil)
 	c.listBreakers(ada)
 	// The admin records the application's user as the actor of what she does.
@@ -292,29 +327,33 @@ func run(ctx context.Context, out io.Writer, dbPath string, opt options) (*summa
 			fmt.Fprintln(out)
 		}
 	}
+	// Setting a concurrency limit changes the configuration: it needs an admin.
+	c.do(ada, "PUT", "/ops/api/concurrency-limits/"+key, strings.NewReader(`{"max": 2}`), http.Header{"Content-Type": {"application/json"}})
 	c.do(ada, "GET", "/ops/", nil, nil)
 	c.do(ada, "GET", "/ops/assets/app.js", nil, nil)
 	// What the dashboard does when ada signs in: the token box's text is not looked at.
 	if s, ok := c.do(ada, "POST", "/ops/api/session", nil, http.Header{"Authorization": {"Bearer anything"}}); ok {
 		var v struct {
 			Principal string `json:"principal"`
+			Role      string `json:"role"`
 		}
 		_ = json.Unmarshal(s.body, &v)
-		fmt.Fprintf(out, "     the dashboard's session is ada's: principal %q\n", v.Principal)
+		fmt.Fprintf(out, "     the dashboard's session is ada's: principal %q, role %q\n", v.Principal, v.Role)
 	}
 
-	fmt.Fprintln(out, "4. a page on another site makes ada's browser post to the admin: refused")
+	fmt.Fprintln(out, "5. a page on another site makes ada's browser post to the admin: refused")
 	c.do(ada, "POST", "/ops/api/breakers/"+key+"/reset", nil, http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}})
 	if c.err != nil {
 		return nil, c.err
 	}
 
 	if opt.serve {
-		fmt.Fprintf(out, "serving until Ctrl-C: sign in at %slogin as ada (password %s, an operator) or bob (password %s, not one),\n",
-			base, a.users["ada"].password, a.users["bob"].password)
+		fmt.Fprintf(out, "serving until Ctrl-C: sign in at %slogin as ada (password %s, an operator), carol (password %s, a viewer)\n",
+			base, a.users["ada"].password, a.users["carol"].password)
+		fmt.Fprintf(out, "or bob (password %s, not on the staff); a login lasts %v,\n", a.users["bob"].password, loginTTL)
 		fmt.Fprintf(out, "then open %sops/ and type anything in its token box: the login already says who you are\n", base)
 		if opt.served != nil {
-			opt.served(base, map[string]string{"ada": a.users["ada"].password, "bob": a.users["bob"].password})
+			opt.served(base, map[string]string{"ada": a.users["ada"].password, "carol": a.users["carol"].password, "bob": a.users["bob"].password})
 		}
 		<-ctx.Done()
 	}

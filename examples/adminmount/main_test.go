@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -19,8 +21,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The tour's answers: the application's login guards /ops/, the admin's Authorizer lets in
-// only the operator, whose reads, trip and discard work under the prefix, the dashboard and its
-// assets are served there, and a cross-site state change is refused.
+// only the staff, each with their role: the viewer reads and is refused a trip, the operator's
+// reads, trip and discard work under the prefix and a configuration change is refused, the
+// dashboard and its assets are served there, and a cross-site state change is refused.
 func TestRun(t *testing.T) {
 	var out strings.Builder
 	sum, err := run(context.Background(), &out, filepath.Join(t.TempDir(), "queue.db"), options{addr: "127.0.0.1:0"})
@@ -37,11 +40,15 @@ func TestRun(t *testing.T) {
 		{"nobody", "GET", "/ops/", http.StatusSeeOther},
 		{"bob", "POST", "/login", http.StatusSeeOther},
 		{"bob", "GET", "/ops/api/queue", http.StatusForbidden},
+		{"carol", "POST", "/login", http.StatusSeeOther},
+		{"carol", "GET", "/ops/api/queue", http.StatusOK},
+		{"carol", "POST", "/ops/api/breakers/https:%2F%2Fsms.example:443/trip", http.StatusForbidden},
 		{"ada", "GET", "/ops/api/queue", http.StatusOK},
 		{"ada", "GET", "/ops/api/breakers", http.StatusOK},
 		{"ada", "POST", "/ops/api/breakers/https:%2F%2Fsms.example:443/trip", http.StatusOK},
 		{"ada", "POST", "/ops/api/dead-letters/1/discard", http.StatusOK},
 		{"ada", "GET", "/ops/api/dead-letters/1", http.StatusOK},
+		{"ada", "PUT", "/ops/api/concurrency-limits/https:%2F%2Fsms.example:443", http.StatusForbidden},
 		{"ada", "GET", "/ops/", http.StatusOK},
 		{"ada", "GET", "/ops/assets/app.js", http.StatusOK},
 		{"ada", "POST", "/ops/api/session", http.StatusOK},
@@ -99,10 +106,11 @@ func TestRun(t *testing.T) {
 	}
 	var s struct {
 		Principal string `json:"principal"`
+		Role      string `json:"role"`
 		CSRF      string `json:"csrf_token"`
 	}
 	decode(t, sum, "POST", "/ops/api/session", &s)
-	if s.Principal != "ada" || s.CSRF == "" {
+	if s.Principal != "ada" || s.Role != "operator" || s.CSRF == "" {
 		t.Errorf("the dashboard's session: %+v", s)
 	}
 
@@ -112,6 +120,16 @@ func TestRun(t *testing.T) {
 	}
 	if js, _ := sum.find("ada", "GET", "/ops/assets/app.js"); !strings.Contains(js.contentType, "javascript") || len(js.body) == 0 {
 		t.Errorf("/ops/assets/app.js: %s, %d bytes", js.contentType, len(js.body))
+	}
+	for _, w := range []struct{ who, method, path, msg string }{
+		{"carol", "POST", "/ops/api/breakers/https:%2F%2Fsms.example:443/trip", "forbidden: carol is a viewer; tripping a breaker needs the operator role"},
+		{"ada", "PUT", "/ops/api/concurrency-limits/https:%2F%2Fsms.example:443", "forbidden: ada is an operator; setting a concurrency limit needs the admin role"},
+		{"bob", "GET", "/ops/api/queue", "forbidden: bob is not on the staff"},
+	} {
+		a, _ := sum.find(w.who, w.method, w.path)
+		if !strings.Contains(string(a.body), w.msg) {
+			t.Errorf("%s: %s %s: %s; want the message %q", w.who, w.method, w.path, a.body, w.msg)
+		}
 	}
 	if !strings.Contains(out.String(), "cross-origin request detected") {
 		t.Errorf("the cross-site refusal is not printed")
@@ -190,5 +208,53 @@ func decode(t *testing.T, sum *summary, method, path string, v any) {
 	}
 	if err := json.Unmarshal(a.body, v); err != nil {
 		t.Fatalf("%s %s: %v in %s", method, path, err, a.body)
+	}
+}
+
+// A login lasts loginTTL: past it, the session cookie is refused (an API request 401 saying
+// the login expired, a page sent to the login form) and forgotten.
+func TestLoginExpires(t *testing.T) {
+	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	a := newApp()
+	a.now = func() time.Time { return now }
+	h := a.routes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, _ := userKey.Get(r.Context())
+		io.WriteString(w, "admin for "+u.name)
+	}))
+	send := func(method, path, cookie, body string) *httptest.ResponseRecorder {
+		t.Helper()
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		if body != "" {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if cookie != "" {
+			r.Header.Set("Cookie", cookie)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	res := send("POST", "/login", "", "user=carol&password="+a.users["carol"].password)
+	cookies := res.Result().Cookies()
+	if res.Code != http.StatusSeeOther || len(cookies) != 1 || !cookies[0].Expires.Equal(now.Add(loginTTL)) || cookies[0].MaxAge != int(loginTTL/time.Second) {
+		t.Fatalf("login: %d, cookies %+v", res.Code, cookies)
+	}
+	cookie := cookies[0].Name + "=" + cookies[0].Value
+	now = now.Add(loginTTL - time.Second)
+	if res := send("GET", "/ops/api/queue", cookie, ""); res.Code != http.StatusOK || res.Body.String() != "admin for carol" {
+		t.Fatalf("a second before the login expires: %d %s", res.Code, res.Body)
+	}
+	now = now.Add(time.Second)
+	if res := send("GET", "/ops/api/queue", cookie, ""); res.Code != http.StatusUnauthorized || !strings.Contains(res.Body.String(), "your login expired") {
+		t.Errorf("when the login expires: %d %s", res.Code, res.Body)
+	}
+	if res := send("GET", "/ops/", cookie, ""); res.Code != http.StatusSeeOther || res.Header().Get("Location") != "/login" {
+		t.Errorf("the page after the login expired: %d to %q", res.Code, res.Header().Get("Location"))
+	}
+	a.mu.Lock()
+	left := len(a.sessions)
+	a.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d sessions kept after they expired", left)
 	}
 }

@@ -333,7 +333,7 @@
         input.value = "";
         if (!data || typeof data.csrf_token !== "string") throw new ApiError(0, "unexpected answer from api/session");
         csrf = data.csrf_token;
-        signedIn(data.principal || "");
+        signedIn(data.principal || "", data.role || "viewer");
       })
       .catch(function (err) {
         $("login-error").textContent = err.status === 401 || err.status === 403 ? "That token was refused." : ("Sign-in failed: " + err.message);
@@ -354,8 +354,16 @@
     if (!paused) refresh();
   });
 
-  function signedIn(principal) {
-    $("principal").textContent = principal ? "Signed in as " + principal : "Signed in";
+  // signedIn shows the principal and their role; body's data-role makes roles.js disable the
+  // actions the role may not use (a session without a role is taken as a viewer's).
+  function signedIn(principal, role) {
+    $("principal").textContent = (principal ? "Signed in as " + principal : "Signed in") + " (" + role + ")";
+    $("principal").title = {
+      viewer: "A viewer reads everything and changes nothing",
+      operator: "An operator acts on the work: replays, discards, pauses, cancels, trips and resets; not the configuration",
+      admin: "An admin may do everything, the configuration (schedules, concurrency limits) included"
+    }[role] || "";
+    document.body.dataset.role = role;
     $("login").hidden = true;
     $("app").hidden = false;
     $("session-bar").hidden = false;
@@ -366,6 +374,7 @@
   function signedOut(message) {
     var wasIn = polling;
     csrf = "";
+    delete document.body.dataset.role;
     polling = false;
     clearTimeout(pollTimer);
     Array.prototype.forEach.call(document.querySelectorAll("dialog[open]"), function (d) { d.close(); });

@@ -9,22 +9,25 @@ import (
 )
 
 const bulkActionColumns = `id, kind, filter, reason, actor, state, rate, in_flight, reset_breaker, max_letter, matched, cursor_id,
-	replayed, still_failed, discarded, unknown, skipped, waiting_key, error, lease_owner, lease_until, created_at, updated_at, finished_at`
+	replayed, still_failed, discarded, unknown, skipped, waiting_key, error, lease_owner, lease_until, created_at, updated_at, finished_at,
+	priority, max_item, changed`
 
 func scanBulkAction(r rowScanner) (BulkActionRow, error) {
 	var (
 		b                                      BulkActionRow
 		reason, reset, waiting, errText, owner sql.NullString
-		until, finished                        sql.NullInt64
+		until, finished, priority, maxItem     sql.NullInt64
 		maxLetter, cursor, created, updated    int64
 	)
 	err := r.Scan(&b.ID, &b.Kind, &b.Filter, &reason, &b.Actor, &b.State, &b.Rate, &b.InFlight, &reset, &maxLetter, &b.Matched, &cursor,
-		&b.Replayed, &b.StillFailed, &b.Discarded, &b.Unknown, &b.Skipped, &waiting, &errText, &owner, &until, &created, &updated, &finished)
+		&b.Replayed, &b.StillFailed, &b.Discarded, &b.Unknown, &b.Skipped, &waiting, &errText, &owner, &until, &created, &updated, &finished,
+		&priority, &maxItem, &b.Changed)
 	if err != nil {
 		return BulkActionRow{}, err
 	}
 	b.Reason, b.ResetBreaker, b.WaitingKey, b.Error, b.LeaseOwner = reason.String, reset.String, waiting.String, errText.String, owner.String
 	b.MaxLetter, b.Cursor = DeadLetterID(maxLetter), DeadLetterID(cursor)
+	b.Priority, b.MaxItem = int(priority.Int64), ItemID(maxItem.Int64)
 	b.LeaseUntil, b.CreatedAt, b.UpdatedAt, b.FinishedAt = fromMicros(until.Int64), fromMicros(created), fromMicros(updated), fromMicros(finished.Int64)
 	return b, nil
 }
@@ -71,10 +74,10 @@ func (s *Store) InsertBulkAction(ctx context.Context, b BulkActionRow, audit Aud
 			return err
 		}
 		err = tx.QueryRowContext(ctx, s.e.rebind(`INSERT INTO switchboard_bulk_actions
-	(kind, filter, reason, actor, state, rate, in_flight, reset_breaker, max_letter, matched, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
+	(kind, filter, reason, actor, state, rate, in_flight, reset_breaker, max_letter, matched, created_at, updated_at, priority, max_item)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 			b.Kind, b.Filter, nullString(storedText(b.Reason)), storedText(b.Actor), b.State, b.Rate, b.InFlight, nullString(b.ResetBreaker),
-			int64(b.MaxLetter), b.Matched, micros(b.CreatedAt), micros(b.CreatedAt)).Scan(&id)
+			int64(b.MaxLetter), b.Matched, micros(b.CreatedAt), micros(b.CreatedAt), itemBulkColumn(b, int64(b.Priority)), itemBulkColumn(b, int64(b.MaxItem))).Scan(&id)
 		if err != nil {
 			return err
 		}
@@ -106,11 +109,14 @@ func (s *Store) BulkAction(ctx context.Context, id int64) (b BulkActionRow, foun
 }
 
 // BulkActions returns the actions with ids below before (all when 0), newest first, at most
-// limit.
-func (s *Store) BulkActions(ctx context.Context, before int64, limit int) ([]BulkActionRow, error) {
-	q, args := "SELECT "+bulkActionColumns+" FROM switchboard_bulk_actions", []any{}
+// limit: those on items when items is true, those on dead letters otherwise.
+func (s *Store) BulkActions(ctx context.Context, before int64, limit int, items bool) ([]BulkActionRow, error) {
+	q, args := "SELECT "+bulkActionColumns+" FROM switchboard_bulk_actions WHERE kind IN "+letterKinds, []any{}
+	if items {
+		q = "SELECT " + bulkActionColumns + " FROM switchboard_bulk_actions WHERE kind IN " + itemKinds
+	}
 	if before > 0 {
-		q += " WHERE id < ?"
+		q += " AND id < ?"
 		args = append(args, before)
 	}
 	rows, err := s.db.QueryContext(ctx, s.e.rebind(q+" ORDER BY id DESC LIMIT ?"), append(args, limit)...)
@@ -224,8 +230,11 @@ func (s *Store) AdvanceBulkAction(ctx context.Context, id int64, owner string, f
 // FinishBulkAction ends owner's action id in state (done or failed) with errText. When it is
 // done, the letters it matched that none of its outcomes accounts for are counted as skipped
 // (others settled them first); a failed action did not reach every letter, so it counts none.
-// It reports false when owner no longer held it.
-func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, errText string, now time.Time) (bool, error) {
+// An item action's skipped, counted as it goes, is raised likewise to the items it matched
+// that it did not change (those that left the pending state before it read them).
+// It reports false when owner no longer held it. audit, when not nil, is given the action as it
+// ends and returns the audit entry to append in the same transaction (none when nil).
+func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, errText string, now time.Time, audit func(b BulkActionRow) *AuditRow) (bool, error) {
 	var applied bool
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
 		b, err := scanBulkAction(tx.QueryRowContext(ctx, s.e.rebind("SELECT "+bulkActionColumns+" FROM switchboard_bulk_actions WHERE id = ? AND lease_owner = ? AND finished_at IS NULL"), id, owner))
@@ -238,9 +247,9 @@ func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, er
 		if err := s.withTally(ctx, tx, &b); err != nil {
 			return err
 		}
-		skipped := int64(0)
+		skipped := b.Skipped // 0 for a letter action
 		if state == BulkDone {
-			skipped = max(b.Matched-b.Replayed-b.StillFailed-b.Discarded-b.Unknown, 0)
+			skipped = max(b.Matched-b.Replayed-b.StillFailed-b.Discarded-b.Unknown-b.Changed, skipped)
 		}
 		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
 	SET state = ?, error = ?, finished_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL, waiting_key = NULL, skipped = ?
@@ -251,7 +260,14 @@ func (s *Store) FinishBulkAction(ctx context.Context, id int64, owner, state, er
 		}
 		n, err := res.RowsAffected()
 		applied = n > 0
-		return err
+		if err != nil || !applied || audit == nil {
+			return err
+		}
+		b.State, b.Error, b.Skipped, b.FinishedAt, b.UpdatedAt = state, errText, skipped, now, now
+		if r := audit(b); r != nil {
+			return s.AddAudit(ctx, tx, *r)
+		}
+		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("durable: finish bulk action %d: %w", id, err)
@@ -290,8 +306,7 @@ func (s *Store) DeferBulkAction(ctx context.Context, id int64, owner string, unt
 func (s *Store) CancelBulkAction(ctx context.Context, id int64, now time.Time, audit func(cancelled bool, b BulkActionRow) AuditRow) (b BulkActionRow, found, cancelled bool, err error) {
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.e.rebind(`UPDATE switchboard_bulk_actions
-	SET state = 'cancelled', finished_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL, waiting_key = NULL,
-	    skipped = 0
+	SET state = 'cancelled', finished_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL, waiting_key = NULL
 	WHERE id = ? AND finished_at IS NULL`), micros(now), micros(now), id)
 		if err != nil {
 			return err

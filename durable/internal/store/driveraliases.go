@@ -29,6 +29,7 @@ type (
 	HoldBack              = driver.HoldBack
 	Item                  = driver.ItemRow
 	ItemChange            = driver.ItemChange
+	ItemBulkChange        = driver.ItemBulkChange
 	ItemCursor            = driver.ItemCursor
 	ItemID                = record.ItemID
 	ItemQuery             = driver.ItemQuery
