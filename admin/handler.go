@@ -150,6 +150,7 @@ func (s *server) routes() {
 
 	s.api("GET /api/busiest-keys", needQueueOf(s, noBusiestKeys, s.listBusiestKeys))
 
+	s.api("GET /api/find", needQueueOf(s, noFind, s.find))
 	s.api("GET /api/items", s.needQueue(s.listItems))
 	s.api("GET /api/items/{id}", s.needQueue(s.getItem))
 	s.api("POST /api/items/{id}/cancel", s.needQueue(s.cancelItem), needs(RoleOperator, "cancelling a queue item"))

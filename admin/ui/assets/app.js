@@ -1032,7 +1032,9 @@
     // onAnswer(kind, hook): hook(data, atMs) after every answer of api/queue or api/breakers.
     onAnswer: function (kind, hook) { answerHooks[kind].push(hook); },
     pollMs: POLL_MS,
-    addScheduleRow: function (hook) { scheduleRowHooks.push(hook); }
+    addScheduleRow: function (hook) { scheduleRowHooks.push(hook); },
+    // inspectLetter(id) opens the dead letter's dialog; items.js adds inspectItem(id).
+    inspectLetter: inspect
   };
 
   // ---- start --------------------------------------------------------------------------

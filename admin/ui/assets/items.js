@@ -94,6 +94,7 @@
   function load() { return A.section("items-title", A.api("GET", "api/items?" + query()).then(render)); }
 
   A.addPanel(load);
+  A.inspectItem = inspect;
 
   $("items-filters").addEventListener("submit", function (ev) {
     ev.preventDefault();
@@ -200,6 +201,7 @@
       fact(dl, "Next run", it.next_at ? A.whenEl(it.next_at) : "–");
       fact(dl, "Parked on", it.parked_key);
       fact(dl, "Running on", it.lease_owner ? it.lease_owner + " until " + A.fmtTime(it.lease_until) : "");
+      fact(dl, "Reference", it.reference);
       fact(dl, "Dedupe key", it.dedupe_key);
       fact(dl, "Debounce key", it.debounce_key);
       fact(dl, "Ordering key", it.ordering_key);
