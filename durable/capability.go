@@ -28,12 +28,12 @@ func (silent) WatchBreakers(ctx context.Context, name string, listening, changed
 	return driver.ErrNoNotifications
 }
 
-// finderOf returns st's Finder, or an error saying its driver lacks it.
-func finderOf(st driver.Executor) (driver.Finder, error) {
-	if f, ok := st.(driver.Finder); ok {
+// finderOf returns st's ItemFinder, or an error saying its driver lacks it.
+func finderOf(st driver.Executor) (driver.ItemFinder, error) {
+	if f, ok := st.(driver.ItemFinder); ok {
 		return f, nil
 	}
-	return nil, fmt.Errorf("durable: Find: the queue's driver (executor %T) does not implement driver.Finder", st)
+	return nil, fmt.Errorf("durable: Find: the queue's driver (executor %T) does not implement driver.ItemFinder", st)
 }
 
 // fleetStoresOf returns st's fleet stores (driver.FleetStores), or an error naming the

@@ -12,7 +12,7 @@
 // Three capabilities are optional, each an interface an Executor may also implement, found by
 // type assertion: Notifier (wake-ups across instances, as PostgreSQL's LISTEN/NOTIFY gives),
 // FleetStores (the shared circuit breakers and rate limits of durable.NewBreakerStore and
-// durable.NewRateLimitStore) and Finder (durable.Queue.Find). Without them the queue polls,
+// durable.NewRateLimitStore) and ItemFinder (durable.Queue.Find). Without them the queue polls,
 // and the fleet stores and Find report that the driver lacks them. docs/architecture.md, "Writing a driver", describes each
 // operation group and what Exercise checks of it.
 package driver

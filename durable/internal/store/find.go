@@ -25,7 +25,7 @@ const findLettersSQL = `SELECT ` + deadLetterColumns + ` FROM switchboard_dead_l
 	UNION SELECT l.id FROM switchboard_dead_letters l JOIN switchboard_items i ON i.id = l.item_id WHERE i.token = ?)
 	ORDER BY d.id DESC LIMIT ?`
 
-// FindItems returns the items and dead letters text names (see driver.Finder).
+// FindItems returns the items and dead letters text names (see driver.ItemFinder).
 func (s *Store) FindItems(ctx context.Context, text string, limit int) ([]Item, []DeadLetter, error) {
 	rows, err := s.db.QueryContext(ctx, s.e.rebind(findItemsSQL), text, text, text, text, limit)
 	if err != nil {

@@ -11,7 +11,7 @@ var (
 	_ driver.Executor    = (*Store)(nil)
 	_ driver.Notifier    = (*Store)(nil)
 	_ driver.FleetStores = (*Store)(nil)
-	_ driver.Finder      = (*Store)(nil)
+	_ driver.ItemFinder  = (*Store)(nil)
 )
 
 // Migrate applies the migrations s's database lacks (see the package function Migrate).
