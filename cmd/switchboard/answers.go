@@ -30,6 +30,7 @@ type item struct {
 	DebounceKey string     `json:"debounce_key"`
 	OrderingKey string     `json:"ordering_key"`
 	BreakerKey  string     `json:"breaker_key"`
+	Reference   string     `json:"reference"`
 	FairnessKey string     `json:"fairness_key"`
 	Priority    int        `json:"priority"`
 	NextAt      *time.Time `json:"next_at"`

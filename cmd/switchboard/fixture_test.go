@@ -99,7 +99,8 @@ func newServer(t *testing.T, postgres bool) *server {
 	}
 	var items [2]durable.Enqueued
 	for i, email := range []string{"later@example", "never@example"} {
-		if items[i], err = q.Enqueue(ctx, &importContact{Email: email}, durable.WithDelay(time.Hour)); err != nil {
+		// The application's id of each: "contact/later@example" finds it (items find).
+		if items[i], err = q.Enqueue(ctx, &importContact{Email: email}, durable.WithDelay(time.Hour), durable.WithReference("contact/"+email)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -31,15 +31,27 @@ Examples:
 				setup: listItems,
 			},
 			{
-				name: "show", aliases: []string{"find"}, args: "ID", summary: "show one item with its payload and attempts", needs: needsAPI,
+				name: "show", args: "ID", summary: "show one item with its payload and attempts", needs: needsAPI,
 				help: `
-Finds the item of the id (as items ls and the dashboard show it) and prints its fields,
-metadata, payload and attempts. The admin API looks items up by id only.
+Shows the item of the id (as items ls, items find and the dashboard give it): its fields,
+metadata, payload and attempts.
 
 Examples:
   switchboard items show 1234
-  switchboard items find 1234 --json | jq .item.payload`,
+  switchboard items show 1234 --json | jq .item.payload`,
 				setup: func(*flag.FlagSet) action { return showItem },
+			},
+			{
+				name: "find", args: "TEXT", summary: "find items and their dead letters by reference, token or dedupe key", needs: needsAPI,
+				help: `
+Finds the items whose reference (the application's own id, durable.WithReference) or token is
+TEXT, that hold it as their dedupe key, or that died with it, and their dead letters, newest
+first. TEXT is matched whole.
+
+Examples:
+  switchboard items find n-00168
+  switchboard items find order-7781 --json | jq '.items[].id'`,
+				setup: func(*flag.FlagSet) action { return findItems },
 			},
 			{
 				name: "cancel", args: "ID", summary: "cancel a pending or parked item", needs: needsAPI,
@@ -169,6 +181,39 @@ func showItem(ctx context.Context, s *session, args []string) error {
 		rows = append(rows, []string{strconv.Itoa(a.Number), a.Instance, when(a.StartedAt), when(a.EndedAt), a.Outcome, a.Error})
 	}
 	return s.out.table([]string{"ATTEMPT", "INSTANCE", "STARTED", "ENDED", "OUTCOME", "ERROR"}, rows)
+}
+
+func findItems(ctx context.Context, s *session, args []string) error {
+	if len(args) != 1 || args[0] == "" {
+		return usagef(s.name, "want one TEXT to find, got %d arguments", len(args))
+	}
+	var ans struct {
+		Items       []item       `json:"items"`
+		DeadLetters []deadLetter `json:"dead_letters"`
+	}
+	raw, err := s.api.get(ctx, "/api/find", url.Values{"q": {args[0]}}, &ans)
+	if err != nil {
+		return err
+	}
+	if s.out.json {
+		return s.out.rawJSON(raw)
+	}
+	rows := make([][]string, 0, len(ans.Items))
+	for _, it := range ans.Items {
+		rows = append(rows, []string{strconv.FormatInt(it.ID, 10), it.Name, it.State, it.Reference, strconv.Itoa(it.Attempts), when(it.CreatedAt)})
+	}
+	if err := s.out.table([]string{"ID", "NAME", "STATE", "REFERENCE", "ATTEMPTS", "CREATED"}, rows); err != nil {
+		return err
+	}
+	if len(ans.DeadLetters) == 0 {
+		return nil
+	}
+	s.out.line("")
+	rows = rows[:0]
+	for _, d := range ans.DeadLetters {
+		rows = append(rows, []string{strconv.FormatInt(d.ID, 10), strconv.FormatInt(d.ItemID, 10), d.Source, d.Status, d.Key, when(d.CreatedAt)})
+	}
+	return s.out.table([]string{"LETTER", "ITEM", "SOURCE", "STATUS", "KEY", "CREATED"}, rows)
 }
 
 func cancelItem(fs *flag.FlagSet) action {

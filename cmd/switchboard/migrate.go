@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -162,8 +164,9 @@ func migrateStatus(ctx context.Context, s *session, _ []string) error {
 	for _, m := range missing {
 		lacks[m] = true
 	}
-	list := make([]migrationRecord, 0, ex.SchemaVersion())
-	for n := 1; n <= ex.SchemaVersion(); n++ {
+	// The versions the driver's migrations have (they may skip a number), in order.
+	list := make([]migrationRecord, 0, len(names))
+	for _, n := range slices.Sorted(maps.Keys(names)) {
 		list = append(list, migrationRecord{Version: n, Name: names[n], Applied: !lacks[n]})
 	}
 	if s.out.json {

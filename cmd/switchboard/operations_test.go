@@ -56,11 +56,21 @@ func testItems(t *testing.T, s *server) {
 		t.Fatalf("items ls --limit 1: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	// find, by id: the item with its payload.
-	v = s.jsonOf(t, "items", "find", id)
+	// find, by the application's id: the item.
+	v = s.jsonOf(t, "items", "find", "contact/later@example")
+	found := v["items"].([]any)
+	if len(found) != 1 || found[0].(map[string]any)["id"] != float64(later) || found[0].(map[string]any)["reference"] != "contact/later@example" {
+		t.Fatalf("items find --json: %v", v)
+	}
+	r = s.cli(t, "items", "find", "contact/later@example")
+	if r.code != 0 || !strings.Contains(r.stdout, "REFERENCE") || !strings.Contains(r.stdout, "contact/later@example") {
+		t.Fatalf("items find: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// show, by id: the item with its payload.
+	v = s.jsonOf(t, "items", "show", id)
 	it := v["item"].(map[string]any)
 	if it["name"] != "crm.import-contact" || it["state"] != "pending" || it["payload"].(map[string]any)["email"] != "later@example" {
-		t.Fatalf("items find --json: %v", v)
+		t.Fatalf("items show --json: %v", v)
 	}
 	r = s.cli(t, "items", "show", id)
 	if r.code != 0 || !strings.Contains(r.stdout, "payload:") || !strings.Contains(r.stdout, `"email":"later@example"`) {
