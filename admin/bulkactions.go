@@ -222,10 +222,19 @@ func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal 
 		return
 	}
 	a, err := b.StartBulkAction(r.Context(), sp, principal, opts...)
-	switch {
-	case errors.Is(err, breaker.ErrUnknown):
+	if errors.Is(err, breaker.ErrUnknown) {
 		writeError(w, http.StatusNotFound, "reset_breaker: unknown breaker "+quote(body.ResetBreaker))
 		return
+	}
+	answerStart(s, w, r, err, body.DryRun, a.Matched, a.Sample, deadLetterOf, func() any { return bulkActionOf(a) })
+}
+
+// answerStart answers the start of a bulk action, of dead letters or of items, that ended
+// with err: 400 for a spec the queue refused, 409 for an identical action not finished, else
+// the dry run's count and sample, or the action stored (201).
+func answerStart[S, B any](s *server, w http.ResponseWriter, r *http.Request, err error, dryRun bool, matched int64, sample []S,
+	bodyOf func(S) B, action func() any) {
+	switch {
 	case errors.Is(err, durable.ErrInvalidBulkAction):
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -236,21 +245,21 @@ func (s *server) runBulkStart(w http.ResponseWriter, r *http.Request, principal 
 		s.failed(w, r, err, "the request ended before the action was stored, or before that was confirmed: look at the list of actions before starting it again")
 		return
 	}
-	if body.DryRun {
-		sample := make([]deadLetterBody, 0, len(a.Sample))
-		for _, d := range a.Sample {
-			sample = append(sample, deadLetterOf(d))
+	if dryRun {
+		out := make([]B, 0, len(sample))
+		for _, v := range sample {
+			out = append(out, bodyOf(v))
 		}
 		writeJSON(w, http.StatusOK, struct {
-			DryRun  bool             `json:"dry_run"`
-			Matched int64            `json:"matched"`
-			Sample  []deadLetterBody `json:"sample"`
-		}{true, a.Matched, sample})
+			DryRun  bool  `json:"dry_run"`
+			Matched int64 `json:"matched"`
+			Sample  []B   `json:"sample"`
+		}{true, matched, out})
 		return
 	}
 	writeJSON(w, http.StatusCreated, struct {
-		Action bulkActionBody `json:"action"`
-	}{bulkActionOf(a)})
+		Action any `json:"action"`
+	}{action()})
 }
 
 func (s *server) listBulkActions(w http.ResponseWriter, r *http.Request, _ string) {
@@ -258,6 +267,13 @@ func (s *server) listBulkActions(w http.ResponseWriter, r *http.Request, _ strin
 	if b == nil {
 		return
 	}
+	listActions(s, w, r, b.BulkActions, bulkActionOf)
+}
+
+// listActions answers a list of bulk actions, of dead letters or of items: the page read
+// reads from the query's before and limit, newest first.
+func listActions[A, B any](s *server, w http.ResponseWriter, r *http.Request,
+	read func(ctx context.Context, before record.BulkActionID, limit int) ([]A, error), bodyOf func(A) B) {
 	q, ok := query(w, r, "before", "limit")
 	if !ok {
 		return
@@ -272,17 +288,17 @@ func (s *server) listBulkActions(w http.ResponseWriter, r *http.Request, _ strin
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	list, err := b.BulkActions(r.Context(), record.BulkActionID(before), limit)
+	list, err := read(r.Context(), record.BulkActionID(before), limit)
 	if err != nil {
 		s.failed(w, r, err, "the request ended before the actions were read")
 		return
 	}
-	out := make([]bulkActionBody, 0, len(list))
+	out := make([]B, 0, len(list))
 	for _, a := range list {
-		out = append(out, bulkActionOf(a))
+		out = append(out, bodyOf(a))
 	}
 	writeJSON(w, http.StatusOK, struct {
-		Actions []bulkActionBody `json:"actions"`
+		Actions []B `json:"actions"`
 	}{out})
 }
 

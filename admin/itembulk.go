@@ -185,32 +185,7 @@ func (s *server) startItemBulkAction(w http.ResponseWriter, r *http.Request, pri
 		opts = append(opts, durable.DryRun())
 	}
 	a, err := b.StartItemBulkAction(r.Context(), sp, principal, opts...)
-	switch {
-	case errors.Is(err, durable.ErrInvalidBulkAction):
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	case errors.Is(err, durable.ErrBulkActionActive):
-		writeError(w, http.StatusConflict, err.Error()+": cancel it to start another")
-		return
-	case err != nil:
-		s.failed(w, r, err, "the request ended before the action was stored, or before that was confirmed: look at the list of actions before starting it again")
-		return
-	}
-	if body.DryRun {
-		sample := make([]itemBody, 0, len(a.Sample))
-		for _, it := range a.Sample {
-			sample = append(sample, itemBodyOf(it))
-		}
-		writeJSON(w, http.StatusOK, struct {
-			DryRun  bool       `json:"dry_run"`
-			Matched int64      `json:"matched"`
-			Sample  []itemBody `json:"sample"`
-		}{true, a.Matched, sample})
-		return
-	}
-	writeJSON(w, http.StatusCreated, struct {
-		Action itemBulkActionBody `json:"action"`
-	}{itemBulkActionOf(a)})
+	answerStart(s, w, r, err, body.DryRun, a.Matched, a.Sample, itemBodyOf, func() any { return itemBulkActionOf(a) })
 }
 
 // listItemBulkActions is GET /api/items/actions: the actions on items, newest first.
@@ -219,32 +194,7 @@ func (s *server) listItemBulkActions(w http.ResponseWriter, r *http.Request, _ s
 	if b == nil {
 		return
 	}
-	q, ok := query(w, r, "before", "limit")
-	if !ok {
-		return
-	}
-	before, err := intParam(q, "before", 0, -1)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	limit, err := intParam(q, "limit", 0, 100)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	list, err := b.ItemBulkActions(r.Context(), record.BulkActionID(before), limit)
-	if err != nil {
-		s.failed(w, r, err, "the request ended before the actions were read")
-		return
-	}
-	out := make([]itemBulkActionBody, 0, len(list))
-	for _, a := range list {
-		out = append(out, itemBulkActionOf(a))
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Actions []itemBulkActionBody `json:"actions"`
-	}{out})
+	listActions(s, w, r, b.ItemBulkActions, itemBulkActionOf)
 }
 
 // itemBulkActionOfPath returns the queue as an ItemBulkActions and the {id} of the path, or
