@@ -257,13 +257,24 @@ func Script(e Engine, ms []Migration) (string, error) {
 		}
 		fmt.Fprintf(&b, "\n-- Migration %d: %s\n", m.Version, m.Name)
 		for _, s := range stmts {
-			b.WriteString(s)
+			b.WriteString(scriptStatement(s))
 			b.WriteString(";\n")
 		}
 		fmt.Fprintf(&b, "INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (%d, '%s', %s);\n",
 			m.Version, strings.ReplaceAll(m.Name, "'", "''"), e.appliedAt())
 	}
 	return b.String(), nil
+}
+
+// scriptStatement is stmt as Script writes it: a concurrent index build (see onlineIndexes)
+// as a plain one, so that the script runs in a transaction as migration tools run a file, with a
+// comment saying how to build it on a large table instead.
+func scriptStatement(stmt string) string {
+	if onlineIndexRE.MatchString(withoutComments(stmt)) {
+		return "-- On a large table, run this one alone, outside a transaction, with CONCURRENTLY after\n" +
+			"-- INDEX: a plain build blocks the table's inserts while it reads the table.\n" + concurrently.ReplaceAllString(stmt, " ")
+	}
+	return stmt
 }
 
 // MustScript is Script of every embedded migration of e. The migrations are embedded and

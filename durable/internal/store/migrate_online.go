@@ -31,6 +31,9 @@ import (
 // onlineIndexRE matches a concurrent index build, naming the index and its table.
 var onlineIndexRE = regexp.MustCompile(`(?is)^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)\s+ON\s+(?:ONLY\s+)?(\w+)`)
 
+// concurrently matches the CONCURRENTLY of an index build, to take it out.
+var concurrently = regexp.MustCompile(`(?i)\s+CONCURRENTLY\s+`)
+
 // onlineThreshold is the row count from which an index is built concurrently: below it a
 // plain build reads the table in well under a second.
 var onlineThreshold = 100_000
@@ -63,7 +66,7 @@ func onlineIndexes(ctx context.Context, conn *sql.Conn, stmts []string) ([]strin
 			return nil, nil, err
 		}
 		if !large {
-			inTx = append(inTx, regexp.MustCompile(`(?i)\s+CONCURRENTLY\s+`).ReplaceAllString(stmt, " "))
+			inTx = append(inTx, concurrently.ReplaceAllString(stmt, " "))
 			continue
 		}
 		online = append(online, onlineIndex{name: m[1], table: m[2], stmt: stmt})
