@@ -2,11 +2,15 @@ package admin
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -372,8 +376,23 @@ func (s *server) failed(w http.ResponseWriter, r *http.Request, err error, ended
 		writeError(w, http.StatusServiceUnavailable, ended)
 		return
 	}
+	if unreachable(err) {
+		// An outage, which the queue's own log reports already: a 503 that says so, not an
+		// internal error the operator must look up.
+		s.log.Warn("admin: the database did not answer", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "the queue's database does not answer (is it down, or out of connections?): "+ended)
+		return
+	}
 	s.log.Error("admin: request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	writeError(w, http.StatusInternalServerError, "internal error; the server log has the details")
+}
+
+// unreachable reports whether err says the database could not be reached or stopped
+// answering: a network error (refused, reset, timed out), or a connection database/sql knows
+// to be broken.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // What failed answers a request that ended first: a change may not have been written, a read

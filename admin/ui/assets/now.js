@@ -18,7 +18,7 @@
   // BACKLOG_MS: an oldest due item that has waited longer than this is a backlog worth a line.
   var BACKLOG_MS = 60 * 1000;
 
-  var last = { breakers: null, queue: null, pauses: null, letters: null, at: 0 };
+  var last = { breakers: null, queue: null, pauses: null, letters: null, at: 0, down: "" };
 
   function named(list, text) {
     var shown = list.slice(0, MAX_NAMED).map(text).join(", ");
@@ -46,6 +46,10 @@
     var list = $("now-list");
     if (!list) return;
     list.textContent = "";
+    if (last.down) {
+      // Every other line is as of the last answer: the database's outage comes first.
+      line(list, "database", "down", "The queue's database does not answer: what follows is as of the last answer (" + last.down + ")", "queue-title");
+    }
     var bs = (last.breakers && last.breakers.breakers) || [];
     var open = bs.filter(function (b) { return b.state === "open"; });
     var half = bs.filter(function (b) { return b.state === "half-open"; });
@@ -101,13 +105,25 @@
     });
   }
 
+  // answered notes whether the panel's own requests found the database answering: a 503 that
+  // says it does not is shown as the first line (the refresh's notice says it too, but goes).
+  function answered(p) {
+    return p.then(function (r) { last.down = ""; return r; }, function (err) {
+      if (err instanceof A.ApiError && err.status === 503 && /database/.test(err.message)) {
+        last.down = err.message;
+        render();
+      }
+      throw err;
+    });
+  }
+
   A.onAnswer("breakers", function (data) { last.breakers = data; render(); });
   A.onAnswer("queue", function (data) { last.queue = data; render(); });
   A.addPanel(function () {
-    return Promise.all([
+    return answered(Promise.all([
       optional(A.api("GET", "api/pauses")),
       optional(A.api("GET", "api/dead-letters?status=failed&limit=1"))
-    ]).then(function (r) {
+    ])).then(function (r) {
       last.pauses = r[0];
       last.letters = r[1];
       last.at = Date.now();
