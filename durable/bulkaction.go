@@ -228,7 +228,7 @@ func (q *Queue) StartBulkAction(ctx context.Context, spec BulkActionSpec, actor 
 		}
 		a.Sample = make([]record.DeadLetter, len(sample))
 		for i, d := range sample {
-			a.Sample[i] = letterOf(d)
+			a.Sample[i] = q.letterOf(d)
 		}
 		return a, nil
 	}

@@ -93,6 +93,35 @@ func letterOf(d store.DeadLetter) record.DeadLetter {
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, Metadata: decodeMetadata(d.Metadata)}
 }
 
+// letterOf is the package function letterOf, with the endpoint of a letter whose item did not
+// name one (WithBreakerKey) found as the scheduler finds it: the key its registration's
+// WithBreaker, or Config.Breakers, gives its request. So a letter says what it was for
+// whichever way its item was guarded. A payload that no longer decodes, or a key function that
+// panics, leaves it empty.
+func (q *Queue) letterOf(d store.DeadLetter) (out record.DeadLetter) {
+	out = letterOf(d)
+	if out.GuardKey != "" || out.ItemID == 0 {
+		return out
+	}
+	reg, key := q.reg.guardOf(out.Name)
+	if reg == nil {
+		if q.schedCfg.Breakers == nil {
+			return out
+		}
+		key = q.schedCfg.Breakers.KeyOf
+	}
+	defer func() {
+		if recover() != nil {
+			out.GuardKey = ""
+		}
+	}()
+	req, err := q.reg.decode(out.Name, d.Payload)
+	if err == nil {
+		out.GuardKey = key(req)
+	}
+	return out
+}
+
 // announce logs a new dead letter and calls Config.OnDead and the DeadObservers with it.
 func (q *Queue) announce(ctx context.Context, d record.DeadLetter) {
 	fields := []zap.Field{zap.Int64("dead_letter", int64(d.ID)), zap.Int64("item", int64(d.ItemID)),
@@ -144,7 +173,7 @@ func (s *scheduler) notifyDead(batch []store.Completion, results []error) {
 	}
 	s.recordExpired(batch, results, letters)
 	for _, d := range letters {
-		s.q.announce(s.base, letterOf(d))
+		s.q.announce(s.base, s.q.letterOf(d))
 	}
 }
 
@@ -215,7 +244,7 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]record.D
 	}
 	out := make([]record.DeadLetter, len(ls))
 	for i, d := range ls {
-		out[i] = letterOf(d)
+		out[i] = q.letterOf(d)
 	}
 	return out, total, nil
 }
@@ -249,7 +278,7 @@ func (q *Queue) DeadLetter(ctx context.Context, id record.DeadLetterID) (record.
 		tl = append(tl, record.TimelineEntry{Kind: record.TimelineKind(e.Kind), StartedAt: e.StartedAt, EndedAt: e.EndedAt, Actor: e.Actor,
 			Outcome: eventOutcome[e.Outcome], Error: e.Error, Reason: e.Reason, BulkAction: record.BulkActionID(e.BulkAction)})
 	}
-	return letterOf(d), tl, nil
+	return q.letterOf(d), tl, nil
 }
 
 // eventOutcome maps a stored event's outcome to the Outcome of its dispatch (none for a

@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/switchboard-go/switchboard/behaviors/breaker"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // A dead letter says which endpoint its item was for (the item's guard key), in the listing
@@ -40,6 +42,39 @@ func TestDeadLetterNamesItsEndpoint(t *testing.T) {
 		}
 		if len(got) != 2 || got[guarded] != endpoint || got[plain] != "" {
 			t.Errorf("the letters' guard keys by item: %v; want %q for item %d and none for %d", got, endpoint, guarded, plain)
+		}
+	})
+}
+
+// hostCall is a request whose endpoint its registration's breaker key function names.
+type hostCall struct {
+	mediator.Command
+	Host string `json:"host"`
+}
+
+// A letter of an item guarded by its registration's key function (WithBreaker), the usual
+// way, names its endpoint too: only WithBreakerKey's items did, so most letters said none.
+func TestDeadLetterNamesTheEndpointItsBreakerKeyGives(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		reg := breaker.NewRegistry(breaker.Config{})
+		e := newEnvWith(t, b, func(q *durable.Queue) {
+			durable.Register[*hostCall](q, "test.host-call", durable.WithBreaker(reg, func(h *hostCall) string { return h.Host }))
+		})
+		ctx := context.Background()
+		m := mediator.New(nil, mediator.Config{})
+		mediator.HandleFunc(m, func(ctx context.Context, h *hostCall) (mediator.Void, error) { return mediator.Void{}, errPermanent })
+		if err := m.Build(); err != nil {
+			t.Fatal(err)
+		}
+		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &hostCall{Host: "https://billing.example"})).ID
+		start(t, e.q, m, durable.SchedulerConfig{})
+		waitState(t, e.q, id, record.StateDead)
+		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		if err != nil || len(letters) != 1 {
+			t.Fatalf("letters %v, %v", letters, err)
+		}
+		if letters[0].GuardKey != "https://billing.example" {
+			t.Errorf("the letter's endpoint is %q; want the key its breaker key function gives", letters[0].GuardKey)
 		}
 	})
 }

@@ -69,7 +69,7 @@ func (q *Queue) Find(ctx context.Context, text string) (Found, error) {
 		out.Items = append(out.Items, itemOf(it))
 	}
 	for _, d := range letters {
-		out.DeadLetters = append(out.DeadLetters, letterOf(d))
+		out.DeadLetters = append(out.DeadLetters, q.letterOf(d))
 	}
 	return out, nil
 }

@@ -48,8 +48,9 @@ type DeadLetter struct {
 	Source string // the dead item's request name, or the batch's source
 	Name   string // the registered name the payload decodes as
 	Key    string // the batch item's key, or the dead item's dedupe key
-	// GuardKey is the dead item's guard key: the breaker key of the endpoint it was for (see
-	// Item.GuardKey); empty for a batch letter or an unguarded item.
+	// GuardKey is the breaker key of the endpoint the dead item was for: the one its enqueue
+	// named (Item.GuardKey), else the one its registration's breaker key function (or the
+	// queue's Config.Breakers) gives its request; empty for a batch letter or an unguarded item.
 	GuardKey string
 	Payload  []byte
 	Error    string // the last error, of the item, the batch item or the last failed replay
