@@ -74,6 +74,9 @@ func runChild(mode string) int {
 	if mode == "budget" {
 		return runBudgetChild() // connbudget_child_test.go
 	}
+	if mode == "failover" {
+		return runFailoverChild() // failover_fleet_test.go
+	}
 	ctx := context.Background()
 	var qcfg durable.Config
 	kind := os.Getenv(childBackendEnv)

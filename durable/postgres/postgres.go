@@ -43,6 +43,12 @@ type pgDriver struct {
 // application_name parameter names the instance's connections in pg_stat_activity, "switchboard"
 // by default), with cfg's connection budget and mode (see Config: its zero value is the
 // default). The queue opens the pool when durable.Open is called, and its Close closes it.
+//
+// For a primary with a standby, name both hosts with target_session_attrs=read-write
+// ("postgres://u@db1:5432,db2:5432/app?target_session_attrs=read-write&connect_timeout=2"):
+// after a failover every connection dialled reaches the promoted standby, and a connection
+// whose server refuses writes as read-only is dropped rather than kept ("Failover" in
+// docs/durable.md).
 func Open(dsn string, cfg Config) driver.Driver { return &pgDriver{dsn: dsn, cfg: cfg} }
 
 // New returns the driver of db, a pool of pgx's database/sql driver ("pgx", or

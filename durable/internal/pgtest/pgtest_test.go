@@ -475,3 +475,51 @@ func must(s string, err error) string {
 	}
 	return s
 }
+
+// TestReplicatedKillPromote: a row committed on the primary is on the standby (synchronous),
+// which refuses writes; after Kill no connection on the pair's DSN is made (the primary is
+// gone, the standby read-only) and one opened before is cut; after Promote the DSN reaches the
+// standby, which has the row and accepts writes.
+func TestReplicatedKillPromote(t *testing.T) {
+	t.Parallel()
+	r := StartReplicated(t)
+	ctx := context.Background()
+	before := connect(t, r.DSN)
+	if _, err := before.Exec(ctx, "CREATE TABLE kept (id int); INSERT INTO kept VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	standby := connect(t, r.Standby.DSN)
+	var n int
+	if err := standby.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("on the synchronous standby right after the commit: %d rows (%v), want 1", n, err)
+	}
+	if _, err := standby.Exec(ctx, "INSERT INTO kept VALUES (2)"); err == nil {
+		t.Fatal("the standby accepted a write")
+	}
+	withName := withParam(t, r.DSN, "application_name", "edited") // a multi-host URL survives an edit
+	if !strings.Contains(withName, fmt.Sprintf(",127.0.0.1:%d/", r.Standby.port)) {
+		t.Fatalf("WithParam on the multi-host DSN: %s", withName)
+	}
+
+	r.Primary.Kill()
+	if err := before.Ping(ctx); err == nil {
+		t.Fatal("a connection to the killed primary still answers")
+	}
+	if c, err := pgx.Connect(ctx, r.DSN); err == nil {
+		_ = c.Close(ctx)
+		t.Fatal("connected for writes with the primary dead and the standby not promoted")
+	}
+
+	r.Standby.Promote()
+	after := connect(t, withName)
+	if _, err := after.Exec(ctx, "INSERT INTO kept VALUES (2)"); err != nil {
+		t.Fatalf("a write on the DSN after Promote: %v", err)
+	}
+	if err := after.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("on the promoted standby: %d rows (%v), want 2", n, err)
+	}
+	var port int
+	if err := after.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != r.Standby.port {
+		t.Fatalf("the DSN reached port %d (%v), want the standby's %d", port, err, r.Standby.port)
+	}
+}

@@ -50,6 +50,7 @@ type Server struct {
 	port              int
 	own               owner
 	maxConns          int
+	extraConf         string // more settings of pgtest.conf (a replicated server's)
 
 	mu      sync.Mutex
 	pid     int   // the postmaster's, 0 while stopped
@@ -85,42 +86,72 @@ func StartServer(t testing.TB, cfg ServerConfig) *Server {
 		t.Fatalf("pgtest.StartServer: MaxConnections %d leaves PgBouncer no connection (it keeps %d for direct ones)",
 			cfg.MaxConnections, bouncerReserve)
 	}
-	if !processesSupported {
-		need(t, "pgtest.StartServer: throwaway PostgreSQL servers need a unix system")
-	}
-	bindir, ok := serverBindir()
-	if !ok {
-		need(t, "pgtest.StartServer: no PostgreSQL server binaries (initdb, pg_ctl) found; install postgresql or set PG_BINDIR")
-	}
 	var bouncerBin string
 	if cfg.PgBouncer {
+		var ok bool
 		if bouncerBin, ok = pgbouncerBinary(); !ok {
 			need(t, "pgtest.StartServer: no pgbouncer binary found; install pgbouncer or set PGBOUNCER")
 		}
 	}
-	own, err := lookupOwner()
-	if err != nil {
-		need(t, "pgtest.StartServer: %v", err)
-	}
 	began := time.Now()
-	dir, err := os.MkdirTemp("", "pgtest-")
-	if err != nil {
-		t.Fatalf("pgtest.StartServer: %v", err)
-	}
-	s := &Server{t: t, dir: dir, data: filepath.Join(dir, "data"), bindir: bindir, own: own, maxConns: cfg.MaxConnections}
-	t.Cleanup(s.destroy)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatalf("pgtest.StartServer: %v", err)
-	}
-	if err := own.chown(dir); err != nil {
-		t.Fatalf("pgtest.StartServer: %v", err)
-	}
+	s := newServer(t, "pgtest.StartServer", cfg.MaxConnections)
 	if out, err := s.run("initdb", "-D", s.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"); err != nil {
 		t.Fatalf("pgtest.StartServer: initdb: %v\n%s", err, out)
 	}
 	if err := s.appendConf("postgresql.conf", "\ninclude 'pgtest.conf'\n"); err != nil {
 		t.Fatalf("pgtest.StartServer: %v", err)
 	}
+	s.listen("pgtest.StartServer")
+	if cfg.PgBouncer {
+		b, err := startBouncer(s.dir, bouncerBin, s.own, s.port, cfg.MaxConnections-bouncerReserve, cfg.PoolSize, cfg.QueryWaitTimeout)
+		if err != nil {
+			t.Fatalf("pgtest.StartServer: %v", err)
+		}
+		s.mu.Lock()
+		s.bouncer = b
+		s.mu.Unlock()
+		s.BouncerDSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", b.port)
+	}
+	t.Logf("pgtest.StartServer: %s on 127.0.0.1:%d (max_connections %d), PgBouncer %v, ready in %v",
+		s.bindir, s.port, cfg.MaxConnections, cfg.PgBouncer, time.Since(began).Round(time.Millisecond))
+	return s
+}
+
+// newServer checks that a throwaway server can run here (skipping the test, or failing it under
+// CI=true, when it cannot) and returns one not yet initialised: its directory, removed with
+// whatever runs in it when the test ends, owned by the user its processes run as. who names
+// the caller in messages.
+func newServer(t testing.TB, who string, maxConns int) *Server {
+	t.Helper()
+	if !processesSupported {
+		need(t, "%s: throwaway PostgreSQL servers need a unix system", who)
+	}
+	bindir, ok := serverBindir()
+	if !ok {
+		need(t, "%s: no PostgreSQL server binaries (initdb, pg_ctl) found; install postgresql or set PG_BINDIR", who)
+	}
+	own, err := lookupOwner()
+	if err != nil {
+		need(t, "%s: %v", who, err)
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	s := &Server{t: t, dir: dir, data: filepath.Join(dir, "data"), bindir: bindir, own: own, maxConns: maxConns}
+	t.Cleanup(s.destroy)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	if err := own.chown(dir); err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	return s
+}
+
+// listen starts the initialised server on a free port of 127.0.0.1 and sets its DSN.
+func (s *Server) listen(who string) {
+	s.t.Helper()
 	var lastErr error
 	for range 3 { // a free port may be taken between finding it and the server binding it
 		if s.port, lastErr = freePort(); lastErr != nil {
@@ -132,25 +163,12 @@ func StartServer(t testing.TB, cfg ServerConfig) *Server {
 		if lastErr = s.pgCtlStart(); lastErr == nil {
 			break
 		}
-		t.Logf("pgtest.StartServer: port %d: %v", s.port, lastErr)
+		s.t.Logf("%s: port %d: %v", who, s.port, lastErr)
 	}
 	if lastErr != nil {
-		t.Fatalf("pgtest.StartServer: %v", lastErr)
+		s.t.Fatalf("%s: %v", who, lastErr)
 	}
 	s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
-	if cfg.PgBouncer {
-		b, err := startBouncer(dir, bouncerBin, own, s.port, cfg.MaxConnections-bouncerReserve, cfg.PoolSize, cfg.QueryWaitTimeout)
-		if err != nil {
-			t.Fatalf("pgtest.StartServer: %v", err)
-		}
-		s.mu.Lock()
-		s.bouncer = b
-		s.mu.Unlock()
-		s.BouncerDSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", b.port)
-	}
-	t.Logf("pgtest.StartServer: %s on 127.0.0.1:%d (max_connections %d), PgBouncer %v, ready in %v",
-		bindir, s.port, cfg.MaxConnections, cfg.PgBouncer, time.Since(began).Round(time.Millisecond))
-	return s
 }
 
 // bouncerReserve is how many of the server's connections PgBouncer leaves to direct clients.
@@ -248,7 +266,7 @@ max_connections = %d
 fsync = off
 full_page_writes = off
 shared_buffers = 16MB
-`, s.port, socketDir, s.maxConns)
+`, s.port, socketDir, s.maxConns) + s.extraConf
 	path := filepath.Join(s.data, "pgtest.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,10 +44,19 @@ const BigBuffer = 256 << 10
 // TooManyClients is PostgreSQL's SQLSTATE for a connection refused for lack of slots.
 const TooManyClients = "53300"
 
+// ReadOnlyTransaction is PostgreSQL's SQLSTATE for a write refused by a server that takes no
+// writes: a standby, or a primary fenced with default_transaction_read_only before a
+// switchover.
+const ReadOnlyTransaction = "25006"
+
 // OpenPool opens a database/sql pool of pgx connections on dsn set up by p. Its connections
 // that read a message larger than BigBuffer are closed, not kept idle, when they go back to
 // the pool; a connection the server refused for lack of slots fails with an error that names
-// the instance's budget (p.MaxConns) and where to read about it.
+// the instance's budget (p.MaxConns) and where to read about it. A connection whose server
+// refused a write as read-only (ReadOnlyTransaction) is closed when it goes back to the pool,
+// so that the next one is dialled anew: after a switchover that fenced the old primary, a
+// multi-host DSN with target_session_attrs=read-write then reaches the new primary, where a
+// kept connection would refuse every write until it idled out.
 func OpenPool(dsn string, p Pool) (*sql.DB, error) {
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -67,6 +77,16 @@ func OpenPool(dsn string, p Pool) (*sql.DB, error) {
 		// A pooler in transaction mode refuses startup parameters it does not know: there the
 		// server's or the role's setting decides (docs/durable.md).
 		cc.RuntimeParams["jit"] = "off"
+	}
+	onErr := cc.OnPgError
+	cc.OnPgError = func(pc *pgconn.PgConn, pgErr *pgconn.PgError) bool {
+		if w, ok := pc.Conn().(*bufferWatch); ok && pgErr.Code == ReadOnlyTransaction {
+			w.readOnly.Store(true)
+		}
+		if onErr != nil {
+			return onErr(pc, pgErr) // pgx's own closes the connection on a FATAL
+		}
+		return !strings.EqualFold(pgErr.Severity, "FATAL")
 	}
 	after := cc.AfterNetConnect
 	cc.AfterNetConnect = func(ctx context.Context, c *pgconn.Config, nc net.Conn) (net.Conn, error) {
@@ -189,21 +209,23 @@ type stdConn = stdlib.Conn
 type pooled struct{ *stdConn }
 
 // IsValid reports whether the pool may keep the connection: not when it grew its read buffer
-// past BigBuffer since it was last asked (driver.Validator).
+// past BigBuffer since it was last asked, nor once its server refused a write as read-only
+// (driver.Validator).
 func (c *pooled) IsValid() bool {
 	if c.Conn().IsClosed() {
 		return false
 	}
 	w, ok := c.Conn().PgConn().Conn().(*bufferWatch)
-	return !ok || !w.grown.Swap(false)
+	return !ok || !w.grown.Swap(false) && !w.readOnly.Load()
 }
 
 // bufferWatch is a connection's socket, which notes a read into a buffer larger than BigBuffer
-// and gives back its budget token when closed.
+// (and a write its server refused as read-only) and gives back its budget token when closed.
 type bufferWatch struct {
 	net.Conn
-	grown atomic.Bool
-	slot  *slot
+	grown    atomic.Bool
+	readOnly atomic.Bool // the server refused a write as read-only (ReadOnlyTransaction)
+	slot     *slot
 }
 
 // Close closes the socket and gives back its token.
