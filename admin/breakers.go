@@ -12,7 +12,10 @@ import (
 type breakerBody struct {
 	// Registry names the registry the breaker is in: DefaultName for Config.Breakers, else
 	// its name in Config.BreakerRegistries.
-	Registry    string        `json:"registry"`
+	Registry string `json:"registry"`
+	// Shared says whether the registry shares its state with the fleet (a breaker.Store): a
+	// trip or reset of one that does not changes this instance's breaker alone.
+	Shared      bool          `json:"shared"`
 	Key         string        `json:"key"`
 	State       breaker.State `json:"state"`
 	Failures    int           `json:"failures"`
@@ -24,14 +27,24 @@ type breakerBody struct {
 	ProbeOwner string `json:"probe_owner,omitempty"`
 }
 
-func (s *server) breakerOf(registry string, snap breaker.Snapshot) breakerBody {
-	b := breakerBody{Registry: registry, Key: snap.Key, State: snap.State, Failures: snap.Failures, OpenedAt: timeOrNil(snap.OpenedAt), ProbeOwner: snap.ProbeOwner}
+// sharer is what a registry that may share its state says of it; a *breaker.Registry is one.
+type sharer interface{ Shared() bool }
+
+func (s *server) breakerOf(registry string, shared bool, snap breaker.Snapshot) breakerBody {
+	b := breakerBody{Registry: registry, Shared: shared, Key: snap.Key, State: snap.State, Failures: snap.Failures, OpenedAt: timeOrNil(snap.OpenedAt), ProbeOwner: snap.ProbeOwner}
 	if snap.State == breaker.StateOpen && snap.Remaining > 0 {
 		b.RemainingMS = ceilMS(snap.Remaining)
 		at := s.now().Add(snap.Remaining).UTC().Truncate(time.Millisecond)
 		b.ProbeAt = &at
 	}
 	return b
+}
+
+// isShared reports whether reg shares its state with the fleet; a registry that cannot say is
+// taken as not sharing it.
+func isShared(reg Breakers) bool {
+	sh, ok := reg.(sharer)
+	return ok && sh.Shared()
 }
 
 // ceilMS rounds d up to whole milliseconds, so an open breaker never shows 0 ms left.
@@ -54,7 +67,7 @@ func (s *server) listBreakers(w http.ResponseWriter, r *http.Request, _ string) 
 	out := []breakerBody{}
 	for _, reg := range s.breakerRegistries() {
 		for _, snap := range reg.v.Snapshot() {
-			out = append(out, s.breakerOf(reg.name, snap))
+			out = append(out, s.breakerOf(reg.name, isShared(reg.v), snap))
 		}
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -100,5 +113,5 @@ func (s *server) answerBreaker(w http.ResponseWriter, r *http.Request, act func(
 		unknownBreaker(w, reg, key, many)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.breakerOf(reg.name, snap))
+	writeJSON(w, http.StatusOK, s.breakerOf(reg.name, isShared(reg.v), snap))
 }

@@ -57,6 +57,13 @@ func TestDashboardNowAnswersAboveTheFold(t *testing.T) {
 			t.Errorf("the lines link to %q", hrefs)
 		}
 		if size.w == 1280 {
+			// The sign-in's focus on the content used to scroll the top bar (the session, Find,
+			// Log out) out of view.
+			top, err := chromedp.Run(tab, chromedp.Evaluate[float64](`document.getElementById("session-bar").getBoundingClientRect().top`))
+			must(t, err)
+			if top < 0 {
+				t.Errorf("the top bar is scrolled out of view after the sign-in (its top at %.0f px)", top)
+			}
 			bottom, err := chromedp.Run(tab, chromedp.Evaluate[float64](`document.getElementById("now-list").getBoundingClientRect().bottom`))
 			must(t, err)
 			if bottom > float64(size.h) {

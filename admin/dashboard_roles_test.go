@@ -54,7 +54,7 @@ const enabledButtonsJS = `Array.from(document.querySelectorAll("button")).filter
 
 // The controls a viewer may use: they read, page, filter, open a view or close one.
 var viewerControls = map[string]bool{
-	"pause": true, "logout": true, "login-submit": true, "filters Apply": true, "f-clear": true, "bulk-clear": true,
+	"pause": true, "logout": true, "login-submit": true, "find-submit": true, "find-close": true, "filters Apply": true, "f-clear": true, "bulk-clear": true,
 	"bulk-results-close": true, "dl-prev": true, "dl-next": true, "items-prev": true, "items-next": true,
 	"audit-newest": true, "audit-older": true, "[inspect]": true, "[runs]": true, "Show all": true,
 	"inspect-close": true, "runs-close": true, "item-close": true,

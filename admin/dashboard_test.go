@@ -165,7 +165,7 @@ func TestDashboardKeyboardLoginBreakerCountdownAndReset(t *testing.T) {
 	must(t, err)
 	failures, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(sel+` [data-f=failures]`)))
 	must(t, err)
-	if state != "open" || failures != "5 failures" {
+	if state != "open" || failures != "5 failures · this instance only" {
 		t.Fatalf("badge shows %q, %q; want open, 5 failures", state, failures)
 	}
 	first, err := chromedp.Run(tab, chromedp.Evaluate[int](`Number(document.querySelector(`+js(sel+` [data-f=countdown]`)+`).dataset.remainingS)`))

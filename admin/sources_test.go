@@ -81,6 +81,9 @@ func TestEverySourceListedByName(t *testing.T) {
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("GET %s: rows %q, want %q", c.path, got, c.want)
 		}
+		if c.list == "breakers" && rows[0].(map[string]any)["shared"] != false {
+			t.Errorf("a registry without a store listed as shared: %v", rows[0])
+		}
 	}
 }
 

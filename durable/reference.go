@@ -12,8 +12,8 @@ import (
 // notification id such as "n-00168"), by which an operator finds the item, its attempts and
 // its dead letter (Queue.Find, the admin's search) without reading payloads. Unlike a token
 // (WithToken) it is not unique: the items of one order may share it. Without it, a request's
-// method Reference() string gives it; empty: none. It is UTF-8 without NUL, at most 1024
-// bytes.
+// method Reference() string gives it; empty: none. It is UTF-8 without NUL or white space at
+// either end, at most 1024 bytes.
 func WithReference(ref string) EnqueueOption { return func(c *enqueueConfig) { c.reference = &ref } }
 
 // referenced is a request type that names its own reference (see WithReference).
@@ -27,6 +27,10 @@ func (c *enqueueConfig) itemReference(name string, req any) (string, error) {
 		ref = *c.reference
 	} else if r, ok := req.(referenced); ok {
 		ref = r.Reference()
+	}
+	if strings.TrimSpace(ref) != ref {
+		// Kept as given it could not be found by the id an operator types.
+		return "", fmt.Errorf("durable: Enqueue %s: the reference %q has leading or trailing white space", name, ref)
 	}
 	return ref, checkKey(name, "reference", ref)
 }

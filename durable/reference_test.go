@@ -105,7 +105,7 @@ func TestReferenceOfTheRequest(t *testing.T) {
 func TestReferenceBadInput(t *testing.T) {
 	e := newEnv(t, sqliteBackend(t))
 	ctx := context.Background()
-	for _, ref := range []string{"a\x00b", "\xff", strings.Repeat("r", 1025)} {
+	for _, ref := range []string{"a\x00b", "\xff", strings.Repeat("r", 1025), "  n-1 \n"} {
 		_, err := e.q.Enqueue(ctx, &Work{N: 1}, durable.WithReference(ref))
 		if err == nil || !strings.Contains(err.Error(), "reference") {
 			t.Errorf("WithReference(%.20q): %v; want an error naming the reference", ref, err)

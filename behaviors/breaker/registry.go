@@ -306,6 +306,11 @@ func (r *Registry) Admission(key string) Admission {
 	return a
 }
 
+// Shared reports whether the registry shares its breakers' state through a Config.Store (with a
+// fleet's other instances): a Trip or Reset of a registry that does not changes this
+// instance's breaker alone.
+func (r *Registry) Shared() bool { return r.cfg.Store != nil }
+
 // Trip opens the breaker of key now, for the open duration, whatever its failure count; the
 // open duration of an open breaker starts over. It fails with ErrUnknown for a key the
 // registry does not hold.

@@ -156,6 +156,8 @@ type schedule struct {
 }
 
 type breakerState struct {
+	Registry    string     `json:"registry"`
+	Shared      bool       `json:"shared"`
 	Key         string     `json:"key"`
 	State       string     `json:"state"`
 	Failures    int        `json:"failures"`

@@ -45,8 +45,10 @@ Examples:
 				name: "find", args: "TEXT", summary: "find items and their dead letters by reference, token or dedupe key", needs: needsAPI,
 				help: `
 Finds the items whose reference (the application's own id, durable.WithReference) or token is
-TEXT, that hold it as their dedupe key, or that died with it, and their dead letters, newest
-first. TEXT is matched whole.
+TEXT, the item holding it as its dedupe key now (pending, running, or succeeded within its
+uniqueness window), the items that died with it as their dedupe key, and their dead letters,
+newest first. TEXT is matched whole. A succeeded item whose dedupe key is free again is found
+by its reference or token, not by the key.
 
 Examples:
   switchboard items find n-00168
@@ -197,6 +199,10 @@ func findItems(ctx context.Context, s *session, args []string) error {
 	}
 	if s.out.json {
 		return s.out.rawJSON(raw)
+	}
+	if len(ans.Items) == 0 && len(ans.DeadLetters) == 0 {
+		s.out.line("nothing found: no item has the reference, token or dedupe key %q (matched whole)", args[0])
+		return nil
 	}
 	rows := make([][]string, 0, len(ans.Items))
 	for _, it := range ans.Items {

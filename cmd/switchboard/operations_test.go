@@ -66,6 +66,10 @@ func testItems(t *testing.T, s *server) {
 	if r.code != 0 || !strings.Contains(r.stdout, "REFERENCE") || !strings.Contains(r.stdout, "contact/later@example") {
 		t.Fatalf("items find: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	r = s.cli(t, "items", "find", "nothing-here")
+	if r.code != 0 || !strings.Contains(r.stdout, "nothing found") {
+		t.Fatalf("items find nothing-here: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	// show, by id: the item with its payload.
 	v = s.jsonOf(t, "items", "show", id)
 	it := v["item"].(map[string]any)

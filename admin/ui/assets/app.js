@@ -368,7 +368,9 @@
     $("app").hidden = false;
     $("session-bar").hidden = false;
     polling = true;
-    refresh().then(function () { $("main").focus(); });
+    // The focus goes to the content for a keyboard user, without scrolling the top bar (the
+    // session, Find, Log out) out of view.
+    refresh().then(function () { $("main").focus({ preventScroll: true }); window.scrollTo(0, 0); });
   }
 
   function signedOut(message) {
@@ -514,7 +516,9 @@
     li.dataset.breakerKey = b.key;
     li.dataset.registry = b.registry || "default";
     setSourced(li.querySelector("[data-f=key]"), b.registry, b.key, manyRegistries);
-    li.querySelector("[data-f=failures]").textContent = b.failures + (b.failures === 1 ? " failure" : " failures");
+    li.querySelector("[data-f=failures]").textContent = b.failures + (b.failures === 1 ? " failure" : " failures") +
+      (b.shared === false ? " · this instance only" : "");
+    li.dataset.shared = String(b.shared !== false);
     li.querySelector("[data-act=reset]").setAttribute("aria-label", "Reset breaker " + b.key);
     li.querySelector("[data-act=trip]").setAttribute("aria-label", "Trip breaker " + b.key);
     li.querySelector("[data-act=trip]").disabled = b.state === "open";
@@ -563,10 +567,12 @@
 
   function breakerAction(li, act) {
     var key = li.dataset.breakerKey, registry = li.dataset.registry, id = li.dataset.key;
+    // A registry that does not share its state changes on this instance alone: say so.
+    var alone = li.dataset.shared === "false" ? " Only this instance's breaker changes: its registry is not shared with the fleet." : "";
     var title = act === "reset" ? "Reset breaker?" : "Trip breaker?";
     var text = act === "reset"
-      ? "Close " + key + " and set its failure count to 0. Calls go through again at once."
-      : "Open " + key + " now, whatever its failure count. Calls are refused until its cooldown ends.";
+      ? "Close " + key + " and set its failure count to 0. Calls go through again at once." + alone
+      : "Open " + key + " now, whatever its failure count. Calls are refused until its cooldown ends." + alone;
     confirmAction(title, text, act === "reset" ? "Reset" : "Trip").then(function (ok) {
       if (!ok) return;
       api("POST", "api/breakers/" + seg(key) + "/" + act + "?registry=" + encodeURIComponent(registry)).then(function (b) {

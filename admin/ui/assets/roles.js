@@ -14,7 +14,7 @@
 
   // Buttons that only read, open a view or close one: any role.
   var READ = [
-    "#pause", "#logout", "#login-submit", "#find-submit", "form.filters button", "#f-clear",
+    "#pause", "#logout", "#login-submit", "#find-submit", "#find-close", "form.filters button", "#f-clear",
     "#bulk-clear", "#bulk-results-close", "#dl-prev", "#dl-next", "#items-prev", "#items-next",
     "#audit-newest", "#audit-older", "[data-act=inspect]", "[data-act=runs]", "button.more", "button.close",
     "#pause-cancel", "#limit-cancel", "#confirm-cancel", "#discard-cancel", "#sched-add-cancel", "#ba-cancel", "#item-cancel-back"
