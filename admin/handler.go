@@ -125,6 +125,7 @@ func (s *server) routes() {
 	s.api("POST /api/schedules/{name}/resume", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule)))
 	s.api("POST /api/schedules/{name}/run-now", scheduleNamed(s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow)))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
+	s.api("GET /api/history", needQueueOf(s, noHistory, s.getHistory))
 
 	s.api("GET /api/pauses", needQueueOf(s, noPauses, s.listPauses))
 	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause))
