@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -79,6 +80,10 @@ func (s *server) getHistory(w http.ResponseWriter, r *http.Request, _ string, q 
 		since = at
 	}
 	minutes, err := q.History(r.Context(), since)
+	if errors.Is(err, durable.ErrNoHistory) {
+		writeError(w, http.StatusNotFound, "the configured queue keeps no history: "+err.Error())
+		return
+	}
 	if err != nil {
 		s.internal(w, r, err)
 		return

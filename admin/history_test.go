@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -36,6 +37,13 @@ func (h historyQueue) History(_ context.Context, since time.Time) ([]durable.His
 		}
 	}
 	return out, nil
+}
+
+// noHistoryQueue is a queue whose driver keeps no history.
+type noHistoryQueue struct{ *durable.Queue }
+
+func (noHistoryQueue) History(context.Context, time.Time) ([]durable.HistoryMinute, error) {
+	return nil, fmt.Errorf("%w: the queue's driver does not implement driver.HistoryStore", durable.ErrNoHistory)
 }
 
 // outage is an hour of history ending at the minute before now: quiet, then from 45 to 35
@@ -120,6 +128,15 @@ func TestHistoryRoute(t *testing.T) {
 		if msg, _ := res.body["error"].(string); !strings.Contains(msg, name) {
 			t.Errorf("?%s: error %q does not name %s", bad, msg, name)
 		}
+	}
+
+	// A *durable.Queue whose driver keeps no history: 404 saying so, not a server error.
+	h, err = admin.New(admin.Config{Queue: noHistoryQueue{f.q}, Sender: f.m, Token: token})
+	must(t, err)
+	res = auth(t, h, "GET", "/api/history", "")
+	want(t, res, http.StatusNotFound)
+	if msg, _ := res.body["error"].(string); !strings.Contains(msg, "keeps no history") {
+		t.Errorf("404 says %q; want it to say the queue keeps no history", msg)
 	}
 
 	h, err = admin.New(admin.Config{Queue: downQueue{}, Sender: nopSender{}, Token: token})

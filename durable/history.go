@@ -38,11 +38,11 @@ type HistoryMinute struct {
 // HistoryMinute per minute some instance wrote, oldest first. Each running scheduler writes
 // its minute once the minute is over (and the minute in progress at Shutdown), so the last
 // minute or two may be missing or partial; the rows are kept Config.HistoryRetention. It fails
-// when the queue's driver keeps no history (driver.HistoryStore).
+// with ErrNoHistory when the queue's driver keeps no history (driver.HistoryStore).
 func (q *Queue) History(ctx context.Context, since time.Time) ([]HistoryMinute, error) {
 	hs, ok := q.store.(driver.HistoryStore)
 	if !ok {
-		return nil, fmt.Errorf("durable: History: the queue's driver (executor %T) does not implement driver.HistoryStore", q.store)
+		return nil, fmt.Errorf("%w: the queue's driver (executor %T) does not implement driver.HistoryStore", ErrNoHistory, q.store)
 	}
 	rows, err := hs.History(ctx, since)
 	if err != nil {

@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -135,7 +136,7 @@ func TestHistoryFleetSummedAndPruned(t *testing.T) {
 // A queue whose driver keeps no history says so.
 func TestHistoryWithoutCapability(t *testing.T) {
 	_, err := (&durable.Queue{}).History(context.Background(), time.Time{})
-	if err == nil || !strings.Contains(err.Error(), "driver.HistoryStore") {
+	if !errors.Is(err, durable.ErrNoHistory) || !strings.Contains(err.Error(), "driver.HistoryStore") {
 		t.Fatalf("History on a queue without a history: %v; want an error naming driver.HistoryStore", err)
 	}
 }

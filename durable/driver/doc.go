@@ -9,10 +9,11 @@
 // operations that let a caller add statements of its own to an operation's transaction
 // (Executor.EnqueueTx, SetLimit, SetPause, EditSchedule, AddAudit) hand it a *sql.Tx.
 //
-// Two capabilities are optional, each an interface an Executor may also implement, found by
-// type assertion: Notifier (wake-ups across instances, as PostgreSQL's LISTEN/NOTIFY gives)
-// and FleetStores (the shared circuit breakers and rate limits of durable.NewBreakerStore
-// and durable.NewRateLimitStore). Without them the queue polls, and the fleet stores report
-// that the driver lacks them. docs/architecture.md, "Writing a driver", describes each
+// Three capabilities are optional, each an interface an Executor may also implement, found by
+// type assertion: Notifier (wake-ups across instances, as PostgreSQL's LISTEN/NOTIFY gives),
+// FleetStores (the shared circuit breakers and rate limits of durable.NewBreakerStore and
+// durable.NewRateLimitStore) and HistoryStore (the per-minute history of durable.Queue.History).
+// Without them the queue polls, the fleet stores report that the driver lacks them, and no
+// history is kept. docs/architecture.md, "Writing a driver", describes each
 // operation group and what Exercise checks of it.
 package driver
