@@ -27,9 +27,9 @@ func TestHistoryBubbleMinutes(t *testing.T) {
 		q := bubbleQueue(t, path, retry.Policy{MaxAttempts: 1})
 		reg := breaker.NewRegistry(breaker.Config{})
 		reg.Declare("pay")
-		var ran atomic.Int32
+		ran := make(chan struct{}, 4)
 		s := bubbleScheduler(t, q, handlers{work: func(ctx context.Context, w *Work) error {
-			ran.Add(1)
+			ran <- struct{}{}
 			if w.N < 0 {
 				return errPermanent
 			}
@@ -41,8 +41,8 @@ func TestHistoryBubbleMinutes(t *testing.T) {
 			must[durable.Enqueued](t)(q.Enqueue(ctx, &Work{N: n}))
 		}
 		s.Wake()
-		for ran.Load() < 4 {
-			time.Sleep(100 * time.Millisecond)
+		for range 4 {
+			<-ran
 		}
 		// Minute 1: the breaker of "pay" is open for 300 ms.
 		time.Sleep(start.Add(time.Minute + 10*time.Second).Sub(time.Now()))

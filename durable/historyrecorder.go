@@ -62,11 +62,8 @@ func (h *historyRecorder) listen(regs []*breaker.Registry) {
 		h.states = append(h.states, now)
 		h.removes = append(h.removes, r.AddListener(func(c breaker.StateChange) { h.changed(i, c) }))
 	}
-	h.rollLocked(h.clock.Now())
-	for _, now := range h.states {
-		for k, st := range now {
-			h.cur.breakers[k] = worse(h.cur.breakers[k], st)
-		}
+	if h.cur == nil {
+		h.cur = h.newAcc(h.clock.Now().UTC().Truncate(time.Minute)) // with the keys not closed now
 	}
 }
 
