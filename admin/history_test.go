@@ -2,20 +2,26 @@ package admin_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.uber.org/zap"
 
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/behaviors/retry"
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/durabletest"
 	"github.com/switchboard-go/switchboard/durable/record"
+	"github.com/switchboard-go/switchboard/mediator"
 )
 
 // historyQueue is a queue whose history the test wrote: minutes of the past the dashboard was
@@ -261,4 +267,79 @@ func TestHistoryDashboardShowsAnOutage(t *testing.T) {
 	viewportScreenshot(t, narrow, "history-outage-390")
 	must(t, chromedp.Do(narrow, chromedp.Evaluate[chromedp.Void](`document.getElementById("chart-breakers").scrollIntoView({ block: "start" })`)))
 	viewportScreenshot(t, narrow, "history-breakers-390")
+}
+
+// An outage recorded while no page was open, through the real queue and its scheduler: items
+// die and a breaker opens forty minutes ago (by the queue's clock), the scheduler stops, and
+// only then is the route asked and the page opened: both show the minute, its three dead items
+// and the open breaker.
+func TestHistoryRecordedWhileNobodyWatched(t *testing.T) {
+	ctx := context.Background()
+	at := time.Now().Add(-40 * time.Minute)
+	clock := durabletest.NewManualClock(at)
+	reg := breaker.NewRegistry(breaker.Config{})
+	reg.Declare("ledger")
+	q := durabletest.NewQueue(t, durable.Config{Clock: clock, Logger: zap.NewNop(), PollInterval: 10 * time.Millisecond, Breakers: reg,
+		Policy: retry.Policy{MaxAttempts: 1}, InstanceID: "worker-1"})
+	durable.Register[*importContact](q, "crm.import-contact")
+	m := mediator.New(nil, mediator.Config{})
+	mediator.HandleFunc(m, func(ctx context.Context, r *importContact) (mediator.Void, error) {
+		return mediator.Void{}, errors.New("ledger: 503")
+	})
+	must(t, m.Build())
+	must(t, q.Start(m))
+	for _, email := range []string{"a@example", "b@example", "c@example"} {
+		_, err := q.Enqueue(ctx, &importContact{Email: email})
+		must(t, err)
+	}
+	// Polled with a deadline: the outcomes are in the database, where no channel says so.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; <-tick.C {
+		st, err := q.Stats(ctx)
+		must(t, err)
+		if st.Counts[record.StateDead] == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("items not dead after 30 s: %v", st.Counts)
+		}
+	}
+	must(t, reg.Trip("ledger"))
+	must(t, q.Shutdown(ctx))
+
+	h, err := admin.New(admin.Config{Queue: q, Breakers: reg, Sender: m, Token: testToken})
+	must(t, err)
+	res := do(t, h, "GET", "/api/history", "", "Authorization", "Bearer "+testToken)
+	want(t, res, http.StatusOK)
+	minutes, _ := res.body["minutes"].([]any)
+	var found map[string]any
+	for _, x := range minutes {
+		if mi := x.(map[string]any); mi["minute"] == at.UTC().Truncate(time.Minute).Format(time.RFC3339) {
+			found = mi
+		}
+	}
+	if found == nil {
+		t.Fatalf("no minute %s in the history %v", at.UTC().Truncate(time.Minute).Format(time.RFC3339), minutes)
+	}
+	outcomes, _ := found["outcomes"].(map[string]any)
+	brk, _ := found["breakers"].(map[string]any)
+	if outcomes["dead"] != float64(3) || brk["ledger"] != "open" || found["instances"] != float64(1) {
+		t.Fatalf("the minute 40 minutes ago = %v; want 3 dead and ledger open, from one instance", found)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", http.StripPrefix("/admin", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tab := newBrowser(t, 1280, 800)
+	login(t, tab, srv.URL+"/admin/")
+	must(t, chromedp.Do(tab,
+		poll(`Number(document.getElementById("chart-rates").dataset.historyMinutes) > 0`),
+		poll(`document.querySelector('#chart-breakers g.band-row[data-key="ledger"] rect[data-state=open][data-source=history]')`),
+	))
+	lettered := values(t, tab, "chart-rates", "lettered")
+	if !slices.Contains(lettered, 0.05) {
+		t.Errorf("the dead-lettered rate drawn as %v; want 0.05 a second (3 in the minute)", lettered)
+	}
 }
