@@ -286,7 +286,7 @@
     return { t0: start, t1: Math.max(end, start + MIN_SPAN_MS) };
   }
 
-  // inRange says whether the history has a minute in the domain.
+  // historyIn says whether the history has a minute in the domain.
   function historyIn(dom) {
     return history.some(function (m) { return m.t + MINUTE_MS > dom.t0 && m.t < dom.t1; });
   }
@@ -460,10 +460,13 @@
     for (var i = breakers.length - 1; i >= 0; i--) {
       breakers[i].order.forEach(function (k) { if (!seen[k]) { seen[k] = { troubled: false }; keys.push(k); } });
     }
+    // A key the history names in the range was not closed then; one it names only before the
+    // range is not drawn.
     history.forEach(function (m) {
+      if (m.t + MINUTE_MS <= dom.t0) return;
       Object.keys(m.breakers).forEach(function (k) {
         if (!seen[k]) { seen[k] = { troubled: false }; keys.push(k); }
-        if (m.t + MINUTE_MS > dom.t0) seen[k].troubled = true;
+        seen[k].troubled = true;
       });
     });
     var latest = breakers.length ? breakers[breakers.length - 1].order : [];
