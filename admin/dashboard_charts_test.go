@@ -46,7 +46,8 @@ func values(t *testing.T, tab context.Context, chart, series string) []float64 {
 }
 
 // loginPaused signs in with updates paused: the page loads once, at sign-in, and takes one
-// sample; every later sample is a click on Resume updates (see resumeOnce).
+// sample; every later sample is a click on Resume updates (see resumeOnce). The charts show
+// the last 5 minutes, the live samples these tests drive (the fixture's history is older).
 func loginPaused(t *testing.T, tab context.Context, url string) {
 	t.Helper()
 	must(t, chromedp.Do(tab,
@@ -58,6 +59,8 @@ func loginPaused(t *testing.T, tab context.Context, url string) {
 		chromedp.WaitVisible(chromedp.ID("app")),
 		chromedp.WaitVisible(chromedp.CSS(`#breakers li.breaker`)),
 		poll(`document.getElementById("pause").getAttribute("aria-pressed") === "true"`),
+		chromedp.Click(chromedp.ID("range-5m")),
+		poll(`document.getElementById("range-5m").getAttribute("aria-pressed") === "true"`),
 	))
 }
 
@@ -80,15 +83,15 @@ func TestDashboardChartsDrawTheQueueOverTime(t *testing.T) {
 	tab := newBrowser(t, 1280, 800)
 	loginPaused(t, tab, f.url)
 
-	// One sample, taken at sign-in: every chart says that its history starts now and that a
-	// line needs two samples.
+	// One sample, taken at sign-in, and no history on the server in the range: every chart
+	// says that its live line starts now and that a line needs two samples.
 	must(t, chromedp.Do(tab, poll(`document.getElementById("chart-depth").dataset.samples === "1"`)))
 	for _, chart := range []string{"chart-rates", "chart-depth", "chart-breakers"} {
 		got, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`(function () { var f = document.getElementById(`+js(chart)+`), n = f.querySelector(".chart-note");
 		  return [f.dataset.ready, n ? n.textContent : ""]; })()`))
 		must(t, err)
-		if got[0] != "false" || !strings.Contains(got[1], "History starts when this page opened") || !strings.Contains(got[1], "two samples") {
-			t.Errorf("%s with one sample: ready %s, note %q; want a note saying the history starts when the page opened", chart, got[0], got[1])
+		if got[0] != "false" || !strings.Contains(got[1], "no history in this range") || !strings.Contains(got[1], "starts when this page opened") || !strings.Contains(got[1], "two samples") {
+			t.Errorf("%s with one sample: ready %s, note %q; want a note saying the server has no history in the range and the live line starts when the page opened", chart, got[0], got[1])
 		}
 	}
 

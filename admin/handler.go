@@ -140,6 +140,7 @@ func (s *server) routes() {
 	s.api("POST /api/schedules/{name}/resume", scheduleNamed(s.scheduleAction(http.StatusOK, ScheduleControls.ResumeSchedule)), needs(RoleOperator, "resuming a schedule"))
 	s.api("POST /api/schedules/{name}/run-now", scheduleNamed(s.scheduleAction(http.StatusAccepted, ScheduleControls.RunScheduleNow)), needs(RoleOperator, "running a schedule now"))
 	s.api("GET /api/queue", s.needQueue(s.queueStats))
+	s.api("GET /api/history", needQueueOf(s, noHistory, s.getHistory))
 
 	s.api("GET /api/pauses", needQueueOf(s, noPauses, s.listPauses))
 	s.api("POST /api/pauses", needQueueOf(s, noPauses, s.createPause), needs(RoleOperator, "pausing work"))

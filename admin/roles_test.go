@@ -71,6 +71,7 @@ func routeTable(letter string) map[string]routeCase {
 		"GET /api/retry-budgets":                     {"/api/retry-budgets", "", v},
 		"GET /api/rate-limits":                       {"/api/rate-limits", "", v},
 		"GET /api/busiest-keys":                      {"/api/busiest-keys", "", v},
+		"GET /api/history":                           {"/api/history", "", v},
 		"GET /api/find":                              {"/api/find?q=n-1", "", v},
 		"GET /api/items":                             {"/api/items", "", v},
 		"GET /api/items/{id}":                        {"/api/items/1", "", v},

@@ -32,6 +32,9 @@ var (
 	ErrOutcomeUnknown   = errors.New("durable: outcome unknown")            // sent, unanswered: see OutcomeUnknownError, Queue.Replay
 	ErrPayloadTooLarge  = errors.New("durable: payload too large")          // see Config.MaxPayloadBytes
 	ErrMetadataTooLarge = errors.New("durable: request metadata too large") // see MaxMetadataSize
+	// ErrNoHistory: Queue.History on a queue whose driver keeps no history (it does not
+	// implement driver.HistoryStore).
+	ErrNoHistory = errors.New("durable: the driver keeps no history")
 	// ErrNotFound: the item, item token, dead letter, bulk action or schedule a call named does
 	// not exist (a *NotFoundError says which).
 	ErrNotFound = errors.New("durable: not found")

@@ -126,6 +126,13 @@ type Config struct {
 	// letters' history). Default 24 h: yesterday's work stays visible, the table small.
 	// Negative: forever.
 	Retention time.Duration
+	// HistoryRetention is how long the history of Queue.History is kept: each running
+	// scheduler writes one row a minute (its outcomes and the breaker states it saw), and the
+	// instance that prunes succeeded items deletes the rows older than this. Default
+	// DefaultHistoryRetention, 25 h: the dashboard charts the last 24 h, and the hour more keeps
+	// its left edge from reading pruned minutes as quiet ones. Negative: this instance records
+	// no history and deletes none (another instance's retention still applies).
+	HistoryRetention time.Duration
 	// OnClaim are called, in order, after each claiming round trip (which also writes the
 	// outcomes of the items just finished) with its time, items claimed and error: a slow
 	// claim is the first sign of a database in trouble (metrics.Recorder counts them, attached

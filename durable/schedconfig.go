@@ -31,6 +31,7 @@ type schedulerConfig struct {
 	Breakers          *breaker.Registry
 	Logger            *zap.Logger
 	Retention         time.Duration
+	HistoryRetention  time.Duration
 	OnClaim           []func(took time.Duration, claimed int, err error)
 	OnSettled         []func(name string, outcome record.Settled)
 }
@@ -40,7 +41,7 @@ func (c Config) scheduler() schedulerConfig {
 	return schedulerConfig{InstanceID: c.InstanceID, Workers: c.Workers, BatchSize: c.BatchSize, PollInterval: c.PollInterval,
 		Lease: c.Lease, ScheduleLease: c.ScheduleLease, HeartbeatInterval: c.HeartbeatInterval, SweepInterval: c.SweepInterval,
 		StoreTimeout: c.StoreTimeout, ShutdownGrace: c.ShutdownGrace, Breakers: c.Breakers, Logger: c.Logger, Retention: c.Retention,
-		OnClaim: c.OnClaim, OnSettled: c.OnSettled}
+		HistoryRetention: c.HistoryRetention, OnClaim: c.OnClaim, OnSettled: c.OnSettled}
 }
 
 // withDefaults returns c with its zero fields set to their defaults, or each problem of c,
@@ -101,6 +102,9 @@ func (c schedulerConfig) withDefaults() (schedulerConfig, error) {
 	}
 	if c.Retention == 0 {
 		c.Retention = defaultRetention
+	}
+	if c.HistoryRetention == 0 {
+		c.HistoryRetention = DefaultHistoryRetention
 	}
 	if len(errs) == 0 {
 		for _, d := range []struct {

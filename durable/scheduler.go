@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/internal/claimloop"
 	"github.com/switchboard-go/switchboard/durable/internal/dbhealth"
 	"github.com/switchboard-go/switchboard/durable/internal/executor"
@@ -38,6 +39,7 @@ type scheduler struct {
 	rescuer *maintenance.Rescuer
 	pruner  *maintenance.Pruner
 	items   *engineItems
+	history *historyRecorder // nil when the driver keeps no history or HistoryRetention is negative
 
 	mu     sync.Mutex
 	state  schedState
@@ -133,11 +135,17 @@ func newScheduler(q *Queue, sender mediator.Sender, cfg schedulerConfig) (*sched
 		HeartbeatInterval: cfg.HeartbeatInterval, SweepInterval: cfg.SweepInterval, StoreContext: s.storeCtx,
 		Health: &s.health, Logger: cfg.Logger, Swept: s.Wake,
 	})
+	history, _ := q.store.(driver.HistoryStore)
 	s.pruner = maintenance.NewPruner(maintenance.PrunerConfig{
 		Store: q.store, Clock: q.clock, Instance: cfg.InstanceID, Retention: cfg.Retention, StoreContext: s.storeCtx,
+		History: history, HistoryRetention: cfg.HistoryRetention,
 		Health: &s.health, Logger: cfg.Logger, Stopping: s.stopping,
 	})
 	s.bulk = newBulkLoop(s)
+	if hs, ok := q.store.(driver.HistoryStore); ok && cfg.HistoryRetention >= 0 {
+		s.history = &historyRecorder{st: hs, clock: q.clock, instance: cfg.InstanceID, logger: cfg.Logger, storeCtx: s.storeCtx,
+			health: &s.health, gauges: q.historyGauges}
+	}
 	return s, nil
 }
 
@@ -173,6 +181,11 @@ func (s *scheduler) Start() error {
 	background.Go(func() { s.rescuer.Run(keeperEnd) })
 	background.Go(func() { s.pruner.Run(s.stop) })
 	background.Go(func() { s.gate.Watch(keeperEnd) })
+	if s.history != nil {
+		// The last flush, of the minute in progress, comes after the claim loop's last outcome.
+		s.history.listen(s.q.breakers(s.cfg.Breakers))
+		background.Go(func() { s.history.run(keeperEnd) })
+	}
 	listener := make(chan struct{})
 	go func() {
 		defer close(listener)
@@ -334,6 +347,9 @@ func (s *scheduler) settled(batch []store.Completion, results []error) {
 	s.notifyDead(batch, results)
 	s.notifySettled(batch, results)
 	s.gate.Settled(batch, results)
+	if s.history != nil {
+		s.history.settled(batch, results)
+	}
 }
 
 // Sweep sweeps expired leases now, as the scheduler does every SweepInterval.

@@ -9,10 +9,12 @@
 // operations that let a caller add statements of its own to an operation's transaction
 // (Executor.EnqueueTx, SetLimit, SetPause, EditSchedule, AddAudit) hand it a *sql.Tx.
 //
-// Three capabilities are optional, each an interface an Executor may also implement, found by
+// Four capabilities are optional, each an interface an Executor may also implement, found by
 // type assertion: Notifier (wake-ups across instances, as PostgreSQL's LISTEN/NOTIFY gives),
 // FleetStores (the shared circuit breakers and rate limits of durable.NewBreakerStore and
-// durable.NewRateLimitStore) and ItemFinder (durable.Queue.Find). Without them the queue polls,
-// and the fleet stores and Find report that the driver lacks them. docs/architecture.md, "Writing a driver", describes each
+// durable.NewRateLimitStore), ItemFinder (durable.Queue.Find) and HistoryStore (the
+// per-minute history of durable.Queue.History). Without them the queue polls, the fleet stores
+// and Find report that the driver lacks them, and no history is kept. docs/architecture.md,
+// "Writing a driver", describes each
 // operation group and what Exercise checks of it.
 package driver

@@ -13,7 +13,7 @@ import (
 // is unknown (the statement may have committed) says so where it matters (Enqueue's
 // *UnknownOutcomeError). A caller's cancelled context ends a method with ctx's error.
 //
-// An Executor may also implement Notifier, FleetStores and ItemFinder, the optional capabilities.
+// An Executor may also implement Notifier, FleetStores, ItemFinder and HistoryStore, the optional capabilities.
 type Executor interface {
 	Schema
 	ItemStore

@@ -73,6 +73,7 @@ var cases = []testCase{
 	{"Schedules/AddRunNowRemove", testSchedules},
 	{"Notifier/WakesAnotherInstance", testNotifier},
 	{"FleetStores/BreakersAndRateLimits", testFleetStores},
+	{"HistoryStore/MinutesMerged", testHistory},
 }
 
 // work is the request type of the suite.

@@ -1,9 +1,11 @@
-// switchboard admin dashboard: the Activity panel, three charts of the last minutes drawn as
-// SVG by hand from the answers the page polls anyway (api/queue and api/breakers): outcomes
-// per second, the queue's depth by state, and the state of every breaker over time. Loaded
-// after app.js, whose functions it reaches through window.switchboardAdmin. Every attribute is
-// set through the DOM and every style comes from app.css classes, so the strict CSP holds;
-// values from the API reach the page as text only.
+// switchboard admin dashboard: the Activity panel, three charts drawn as SVG by hand:
+// outcomes per second, the queue's depth by state, and the state of every breaker over time.
+// They start from the queue's history on the server (api/history: one point a minute for the
+// last 24 h, kept by the schedulers whether or not a page was open), and the answers the page
+// polls anyway (api/queue and api/breakers) append to it at every refresh. Loaded after
+// app.js, whose functions it reaches through window.switchboardAdmin. Every attribute is set
+// through the DOM and every style comes from app.css classes, so the strict CSP holds; values
+// from the API reach the page as text only.
 (function () {
   "use strict";
 
@@ -12,9 +14,26 @@
   var $ = A.$, el = A.el;
   var NS = "http://www.w3.org/2000/svg";
 
-  // WINDOW_MS is how far back the charts go: five minutes (150 refreshes) show a breaker
-  // open and a backlog build and drain, and are little to keep in a page.
-  var WINDOW_MS = 5 * 60 * 1000;
+  // RANGES are how far back the charts can go. The default, an hour, shows an outage the
+  // operator was paged for and its recovery at a glance, one point a minute; five minutes is
+  // the live view at refresh resolution, 24 h the whole history the server keeps.
+  var RANGES = [
+    { id: "5m", label: "5 min", ms: 5 * 60 * 1000 },
+    { id: "1h", label: "1 h", ms: 60 * 60 * 1000 },
+    { id: "24h", label: "24 h", ms: 24 * 60 * 60 * 1000 }
+  ];
+  var range = RANGES[1];
+  // LIVE_MS is how long the page keeps its own samples: five minutes (150 refreshes), the
+  // shortest range; further back the history's minutes take over.
+  var LIVE_MS = 5 * 60 * 1000;
+  var MINUTE_MS = 60 * 1000;
+  var DAY_MS = 24 * 60 * 60 * 1000;
+  // HISTORY_EVERY_MS is how often the page asks the server for the minutes it lacks: the
+  // schedulers write a minute once it is over.
+  var HISTORY_EVERY_MS = 30 * 1000;
+  // HISTORY_GAP_MS: two points of the history (or its last and the first live sample) further
+  // apart than this are not joined: a minute no instance wrote is a gap.
+  var HISTORY_GAP_MS = 150 * 1000;
   // MIN_SPAN_MS is the shortest time axis: until the history is that long the axis starts at
   // its first sample, and the lines grow from the left instead of stretching a few seconds
   // over the whole width.
@@ -48,7 +67,11 @@
 
   var queue = [];    // {t, v: {pending, running, awaiting, succeeded, lettered, cancelled}}
   var breakers = []; // {t, s: {key: state}, order: [key]}
-  var firstAt = 0;   // the time of the first sample: the history starts there
+  var firstAt = 0;   // the time of the first sample: the live samples start there
+  // history is the server's minutes, oldest first: {t: the minute's start, instances,
+  // outcomes, items, dead_letters, breakers: {key: state}}. historyAt is when it was last
+  // asked for; historyGone: the server keeps none (404), so it is not asked again.
+  var history = [], historyAt = 0, historyGone = false;
 
   // ---- samples ------------------------------------------------------------------------
 
@@ -84,8 +107,78 @@
     if (!firstAt) firstAt = sample.t;
     list.push(sample);
     // One sample before the window is kept: the interval that crosses its start.
-    while (list.length > 1 && list[1].t <= sample.t - WINDOW_MS) list.shift();
+    while (list.length > 1 && list[1].t <= sample.t - LIVE_MS) list.shift();
     render();
+  }
+
+  // ---- the history --------------------------------------------------------------------
+
+  // A refresh asks for the minutes the page lacks (the last one again: it may have been
+  // written in part), at most every HISTORY_EVERY_MS; the first asks for the last 24 h.
+  A.addPanel(function () {
+    var now = Date.now();
+    if (historyGone || (historyAt && now - historyAt < HISTORY_EVERY_MS)) return Promise.resolve();
+    historyAt = now;
+    var since = Math.max(history.length ? history[history.length - 1].t : 0, now - DAY_MS);
+    return A.api("GET", "api/history?since=" + encodeURIComponent(new Date(since).toISOString())).then(function (data) {
+      mergeHistory((data && data.minutes) || [], since);
+      render();
+    }, function (err) {
+      if (err instanceof A.ApiError && err.status === 404) { historyGone = true; return; }
+      historyAt = 0; // asked again at the next refresh
+      throw err;
+    });
+  });
+
+  // mergeHistory puts the minutes of an answer from since on in place of those held.
+  function mergeHistory(minutes, since) {
+    var kept = history.filter(function (m) { return m.t < since && m.t >= Date.now() - DAY_MS - MINUTE_MS; });
+    minutes.forEach(function (m) {
+      var t = Date.parse(m.minute);
+      if (!isFinite(t)) return;
+      var b = Object.create(null);
+      Object.keys(m.breakers || {}).forEach(function (k) { b[k] = String(m.breakers[k]); });
+      kept.push({ t: t, instances: num(m.instances) || 0, outcomes: m.outcomes || {}, items: m.items || null,
+        letters: m.dead_letters || null, breakers: b });
+    });
+    kept.sort(function (a, b) { return a.t - b.t; });
+    history = kept;
+  }
+
+  // liveStart is where the page's own samples take over from the history's minutes.
+  function liveStart() { return queue.length ? queue[0].t : Infinity; }
+
+  // historyDepth is the history's points of the depth chart, each at its minute's end (when
+  // it was sampled), before the live samples.
+  function historyDepth() {
+    var out = [], until = liveStart();
+    history.forEach(function (m) {
+      var t = m.t + MINUTE_MS;
+      if (t >= until || (!m.items && !m.letters)) return;
+      var it = m.items || {}, dl = m.letters || {};
+      out.push({ t: t, h: true, v: { pending: num(it.pending), running: num(it.running), awaiting: num(dl.failed) } });
+    });
+    return out;
+  }
+
+  // historyRates is the history's rates per second, one per minute some instance wrote,
+  // before the live samples: its outcomes over 60 s; the cancelled from the rise of the
+  // cancelled count between two minutes' gauges (cancelling is no claim's outcome).
+  function historyRates(id) {
+    var out = [], until = liveStart(), prev = null;
+    history.forEach(function (m) {
+      var t1 = m.t + MINUTE_MS, r = null;
+      if (id === "succeeded") r = m.instances ? (num(m.outcomes.succeeded) || 0) / 60 : null;
+      else if (id === "lettered") r = m.instances ? (num(m.outcomes.dead) || 0) / 60 : null;
+      else if (id === "cancelled" && m.items && prev && prev.items && prev.t === m.t - MINUTE_MS) {
+        var d = num(m.items.cancelled) - num(prev.items.cancelled);
+        r = d >= 0 ? d / 60 : null;
+      }
+      prev = m;
+      if (t1 > until || r === null) return;
+      out.push({ t0: m.t, t1: t1, r: r });
+    });
+    return out;
   }
 
   // rateIntervals turns the samples of a cumulative count (v[id]) into rates per second, one
@@ -111,26 +204,31 @@
   // The rule by which rates are derived, for the browser console (and the dashboard's tests).
   window.switchboardCharts = { rateIntervals: rateIntervals, gapMs: GAP_MS };
 
-  // rateRuns is the step line of rateIntervals: runs of [t, r] points, each interval a
-  // level from its start to its end, a new run after every interval without a rate.
+  // rateRuns is the step line of the history's rates and then rateIntervals: runs of [t, r]
+  // points, each interval a level from its start to its end, a new run after every interval
+  // without a rate and at every gap (the history's last minute joins the first live
+  // interval when they are HISTORY_GAP_MS apart or less).
   function rateRuns(samples, id) {
     var runs = [], run = null, last = null;
-    rateIntervals(samples, id).forEach(function (iv) {
+    historyRates(id).concat(rateIntervals(samples, id)).forEach(function (iv) {
       if (iv.r === null) { run = null; return; }
-      if (!run || last.t1 !== iv.t0) { run = []; runs.push(run); }
+      if (!run || (last.t1 !== iv.t0 && !(iv.t0 > last.t1 && iv.t0 - last.t1 <= HISTORY_GAP_MS && (last.t1 - last.t0 === MINUTE_MS)))) {
+        run = []; runs.push(run);
+      }
       run.push([iv.t0, iv.r], [iv.t1, iv.r]);
       last = iv;
     });
     return runs;
   }
 
-  // depthRuns is the line of a count: runs of [t, v] points, a new run after a gap.
+  // depthRuns is the line of a count over the history's minutes and the live samples: runs
+  // of [t, v] points, a new run after a gap (HISTORY_GAP_MS from a minute of the history).
   function depthRuns(samples, id) {
     var runs = [], run = null, prev = null;
-    samples.forEach(function (s) {
+    historyDepth().concat(samples).forEach(function (s) {
       var v = s.v[id];
       if (typeof v !== "number") { run = null; prev = null; return; }
-      if (!run || s.t - prev.t > GAP_MS) { run = []; runs.push(run); }
+      if (!run || s.t - prev.t > (prev.h ? HISTORY_GAP_MS : GAP_MS)) { run = []; runs.push(run); }
       run.push([s.t, v]);
       prev = s;
     });
@@ -151,7 +249,7 @@
   function stamp(t) { return hhmmss(t) + "Z"; }
 
   // The time axis's steps: the first that leaves a label every 80 px or more.
-  var TIME_STEPS = [5, 10, 15, 30, 60, 120, 300].map(function (s) { return s * 1000; });
+  var TIME_STEPS = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600].map(function (s) { return s * 1000; });
 
   function timeTicks(t0, t1, width) {
     var most = Math.max(2, Math.floor(width / 80));
@@ -181,11 +279,22 @@
 
   function fmtRate(r) { return r >= 10 ? String(Math.round(r)) : r >= 1 ? r.toFixed(1) : r.toFixed(2); }
 
+  // domain is the time axis: the range chosen, up to the last sample (or the history's last
+  // minute), starting no earlier than the first point the page has.
   function domain() {
-    var end = 0;
+    var end = 0, first = firstAt || Infinity;
     [queue, breakers].forEach(function (l) { if (l.length) end = Math.max(end, l[l.length - 1].t); });
-    var start = Math.max(firstAt, end - WINDOW_MS);
+    if (history.length) {
+      end = Math.max(end, history[history.length - 1].t + MINUTE_MS);
+      first = Math.min(first, history[0].t);
+    }
+    var start = Math.max(first, end - range.ms);
     return { t0: start, t1: Math.max(end, start + MIN_SPAN_MS) };
+  }
+
+  // historyIn says whether the history has a minute in the domain.
+  function historyIn(dom) {
+    return history.some(function (m) { return m.t + MINUTE_MS > dom.t0 && m.t < dom.t1; });
   }
 
   // frame starts a chart: the SVG of width × height in the figure's canvas with its
@@ -232,7 +341,7 @@
   }
 
   function waitingLines() {
-    return ["History starts when this page opened (" + stamp(firstAt) + ").",
+    return ["The server has no history in this range; the live line starts when this page opened (" + stamp(firstAt || Date.now()) + ").",
       "A line needs two samples; one comes every " + A.pollMs / 1000 + " s."];
   }
 
@@ -255,8 +364,9 @@
     var max = 0, points = 0;
     all.forEach(function (a) {
       a.runs.forEach(function (run) {
-        run.forEach(function (p) { if (p[0] >= dom.t0 - GAP_MS) max = Math.max(max, p[1]); });
-        points = Math.max(points, run.length);
+        var shown = 0;
+        run.forEach(function (p) { if (p[0] >= dom.t0 - GAP_MS) { max = Math.max(max, p[1]); shown++; } });
+        points = Math.max(points, shown);
       });
     });
     var vt = valueTicks(max, whole);
@@ -278,6 +388,7 @@
         "data-series": a.s.id, "data-points": vals.length, "data-values": vals.map(function (v) { return +v.toFixed(3); }).join(",") }));
     });
     fig.dataset.samples = String(queue.length);
+    fig.dataset.historyMinutes = String(history.length);
     fig.dataset.ready = String(points >= 2);
     if (points < 2) note(f.root, plot, waitingLines());
   }
@@ -286,18 +397,53 @@
   // the last interval, which may end up to MIN_RATE_MS before it): "unknown" when the line
   // stops earlier.
   function latest(all, fmt) {
-    var at = queue[queue.length - 1].t - MIN_RATE_MS;
+    var end = queue.length ? queue[queue.length - 1].t : history.length ? history[history.length - 1].t + MINUTE_MS : 0;
+    var at = end - (queue.length ? MIN_RATE_MS : MINUTE_MS);
     return all.map(function (a) {
       var run = a.runs[a.runs.length - 1], p = run ? run[run.length - 1] : null;
       return a.s.label.toLowerCase() + " " + (p && p[0] >= at ? fmt(p[1]) : "unknown");
     }).join(", ");
   }
 
-  function summaryRates(all) { return "Per second over the last interval: " + latest(all, fmtRate) + "."; }
+  function summaryRates(all) { return "Per second over the last interval: " + latest(all, fmtRate) + ". " + outageSummary() + "."; }
 
-  function summaryDepth(all) { return "At the last sample: " + latest(all, String) + "."; }
+  function summaryDepth(all) { return "At the last sample: " + latest(all, String) + ". " + outageSummary() + "."; }
+
+  // outageSummary says, for the charts' descriptions, what the history of the range holds:
+  // the dead items and the peak of the letters awaiting action.
+  function outageSummary() {
+    var dom = domain(), dead = 0, peak = 0, minutes = 0;
+    history.forEach(function (m) {
+      if (m.t + MINUTE_MS <= dom.t0) return;
+      minutes++;
+      dead += num(m.outcomes.dead) || 0;
+      if (m.letters) peak = Math.max(peak, num(m.letters.failed) || 0);
+    });
+    return "The server's history has " + minutes + " minutes of the range: " + dead + " items died in them, at most " + peak + " dead letters awaited action";
+  }
 
   // ---- the breaker chart --------------------------------------------------------------
+
+  // historyBands is the states of key over the history's minutes, one band per run of the
+  // same state: the worst state it was in during each minute, however briefly (a half-open
+  // shorter than a refresh shows), closed in a minute some instance wrote without it. Before
+  // the live samples every minute is drawn; over them only a minute it was not closed in, on
+  // top of the live bands, so that a state between two refreshes is not lost. A key the
+  // history never names gets no band from it: the schedulers record the breakers that guard
+  // the queue's items, and a breaker of the pipelines alone is not among them.
+  function historyBands(key) {
+    var out = [], last = null, until = breakers.length ? breakers[0].t : Infinity;
+    if (!history.some(function (m) { return m.breakers[key] !== undefined; })) return out;
+    history.forEach(function (m) {
+      if (!m.instances) { last = null; return; }
+      var st = m.breakers[key] || "closed", t1 = m.t + MINUTE_MS;
+      if (t1 > until && st === "closed") { last = null; return; }
+      if (last && last.state === st && last.t1 === m.t) { last.t1 = t1; return; }
+      last = { t0: m.t, t1: t1, state: st, history: true };
+      out.push(last);
+    });
+    return out;
+  }
 
   // bands is the states of key over the samples: one band per run of the same state, each
   // interval between two samples drawn with the state the later one saw.
@@ -320,6 +466,15 @@
     for (var i = breakers.length - 1; i >= 0; i--) {
       breakers[i].order.forEach(function (k) { if (!seen[k]) { seen[k] = { troubled: false }; keys.push(k); } });
     }
+    // A key the history names in the range was not closed then; one it names only before the
+    // range is not drawn.
+    history.forEach(function (m) {
+      if (m.t + MINUTE_MS <= dom.t0) return;
+      Object.keys(m.breakers).forEach(function (k) {
+        if (!seen[k]) { seen[k] = { troubled: false }; keys.push(k); }
+        seen[k].troubled = true;
+      });
+    });
     var latest = breakers.length ? breakers[breakers.length - 1].order : [];
     var pos = Object.create(null);
     latest.forEach(function (k, i) { pos[k] = i; });
@@ -342,9 +497,10 @@
     var plot = { x: labelW + 10, y: top, w: Math.max(10, width - labelW - 10 - 14), h: rows * rowH };
     var height = top + plot.h + 28;
     var now = breakers.length ? breakers[breakers.length - 1].s : {};
-    var f = frame(fig, width, height, plot, dom, "Breaker state over time", breakerSummary(now, keys));
-    var ready = breakers.length >= 2;
+    var f = frame(fig, width, height, plot, dom, "Breaker state over time, the last " + range.label, breakerSummary(now, keys, dom));
+    var ready = breakers.length >= 2 || historyIn(dom);
     fig.dataset.samples = String(breakers.length);
+    fig.dataset.historyMinutes = String(history.length);
     fig.dataset.ready = String(ready);
 
     shown.forEach(function (key, i) {
@@ -357,9 +513,13 @@
       g.appendChild(label);
       f.root.appendChild(g);
       fit(label, key, labelW - 4);
-      bands(key).forEach(function (b) {
+      var hist = historyBands(key);
+      hist.filter(function (b) { return b.t1 <= (breakers.length ? breakers[0].t : Infinity); }).concat(bands(key),
+        hist.filter(function (b) { return b.t1 > (breakers.length ? breakers[0].t : Infinity); })).forEach(function (b) {
+        if (b.t1 <= dom.t0) return;
         var x0 = f.x(b.t0), x1 = f.x(b.t1);
         g.appendChild(svg("rect", { class: "band band-" + b.state.replace(/[^a-z-]/gi, ""), "data-state": b.state, "clip-path": f.clip,
+          "data-source": b.history ? "history" : "live",
           x: x0.toFixed(1), y: y0 + 3, width: Math.max(1, x1 - x0).toFixed(1), height: rowH - 6,
           "data-from": new Date(b.t0).toISOString(), "data-to": new Date(b.t1).toISOString() }));
       });
@@ -386,8 +546,14 @@
     e.textContent = text.slice(0, lo) + "…";
   }
 
-  function breakerSummary(now, keys) {
+  function breakerSummary(now, keys, dom) {
     if (!keys.length) return "No breakers.";
+    var past = Object.create(null);
+    history.forEach(function (m) {
+      if (m.t + MINUTE_MS <= dom.t0) return;
+      Object.keys(m.breakers).forEach(function (k) { if (past[k] !== "open") past[k] = m.breakers[k]; });
+    });
+    var troubled = Object.keys(past).map(function (k) { return k + " " + past[k]; });
     var by = { open: [], "half-open": [] }, closed = 0;
     Object.keys(now).forEach(function (k) {
       if (by[now[k]]) by[now[k]].push(k);
@@ -397,7 +563,7 @@
     if (by.open.length) parts.push("open: " + by.open.join(", "));
     if (by["half-open"].length) parts.push("half-open: " + by["half-open"].join(", "));
     parts.push(closed + " closed");
-    return "Now " + parts.join("; ") + ".";
+    return "Now " + parts.join("; ") + "." + (troubled.length ? " In the history of the range, at worst: " + troubled.join(", ") + "." : "");
   }
 
   // ---- the panel ----------------------------------------------------------------------
@@ -417,9 +583,9 @@
   // sentence on how to read it.
   [
     { id: "chart-rates", title: "Queue outcomes per second", items: RATES, swatch: "ser-",
-      foot: "The rise of each count between two refreshes, per second. An interval over which a count fell (retention deleted succeeded items) is left out, never drawn below zero. A retried item goes back to pending: retries show in the depth, not here." },
+      foot: "From the server's history, each minute's outcomes over 60 s (succeeded and died, summed over the instances); since this page opened, the rise of each count between two refreshes, per second. An interval over which a count fell (retention deleted succeeded items) is left out, never drawn below zero. A retried item goes back to pending: retries show in the depth, not here." },
     { id: "chart-depth", title: "Queue depth by state", items: DEPTH, swatch: "ser-",
-      foot: "Queue items pending and running, and dead letters waiting for an operator, at each refresh." },
+      foot: "Queue items pending and running, and dead letters waiting for an operator: at the end of each minute of the server's history, then at each refresh." },
     { id: "chart-breakers", title: "Breaker state over time", items: STATES, swatch: "band-", wide: true, foot: "" }
   ].forEach(function (c) {
     var fig = el("figure", { className: "chart" + (c.wide ? " chart-wide" : ""), id: c.id, hidden: "" });
@@ -437,24 +603,38 @@
   });
   $("charts-poll").textContent = A.pollMs / 1000 + " s";
 
+  // The range buttons: one pressed at a time.
+  var rangeGroup = el("div", { className: "chart-range", role: "group", "aria-label": "Range of the charts" });
+  RANGES.forEach(function (r) {
+    var b = el("button", { type: "button", id: "range-" + r.id, "aria-pressed": String(r === range) }, r.label);
+    b.addEventListener("click", function () {
+      range = r;
+      RANGES.forEach(function (o) { $("range-" + o.id).setAttribute("aria-pressed", String(o === range)); });
+      render();
+    });
+    rangeGroup.appendChild(b);
+  });
+  $("charts").parentNode.insertBefore(rangeGroup, $("charts"));
+
   function render() {
     var panel = $("charts-title").closest("section");
     panel.hidden = false;
     var since = $("charts-since");
     if (firstAt && !since.firstChild) since.appendChild(A.timeEl(new Date(firstAt).toISOString().replace(/\.\d{3}Z$/, "Z")));
-    $("chart-rates").hidden = queue.length === 0;
-    $("chart-depth").hidden = queue.length === 0;
-    $("chart-breakers").hidden = breakers.length === 0;
-    if (queue.length) {
-      lineChart($("chart-rates"), RATES, rateRuns, false, "Outcomes of the durable queue's items per second, the last 5 minutes (calls that succeed in process are not queue items)", summaryRates);
-      lineChart($("chart-depth"), DEPTH, depthRuns, true, "Queue depth by state, the last 5 minutes", summaryDepth);
+    var lines = queue.length > 0 || history.length > 0;
+    $("chart-rates").hidden = !lines;
+    $("chart-depth").hidden = !lines;
+    $("chart-breakers").hidden = breakers.length === 0 && history.length === 0;
+    if (lines) {
+      lineChart($("chart-rates"), RATES, rateRuns, false, "Outcomes of the durable queue's items per second, the last " + range.label + " (calls that succeed in process are not queue items)", summaryRates);
+      lineChart($("chart-depth"), DEPTH, depthRuns, true, "Queue depth by state, the last " + range.label, summaryDepth);
     }
-    if (breakers.length) breakerChart($("chart-breakers"));
+    if (!$("chart-breakers").hidden) breakerChart($("chart-breakers"));
   }
 
   var resizing = 0;
   window.addEventListener("resize", function () {
     clearTimeout(resizing);
-    resizing = setTimeout(function () { if (queue.length || breakers.length) render(); }, 100);
+    resizing = setTimeout(function () { if (queue.length || breakers.length || history.length) render(); }, 100);
   });
 })();

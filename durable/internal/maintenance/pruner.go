@@ -21,15 +21,24 @@ type PruneStore interface {
 	Prune(ctx context.Context, before, now time.Time) (n int, busy bool, err error)
 }
 
-// PrunerConfig configures a Pruner; every field is required.
+// HistoryPruneStore is what the pruner asks of a database that keeps the history.
+type HistoryPruneStore interface {
+	PruneHistory(ctx context.Context, before time.Time) (int, error)
+}
+
+// PrunerConfig configures a Pruner; every field is required but History.
 type PrunerConfig struct {
-	Store        PruneStore
-	Clock        behaviors.Clock
-	Instance     string
-	Retention    time.Duration // below zero: keep every item
-	StoreContext func() (context.Context, context.CancelFunc)
-	Health       *dbhealth.Health
-	Logger       *zap.Logger
+	Store     PruneStore
+	Clock     behaviors.Clock
+	Instance  string
+	Retention time.Duration // below zero: keep every item
+	// History, when not nil, is the history whose minutes older than HistoryRetention each
+	// pass deletes (below zero: none).
+	History          HistoryPruneStore
+	HistoryRetention time.Duration
+	StoreContext     func() (context.Context, context.CancelFunc)
+	Health           *dbhealth.Health
+	Logger           *zap.Logger
 	// Stopping reports that the instance stops: a pass in progress ends.
 	Stopping func() bool
 }
@@ -40,10 +49,10 @@ type Pruner struct{ cfg PrunerConfig }
 // NewPruner returns a pruner configured by cfg.
 func NewPruner(cfg PrunerConfig) *Pruner { return &Pruner{cfg: cfg} }
 
-// Run runs a pass at once and then every PruneInterval, until stop is closed. A negative
-// retention keeps every item: it runs none.
+// Run runs a pass at once and then every PruneInterval, until stop is closed. With negative
+// retentions (items and history) it runs none.
 func (p *Pruner) Run(stop <-chan struct{}) {
-	if p.cfg.Retention < 0 {
+	if p.cfg.Retention < 0 && (p.cfg.History == nil || p.cfg.HistoryRetention < 0) {
 		return
 	}
 	t := time.NewTicker(PruneInterval)
@@ -62,14 +71,17 @@ func (p *Pruner) Run(stop <-chan struct{}) {
 // the retention, store.PruneBatch at a time, each batch its own transaction and store call,
 // until a batch finds fewer, the database fails (logged like every store call, and tried again
 // next pass), or the instance stops. On PostgreSQL one instance prunes at a time: when another
-// holds the prune lock, the pass ends at once. It returns how many items it deleted.
+// holds the prune lock, the pass ends at once. Then it deletes the history's minutes older
+// than the history's retention, unless another instance held the prune lock (it does so). It
+// returns how many items it deleted.
 func (p *Pruner) Pass() int {
 	if p.cfg.Retention < 0 {
+		p.pruneHistory()
 		return 0
 	}
 	now := p.cfg.Clock.Now()
 	before := now.Add(-p.cfg.Retention)
-	total := 0
+	total, lockHeld := 0, false
 	for !p.cfg.Stopping() {
 		ctx, cancel := p.cfg.StoreContext()
 		n, busy, err := p.cfg.Store.Prune(ctx, before, now)
@@ -79,13 +91,32 @@ func (p *Pruner) Pass() int {
 		}
 		p.cfg.Health.Note("prune succeeded items", err)
 		total += n
+		lockHeld = lockHeld || busy
 		if err != nil || busy || n < store.PruneBatch {
 			break
 		}
+	}
+	if !lockHeld {
+		p.pruneHistory()
 	}
 	if total > 0 {
 		p.cfg.Logger.Debug("durable: pruned succeeded items", zap.String("instance", p.cfg.Instance), zap.Int("items", total),
 			zap.Time("before", before))
 	}
 	return total
+}
+
+// pruneHistory deletes the history's minutes older than its retention: one statement over a
+// range of the table's primary key, a row per instance a minute.
+func (p *Pruner) pruneHistory() {
+	if p.cfg.History == nil || p.cfg.HistoryRetention < 0 || p.cfg.Stopping() {
+		return
+	}
+	ctx, cancel := p.cfg.StoreContext()
+	_, err := p.cfg.History.PruneHistory(ctx, p.cfg.Clock.Now().Add(-p.cfg.HistoryRetention))
+	cancel()
+	if err != nil && p.cfg.Stopping() {
+		return
+	}
+	p.cfg.Health.Note("prune history", err)
 }
