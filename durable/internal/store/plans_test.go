@@ -287,10 +287,10 @@ func statementCases(stmts map[string]string) []planCase {
 		"repark":       {now, 3_000_000, "breaker:a"},
 		"oldest_due":   {now, now},
 		// name, payload, state, dedupe key, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, unique for, deferred
-		"enqueue":        {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, nil, 0, "test.work", 0, 0},
-		"enqueue_notify": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, int64(3600e6), 1, "test.work", 9, int64(540e6)},
-		// name, payload, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, deferred, debounce key, debounce until, fairness key, priority, head start
-		"enqueue_debounce": {"test.work", []byte(`{}`), nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, 0, "plancheck-debounce", now + 60e6, "test.work", 0, 0},
+		"enqueue":        {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, nil, 0, "test.work", 0, 0, nil},
+		"enqueue_notify": {"test.work", []byte(`{}`), "pending", "plancheck-dedupe", nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, int64(3600e6), 1, "test.work", 9, int64(540e6), "n-00168"},
+		// name, payload, ordering key, next_at, last error, parked key, created, updated, metadata, token, guard key, deadline, deferred, debounce key, debounce until, fairness key, priority, head start, reference
+		"enqueue_debounce": {"test.work", []byte(`{}`), nil, now, nil, nil, now, now, nil, "plancheck-token", nil, nil, 0, "plancheck-debounce", now + 60e6, "test.work", 0, 0, nil},
 		"dedupe":           {"plancheck-dedupe"},
 		// released at, id, now
 		"release": {now, int64(1000001), now},
