@@ -404,8 +404,7 @@
     inFlight = Promise.all([
       section("breakers-title", api("GET", "api/breakers").then(renderBreakers)),
       section("queue-title", api("GET", "api/queue").then(renderQueue)),
-      section("dl-title", api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters)),
-      section("sched-title", api("GET", "api/schedules").then(renderSchedules))
+      section("dl-title", api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters))
     ].concat(panels.map(function (p) { return p(); }))).then(function () {
       var now = new Date(), u = $("updated");
       u.textContent = "Updated ";
@@ -955,75 +954,6 @@
   $("inspect-replay").addEventListener("click", function () { if (inspecting) replayOne(inspecting); });
   $("inspect-discard").addEventListener("click", function () { if (inspecting) discardOne(inspecting); });
 
-  // ---- schedules ----------------------------------------------------------------------
-
-  function renderSchedules(data) {
-    var list = (data && data.schedules) || [];
-    $("sched-empty").hidden = list.length > 0;
-    $("sched-table").hidden = list.length === 0; // no header over an empty table
-    syncList($("sched-rows"), list, function (s) { return s.name; }, function () {
-      var tr = el("tr");
-      ["Name", "Spec", "Next run", "Running on", "Last outcome"].forEach(function (l) { tr.appendChild(cell(l)); });
-      var acts = cell("", "row-actions");
-      var b = el("button", { type: "button", "data-act": "runs" }, "Runs");
-      b.addEventListener("click", function () { showRuns(tr.dataset.key); });
-      acts.appendChild(b);
-      tr.appendChild(acts);
-      return tr;
-    }, function (tr, s) {
-      var c = tr.children;
-      setBreakable(c[0], s.name);
-      c[1].textContent = s.spec + (s.location && s.location !== "UTC" ? " (" + s.location + ")" : "");
-      c[2].textContent = ""; c[2].appendChild(whenEl(s.next_run));
-      c[3].textContent = s.running_on || "–";
-      c[4].textContent = "";
-      if (s.last_outcome) {
-        c[4].appendChild(badge(s.last_outcome));
-        if (s.last_ended_at || s.last_started_at) {
-          c[4].appendChild(document.createTextNode(" "));
-          c[4].appendChild(whenEl(s.last_ended_at || s.last_started_at));
-        }
-        if (s.last_error) c[4].appendChild(el("div", { className: "err" }, s.last_error));
-      } else {
-        c[4].textContent = "not run yet";
-      }
-      tr.querySelector("[data-act=runs]").setAttribute("aria-label", "Runs of " + s.name);
-      scheduleRowHooks.forEach(function (h) { h(tr, s); });
-    });
-  }
-
-  // The hooks of other files that add to each schedule row (addScheduleRow): called with the
-  // row and its schedule at every refresh.
-  var scheduleRowHooks = [];
-
-  function showRuns(name) {
-    startAction();
-    api("GET", "api/schedules/" + seg(name) + "/runs?limit=20").then(function (data) {
-      $("runs-title").textContent = "Runs of " + name;
-      var ol = $("runs-list");
-      ol.textContent = "";
-      var runs = (data && data.runs) || [];
-      ol.hidden = runs.length === 0;
-      $("runs-empty").hidden = runs.length > 0;
-      runs.forEach(function (r) {
-        var li = el("li");
-        li.appendChild(badge(r.outcome || "running"));
-        var when = el("span", { className: "when" }, " due ");
-        when.appendChild(timeEl(r.due_at));
-        when.appendChild(document.createTextNode(" · ran "));
-        if (r.ended_at) spanEls(when, r.started_at, r.ended_at);
-        else { when.appendChild(timeEl(r.started_at)); when.appendChild(document.createTextNode(r.outcome ? "" : ", still running")); }
-        if (r.instance) when.appendChild(document.createTextNode(" · on " + r.instance));
-        if (r.run_now_by) when.appendChild(document.createTextNode(" · run now by " + r.run_now_by));
-        li.appendChild(when);
-        if (r.error) li.appendChild(el("span", { className: "err" }, r.error));
-        ol.appendChild(li);
-      });
-      $("runs-dialog").showModal();
-      $("runs-close").focus();
-    }).catch(failed);
-  }
-
   // ---- panels of other files ----------------------------------------------------------
 
   // The panels of the other files in assets/ (loaded after this one) register their loader
@@ -1038,7 +968,7 @@
     // onAnswer(kind, hook): hook(data, atMs) after every answer of api/queue or api/breakers.
     onAnswer: function (kind, hook) { answerHooks[kind].push(hook); },
     pollMs: POLL_MS,
-    addScheduleRow: function (hook) { scheduleRowHooks.push(hook); },
+    spanEls: spanEls,
     // inspectLetter(id) opens the dead letter's dialog; items.js adds inspectItem(id).
     inspectLetter: inspect
   };
