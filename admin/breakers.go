@@ -1,11 +1,16 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // breakerBody is a breaker in the API.
@@ -76,26 +81,54 @@ func (s *server) listBreakers(w http.ResponseWriter, r *http.Request, _ string) 
 }
 
 func (s *server) getBreaker(w http.ResponseWriter, r *http.Request, _ string) {
-	s.answerBreaker(w, r, nil)
+	s.answerBreaker(w, r, "", "", nil)
 }
 
-func (s *server) tripBreaker(w http.ResponseWriter, r *http.Request, _ string) {
+func (s *server) tripBreaker(w http.ResponseWriter, r *http.Request, principal string) {
 	if !decodeBody(w, r, &struct{}{}) {
 		return
 	}
-	s.answerBreaker(w, r, Breakers.Trip)
+	s.answerBreaker(w, r, principal, record.AuditTripBreaker, Breakers.Trip)
 }
 
-func (s *server) resetBreaker(w http.ResponseWriter, r *http.Request, _ string) {
+func (s *server) resetBreaker(w http.ResponseWriter, r *http.Request, principal string) {
 	if !decodeBody(w, r, &struct{}{}) {
 		return
 	}
-	s.answerBreaker(w, r, Breakers.Reset)
+	s.answerBreaker(w, r, principal, record.AuditResetBreaker, Breakers.Reset)
+}
+
+// breakerAuditor is what records a breaker's trip or reset in the queue's audit log; a
+// *durable.Queue is one.
+type breakerAuditor interface {
+	RecordBreakerAction(ctx context.Context, actor string, action record.AuditAction, key, detail string) error
+}
+
+// auditBreaker records principal's action on the breaker of key in reg, in the audit log of the
+// configured queue when it keeps one. The action is done: a log that could not be written is
+// logged as an error, and the answer is the breaker's all the same.
+func (s *server) auditBreaker(r *http.Request, principal string, action record.AuditAction, reg named[Breakers], key string) {
+	a, ok := s.cfg.Queue.(breakerAuditor)
+	if !ok {
+		return
+	}
+	var detail []string
+	if reg.name != DefaultName {
+		detail = append(detail, "registry "+reg.name)
+	}
+	if !isShared(reg.v) {
+		detail = append(detail, "this instance only: the registry is not shared")
+	}
+	if err := a.RecordBreakerAction(r.Context(), principal, action, key, strings.Join(detail, "; ")); err != nil {
+		s.log.Error("admin: the breaker's "+string(action)+" is done but its audit entry was not written",
+			zap.String("key", key), zap.String("registry", reg.name), zap.String("actor", principal), zap.Error(err))
+	}
 }
 
 // answerBreaker applies act (if any) to the breaker of the request's key, in the registry
-// registryOf finds, and answers with the breaker after it.
-func (s *server) answerBreaker(w http.ResponseWriter, r *http.Request, act func(Breakers, string) error) {
+// registryOf finds, records it in the audit log as principal's action, and answers with the
+// breaker after it.
+func (s *server) answerBreaker(w http.ResponseWriter, r *http.Request, principal string, action record.AuditAction, act func(Breakers, string) error) {
 	key := r.PathValue("key")
 	reg, ok := s.registryOf(w, r, key)
 	if !ok {
@@ -107,6 +140,7 @@ func (s *server) answerBreaker(w http.ResponseWriter, r *http.Request, act func(
 			unknownBreaker(w, reg, key, many)
 			return
 		}
+		s.auditBreaker(r, principal, action, reg, key)
 	}
 	snap, err := reg.v.Get(key)
 	if err != nil {

@@ -27,7 +27,7 @@ type AuditFilter struct {
 // Audit returns the entries of the audit log that f selects, newest first. Every operator
 // action on the queue other than a dead letter's replay or discard (which its timeline
 // records) has one: pauses and resumes, cancelled items and items run now, schedule changes,
-// bulk actions.
+// bulk actions, and the breaker trips and resets the admin surface made (RecordBreakerAction).
 func (q *Queue) Audit(ctx context.Context, f AuditFilter) ([]record.AuditEntry, error) {
 	var errs []error
 	if f.Limit < 0 || f.Limit > maxDeadLetterLimit {
@@ -58,6 +58,22 @@ func (q *Queue) Audit(ctx context.Context, f AuditFilter) ([]record.AuditEntry, 
 			TargetKind: record.AuditTarget(r.TargetKind), Target: r.Target, Detail: r.Detail, Outcome: record.AuditOutcome(r.Outcome)}
 	}
 	return out, nil
+}
+
+// RecordBreakerAction writes the audit entry of an operator's trip or reset of the breaker of
+// key (record.AuditTripBreaker, record.AuditResetBreaker) by actor, with detail (its registry,
+// say). A breaker registry is not the queue's, so the caller that acted on it records the
+// action here: the admin surface does, after each trip and reset it makes. Any other action is
+// an error naming it, and nothing is written.
+func (q *Queue) RecordBreakerAction(ctx context.Context, actor string, action record.AuditAction, key, detail string) error {
+	if action != record.AuditTripBreaker && action != record.AuditResetBreaker {
+		return fmt.Errorf("durable: RecordBreakerAction: action %q is neither %q nor %q", action, record.AuditTripBreaker, record.AuditResetBreaker)
+	}
+	if err := keyProblem("breaker", key); err != nil {
+		return fmt.Errorf("durable: RecordBreakerAction: %w", err)
+	}
+	return q.audit(ctx, nil, record.AuditEntry{Actor: actor, Action: action, TargetKind: record.AuditTargetBreakerKey,
+		Target: key, Detail: detail, Outcome: record.AuditDone})
 }
 
 // audit records e (its ID and, when zero, At are set by the queue) through tx when it is not

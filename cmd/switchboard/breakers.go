@@ -14,7 +14,8 @@ func breakersCommand() *command {
 		help: `
 The breakers of the admin's registries, registry by registry, by key. A trip opens a breaker by
 hand (calls through it are refused, durable items of its key parked) until it is reset or its
-open time passes; a reset closes it with no failures counted. A registry without a shared
+open time passes; a reset closes it with no failures counted. Both are in the queue's audit
+log under the token's principal (when the admin has a queue). A registry without a shared
 store (SHARED "no") is this instance's alone: a trip through one instance's admin leaves the
 others' breakers as they are. A key that two registries know needs --registry.`,
 		subs: []*command{

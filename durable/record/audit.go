@@ -4,7 +4,7 @@ import "time"
 
 // AuditEntry is one operator action on a queue, as its audit log keeps it (durable.Queue.Audit):
 // pausing and resuming, cancelling an item or running it now, changing a schedule, a bulk
-// action on dead letters. A dead letter's own replays and discards are in its timeline.
+// action, tripping or resetting a breaker. A dead letter's own replays and discards are in its timeline.
 // Entries are never changed or deleted.
 type AuditEntry struct {
 	ID     int64 // increasing
@@ -72,6 +72,15 @@ const (
 	AuditCancel     AuditAction = "cancel"
 	AuditRunNow     AuditAction = "run_now"
 	AuditTargetItem AuditTarget = "item"
+)
+
+// The actions on a circuit breaker through the admin surface (durable.Queue.RecordBreakerAction),
+// taken on targets of kind AuditTargetBreakerKey, the breaker's key; the Detail names its
+// registry when it is not the admin's default one, and says when the registry is this
+// instance's alone.
+const (
+	AuditTripBreaker  AuditAction = "trip"
+	AuditResetBreaker AuditAction = "reset"
 )
 
 // AuditTargets returns the target kinds the queue's actions are audited on, in a new slice.
