@@ -6,21 +6,22 @@ import (
 	"time"
 )
 
-// Recorder is the accounting of a run: what was enqueued and acknowledged when, and every
-// completion reported. It is safe for concurrent use.
+// Recorder is the accounting of a run: when each job was enqueued, which the system
+// acknowledged, and every completion reported. It is safe for concurrent use.
 type Recorder struct {
 	clock Clock
 
 	mu          sync.Mutex
-	enqueued    map[string]time.Time // acknowledged jobs, by id, at their enqueue
-	completions []record
-	done        map[string][]int // indexes into completions, by id
+	jobs        map[string]*job
+	finishes    []time.Time // of every completion, in the order received
+	unknown     int         // completions of ids never enqueued
+	outstanding int         // acknowledged jobs with no completion yet
 }
 
-type record struct {
-	Completion
-	pickup time.Duration
-	known  bool // the id was acknowledged
+type job struct {
+	enqueued    time.Time
+	acked       bool
+	completions []Completion
 }
 
 // NewRecorder returns an empty Recorder reading clock (nil is RealClock).
@@ -28,14 +29,37 @@ func NewRecorder(clock Clock) *Recorder {
 	if clock == nil {
 		clock = RealClock
 	}
-	return &Recorder{clock: clock, enqueued: map[string]time.Time{}, done: map[string][]int{}}
+	return &Recorder{clock: clock, jobs: map[string]*job{}}
 }
 
-// Acknowledged records that the system acknowledged job id enqueued at at.
-func (r *Recorder) Acknowledged(id string, at time.Time) {
+// Enqueued records that job id is being enqueued at at, the start of its pickup latency. It
+// comes before the Enqueue call, since a fast system may complete the job before the call
+// returns its acknowledgement.
+func (r *Recorder) Enqueued(id string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.enqueued[id] = at
+	if r.jobs[id] == nil {
+		r.jobs[id] = &job{}
+	}
+	r.jobs[id].enqueued = at
+}
+
+// Acknowledged records that the system acknowledged job id: from now on it must complete.
+func (r *Recorder) Acknowledged(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[id]
+	if j == nil {
+		j = &job{}
+		r.jobs[id] = j
+	}
+	if j.acked {
+		return
+	}
+	j.acked = true
+	if len(j.completions) == 0 {
+		r.outstanding++
+	}
 }
 
 // Completed records a completion; a zero Finished is taken as now.
@@ -45,26 +69,23 @@ func (r *Recorder) Completed(c Completion) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at, known := r.enqueued[c.ID]
-	rec := record{Completion: c, known: known}
-	if known {
-		rec.pickup = c.Started.Sub(at)
+	r.finishes = append(r.finishes, c.Finished)
+	j := r.jobs[c.ID]
+	if j == nil {
+		r.unknown++
+		return
 	}
-	r.done[c.ID] = append(r.done[c.ID], len(r.completions))
-	r.completions = append(r.completions, rec)
+	if j.acked && len(j.completions) == 0 {
+		r.outstanding--
+	}
+	j.completions = append(j.completions, c)
 }
 
 // Outstanding is the number of acknowledged jobs with no completion yet.
 func (r *Recorder) Outstanding() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for id := range r.enqueued {
-		if len(r.done[id]) == 0 {
-			n++
-		}
-	}
-	return n
+	return r.outstanding
 }
 
 // Counts is the tally of a run's jobs at its end.
@@ -78,11 +99,11 @@ type Counts struct {
 	// RunTwice are the ids of jobs completed more than once, sorted: a handler that ran to the
 	// end twice, whatever the system recorded.
 	RunTwice []string
-	// RecordedRetries are the ids among RunTwice whose completions carry distinct attempt
+	// RecordedRetries are the ids among RunTwice whose completions all carry distinct attempt
 	// numbers: the system knew it ran them again (at-least-once after a kill). The rest of
 	// RunTwice are silent duplicates.
 	RecordedRetries []string
-	// Unknown is the number of completions of ids never acknowledged.
+	// Unknown is the number of completions of ids the harness never enqueued.
 	Unknown int
 }
 
@@ -90,28 +111,25 @@ type Counts struct {
 func (r *Recorder) Counts() Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := Counts{Acknowledged: len(r.enqueued)}
-	for id := range r.enqueued {
-		if len(r.done[id]) == 0 {
-			c.Lost = append(c.Lost, id)
-		} else {
-			c.Completed++
+	c := Counts{Unknown: r.unknown}
+	for id, j := range r.jobs {
+		if j.acked {
+			c.Acknowledged++
+			if len(j.completions) == 0 {
+				c.Lost = append(c.Lost, id)
+			} else {
+				c.Completed++
+			}
 		}
-	}
-	for id, idx := range r.done {
-		if !r.completions[idx[0]].known {
-			c.Unknown += len(idx)
-			continue
-		}
-		if len(idx) < 2 {
+		if len(j.completions) < 2 {
 			continue
 		}
 		c.RunTwice = append(c.RunTwice, id)
 		attempts := map[int]bool{}
-		for _, i := range idx {
-			attempts[r.completions[i].Attempt] = true
+		for _, done := range j.completions {
+			attempts[done.Attempt] = true
 		}
-		if !attempts[0] && len(attempts) == len(idx) {
+		if !attempts[0] && len(attempts) == len(j.completions) {
 			c.RecordedRetries = append(c.RecordedRetries, id)
 		}
 	}
@@ -124,25 +142,24 @@ func (r *Recorder) Counts() Counts {
 // Finishes returns the finish times of every completion, sorted: the throughput trace.
 func (r *Recorder) Finishes() []time.Time {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	ts := make([]time.Time, len(r.completions))
-	for i, c := range r.completions {
-		ts[i] = c.Finished
-	}
+	ts := slices.Clone(r.finishes)
+	r.mu.Unlock()
 	slices.SortFunc(ts, time.Time.Compare)
 	return ts
 }
 
-// Pickups returns the pickup latencies (enqueue to handler start) of the first completions
-// of acknowledged jobs whose handler started in [from, to).
+// Pickups returns the pickup latencies (enqueue to handler start) of the first completion of
+// each job whose handler started in [from, to).
 func (r *Recorder) Pickups(from, to time.Time) []time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var ds []time.Duration
-	for _, idx := range r.done {
-		c := r.completions[idx[0]]
-		if c.known && !c.Started.Before(from) && c.Started.Before(to) {
-			ds = append(ds, c.pickup)
+	for _, j := range r.jobs {
+		if len(j.completions) == 0 || j.enqueued.IsZero() {
+			continue
+		}
+		if s := j.completions[0].Started; !s.Before(from) && s.Before(to) {
+			ds = append(ds, s.Sub(j.enqueued))
 		}
 	}
 	return ds

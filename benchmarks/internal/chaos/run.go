@@ -199,7 +199,7 @@ func Run(ctx context.Context, sys System, sc Scenario, cfg Config) (Result, erro
 				return
 			}
 			j := Job{ID: fmt.Sprintf("j%d", n), Payload: make([]byte, PayloadSize)}
-			at := cfg.Clock.Now()
+			rec.Enqueued(j.ID, cfg.Clock.Now())
 			if err := sys.Enqueue(loadCtx, j); err != nil {
 				if loadCtx.Err() != nil {
 					return
@@ -207,7 +207,7 @@ func Run(ctx context.Context, sys System, sc Scenario, cfg Config) (Result, erro
 				rejected.Add(1)
 				continue
 			}
-			rec.Acknowledged(j.ID, at)
+			rec.Acknowledged(j.ID)
 		}
 	})
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -185,6 +186,30 @@ func TestRunRepeatedKill(t *testing.T) {
 		}
 		if !res.Drained || len(res.Counts.Lost) != 0 || !Judge(sc, res).Pass {
 			t.Errorf("drained %v, lost %d, cell %+v", res.Drained, len(res.Counts.Lost), Judge(sc, res).Reasons)
+		}
+	})
+}
+
+func TestRunTimeoutFailsTheCell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := newFakeSystem("", "", "")
+		hang := &eventFault{t0: time.Now(), block: true}
+		sc := Scenario{Name: "hang", Class: Chaos, RecoveryBound: 5 * time.Second, Timeout: 20 * time.Second, Phases: []Phase{
+			{Label: "baseline", Kind: Clean, Duration: 5 * time.Second},
+			{Label: "restart", Kind: PostgresRestart, Duration: 5 * time.Second},
+			{Label: "recovery", Kind: Clean, Duration: 5 * time.Second},
+		}}
+		res, err := Run(t.Context(), sys, sc, Config{Rate: 20, Faults: map[Kind]Fault{PostgresRestart: hang}})
+		if !errors.Is(err, ErrTimeout) || !res.Timeline.TimedOut {
+			t.Fatalf("Run = %v, timed out %v; want ErrTimeout", err, res.Timeline.TimedOut)
+		}
+		if want := []string{"start restart 5s", "stop restart 20s"}; !slices.Equal(hang.events, want) {
+			t.Errorf("fault events %q, want %q", hang.events, want)
+		}
+		// The jobs acknowledged before the abort still drain: the timeout alone fails the cell.
+		c := Judge(sc, res)
+		if c.Pass || len(c.Reasons) == 0 || c.Reasons[0] != "timed out after 20s" || len(res.Counts.Lost) != 0 {
+			t.Errorf("Judge: pass %v, reasons %q, lost %d", c.Pass, c.Reasons, len(res.Counts.Lost))
 		}
 	})
 }

@@ -36,7 +36,8 @@ func TestRollingPickupCoversThirtySeconds(t *testing.T) {
 	for i := range 60 {
 		id := string(rune('a' + i))
 		at := t0.Add(time.Duration(i) * time.Second)
-		r.Acknowledged(id, at)
+		r.Enqueued(id, at)
+		r.Acknowledged(id)
 		r.Completed(Completion{ID: id, Started: at.Add(time.Duration(i) * time.Millisecond), Finished: at.Add(time.Second / 2)})
 	}
 	// The window ending at 60 s holds the starts at 30 s … 59 s: pickups 30 … 59 ms.
