@@ -112,6 +112,7 @@ type systemFault struct {
 	clock Clock
 	wg    sync.WaitGroup
 	stop  chan struct{}
+	err   error // the repeated kill's first error, returned by Stop
 }
 
 func (f *systemFault) Start(ctx context.Context, p Phase) error {
@@ -121,20 +122,21 @@ func (f *systemFault) Start(ctx context.Context, p Phase) error {
 	case StartWorker:
 		return f.sys.Restart(ctx, p.Instance)
 	}
-	// RepeatedKill: kill now, restart half a period later, again every period.
-	f.stop = make(chan struct{})
+	// RepeatedKill: kill now, restart half a period later, again every period; the replica is
+	// left running when the phase ends.
+	f.stop, f.err = make(chan struct{}), nil
 	f.wg.Go(func() {
 		for {
-			if f.sys.Kill(ctx, p.Instance) != nil {
+			if f.err = f.sys.Kill(ctx, p.Instance); f.err != nil {
 				return
 			}
+			stopped := false
 			select {
 			case <-f.clock.After(p.Period / 2):
 			case <-f.stop:
-				_ = f.sys.Restart(context.WithoutCancel(ctx), p.Instance)
-				return
+				stopped = true
 			}
-			if f.sys.Restart(ctx, p.Instance) != nil {
+			if f.err = f.sys.Restart(context.WithoutCancel(ctx), p.Instance); f.err != nil || stopped {
 				return
 			}
 			select {
@@ -147,12 +149,13 @@ func (f *systemFault) Start(ctx context.Context, p Phase) error {
 	return nil
 }
 
-func (f *systemFault) Stop(ctx context.Context, p Phase) error {
-	if p.Kind == RepeatedKill {
-		close(f.stop)
-		f.wg.Wait()
+func (f *systemFault) Stop(_ context.Context, p Phase) error {
+	if p.Kind != RepeatedKill {
+		return nil
 	}
-	return nil
+	close(f.stop)
+	f.wg.Wait()
+	return f.err
 }
 
 // Run runs the scenario against the system: starts its replicas, offers load at the rate
@@ -191,10 +194,15 @@ func Run(ctx context.Context, sys System, sc Scenario, cfg Config) (Result, erro
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var produced sync.WaitGroup
 	produced.Go(func() {
+		// The load is open: each job is due an interval after the previous one was due, not
+		// after its enqueue returned, so a slow enqueue does not lower the offered rate: the jobs a
+		// stalled enqueue held up follow it at once, as a backlog of producers would.
+		next := cfg.Clock.Now()
 		for n := 0; ; n++ {
 			rate := cfg.Rate * float64(factor.Load()) / 1000
+			next = next.Add(time.Duration(float64(time.Second) / rate))
 			select {
-			case <-cfg.Clock.After(time.Duration(float64(time.Second) / rate)):
+			case <-cfg.Clock.After(next.Sub(cfg.Clock.Now())):
 			case <-loadCtx.Done():
 				return
 			}
