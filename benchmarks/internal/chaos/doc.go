@@ -36,12 +36,13 @@
 //
 // Per phase and system: completed jobs/s; pickup latency (enqueue to handler start) p50, p95
 // and p99, per phase and over a rolling 30 s window (RollingPickup); and, from a Diagnoser,
-// the dead tuples and size of the hot tables and the top wait events. Per run: jobs lost
-// (acknowledged, never completed by the end of the drain), jobs run twice (completed more
-// than once; those whose completions carry distinct attempt numbers are also counted as
-// retries the system recorded, the rest are silent duplicates), and the recovery time: how
-// long after the last fault or pressure phase ends the throughput over a sliding 10 s window
-// (RecoveryWindow) is back to 90 % (RecoveryShare) of the clean phase's.
+// the dead tuples and size of the hot tables and the top wait events. Per run, and per phase
+// by enqueue time: jobs lost (acknowledged, never completed by the end of the drain) and jobs
+// run twice (completed more than once; those whose completions carry distinct attempt numbers
+// are also counted as retries the system recorded, the rest are silent duplicates). After each
+// fault or pressure phase, the recovery time: how long after the phase ends the throughput
+// over a sliding 10 s window (RecoveryWindow) is back to 90 % (RecoveryShare) of the clean
+// phase's; the last such phase's is the run's.
 //
 // # The pass rule and the scorecard
 //

@@ -81,6 +81,16 @@ func (r *Recorder) Completed(c Completion) {
 	j.completions = append(j.completions, c)
 }
 
+// EnqueuedAt returns when job id was enqueued, and whether it was.
+func (r *Recorder) EnqueuedAt(id string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[id]; j != nil && !j.enqueued.IsZero() {
+		return j.enqueued, true
+	}
+	return time.Time{}, false
+}
+
 // Outstanding is the number of acknowledged jobs with no completion yet.
 func (r *Recorder) Outstanding() int {
 	r.mu.Lock()

@@ -67,6 +67,14 @@ type PhaseReport struct {
 	Throughput float64
 	// Pickup is the pickup latency percentiles of the handler starts in the phase.
 	Pickup Latency
+	// Lost and RunTwice count the jobs of Result.Counts enqueued in the phase.
+	Lost, RunTwice int
+	// Recovery is, for a fault or pressure phase, how long after its end the throughput over
+	// RecoveryWindow got back to RecoveryShare of the clean phase's; valid when Recovered.
+	Recovery time.Duration
+	// Recovered is set for a fault or pressure phase after which the throughput got back
+	// before the run ended, and for every other phase.
+	Recovered bool
 	// Diagnostics is PostgreSQL's side, when a Diagnoser was set.
 	Diagnostics Diagnostics
 }
@@ -293,28 +301,50 @@ func drain(ctx context.Context, rec *Recorder, cfg Config) bool {
 // measure fills the phase reports and the recovery from the recorder.
 func (r *Result) measure(rec *Recorder, diags map[string]Diagnostics) {
 	finishes := rec.Finishes()
-	var stressEnd time.Time
 	for _, w := range r.Timeline.Windows {
-		if w.Phase.Faulty() || w.Phase.Kind == HighLoad {
-			stressEnd = w.End
-		}
 		if w.Phase.Kind == Warmup {
 			continue
 		}
 		p := PhaseReport{Window: w, Throughput: Rate(finishes, w.Start, w.End),
-			Pickup: LatencyOf(rec.Pickups(w.Start, w.End)), Diagnostics: diags[w.Phase.Label]}
+			Pickup: LatencyOf(rec.Pickups(w.Start, w.End)), Diagnostics: diags[w.Phase.Label], Recovered: true}
 		if w.Phase.Kind == Clean && r.CleanThroughput == 0 {
 			r.CleanThroughput = p.Throughput
 		}
 		r.Phases = append(r.Phases, p)
 	}
+	for _, id := range r.Counts.Lost {
+		if p := r.phaseEnqueued(rec, id); p != nil {
+			p.Lost++
+		}
+	}
+	for _, id := range r.Counts.RunTwice {
+		if p := r.phaseEnqueued(rec, id); p != nil {
+			p.RunTwice++
+		}
+	}
+	r.Recovered = true
 	if len(r.Timeline.Windows) == 0 {
 		return
 	}
-	if stressEnd.IsZero() {
-		r.Recovered = true
-		return
-	}
 	end := r.Timeline.Windows[len(r.Timeline.Windows)-1].End
-	r.Recovery, r.Recovered = RecoveryTime(finishes, stressEnd, end, RecoveryWindow, RecoveryShare*r.CleanThroughput)
+	for i := range r.Phases {
+		p := &r.Phases[i]
+		if !p.Window.Phase.Faulty() && p.Window.Phase.Kind != HighLoad {
+			continue
+		}
+		p.Recovery, p.Recovered = RecoveryTime(finishes, p.Window.End, end, RecoveryWindow, RecoveryShare*r.CleanThroughput)
+		// The run's recovery is the last fault or pressure phase's.
+		r.Recovery, r.Recovered = p.Recovery, p.Recovered
+	}
+}
+
+// phaseEnqueued is the report of the phase job id was enqueued in, or nil (warmup, unknown).
+func (r *Result) phaseEnqueued(rec *Recorder, id string) *PhaseReport {
+	at, ok := rec.EnqueuedAt(id)
+	for i := range r.Phases {
+		if ok && r.Phases[i].Window.Contains(at) {
+			return &r.Phases[i]
+		}
+	}
+	return nil
 }

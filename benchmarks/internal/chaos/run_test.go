@@ -147,6 +147,10 @@ func TestRunCountsLostAndRunTwice(t *testing.T) {
 		if want := []string{"kill 0 11s", "restart 0 13s"}; !slices.Equal(sys.events, want) {
 			t.Errorf("system events %q, want %q", sys.events, want)
 		}
+		// j150, j250 and j350 were enqueued at 1.51 s, 2.51 s and 3.51 s, in the baseline.
+		if base, _ := res.Phase("baseline"); base.Lost != 1 || base.RunTwice != 2 {
+			t.Errorf("baseline lost %d, run twice %d; want 1 and 2", base.Lost, base.RunTwice)
+		}
 		if _, ok := res.Phase("warmup"); ok || len(res.Phases) != 5 {
 			t.Errorf("%d phase reports; warmup reported %v", len(res.Phases), ok)
 		}
@@ -210,6 +214,40 @@ func TestRunTimeoutFailsTheCell(t *testing.T) {
 		c := Judge(sc, res)
 		if c.Pass || len(c.Reasons) == 0 || c.Reasons[0] != "timed out after 20s" || len(res.Counts.Lost) != 0 {
 			t.Errorf("Judge: pass %v, reasons %q, lost %d", c.Pass, c.Reasons, len(res.Counts.Lost))
+		}
+	})
+}
+
+func TestRunRecoveryAfterEachFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sys := newFakeSystem("", "", "")
+		sc := Scenario{Name: "alone", Class: Chaos, RecoveryBound: 5 * time.Second, Phases: []Phase{
+			{Label: "baseline", Kind: Clean, Duration: 10 * time.Second},
+			{Label: "kill", Kind: KillWorker, Duration: 5 * time.Second},
+			{Label: "restart", Kind: StartWorker, Duration: 5 * time.Second},
+			{Label: "recovery", Kind: Clean, Duration: 10 * time.Second},
+		}}
+		// One replica: killing it stops all work for 5 s; restarted, it runs the 500 jobs held
+		// up in half a second.
+		res, err := Run(t.Context(), sys, sc, Config{Replicas: 1, Rate: 100})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		kill, _ := res.Phase("kill")
+		restart, _ := res.Phase("restart")
+		if kill.Throughput > 1 || restart.Throughput < 190 {
+			t.Errorf("throughput killed %.1f, restarted %.1f; want under 1 (the job in flight) and about 200", kill.Throughput, restart.Throughput)
+		}
+		// At the kill's end the 10 s window holds 5 s at 100/s and 5 s of nothing: below 90/s
+		// until the held-up jobs have run.
+		if !kill.Recovered || kill.Recovery <= 0 || kill.Recovery > time.Second {
+			t.Errorf("recovery after the kill %v, %v; want within 1 s, not at once", kill.Recovery, kill.Recovered)
+		}
+		if !res.Recovered || res.Recovery != 0 || !restart.Recovered {
+			t.Errorf("run recovery %v, %v; want 0 after the restart phase", res.Recovery, res.Recovered)
+		}
+		if restart.Pickup.P99 < 4*time.Second {
+			t.Errorf("restart phase pickup %+v; want a p99 over 4 s from the jobs held up", restart.Pickup)
 		}
 	})
 }
