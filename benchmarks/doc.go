@@ -120,4 +120,16 @@
 // call) run with make bench-all:
 //
 //	go test -run '^$' -bench . -skip '^Benchmark(Drain|IdleFleet|FleetPickup)$' -benchmem -cpu 1,2
+//
+// # Chaos and pressure
+//
+// Package internal/chaos is the core of a harness that runs job systems on PostgreSQL through
+// the scenarios of faults and pressure of the public PostgreSQL job-queue benchmark's method
+// (five chaos scenarios: a replica killed, PostgreSQL restarted, repeated kills, backends
+// terminated, the pool exhausted; four pressure cells: idle in transaction, 1.5× load, active
+// readers, a burst) and scores each system: chaos n/5 and pressure n/4, a cell passing with 0
+// jobs lost, no timeout, and throughput back to 90 % of the clean phase's within the
+// scenario's bound. It has the scenarios, the scheduler, the accounting and the scorecard,
+// tested against an in-memory system; the PostgreSQL faults and the replicas of switchboard
+// and River are the next step.
 package benchmarks
