@@ -26,8 +26,7 @@ func (s *server) find(w http.ResponseWriter, r *http.Request, _ string, f Finder
 		return
 	}
 	text := q.Get("q")
-	switch {
-	case strings.TrimSpace(text) == "":
+	if strings.TrimSpace(text) == "" {
 		writeError(w, http.StatusBadRequest, "q is required: an item's reference, token or dedupe key")
 		return
 	}
