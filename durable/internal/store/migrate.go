@@ -121,24 +121,67 @@ func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) (bool,
 	if err != nil {
 		return false, err
 	}
-	did, err := applyInTx(ctx, conn, e, m, stmts, len(online) == 0)
-	if err != nil || !did || len(online) == 0 {
-		return did, err
+	if len(online) == 0 {
+		return applyInTx(ctx, conn, e, m, stmts, true)
 	}
 	// The indexes are built concurrently, outside a transaction, then the version is recorded
 	// in a transaction of its own (see onlineIndexes).
+	applied, err := startOnline(ctx, conn, e, m, stmts)
+	if err != nil || applied {
+		return false, err
+	}
 	for _, ix := range online {
 		if err := buildOnline(ctx, conn, ix); err != nil {
 			return false, err
 		}
 	}
-	return applyInTx(ctx, conn, e, m, nil, true)
+	return applyInTx(ctx, conn, e, m, []string{e.rebind("DELETE FROM switchboard_schema_migrations WHERE version = ?")}, true, -m.Version)
 }
 
-// applyInTx runs stmts of m in one transaction under the migration lock, unless the version
-// table says m is applied, and records m as applied when record is set; it reports whether
-// it ran them.
-func applyInTx(ctx context.Context, conn *sql.Conn, e Engine, m Migration, stmts []string, record bool) (bool, error) {
+// startOnline runs, under the migration lock, the statements of m that are not concurrent
+// index builds, and leaves a marker of them in the version table (the version negated, which
+// Version and MissingMigrations do not count), unless m is applied (applied true) or the marker
+// is there: another instance ran them, or an earlier run that stopped before its builds ended.
+// Another instance then neither runs them again nor takes their locks: an ALTER TABLE's lock,
+// queued behind a concurrent build that waits for the ALTER's own transaction, is a deadlock.
+func startOnline(ctx context.Context, conn *sql.Conn, e Engine, m Migration, stmts []string) (applied bool, err error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := e.lockMigration(ctx, tx); err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, versionTable); err != nil {
+		return false, fmt.Errorf("version table: %w", err)
+	}
+	var done, started int
+	if err := tx.QueryRowContext(ctx, e.rebind("SELECT COUNT(*) FILTER (WHERE version = ?), COUNT(*) FILTER (WHERE version = ?) FROM switchboard_schema_migrations"),
+		m.Version, -m.Version).Scan(&done, &started); err != nil {
+		return false, err
+	}
+	if done > 0 {
+		return true, nil
+	}
+	if started == 0 {
+		for i, stmt := range stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return false, fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(stmt), err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, e.rebind("INSERT INTO switchboard_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+			-m.Version, "started: "+m.Name, time.Now().UnixMicro()); err != nil {
+			return false, fmt.Errorf("version row: %w", err)
+		}
+	}
+	return false, tx.Commit()
+}
+
+// applyInTx runs stmts of m in one transaction under the migration lock, with args, unless
+// the version table says m is applied, and records m as applied when record is set; it
+// reports whether it ran them.
+func applyInTx(ctx context.Context, conn *sql.Conn, e Engine, m Migration, stmts []string, record bool, args ...any) (bool, error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -158,7 +201,7 @@ func applyInTx(ctx context.Context, conn *sql.Conn, e Engine, m Migration, stmts
 		return false, nil
 	}
 	for i, stmt := range stmts {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
 			return false, fmt.Errorf("statement %d (%s): %w", i+1, abbreviate(stmt), err)
 		}
 	}

@@ -103,10 +103,24 @@ const onlinePoll = 200 * time.Millisecond
 // buildOnline builds ix concurrently and returns once it is valid: built by this call, or by
 // another instance's build it waited for. A build that failed (a crash, a cancelled
 // statement) leaves an invalid index that no build works on: it is dropped and built again.
+// Two instances may find the same invalid index and drop it at once, which PostgreSQL can end
+// as a deadlock of one of the two drops: a failed build or drop is looked at again, a few
+// times, before it is an error.
 func buildOnline(ctx context.Context, conn *sql.Conn, ix onlineIndex) error {
+	const tries = 10
+	failed := 0
+	retry := func(what string, err error) error {
+		if failed++; failed >= tries || ctx.Err() != nil {
+			return fmt.Errorf("index %s: %s: %w", ix.name, what, err)
+		}
+		return wait(ctx, ix)
+	}
 	for rebuilt := 0; ; {
 		if _, err := conn.ExecContext(ctx, ix.stmt); err != nil {
-			return fmt.Errorf("index %s: %w", ix.name, err)
+			if err := retry("building it", err); err != nil {
+				return err
+			}
+			continue
 		}
 		var valid, building bool
 		err := conn.QueryRowContext(ctx, `SELECT i.indisvalid,
@@ -120,12 +134,8 @@ FROM pg_index i WHERE i.indexrelid = to_regclass($1)`, ix.name).Scan(&valid, &bu
 		case valid:
 			return nil
 		case building:
-			t := time.NewTimer(onlinePoll)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return fmt.Errorf("index %s: waiting for its build: %w", ix.name, context.Cause(ctx))
-			case <-t.C:
+			if err := wait(ctx, ix); err != nil {
+				return err
 			}
 			continue
 		}
@@ -133,7 +143,21 @@ FROM pg_index i WHERE i.indexrelid = to_regclass($1)`, ix.name).Scan(&valid, &bu
 			return fmt.Errorf("index %s: still invalid after %d builds", ix.name, rebuilt-1)
 		}
 		if _, err := conn.ExecContext(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+ix.name); err != nil {
-			return fmt.Errorf("index %s: dropping the invalid index: %w", ix.name, err)
+			if err := retry("dropping the invalid index", err); err != nil {
+				return err
+			}
 		}
+	}
+}
+
+// wait waits onlinePoll, or until ctx ends.
+func wait(ctx context.Context, ix onlineIndex) error {
+	t := time.NewTimer(onlinePoll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("index %s: waiting for its build: %w", ix.name, context.Cause(ctx))
+	case <-t.C:
+		return nil
 	}
 }
