@@ -12,22 +12,24 @@ import (
 const finishedRows = 1_000_000
 
 // seedFinished inserts n succeeded items of the drain's request, as the scheduler leaves them
-// (the success's attempt on the item, no attempt row), updated now so that no retention pass
+// (in the finished items' table, the success's attempt on the item, no attempt row), updated now so that no retention pass
 // deletes them during the drain, then vacuums and analyzes the table as autovacuum would have
 // by the time a day's work piled up, and checkpoints.
 func seedFinished(tb testing.TB, d *drainDB, n int) {
 	tb.Helper()
 	ctx := context.Background()
 	now := time.Now().UnixMicro()
-	if _, err := d.sql.ExecContext(ctx, `INSERT INTO switchboard_items (name, payload, state, attempts, next_at, created_at, updated_at,
+	if _, err := d.sql.ExecContext(ctx, `INSERT INTO switchboard_finished_items (id, name, payload, state, attempts, next_at, created_at, updated_at,
 		fair_key, success_id, success_instance, success_started_at, success_ended_at)
-		SELECT $1, convert_to('{"n":' || g || '}', 'UTF8'), 'succeeded', 1, $2, $2, $2, $1,
+		SELECT nextval(pg_get_serial_sequence('switchboard_items', 'id')), $1, convert_to('{"n":' || g || '}', 'UTF8'), 'succeeded', 1, $2, $2, $2, $1,
 		       nextval('switchboard_attempts_id_seq'), 'seed', $2, $2
 		FROM generate_series(1, $3::int) g`, drainItemName, now, n); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := d.sql.ExecContext(ctx, "VACUUM (ANALYZE) switchboard_items"); err != nil {
-		tb.Fatal(err)
+	for _, table := range []string{"switchboard_items", "switchboard_finished_items"} {
+		if _, err := d.sql.ExecContext(ctx, "VACUUM (ANALYZE) "+table); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	// The seed's writes reach the disk before the drain, not during it (a role that may not
 	// checkpoint leaves them to the server's own checkpoints).

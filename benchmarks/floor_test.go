@@ -67,19 +67,49 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
         success_ended_at = CASE WHEN v.outcome = 'succeeded' THEN v.ended_at ELSE i.success_ended_at END
     FROM l v
     WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+      AND NOT (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
+), m AS (
+    DELETE FROM switchboard_items i
+    USING l v
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+      AND (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
+    RETURNING i.*, v.owner AS v_owner, v.attempt AS v_attempt, v.state AS v_state, v.next_at AS v_next_at, v.undo AS v_undo,
+        v.err AS v_err, v.started_at AS v_started_at, v.ended_at AS v_ended_at, v.outcome AS v_outcome,
+        v.parked_key AS v_parked_key, v.cause AS v_cause
+), f AS (
+    INSERT INTO switchboard_finished_items (id, name, payload, state, attempts, dedupe_key, ordering_key,
+        next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, interruptions,
+        isolate, alone, unattributed, parked_key, metadata, token, guard_key, deadline, unique_for,
+        unique_released_at, held_key, deferred, debounce_key, debounce_until, debounces, fair_key, priority,
+        head_start, success_id, success_instance, success_started_at, success_ended_at, reference)
+    SELECT id, name, payload, v_state, attempts - v_undo, dedupe_key, ordering_key, v_next_at, NULL, NULL, claimed_at,
+        COALESCE(NULLIF(v_err, ''), last_error), created_at, v_ended_at,
+        interruptions + CASE WHEN v_outcome = 'interrupted' THEN 1 ELSE 0 END, CASE WHEN v_outcome = '' THEN isolate ELSE 0 END,
+        0, unattributed, NULLIF(v_parked_key, ''), metadata, token, guard_key, deadline, unique_for, unique_released_at, NULL,
+        deferred, debounce_key, debounce_until, debounces, fair_key, priority, head_start,
+        CASE WHEN v_outcome = 'succeeded' THEN nextval('switchboard_attempts_id_seq') ELSE success_id END,
+        CASE WHEN v_outcome = 'succeeded' THEN v_owner ELSE success_instance END,
+        CASE WHEN v_outcome = 'succeeded' THEN v_started_at ELSE success_started_at END,
+        CASE WHEN v_outcome = 'succeeded' THEN v_ended_at ELSE success_ended_at END,
+        reference
+    FROM m
+), c AS (
+    SELECT * FROM u
+    UNION ALL
+    SELECT id, v_owner, v_attempt, v_started_at, v_ended_at, v_outcome, v_err, v_state, v_cause FROM m
 ), a AS (
     INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
-    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM u WHERE outcome NOT IN ('', 'succeeded')
+    SELECT id, attempt, owner, started_at, ended_at, outcome, NULLIF(err, '') FROM c WHERE outcome NOT IN ('', 'succeeded')
 ), d AS (
     INSERT INTO switchboard_dead_letters (item_id, source, name, item_key, payload, error, status, retry_count, created_at, updated_at, metadata, cause)
-    SELECT i.id, i.name, i.name, COALESCE(i.dedupe_key, ''), i.payload, COALESCE(NULLIF(u.err, ''), i.last_error, ''), 'failed', 0,
-           u.ended_at, u.ended_at, i.metadata, NULLIF(u.cause, '')
-    FROM u JOIN switchboard_items i ON i.id = u.id
-    WHERE u.next_state = 'dead'
+    SELECT id, name, name, COALESCE(dedupe_key, ''), payload, COALESCE(NULLIF(v_err, ''), last_error, ''), 'failed', 0,
+           v_ended_at, v_ended_at, metadata, NULLIF(v_cause, '')
+    FROM m
+    WHERE v_state = 'dead'
     ON CONFLICT DO NOTHING
 )
-SELECT id, owner, attempt FROM u`
+SELECT id, owner, attempt FROM c`
 
 // floorSQLitePausedName is store.pausedNameSQL with now's placeholder ?6: the items of a
 // paused request name are not claimed.
@@ -451,5 +481,5 @@ var floorSystem = drainSystem{
 			}
 		}
 	},
-	succeeded: counter("SELECT COUNT(*) FROM switchboard_items WHERE state = 'succeeded'"),
+	succeeded: counter("SELECT COUNT(*) FROM switchboard_items_all WHERE state = 'succeeded'"),
 }

@@ -117,10 +117,10 @@ func TestThreeInstancesFailTwiceThenSucceed(t *testing.T) {
 func checkAllAttemptRows(t *testing.T, store *istore.Store, n int, instances map[string]bool) {
 	t.Helper()
 	rows, err := store.DB().Query(`SELECT i.id, i.attempts, a.attempt, a.outcome, a.instance, a.error
-		FROM switchboard_items i JOIN switchboard_attempts a ON a.item_id = i.id
+		FROM switchboard_items_all i JOIN switchboard_attempts a ON a.item_id = i.id
 		UNION ALL
 		SELECT i.id, i.attempts, i.attempts, 'succeeded', i.success_instance, NULL
-		FROM switchboard_items i WHERE i.success_id IS NOT NULL
+		FROM switchboard_items_all i WHERE i.success_id IS NOT NULL
 		ORDER BY 1, 3`)
 	if err != nil {
 		t.Fatal(err)

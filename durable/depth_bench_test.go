@@ -139,9 +139,12 @@ func seedRows(b testing.TB, engine string, db *sql.DB, state string, keys, n int
 			FROM generate_series(1, %d) g`, state, attemptsOf(state), us, us, us, keys, n)}
 		if state == "succeeded" {
 			stmts = append(stmts, `INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
-				SELECT id, 1, 'seed', updated_at, updated_at, 'succeeded' FROM switchboard_items WHERE state = 'succeeded'`)
+				SELECT id, 1, 'seed', updated_at, updated_at, 'succeeded' FROM switchboard_items WHERE state = 'succeeded'`,
+				// Where the scheduler leaves them: in the finished items' table.
+				`WITH m AS (DELETE FROM switchboard_items WHERE state = 'succeeded' RETURNING *)
+				INSERT INTO switchboard_finished_items SELECT * FROM m`)
 		}
-		stmts = append(stmts, `ANALYZE switchboard_items`, `ANALYZE switchboard_attempts`)
+		stmts = append(stmts, `ANALYZE switchboard_items`, `ANALYZE switchboard_finished_items`, `ANALYZE switchboard_attempts`)
 	} else {
 		stmts = []string{fmt.Sprintf(`WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
 			INSERT INTO switchboard_items (name, payload, state, attempts, next_at, created_at, updated_at, fair_key)

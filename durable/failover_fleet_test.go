@@ -267,7 +267,7 @@ func runFailover(t *testing.T, loadFor, outage time.Duration) {
 	t.Cleanup(func() { _ = standby.Close(context.Background()) })
 	succeeded := func() int {
 		var n int
-		if err := standby.QueryRow(ctx, "SELECT count(*) FROM switchboard_items WHERE state = 'succeeded'").Scan(&n); err != nil {
+		if err := standby.QueryRow(ctx, "SELECT count(*) FROM switchboard_items_all WHERE state = 'succeeded'").Scan(&n); err != nil {
 			t.Fatalf("counting the succeeded items on the standby: %v", err)
 		}
 		return n

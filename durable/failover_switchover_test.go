@@ -94,7 +94,7 @@ func TestQueueLeavesADemotedPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = standby.Close(context.Background()) })
-	if err := standby.QueryRow(ctx, "SELECT count(*) FROM switchboard_items WHERE state = 'succeeded'").Scan(&onNew); err != nil || onNew != 40 {
+	if err := standby.QueryRow(ctx, "SELECT count(*) FROM switchboard_items_all WHERE state = 'succeeded'").Scan(&onNew); err != nil || onNew != 40 {
 		t.Fatalf("the new primary has %d succeeded items (%v), want 40", onNew, err)
 	}
 }

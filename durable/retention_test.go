@@ -20,10 +20,10 @@ func countItems(t testing.TB, q *durable.Queue, state record.ItemState) (items, 
 	} else {
 		p = "?"
 	}
-	if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_items WHERE state = "+p, string(state)).Scan(&items); err != nil {
+	if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_items_all WHERE state = "+p, string(state)).Scan(&items); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_attempts a JOIN switchboard_items i ON i.id = a.item_id WHERE i.state = "+p,
+	if err := db.QueryRow("SELECT COUNT(*) FROM switchboard_attempts a JOIN switchboard_items_all i ON i.id = a.item_id WHERE i.state = "+p,
 		string(state)).Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,8 @@ func testClaimLeaseFence(t *testing.T, open OpenFunc) {
 }
 
 // testExecutorDedupe: Enqueue with a dedupe key or token an item holds inserts nothing and
-// reports that item (existed); once the item succeeded, the key is free again.
+// reports that item (existed); once the item succeeded, the key is free again, and the token
+// still taken.
 func testExecutorDedupe(t *testing.T, open OpenFunc) {
 	ex := openExecutor(t, open(t))
 	ctx := context.Background()
@@ -170,5 +171,13 @@ func testExecutorDedupe(t *testing.T, open OpenFunc) {
 	it.DedupeKey, it.Token = "k", "t3"
 	if next, existed, err := ex.Enqueue(ctx, it); err != nil || existed || next == id {
 		t.Fatalf("Enqueue after the holder succeeded: %d %v %v; want a new item", next, existed, err)
+	}
+	// A token stays taken after its item finished.
+	it.DedupeKey, it.Token = "", "t1"
+	if dup, existed, err := ex.Enqueue(ctx, it); err != nil || !existed || dup != id {
+		t.Fatalf("Enqueue with the token of a succeeded item: %d %v %v; want %d existed", dup, existed, err, id)
+	}
+	if got, err := ex.ItemByToken(ctx, "t1"); err != nil || got.ID != id || got.State != record.StateSucceeded {
+		t.Fatalf("ItemByToken of a succeeded item: %+v %v", got, err)
 	}
 }

@@ -21,6 +21,13 @@ type PruneStore interface {
 	Prune(ctx context.Context, before, now time.Time) (n int, busy bool, err error)
 }
 
+// FinishedMover is what the pruner asks of a database whose finished items may still be in the
+// claim's table, to be moved out (store.Store.MoveFinished): one batch of at most
+// store.PruneBatch a call, busy when another instance holds the prune lock.
+type FinishedMover interface {
+	MoveFinished(ctx context.Context) (n int, busy bool, err error)
+}
+
 // HistoryPruneStore is what the pruner asks of a database that keeps the history.
 type HistoryPruneStore interface {
 	PruneHistory(ctx context.Context, before time.Time) (int, error)
@@ -52,7 +59,8 @@ func NewPruner(cfg PrunerConfig) *Pruner { return &Pruner{cfg: cfg} }
 // Run runs a pass at once and then every PruneInterval, until stop is closed. With negative
 // retentions (items and history) it runs none.
 func (p *Pruner) Run(stop <-chan struct{}) {
-	if p.cfg.Retention < 0 && (p.cfg.History == nil || p.cfg.HistoryRetention < 0) {
+	_, moves := p.cfg.Store.(FinishedMover)
+	if p.cfg.Retention < 0 && (p.cfg.History == nil || p.cfg.HistoryRetention < 0) && !moves {
 		return
 	}
 	t := time.NewTicker(PruneInterval)
@@ -73,8 +81,10 @@ func (p *Pruner) Run(stop <-chan struct{}) {
 // next pass), or the instance stops. On PostgreSQL one instance prunes at a time: when another
 // holds the prune lock, the pass ends at once. Then it deletes the history's minutes older
 // than the history's retention, unless another instance held the prune lock (it does so). It
-// returns how many items it deleted.
+// returns how many items it deleted. First, on a store that moves finished items out of the
+// claim's table (FinishedMover), it moves those still there, a batch at a time, the same way.
 func (p *Pruner) Pass() int {
+	p.moveFinished()
 	if p.cfg.Retention < 0 {
 		p.pruneHistory()
 		return 0
@@ -104,6 +114,33 @@ func (p *Pruner) Pass() int {
 			zap.Time("before", before))
 	}
 	return total
+}
+
+// moveFinished moves the finished items still in the claim's table out of it, a batch a
+// transaction, until a batch finds fewer than store.PruneBatch, another instance holds the prune
+// lock, the database fails or the instance stops.
+func (p *Pruner) moveFinished() {
+	m, ok := p.cfg.Store.(FinishedMover)
+	if !ok {
+		return
+	}
+	total := 0
+	for !p.cfg.Stopping() {
+		ctx, cancel := p.cfg.StoreContext()
+		n, busy, err := m.MoveFinished(ctx)
+		cancel()
+		if err != nil && p.cfg.Stopping() {
+			break
+		}
+		p.cfg.Health.Note("move finished items", err)
+		total += n
+		if err != nil || busy || n < store.PruneBatch {
+			break
+		}
+	}
+	if total > 0 {
+		p.cfg.Logger.Info("durable: moved finished items out of the claim's table", zap.String("instance", p.cfg.Instance), zap.Int("items", total))
+	}
 }
 
 // pruneHistory deletes the history's minutes older than its retention: one statement over a

@@ -229,9 +229,9 @@ func TestClaimReleaseRace(t *testing.T) {
 	// Each success is recorded on its item, once: no attempt row, and an attempt id of its own.
 	var bad, attemptRows, successIDs int
 	err := stores[0].DB().QueryRow(`SELECT
-		(SELECT COUNT(*) FROM switchboard_items WHERE state <> 'succeeded' OR attempts <> 1 OR success_id IS NULL),
+		(SELECT COUNT(*) FROM switchboard_items_all WHERE state <> 'succeeded' OR attempts <> 1 OR success_id IS NULL),
 		(SELECT COUNT(*) FROM switchboard_attempts),
-		(SELECT COUNT(DISTINCT success_id) FROM switchboard_items)`).Scan(&bad, &attemptRows, &successIDs)
+		(SELECT COUNT(DISTINCT success_id) FROM switchboard_items_all)`).Scan(&bad, &attemptRows, &successIDs)
 	if err != nil {
 		t.Fatal(err)
 	}

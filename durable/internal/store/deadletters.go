@@ -55,7 +55,7 @@ const insertItemDeadLetterSQL = `INSERT INTO switchboard_dead_letters
 // switchboard_dead_letters as d, with the guard key of its item (by its primary key: one
 // lookup per letter read).
 const deadLetterColumns = "d.id, d.item_id, d.source, d.name, d.item_key, d.payload, d.error, d.status, d.retry_count, d.replay_owner, d.replay_until, d.created_at, d.updated_at, d.metadata, d.cause, " +
-	"(SELECT COALESCE(i.guard_key, '') FROM switchboard_items i WHERE i.id = d.item_id)"
+	"(SELECT COALESCE(i.guard_key, '') FROM " + allItems + " i WHERE i.id = d.item_id)"
 
 // deadLetterReturning are the columns of deadLetterColumns as an UPDATE's RETURNING gives
 // them: the letter's own, and no guard key (its readers do not show it).

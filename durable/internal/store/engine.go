@@ -88,6 +88,9 @@ type statements struct {
 	unpark        string
 	repark        string
 	oldestDue     string
+	// cancel makes a pending item cancelled (and, on PostgreSQL, moves it out of the claim's
+	// table). Placeholders: updated at, id.
+	cancel string
 }
 
 // orderedFirstSQL is the claims' condition on an item i with an ordering key: no earlier item

@@ -9,9 +9,9 @@ import (
 // as their dedupe key (the dedupe index's predicate, holdsKey, repeated so that the index
 // serves it), or dead with a letter whose key it is. Each branch reads an index. Placeholders:
 // the text four times, the limit.
-const findItemsSQL = `SELECT ` + itemColumns + ` FROM switchboard_items WHERE id IN (
-	SELECT id FROM switchboard_items WHERE reference = ?
-	UNION SELECT id FROM switchboard_items WHERE token = ?
+const findItemsSQL = `SELECT ` + itemColumns + ` FROM ` + allItems + ` WHERE id IN (
+	SELECT id FROM ` + allItems + ` WHERE reference = ?
+	UNION SELECT id FROM ` + allItems + ` WHERE token = ?
 	UNION SELECT id FROM switchboard_items WHERE dedupe_key = ? AND ` + holdsKey + `
 	UNION SELECT item_id FROM switchboard_dead_letters WHERE item_key = ? AND item_key <> '' AND item_id IS NOT NULL)
 	ORDER BY id DESC LIMIT ?`
@@ -21,8 +21,8 @@ const findItemsSQL = `SELECT ` + itemColumns + ` FROM switchboard_items WHERE id
 // times, the limit.
 const findLettersSQL = `SELECT ` + deadLetterColumns + ` FROM switchboard_dead_letters d WHERE d.id IN (
 	SELECT id FROM switchboard_dead_letters WHERE item_key = ? AND item_key <> ''
-	UNION SELECT l.id FROM switchboard_dead_letters l JOIN switchboard_items i ON i.id = l.item_id WHERE i.reference = ?
-	UNION SELECT l.id FROM switchboard_dead_letters l JOIN switchboard_items i ON i.id = l.item_id WHERE i.token = ?)
+	UNION SELECT l.id FROM switchboard_dead_letters l JOIN ` + allItems + ` i ON i.id = l.item_id WHERE i.reference = ?
+	UNION SELECT l.id FROM switchboard_dead_letters l JOIN ` + allItems + ` i ON i.id = l.item_id WHERE i.token = ?)
 	ORDER BY d.id DESC LIMIT ?`
 
 // FindItems returns the items and dead letters text names (see driver.ItemFinder).

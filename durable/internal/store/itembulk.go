@@ -117,8 +117,7 @@ func (s *Store) StepItemBulkAction(ctx context.Context, id int64, owner string, 
 	var args []any
 	switch c.Kind {
 	case record.BulkCancelItems:
-		update, args = `UPDATE switchboard_items SET state = 'cancelled', parked_key = NULL, updated_at = ? WHERE id = ? AND state = 'pending'`,
-			[]any{at, int64(item)}
+		update, args = s.e.stmts().cancel, []any{at, int64(item)}
 	case record.BulkRunItemsNow:
 		update, args = `UPDATE switchboard_items SET next_at = CASE WHEN next_at > ? THEN ? ELSE next_at END, parked_key = NULL, updated_at = ?
 	WHERE id = ? AND state = 'pending' AND `+notHeldSQL, []any{at, at, at, int64(item), at}

@@ -110,7 +110,11 @@ func itemListSQL(q ItemQuery, after ItemCursor) (string, []any) {
 		add("name = ?", q.Name)
 	}
 	args = append(args, q.Limit)
-	return "SELECT " + itemColumns + " FROM switchboard_items WHERE " + strings.Join(where, " AND ") + " ORDER BY " + order + " LIMIT ?", args
+	table := "switchboard_items" // the live items' indexes
+	if listingOf(q) == listFinished {
+		table = allItems
+	}
+	return "SELECT " + itemColumns + " FROM " + table + " WHERE " + strings.Join(where, " AND ") + " ORDER BY " + order + " LIMIT ?", args
 }
 
 // ListItems returns the page q selects, in its state's listing order: pending items in the
@@ -162,8 +166,7 @@ func (s *Store) listPage(ctx context.Context, q ItemQuery, after ItemCursor, out
 // writes c.Audit's row in the same transaction and returns the item after, whether it
 // changed, and whether there is one.
 func (s *Store) CancelItem(ctx context.Context, c ItemChange) (it Item, changed, found bool, err error) {
-	return s.changeItem(ctx, c, false, `UPDATE switchboard_items SET state = 'cancelled', parked_key = NULL, updated_at = ?
-	WHERE id = ? AND state = 'pending'`, micros(c.Now), int64(c.ID))
+	return s.changeItem(ctx, c, false, s.e.stmts().cancel, micros(c.Now), int64(c.ID))
 }
 
 // RunItemNow makes c's item due at c.Now (unless it is due sooner) and clears its parked key,
@@ -199,14 +202,18 @@ func withDecided(ctx context.Context, f func()) context.Context {
 // state the change is decided on is the state it is made in, never one read after another
 // change committed (which could show a pending item the change missed).
 func (s *Store) changeItem(ctx context.Context, c ItemChange, held bool, update string, args ...any) (it Item, changed, found bool, err error) {
-	read := s.e.rebind("SELECT " + itemColumns + " FROM switchboard_items WHERE id = ?")
-	locked := read
+	// A finished item is read from the view of all items, unlocked: it is never changed again.
+	read := s.e.rebind("SELECT " + itemColumns + " FROM " + allItems + " WHERE id = ?")
+	locked := s.e.rebind("SELECT " + itemColumns + " FROM switchboard_items WHERE id = ?")
 	if s.e.String() == "postgres" {
 		locked += " FOR UPDATE"
 	}
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 		changed, found = false, false
 		it, _, err = scanItem(tx.QueryRowContext(ctx, locked, int64(c.ID)))
+		if errors.Is(err, sql.ErrNoRows) {
+			it, _, err = scanItem(tx.QueryRowContext(ctx, read, int64(c.ID)))
+		}
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			it = Item{}

@@ -129,7 +129,7 @@ func postgresStatements() map[string]string {
 		"claim_ids_one":    claimIDsOne,
 		"claim_isolated":   e.st.claimIsolated,
 		"complete":         e.completeMany,
-		"complete_one":     e.completeOne,
+		"complete_one":     e.completeMany, // the same statement, its plan for a batch of one
 		"extend":           e.extendStmt,
 		"sweep":            e.sweepStmt,
 		"isolated_due":     e.st.isolatedDue,

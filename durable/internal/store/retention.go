@@ -25,24 +25,38 @@ const prunable = `state = 'succeeded' AND updated_at < $1
           AND (unique_for IS NULL OR unique_released_at IS NOT NULL OR updated_at + unique_for <= $3)`
 
 // postgresPrune deletes up to $2 succeeded items last updated before $1, oldest first, with
-// their attempt rows, leaving those that still hold their dedupe key at $3 (now). The ids are
-// collected once (an InitPlan through the succeeded index) and both deletes find their rows
-// through an index from them; the foreign key of the attempt rows is checked at the end of the
-// statement, when both deletes are done. Placeholders: $1 before, $2 limit, $3 now.
-const postgresPrune = `WITH d AS MATERIALIZED (
+// their attempt rows, leaving those that still hold their dedupe key at $3 (now): from the
+// finished items' table, and from the claim's table the items that held their key when they
+// succeeded (and those finished before migration 0029 that MoveFinished has not moved yet).
+// The ids are collected once (an InitPlan through each table's succeeded index, the finished
+// table's first) and the deletes find their rows through an index from them. Placeholders: $1 before, $2 limit,
+// $3 now.
+const postgresPrune = `WITH fd AS MATERIALIZED (
     SELECT ARRAY(
-        SELECT id FROM switchboard_items
+        SELECT id FROM switchboard_finished_items
         WHERE ` + prunable + `
         ORDER BY updated_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED) AS ids
+), ld AS MATERIALIZED (
+    SELECT ARRAY(
+        SELECT id FROM switchboard_items
+        WHERE ` + prunable + `
+        ORDER BY updated_at
+        LIMIT $2 - cardinality((SELECT ids FROM fd))
+        FOR UPDATE SKIP LOCKED) AS ids
+), d AS MATERIALIZED (
+    SELECT (SELECT ids FROM fd) || (SELECT ids FROM ld) AS ids
 ), a AS (
     DELETE FROM switchboard_attempts WHERE item_id = ANY((SELECT ids FROM d)::bigint[])
+), f AS (
+    DELETE FROM switchboard_finished_items WHERE id = ANY((SELECT ids FROM d)::bigint[]) AND state = 'succeeded'
+    RETURNING id
 ), i AS (
     DELETE FROM switchboard_items WHERE id = ANY((SELECT ids FROM d)::bigint[]) AND state = 'succeeded'
     RETURNING id
 )
-SELECT COUNT(*) FROM i`
+SELECT (SELECT COUNT(*) FROM f) + (SELECT COUNT(*) FROM i)`
 
 // sqlitePruneSelect lists the ids of one batch. Placeholders (SQLite's numbered ?NNN, for the
 // $NNN of prunable): ?1 before, ?2 limit, ?3 now.

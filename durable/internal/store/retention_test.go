@@ -71,8 +71,8 @@ func TestPruneOnlyOldSucceeded(t *testing.T) {
 		if _, _, err := s.Enqueue(ctx, NewItem{Name: "test.work", Payload: []byte("{}"), NextAt: old, Now: old}); err != nil {
 			t.Fatal(err)
 		}
-		otherItems := countRows(t, s, "SELECT COUNT(*) FROM switchboard_items WHERE state <> 'succeeded'")
-		otherAttempts := countRows(t, s, "SELECT COUNT(*) FROM switchboard_attempts a JOIN switchboard_items i ON i.id = a.item_id WHERE i.state <> 'succeeded'")
+		otherItems := countRows(t, s, "SELECT COUNT(*) FROM switchboard_items_all WHERE state <> 'succeeded'")
+		otherAttempts := countRows(t, s, "SELECT COUNT(*) FROM switchboard_attempts a JOIN switchboard_items_all i ON i.id = a.item_id WHERE i.state <> 'succeeded'")
 		if otherItems != 5 || otherAttempts != 4 {
 			t.Fatalf("fixture: %d other items, %d of their attempts", otherItems, otherAttempts)
 		}
@@ -91,7 +91,7 @@ func TestPruneOnlyOldSucceeded(t *testing.T) {
 		if len(passes) != 2 || passes[0] != PruneBatch || passes[1] != 120 {
 			t.Fatalf("batches %v, want [%d 120]", passes, PruneBatch)
 		}
-		if n := countRows(t, s, "SELECT COUNT(*) FROM switchboard_items WHERE state = 'succeeded'"); n != len(keptSucceeded) {
+		if n := countRows(t, s, "SELECT COUNT(*) FROM switchboard_items_all WHERE state = 'succeeded'"); n != len(keptSucceeded) {
 			t.Fatalf("%d succeeded items left, want the %d recent ones", n, len(keptSucceeded))
 		}
 		for _, id := range append(keptSucceeded, dead...) {
@@ -99,7 +99,7 @@ func TestPruneOnlyOldSucceeded(t *testing.T) {
 				t.Fatalf("item %d: attempts %v, %v", id, as, err)
 			}
 		}
-		if n := countRows(t, s, "SELECT COUNT(*) FROM switchboard_items WHERE state <> 'succeeded'"); n != otherItems {
+		if n := countRows(t, s, "SELECT COUNT(*) FROM switchboard_items_all WHERE state <> 'succeeded'"); n != otherItems {
 			t.Fatalf("%d items in other states, want %d", n, otherItems)
 		}
 		if n := countRows(t, s, "SELECT COUNT(*) FROM switchboard_attempts"); n != otherAttempts+len(keptSucceeded) {

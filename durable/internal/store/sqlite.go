@@ -173,6 +173,7 @@ func newSQLite() *sqliteEngine {
 			unpark:        `UPDATE switchboard_items SET next_at = MIN(next_at, ?1), parked_key = NULL WHERE parked_key = ?2`,
 			repark:        `UPDATE switchboard_items SET next_at = MIN(?1 + abs(random() % (?2 + 1)), COALESCE(deadline, ?1 + ?2)) WHERE parked_key = ?3`,
 			oldestDue:     oldestDueSQL,
+			cancel:        sqliteCancel,
 		},
 		completeOne: sqliteCompleteOne,
 		sweepOne: `UPDATE switchboard_items

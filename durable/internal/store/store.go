@@ -173,7 +173,7 @@ func fairnessKey(it NewItem) string {
 }
 
 // byTokenSQL finds the item holding a token.
-const byTokenSQL = `SELECT id FROM switchboard_items WHERE token = ?`
+const byTokenSQL = `SELECT id FROM ` + allItems + ` WHERE token = ?`
 
 // enqueue inserts it through db; notify: with the statement that notifies ItemsChannel
 // (PostgreSQL).
@@ -268,7 +268,7 @@ func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
 }
 
 // itemByTokenSQL reads the item holding a token whole.
-const itemByTokenSQL = "SELECT " + itemColumns + " FROM switchboard_items WHERE token = ?"
+const itemByTokenSQL = "SELECT " + itemColumns + " FROM " + allItems + " WHERE token = ?"
 
 const itemColumns = "id, name, payload, state, attempts, interruptions, unattributed, isolate, parked_key, dedupe_key, ordering_key, next_at, lease_owner, lease_until, claimed_at, last_error, created_at, updated_at, metadata, token, guard_key, deadline, unique_for, unique_released_at, fair_key, priority, debounce_key, debounce_until, debounces, reference"
 
@@ -345,7 +345,7 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 
 // Item returns one item; sql.ErrNoRows (wrapped) if there is none.
 func (s *Store) Item(ctx context.Context, id ItemID) (Item, error) {
-	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items WHERE id = ?"), int64(id)))
+	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM "+allItems+" WHERE id = ?"), int64(id)))
 	if err != nil {
 		return Item{}, fmt.Errorf("durable: item %d: %w", id, err)
 	}
@@ -358,7 +358,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Item, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	q := "SELECT " + itemColumns + " FROM switchboard_items WHERE id > ?"
+	q := "SELECT " + itemColumns + " FROM " + allItems + " WHERE id > ?"
 	args := []any{int64(f.AfterID)}
 	if f.State != "" {
 		q += " AND state = ?"
@@ -397,7 +397,7 @@ const attemptsSQL = `SELECT id, item_id, attempt, instance, started_at, ended_at
 FROM switchboard_attempts WHERE item_id = ?1
 UNION ALL
 SELECT i.success_id, i.id, i.attempts, i.success_instance, i.success_started_at, i.success_ended_at, 'succeeded', NULL
-FROM switchboard_items i
+FROM ` + allItems + ` i
 WHERE i.id = ?1 AND i.success_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM switchboard_attempts a WHERE a.item_id = i.id AND a.attempt = i.attempts)
 ORDER BY 3`
@@ -443,7 +443,7 @@ func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 // Stats counts items by state and measures how long the oldest due item has waited at now.
 func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 	st := Stats{Counts: map[State]int64{StatePending: 0, StateRunning: 0, StateSucceeded: 0, StateDead: 0, StateCancelled: 0}}
-	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM switchboard_items GROUP BY state")
+	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM "+allItems+" GROUP BY state")
 	if err != nil {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
