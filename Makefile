@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test race bench bench-docs bench-all lint cover demo fmt api
+.PHONY: test race bench bench-docs bench-all chaos lint cover demo fmt api
 
 ## test: every test of the module and of benchmarks/ (with -race); see scripts/test.sh
 test:
@@ -55,6 +55,21 @@ bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd benchmarks && $(GO) test -run '^$$' -bench . -skip '$(BENCH_DB)' -benchmem -cpu 1,2 ./...
 	cd benchmarks && $(GO) test -run '^$$' -bench '$(BENCH_DB)' -benchtime 1x -timeout 45m ./...
+
+# CHAOS_PROFILE short divides every duration of the method (chaos scenarios by 6, pressure cells
+# by 120): about 20 minutes for both systems on two cores. long runs the method's durations
+# (hours).
+CHAOS_PROFILE ?= short
+
+## chaos: the chaos and pressure scorecard of switchboard beside River (benchmarks/cmd/chaos) on a
+## PostgreSQL server of its own with durable settings (scripts/with-postgres.sh), which its
+## postgres-restart scenario stops and starts; the scorecard goes to benchmarks/.chaos.md
+chaos:
+	cd benchmarks && $(GO) build -o .chaos ./cmd/chaos && $(GO) build -o .chaosreplica ./cmd/chaosreplica
+	env -u SWITCHBOARD_TEST_PG_DSN SWITCHBOARD_PG_DURABLE=1 SWITCHBOARD_PG_MAX_CONNECTIONS=200 \
+		./scripts/with-postgres.sh sh -c 'cd benchmarks && ./.chaos -dsn "$$SWITCHBOARD_TEST_PG_DSN" \
+		-replica ./.chaosreplica -pgdata "$$SWITCHBOARD_TEST_PGDATA" -pgctl "$$SWITCHBOARD_TEST_PGCTL" \
+		-profile $(CHAOS_PROFILE) -out .chaos.md'
 
 ## lint: gofmt, go vet and the module's naming rules (scripts/apicount)
 lint:

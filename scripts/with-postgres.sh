@@ -17,12 +17,16 @@
 # Without the pgbouncer binary the command runs with SWITCHBOARD_TEST_PGBOUNCER_DSN unset (its
 # tests skip), except under CI=true, where that is an error.
 #
-# The throwaway server trades durability for speed (fsync off): it is for tests only.
+# The throwaway server trades durability for speed (fsync off): it is for tests only, unless
+# SWITCHBOARD_PG_DURABLE=1 (make chaos: a crash of the server must lose nothing committed).
+# SWITCHBOARD_PG_MAX_CONNECTIONS sets its max_connections (default 300). The command also gets
+# SWITCHBOARD_TEST_PGDATA and SWITCHBOARD_TEST_PGCTL, the server's data directory and pg_ctl, to
+# stop and start it (as the postgres user when run as root).
 set -euo pipefail
 # shellcheck source=scripts/pgbouncer-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pgbouncer-lib.sh"
 
-max_connections=300
+max_connections="${SWITCHBOARD_PG_MAX_CONNECTIONS:-300}"
 bouncer_conns=100
 bouncer_pool_size=20
 
@@ -123,17 +127,22 @@ listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$tmp'
 max_connections = $max_connections
+shared_buffers = 128MB
+CONF
+if [[ "${SWITCHBOARD_PG_DURABLE:-}" != "1" ]]; then
+	cat >>"$data/postgresql.conf" <<CONF
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-shared_buffers = 128MB
 CONF
+fi
 if ! "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -t 60 start >/dev/null; then
 	cat "$tmp/server.log" >&2
 	exit 1
 fi
 
 export SWITCHBOARD_TEST_PG_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+export SWITCHBOARD_TEST_PGDATA="$data" SWITCHBOARD_TEST_PGCTL="$bindir/pg_ctl"
 echo "with-postgres: $("$bindir/postgres" --version) on 127.0.0.1:$port" >&2
 
 if pgbouncer_bin >/dev/null; then

@@ -1,0 +1,191 @@
+// Command chaos runs the chaos and pressure scorecard (benchmarks/internal/chaos) against
+// switchboard and River on one PostgreSQL server and prints it as Markdown: each system's
+// replicas are processes of the replica command, started, killed and restarted by the harness;
+// the server's own faults (restart, backend kills, idle connections, an idle transaction,
+// readers) act on the server given. make chaos runs it against a server of its own
+// (scripts/chaos.sh).
+//
+//	chaos -dsn DSN -replica BIN [-pgdata DIR -pgctl PG_CTL] [-profile short|long] [-systems switchboard,river]
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos"
+	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos/pgchaos"
+	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos/replicas"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dsn := flag.String("dsn", os.Getenv("SWITCHBOARD_TEST_PG_DSN"), "PostgreSQL DSN of a database the harness may create schemas in")
+	bin := flag.String("replica", "", "the chaosreplica binary")
+	pgdata := flag.String("pgdata", "", "the server's data directory, for postgres-restart (with -pgctl)")
+	pgctl := flag.String("pgctl", "pg_ctl", "pg_ctl, for postgres-restart")
+	profile := flag.String("profile", "short", "short: every duration divided (chaos by 6, pressure by 120), a few minutes a cell; long: the method's")
+	systems := flag.String("systems", "switchboard,river", "the systems, in the scorecard's order")
+	only := flag.String("scenarios", "", "comma-separated scenario names to run (default: all)")
+	rate := flag.Float64("rate", 100, "offered jobs/s")
+	workers := flag.Int("workers", 10, "workers per replica")
+	out := flag.String("out", "", "write the scorecard's Markdown here as well")
+	flag.Parse()
+	if *dsn == "" || *bin == "" {
+		return fmt.Errorf("-dsn and -replica are required")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	admin, err := sql.Open("pgx", *dsn)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+
+	scenarios, err := scenariosOf(*profile, *only)
+	if err != nil {
+		return err
+	}
+	var cards []chaos.Scorecard
+	for si, name := range strings.Split(*systems, ",") {
+		card := chaos.Scorecard{System: name}
+		for ci, sc := range scenarios {
+			cell, err := runCell(ctx, admin, *dsn, *bin, name, fmt.Sprintf("chaos_%d_%d", si, ci), sc, *pgdata, *pgctl, *rate, *workers)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", name, sc.Name, err)
+			}
+			fmt.Fprintf(os.Stderr, "%s %s: pass %v %v\n", name, sc.Name, cell.Pass, cell.Reasons)
+			card.Cells = append(card.Cells, cell)
+		}
+		cards = append(cards, card)
+	}
+	var b strings.Builder
+	if err := chaos.WriteMarkdown(&b, cards...); err != nil {
+		return err
+	}
+	fmt.Print(b.String())
+	if *out != "" {
+		return os.WriteFile(*out, []byte(b.String()), 0o644)
+	}
+	return nil
+}
+
+// scenariosOf returns the profile's scenarios, those named in only when it is not empty.
+func scenariosOf(profile, only string) ([]chaos.Scenario, error) {
+	chaosDiv, pressureDiv := 1, 1
+	switch profile {
+	case "short":
+		chaosDiv, pressureDiv = 6, 120
+	case "long":
+	default:
+		return nil, fmt.Errorf("-profile %q: want short or long", profile)
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
+	var out []chaos.Scenario
+	for _, sc := range chaos.ChaosScenarios() {
+		out = append(out, sc.Scaled(chaosDiv))
+	}
+	for _, sc := range chaos.PressureCells() {
+		out = append(out, sc.Scaled(pressureDiv))
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	var picked []chaos.Scenario
+	for _, sc := range out {
+		if want[sc.Name] {
+			picked = append(picked, sc)
+			delete(want, sc.Name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("-scenarios: no scenario %q", n)
+	}
+	return picked, nil
+}
+
+// runCell runs one scenario against a fresh schema of the system.
+func runCell(ctx context.Context, admin *sql.DB, dsn, bin, system, schema string, sc chaos.Scenario, pgdata, pgctl string, rate float64, workers int) (chaos.Cell, error) {
+	if _, err := admin.ExecContext(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		return chaos.Cell{}, err
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return chaos.Cell{}, err
+	}
+	sysDSN, err := replicas.WithParam(dsn, "search_path", schema)
+	if err != nil {
+		return chaos.Cell{}, err
+	}
+	var (
+		sys chaos.System
+		hot []string
+	)
+	switch system {
+	case "switchboard":
+		sys, err = replicas.NewSwitchboard(ctx, bin, sysDSN, workers)
+		hot = replicas.SwitchboardHotTables
+	case "river":
+		sys, err = replicas.NewRiver(ctx, bin, sysDSN, workers)
+		hot = replicas.RiverHotTables
+	default:
+		err = fmt.Errorf("no system %q", system)
+	}
+	if err != nil {
+		return chaos.Cell{}, err
+	}
+	faultDB, err := sql.Open("pgx", sysDSN)
+	if err != nil {
+		return chaos.Cell{}, err
+	}
+	defer faultDB.Close()
+	srv := pgchaos.Server{DB: faultDB, AppName: replicas.ReplicaAppName, HotTables: hot}
+	if pgdata != "" {
+		srv.Stop = func(ctx context.Context) error { return pgCtl(ctx, pgctl, "-D", pgdata, "stop", "-m", "immediate") }
+		srv.Start = func(ctx context.Context) error {
+			return pgCtl(ctx, pgctl, "-D", pgdata, "-l", pgdata+"/chaos.log", "-w", "start")
+		}
+	}
+	diag := pgchaos.NewDiagnoser(srv)
+	dctx, dstop := context.WithCancel(ctx)
+	defer dstop()
+	go diag.Run(dctx)
+	res, err := chaos.Run(ctx, sys, sc, chaos.Config{Rate: rate, Faults: srv.Faults(), Diagnoser: diag})
+	if err != nil && ctx.Err() != nil {
+		return chaos.Cell{}, err
+	}
+	return chaos.Judge(sc, res), nil
+}
+
+// pgCtl runs pg_ctl with args, as the postgres user when this process is root (the server
+// refuses to run as root).
+func pgCtl(ctx context.Context, pgctl string, args ...string) error {
+	name, all := pgctl, args
+	if os.Geteuid() == 0 {
+		name, all = "runuser", append([]string{"-u", "postgres", "--", pgctl}, args...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, name, all...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", pgctl, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
