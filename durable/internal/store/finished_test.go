@@ -139,11 +139,7 @@ func TestFinishedItemsLeaveTheClaimsTable(t *testing.T) {
 // TestFinishedColumnsAreTheItemsColumns: the finished items' table has the claim's table's
 // columns in its order, and the statements that move items list them all.
 func TestFinishedColumnsAreTheItemsColumns(t *testing.T) {
-	dsn := pgDSN(t)
-	if dsn == "" {
-		t.Skipf("%s not set", pgDSNEnv)
-	}
-	s := postgresBackend(t, dsn).open(t)
+	s := postgresOnly(t)
 	columns := func(table string) string {
 		rows, err := s.DB().Query(`SELECT column_name FROM information_schema.columns
 	WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
@@ -174,19 +170,24 @@ func TestFinishedColumnsAreTheItemsColumns(t *testing.T) {
 	}
 }
 
+// postgresOnly returns a store on a schema of its own of the PostgreSQL test server; the test
+// skips without one.
+func postgresOnly(t *testing.T) *Store {
+	t.Helper()
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	return postgresBackend(t, dsn).open(t)
+}
+
 func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // TestMoveFinishedMovesWhatFinishedBefore: the items that finished in the claim's table (before
 // the migration that moves them, or by an instance of an earlier version) are moved a batch at
 // a time, but for a succeeded item holding its key; they read the same before and after.
 func TestMoveFinishedMovesWhatFinishedBefore(t *testing.T) {
-	dsn := pgDSN(t)
-	if dsn == "" {
-		t.Skipf("%s not set", pgDSNEnv)
-	}
-	ctx := context.Background()
-	s := postgresBackend(t, dsn).open(t)
-	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, ctx, now := postgresOnly(t), context.Background(), time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	var ids []ItemID
 	for i := range PruneBatch + 3 {
 		n := NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: fmt.Sprint("t", i)}
@@ -243,13 +244,7 @@ func TestMoveFinishedMovesWhatFinishedBefore(t *testing.T) {
 // completion is moving out of the claim's table waits for the move and then finds the item in
 // the finished table: it inserts nothing and reports that item.
 func TestTokenOfAnItemBeingMovedIsNotTakenTwice(t *testing.T) {
-	dsn := pgDSN(t)
-	if dsn == "" {
-		t.Skipf("%s not set", pgDSNEnv)
-	}
-	ctx := context.Background()
-	s := postgresBackend(t, dsn).open(t)
-	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, ctx, now := postgresOnly(t), context.Background(), time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	id, _, err := s.Enqueue(ctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: "tok"})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package pgchaos
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos"
+	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos/replicas"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,14 +29,11 @@ func open(t *testing.T, app string) *sql.DB {
 		}
 		t.Skip("SWITCHBOARD_TEST_PG_DSN not set")
 	}
-	u, err := url.Parse(dsn)
+	withApp, err := replicas.WithParam(dsn, "application_name", app)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
-	db, err := sql.Open("pgx", u.String())
+	db, err := sql.Open("pgx", withApp)
 	if err != nil {
 		t.Fatal(err)
 	}
