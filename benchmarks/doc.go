@@ -129,7 +129,13 @@
 // terminated, the pool exhausted; four pressure cells: idle in transaction, 1.5× load, active
 // readers, a burst) and scores each system: chaos n/5 and pressure n/4, a cell passing with 0
 // jobs lost, no timeout, and throughput back to 90 % of the clean phase's within the
-// scenario's bound. It has the scenarios, the scheduler, the accounting and the scorecard,
-// tested against an in-memory system; the PostgreSQL faults and the replicas of switchboard
-// and River are the next step.
+// scenario's bound. Its scheduler, accounting and scorecard are tested against an in-memory
+// system; internal/chaos/pgchaos has the PostgreSQL faults and the Diagnoser, and
+// internal/chaos/replicas runs switchboard and River as replica processes
+// (cmd/chaosreplica). make chaos runs the scorecard (cmd/chaos) on a server of its own:
+//
+//	make chaos                     # the short profile: the method's durations divided
+//	make chaos CHAOS_PROFILE=long  # the method's durations, hours
+//
+// and leaves the Markdown scorecard in benchmarks/.chaos.md.
 package benchmarks

@@ -58,9 +58,11 @@
 // Scorecard gives chaos n/5 and pressure n/4 per system, and WriteMarkdown prints the
 // scorecards side by side with each system's clean throughput as a ratio to the first's.
 //
-// # What is next
+// # The systems and the server
 //
-// This package has no database: the Fault implementations for PostgreSQL (restart, backend
-// kill, idle connections, idle-in-tx, readers), the Diagnoser, and the replica processes of
-// switchboard and River implementing System come with make chaos.
+// Package pgchaos implements the faults of the PostgreSQL phase kinds and the Diagnoser on a
+// server the harness may stop and start; package replicas runs switchboard and River as
+// replica processes of benchmarks/cmd/chaosreplica, each enqueued into by a client in the
+// harness's own process. benchmarks/cmd/chaos runs the scorecard, and make chaos runs it on a
+// server of its own with durable settings.
 package chaos
