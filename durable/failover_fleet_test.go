@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,28 +81,9 @@ func runFailoverChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	s, err := durable.NewScheduler(q, m, durable.SchedulerConfig{
+	return serveChild(q, m, durable.SchedulerConfig{
 		InstanceID: instance, Workers: failoverWorkers, PollInterval: failoverPoll, Lease: failoverLease, Logger: logger,
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM)
-	if err := s.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	fmt.Println("READY", s.InstanceID())
-	<-sig
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child: shutdown:", err)
-		return 1
-	}
-	return 0
 }
 
 // failoverChild is a running instance of the failover test.
