@@ -77,6 +77,9 @@ func run() error {
 	if err := chaos.WriteMarkdown(&b, cards...); err != nil {
 		return err
 	}
+	if err := chaos.WritePhases(&b, cards...); err != nil {
+		return err
+	}
 	fmt.Print(b.String())
 	if *out != "" {
 		return os.WriteFile(*out, []byte(b.String()), 0o644)
