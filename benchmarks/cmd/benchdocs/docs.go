@@ -166,6 +166,10 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	p("%s", benchfmt.RecoveryNote)
 	p("")
 	notes = append(notes, benchfmt.WriteRecovery(w, r)...)
+	p("## Chaos and pressure")
+	p("")
+	p("%s", ChaosNote)
+	p("")
 	if len(notes) > 0 {
 		p("## Missing from this run")
 		p("")
@@ -180,6 +184,13 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	p("")
 	benchfmt.WriteDetails(w, r)
 }
+
+// ChaosNote points to the chaos and pressure scorecard, which make chaos writes on a page of its
+// own: it runs for tens of minutes on a server of its own, apart from make bench.
+const ChaosNote = "The chaos and pressure scorecard of switchboard beside River, by the method of the public " +
+	"PostgreSQL job-queue benchmark (five chaos scenarios, four pressure cells; 0 lost, no timeout and " +
+	"throughput back to 90 % of the clean phase's within the scenario's bound to pass), is on its own page, " +
+	"[chaos.md](chaos.md), written by `make chaos` from its own run."
 
 func times(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "×" }
 

@@ -16,15 +16,21 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/switchboard-go/switchboard/benchmarks/internal/benchfmt"
 	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos"
 	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos/pgchaos"
 	"github.com/switchboard-go/switchboard/benchmarks/internal/chaos/replicas"
 )
+
+// replicasPerSystem is how many replica processes each system runs: two, so that killing one
+// leaves a fleet that covers it, which is what a crash scenario measures.
+const replicasPerSystem = 2
 
 func main() {
 	if err := run(); err != nil {
@@ -44,10 +50,12 @@ func run() error {
 	rate := flag.Float64("rate", 100, "offered jobs/s")
 	workers := flag.Int("workers", 10, "workers per replica")
 	out := flag.String("out", "", "write the scorecard's Markdown here as well")
+	docs := flag.String("docs", "", "write the page docs/chaos.md here: the scorecard with the run's machine, server and load")
 	flag.Parse()
 	if *dsn == "" || *bin == "" {
 		return fmt.Errorf("-dsn and -replica are required")
 	}
+	started, loadStart := time.Now().UTC(), benchfmt.LoadAverage()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	admin, err := sql.Open("pgx", *dsn)
@@ -82,9 +90,38 @@ func run() error {
 	}
 	fmt.Print(b.String())
 	if *out != "" {
-		return os.WriteFile(*out, []byte(b.String()), 0o644)
+		if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
 	}
-	return nil
+	if *docs == "" {
+		return nil
+	}
+	var version string
+	if err := admin.QueryRowContext(ctx, "SHOW server_version").Scan(&version); err != nil {
+		version = "unknown (" + err.Error() + ")"
+	}
+	page := fmt.Sprintf(`# Chaos and pressure
+
+Written by `+"`make chaos`"+` (benchmarks/cmd/chaos) from one run; do not edit by hand. The method is the
+public PostgreSQL job-queue benchmark's (github.com/hardbyte/postgresql-job-queue-benchmarking,
+docs/method.md), written anew in benchmarks/internal/chaos: each system runs as %d replica
+processes with %d workers each, a 1 ms handler on 256-byte payloads, at %.0f jobs/s offered, on one
+PostgreSQL server of the run's own with durable settings; a fresh schema per cell.
+
+## The run
+
+- %s to %s UTC, profile %s (short: the chaos scenarios' durations divided by 6, the pressure
+  cells' by 120)
+- %d CPUs (%s), %s
+- PostgreSQL %s
+- load average at start %s, at end %s
+
+## Scorecard
+
+%s`, replicasPerSystem, *workers, *rate, started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), *profile,
+		runtime.NumCPU(), benchfmt.CPUModel(), runtime.Version(), version, loadStart, benchfmt.LoadAverage(), b.String())
+	return os.WriteFile(*docs, []byte(page), 0o644)
 }
 
 // scenariosOf returns the profile's scenarios, those named in only when it is not empty.
@@ -171,7 +208,7 @@ func runCell(ctx context.Context, admin *sql.DB, dsn, bin, system, schema string
 	dctx, dstop := context.WithCancel(ctx)
 	defer dstop()
 	go diag.Run(dctx)
-	res, err := chaos.Run(ctx, sys, sc, chaos.Config{Rate: rate, Faults: srv.Faults(), Diagnoser: diag})
+	res, err := chaos.Run(ctx, sys, sc, chaos.Config{Replicas: replicasPerSystem, Rate: rate, Faults: srv.Faults(), Diagnoser: diag})
 	if err != nil && ctx.Err() != nil {
 		return chaos.Cell{}, err
 	}
