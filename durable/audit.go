@@ -69,7 +69,7 @@ func (q *Queue) RecordBreakerAction(ctx context.Context, actor string, action re
 	if action != record.AuditTripBreaker && action != record.AuditResetBreaker {
 		return fmt.Errorf("durable: RecordBreakerAction: action %q is neither %q nor %q", action, record.AuditTripBreaker, record.AuditResetBreaker)
 	}
-	if err := keyProblem("breaker", key); err != nil {
+	if err := keyProblem("breaker key", key); err != nil {
 		return fmt.Errorf("durable: RecordBreakerAction: %w", err)
 	}
 	return q.audit(ctx, nil, record.AuditEntry{Actor: actor, Action: action, TargetKind: record.AuditTargetBreakerKey,

@@ -41,7 +41,7 @@ func (c *enqueueConfig) checkDebounce(name, dedupe string) error {
 	}
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if problem := keyProblem("debounce", d.key); d.key == "" {
+	if problem := keyProblem("debounce key", d.key); d.key == "" {
 		fail("the key is empty")
 	} else if problem != nil {
 		fail("%v", problem)

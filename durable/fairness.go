@@ -109,5 +109,5 @@ func (q *Queue) fairnessOf(it *driver.NewItem, req any, c enqueueConfig) error {
 		key = q.schedCfg.Breakers.KeyOf(req)
 	}
 	it.FairnessKey = key // empty: the store uses the registration's name
-	return checkKey(it.Name, "fairness", it.FairnessKey)
+	return checkKey(it.Name, "fairness key", it.FairnessKey)
 }

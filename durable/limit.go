@@ -154,7 +154,7 @@ func checkLimitKey(key, actor string) []error {
 	case len(key) > maxPauseTarget:
 		errs = append(errs, fmt.Errorf("key is %d bytes, more than %d: no breaker key is that long", len(key), maxPauseTarget))
 	default:
-		if err := keyProblem("breaker", key); err != nil {
+		if err := keyProblem("breaker key", key); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -304,16 +304,16 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	} else if o, ok := req.(ordered); ok {
 		it.OrderingKey = o.OrderingKey()
 	}
-	if err := checkKey(name, "dedupe", it.DedupeKey); err != nil {
+	if err := checkKey(name, "dedupe key", it.DedupeKey); err != nil {
 		return Enqueued{}, err
 	}
 	if it.UniqueFor, err = q.uniqueFor(name, c, it.DedupeKey); err != nil {
 		return Enqueued{}, err
 	}
-	if err := checkKey(name, "ordering", it.OrderingKey); err != nil {
+	if err := checkKey(name, "ordering key", it.OrderingKey); err != nil {
 		return Enqueued{}, err
 	}
-	if err := checkKey(name, "breaker", it.GuardKey); err != nil {
+	if err := checkKey(name, "breaker key", it.GuardKey); err != nil {
 		return Enqueued{}, err
 	}
 	if it.Reference, err = c.itemReference(name, req); err != nil {
@@ -484,16 +484,17 @@ func checkKey(name, kind, key string) error {
 // key is bounded the same. Keys name endpoints, tenants and records, not payloads.
 const maxKey = 1024
 
-// keyProblem says what makes key, a key of kind, one no item can have and no database stores
-// as text: invalid UTF-8, a NUL byte, more than maxKey bytes.
+// keyProblem says what makes key, a text that kind names ("dedupe key", "reference"), one no
+// item can have and no database stores as text: invalid UTF-8, a NUL byte, more than maxKey
+// bytes.
 func keyProblem(kind, key string) error {
 	switch {
 	case len(key) > maxKey:
-		return fmt.Errorf("the %s key of %d bytes is more than %d (it begins %q)", kind, len(key), maxKey, strings.ToValidUTF8(key[:32], ""))
+		return fmt.Errorf("the %s of %d bytes is more than %d (it begins %q)", kind, len(key), maxKey, strings.ToValidUTF8(key[:32], ""))
 	case !utf8.ValidString(key):
-		return fmt.Errorf("the %s key %q is not valid UTF-8", kind, key)
+		return fmt.Errorf("the %s %q is not valid UTF-8", kind, key)
 	case strings.IndexByte(key, 0) >= 0:
-		return fmt.Errorf("the %s key %q holds a NUL byte", kind, key)
+		return fmt.Errorf("the %s %q holds a NUL byte", kind, key)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func (q *Queue) Find(ctx context.Context, text string) (Found, error) {
 	if strings.TrimSpace(text) == "" {
 		return Found{}, fmt.Errorf("durable: Find: the text is empty")
 	}
-	if err := keyProblem("search", text); err != nil {
+	if err := keyProblem("search text", text); err != nil {
 		return Found{}, fmt.Errorf("durable: Find: %w", err)
 	}
 	f, err := finderOf(q.store)

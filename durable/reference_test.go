@@ -107,8 +107,8 @@ func TestReferenceBadInput(t *testing.T) {
 	ctx := context.Background()
 	for _, ref := range []string{"a\x00b", "\xff", strings.Repeat("r", 1025), "  n-1 \n"} {
 		_, err := e.q.Enqueue(ctx, &Work{N: 1}, durable.WithReference(ref))
-		if err == nil || !strings.Contains(err.Error(), "reference") {
-			t.Errorf("WithReference(%.20q): %v; want an error naming the reference", ref, err)
+		if err == nil || !strings.Contains(err.Error(), "the reference") || strings.Contains(err.Error(), "reference key") {
+			t.Errorf("WithReference(%.20q): %v; want an error naming the reference (a reference is not a key)", ref, err)
 		}
 	}
 	if page := must[durable.ItemPage](t)(e.q.Items(ctx, durable.ItemFilter{})); len(page.Items) != 0 {

@@ -241,8 +241,8 @@ func TestMoveFinishedMovesWhatFinishedBefore(t *testing.T) {
 }
 
 // TestTokenOfAnItemBeingMovedIsNotTakenTwice: an enqueue whose token is held by an item a
-// completion is moving out of the claim's table waits for the move and then finds the item in
-// the finished table: it inserts nothing and reports that item.
+// completion is moving out of the claim's table (the move not committed yet) inserts nothing
+// and reports that item without waiting for the move; once the move committed, the same.
 func TestTokenOfAnItemBeingMovedIsNotTakenTwice(t *testing.T) {
 	s, ctx, now := postgresOnly(t), context.Background(), time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	id, _, err := s.Enqueue(ctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: "tok"})
@@ -258,44 +258,66 @@ func TestTokenOfAnItemBeingMovedIsNotTakenTwice(t *testing.T) {
 	if _, err := tx.Exec(postgresCancel, micros(now), int64(id)); err != nil {
 		t.Fatal(err)
 	}
-	var mover int
-	if err := tx.QueryRow(`SELECT pg_backend_pid()`).Scan(&mover); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		id      ItemID
-		existed bool
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		id, existed, err := s.Enqueue(ctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: "tok"})
-		done <- result{id, existed, err}
-	}()
-	// The enqueue waits for the mover's transaction (the database says so), then the mover commits.
-	for {
-		var waiting bool
-		if err := s.DB().QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, mover).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("the enqueue ended before the move committed: %+v", r)
-		default:
+	enqueue := func() {
+		t.Helper()
+		// Bounded: an insert that waited for the mover would wait for this test.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, existed, err := s.Enqueue(wctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: "tok"})
+		if err != nil || !existed || got != id {
+			t.Fatalf("enqueue of the moved item's token: id %d (want %d), existed %v, %v", got, id, existed, err)
 		}
 	}
+	enqueue()
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
-	if r.err != nil || !r.existed || r.id != id {
-		t.Fatalf("enqueue of the moved item's token: id %d (want %d), existed %v, %v", r.id, id, r.existed, r.err)
-	}
+	enqueue()
 	var n int
 	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM switchboard_items_all WHERE token = 'tok'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d items hold the token, %v", n, err)
+	}
+}
+
+// TestOpenTransactionWithATakenTokenHoldsNoCompletion: an application's transaction that
+// enqueued the token of a running item and stays open does not hold up that item's completion
+// (which moves it out of the claim's table) nor a cancel of a pending item with a taken token.
+func TestOpenTransactionWithATakenTokenHoldsNoCompletion(t *testing.T) {
+	s, ctx, now := postgresOnly(t), context.Background(), time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	run, _, err := s.Enqueue(ctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := must[[]Claimed](t)(s.Claim(ctx, "w1", now, time.Hour, 1))
+	pending, _, err := s.Enqueue(ctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now.Add(time.Hour), Now: now, Token: "later"})
+	if err != nil || len(cl) != 1 || cl[0].ID != run {
+		t.Fatalf("claim: %v, %v", cl, err)
+	}
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for tok, want := range map[string]ItemID{"run": run, "later": pending} {
+		if got, existed, err := s.EnqueueTx(ctx, tx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: tok}); err != nil || !existed || got != want {
+			t.Fatalf("EnqueueTx of token %s: %d (want %d), existed %v, %v", tok, got, want, existed, err)
+		}
+	}
+	// With the transaction still open: a lock it held would make these wait for it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	errs, err := s.Complete(wctx, []Completion{{Fence: cl[0].Fence(), State: StateSucceeded, Outcome: OutcomeSucceeded, StartedAt: now, EndedAt: now}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("completion while the transaction is open: %v %v", errs, err)
+	}
+	if _, changed, _, err := s.CancelItem(wctx, ItemChange{ID: pending, Now: now, Audit: func(changed bool, it Item, _ *PauseRow) AuditRow {
+		return AuditRow{At: now, Actor: "op", Action: "cancel", TargetKind: "item", Target: fmt.Sprint(it.ID), Outcome: record.AuditOutcome(fmt.Sprint(changed))}
+	}}); err != nil || !changed {
+		t.Fatalf("cancel while the transaction is open: changed %v, %v", changed, err)
+	}
+	for _, id := range []ItemID{run, pending} {
+		if got := tableOf(t, s, id); got != "finished" {
+			t.Errorf("item %d is in the %s table", id, got)
+		}
 	}
 }

@@ -32,14 +32,17 @@ ALTER TABLE switchboard_attempts DROP CONSTRAINT IF EXISTS switchboard_attempts_
 
 -- A token is unique among all items, finished ones included, and a unique index cannot span two
 -- tables: an insert whose token a finished item holds inserts nothing, as one whose token a live
--- item holds does (ON CONFLICT DO NOTHING). The insert first locks the live item holding the
--- token, if one does: a completion moving that item waits for the insert to end, and an insert
--- that meets a move under way waits for it; then it looks in the finished table with a snapshot
--- taken after that wait (each statement of the function takes its own), so an item moved while
--- the insert waited is seen.
+-- item holds does (ON CONFLICT DO NOTHING). The function looks in the claim's table first, then
+-- in the finished table, each with a snapshot of its own (in READ COMMITTED each statement of
+-- the function takes one): an item moves from the first to the second in one transaction, so
+-- one not yet moved when the first look is taken is seen there, and one moved before it is seen
+-- by the second. It takes no lock: an application's transaction that enqueued a taken token
+-- holds nothing a completion or a cancel of that item waits for.
 CREATE FUNCTION switchboard_token_free() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM 1 FROM switchboard_items WHERE token = NEW.token FOR KEY SHARE;
+    IF EXISTS (SELECT 1 FROM switchboard_items WHERE token = NEW.token) THEN
+        RETURN NULL;
+    END IF;
     IF EXISTS (SELECT 1 FROM switchboard_finished_items WHERE token = NEW.token) THEN
         RETURN NULL;
     END IF;
