@@ -62,3 +62,39 @@ func TestNewDeferralBadArgumentsFailBuild(t *testing.T) {
 		t.Fatalf("Build: %v", err)
 	}
 }
+
+// Every refusal of what an enqueue was given matches ErrInvalidEnqueue, keeps the check's own
+// message, and stores nothing; a request that is not registered is not such a refusal (it is
+// ErrUnknownRequest), so a service can answer the first as the caller's mistake.
+func TestEnqueueRefusalsMatchErrInvalidEnqueue(t *testing.T) {
+	e := newEnv(t, sqliteBackend(t))
+	ctx := context.Background()
+	for _, c := range []struct {
+		opt  durable.EnqueueOption
+		want string
+	}{
+		{durable.WithToken(""), "token is empty"},
+		{durable.WithToken("a\x00b"), "NUL"},
+		{durable.WithReference(" r"), "reference"},
+		{durable.WithReference("a\x00b"), "the reference"},
+		{durable.WithDedupeKey(strings.Repeat("k", 1025)), "dedupe key"},
+		{durable.WithOrderingKey("\xff"), "ordering key"},
+		{durable.WithBreakerKey("a\x00b"), "breaker key"},
+		{durable.WithFairnessKey("\xff"), "fairness key"},
+		{durable.WithPriority(10), "WithPriority 10"},
+		{durable.WithDeadline(time.Unix(1, 0)), "deadline"},
+		{durable.WithDebounce("", time.Second, time.Minute), "WithDebounce"},
+	} {
+		_, err := e.q.Enqueue(ctx, &Work{N: 1}, c.opt)
+		if !errors.Is(err, durable.ErrInvalidEnqueue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want ErrInvalidEnqueue naming %q, got %v", c.want, err)
+		}
+	}
+	if page := must[durable.ItemPage](t)(e.q.Items(ctx, durable.ItemFilter{})); len(page.Items) != 0 {
+		t.Errorf("%d items stored", len(page.Items))
+	}
+	type unregistered struct{ mediator.Command }
+	if _, err := e.q.Enqueue(ctx, &unregistered{}); errors.Is(err, durable.ErrInvalidEnqueue) || !errors.Is(err, durable.ErrUnknownRequest) {
+		t.Errorf("an unregistered request: %v; want ErrUnknownRequest only", err)
+	}
+}

@@ -49,7 +49,29 @@ var (
 	// another.
 	ErrBulkActionActive = driver.ErrBulkActionActive
 	ErrBadCursor        = errors.New("durable: not an item cursor") // an ItemFilter.After no ItemPage.Next gave
+	// ErrInvalidEnqueue: Enqueue or EnqueueTx refused what an option or the request gave (a
+	// token, a reference, a key, a uniqueness window, a debounce, a deadline, a priority); the
+	// message names it. Nothing was stored: a caller's mistake, not the database's (a service
+	// answers it as bad input).
+	ErrInvalidEnqueue = errors.New("durable: invalid enqueue")
 )
+
+// invalidEnqueue is an Enqueue's refusal of what it was given: its message is the check's,
+// and it matches ErrInvalidEnqueue.
+type invalidEnqueue struct{ err error }
+
+func (e *invalidEnqueue) Error() string        { return e.err.Error() }
+func (e *invalidEnqueue) Unwrap() error        { return e.err }
+func (e *invalidEnqueue) Is(target error) bool { return target == ErrInvalidEnqueue }
+
+// refused wraps err, a check of an enqueue's input, so that it matches ErrInvalidEnqueue; nil
+// stays nil.
+func refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &invalidEnqueue{err: err}
+}
 
 // OutcomeUnknownError reports an insert sent whose answer never came. It matches
 // ErrOutcomeUnknown and unwraps to Cause. Find the item with Queue.ItemByToken,

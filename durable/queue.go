@@ -252,7 +252,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	}
 	token, err := c.itemToken()
 	if err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	name, payload, err := q.reg.encode(req)
 	if err != nil {
@@ -268,7 +268,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		dedupe = d.DedupeKey()
 	}
 	if err := c.checkDebounce(name, dedupe); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	now := q.clock.Now()
 	next := now
@@ -285,7 +285,7 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	}
 	deadline, err := q.deadline(name, c, now, next)
 	if err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	md, err := q.metadata(ctx, name)
 	if err != nil {
@@ -305,22 +305,22 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 		it.OrderingKey = o.OrderingKey()
 	}
 	if err := checkKey(name, "dedupe key", it.DedupeKey); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	if it.UniqueFor, err = q.uniqueFor(name, c, it.DedupeKey); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	if err := checkKey(name, "ordering key", it.OrderingKey); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	if err := checkKey(name, "breaker key", it.GuardKey); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	if it.Reference, err = c.itemReference(name, req); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	if err := q.fairnessOf(&it, req, c); err != nil {
-		return Enqueued{}, err
+		return Enqueued{}, refused(err)
 	}
 	var (
 		id      store.ItemID
