@@ -19,14 +19,14 @@ import (
 func TestFindRoute(t *testing.T) {
 	f := newFixture(t, durableConfig())
 	ctx := context.Background()
-	_, err := f.q.Enqueue(ctx, &importContact{Email: "ann@example"}, durable.WithReference("n-00168"), durable.WithDelay(time.Hour))
+	enq, err := f.q.Enqueue(ctx, &importContact{Email: "ann@example"}, durable.WithReference("n-00168"), durable.WithDelay(time.Hour))
 	must(t, err)
 
 	res := auth(t, f.h, "GET", "/api/find?q=n-00168", "")
 	want(t, res, http.StatusOK)
 	items, _ := res.body["items"].([]any)
 	letters, _ := res.body["dead_letters"].([]any)
-	if len(items) != 1 || items[0].(map[string]any)["reference"] != "n-00168" || letters == nil {
+	if len(items) != 1 || items[0].(map[string]any)["reference"] != "n-00168" || items[0].(map[string]any)["token"] != enq.Token || letters == nil {
 		t.Fatalf("GET /api/find: %s", res.Body)
 	}
 	res = auth(t, f.h, "GET", "/api/find?q=n-00169", "")
@@ -83,8 +83,8 @@ func TestDashboardFindsAnItemByItsReference(t *testing.T) {
 		))
 		facts, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("item-facts")))
 		must(t, err)
-		if !strings.Contains(facts, "Reference") || !strings.Contains(facts, "n-00168") {
-			t.Errorf("the item's facts %q do not give its reference", facts)
+		if !strings.Contains(facts, "Reference") || !strings.Contains(facts, "n-00168") || !strings.Contains(facts, "Token") || !strings.Contains(facts, enq.Token) {
+			t.Errorf("the item's facts %q do not give its reference and token", facts)
 		}
 	}
 }

@@ -39,6 +39,7 @@ type itemBody struct {
 	OrderingKey string           `json:"ordering_key"`
 	BreakerKey  string           `json:"breaker_key"`
 	Reference   string           `json:"reference"` // the application's own id (durable.WithReference)
+	Token       string           `json:"token"`     // the item's identity (durable.WithToken, or the one the enqueue drew)
 	FairnessKey string           `json:"fairness_key"`
 	Priority    int              `json:"priority"`
 	NextAt      *time.Time       `json:"next_at"`
@@ -52,7 +53,7 @@ type itemBody struct {
 
 func itemBodyOf(it record.Item) itemBody {
 	b := itemBody{ID: it.ID, Name: it.Name, State: it.State, Attempts: it.Attempts, ParkedKey: it.ParkedKey, DedupeKey: it.DedupeKey, DebounceKey: it.DebounceKey,
-		OrderingKey: it.OrderingKey, BreakerKey: it.GuardKey, Reference: it.Reference, FairnessKey: it.FairnessKey, Priority: it.Priority, LastError: it.LastError, Deadline: timeOrNil(it.Deadline),
+		OrderingKey: it.OrderingKey, BreakerKey: it.GuardKey, Reference: it.Reference, Token: it.Token, FairnessKey: it.FairnessKey, Priority: it.Priority, LastError: it.LastError, Deadline: timeOrNil(it.Deadline),
 		CreatedAt: it.CreatedAt.UTC(), UpdatedAt: it.UpdatedAt.UTC()}
 	if it.State == record.StatePending {
 		b.NextAt = timeOrNil(it.NextAt)

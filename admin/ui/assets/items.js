@@ -202,6 +202,7 @@
       fact(dl, "Parked on", it.parked_key);
       fact(dl, "Running on", it.lease_owner ? it.lease_owner + " until " + A.fmtTime(it.lease_until) : "");
       fact(dl, "Reference", it.reference);
+      fact(dl, "Token", it.token);
       fact(dl, "Dedupe key", it.dedupe_key);
       fact(dl, "Debounce key", it.debounce_key);
       fact(dl, "Ordering key", it.ordering_key);
