@@ -91,21 +91,9 @@ func (p *Pruner) Pass() int {
 	}
 	now := p.cfg.Clock.Now()
 	before := now.Add(-p.cfg.Retention)
-	total, lockHeld := 0, false
-	for !p.cfg.Stopping() {
-		ctx, cancel := p.cfg.StoreContext()
-		n, busy, err := p.cfg.Store.Prune(ctx, before, now)
-		cancel()
-		if err != nil && p.cfg.Stopping() {
-			break // a batch cut short by the stop: nothing to report
-		}
-		p.cfg.Health.Note("prune succeeded items", err)
-		total += n
-		lockHeld = lockHeld || busy
-		if err != nil || busy || n < store.PruneBatch {
-			break
-		}
-	}
+	total, lockHeld := p.batches("prune succeeded items", func(ctx context.Context) (int, bool, error) {
+		return p.cfg.Store.Prune(ctx, before, now)
+	})
 	if !lockHeld {
 		p.pruneHistory()
 	}
@@ -117,30 +105,35 @@ func (p *Pruner) Pass() int {
 }
 
 // moveFinished moves the finished items still in the claim's table out of it, a batch a
-// transaction, until a batch finds fewer than store.PruneBatch, another instance holds the prune
-// lock, the database fails or the instance stops.
+// transaction, as Pass prunes.
 func (p *Pruner) moveFinished() {
 	m, ok := p.cfg.Store.(FinishedMover)
 	if !ok {
 		return
 	}
-	total := 0
-	for !p.cfg.Stopping() {
-		ctx, cancel := p.cfg.StoreContext()
-		n, busy, err := m.MoveFinished(ctx)
-		cancel()
-		if err != nil && p.cfg.Stopping() {
-			break
-		}
-		p.cfg.Health.Note("move finished items", err)
-		total += n
-		if err != nil || busy || n < store.PruneBatch {
-			break
-		}
-	}
-	if total > 0 {
+	if total, _ := p.batches("move finished items", m.MoveFinished); total > 0 {
 		p.cfg.Logger.Info("durable: moved finished items out of the claim's table", zap.String("instance", p.cfg.Instance), zap.Int("items", total))
 	}
+}
+
+// batches calls batch, each call a store call under StoreContext noted as what, until a batch
+// does fewer than store.PruneBatch, another instance holds the prune lock (busy), the database
+// fails or the instance stops; it returns the batches' total and whether the lock was busy.
+func (p *Pruner) batches(what string, batch func(ctx context.Context) (n int, busy bool, err error)) (total int, busy bool) {
+	for !p.cfg.Stopping() {
+		ctx, cancel := p.cfg.StoreContext()
+		n, held, err := batch(ctx)
+		cancel()
+		if err != nil && p.cfg.Stopping() {
+			break // a batch cut short by the stop: nothing to report
+		}
+		p.cfg.Health.Note(what, err)
+		total, busy = total+n, busy || held
+		if err != nil || held || n < store.PruneBatch {
+			break
+		}
+	}
+	return total, busy
 }
 
 // pruneHistory deletes the history's minutes older than its retention: one statement over a
