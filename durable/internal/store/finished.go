@@ -48,8 +48,9 @@ SELECT ` + finishedFrom(map[string]string{"state": "'cancelled'", "parked_key": 
 const sqliteCancel = `UPDATE switchboard_items SET state = 'cancelled', parked_key = NULL, updated_at = ? WHERE id = ? AND state = 'pending'`
 
 // postgresMoveFinished moves up to $1 items that finished in the claim's table (before
-// migration 0029, or by an instance of a version before it) to the finished items' table, in
-// id order; a succeeded item holding its dedupe key stays. Placeholder: $1 limit.
+// migration 0029, or by an instance of a version before it) to the finished items' table, in no
+// particular order (each batch takes those the plan meets first); a succeeded item holding its
+// dedupe key stays. Placeholder: $1 limit.
 const postgresMoveFinished = `WITH m AS (
     DELETE FROM switchboard_items WHERE id IN (
         SELECT id FROM switchboard_items
@@ -64,22 +65,19 @@ SELECT ` + finishedColumns + ` FROM m`
 
 // MoveFinished moves one batch of at most PruneBatch items that finished in the claim's table
 // to the finished items' table, in a transaction of its own, and returns how many it moved: on
-// PostgreSQL the items finished before migration 0029 moved finished items out of the claim's
-// table (read meanwhile through the view of all items, as the moved ones are). Like Prune it
-// first tries the advisory lock of pruning, and reports busy when another instance holds it.
-// On SQLite, where items finish in place, it moves nothing.
+// PostgreSQL, the items that finished before migration 0029 (which moves them as they finish),
+// read meanwhile through the view of all items. Like Prune it first tries the advisory lock of
+// pruning, and reports busy when another instance holds it. On SQLite, where items finish in
+// place, it moves nothing.
 func (s *Store) MoveFinished(ctx context.Context) (n int, busy bool, err error) {
 	if s.e.String() != "postgres" {
 		return 0, false, nil
 	}
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
-		var locked bool
-		if err := tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil {
+		locked, err := tryPruneLock(ctx, tx)
+		if err != nil || !locked {
+			busy = err == nil
 			return err
-		}
-		if !locked {
-			busy = true
-			return nil
 		}
 		res, err := tx.ExecContext(ctx, postgresMoveFinished, PruneBatch)
 		if err != nil {

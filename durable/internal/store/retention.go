@@ -83,15 +83,18 @@ func (s *Store) Prune(ctx context.Context, before, now time.Time) (n int, busy b
 
 // prune tries the advisory lock of pruning and, holding it, deletes one batch.
 func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before, now time.Time) (n int, busy bool, err error) {
-	var locked bool
-	if err := tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil {
-		return 0, false, err
-	}
-	if !locked {
-		return 0, true, nil
+	if locked, err := tryPruneLock(ctx, tx); err != nil || !locked {
+		return 0, err == nil, err
 	}
 	err = tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch, micros(now)).Scan(&n)
 	return n, false, err
+}
+
+// tryPruneLock tries the advisory lock of pruning in tx (pruneLockSQL): false when another
+// instance holds it.
+func tryPruneLock(ctx context.Context, tx *sql.Tx) (locked bool, err error) {
+	err = tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked)
+	return locked, err
 }
 
 // prune deletes one batch; the transaction itself holds the database's one writer.
