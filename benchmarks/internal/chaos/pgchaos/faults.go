@@ -163,14 +163,14 @@ func (s Server) pause(ctx context.Context, d time.Duration) {
 }
 
 // idleConns holds IdleConns connections, idle, for the phase: what is left of max_connections is
-// what the systems may open.
+// what the systems may open. Server.DB must allow that many open connections (database/sql's
+// default: no limit).
 type idleConns struct {
 	s     Server
 	conns []*sql.Conn
 }
 
 func (f *idleConns) Start(ctx context.Context, p chaos.Phase) error {
-	f.s.DB.SetMaxOpenConns(0)
 	for range p.IdleConns {
 		c, err := f.s.DB.Conn(ctx)
 		if err == nil {
@@ -194,7 +194,6 @@ func (f *idleConns) Stop(context.Context, chaos.Phase) error {
 		err = errors.Join(err, c.Close())
 	}
 	f.conns = nil
-	f.s.DB.SetMaxIdleConns(2)
 	return err
 }
 
