@@ -60,7 +60,8 @@ func BenchmarkPostgresDriverPath(b *testing.B) {
 			now := micros(time.Now())
 			b.ResetTimer()
 			for range b.N {
-				rows, done, err := q.query(e.st.insert, "bench", []byte(`{}`), string(StatePending), nil, nil, now, nil, nil, now, now, nil, nil)
+				rows, done, err := q.query(e.st.insert, "bench", []byte(`{}`), string(StatePending), nil, nil, now, nil, nil, now, now, nil, nil,
+					nil, nil, nil, 0, "bench", 0, 0, nil) // insertSQL's columns, name to reference
 				if err != nil {
 					b.Fatal(err)
 				}
