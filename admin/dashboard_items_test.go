@@ -115,7 +115,9 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 	// A running item: the cancel is refused, saying it runs and is not interrupted.
 	showItems(t, tab, "running")
 	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(itemRowSel(f.running, "cancel"))),
+		// Clicked in the page, when the row is there: the listing's refresh replaces the rows,
+		// and a node found before a refresh is gone by the time a click by node reaches it.
+		poll(`(b => b ? (b.click(), true) : false)(document.querySelector(`+js(itemRowSel(f.running, "cancel"))+`))`),
 		chromedp.WaitVisible(chromedp.ID("item-cancel-dialog")),
 		chromedp.SendKeys(chromedp.ID("item-cancel-reason"), "stuck?"),
 		chromedp.Click(chromedp.ID("item-cancel-ok")),
