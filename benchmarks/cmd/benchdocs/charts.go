@@ -4,35 +4,16 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/switchboard-go/switchboard/benchmarks/internal/benchfmt"
+	"github.com/switchboard-go/switchboard/benchmarks/internal/svgchart"
 )
-
-func init() {
-	// The sans-serif face has the metrics of Arial and Helvetica, which a viewer without it
-	// substitutes; the charts do not embed the font, which would make each file hundreds of
-	// kilobytes.
-	plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
-	plotter.DefaultFont = plot.DefaultFont
-}
-
-// palette gives the systems of a chart their colors, switchboard's first (Tableau 10).
-var palette = []color.RGBA{
-	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0x59, 0xa1, 0x4f, 0xff}, {0xe1, 0x57, 0x59, 0xff},
-	{0xb0, 0x7a, 0xa1, 0xff}, {0x76, 0xb7, 0xb2, 0xff}, {0x9c, 0x75, 0x5f, 0xff}, {0xed, 0xc9, 0x48, 0xff},
-	{0xff, 0x9d, 0xa7, 0xff}, {0xba, 0xb0, 0xac, 0xff},
-}
-
-func colorAt(i int) color.Color { return palette[i%len(palette)] }
 
 // charts are the files writeCharts wrote, by chart; empty when a chart had no data.
 type charts struct {
@@ -47,7 +28,7 @@ func writeCharts(r *benchfmt.Results, dir string) (charts, error) {
 	var c charts
 	if p, leg, height := inProcessChart(r); p != nil {
 		c.inProcess = "inprocess.svg"
-		if err := save(p, leg, 20*vg.Centimeter, height, 4.5*vg.Centimeter, filepath.Join(dir, c.inProcess)); err != nil {
+		if err := svgchart.Save(p, leg, 20*vg.Centimeter, height, 4.5*vg.Centimeter, filepath.Join(dir, c.inProcess)); err != nil {
 			return c, err
 		}
 	}
@@ -59,44 +40,13 @@ func writeCharts(r *benchfmt.Results, dir string) (charts, error) {
 				continue
 			}
 			file := fmt.Sprintf("drain-%s-%s.svg", e, h.Name)
-			if err := save(p, leg, 15*vg.Centimeter, 8*vg.Centimeter, 3*vg.Centimeter, filepath.Join(dir, file)); err != nil {
+			if err := svgchart.Save(p, leg, 15*vg.Centimeter, 8*vg.Centimeter, 3*vg.Centimeter, filepath.Join(dir, file)); err != nil {
 				return c, err
 			}
 			c.drains = append(c.drains, drainChart{title, file})
 		}
 	}
 	return c, nil
-}
-
-// save writes p as an SVG file of w by h with the legend in a column on its right, outside the
-// data, where it covers nothing whatever the font the viewer substitutes.
-func save(p *plot.Plot, leg plot.Legend, w, h, legendWidth vg.Length, path string) error {
-	c := vgsvg.New(w, h)
-	dc := draw.New(c)
-	area, side := dc, dc
-	area.Max.X -= legendWidth
-	side.Min.X = area.Max.X + vg.Points(6)
-	side.Max.Y -= vg.Points(24)
-	p.Draw(area)
-	leg.Draw(side)
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// newLegend is the legend of a chart, drawn by save: top left of its column.
-func newLegend() plot.Legend {
-	leg := plot.NewLegend()
-	leg.Top, leg.Left = true, true
-	leg.TextStyle.Font.Size = vg.Points(9)
-	leg.Padding = vg.Points(3)
-	return leg
 }
 
 // inProcessChart is the horizontal bar chart of the in-process cases: a group of bars per
@@ -121,7 +71,7 @@ func inProcessChart(r *benchfmt.Results) (*plot.Plot, plot.Legend, vg.Length) {
 			names = append(names, label(c.Label))
 		}
 	}
-	leg := newLegend()
+	leg := svgchart.NewLegend()
 	if len(groups) == 0 {
 		return nil, leg, 0
 	}
@@ -147,7 +97,7 @@ func inProcessChart(r *benchfmt.Results) (*plot.Plot, plot.Legend, vg.Length) {
 		for j, b := range g {
 			s := series[b.system]
 			if s == nil {
-				s = &hbars{color: colorAt(len(series)), style: small}
+				s = &hbars{color: svgchart.ColorAt(len(series)), style: small}
 				series[b.system] = s
 				order = append(order, b.system)
 			}
@@ -233,7 +183,7 @@ func (l *captions) Plot(c draw.Canvas, p *plot.Plot) {
 // drainPlot is the chart of one engine and handler, items/s by worker count with a line per
 // system, and its legend; nil when r has no drain of them.
 func drainPlot(r *benchfmt.Results, engine, handler, title string) (*plot.Plot, plot.Legend) {
-	leg := newLegend()
+	leg := svgchart.NewLegend()
 	p := plot.New()
 	p.Title.Text = title + ": items/s"
 	p.X.Label.Text = "workers"
@@ -262,7 +212,7 @@ func drainPlot(r *benchfmt.Results, engine, handler, title string) (*plot.Plot, 
 		if err != nil {
 			continue
 		}
-		line.Color, points.Color = colorAt(i), colorAt(i)
+		line.Color, points.Color = svgchart.ColorAt(i), svgchart.ColorAt(i)
 		line.Width = vg.Points(1.5)
 		points.Shape = draw.CircleGlyph{}
 		points.Radius = vg.Points(2.5)
