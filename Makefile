@@ -63,14 +63,15 @@ CHAOS_PROFILE ?= short
 
 ## chaos: the chaos and pressure scorecard of switchboard beside River (benchmarks/cmd/chaos) on a
 ## PostgreSQL server of its own with durable settings (scripts/with-postgres.sh), which its
-## postgres-restart scenario stops and starts; the scorecard goes to benchmarks/.chaos.md and the
-## page docs/chaos.md
+## postgres-restart scenario stops and starts; the scorecard and its charts go into docs/benchmarks.md
+## (its chaos section, docs/benchmarks/chaos), each scenario's phases to docs/chaos.md
 chaos:
 	cd benchmarks && $(GO) build -o .chaos ./cmd/chaos && $(GO) build -o .chaosreplica ./cmd/chaosreplica
 	env -u SWITCHBOARD_TEST_PG_DSN SWITCHBOARD_PG_DURABLE=1 SWITCHBOARD_PG_MAX_CONNECTIONS=200 \
 		./scripts/with-postgres.sh sh -c 'cd benchmarks && ./.chaos -dsn "$$SWITCHBOARD_TEST_PG_DSN" \
 		-replica ./.chaosreplica -pgdata "$$SWITCHBOARD_TEST_PGDATA" -pgctl "$$SWITCHBOARD_TEST_PGCTL" \
-		-profile $(CHAOS_PROFILE) -out .chaos.md -docs ../docs/chaos.md'
+		-profile $(CHAOS_PROFILE) -out .chaos.md -docs ../docs/chaos.md \
+		-page ../docs/benchmarks.md -charts ../docs/benchmarks/chaos'
 
 ## lint: gofmt, go vet and the module's naming rules (scripts/apicount)
 lint:

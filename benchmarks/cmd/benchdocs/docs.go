@@ -46,9 +46,18 @@ func writeDocs(r *benchfmt.Results, out string) error {
 	if err != nil {
 		return err
 	}
+	path := filepath.Join(out, "benchmarks.md")
+	prev, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	chaos, ok := benchfmt.ChaosSection(string(prev))
+	if !ok {
+		chaos = benchfmt.ChaosBegin + "\n\n" + ChaosNote + "\n\n" + benchfmt.ChaosEnd
+	}
 	var b bytes.Buffer
-	page(&b, r, charts)
-	return os.WriteFile(filepath.Join(out, "benchmarks.md"), b.Bytes(), 0o644)
+	page(&b, r, charts, chaos)
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // meta is the run's description of key, or "unknown", for a cell of a Markdown table (a "|"
@@ -60,8 +69,9 @@ func meta(r *benchfmt.Results, key string) string {
 	return "unknown"
 }
 
-// page prints docs/benchmarks.md; charts are the SVG files written, by chart.
-func page(w io.Writer, r *benchfmt.Results, charts charts) {
+// page prints docs/benchmarks.md; charts are the SVG files written, by chart, and chaos the
+// section make chaos wrote, markers included, carried over from the page replaced.
+func page(w io.Writer, r *benchfmt.Results, charts charts, chaos string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("# Benchmarks")
 	p("")
@@ -168,7 +178,7 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	notes = append(notes, benchfmt.WriteRecovery(w, r)...)
 	p("## Chaos and pressure")
 	p("")
-	p("%s", ChaosNote)
+	p("%s", chaos)
 	p("")
 	if len(notes) > 0 {
 		p("## Missing from this run")
@@ -185,12 +195,12 @@ func page(w io.Writer, r *benchfmt.Results, charts charts) {
 	benchfmt.WriteDetails(w, r)
 }
 
-// ChaosNote points to the chaos and pressure scorecard, which make chaos writes on a page of its
-// own: it runs for tens of minutes on a server of its own, apart from make bench.
+// ChaosNote stands in the chaos section of a page make chaos has not written to yet: the
+// scorecard runs for tens of minutes on a server of its own, apart from make bench.
 const ChaosNote = "The chaos and pressure scorecard of switchboard beside River, by the method of the public " +
 	"PostgreSQL job-queue benchmark (five chaos scenarios, four pressure cells; 0 lost, no timeout and " +
-	"throughput back to 90 % of the clean phase's within the scenario's bound to pass), is on its own page, " +
-	"[chaos.md](chaos.md), written by `make chaos` from its own run."
+	"throughput back to 90 % of the clean phase's within the scenario's bound to pass), goes here: " +
+	"`make chaos` writes it from a run of its own, with the per-phase tables on [chaos.md](chaos.md)."
 
 func times(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "×" }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/xml"
 	"errors"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchboard-go/switchboard/benchmarks/internal/benchfmt"
+	"github.com/switchboard-go/switchboard/benchmarks/internal/svgchart"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -217,25 +217,35 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// wellFormed fails the test when svg is not well-formed XML with an svg root.
+// wellFormed fails the test when svg is not an SVG document a page can show.
 func wellFormed(t *testing.T, name, svg string) {
 	t.Helper()
-	d := xml.NewDecoder(strings.NewReader(svg))
-	root := ""
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Errorf("%s is not well-formed XML: %v", name, err)
-			return
-		}
-		if se, ok := tok.(xml.StartElement); ok && root == "" {
-			root = se.Name.Local
-		}
+	if err := svgchart.Check(svg); err != nil {
+		t.Errorf("%s: %v", name, err)
 	}
-	if root != "svg" {
-		t.Errorf("%s: root element %q, want svg", name, root)
+}
+
+// The chaos section is make chaos's: a page written over one that has it keeps it as it was,
+// charts included (they live in a directory of their own, which the bench command leaves).
+func TestPageKeepsTheChaosSection(t *testing.T) {
+	out := t.TempDir()
+	first := generated(t, sample, out)
+	if !strings.Contains(first, benchfmt.ChaosBegin+"\n\n"+ChaosNote+"\n\n"+benchfmt.ChaosEnd) {
+		t.Fatalf("a first page lacks the chaos placeholder between its markers:\n%s", first)
+	}
+	section := "| scenario | switchboard |\n\n![chaos](benchmarks/chaos/chaos.svg)"
+	withChaos, err := benchfmt.ReplaceChaosSection(first, section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(out, "benchmarks.md"), withChaos)
+	chart := filepath.Join(out, chartDir, "chaos", "chaos.svg")
+	writeFile(t, chart, "<svg/>")
+	again := generated(t, sample, out)
+	if got, ok := benchfmt.ChaosSection(again); !ok || !strings.Contains(got, section) || strings.Contains(got, ChaosNote) {
+		t.Errorf("the chaos section after a new page: %q (found %v), want the one make chaos wrote", got, ok)
+	}
+	if _, err := os.Stat(chart); err != nil {
+		t.Errorf("the chaos chart did not survive the new page: %v", err)
 	}
 }

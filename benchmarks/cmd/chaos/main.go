@@ -6,6 +6,7 @@
 // (scripts/chaos.sh).
 //
 //	chaos -dsn DSN -replica BIN [-pgdata DIR -pgctl PG_CTL] [-profile short|long] [-systems switchboard,river]
+//	      [-docs docs/chaos.md] [-page docs/benchmarks.md -charts docs/benchmarks/chaos]
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -50,7 +52,9 @@ func run() error {
 	rate := flag.Float64("rate", 100, "offered jobs/s")
 	workers := flag.Int("workers", 10, "workers per replica")
 	out := flag.String("out", "", "write the scorecard's Markdown here as well")
-	docs := flag.String("docs", "", "write the page docs/chaos.md here: the scorecard with the run's machine, server and load")
+	docs := flag.String("docs", "", "write the page docs/chaos.md here: the scorecard and each scenario's phases, with the run's machine, server and load")
+	page := flag.String("page", "", "replace the chaos section of this page (docs/benchmarks.md) with the scorecard, the run and the charts")
+	charts := flag.String("charts", "", "write the charts here (the page's docs/benchmarks/chaos); with -page")
 	flag.Parse()
 	if *dsn == "" || *bin == "" {
 		return fmt.Errorf("-dsn and -replica are required")
@@ -81,47 +85,87 @@ func run() error {
 		}
 		cards = append(cards, card)
 	}
-	var b strings.Builder
-	if err := chaos.WriteMarkdown(&b, cards...); err != nil {
+	var score, phases strings.Builder
+	if err := chaos.WriteMarkdown(&score, cards...); err != nil {
 		return err
 	}
-	if err := chaos.WritePhases(&b, cards...); err != nil {
+	if err := chaos.WritePhases(&phases, cards...); err != nil {
 		return err
 	}
-	fmt.Print(b.String())
+	fmt.Print(score.String(), phases.String())
 	if *out != "" {
-		if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(*out, []byte(score.String()+phases.String()), 0o644); err != nil {
 			return err
 		}
 	}
-	if *docs == "" {
+	if *docs == "" && *page == "" {
 		return nil
 	}
 	var version string
 	if err := admin.QueryRowContext(ctx, "SHOW server_version").Scan(&version); err != nil {
 		version = "unknown (" + err.Error() + ")"
 	}
-	page := fmt.Sprintf(`# Chaos and pressure
-
-Written by `+"`make chaos`"+` (benchmarks/cmd/chaos) from one run; do not edit by hand. The method is the
-public PostgreSQL job-queue benchmark's (github.com/hardbyte/postgresql-job-queue-benchmarking,
-docs/method.md), written anew in benchmarks/internal/chaos: each system runs as %d replica
-processes with %d workers each, a 1 ms handler on 256-byte payloads, at %.0f jobs/s offered, on one
-PostgreSQL server of the run's own with durable settings; a fresh schema per cell.
-
-## The run
+	about := fmt.Sprintf(`The method is the public PostgreSQL job-queue benchmark's
+(github.com/hardbyte/postgresql-job-queue-benchmarking, docs/method.md), written anew in
+benchmarks/internal/chaos: each system runs as %d replica processes with %d workers each, a 1 ms
+handler on 256-byte payloads, at %.0f jobs/s offered, on one PostgreSQL server of the run's own
+with durable settings; a fresh schema per cell.
 
 - %s to %s UTC, profile %s (short: the chaos scenarios' durations divided by 6, the pressure
   cells' by 120)
 - %d CPUs (%s), %s
 - PostgreSQL %s
 - load average at start %s, at end %s
+`, replicasPerSystem, *workers, *rate, started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), *profile,
+		runtime.NumCPU(), benchfmt.CPUModel(), runtime.Version(), version, loadStart, benchfmt.LoadAverage())
+	if *docs != "" {
+		doc := "# Chaos and pressure\n\nWritten by `make chaos` (benchmarks/cmd/chaos) from one run; do not edit by hand; " +
+			"the scorecard and its charts are on [benchmarks.md](benchmarks.md#chaos-and-pressure). " +
+			about + "\n## Scorecard\n\n" + score.String() + "\n## Phases\n" + phases.String()
+		if err := os.WriteFile(*docs, []byte(doc), 0o644); err != nil {
+			return err
+		}
+	}
+	if *page == "" {
+		return nil
+	}
+	return writeSection(*page, *charts, cards, about, score.String())
+}
 
-## Scorecard
-
-%s`, replicasPerSystem, *workers, *rate, started.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04"), *profile,
-		runtime.NumCPU(), benchfmt.CPUModel(), runtime.Version(), version, loadStart, benchfmt.LoadAverage(), b.String())
-	return os.WriteFile(*docs, []byte(page), 0o644)
+// writeSection replaces the chaos section of the page at path with the run's description,
+// the scorecard and the charts, which it writes into dir (a directory beside the page).
+func writeSection(path, dir string, cards []chaos.Scorecard, about, score string) error {
+	prev, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var body strings.Builder
+	body.WriteString("Written by `make chaos` from one run. " + about + "\n" + score)
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		files, err := writeCharts(cards, dir)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(filepath.Dir(path), dir)
+		if err != nil {
+			return err
+		}
+		for _, class := range []chaos.Class{chaos.Chaos, chaos.Pressure} {
+			if f := files[class]; f != "" {
+				fmt.Fprintf(&body, "\n![%s scenarios: completed jobs/s of each system, a %d s moving average; shaded, the fault and pressure phases](%s)\n",
+					class, smoothing, filepath.ToSlash(filepath.Join(rel, f)))
+			}
+		}
+	}
+	body.WriteString("\nEach scenario's phases, with pickup percentiles, jobs lost and run twice, wait events and dead tuples of the hot tables per phase, are on [chaos.md](chaos.md).\n")
+	next, err := benchfmt.ReplaceChaosSection(string(prev), body.String())
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, []byte(next), 0o644)
 }
 
 // scenariosOf returns the profile's scenarios, those named in only when it is not empty.

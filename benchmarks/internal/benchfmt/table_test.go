@@ -234,3 +234,24 @@ func TestDrainRunsSpread(t *testing.T) {
 		}
 	}
 }
+
+func TestChaosSectionIsReplacedBetweenItsMarkers(t *testing.T) {
+	page := "# Benchmarks\n\n## Chaos and pressure\n\n" + ChaosBegin + "\n\nnot run yet\n\n" + ChaosEnd + "\n\n## Next\n"
+	got, err := ReplaceChaosSection(page, "| scorecard |\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Benchmarks\n\n## Chaos and pressure\n\n" + ChaosBegin + "\n\n| scorecard |\n\n" + ChaosEnd + "\n\n## Next\n"
+	if got != want {
+		t.Errorf("replaced page:\n%s\nwant:\n%s", got, want)
+	}
+	if s, ok := ChaosSection(got); !ok || !strings.Contains(s, "| scorecard |") {
+		t.Errorf("ChaosSection = %q, %v", s, ok)
+	}
+	if _, err := ReplaceChaosSection("# Benchmarks\n", "x"); err == nil || !strings.Contains(err.Error(), "no chaos section") {
+		t.Errorf("a page without the section: error %v", err)
+	}
+	if _, ok := ChaosSection("x " + ChaosBegin + " no end"); ok {
+		t.Error("an unclosed section was found")
+	}
+}

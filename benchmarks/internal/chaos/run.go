@@ -95,6 +95,15 @@ type Result struct {
 	Drained bool
 	// CleanThroughput is the throughput of the first clean phase: the reference of recovery.
 	CleanThroughput float64
+	// CleanPickup is the pickup latency of the first clean phase.
+	CleanPickup Latency
+	// WorstPickup is the highest p95 pickup latency of any phase, with its phase's others.
+	WorstPickup Latency
+	// Trace is the completions of each second from TraceStart, the start of the first phase
+	// after the warmup, to the end of the last phase: the throughput chart's line.
+	Trace []float64
+	// TraceStart is when Trace's first second began.
+	TraceStart time.Time
 	// Recovery is how long after the last fault or pressure phase ended the throughput over
 	// RecoveryWindow got back to RecoveryShare of CleanThroughput; valid when Recovered.
 	Recovery time.Duration
@@ -308,7 +317,13 @@ func (r *Result) measure(rec *Recorder, diags map[string]Diagnostics) {
 		p := PhaseReport{Window: w, Throughput: Rate(finishes, w.Start, w.End),
 			Pickup: LatencyOf(rec.Pickups(w.Start, w.End)), Diagnostics: diags[w.Phase.Label], Recovered: true}
 		if w.Phase.Kind == Clean && r.CleanThroughput == 0 {
-			r.CleanThroughput = p.Throughput
+			r.CleanThroughput, r.CleanPickup = p.Throughput, p.Pickup
+		}
+		if p.Pickup.P95 > r.WorstPickup.P95 {
+			r.WorstPickup = p.Pickup
+		}
+		if r.TraceStart.IsZero() {
+			r.TraceStart = w.Start
 		}
 		r.Phases = append(r.Phases, p)
 	}
@@ -327,6 +342,9 @@ func (r *Result) measure(rec *Recorder, diags map[string]Diagnostics) {
 		return
 	}
 	end := r.Timeline.Windows[len(r.Timeline.Windows)-1].End
+	if !r.TraceStart.IsZero() {
+		r.Trace = PerSecond(finishes, r.TraceStart, end)
+	}
 	for i := range r.Phases {
 		p := &r.Phases[i]
 		if !p.Window.Phase.Faulty() && p.Window.Phase.Kind != HighLoad {

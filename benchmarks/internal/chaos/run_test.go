@@ -166,6 +166,16 @@ func TestRunCountsLostAndRunTwice(t *testing.T) {
 		if !res.Recovered || res.Recovery != 0 || res.CleanThroughput != base.Throughput {
 			t.Errorf("recovered %v in %v, clean %.1f", res.Recovered, res.Recovery, res.CleanThroughput)
 		}
+		// The trace runs from the baseline's start to the recovery's end, a figure a second:
+		// 100 a second in the baseline, 150 under high load.
+		if len(res.Trace) != 28 || !res.TraceStart.Equal(base.Window.Start) {
+			t.Errorf("trace of %d seconds from %v, want 28 from %v", len(res.Trace), res.TraceStart, base.Window.Start)
+		} else if res.Trace[5] < 99 || res.Trace[5] > 101 || res.Trace[16] < 149 || res.Trace[16] > 151 {
+			t.Errorf("trace %v: want 100 at second 5, 150 at second 16", res.Trace)
+		}
+		if res.CleanPickup != base.Pickup || res.WorstPickup.P95 < base.Pickup.P95 {
+			t.Errorf("clean pickup %+v (baseline %+v), worst %+v", res.CleanPickup, base.Pickup, res.WorstPickup)
+		}
 		if cell := Judge(sc, res); cell.Pass || !slices.Equal(cell.Reasons, []string{"1 lost"}) {
 			t.Errorf("Judge: pass %v, reasons %q", cell.Pass, cell.Reasons)
 		}

@@ -80,9 +80,9 @@ func (s Scorecard) cell(scenario string) (Cell, bool) {
 
 // WriteMarkdown writes the scorecards side by side as a Markdown table: a row per scenario
 // (in the order of the first scorecard's cells, then any others'), per system its verdict,
-// recovery time, lost and run-twice counts and clean throughput, and each other system's
-// clean throughput as a ratio to the first's; then the chaos and pressure scores, and the
-// pass rule.
+// recovery time, lost and run-twice counts, clean throughput and pickup p95 (and the worst
+// phase's p95), and each other system's clean throughput and pickup p95 as ratios to the
+// first's; then the chaos and pressure scores, and the pass rule.
 func WriteMarkdown(w io.Writer, cards ...Scorecard) error {
 	if len(cards) == 0 {
 		return fmt.Errorf("chaos: WriteMarkdown: no scorecards")
@@ -104,8 +104,8 @@ func WriteMarkdown(w io.Writer, cards ...Scorecard) error {
 		fmt.Fprintf(&b, " %s |", s.System)
 		sep += "---|"
 		if i > 0 {
-			fmt.Fprintf(&b, " clean jobs/s %s ÷ %s |", s.System, cards[0].System)
-			sep += "--:|"
+			fmt.Fprintf(&b, " clean jobs/s %s ÷ %s | clean p95 %s ÷ %s |", s.System, cards[0].System, s.System, cards[0].System)
+			sep += "--:|--:|"
 		}
 	}
 	b.WriteString("\n" + sep + "\n")
@@ -120,10 +120,11 @@ func WriteMarkdown(w io.Writer, cards ...Scorecard) error {
 				fmt.Fprintf(&b, " %s |", cellText(c))
 			}
 			if i > 0 {
-				if ok && firstOK && first.Result.CleanThroughput > 0 {
-					fmt.Fprintf(&b, " %.2f× |", c.Result.CleanThroughput/first.Result.CleanThroughput)
+				if ok && firstOK {
+					fmt.Fprintf(&b, " %s | %s |", ratio(c.Result.CleanThroughput, first.Result.CleanThroughput),
+						ratio(float64(c.Result.CleanPickup.P95), float64(first.Result.CleanPickup.P95)))
 				} else {
-					b.WriteString(" – |")
+					b.WriteString(" – | – |")
 				}
 			}
 		}
@@ -135,7 +136,7 @@ func WriteMarkdown(w io.Writer, cards ...Scorecard) error {
 			p, n := s.Score(class)
 			fmt.Fprintf(&b, " **%d/%d** |", p, n)
 			if i > 0 {
-				b.WriteString(" |")
+				b.WriteString(" | |")
 			}
 		}
 		b.WriteString("\n")
@@ -162,6 +163,9 @@ func cellText(c Cell) string {
 		parts = append(parts, fmt.Sprintf("run twice %d (%d recorded as retries)", n, len(r.Counts.RecordedRetries)))
 	}
 	parts = append(parts, fmt.Sprintf("%.1f jobs/s", r.CleanThroughput))
+	if r.CleanPickup.N > 0 {
+		parts = append(parts, fmt.Sprintf("p95 %s (worst phase %s)", ms(r.CleanPickup.P95), ms(r.WorstPickup.P95)))
+	}
 	if c.Pass {
 		return "✓ " + strings.Join(parts, ", ")
 	}

@@ -37,12 +37,14 @@ func TestJudgeAppliesEachRule(t *testing.T) {
 
 func TestWriteMarkdownScoresSideBySide(t *testing.T) {
 	chaos, pressure := ChaosScenarios(), PressureCells()
-	ok := Result{Recovered: true, Recovery: 3 * time.Second, CleanThroughput: 100}
+	ok := Result{Recovered: true, Recovery: 3 * time.Second, CleanThroughput: 100,
+		CleanPickup: Latency{N: 100, P95: 2 * time.Millisecond}, WorstPickup: Latency{N: 100, P95: 40 * time.Millisecond}}
 	lost := ok
 	lost.Counts.Lost = []string{"j1"}
 	a := Scorecard{System: "switchboard", Cells: []Cell{Judge(chaos[0], ok), Judge(chaos[1], lost), Judge(pressure[0], ok)}}
 	ok2 := ok
 	ok2.CleanThroughput = 80
+	ok2.CleanPickup.P95 = 50 * time.Millisecond
 	b := Scorecard{System: "river", Cells: []Cell{Judge(chaos[0], ok2), Judge(chaos[1], ok2)}}
 	if p, n := a.Score(Chaos); p != 1 || n != 2 {
 		t.Errorf("switchboard chaos %d/%d, want 1/2", p, n)
@@ -53,12 +55,12 @@ func TestWriteMarkdownScoresSideBySide(t *testing.T) {
 	}
 	md := out.String()
 	for _, want := range []string{
-		"| scenario | switchboard | river | clean jobs/s river ÷ switchboard |",
-		"| chaos_crash_recovery | ✓ recovered 3s, lost 0, 100.0 jobs/s | ✓ recovered 3s, lost 0, 80.0 jobs/s | 0.80× |",
-		"| chaos_postgres_restart | ✗ 1 lost; recovered 3s, 100.0 jobs/s | ✓ recovered 3s, lost 0, 80.0 jobs/s | 0.80× |",
-		"| idle_in_tx_saturation | ✓ recovered 3s, lost 0, 100.0 jobs/s | – | – |",
-		"| **chaos** | **1/2** | **2/2** | |",
-		"| **pressure** | **1/1** | **0/0** | |",
+		"| scenario | switchboard | river | clean jobs/s river ÷ switchboard | clean p95 river ÷ switchboard |",
+		"| chaos_crash_recovery | ✓ recovered 3s, lost 0, 100.0 jobs/s, p95 2.0 ms (worst phase 40.0 ms) | ✓ recovered 3s, lost 0, 80.0 jobs/s, p95 50.0 ms (worst phase 40.0 ms) | 0.80× | 25.00× |",
+		"| chaos_postgres_restart | ✗ 1 lost; recovered 3s, 100.0 jobs/s, p95 2.0 ms (worst phase 40.0 ms) | ✓ recovered 3s, lost 0, 80.0 jobs/s, p95 50.0 ms (worst phase 40.0 ms) | 0.80× | 25.00× |",
+		"| idle_in_tx_saturation | ✓ recovered 3s, lost 0, 100.0 jobs/s, p95 2.0 ms (worst phase 40.0 ms) | – | – | – |",
+		"| **chaos** | **1/2** | **2/2** | | |",
+		"| **pressure** | **1/1** | **0/0** | | |",
 		"90 % of the clean phase's",
 	} {
 		if !strings.Contains(md, want) {
@@ -81,11 +83,11 @@ func ExampleWriteMarkdown() {
 	}}
 	_ = WriteMarkdown(os.Stdout, sb, river)
 	// Output:
-	// | scenario | switchboard | river | clean jobs/s river ÷ switchboard |
-	// |---|---|---|--:|
-	// | chaos_crash_recovery | ✓ recovered 4s, lost 0, 100.0 jobs/s | ✗ recovered in 1m10s > 1m0s; lost 0, run twice 1 (1 recorded as retries), 95.0 jobs/s | 0.95× |
-	// | **chaos** | **1/1** | **0/1** | |
-	// | **pressure** | **0/0** | **0/0** | |
+	// | scenario | switchboard | river | clean jobs/s river ÷ switchboard | clean p95 river ÷ switchboard |
+	// |---|---|---|--:|--:|
+	// | chaos_crash_recovery | ✓ recovered 4s, lost 0, 100.0 jobs/s | ✗ recovered in 1m10s > 1m0s; lost 0, run twice 1 (1 recorded as retries), 95.0 jobs/s | 0.95× | – |
+	// | **chaos** | **1/1** | **0/1** | | |
+	// | **pressure** | **0/0** | **0/0** | | |
 	//
 	// A cell passes when the scenario ran to its end without a timeout, no acknowledged job was lost, and throughput over a sliding 10s window got back to 90 % of the clean phase's within the scenario's recovery bound after its last fault or pressure phase. Jobs run twice are shown, not failed: the systems are at-least-once.
 }

@@ -72,3 +72,22 @@ func RecoveryTime(finishes []time.Time, from, until time.Time, window time.Durat
 	}
 	return 0, false
 }
+
+// PerSecond is the number of times in each whole second from from on, up to to: the
+// throughput trace of a run, one figure per second; times is sorted.
+func PerSecond(times []time.Time, from, to time.Time) []float64 {
+	n := int(to.Sub(from) / time.Second)
+	if n <= 0 {
+		return nil
+	}
+	out := make([]float64, n)
+	i, _ := slices.BinarySearchFunc(times, from, time.Time.Compare)
+	for ; i < len(times); i++ {
+		k := int(times[i].Sub(from) / time.Second)
+		if k >= n {
+			break
+		}
+		out[k]++
+	}
+	return out
+}

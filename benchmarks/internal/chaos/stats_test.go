@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -78,5 +79,19 @@ func TestRecoveryTimeOnASyntheticTrace(t *testing.T) {
 	}
 	if r := Rate(finishes, t0, t0.Add(60*time.Second)); r != 100 {
 		t.Errorf("Rate of the clean minute = %v, want 100", r)
+	}
+}
+
+func TestPerSecondCountsEachWholeSecond(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Before the start, the first second (its start included), the third, and past the end.
+	times := []time.Time{at(-1), at(0), at(999), at(1000), at(2500), at(2999), at(3000)}
+	got := PerSecond(times, t0, at(3000))
+	if want := []float64{2, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("PerSecond = %v, want %v", got, want)
+	}
+	if got := PerSecond(times, t0, at(999)); got != nil {
+		t.Errorf("PerSecond of less than a second = %v, want nil", got)
 	}
 }
