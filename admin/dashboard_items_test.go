@@ -163,4 +163,11 @@ func TestDashboardSucceededItemShowsItsAttempt(t *testing.T) {
 	if !empty {
 		t.Error(`"No attempts yet." shows beside the succeeded item's attempt`)
 	}
+	// The item's last error is of its last failed attempt or deferral, never of a success: the
+	// heading must not say the error is the last attempt's.
+	head, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("item-error-head").textContent`))
+	must(t, err)
+	if !strings.Contains(head, "of the last failed attempt or deferral") || strings.Contains(head, "last queue attempt") {
+		t.Errorf("the succeeded item's error heading reads %q", head)
+	}
 }

@@ -212,6 +212,10 @@
       fact(dl, "Created", A.whenEl(it.created_at));
       fact(dl, "Updated", A.whenEl(it.updated_at));
       $("item-error").textContent = it.last_error || "–";
+      // The last error is of the last failed attempt or deferral; a success keeps it.
+      $("item-error-hint").textContent = it.state === "succeeded" && it.last_error
+        ? "of the last failed attempt or deferral, before the attempt that succeeded"
+        : "of the last failed attempt or deferral";
       $("item-payload").textContent = typeof it.payload === "string" ? it.payload : JSON.stringify(it.payload, null, 2);
       var list = $("item-attempts");
       list.textContent = "";
