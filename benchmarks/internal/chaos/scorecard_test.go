@@ -97,7 +97,9 @@ func ExampleWritePhases() {
 	phase := func(label string, kind Kind, jobs float64, p95 time.Duration, lost int) PhaseReport {
 		return PhaseReport{Window: Window{Phase: Phase{Label: label, Kind: kind}}, Throughput: jobs,
 			Pickup: Latency{N: 100, P50: p95 / 2, P95: p95, P99: 2 * p95}, Lost: lost,
-			Diagnostics: Diagnostics{DeadTuples: map[string]int64{"t": 40}, WaitEvents: []WaitEvent{{Type: "Client", Event: "ClientRead", Samples: 9}}}}
+			Recovery: 3 * time.Second, Recovered: true,
+			Diagnostics: Diagnostics{DeadTuples: map[string]int64{"t": 40}, TableBytes: map[string]int64{"t": 2_500_000},
+				WaitEvents: []WaitEvent{{Type: "Client", Event: "ClientRead", Samples: 9}}}}
 	}
 	sb := Scorecard{System: "switchboard", Cells: []Cell{Judge(crash, Result{Recovered: true, CleanThroughput: 100,
 		Phases: []PhaseReport{phase("baseline", Clean, 100, 4*time.Millisecond, 0), phase("kill", KillWorker, 99, 6*time.Millisecond, 0)}})}}
@@ -107,8 +109,8 @@ func ExampleWritePhases() {
 	// Output:
 	// #### chaos_crash_recovery
 	//
-	// | phase | switchboard jobs/s | switchboard pickup p50 / p95 / p99 | switchboard lost, twice | switchboard top wait | switchboard dead tuples | river jobs/s | river pickup p50 / p95 / p99 | river lost, twice | river top wait | river dead tuples | jobs/s river ÷ switchboard | p95 river ÷ switchboard |
-	// |---|--:|--:|--:|---|--:|--:|--:|--:|---|--:|--:|--:|
-	// | baseline (clean) | 100.0 | 2.0 ms / 4.0 ms / 8.0 ms | 0, 0 | Client/ClientRead (9) | 40 | 95.0 | 4.0 ms / 8.0 ms / 16.0 ms | 0, 0 | Client/ClientRead (9) | 40 | 0.95× | 2.00× |
-	// | kill (kill-worker) | 99.0 | 3.0 ms / 6.0 ms / 12.0 ms | 0, 0 | Client/ClientRead (9) | 40 | – | – | – | – | – | – | – |
+	// | phase | switchboard jobs/s | switchboard pickup p50 / p95 / p99 | switchboard lost, twice | switchboard recovered | switchboard top wait | switchboard dead tuples, size | river jobs/s | river pickup p50 / p95 / p99 | river lost, twice | river recovered | river top wait | river dead tuples, size | jobs/s river ÷ switchboard | p95 river ÷ switchboard |
+	// |---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|--:|--:|--:|
+	// | baseline (clean) | 100.0 | 2.0 ms / 4.0 ms / 8.0 ms | 0, 0 |  | Client/ClientRead (9) | 40, 2.5 MB | 95.0 | 4.0 ms / 8.0 ms / 16.0 ms | 0, 0 |  | Client/ClientRead (9) | 40, 2.5 MB | 0.95× | 2.00× |
+	// | kill (kill-worker) | 99.0 | 3.0 ms / 6.0 ms / 12.0 ms | 0, 0 | 3s | Client/ClientRead (9) | 40, 2.5 MB | – | – | – | – | – | – | – | – |
 }
