@@ -160,7 +160,7 @@ func writeSection(path, dir string, cards []chaos.Scorecard, about, score string
 			}
 		}
 	}
-	body.WriteString("\nEach scenario's phases, with pickup percentiles, jobs lost and run twice, wait events and dead tuples of the hot tables per phase, are on [chaos.md](chaos.md).\n")
+	body.WriteString("\nEach scenario's phases, with pickup percentiles, jobs lost and run twice, the recovery after each fault, wait events, and the hot tables' dead tuples and size, are on [chaos.md](chaos.md).\n")
 	next, err := benchfmt.ReplaceChaosSection(string(prev), body.String())
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
