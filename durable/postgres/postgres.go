@@ -14,7 +14,7 @@ import (
 // engineFor returns the PostgreSQL engine of the store over pgx; listen: the instances tell
 // each other of new items and changed breakers (LISTEN/NOTIFY), otherwise they poll.
 func engineFor(listen bool) store.Engine {
-	drv := store.PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch}
+	drv := store.PostgresDriver{NotApplied: pgxconn.NotApplied, ReadOnly: pgxconn.ReadOnly, SendBatch: pgxconn.SendBatch}
 	if listen {
 		drv.Listen = pgxconn.Listen
 	}

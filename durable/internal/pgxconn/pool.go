@@ -49,6 +49,13 @@ const TooManyClients = "53300"
 // switchover.
 const ReadOnlyTransaction = "25006"
 
+// ReadOnly reports whether err is a write refused by a server that takes none
+// (ReadOnlyTransaction).
+func ReadOnly(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == ReadOnlyTransaction
+}
+
 // OpenPool opens a database/sql pool of pgx connections on dsn set up by p. Its connections
 // that read a message larger than BigBuffer are closed, not kept idle, when they go back to
 // the pool; a connection the server refused for lack of slots fails with an error that names

@@ -45,6 +45,9 @@ type Engine interface {
 	// transient reports a migration error worth trying again at once (another process holds
 	// the database in a way its own wait does not cover).
 	transient(err error) bool
+	// readOnly reports a migration error that is the server's refusal of every write (a
+	// standby), which the migration reports as that rather than as its own failure.
+	readOnly(err error) bool
 	// appliedAt is the SQL expression of the current time in microseconds since the epoch,
 	// for the version rows of the driver packages' MigrationSQL.
 	appliedAt() string

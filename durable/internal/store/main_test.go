@@ -73,7 +73,7 @@ func postgresBackend(t testing.TB, dsn string) backend {
 }
 
 // Postgres is the PostgreSQL engine over pgx, as durable/postgres makes it.
-var Postgres = NewPostgres(PostgresDriver{NotApplied: pgxconn.NotApplied, SendBatch: pgxconn.SendBatch, Listen: pgxconn.Listen})
+var Postgres = NewPostgres(PostgresDriver{NotApplied: pgxconn.NotApplied, ReadOnly: pgxconn.ReadOnly, SendBatch: pgxconn.SendBatch, Listen: pgxconn.Listen})
 
 // eachBackend runs fn against SQLite, and against PostgreSQL when a DSN is set.
 func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -103,7 +102,7 @@ func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration, applied fu
 	defer conn.Close()
 	for _, m := range ms {
 		did, err := applyOne(ctx, conn, e, m)
-		if err != nil && readOnlyServer(err) {
+		if err != nil && e.readOnly(err) {
 			return fmt.Errorf("durable: the database server takes no writes (read-only: a standby, or default_transaction_read_only = on): "+
 				"connect to the primary (with several hosts in the DSN, add target_session_attrs=read-write): migration %d (%s): %w", m.Version, m.Name, err)
 		}
@@ -115,14 +114,6 @@ func apply(ctx context.Context, db *sql.DB, e Engine, ms []Migration, applied fu
 		}
 	}
 	return nil
-}
-
-// readOnlyServer reports whether err is PostgreSQL's refusal of a write by a server that takes
-// none (SQLSTATE 25006, read_only_sql_transaction), read from the driver's error without
-// importing it.
-func readOnlyServer(err error) bool {
-	var coded interface{ SQLState() string }
-	return errors.As(err, &coded) && coded.SQLState() == "25006"
 }
 
 func applyOne(ctx context.Context, conn *sql.Conn, e Engine, m Migration) (bool, error) {

@@ -15,6 +15,9 @@ type PostgresDriver struct {
 	// NotApplied reports a driver error known to leave the statement unapplied (see
 	// Engine.notApplied); errors database/sql raises itself are classified here.
 	NotApplied func(err error) bool
+	// ReadOnly reports a write refused by a server that takes none (a standby, a fenced
+	// primary); nil: no error is classified so.
+	ReadOnly func(err error) bool
 	// SendBatch sends queries as one batch on conn, in one round trip and one implicit
 	// transaction; read[i] reads the rows of queries[i].
 	SendBatch func(ctx context.Context, conn *sql.Conn, queries []BatchQuery, read []func(RowReader) error) error
@@ -286,6 +289,10 @@ func newPostgres() *postgresEngine {
 func (*postgresEngine) String() string       { return "postgres" }
 func (e *postgresEngine) stmts() *statements { return &e.st }
 func (*postgresEngine) transient(error) bool { return false }
+
+func (e *postgresEngine) readOnly(err error) bool {
+	return e.drv.ReadOnly != nil && e.drv.ReadOnly(err)
+}
 
 // notApplied: an error database/sql raised before sending the statement, or one the driver
 // classifies as unapplied (see PostgresDriver.NotApplied).

@@ -193,6 +193,10 @@ func (*sqliteEngine) appliedAt() string {
 }
 func (*sqliteEngine) transient(err error) bool { return sqliteBusy(err) }
 
+// readOnly: a SQLite file the process may not write fails on open or on its first write with
+// an error of its own, which the migration reports as it is.
+func (*sqliteEngine) readOnly(error) bool { return false }
+
 // notApplied: an error the SQLite library returned for the statement (busy, full, constraint,
 // interrupted by a deadline: the statement is rolled back) or one database/sql raised before
 // running it. An error database/sql raised after the statement ran (a deadline that passed
