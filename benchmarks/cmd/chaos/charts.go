@@ -22,8 +22,7 @@ const smoothing = 5
 
 // writeCharts writes one SVG file per class of the scorecards into dir, a row per scenario
 // with each system's completed jobs a second over the scenario's time, the fault and pressure
-// phases shaded; it returns the files' names by class, in the order of chaos.Chaos,
-// chaos.Pressure (a class no cell ran has none).
+// phases shaded; it returns the files' names by class (a class no cell ran has none).
 func writeCharts(cards []chaos.Scorecard, dir string) (map[chaos.Class]string, error) {
 	files := map[chaos.Class]string{}
 	if len(cards) == 0 {
@@ -47,7 +46,7 @@ func writeCharts(cards []chaos.Scorecard, dir string) (map[chaos.Class]string, e
 			p.Add(&bands{windows: first.Result.Timeline.Windows, start: first.Result.TraceStart})
 			top := 0.0
 			for i, card := range cards {
-				cell, ok := cellOf(card, first.Scenario)
+				cell, ok := card.Cell(first.Scenario)
 				if !ok || len(cell.Result.Trace) == 0 {
 					continue
 				}
@@ -80,16 +79,6 @@ func writeCharts(cards []chaos.Scorecard, dir string) (map[chaos.Class]string, e
 		files[class] = name
 	}
 	return files, nil
-}
-
-// cellOf is card's cell of scenario.
-func cellOf(card chaos.Scorecard, scenario string) (chaos.Cell, bool) {
-	for _, c := range card.Cells {
-		if c.Scenario == scenario {
-			return c, true
-		}
-	}
-	return chaos.Cell{}, false
 }
 
 // movingAverage is the trailing average of trace over span seconds (fewer at its start), a

@@ -35,7 +35,7 @@ func WritePhases(w io.Writer, cards ...Scorecard) error {
 			label := p.Window.Phase.Label
 			fmt.Fprintf(&b, "| %s (%s) |", label, p.Window.Phase.Kind)
 			for i, s := range cards {
-				c, ok := s.cell(first.Scenario)
+				c, ok := s.Cell(first.Scenario)
 				q, found := c.Result.Phase(label)
 				if !ok || !found {
 					b.WriteString(" – | – | – | – | – | – |")

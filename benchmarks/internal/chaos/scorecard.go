@@ -69,7 +69,8 @@ func (s Scorecard) Score(class Class) (passed, run int) {
 	return passed, run
 }
 
-func (s Scorecard) cell(scenario string) (Cell, bool) {
+// Cell returns s's cell of scenario, and whether s ran it.
+func (s Scorecard) Cell(scenario string) (Cell, bool) {
 	for _, c := range s.Cells {
 		if c.Scenario == scenario {
 			return c, true
@@ -111,9 +112,9 @@ func WriteMarkdown(w io.Writer, cards ...Scorecard) error {
 	b.WriteString("\n" + sep + "\n")
 	for _, name := range order {
 		fmt.Fprintf(&b, "| %s |", name)
-		first, firstOK := cards[0].cell(name)
+		first, firstOK := cards[0].Cell(name)
 		for i, s := range cards {
-			c, ok := s.cell(name)
+			c, ok := s.Cell(name)
 			if !ok {
 				b.WriteString(" – |")
 			} else {
