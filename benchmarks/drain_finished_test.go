@@ -37,12 +37,19 @@ func seedFinished(tb testing.TB, d *drainDB, n int) {
 }
 
 // besideFinished is sys with finishedRows succeeded items in its table before it drains (its
-// count of succeeded items leaves them out).
+// count of succeeded items leaves them out). The finished items are written first (after the
+// schema), then the items to drain, as in a service whose finished work came before its
+// backlog: the drain then starts, as BenchmarkDrain's does, on items written since the last
+// checkpoint. With the items to drain written before the seed's checkpoint, the drain's first
+// write to each page of the items' table and its indexes put a full-page image in the WAL,
+// which BenchmarkDrain's drain does not, and the row measured that (0.8× the drain alone), not
+// the finished items.
 func besideFinished(sys drainSystem) drainSystem {
 	out := sys
 	out.seed = func(tb testing.TB, d *drainDB, n int) {
-		sys.seed(tb, d, n)
+		sys.seed(tb, d, 0) // the schema
 		seedFinished(tb, d, finishedRows)
+		sys.seed(tb, d, n)
 	}
 	out.succeeded = func(tb testing.TB, d *drainDB) int { return sys.succeeded(tb, d) - finishedRows }
 	return out

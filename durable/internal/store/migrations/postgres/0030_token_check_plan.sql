@@ -1,0 +1,11 @@
+-- The trigger that keeps a token unique across the live and the finished items (migration 0029)
+-- looks each table up by its token index whatever the tables' statistics say. Its queries are
+-- planned once per connection and the plan kept: planned while the live table was empty and
+-- analyzed (a queue that drained, vacuumed as autovacuum does after the deletes of a drain),
+-- the plan read the whole table, and kept reading it for every enqueue of that connection as
+-- the table grew again, until its next analyze; a transaction enqueuing a batch read it once
+-- per item. With sequential scans off while the trigger runs, its plan is the index's, which
+-- is the right one at every size: a lookup of one token.
+--
+-- Online: a catalog change of the function alone.
+ALTER FUNCTION switchboard_token_free() SET enable_seqscan = off;
