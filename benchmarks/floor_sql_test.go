@@ -48,6 +48,7 @@ func TestFloorStatementsMatchStore(t *testing.T) {
 		{"claimColumns", floorClaimColumns, columns},
 		{"postgresFairClaim", floorPostgresClaim, literal(fair, "const postgresFairClaim = ") + columns + literal(fair, "RETURNING ` + claimColumns + ")},
 		{"postgresComplete", floorPostgresComplete, literal(pg, "const postgresComplete = ")},
+		{"indexPlans", floorIndexPlans, literal(pg, "const indexPlans = ")},
 		{"sqliteFairClaim", floorSQLiteClaim, claim("sqliteFairClaim", "?6") + columns},
 		{"sqliteOneKeyClaim", floorSQLiteOneKeyClaim, claim("sqliteOneKeyClaim", "?6") + columns},
 		{"sqliteFairWindow", floorSQLiteWindow, literal(fair, "const sqliteFairWindow = ")},

@@ -42,6 +42,10 @@ SET state = 'running', lease_owner = $1, lease_until = $2, claimed_at = $3, upda
 WHERE id = ANY(ARRAY(SELECT switchboard_claim_ids($6::bigint, $7::bigint, $8::text, $9::integer)))
 RETURNING ` + floorClaimColumns + `, current_setting('switchboard.fair_after', true)`
 
+// floorIndexPlans is store.indexPlans (durable/internal/store/postgres.go), the first
+// statement of each of the store's claiming and completing round trips.
+const floorIndexPlans = `SELECT set_config('enable_seqscan', 'off', true)`
+
 // floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
 const floorPostgresComplete = `WITH v AS MATERIALIZED (
     SELECT v.*, 'running'::text AS running
@@ -334,7 +338,18 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 		defer rows.Close()
 		return floorScan(rows.Next, rows.Scan, rows.Err, 21, nil)
 	}
-	batch, err := claim(d.pgx.Query(ctx, floorPostgresClaim, floorPostgresArgs(workers)...))
+	first := &pgx.Batch{}
+	first.Queue(floorIndexPlans)
+	first.Queue(floorPostgresClaim, floorPostgresArgs(workers)...)
+	res := d.pgx.SendBatch(ctx, first)
+	_, err := res.Exec()
+	var batch []floorItem
+	if err == nil {
+		batch, err = claim(res.Query())
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
 	for err == nil && len(batch) > 0 {
 		if err = floorRun(ctx, d, kind, t, batch); err != nil {
 			break
@@ -346,13 +361,18 @@ func floorPostgres(ctx context.Context, d *drainDB, kind handlerKind, workers in
 		text := func(s string) string { return floorArray(batch, func(*floorItem) string { return `"` + s + `"` }) }
 		zero := num(func(*floorItem) int64 { return 0 })
 		var b pgx.Batch
+		b.Queue(floorIndexPlans)
 		b.Queue(floorPostgresComplete, num(func(it *floorItem) int64 { return it.id }), num(func(it *floorItem) int64 { return int64(it.attempt) }),
 			text(floorOwner), text("succeeded"), zero, zero, text(""), num(func(it *floorItem) int64 { return it.start }),
 			num(func(it *floorItem) int64 { return it.end }), text("succeeded"), text(""), text(""))
 		b.Queue(floorPostgresClaim, floorPostgresArgs(workers)...)
 		res := d.pgx.SendBatch(ctx, &b)
 		done := 0
-		rows, qerr := res.Query()
+		_, qerr := res.Exec()
+		var rows pgx.Rows
+		if qerr == nil {
+			rows, qerr = res.Query()
+		}
 		if qerr == nil {
 			for rows.Next() {
 				done++

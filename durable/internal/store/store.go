@@ -461,7 +461,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	err = s.db.QueryRowContext(ctx, s.e.stmts().oldestDue, micros(now), micros(now)).Scan(&oldest)
+	err = s.indexedRow(ctx, s.e.stmts().oldestDue, []any{micros(now), micros(now)}, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
@@ -495,11 +495,21 @@ func (s *Store) ClaimIsolated(ctx context.Context, owner string, now time.Time, 
 	return s.claim(ctx, s.e.stmts().claimIsolated, owner, now, lease, 1, true)
 }
 
+// indexedRow is s.db.QueryRowContext(ctx, stmt, args...).Scan(dest...) for the statements that
+// run on a timer and find their rows through an index: on PostgreSQL with the driver's batches,
+// with sequential scans off (see indexPlans).
+func (s *Store) indexedRow(ctx context.Context, stmt string, args []any, dest ...any) error {
+	if e, ok := s.e.(*postgresEngine); ok && e.drv.SendBatch != nil {
+		return e.indexedRow(ctx, s.db, stmt, args, dest...)
+	}
+	return s.db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
+}
+
 // IsolatedDue reports whether an item to be run alone, whose request name is not paused, is due
 // at now.
 func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, s.e.stmts().isolatedDue, micros(now), micros(now)).Scan(&one)
+	err := s.indexedRow(ctx, s.e.stmts().isolatedDue, []any{micros(now), micros(now)}, &one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestClaimAndCompleteKeepTheirIndexesAfterAnIdleSpell: the statements of the claim loop are
+// prepared once per connection and the server keeps a generic plan of each after a few runs. A
+// queue that drained, and was analyzed then (autovacuum does so after a drain's deletes), made
+// those plans while the statistics said the items' table was empty: a sequential scan of it for
+// each claim, completion, lease extension, sweep and look for an item to run alone, kept when a burst filled the table again, until its next analyze
+// (a claim of 32 items took 28 ms beside 100,000 pending, not half a millisecond). The test
+// runs the loop's statements on one connection through an idle spell on an analyzed empty table,
+// fills the table, runs them again, and counts the sequential scans of the table they made.
+func TestClaimAndCompleteKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
+	ctx := context.Background()
+	s := drainedStore(t)
+	db := s.DB()
+	db.SetMaxOpenConns(1) // one session: the one whose plans are kept
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	enqueue := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, _, err := s.Enqueue(ctx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now}); err != nil {
+				t.Fatalf("enqueue %d: %v", i, err)
+			}
+		}
+	}
+	done := func(cl []Claimed) []Completion {
+		cs := make([]Completion, len(cl))
+		for i, c := range cl {
+			cs[i] = Completion{Fence: c.Fence(), State: StateSucceeded, Outcome: OutcomeSucceeded, StartedAt: now, EndedAt: now}
+		}
+		return cs
+	}
+	// round claims up to limit items alone, extends their leases, sweeps, looks for an item to
+	// run alone, completes the items with the next claim, then completes what that claimed
+	// alone: every statement of the loop and of the leases, each once.
+	round := func(limit int) {
+		t.Helper()
+		cl := must[[]Claimed](t)(s.Claim(ctx, "w1", now, time.Hour, limit))
+		ids := make([]ItemID, len(cl))
+		for i, c := range cl {
+			ids[i] = c.ID
+		}
+		if err := s.Extend(ctx, "w1", ids, now.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Sweep(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.IsolatedDue(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+		_, next, err := s.CompleteAndClaim(ctx, done(cl), "w1", now, time.Hour, limit, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Complete(ctx, done(next)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The idle spell: an item now and then, on a table the statistics say is empty.
+	for range 8 {
+		enqueue(2)
+		round(1)
+	}
+	// The burst.
+	enqueue(2_000)
+	before := flushedSeqScans(t, db)
+	for range 5 {
+		round(32)
+	}
+	if scans := flushedSeqScans(t, db) - before; scans > 0 {
+		t.Errorf("5 rounds of claims and completions beside 2,000 pending items scanned the items' table whole %d times: their plans must use the indexes", scans)
+	}
+}
+
+// flushedSeqScans returns the sequential scans of switchboard_items the server has counted,
+// after db's connection (the test's one session) flushed its own counts.
+func flushedSeqScans(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	if _, err := db.Exec("SELECT pg_stat_force_next_flush()"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.QueryRow("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'switchboard_items'::regclass").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestTokenCheckUsesItsIndexOnADrainedTable: the trigger that keeps a token unique across the
+// live and the finished items looks each table up by its token index, however empty the live
+// table was when its plan was made. A queue that drained to nothing and was analyzed (as
+// autovacuum does after the deletes of a drain) made the trigger's cached plan a sequential
+// scan of the live table, so that an outbox transaction enqueuing a batch read the whole table
+// once per item (quadratic: 8,000 items took six seconds), and every later enqueue of the same
+// connection did so until the table was analyzed again. The transaction's own statistics
+// (pg_stat_xact_user_tables) count the scans of the items' tables.
+func TestTokenCheckUsesItsIndexOnADrainedTable(t *testing.T) {
+	ctx := context.Background()
+	s := drainedStore(t)
+	db := s.DB()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	before := seqScans(t, tx)
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	const items = 200
+	for i := range items {
+		if _, existed, err := s.EnqueueTx(ctx, tx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now,
+			Token: fmt.Sprintf("token-%04d", i)}); err != nil || existed {
+			t.Fatalf("enqueue %d: existed %v, %v", i, existed, err)
+		}
+	}
+	// The same token again: the trigger finds the live item and nothing is inserted.
+	if _, existed, err := s.EnqueueTx(ctx, tx, NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now,
+		Token: "token-0007"}); err != nil || !existed {
+		t.Fatalf("enqueue of a taken token: existed %v, %v", existed, err)
+	}
+	after := seqScans(t, tx)
+	for table, n := range after {
+		if scans := n - before[table]; scans > 2 {
+			t.Errorf("%d enqueues in one transaction scanned %s whole %d times: the token check must use its index", items+1, table, scans)
+		}
+	}
+}
+
+// seqScans reads, in tx, how many sequential scans of each items' table its connection made
+// that the server's statistics have not taken in yet (those of tx among them): a transaction's
+// own scans are the difference of two reads in it.
+func seqScans(t *testing.T, tx *sql.Tx) map[string]int64 {
+	t.Helper()
+	rows, err := tx.Query(`SELECT relname, seq_scan FROM pg_stat_xact_user_tables
+		WHERE relname IN ('switchboard_items', 'switchboard_finished_items')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var table string
+		var scans int64
+		if err := rows.Scan(&table, &scans); err != nil {
+			t.Fatal(err)
+		}
+		out[table] = scans
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 {
+		t.Fatalf("statistics of %d items' tables, want 2: %v", len(out), out)
+	}
+	return out
+}
+
+// drainedStore opens a store on a new PostgreSQL schema whose items' tables are empty and
+// analyzed, as autovacuum leaves a queue that drained (the test is skipped without a server).
+func drainedStore(t *testing.T) *Store {
+	t.Helper()
+	dsn := pgDSN(t)
+	if dsn == "" {
+		t.Skipf("%s not set", pgDSNEnv)
+	}
+	s := postgresBackend(t, dsn).open(t)
+	for _, table := range []string{"switchboard_items", "switchboard_finished_items"} {
+		if _, err := s.DB().Exec("VACUUM (ANALYZE) " + table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
