@@ -98,3 +98,22 @@ func TestEnqueueRefusalsMatchErrInvalidEnqueue(t *testing.T) {
 		t.Errorf("an unregistered request: %v; want ErrUnknownRequest only", err)
 	}
 }
+
+// An Enqueue whose context is cancelled before it has a connection says so, not that the
+// database gave it none (it used to read "no connection: context canceled"), and nothing is
+// stored.
+func TestEnqueueWithACancelledContextSaysSo(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := e.q.Enqueue(ctx, &Work{N: 1})
+		if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "no connection") ||
+			!strings.Contains(err.Error(), "before anything was sent") {
+			t.Errorf("a cancelled enqueue: %v", err)
+		}
+		if page := must[durable.ItemPage](t)(e.q.Items(context.Background(), durable.ItemFilter{})); len(page.Items) != 0 {
+			t.Errorf("%d items stored", len(page.Items))
+		}
+	})
+}

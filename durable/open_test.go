@@ -142,7 +142,8 @@ func TestMigrationSQLHeadsEachMigration(t *testing.T) {
 
 // Open reports what a user got wrong in a PostgreSQL DSN as such, before any migration: a
 // server that does not answer, and a search_path naming a schema nobody created (which used to
-// fail inside the first migration with "no schema has been selected to create in").
+// fail inside the first migration with "no schema has been selected to create in"), also when
+// an existing schema follows it (the queue then opened on that one).
 func TestOpenNamesConnectionMistakes(t *testing.T) {
 	dsn := pgDSN(t)
 	if dsn == "" {
@@ -159,6 +160,14 @@ func TestOpenNamesConnectionMistakes(t *testing.T) {
 	if _, err := durable.Open(ctx, postgres.Open(u.String(), postgres.Config{}), durable.Config{}); err == nil ||
 		!strings.Contains(err.Error(), "no_such_schema_here") || !strings.Contains(err.Error(), "names no existing schema") {
 		t.Errorf("missing schema: %v", err)
+	}
+	// A missing schema first, an existing one after it: the server falls back to the second,
+	// and the queue would join whatever fleet works there.
+	q.Set("search_path", "no_such_schema_here,public")
+	u.RawQuery = q.Encode()
+	if _, err := durable.Open(ctx, postgres.Open(u.String(), postgres.Config{}), durable.Config{}); err == nil ||
+		!strings.Contains(err.Error(), `"no_such_schema_here"`) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing first schema: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -528,16 +528,81 @@ func (*postgresEngine) versionTableExists() string {
 
 func (*postgresEngine) syntax() Syntax { return PostgresSyntax }
 
-// checkConnection: the search_path must name a schema that exists.
+// checkConnection: the search_path must name a schema that exists, and its first schema must be
+// one: the server skips a missing schema and creates in the next, so a path whose first schema
+// was never created would open the queue of another schema (public, often), and join its fleet.
 func (*postgresEngine) checkConnection(ctx context.Context, db *sql.DB) error {
-	var schema sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	var (
+		schema sql.NullString
+		path   string
+		user   sql.NullString // the schema "$user" names, if it exists
+	)
+	if err := db.QueryRowContext(ctx, `SELECT current_schema(), current_setting('search_path'),
+		(SELECT nspname FROM pg_namespace WHERE nspname = current_user)`).Scan(&schema, &path, &user); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	if !schema.Valid {
-		var path string
-		_ = db.QueryRowContext(ctx, "SHOW search_path").Scan(&path)
 		return fmt.Errorf("the search_path (%s) names no existing schema: create the schema first, or fix the DSN's search_path", path)
 	}
+	if first, ok := firstSchema(path, user.String); ok && first != schema.String {
+		return fmt.Errorf("the search_path (%s) names %q first, which does not exist (the queue would open in %q): create it first, or fix the DSN's search_path", path, first, schema.String)
+	}
 	return nil
+}
+
+// firstSchema returns the schema a search_path names first: its first entry, unquoted (folded to
+// lower case when it was not quoted), skipping "$user" unless user (the schema of the role's
+// name) exists. ok is false when the path names none.
+func firstSchema(path, user string) (string, bool) {
+	for _, entry := range splitSearchPath(path) {
+		if entry == "$user" {
+			if user == "" {
+				continue
+			}
+			return user, true
+		}
+		return entry, true
+	}
+	return "", false
+}
+
+// splitSearchPath splits a search_path into its schema names: comma-separated identifiers, each
+// double-quoted (a doubled quote within stands for one) or folded to lower case.
+func splitSearchPath(path string) []string {
+	var (
+		out     []string
+		b       strings.Builder
+		quoted  bool // inside double quotes
+		seen    bool // the entry has a character
+		literal bool // the entry was quoted
+	)
+	flush := func() {
+		if seen {
+			name := b.String()
+			if !literal {
+				name = strings.ToLower(name)
+			}
+			out = append(out, name)
+		}
+		b.Reset()
+		seen, literal = false, false
+	}
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case quoted && c == '"' && i+1 < len(path) && path[i+1] == '"':
+			b.WriteByte('"')
+			i++
+		case c == '"':
+			quoted, literal, seen = !quoted, true, true
+		case !quoted && c == ',':
+			flush()
+		case !quoted && (c == ' ' || c == '\t' || c == '\n'):
+		default:
+			b.WriteByte(c)
+			seen = true
+		}
+	}
+	flush()
+	return out
 }

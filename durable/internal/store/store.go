@@ -108,6 +108,9 @@ func (s *Store) Enqueue(ctx context.Context, it NewItem) (id ItemID, existed boo
 	for try := 0; ; try++ {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return 0, false, fmt.Errorf("durable: enqueue: ended while waiting for a connection, before anything was sent: %w", err)
+			}
 			return 0, false, fmt.Errorf("durable: enqueue: no connection: %w", err)
 		}
 		id, existed, err = s.enqueue(ctx, conn, it, false)
