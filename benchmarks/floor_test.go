@@ -44,7 +44,7 @@ RETURNING ` + floorClaimColumns + `, current_setting('switchboard.fair_after', t
 
 // floorIndexPlans is store.indexPlans (durable/internal/store/postgres.go), the first
 // statement of each of the store's claiming and completing round trips.
-const floorIndexPlans = `SELECT set_config('enable_seqscan', 'off', true)`
+const floorIndexPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // floorPostgresComplete is store.postgresComplete (durable/internal/store/postgres.go).
 const floorPostgresComplete = `WITH v AS MATERIALIZED (
