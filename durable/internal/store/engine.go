@@ -45,6 +45,9 @@ type Engine interface {
 	// transient reports a migration error worth trying again at once (another process holds
 	// the database in a way its own wait does not cover).
 	transient(err error) bool
+	// indexedRow is db.QueryRowContext(ctx, stmt, args...).Scan(dest...), for a statement that
+	// finds its rows through an index: on PostgreSQL with sequential scans off (see indexPlans).
+	indexedRow(ctx context.Context, db *sql.DB, stmt string, args []any, dest ...any) error
 	// readOnly reports a migration error that is the server's refusal of every write (a
 	// standby), which the migration reports as that rather than as its own failure.
 	readOnly(err error) bool

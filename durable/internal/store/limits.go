@@ -265,6 +265,7 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence, hb *HoldBack) 
 	return got, parked, nil
 }
 
+// drain reads rows to their end, keeping nothing.
 func drain(rows RowReader) error {
 	for rows.Next() {
 	}

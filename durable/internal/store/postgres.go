@@ -19,7 +19,8 @@ type PostgresDriver struct {
 	// primary); nil: no error is classified so.
 	ReadOnly func(err error) bool
 	// SendBatch sends queries as one batch on conn, in one round trip and one implicit
-	// transaction; read[i] reads the rows of queries[i].
+	// transaction; read[i] reads the rows of queries[i]. Required: the claim loop's statements
+	// run in batches (see indexPlans).
 	SendBatch func(ctx context.Context, conn *sql.Conn, queries []BatchQuery, read []func(RowReader) error) error
 	// Listen runs LISTEN on conn for each of channels, calls listening once it listens, then
 	// notified with the channel and payload of each notification on them, until ctx ends or the
@@ -335,10 +336,6 @@ func (*postgresEngine) lockMigration(ctx context.Context, tx *sql.Tx) error {
 
 func (e *postgresEngine) claim(ctx context.Context, db *sql.DB, stmt string, args []any) ([]Claimed, error) {
 	args, w := postgresClaimArgs(args)
-	if e.drv.SendBatch == nil {
-		rows, err := db.QueryContext(ctx, stmt, args...)
-		return scanClaims(args, w, rows, err)
-	}
 	var claimed []Claimed
 	err := e.indexed(ctx, db, []BatchQuery{{SQL: stmt, Args: args}},
 		[]func(RowReader) error{func(rows RowReader) (err error) { claimed, err = readClaims(rows, args, w); return err }})
@@ -372,11 +369,12 @@ func (e *postgresEngine) indexed(ctx context.Context, db *sql.DB, queries []Batc
 	}
 	defer conn.Close()
 	return e.drv.SendBatch(ctx, conn, append([]BatchQuery{{SQL: indexPlans}}, queries...),
-		append([]func(RowReader) error{skipRows}, read...))
+		append([]func(RowReader) error{drain}, read...))
 }
 
 // indexedRow is db.QueryRowContext(ctx, stmt, args...).Scan(dest...) after indexPlans, in one
-// batch (sql.ErrNoRows when stmt returns no row).
+// batch (sql.ErrNoRows when stmt returns no row): the Engine's for the statements that run on a
+// timer and find their rows through an index.
 func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string, args []any, dest ...any) error {
 	return e.indexed(ctx, db, []BatchQuery{{SQL: stmt, Args: args}}, []func(RowReader) error{func(rows RowReader) error {
 		if !rows.Next() {
@@ -387,13 +385,6 @@ func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string
 		}
 		return rows.Scan(dest...)
 	}})
-}
-
-// skipRows reads rows to their end, keeping nothing.
-func skipRows(rows RowReader) error {
-	for rows.Next() {
-	}
-	return rows.Err()
 }
 
 // postgresClaimArgs returns the statement arguments of a claim with args (claimArgs, and the
@@ -407,16 +398,8 @@ func postgresClaimArgs(args []any) ([]any, *fairWindow) {
 }
 
 func (e *postgresEngine) complete(ctx context.Context, db *sql.DB, cs []Completion, accepted map[Fence]bool) error {
-	if e.drv.SendBatch != nil {
-		return e.indexed(ctx, db, []BatchQuery{{SQL: e.completion(cs), Args: completionArrays(cs)}},
-			[]func(RowReader) error{func(rows RowReader) error { return readFences(rows, accepted) }})
-	}
-	rows, err := db.QueryContext(ctx, e.completion(cs), completionArrays(cs)...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	return readFences(rows, accepted)
+	return e.indexed(ctx, db, []BatchQuery{{SQL: e.completion(cs), Args: completionArrays(cs)}},
+		[]func(RowReader) error{func(rows RowReader) error { return readFences(rows, accepted) }})
 }
 
 // completeAndClaim sends the completion and the claim as one batch (after indexPlans): one
@@ -509,20 +492,12 @@ func (e *postgresEngine) extend(ctx context.Context, db *sql.DB, owner string, i
 	for i, id := range ids {
 		raw[i] = int64(id)
 	}
-	if e.drv.SendBatch != nil {
-		return e.indexed(ctx, db, []BatchQuery{{SQL: e.extendStmt, Args: []any{micros(until), owner, raw}}}, []func(RowReader) error{skipRows})
-	}
-	_, err := db.ExecContext(ctx, e.extendStmt, micros(until), owner, raw)
-	return err
+	return e.indexed(ctx, db, []BatchQuery{{SQL: e.extendStmt, Args: []any{micros(until), owner, raw}}}, []func(RowReader) error{drain})
 }
 
 func (e *postgresEngine) sweep(ctx context.Context, db *sql.DB, now time.Time) (int, error) {
 	var n int
-	if e.drv.SendBatch != nil {
-		err := e.indexedRow(ctx, db, e.sweepStmt, []any{micros(now)}, &n)
-		return n, err
-	}
-	err := db.QueryRowContext(ctx, e.sweepStmt, micros(now)).Scan(&n)
+	err := e.indexedRow(ctx, db, e.sweepStmt, []any{micros(now)}, &n)
 	return n, err
 }
 

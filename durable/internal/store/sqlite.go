@@ -193,6 +193,12 @@ func (*sqliteEngine) appliedAt() string {
 }
 func (*sqliteEngine) transient(err error) bool { return sqliteBusy(err) }
 
+// indexedRow: SQLite's planner has no statistics here (nothing runs ANALYZE on the file), so no
+// drained table can turn these statements' plans into scans; the statement runs as it is.
+func (*sqliteEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string, args []any, dest ...any) error {
+	return db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
+}
+
 // readOnly: a SQLite file the process may not write fails on open or on its first write with
 // an error of its own, which the migration reports as it is.
 func (*sqliteEngine) readOnly(error) bool { return false }
@@ -318,7 +324,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any
 	}
 	defer st.Close()
 	rows, err := st.QueryContext(ctx, args...)
-	return scanClaims(args, nil, rows, err)
+	return scanClaims(args, rows, err)
 }
 
 // prepareOneKey prepares the statements claimIn needs for the fair claim.

@@ -464,7 +464,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	err = s.indexedRow(ctx, s.e.stmts().oldestDue, []any{micros(now), micros(now)}, &oldest)
+	err = s.e.indexedRow(ctx, s.db, s.e.stmts().oldestDue, []any{micros(now), micros(now)}, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
@@ -498,21 +498,11 @@ func (s *Store) ClaimIsolated(ctx context.Context, owner string, now time.Time, 
 	return s.claim(ctx, s.e.stmts().claimIsolated, owner, now, lease, 1, true)
 }
 
-// indexedRow is s.db.QueryRowContext(ctx, stmt, args...).Scan(dest...) for the statements that
-// run on a timer and find their rows through an index: on PostgreSQL with the driver's batches,
-// with sequential scans off (see indexPlans).
-func (s *Store) indexedRow(ctx context.Context, stmt string, args []any, dest ...any) error {
-	if e, ok := s.e.(*postgresEngine); ok && e.drv.SendBatch != nil {
-		return e.indexedRow(ctx, s.db, stmt, args, dest...)
-	}
-	return s.db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
-}
-
 // IsolatedDue reports whether an item to be run alone, whose request name is not paused, is due
 // at now.
 func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
 	var one int
-	err := s.indexedRow(ctx, s.e.stmts().isolatedDue, []any{micros(now), micros(now)}, &one)
+	err := s.e.indexedRow(ctx, s.db, s.e.stmts().isolatedDue, []any{micros(now), micros(now)}, &one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -595,13 +585,14 @@ type RowReader = interface {
 	Err() error
 }
 
-// scanClaims reads the rows of a claim made with args (claimArgs; see readClaims for w).
-func scanClaims(args []any, w *fairWindow, rows *sql.Rows, err error) ([]Claimed, error) {
+// scanClaims reads the rows of a claim made with args (claimArgs) that reports no fair window
+// (SQLite's; PostgreSQL's claims are read in their batch by readClaims).
+func scanClaims(args []any, rows *sql.Rows, err error) ([]Claimed, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	return readClaims(rows, args, w)
+	return readClaims(rows, args, nil)
 }
 
 // readClaims reads the rows (of claimColumns) of a claim made with args (claimArgs). With a
