@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/durable"
 	"github.com/switchboard-go/switchboard/durable/durabletest"
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // downQueue is an admin.Operations whose database is down: every call fails.
@@ -119,5 +121,37 @@ func TestClientGoneIsNotAServerError(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if n := logs.FilterLevelExact(zap.ErrorLevel).Len(); n != 0 || logs.FilterMessage("admin: request ended by its client").Len() != 1 {
 		t.Errorf("status %d, logs = %+v; want a debug entry and no error", w.Code, logs.All())
+	}
+}
+
+// bigQueue is an admin.Operations whose queue holds many succeeded items: their count was
+// made 4.2 s before Stats' answer.
+type bigQueue struct{ admin.Operations }
+
+func (bigQueue) Stats(context.Context) (durable.Stats, error) {
+	return durable.Stats{
+		Counts:   map[record.ItemState]int64{record.StatePending: 3, record.StateSucceeded: 1_234_567},
+		CountAge: map[record.ItemState]time.Duration{record.StateSucceeded: 4200 * time.Millisecond},
+	}, nil
+}
+
+// GET /api/queue says which counts were made before the answer, and how long before: a state
+// with many items is counted in full every few seconds.
+func TestQueueStatsSayHowOldALargeCountIs(t *testing.T) {
+	h, err := admin.New(admin.Config{Queue: bigQueue{}, Sender: nopSender{}, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := auth(t, h, "GET", "/api/queue", "")
+	want(t, res, http.StatusOK)
+	var body struct {
+		Items      map[string]int64 `json:"items"`
+		CountAgeMS map[string]int64 `json:"count_age_ms"`
+	}
+	if err := json.Unmarshal(res.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Items["succeeded"] != 1_234_567 || len(body.CountAgeMS) != 1 || body.CountAgeMS["succeeded"] != 4200 {
+		t.Errorf("GET /api/queue = %s; want succeeded 1234567 with count_age_ms {succeeded: 4200} alone", res.Body.String())
 	}
 }

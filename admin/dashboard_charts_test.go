@@ -170,6 +170,21 @@ func TestDashboardChartsDrawTheQueueOverTime(t *testing.T) {
 	if strings.Join(rates, " ") != strings.Join(want, " ") {
 		t.Errorf("rateIntervals = %v; want %v", rates, want)
 	}
+
+	// A count made before its answer (count_age_ms: a state with many items is counted in full
+	// every few seconds) stands at the time it was made: the rate is taken between two counts,
+	// the answers that repeat a count add nothing, and two counts further apart than the gap
+	// (but not than a few minutes) still give one.
+	rates, err = chromedp.Run(tab, chromedp.Evaluate[[]string](`(function () {
+	  var s = [{ t: 2000, made: { c: 0 }, v: { c: 100 } }, { t: 4000, made: { c: 0 }, v: { c: 100 } },
+	           { t: 12000, made: { c: 10000 }, v: { c: 600 } }, { t: 14000, made: { c: 10000 }, v: { c: 600 } },
+	           { t: 40000, made: { c: 40000 }, v: { c: 1200 } }];
+	  return window.switchboardCharts.rateIntervals(s, "c").map(function (i) { return i.t0 + "-" + i.t1 + ":" + i.r; }); })()`))
+	must(t, err)
+	want = []string{"0-10000:50", "10000-40000:20"}
+	if strings.Join(rates, " ") != strings.Join(want, " ") {
+		t.Errorf("rateIntervals of kept counts = %v; want %v", rates, want)
+	}
 }
 
 func TestDashboardChartsShowABreakerGoingOpen(t *testing.T) {

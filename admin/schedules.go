@@ -139,6 +139,10 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 		Dead      int64 `json:"dead"`
 		Cancelled int64 `json:"cancelled"`
 	}
+	ages := make(map[record.ItemState]int64, len(st.CountAge))
+	for state, age := range st.CountAge {
+		ages[state] = age.Milliseconds()
+	}
 	type letters struct {
 		Failed    int `json:"failed"`
 		Replayed  int `json:"replayed"`
@@ -150,9 +154,14 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 		// OldestDueMS is how long the oldest due item has waited (0 for none): a backlog
 		// the workers do not keep up with shows here first.
 		OldestDueMS int64 `json:"oldest_due_ms"`
+		// CountAgeMS names the states whose counts were made before this answer (those with
+		// more than durable.ExactCountLimit items, counted in full every few seconds) and how
+		// long before, in milliseconds; a state absent from it was counted for this answer.
+		CountAgeMS map[record.ItemState]int64 `json:"count_age_ms"`
 	}{
 		items{st.Counts[record.StatePending], st.Counts[record.StateRunning], st.Counts[record.StateSucceeded], st.Counts[record.StateDead], st.Counts[record.StateCancelled]},
 		letters{st.DeadLetters[record.DeadLetterFailed], st.DeadLetters[record.DeadLetterReplayed], st.DeadLetters[record.DeadLetterDiscarded]},
 		st.OldestDue.Milliseconds(),
+		ages,
 	})
 }

@@ -128,3 +128,6 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]record.Item, error) {
 	}
 	return out, nil
 }
+
+// SetCountLimit makes q count each state's items exactly only up to n (ExactCountLimit).
+func SetCountLimit(q *Queue, n int) { q.countLimit = n }

@@ -11,6 +11,10 @@ import (
 type Stats struct {
 	Counts    map[record.ItemState]int64 // items per state; every state is present
 	OldestDue time.Duration              // how long the oldest due item has waited; zero for none
+	// CountAge names the states with more than ExactCountLimit items, whose counts are full
+	// counts kept between calls (Queue.Stats), each with how long ago it was made: zero when
+	// this call made it. A state absent from it was counted by this call.
+	CountAge map[record.ItemState]time.Duration
 	// DeadLetters counts letters per status, every status present. Alert on its
 	// record.DeadLetterFailed: it falls as letters are dealt with, where record.StateDead only
 	// grows.

@@ -190,7 +190,7 @@ func Open(ctx context.Context, drv Driver, cfg Config) (*Queue, error) {
 	if cfg.PriorityAging == 0 {
 		cfg.PriorityAging = DefaultPriorityAging
 	}
-	q := &Queue{store: st, reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
+	q := &Queue{store: st, countLimit: ExactCountLimit, reg: newRegistry(defaultPolicy.Merge(cfg.Policy)), clock: cfg.Clock,
 		rand: cfg.Rand, recheck: cfg.Recheck, priorityAging: cfg.PriorityAging, propagators: slices.Clone(cfg.Propagators), maxPayload: cfg.MaxPayloadBytes,
 		successRows: cfg.SuccessAttemptRows}
 	for i, p := range q.propagators {

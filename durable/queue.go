@@ -61,6 +61,10 @@ type Queue struct {
 
 	// shares counts the claims of the queue's schedulers by fairness key (BusiestKeys).
 	shares claimShares
+	// fullCounts keeps the full counts of the states Stats finds over countLimit, which is
+	// ExactCountLimit (a test sets a smaller one).
+	fullCounts fullCounts
+	countLimit int
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
@@ -403,15 +407,30 @@ func (q *Queue) Attempts(ctx context.Context, id record.ItemID) ([]record.Attemp
 	return out, nil
 }
 
-// Stats counts items by state and letters by status, and the oldest due item's wait.
+// Stats counts items by state and letters by status, and the oldest due item's wait. A state
+// with at most ExactCountLimit items is counted by every call. One with more is counted in full
+// at most every ten seconds, or every hundred times as long as its last full count took (the
+// queue keeps the count between): CountAge says how old each such count is, so that a
+// dashboard can show when it was made and a rate is taken between two counts, not two calls.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	st, err := q.store.Stats(ctx, q.clock.Now())
+	now := q.clock.Now()
+	st, err := q.store.Stats(ctx, now, q.countLimit)
 	out := Stats{Counts: make(map[record.ItemState]int64, len(st.Counts)), OldestDue: st.OldestDue}
 	for k, v := range st.Counts {
 		out.Counts[record.ItemState(k)] = v
 	}
 	if err != nil {
 		return out, err
+	}
+	if over := overStates(st.Over); len(over) > 0 {
+		full, age, err := q.fullCounts.get(ctx, q, over, now)
+		if err != nil {
+			return out, err
+		}
+		out.CountAge = make(map[record.ItemState]time.Duration, len(over))
+		for _, s := range over {
+			out.Counts[s], out.CountAge[s] = full[s], age
+		}
 	}
 	out.DeadLetters, err = q.deadLetterCounts(ctx)
 	return out, err

@@ -94,8 +94,15 @@ type ItemStore interface {
 	// Attempts lists the attempts of an item in order.
 	Attempts(ctx context.Context, id record.ItemID) ([]AttemptRow, error)
 
-	// Stats counts items by state and measures how long the oldest due item has waited at now.
-	Stats(ctx context.Context, now time.Time) (ItemStats, error)
+	// Stats counts items by state, each up to limit (ItemStats.Over names the states with
+	// more), and measures how long the oldest due item has waited at now. It reads at most
+	// limit+1 entries per state, however many items the store keeps: it is called at every
+	// refresh of a dashboard.
+	Stats(ctx context.Context, now time.Time, limit int) (ItemStats, error)
+
+	// CountStates counts the items of each of states in full: the states Stats found over its
+	// limit, counted again at most every so often (Queue.Stats says how often).
+	CountStates(ctx context.Context, states []record.ItemState) (map[record.ItemState]int64, error)
 
 	// Claim leases up to limit due pending items to owner until now+lease and returns them in id
 	// order. An item with an ordering key is claimed only when no earlier item with that key is

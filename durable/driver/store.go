@@ -225,8 +225,11 @@ type Completion struct {
 
 // ItemStats summarises a store.
 type ItemStats struct {
-	// Counts is the number of items per state; every State is present.
+	// Counts is the number of items per state; every State is present. A state named in Over
+	// has more items than the count's limit and is counted as the limit plus one.
 	Counts map[record.ItemState]int64
+	// Over names the states with more items than the count's limit.
+	Over map[record.ItemState]bool
 	// OldestDue is how long the oldest due pending item has been due; zero when none is due.
 	OldestDue time.Duration
 }

@@ -65,6 +65,7 @@ var cases = []testCase{
 	{"Items/DebounceKey", testDebounce},
 	{"Items/OrderingKeyInOrder", testOrdering},
 	{"Items/Stats", testStats},
+	{"Executor/StatsLimit", testStatsLimit},
 	{"Items/CancelAndRunNow", testCancelRunNow},
 	{"Items/FleetSharesWork", testFleet},
 	{"Controls/PauseHoldsResumeReleases", testPause},

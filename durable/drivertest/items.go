@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-go/switchboard/durable"
+	"github.com/switchboard-go/switchboard/durable/driver"
 	"github.com/switchboard-go/switchboard/durable/record"
 )
 
@@ -292,5 +293,32 @@ func testFleet(t *testing.T, open OpenFunc) {
 		if runs[i] != 1 {
 			t.Fatalf("item %d ran %d times; want once", i, runs[i])
 		}
+	}
+}
+
+// testStatsLimit: the Executor's Stats counts each state up to its limit and names the states
+// over it (ItemStats.Over), CountStates counts them in full, and a limit below one is refused.
+func testStatsLimit(t *testing.T, open OpenFunc) {
+	ex := openExecutor(t, open(t))
+	ctx := context.Background()
+	now := time.Now()
+	for range 4 {
+		if _, _, err := ex.Enqueue(ctx, driver.NewItem{Name: workName, Payload: []byte(`{}`), NextAt: now, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := ex.Stats(ctx, now, 2)
+	if err != nil || st.Counts[record.StatePending] != 3 || !st.Over[record.StatePending] || st.Over[record.StateRunning] || len(st.Counts) != 5 {
+		t.Fatalf("Stats(limit 2) with 4 pending: %v over %v, %v; want 3 (the limit plus one), pending over, every state counted", st.Counts, st.Over, err)
+	}
+	if st, err := ex.Stats(ctx, now, 4); err != nil || st.Counts[record.StatePending] != 4 || len(st.Over) != 0 {
+		t.Fatalf("Stats(limit 4) with 4 pending: %v over %v, %v; want 4, none over", st.Counts, st.Over, err)
+	}
+	full, err := ex.CountStates(ctx, []record.ItemState{record.StatePending, record.StateSucceeded})
+	if err != nil || full[record.StatePending] != 4 || full[record.StateSucceeded] != 0 || len(full) != 2 {
+		t.Fatalf("CountStates: %v, %v; want 4 pending and 0 succeeded", full, err)
+	}
+	if _, err := ex.Stats(ctx, now, 0); err == nil {
+		t.Fatal("Stats(limit 0) was not refused")
 	}
 }

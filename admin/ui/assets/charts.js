@@ -45,6 +45,9 @@
   // MIN_RATE_MS is the shortest interval a rate is taken over, so that the extra refresh
   // after an action does not turn one item into a spike of several a second.
   var MIN_RATE_MS = 1000;
+  // MAX_COUNT_AGE_MS: two full counts of a state with many items (made every ten seconds or
+  // more, see count_age_ms) this far apart still give a rate; further apart, the line breaks.
+  var MAX_COUNT_AGE_MS = 5 * 60 * 1000;
   // MAX_BREAKER_ROWS bounds the breaker chart's height; the breakers that were not closed
   // come first, and the chart says how many it left out.
   var MAX_BREAKER_ROWS = 12;
@@ -81,7 +84,11 @@
     if (!q || !q.items || !q.dead_letters) return;
     var it = q.items, dl = q.dead_letters;
     var letters = [num(dl.failed), num(dl.replayed), num(dl.discarded)];
-    add(queue, { t: at, v: {
+    // A count made before the answer (a state with many items is counted every few seconds)
+    // is a sample of when it was made: its rate is taken between two counts.
+    var ages = q.count_age_ms || {}, made = {};
+    Object.keys(ages).forEach(function (id) { if (num(ages[id]) !== null) made[id] = at - ages[id]; });
+    add(queue, { t: at, made: made, v: {
       pending: num(it.pending), running: num(it.running), awaiting: letters[0],
       succeeded: num(it.succeeded), cancelled: num(it.cancelled),
       // Letters are never deleted, and a replay or a discard moves one between statuses:
@@ -186,19 +193,34 @@
   // over the interval divided by its length. An interval longer than GAP_MS, or over which
   // the count fell (retention deleted succeeded items faster than new ones came), has no
   // rate: r is null, never negative, and the line breaks there.
+  // A sample whose count of id was made before its answer (s.made[id]) stands at the time
+  // the count was made (madeAt); samples of one count after the first are skipped.
   function rateIntervals(samples, id) {
-    var out = [], from = null;
+    var out = [], from = null, fromT = 0;
     samples.forEach(function (s) {
       var v = s.v[id];
       if (typeof v !== "number") { from = null; return; }
-      if (!from) { from = s; return; }
-      var dt = s.t - from.t;
+      var t = madeAt(s, id);
+      if (!from) { from = s; fromT = t; return; }
+      var dt = t - fromT;
       if (dt < MIN_RATE_MS) return;
       var d = v - from.v[id];
-      out.push({ t0: from.t, t1: s.t, r: dt > GAP_MS || d < 0 ? null : d * 1000 / dt });
-      from = s;
+      var gap = kept(s, id) && kept(from, id) ? MAX_COUNT_AGE_MS : GAP_MS;
+      out.push({ t0: fromT, t1: t, r: dt > gap || d < 0 ? null : d * 1000 / dt });
+      from = s; fromT = t;
     });
     return out;
+  }
+
+  // madeAt is when sample s's count of id was made: its answer's time unless the count is
+  // older (count_age_ms).
+  function madeAt(s, id) {
+    return kept(s, id) ? s.made[id] : s.t;
+  }
+
+  // kept reports whether sample s's count of id is a full count kept by the server.
+  function kept(s, id) {
+    return !!s.made && typeof s.made[id] === "number";
   }
 
   // The rule by which rates are derived, for the browser console (and the dashboard's tests).

@@ -302,23 +302,7 @@ func TestDebounceRacesClaims(t *testing.T) {
 // debounce order index, not by reading the items of every state.
 func TestDebounceClaimSQLitePlan(t *testing.T) {
 	db := sqliteBackend(t).open(t).DB()
-	rows, err := db.Query("EXPLAIN QUERY PLAN "+SQLite.stmts().claim, append(claimArgs("w", debounceT0, time.Minute, 10, false), "a", "z")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	plan := sqlitePlan(t, db, SQLite.stmts().claim, append(claimArgs("w", debounceT0, time.Minute, 10, false), "a", "z")...)
 	if text := strings.Join(plan, "; "); !strings.Contains(text, "switchboard_items_debounce_order") {
 		t.Fatalf("the claim's plan %s does not read switchboard_items_debounce_order", text)
 	}

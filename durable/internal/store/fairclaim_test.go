@@ -137,7 +137,7 @@ func TestEnqueueRefusesABadPriority(t *testing.T) {
 				t.Errorf("priority %d, head start %v: no error", it.Priority, it.HeadStart)
 			}
 		}
-		if st := must[Stats](t)(s.Stats(ctx, pruneT0)); st.Counts[StatePending] != 0 {
+		if st := must[Stats](t)(s.Stats(ctx, pruneT0, 1000)); st.Counts[StatePending] != 0 {
 			t.Fatalf("%d items stored", st.Counts[StatePending])
 		}
 	})

@@ -116,7 +116,7 @@ func TestFinishedItemsLeaveTheClaimsTable(t *testing.T) {
 		if len(listed) != 2 {
 			t.Errorf("listed %d succeeded items, want 2", len(listed))
 		}
-		st := must[Stats](t)(s.Stats(ctx, end))
+		st := must[Stats](t)(s.Stats(ctx, end, 1000))
 		if st.Counts[StateSucceeded] != 2 || st.Counts[StateDead] != 1 || st.Counts[StateCancelled] != 1 || st.Counts[StatePending] != 1 {
 			t.Errorf("stats: %v", st.Counts)
 		}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"github.com/switchboard-go/switchboard/durable/record"
 	"slices"
@@ -99,21 +98,7 @@ func TestItemListPlans(t *testing.T) {
 func pageBuffers(t *testing.T, db *sql.DB, q ItemQuery, after ItemCursor) (buffers, rows int) {
 	t.Helper()
 	query, args := itemListSQL(q, after)
-	var raw string
-	if err := db.QueryRow("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+Postgres.rebind(query), args...).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	var doc []struct {
-		Plan struct {
-			Rows int `json:"Actual Rows"`
-			Hit  int `json:"Shared Hit Blocks"`
-			Read int `json:"Shared Read Blocks"`
-		} `json:"Plan"`
-	}
-	if err := json.Unmarshal([]byte(raw), &doc); err != nil || len(doc) != 1 {
-		t.Fatalf("explain output: %v", err)
-	}
-	return doc[0].Plan.Hit + doc[0].Plan.Read, doc[0].Plan.Rows
+	return planBuffers(t, db, Postgres.rebind(query), args...)
 }
 
 // TestItemListSQLitePlans checks that SQLite reads every listing shape through an index in
@@ -122,21 +107,7 @@ func TestItemListSQLitePlans(t *testing.T) {
 	db := sqliteBackend(t).open(t).DB()
 	for _, sh := range itemListShapes() {
 		query, args := itemListSQL(sh.q, sh.after)
-		rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		text := strings.Join(plan, "; ")
+		text := strings.Join(sqlitePlan(t, db, query, args...), "; ")
 		t.Logf("%s: %s", sh.name, text)
 		if strings.Contains(text, "TEMP B-TREE") || !strings.Contains(text, "USING INDEX") && !strings.Contains(text, "USING COVERING INDEX") {
 			t.Errorf("%s: plan %s: want an index read in order, no sort", sh.name, text)
@@ -283,7 +254,7 @@ func TestCancelItem(t *testing.T) {
 		if err != nil || len(rows) != 2 || rows[0].Outcome != "false" || rows[1].Outcome != "true" {
 			t.Errorf("audit: %+v %v, want the two cancels", rows, err)
 		}
-		st, err := s.Stats(ctx, now)
+		st, err := s.Stats(ctx, now, 1000)
 		if err != nil || st.Counts[StateCancelled] != 1 {
 			t.Errorf("stats: %v %v, want one cancelled", st.Counts, err)
 		}

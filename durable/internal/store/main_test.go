@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,4 +215,54 @@ func TestFenceRejectsLateCompletion(t *testing.T) {
 			t.Fatalf("attempts %+v", as)
 		}
 	})
+}
+
+// queryRower is a *sql.DB or a *sql.Conn: what a plan is read through.
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// planBuffers runs query (PostgreSQL's placeholders) under EXPLAIN (ANALYZE, BUFFERS) on db
+// and returns the buffers its plan read and the rows it returned.
+func planBuffers(t *testing.T, db queryRower, query string, args ...any) (buffers, rows int) {
+	t.Helper()
+	var raw string
+	if err := db.QueryRowContext(context.Background(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var doc []struct {
+		Plan struct {
+			Rows int `json:"Actual Rows"`
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil || len(doc) != 1 {
+		t.Fatalf("explain output: %v", err)
+	}
+	return doc[0].Plan.Hit + doc[0].Plan.Read, doc[0].Plan.Rows
+}
+
+// sqlitePlan returns the lines of SQLite's EXPLAIN QUERY PLAN of query on db.
+func sqlitePlan(t *testing.T, db queryRower, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }

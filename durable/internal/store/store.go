@@ -443,37 +443,6 @@ func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 	return out, nil
 }
 
-// Stats counts items by state and measures how long the oldest due item has waited at now.
-func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
-	st := Stats{Counts: map[State]int64{StatePending: 0, StateRunning: 0, StateSucceeded: 0, StateDead: 0, StateCancelled: 0}}
-	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM "+allItems+" GROUP BY state")
-	if err != nil {
-		return st, fmt.Errorf("durable: stats: %w", err)
-	}
-	for rows.Next() {
-		var state string
-		var n int64
-		if err := rows.Scan(&state, &n); err != nil {
-			rows.Close()
-			return st, fmt.Errorf("durable: stats: %w", err)
-		}
-		st.Counts[State(state)] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("durable: stats: %w", err)
-	}
-	var oldest sql.NullInt64
-	err = s.e.indexedRow(ctx, s.db, s.e.stmts().oldestDue, []any{micros(now), micros(now)}, &oldest)
-	if err != nil {
-		return st, fmt.Errorf("durable: stats: %w", err)
-	}
-	if oldest.Valid {
-		st.OldestDue = max(0, now.Sub(fromMicros(oldest.Int64)))
-	}
-	return st, nil
-}
-
 // Claim leases up to limit due pending items to owner until now+lease and returns them in id
 // order. An item with an ordering key is claimed only when no earlier item with that key is
 // pending or running, and one with a debounce key only when no earlier item of its name and

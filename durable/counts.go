@@ -1,0 +1,110 @@
+package durable
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchboard-go/switchboard/durable/record"
+)
+
+// ExactCountLimit is the count up to which Stats counts a state's items at every call. A
+// state with more is counted in full at most every few seconds and its count kept between (see
+// Stats): counting a million finished items reads a million index entries, and a dashboard
+// asks every two seconds, in every open tab, while knowing that one of its states holds
+// 1,000,000 items rather than 1,000,050 is all it needs of it.
+const ExactCountLimit = 10_000
+
+// Full counts are made again at most every minFullCountInterval, or every fullCountShare
+// times as long as the last one took, whichever is longer: a count that reads the whole table
+// for a second is made at most every 100 s, so that counting costs the database at most about
+// a hundredth of one of its cores, however large the tables grow and however many dashboards
+// ask.
+const (
+	minFullCountInterval = 10 * time.Second
+	fullCountShare       = 100
+)
+
+// fullCounts keeps the full counts of the states Stats found over ExactCountLimit. One count
+// runs at a time: callers that come while it runs take the kept counts, or wait for it when
+// none are kept.
+type fullCounts struct {
+	mu      sync.Mutex
+	counts  map[record.ItemState]int64
+	at      time.Time     // when the kept counts were made, by the queue's clock
+	took    time.Duration // how long making them took
+	running chan struct{} // closed when the count under way ends; nil when none is
+}
+
+// get returns the full counts of states at now and, for each, how old it is: counted by this
+// call (age zero) or kept from an earlier one made less than the refresh interval ago.
+func (f *fullCounts) get(ctx context.Context, q *Queue, states []record.ItemState, now time.Time) (map[record.ItemState]int64, time.Duration, error) {
+	for {
+		f.mu.Lock()
+		kept := f.counts != nil && f.holds(states)
+		if kept && now.Sub(f.at) < max(minFullCountInterval, fullCountShare*f.took) {
+			counts, age := f.counts, max(0, now.Sub(f.at))
+			f.mu.Unlock()
+			return counts, age, nil
+		}
+		if running := f.running; running != nil {
+			if kept {
+				// Another call is counting: the kept counts, with their age, rather than a
+				// second full count at once.
+				counts, age := f.counts, max(0, now.Sub(f.at))
+				f.mu.Unlock()
+				return counts, age, nil
+			}
+			f.mu.Unlock()
+			select {
+			case <-running:
+				continue
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			}
+		}
+		running := make(chan struct{})
+		f.running = running
+		f.mu.Unlock()
+
+		start := time.Now()
+		counts, err := q.store.CountStates(ctx, states)
+		took := time.Since(start)
+
+		f.mu.Lock()
+		f.running = nil
+		close(running)
+		if err == nil {
+			f.counts, f.at, f.took = counts, now, took
+		}
+		f.mu.Unlock()
+		if err != nil {
+			return nil, 0, err
+		}
+		return counts, 0, nil
+	}
+}
+
+// holds reports whether the kept counts include every one of states. Called with mu held.
+func (f *fullCounts) holds(states []record.ItemState) bool {
+	for _, s := range states {
+		if _, ok := f.counts[s]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// overStates lists the states of over in the order of record's states, so that two calls over
+// the same states ask for the same full count.
+func overStates(over map[record.ItemState]bool) []record.ItemState {
+	var out []record.ItemState
+	for s, o := range over {
+		if o {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Stats counts items by state, each up to limit, and measures how long the oldest due item has
+// waited at now. A state with more than limit items is counted as limit+1 and named in Over:
+// each count reads at most limit+1 entries of its state's index, whatever the tables hold.
+func (s *Store) Stats(ctx context.Context, now time.Time, limit int) (Stats, error) {
+	if limit < 1 {
+		return Stats{}, fmt.Errorf("durable: stats: the limit is %d, not positive", limit)
+	}
+	st := Stats{Counts: make(map[State]int64, len(countedStates)), Over: map[State]bool{}}
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(boundedCountsSQL), limit+1, limit+1, limit+1, limit+1, limit+1)
+	if err != nil {
+		return st, fmt.Errorf("durable: stats: %w", err)
+	}
+	if err := scanCounts(rows, st.Counts); err != nil {
+		return st, fmt.Errorf("durable: stats: %w", err)
+	}
+	for state, n := range st.Counts {
+		if n > int64(limit) {
+			st.Over[state] = true
+		}
+	}
+	var oldest sql.NullInt64
+	err = s.e.indexedRow(ctx, s.db, s.e.stmts().oldestDue, []any{micros(now), micros(now)}, &oldest)
+	if err != nil {
+		return st, fmt.Errorf("durable: stats: %w", err)
+	}
+	if oldest.Valid {
+		st.OldestDue = max(0, now.Sub(fromMicros(oldest.Int64)))
+	}
+	return st, nil
+}
+
+// CountStates counts the items of each of states in full, reading every entry of their indexes:
+// what Stats leaves out above its limit.
+func (s *Store) CountStates(ctx context.Context, states []State) (map[State]int64, error) {
+	out := make(map[State]int64, len(states))
+	if len(states) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		if !slices.Contains(countedStates, st) {
+			return nil, fmt.Errorf("durable: count items: %q is not an item state", st)
+		}
+		args[i], out[st] = string(st), 0
+	}
+	q := "SELECT state, COUNT(*) FROM " + allItems + " WHERE state IN (?" + strings.Repeat(", ?", len(states)-1) + ") GROUP BY state"
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("durable: count items: %w", err)
+	}
+	if err := scanCounts(rows, out); err != nil {
+		return nil, fmt.Errorf("durable: count items: %w", err)
+	}
+	return out, nil
+}
+
+// countedStates are the states Stats counts, in the order of boundedCountsSQL.
+var countedStates = []State{StatePending, StateRunning, StateSucceeded, StateDead, StateCancelled}
+
+// boundedCountsSQL counts the items of each state up to a bound, each through its state's
+// partial index (a LIMIT stops each scan). Pending and running items are live: they are read
+// from the claim's table alone, as the finished table, which never holds them, has no index
+// for them (read through allItems, it was scanned whole for each). Placeholders: the bound,
+// once per state.
+var boundedCountsSQL = func() string {
+	parts := make([]string, len(countedStates))
+	for i, st := range countedStates {
+		from := allItems
+		if st == StatePending || st == StateRunning {
+			from = "switchboard_items"
+		}
+		parts[i] = fmt.Sprintf("SELECT '%[1]s' AS state, COUNT(*) AS n FROM (SELECT 1 FROM %[2]s WHERE state = '%[1]s' LIMIT ?) c%[3]d", st, from, i)
+	}
+	return strings.Join(parts, "\nUNION ALL ")
+}()
+
+// scanCounts reads rows of (state, count) into counts and closes rows.
+func scanCounts(rows *sql.Rows, counts map[State]int64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return err
+		}
+		counts[State(state)] = n
+	}
+	return rows.Err()
+}
