@@ -124,14 +124,16 @@ func TestClientGoneIsNotAServerError(t *testing.T) {
 	}
 }
 
-// bigQueue is an admin.Operations whose queue holds many succeeded items: their count was
-// made 4.2 s before Stats' answer.
+// bigQueue is an admin.Operations whose queue holds many succeeded items and discarded
+// letters: their counts were made 4.2 s and 1.5 s before Stats' answer.
 type bigQueue struct{ admin.Operations }
 
 func (bigQueue) Stats(context.Context) (durable.Stats, error) {
 	return durable.Stats{
-		Counts:   map[record.ItemState]int64{record.StatePending: 3, record.StateSucceeded: 1_234_567},
-		CountAge: map[record.ItemState]time.Duration{record.StateSucceeded: 4200 * time.Millisecond},
+		Counts:         map[record.ItemState]int64{record.StatePending: 3, record.StateSucceeded: 1_234_567},
+		CountAge:       map[record.ItemState]time.Duration{record.StateSucceeded: 4200 * time.Millisecond},
+		DeadLetters:    map[record.DeadLetterStatus]int{record.DeadLetterFailed: 2, record.DeadLetterDiscarded: 20_000},
+		LetterCountAge: map[record.DeadLetterStatus]time.Duration{record.DeadLetterDiscarded: 1500 * time.Millisecond},
 	}, nil
 }
 
@@ -145,13 +147,15 @@ func TestQueueStatsSayHowOldALargeCountIs(t *testing.T) {
 	res := auth(t, h, "GET", "/api/queue", "")
 	want(t, res, http.StatusOK)
 	var body struct {
-		Items      map[string]int64 `json:"items"`
-		CountAgeMS map[string]int64 `json:"count_age_ms"`
+		Items            map[string]int64 `json:"items"`
+		CountAgeMS       map[string]int64 `json:"count_age_ms"`
+		LetterCountAgeMS map[string]int64 `json:"letter_count_age_ms"`
 	}
 	if err := json.Unmarshal(res.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Items["succeeded"] != 1_234_567 || len(body.CountAgeMS) != 1 || body.CountAgeMS["succeeded"] != 4200 {
-		t.Errorf("GET /api/queue = %s; want succeeded 1234567 with count_age_ms {succeeded: 4200} alone", res.Body.String())
+	if body.Items["succeeded"] != 1_234_567 || len(body.CountAgeMS) != 1 || body.CountAgeMS["succeeded"] != 4200 ||
+		len(body.LetterCountAgeMS) != 1 || body.LetterCountAgeMS["discarded"] != 1500 {
+		t.Errorf("GET /api/queue = %s; want succeeded 1234567 with count_age_ms {succeeded: 4200} alone, letter_count_age_ms {discarded: 1500} alone", res.Body.String())
 	}
 }

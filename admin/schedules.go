@@ -143,6 +143,10 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 	for state, age := range st.CountAge {
 		ages[state] = age.Milliseconds()
 	}
+	letterAges := make(map[record.DeadLetterStatus]int64, len(st.LetterCountAge))
+	for status, age := range st.LetterCountAge {
+		letterAges[status] = age.Milliseconds()
+	}
 	type letters struct {
 		Failed    int `json:"failed"`
 		Replayed  int `json:"replayed"`
@@ -158,10 +162,13 @@ func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
 		// more than durable.ExactCountLimit items, counted in full every few seconds) and how
 		// long before, in milliseconds; a state absent from it was counted for this answer.
 		CountAgeMS map[record.ItemState]int64 `json:"count_age_ms"`
+		// LetterCountAgeMS is CountAgeMS for the dead letters' statuses.
+		LetterCountAgeMS map[record.DeadLetterStatus]int64 `json:"letter_count_age_ms"`
 	}{
 		items{st.Counts[record.StatePending], st.Counts[record.StateRunning], st.Counts[record.StateSucceeded], st.Counts[record.StateDead], st.Counts[record.StateCancelled]},
 		letters{st.DeadLetters[record.DeadLetterFailed], st.DeadLetters[record.DeadLetterReplayed], st.DeadLetters[record.DeadLetterDiscarded]},
 		st.OldestDue.Milliseconds(),
 		ages,
+		letterAges,
 	})
 }

@@ -1153,21 +1153,30 @@ func TestNewSchedulerRejectsHeartbeatNotUnderLease(t *testing.T) {
 }
 
 // TestStatsCountsALargeStateInFullEveryFewSeconds: a state with more items than the exact
-// count's limit is counted in full, and that count is kept, with its age, until the refresh
-// interval has passed; a state under the limit is counted by every call.
+// count's limit (a letter status with more letters) is counted in full, and that count is
+// kept, with its age, until the refresh interval has passed; a state under the limit is
+// counted by every call.
 func TestStatsCountsALargeStateInFullEveryFewSeconds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b)
 		ctx := context.Background()
 		durable.SetCountLimit(e.q, 3)
+		letter := func() {
+			must[istore.DeadLetterID](t)(e.store.InsertDeadLetter(ctx, istore.NewDeadLetter{Source: "batch", Name: "test.work", Payload: []byte(`{}`), Error: "boom", Now: e.clock.Now()}))
+		}
 		for i := range 5 {
 			must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: i}))
+			letter()
 		}
 		st := stats(t, e.q)
 		if st.Counts[record.StatePending] != 5 || len(st.CountAge) != 1 || st.CountAge[record.StatePending] != 0 {
 			t.Fatalf("5 pending over a limit of 3: %v aged %v, want 5 counted now", st.Counts, st.CountAge)
 		}
+		if st.DeadLetters[record.DeadLetterFailed] != 5 || len(st.LetterCountAge) != 1 || st.LetterCountAge[record.DeadLetterFailed] != 0 {
+			t.Fatalf("5 failed letters over a limit of 3: %v aged %v, want 5 counted now", st.DeadLetters, st.LetterCountAge)
+		}
 		must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 5}))
+		letter()
 		must[[]istore.Claimed](t)(e.store.Claim(ctx, "x", e.clock.Now(), time.Minute, 2))
 		e.clock.Advance(4 * time.Second)
 		st = stats(t, e.q)
@@ -1177,14 +1186,20 @@ func TestStatsCountsALargeStateInFullEveryFewSeconds(t *testing.T) {
 		if st.Counts[record.StateRunning] != 2 {
 			t.Errorf("running %d, want 2: a state under the limit is counted by every call", st.Counts[record.StateRunning])
 		}
+		if st.DeadLetters[record.DeadLetterFailed] != 5 || st.LetterCountAge[record.DeadLetterFailed] != 4*time.Second {
+			t.Errorf("4 s later: failed letters %d aged %v, want the count kept (5), 4 s old", st.DeadLetters[record.DeadLetterFailed], st.LetterCountAge[record.DeadLetterFailed])
+		}
 		e.clock.Advance(10 * time.Second)
 		st = stats(t, e.q)
 		if st.Counts[record.StatePending] != 4 || st.CountAge[record.StatePending] != 0 {
 			t.Errorf("14 s after the first count: pending %d aged %v, want 4 counted now", st.Counts[record.StatePending], st.CountAge[record.StatePending])
 		}
+		if st.DeadLetters[record.DeadLetterFailed] != 6 || st.LetterCountAge[record.DeadLetterFailed] != 0 {
+			t.Errorf("14 s after the first count: failed letters %d aged %v, want 6 counted now", st.DeadLetters[record.DeadLetterFailed], st.LetterCountAge[record.DeadLetterFailed])
+		}
 		durable.SetCountLimit(e.q, 10)
-		if st = stats(t, e.q); st.Counts[record.StatePending] != 4 || st.CountAge != nil {
-			t.Errorf("under the limit: pending %d aged %v, want 4 counted by the call, no ages", st.Counts[record.StatePending], st.CountAge)
+		if st = stats(t, e.q); st.Counts[record.StatePending] != 4 || st.CountAge != nil || st.DeadLetters[record.DeadLetterFailed] != 6 || st.LetterCountAge != nil {
+			t.Errorf("under the limit: pending %d aged %v, letters %v aged %v, want 4 and 6 counted by the call, no ages", st.Counts[record.StatePending], st.CountAge, st.DeadLetters, st.LetterCountAge)
 		}
 	})
 }

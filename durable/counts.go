@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // ExactCountLimit is the count up to which Stats counts a state's items at every call. A
@@ -26,23 +24,23 @@ const (
 	fullCountShare       = 100
 )
 
-// fullCounts keeps the full counts of the states Stats found over ExactCountLimit. One count
-// runs at a time: callers that come while it runs take the kept counts, or wait for it when
-// none are kept.
-type fullCounts struct {
+// fullCounts keeps the full counts of the states (or letter statuses) Stats found over
+// ExactCountLimit. One count runs at a time: callers that come while it runs take the kept
+// counts, or wait for it when none are kept.
+type fullCounts[K ~string] struct {
 	mu      sync.Mutex
-	counts  map[record.ItemState]int64
+	counts  map[K]int64
 	at      time.Time     // when the kept counts were made, by the queue's clock
 	took    time.Duration // how long making them took
 	running chan struct{} // closed when the count under way ends; nil when none is
 }
 
-// get returns the full counts of states at now and, for each, how old it is: counted by this
-// call (age zero) or kept from an earlier one made less than the refresh interval ago.
-func (f *fullCounts) get(ctx context.Context, q *Queue, states []record.ItemState, now time.Time) (map[record.ItemState]int64, time.Duration, error) {
+// get returns the full counts of keys at now, made by count, and how old they are: counted by
+// this call (age zero) or kept from an earlier one made less than the refresh interval ago.
+func (f *fullCounts[K]) get(ctx context.Context, count func(context.Context, []K) (map[K]int64, error), keys []K, now time.Time) (map[K]int64, time.Duration, error) {
 	for {
 		f.mu.Lock()
-		kept := f.counts != nil && f.holds(states)
+		kept := f.counts != nil && f.holds(keys)
 		if kept && now.Sub(f.at) < max(minFullCountInterval, fullCountShare*f.took) {
 			counts, age := f.counts, max(0, now.Sub(f.at))
 			f.mu.Unlock()
@@ -69,7 +67,7 @@ func (f *fullCounts) get(ctx context.Context, q *Queue, states []record.ItemStat
 		f.mu.Unlock()
 
 		start := time.Now()
-		counts, err := q.store.CountStates(ctx, states)
+		counts, err := count(ctx, keys)
 		took := time.Since(start)
 
 		f.mu.Lock()
@@ -86,9 +84,9 @@ func (f *fullCounts) get(ctx context.Context, q *Queue, states []record.ItemStat
 	}
 }
 
-// holds reports whether the kept counts include every one of states. Called with mu held.
-func (f *fullCounts) holds(states []record.ItemState) bool {
-	for _, s := range states {
+// holds reports whether the kept counts include every one of keys. Called with mu held.
+func (f *fullCounts[K]) holds(keys []K) bool {
+	for _, s := range keys {
 		if _, ok := f.counts[s]; !ok {
 			return false
 		}
@@ -96,10 +94,10 @@ func (f *fullCounts) holds(states []record.ItemState) bool {
 	return true
 }
 
-// overStates lists the states of over in the order of record's states, so that two calls over
-// the same states ask for the same full count.
-func overStates(over map[record.ItemState]bool) []record.ItemState {
-	var out []record.ItemState
+// overKeys lists the keys of over, sorted, so that two calls over the same keys ask for the
+// same full count.
+func overKeys[K ~string](over map[K]bool) []K {
+	var out []K
 	for s, o := range over {
 		if o {
 			out = append(out, s)

@@ -205,13 +205,33 @@ func (s *scheduler) recordExpired(batch []store.Completion, results []error, let
 	}
 }
 
-func (q *Queue) deadLetterCounts(ctx context.Context) (map[record.DeadLetterStatus]int, error) {
-	counts, err := q.store.DeadLetterCounts(ctx)
-	out := make(map[record.DeadLetterStatus]int, len(counts))
-	for k, v := range counts {
-		out[record.DeadLetterStatus(k)] = v
+// deadLetterCounts counts the letters by status as Stats counts items: up to countLimit at
+// every call, a status with more in full every so often (letterCounts), with that count's age.
+func (q *Queue) deadLetterCounts(ctx context.Context, now time.Time) (map[record.DeadLetterStatus]int, map[record.DeadLetterStatus]time.Duration, error) {
+	counts, over, err := q.store.DeadLetterCounts(ctx, q.countLimit)
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, err
+	statuses := overKeys(over)
+	if len(statuses) == 0 {
+		return counts, nil, nil
+	}
+	full, age, err := q.letterCounts.get(ctx, func(ctx context.Context, statuses []record.DeadLetterStatus) (map[record.DeadLetterStatus]int64, error) {
+		n, err := q.store.CountLetterStatuses(ctx, statuses)
+		out := make(map[record.DeadLetterStatus]int64, len(n))
+		for k, v := range n {
+			out[k] = int64(v)
+		}
+		return out, err
+	}, statuses, now)
+	if err != nil {
+		return counts, nil, err
+	}
+	ages := make(map[record.DeadLetterStatus]time.Duration, len(statuses))
+	for _, st := range statuses {
+		counts[st], ages[st] = int(full[st]), age
+	}
+	return counts, ages, nil
 }
 
 // DeadLetters lists the letters f selects, newest first, and the total match.

@@ -19,6 +19,9 @@ type Stats struct {
 	// record.DeadLetterFailed: it falls as letters are dealt with, where record.StateDead only
 	// grows.
 	DeadLetters map[record.DeadLetterStatus]int
+	// LetterCountAge is CountAge for DeadLetters: the statuses with more than ExactCountLimit
+	// letters, whose counts are full counts kept between calls, each with its age.
+	LetterCountAge map[record.DeadLetterStatus]time.Duration
 }
 
 func itemOf(it store.Item) record.Item {

@@ -61,10 +61,11 @@ type Queue struct {
 
 	// shares counts the claims of the queue's schedulers by fairness key (BusiestKeys).
 	shares claimShares
-	// fullCounts keeps the full counts of the states Stats finds over countLimit, which is
-	// ExactCountLimit (a test sets a smaller one).
-	fullCounts fullCounts
-	countLimit int
+	// itemCounts and letterCounts keep the full counts of the states and letter statuses
+	// Stats finds over countLimit, which is ExactCountLimit (a test sets a smaller one).
+	itemCounts   fullCounts[record.ItemState]
+	letterCounts fullCounts[record.DeadLetterStatus]
+	countLimit   int
 }
 
 // Close closes a pool the driver opened (sqlite.Open, postgres.Open), never one the caller
@@ -412,6 +413,7 @@ func (q *Queue) Attempts(ctx context.Context, id record.ItemID) ([]record.Attemp
 // at most every ten seconds, or every hundred times as long as its last full count took (the
 // queue keeps the count between): CountAge says how old each such count is, so that a
 // dashboard can show when it was made and a rate is taken between two counts, not two calls.
+// Letters are counted by status the same way (LetterCountAge).
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	now := q.clock.Now()
 	st, err := q.store.Stats(ctx, now, q.countLimit)
@@ -422,8 +424,8 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return out, err
 	}
-	if over := overStates(st.Over); len(over) > 0 {
-		full, age, err := q.fullCounts.get(ctx, q, over, now)
+	if over := overKeys(st.Over); len(over) > 0 {
+		full, age, err := q.itemCounts.get(ctx, q.store.CountStates, over, now)
 		if err != nil {
 			return out, err
 		}
@@ -432,7 +434,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			out.Counts[s], out.CountAge[s] = full[s], age
 		}
 	}
-	out.DeadLetters, err = q.deadLetterCounts(ctx)
+	out.DeadLetters, out.LetterCountAge, err = q.deadLetterCounts(ctx, now)
 	return out, err
 }
 

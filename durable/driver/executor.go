@@ -254,8 +254,14 @@ type DeadLetterStore interface {
 	// Events lists the events of a letter in order.
 	Events(ctx context.Context, id record.DeadLetterID) ([]EventRow, error)
 
-	// DeadLetterCounts counts the letters by status; every status is present.
-	DeadLetterCounts(ctx context.Context) (map[record.DeadLetterStatus]int, error)
+	// DeadLetterCounts counts the letters by status, each up to limit, every status present:
+	// a status with more letters is counted as limit+1 and named in over. It reads at most
+	// limit+1 letters per status, however many are kept (letters are kept for good).
+	DeadLetterCounts(ctx context.Context, limit int) (counts map[record.DeadLetterStatus]int, over map[record.DeadLetterStatus]bool, err error)
+
+	// CountLetterStatuses counts the letters of each of statuses in full: the statuses
+	// DeadLetterCounts found over its limit, counted again at most every so often.
+	CountLetterStatuses(ctx context.Context, statuses []record.DeadLetterStatus) (map[record.DeadLetterStatus]int, error)
 
 	// LeaseReplay leases the failed letter id to owner (a replay by actor) until until, if no other
 	// replay holds an unexpired lease on it at now: a conditional update, no transaction held while

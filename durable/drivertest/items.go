@@ -297,7 +297,8 @@ func testFleet(t *testing.T, open OpenFunc) {
 }
 
 // testStatsLimit: the Executor's Stats counts each state up to its limit and names the states
-// over it (ItemStats.Over), CountStates counts them in full, and a limit below one is refused.
+// over it (ItemStats.Over), CountStates counts them in full, and a limit below one is refused;
+// DeadLetterCounts and CountLetterStatuses do the same for the letters.
 func testStatsLimit(t *testing.T, open OpenFunc) {
 	ex := openExecutor(t, open(t))
 	ctx := context.Background()
@@ -320,5 +321,17 @@ func testStatsLimit(t *testing.T, open OpenFunc) {
 	}
 	if _, err := ex.Stats(ctx, now, 0); err == nil {
 		t.Fatal("Stats(limit 0) was not refused")
+	}
+	for range 3 {
+		if _, err := ex.InsertDeadLetter(ctx, driver.NewDeadLetter{Source: "batch", Name: workName, Payload: []byte(`{}`), Error: "boom", Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	letters, over, err := ex.DeadLetterCounts(ctx, 2)
+	if err != nil || letters[record.DeadLetterFailed] != 3 || !over[record.DeadLetterFailed] || len(over) != 1 || len(letters) != 3 {
+		t.Fatalf("DeadLetterCounts(limit 2) with 3 failed: %v over %v, %v; want 3, failed over, every status counted", letters, over, err)
+	}
+	if full, err := ex.CountLetterStatuses(ctx, []record.DeadLetterStatus{record.DeadLetterFailed}); err != nil || full[record.DeadLetterFailed] != 3 {
+		t.Fatalf("CountLetterStatuses: %v, %v; want 3 failed", full, err)
 	}
 }

@@ -443,16 +443,16 @@
   // ---- queue --------------------------------------------------------------------------
 
   function renderQueue(q) {
-    var ages = (q && q.count_age_ms) || {};
+    var ages = { items: (q && q.count_age_ms) || {}, dead_letters: (q && q.letter_count_age_ms) || {} };
     Array.prototype.forEach.call(document.querySelectorAll("[data-stat]"), function (dd) {
       var path = dd.dataset.stat.split(".");
       var v = q && q[path[0]] ? q[path[0]][path[1]] : undefined;
       dd.textContent = typeof v === "number" ? String(v) : "–";
       // A state with many items is counted in full every few seconds, not at every refresh:
       // its count says how old it is.
-      var age = path[0] === "items" && typeof v === "number" ? ages[path[1]] : undefined;
+      var age = ages[path[0]] && typeof v === "number" ? ages[path[0]][path[1]] : undefined;
       if (typeof age === "number") {
-        dd.title = "counted " + Math.round(age / 1000) + " s ago (a state with more than 10000 items is counted in full every few seconds)";
+        dd.title = "counted " + Math.round(age / 1000) + " s ago (a count above 10000 is made in full every few seconds)";
         dd.dataset.countAge = String(age);
       } else {
         dd.removeAttribute("title");

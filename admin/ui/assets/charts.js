@@ -88,6 +88,12 @@
     // is a sample of when it was made: its rate is taken between two counts.
     var ages = q.count_age_ms || {}, made = {};
     Object.keys(ages).forEach(function (id) { if (num(ages[id]) !== null) made[id] = at - ages[id]; });
+    // The letters' sum stands at its oldest kept count: a replay or a discard that moved a
+    // letter since then is missing from it until that count is made again, which only a
+    // letter moved within those few seconds can make one low.
+    var letterAges = q.letter_count_age_ms || {}, oldest = null;
+    Object.keys(letterAges).forEach(function (id) { var a = num(letterAges[id]); if (a !== null && (oldest === null || a > oldest)) oldest = a; });
+    if (oldest !== null) made.lettered = at - oldest;
     add(queue, { t: at, made: made, v: {
       pending: num(it.pending), running: num(it.running), awaiting: letters[0],
       succeeded: num(it.succeeded), cancelled: num(it.cancelled),

@@ -189,29 +189,52 @@ func (s *Store) Events(ctx context.Context, id DeadLetterID) ([]Event, error) {
 	return out, nil
 }
 
-// DeadLetterCounts counts the letters by status; every status is present.
-func (s *Store) DeadLetterCounts(ctx context.Context) (map[DeadLetterStatus]int, error) {
-	out := map[DeadLetterStatus]int{DeadLetterFailed: 0, DeadLetterReplayed: 0, DeadLetterDiscarded: 0}
-	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM switchboard_dead_letters GROUP BY status")
+// DeadLetterCounts counts the letters by status, each up to limit, every status present: a
+// status with more letters than limit is counted as limit+1 and named in over. Each count
+// reads at most limit+1 entries of the listing index: letters are kept for good.
+func (s *Store) DeadLetterCounts(ctx context.Context, limit int) (counts map[DeadLetterStatus]int, over map[DeadLetterStatus]bool, err error) {
+	if limit < 1 {
+		return nil, nil, fmt.Errorf("durable: dead letter counts: the limit is %d, not positive", limit)
+	}
+	n := map[DeadLetterStatus]int64{}
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(boundedLetterCountsSQL), limit+1, limit+1, limit+1)
+	if err == nil {
+		err = scanCounts(rows, n)
+	}
 	if err != nil {
-		return out, fmt.Errorf("durable: dead letter counts: %w", err)
+		return nil, nil, fmt.Errorf("durable: dead letter counts: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			st string
-			n  int
-		)
-		if err := rows.Scan(&st, &n); err != nil {
-			return out, fmt.Errorf("durable: dead letter counts: %w", err)
+	counts, over = make(map[DeadLetterStatus]int, len(letterStatuses)), map[DeadLetterStatus]bool{}
+	for _, st := range letterStatuses {
+		counts[st] = int(n[st])
+		if n[st] > int64(limit) {
+			over[st] = true
 		}
-		out[DeadLetterStatus(st)] = n
 	}
-	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("durable: dead letter counts: %w", err)
+	return counts, over, nil
+}
+
+// CountLetterStatuses counts the letters of each of statuses in full: what DeadLetterCounts
+// leaves out above its limit.
+func (s *Store) CountLetterStatuses(ctx context.Context, statuses []DeadLetterStatus) (map[DeadLetterStatus]int, error) {
+	n, err := countIn(ctx, s, "switchboard_dead_letters", "status", "a letter status", letterStatuses, statuses)
+	if err != nil {
+		return nil, fmt.Errorf("durable: count dead letters: %w", err)
+	}
+	out := make(map[DeadLetterStatus]int, len(n))
+	for st, c := range n {
+		out[st] = int(c)
 	}
 	return out, nil
 }
+
+// letterStatuses are the statuses DeadLetterCounts counts, in the order of
+// boundedLetterCountsSQL.
+var letterStatuses = []DeadLetterStatus{DeadLetterFailed, DeadLetterReplayed, DeadLetterDiscarded}
+
+// boundedLetterCountsSQL counts the letters of each status up to a bound, each through the
+// listing index, which leads with the status. Placeholders: the bound, once per status.
+var boundedLetterCountsSQL = boundedCounts(letterStatuses, func(DeadLetterStatus) string { return "switchboard_dead_letters" }, "status")
 
 // LeaseReplay leases the failed letter id to owner (a replay by actor) until until, if no other
 // replay holds an unexpired lease on it at now: a conditional update, no transaction held while

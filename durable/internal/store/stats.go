@@ -43,24 +43,34 @@ func (s *Store) Stats(ctx context.Context, now time.Time, limit int) (Stats, err
 // CountStates counts the items of each of states in full, reading every entry of their indexes:
 // what Stats leaves out above its limit.
 func (s *Store) CountStates(ctx context.Context, states []State) (map[State]int64, error) {
-	out := make(map[State]int64, len(states))
-	if len(states) == 0 {
-		return out, nil
-	}
-	args := make([]any, len(states))
-	for i, st := range states {
-		if !slices.Contains(countedStates, st) {
-			return nil, fmt.Errorf("durable: count items: %q is not an item state", st)
-		}
-		args[i], out[st] = string(st), 0
-	}
-	q := "SELECT state, COUNT(*) FROM " + allItems + " WHERE state IN (?" + strings.Repeat(", ?", len(states)-1) + ") GROUP BY state"
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(q), args...)
+	out, err := countIn(ctx, s, allItems, "state", "an item state", countedStates, states)
 	if err != nil {
 		return nil, fmt.Errorf("durable: count items: %w", err)
 	}
+	return out, nil
+}
+
+// countIn counts the rows of table whose column holds each of keys, every one of keys present
+// in the answer; a key not among known is refused, as not a what.
+func countIn[K ~string](ctx context.Context, s *Store, table, column, what string, known, keys []K) (map[K]int64, error) {
+	out := make(map[K]int64, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		if !slices.Contains(known, k) {
+			return nil, fmt.Errorf("%q is not %s", k, what)
+		}
+		args[i], out[k] = string(k), 0
+	}
+	q := "SELECT " + column + ", COUNT(*) FROM " + table + " WHERE " + column + " IN (?" + strings.Repeat(", ?", len(keys)-1) + ") GROUP BY " + column
+	rows, err := s.db.QueryContext(ctx, s.e.rebind(q), args...)
+	if err != nil {
+		return nil, err
+	}
 	if err := scanCounts(rows, out); err != nil {
-		return nil, fmt.Errorf("durable: count items: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -73,30 +83,36 @@ var countedStates = []State{StatePending, StateRunning, StateSucceeded, StateDea
 // from the claim's table alone, as the finished table, which never holds them, has no index
 // for them (read through allItems, it was scanned whole for each). Placeholders: the bound,
 // once per state.
-var boundedCountsSQL = func() string {
-	parts := make([]string, len(countedStates))
-	for i, st := range countedStates {
-		from := allItems
-		if st == StatePending || st == StateRunning {
-			from = "switchboard_items"
-		}
-		parts[i] = fmt.Sprintf("SELECT '%[1]s' AS state, COUNT(*) AS n FROM (SELECT 1 FROM %[2]s WHERE state = '%[1]s' LIMIT ?) c%[3]d", st, from, i)
+var boundedCountsSQL = boundedCounts(countedStates, func(st State) string {
+	if st == StatePending || st == StateRunning {
+		return "switchboard_items"
+	}
+	return allItems
+}, "state")
+
+// boundedCounts is a statement that counts the rows of each of keys, whose column holds it,
+// up to a bound: a row (key, count) per key, each read from its table(key). Placeholders: the
+// bound, once per key.
+func boundedCounts[K ~string](keys []K, table func(K) string, column string) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("SELECT '%[1]s' AS k, COUNT(*) AS n FROM (SELECT 1 FROM %[2]s WHERE %[3]s = '%[1]s' LIMIT ?) c%[4]d", k, table(k), column, i)
 	}
 	return strings.Join(parts, "\nUNION ALL ")
-}()
+}
 
-// scanCounts reads rows of (state, count) into counts and closes rows.
-func scanCounts(rows *sql.Rows, counts map[State]int64) error {
+// scanCounts reads rows of (key, count) into counts and closes rows.
+func scanCounts[K ~string](rows *sql.Rows, counts map[K]int64) error {
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			state string
-			n     int64
+			k string
+			n int64
 		)
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&k, &n); err != nil {
 			return err
 		}
-		counts[State(state)] = n
+		counts[K(k)] = n
 	}
 	return rows.Err()
 }

@@ -116,3 +116,42 @@ func mustExecConn(t *testing.T, conn *sql.Conn, q string) {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
+
+// TestDeadLetterCountsUpToTheirLimit: DeadLetterCounts counts each status up to its limit and
+// names those over it, CountLetterStatuses counts them in full, on every engine.
+func TestDeadLetterCountsUpToTheirLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := b.open(t)
+		now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+		for range 5 {
+			must[DeadLetterID](t)(s.InsertDeadLetter(ctx, NewDeadLetter{Source: "batch", Name: "w", Payload: []byte(`{}`), Error: "boom", Now: now}))
+		}
+		counts, over, err := s.DeadLetterCounts(ctx, 4)
+		if err != nil || counts[DeadLetterFailed] != 5 || counts[DeadLetterReplayed] != 0 || len(counts) != 3 || len(over) != 1 || !over[DeadLetterFailed] {
+			t.Errorf("DeadLetterCounts(limit 4) of 5 failed: %v over %v, %v; want 5 (the limit plus one), failed over, every status counted", counts, over, err)
+		}
+		if counts, over, err := s.DeadLetterCounts(ctx, 5); err != nil || counts[DeadLetterFailed] != 5 || len(over) != 0 {
+			t.Errorf("DeadLetterCounts(limit 5): %v over %v, %v; want 5, none over", counts, over, err)
+		}
+		full := must[map[DeadLetterStatus]int](t)(s.CountLetterStatuses(ctx, []DeadLetterStatus{DeadLetterFailed, DeadLetterDiscarded}))
+		if len(full) != 2 || full[DeadLetterFailed] != 5 || full[DeadLetterDiscarded] != 0 {
+			t.Errorf("CountLetterStatuses = %v, want 5 failed, 0 discarded", full)
+		}
+		if _, _, err := s.DeadLetterCounts(ctx, 0); err == nil || !strings.Contains(err.Error(), "limit is 0") {
+			t.Errorf("DeadLetterCounts(limit 0): %v, want an error naming the limit", err)
+		}
+		if _, err := s.CountLetterStatuses(ctx, []DeadLetterStatus{"lost"}); err == nil || !strings.Contains(err.Error(), `"lost" is not a letter status`) {
+			t.Errorf("CountLetterStatuses(lost): %v, want an error naming the status", err)
+		}
+		if b.engine == Postgres {
+			// Through the listing index, which leads with the status: a few pages, not the table.
+			buffers, _ := planBuffers(t, s.DB(), Postgres.rebind(boundedLetterCountsSQL), 2, 2, 2)
+			if buffers > 12 {
+				t.Errorf("the bounded letter count read %d buffers, want a few", buffers)
+			}
+		} else if plan := strings.Join(sqlitePlan(t, s.DB(), boundedLetterCountsSQL, 2, 2, 2), "; "); strings.Count(plan, "INDEX switchboard_dead_letters_list") != 3 {
+			t.Errorf("the bounded letter count's plan %s, want the listing index for each status", plan)
+		}
+	})
+}
