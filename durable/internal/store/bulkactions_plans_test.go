@@ -74,7 +74,7 @@ func TestBulkActionPlans(t *testing.T) {
 	assertIndexPlans(t, db, []planCase{
 		{"bulk_letters", rb("SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + ` AND id > ? AND id <= ?
 	AND NOT EXISTS (SELECT 1 FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = ? AND e.dead_letter_id = d.id AND e.outcome = ?)
-	ORDER BY id LIMIT ?`), []any{"failed", "src3", "%err%", int64(150000), int64(200000), int64(2000), "still_failed", 100}, false},
-		{"bulk_tally", rb(bulkTally), []any{int64(2000), int64(150000)}, false},
-	})
+	ORDER BY id LIMIT ?`), []any{"failed", "src3", "%err%", int64(150000), int64(200000), int64(2000), "still_failed", 100}, false, false, false},
+		{"bulk_tally", rb(bulkTally), []any{int64(2000), int64(150000)}, false, false, false},
+	}, nil)
 }

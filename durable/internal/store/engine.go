@@ -48,6 +48,12 @@ type Engine interface {
 	// indexedRow is db.QueryRowContext(ctx, stmt, args...).Scan(dest...), for a statement that
 	// finds its rows through an index: on PostgreSQL with sequential scans off (see indexPlans).
 	indexedRow(ctx context.Context, db *sql.DB, stmt string, args []any, dest ...any) error
+	// replannedRows runs stmt on db, planned anew for this run on PostgreSQL (customPlans),
+	// and hands its rows to read: the statements that run now and then.
+	replannedRows(ctx context.Context, db *sql.DB, stmt string, args []any, read func(RowReader) error) error
+	// replannedCount runs stmt, which writes rows and returns none, as replannedRows does, and
+	// returns how many rows it wrote.
+	replannedCount(ctx context.Context, db *sql.DB, stmt string, args []any) (int, error)
 	// readOnly reports a migration error that is the server's refusal of every write (a
 	// standby), which the migration reports as that rather than as its own failure.
 	readOnly(err error) bool

@@ -85,9 +85,9 @@ func TestItemBulkPlans(t *testing.T) {
 		where, args := itemBulkWhere(q)
 		cases = append(cases,
 			planCase{fmt.Sprintf("bulk_items %+v", q), s.e.rebind("SELECT " + itemColumns + " FROM switchboard_items" + where + " AND id > ? AND id <= ? ORDER BY id LIMIT ?"),
-				append(args, int64(1_000_500), int64(1_020_000), 100), false},
+				append(args, int64(1_000_500), int64(1_020_000), 100), false, false, false},
 			planCase{fmt.Sprintf("count_bulk_items %+v", q), s.e.rebind("SELECT COUNT(*) FROM switchboard_items" + where + " AND id <= ?"),
-				append(slices.Clone(args), int64(1_020_000)), false})
+				append(slices.Clone(args), int64(1_020_000)), false, false, false})
 	}
-	assertIndexPlans(t, s.DB(), cases)
+	assertIndexPlans(t, s.DB(), cases, nil)
 }

@@ -76,7 +76,7 @@ func TestItemListPlans(t *testing.T) {
 		query, args := itemListSQL(sh.q, sh.after)
 		cases = append(cases, planCase{name: "items_" + sh.name, query: Postgres.rebind(query), args: args, noSort: true})
 	}
-	assertIndexPlans(t, db, cases)
+	assertIndexPlans(t, db, cases, nil)
 
 	// Page 1 and page 1,000 of 50 of the succeeded items read about as many buffers.
 	q := ItemQuery{State: StateSucceeded, Limit: 51}

@@ -69,8 +69,11 @@ UPDATE switchboard_items SET next_at = ?1, parked_key = NULL
 var (
 	pgAcquireSQL  = pg(acquireSQL)
 	sqliteWakeSQL = fmt.Sprintf(wakeLimitedSQL, "MAX")
-	limitsSQL     = `SELECT ` + limitColumns + `, ` + fmt.Sprintf(heldCountSQL, "l.key") + `
-	FROM switchboard_concurrency_limits l ORDER BY key`
+	// limitsSQL lists the limits from key $1 on (the empty key: all of them); a statement
+	// without a parameter keeps its first plan whatever plan_cache_mode says, where one with
+	// a parameter is planned at each run (customPlans).
+	limitsSQL = `SELECT ` + limitColumns + `, ` + fmt.Sprintf(heldCountSQL, "l.key") + `
+	FROM switchboard_concurrency_limits l WHERE l.key >= ? ORDER BY key`
 )
 
 // pg turns a statement numbered ?N into PostgreSQL's $N.
@@ -136,25 +139,23 @@ func (s *Store) DeleteLimit(ctx context.Context, key string, then func(tx *sql.T
 // Limits returns the stored limits in key order, each with the running items holding a slot
 // of its key.
 func (s *Store) Limits(ctx context.Context) ([]LimitRow, error) {
-	rows, err := s.db.QueryContext(ctx, limitsSQL)
-	if err != nil {
-		return nil, fmt.Errorf("durable: concurrency limits: %w", err)
-	}
-	defer rows.Close()
 	var out []LimitRow
-	for rows.Next() {
-		var (
-			r       LimitRow
-			reason  sql.NullString
-			created int64
-		)
-		if err := rows.Scan(&r.Key, &r.Max, &r.Actor, &reason, &created, &r.InUse); err != nil {
-			return nil, fmt.Errorf("durable: concurrency limits: %w", err)
+	err := s.e.replannedRows(ctx, s.db, s.e.rebind(limitsSQL), []any{""}, func(rows RowReader) error {
+		for rows.Next() {
+			var (
+				r       LimitRow
+				reason  sql.NullString
+				created int64
+			)
+			if err := rows.Scan(&r.Key, &r.Max, &r.Actor, &reason, &created, &r.InUse); err != nil {
+				return err
+			}
+			r.Reason, r.CreatedAt = reason.String, fromMicros(created)
+			out = append(out, r)
 		}
-		r.Reason, r.CreatedAt = reason.String, fromMicros(created)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("durable: concurrency limits: %w", err)
 	}
 	return out, nil
@@ -204,13 +205,14 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence, hb *HoldBack) 
 	if hb != nil {
 		parkArgs = append(args[:4:4], micros(hb.NextAt), micros(hb.Now))
 	}
-	if pe, ok := s.e.(*postgresEngine); ok && pe.drv.SendBatch != nil {
+	if pe, ok := s.e.(*postgresEngine); ok {
 		// The lock, the conditional update and the hold-back in one round trip and one
-		// implicit transaction.
+		// implicit transaction, each planned for this run (customPlans: the count of a key's
+		// slots reads its index whatever plan an idle spell left).
 		var conn *sql.Conn
 		if conn, err = s.db.Conn(ctx); err == nil {
-			qs := []BatchQuery{{SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
-			reads := []func(RowReader) error{drain, func(rows RowReader) error {
+			qs := []BatchQuery{{SQL: customPlans}, {SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
+			reads := []func(RowReader) error{drain, drain, func(rows RowReader) error {
 				for rows.Next() {
 					got = true
 				}
@@ -229,13 +231,9 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence, hb *HoldBack) 
 			_ = conn.Close()
 		}
 	} else {
+		// SQLite: the write transaction is exclusive.
 		err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 			got, parked = false, false
-			if s.e.String() == "postgres" {
-				if _, err := tx.ExecContext(ctx, acquireLockSQL, key); err != nil {
-					return err
-				}
-			}
 			var id int64
 			err := tx.QueryRowContext(ctx, s.numbered(acquireSQL), args...).Scan(&id)
 			switch {
@@ -279,13 +277,9 @@ func (s *Store) WakeLimited(ctx context.Context, key string, now time.Time) (int
 	if s.e.String() == "postgres" {
 		q = pgWakeSQL
 	}
-	res, err := s.db.ExecContext(ctx, q, micros(now), key)
+	n, err := s.e.replannedCount(ctx, s.db, q, []any{micros(now), key})
 	if err != nil {
 		return 0, fmt.Errorf("durable: wake the items of %q: %w", key, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("durable: wake the items of %q: %w", key, err)
-	}
-	return int(n), nil
+	return n, nil
 }

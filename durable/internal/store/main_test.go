@@ -152,7 +152,7 @@ func postgresStatements() map[string]string {
 		"breaker_seq":      postgresBreakers.lastSeq,
 		"acquire":          pgAcquireSQL,
 		"wake_limited":     pgWakeSQL,
-		"limits":           limitsSQL,
+		"limits":           Postgres.rebind(limitsSQL),
 	}
 }
 

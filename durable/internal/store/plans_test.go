@@ -25,6 +25,12 @@ type planCase struct {
 	args  []any
 	// noSort: the plan must not sort (a listing read in its index's order, a page at a time).
 	noSort bool
+	// scansOff: the store runs it with sequential scans off (indexPlans: the claim loop's
+	// round trips), and its plan is checked so.
+	scansOff bool
+	// replanned: the store plans it anew at every run (customPlans), and its plan is checked
+	// so: the one made on the tables as they are when it is checked.
+	replanned bool
 }
 
 // planNode is the part of an EXPLAIN (FORMAT JSON) node the checks read.
@@ -60,7 +66,7 @@ var planGuarded = map[string]bool{"switchboard_items": true, "switchboard_attemp
 //
 // The statistics of the tables decide the plans: call it on tables that hold the data (and the
 // statistics) of interest.
-func assertIndexPlans(t *testing.T, db *sql.DB, stmts []planCase) {
+func assertIndexPlans(t *testing.T, db *sql.DB, stmts []planCase, fill func()) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
@@ -76,25 +82,64 @@ func assertIndexPlans(t *testing.T, db *sql.DB, stmts []planCase) {
 	}
 	exec("SET plan_cache_mode = force_generic_plan")
 	defer exec("RESET plan_cache_mode")
+	calls := make([]string, len(stmts))
 	for i, sc := range stmts {
 		name := fmt.Sprintf("plancheck_%d", i)
 		exec("PREPARE " + name + " AS " + sc.query)
-		call := "EXECUTE " + name
+		defer exec("DEALLOCATE " + name)
+		calls[i] = "EXECUTE " + name
 		if len(sc.args) > 0 {
 			lits := make([]string, len(sc.args))
 			for j, a := range sc.args {
 				lits[j] = sqlLiteral(t, a)
 			}
-			call += "(" + strings.Join(lits, ", ") + ")"
+			calls[i] += "(" + strings.Join(lits, ", ") + ")"
 		}
-		var raw string
-		if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+call).Scan(&raw); err != nil {
-			t.Fatalf("%s: explain: %v", sc.name, err)
+	}
+	// explain reads the plan of statement i, the one the connection keeps for it (planned at
+	// its first explain), with sequential scans off for a statement the store runs that way,
+	// planned anew for one the store plans at every run: the lines of its EXPLAIN in format.
+	explain := func(i int, format string) []string {
+		t.Helper()
+		if stmts[i].scansOff {
+			exec("SET enable_seqscan = off")
+			defer exec("RESET enable_seqscan")
 		}
+		if stmts[i].replanned {
+			exec("SET plan_cache_mode = force_custom_plan")
+			defer exec("SET plan_cache_mode = force_generic_plan")
+		}
+		rows, err := conn.QueryContext(ctx, "EXPLAIN "+format+calls[i])
+		if err != nil {
+			t.Fatalf("%s: explain: %v", stmts[i].name, err)
+		}
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatalf("%s: explain: %v", stmts[i].name, err)
+			}
+			lines = append(lines, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: explain: %v", stmts[i].name, err)
+		}
+		return lines
+	}
+	if fill != nil {
+		// Each statement is planned now, on the tables as they are, and keeps that plan while
+		// fill changes what they hold.
+		for i := range stmts {
+			explain(i, "")
+		}
+		fill()
+	}
+	for i, sc := range stmts {
 		var doc []struct {
 			Plan planNode `json:"Plan"`
 		}
-		if err := json.Unmarshal([]byte(raw), &doc); err != nil || len(doc) != 1 {
+		if err := json.Unmarshal([]byte(strings.Join(explain(i, "(FORMAT JSON) "), "\n")), &doc); err != nil || len(doc) != 1 {
 			t.Fatalf("%s: explain output: %v", sc.name, err)
 		}
 		problems := planProblems(doc[0].Plan)
@@ -102,19 +147,9 @@ func assertIndexPlans(t *testing.T, db *sql.DB, stmts []planCase) {
 			problems = append(problems, sortProblems(doc[0].Plan)...)
 		}
 		if len(problems) > 0 {
-			var text []string
-			rows, err := conn.QueryContext(ctx, "EXPLAIN "+call)
-			if err == nil {
-				for rows.Next() {
-					var line string
-					_ = rows.Scan(&line)
-					text = append(text, line)
-				}
-				rows.Close()
-			}
+			text := explain(i, "")
 			t.Errorf("%s: generic plan %s\n%s", sc.name, strings.Join(problems, "; "), strings.Join(text, "\n"))
 		}
-		exec("DEALLOCATE " + name)
 	}
 }
 
@@ -123,7 +158,9 @@ func assertIndexPlans(t *testing.T, db *sql.DB, stmts []planCase) {
 // of a Limit of a LockRows of the index scan).
 func probesIndex(n planNode) bool {
 	switch n.NodeType {
-	case "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
+	case "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid Scan":
+		// A Tid Scan reads the one row its TID names (the completion finds the rows its lock
+		// step locked by their ctid).
 		return true
 	case "Subquery Scan", "Limit", "LockRows":
 		for _, c := range n.Plans {
@@ -309,6 +346,7 @@ func statementCases(stmts map[string]string) []planCase {
 		"acquire": {"api", int64(1000001), "plancheck", 1},
 		// now, key
 		"wake_limited": {now, "api"},
+		"limits":       {""},
 	}
 	names := make([]string, 0, len(stmts))
 	for name := range stmts {
@@ -324,39 +362,58 @@ func statementCases(stmts map[string]string) []planCase {
 		if n := maxPlaceholder(q); n < len(args) {
 			args = args[:n]
 		}
-		out = append(out, planCase{name: name, query: q, args: args})
+		out = append(out, planCase{name: name, query: q, args: args, scansOff: slices.Contains(scansOffStatements, name), replanned: slices.Contains(replannedStatements, name)})
 	}
 	return out
 }
+
+// scansOffStatements are the statements the store runs with sequential scans off (its
+// indexPlans first in their batch or transaction).
+var scansOffStatements = []string{"claim", "claim_ids", "claim_ids_one", "claim_isolated", "complete", "complete_one", "extend", "sweep", "isolated_due", "oldest_due"}
+
+// replannedStatements are the statements the store plans anew at every run (customPlans first
+// in their batch or transaction).
+var replannedStatements = []string{"unpark", "repark", "prune", "acquire", "wake_limited", "limits", "dedupe", "release", "token"}
 
 // planFixture fills a fresh store's tables for plan checks: 1,000,000 succeeded items with an
 // attempt row each, 20,000 due pending items (one in ten with an ordering key, one in ten with
 // a debounce key), 1,000 running items. stats decides what ANALYZE saw:
 //   - "drained": it ran when only the finished items existed (the queue filled afterwards);
 //   - "current": it ran after everything was inserted;
-//   - "backlog": it ran while 300,000 further items were pending, which have finished since.
+//   - "backlog": it ran while 300,000 further items were pending, which have finished since;
+//   - "empty": it ran when the claim's table was empty, the finished items (100,000 of them)
+//     in their own table, as after a drain and an idle spell.
 //
 // Autovacuum is off on the tables, so the statistics stay as described.
 func planFixture(t testing.TB, db *sql.DB, stats string) {
 	t.Helper()
-	const t0 = int64(1700000000000000)
-	run := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	const t0 = fixtureT0
+	run := func(q string, args ...any) { t.Helper(); mustExec(t, db, q, args...) }
 	analyze := func() {
 		run("ANALYZE switchboard_items")
 		run("ANALYZE switchboard_attempts")
 	}
 	run("ALTER TABLE switchboard_items SET (autovacuum_enabled = false)")
 	run("ALTER TABLE switchboard_attempts SET (autovacuum_enabled = false)")
-	run(`INSERT INTO switchboard_items (name, payload, state, attempts, next_at, claimed_at, created_at, updated_at)
-		SELECT 'test.work', '\x7b7d', 'succeeded', 1, $1::bigint + g, $1::bigint + g + 1000, $1::bigint + g, $1::bigint + g + 2000
-		FROM generate_series(1, 1000000) g`, t0)
-	run(`INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
-		SELECT id, 1, 'seed', claimed_at, updated_at, 'succeeded' FROM switchboard_items`)
+	if stats == "empty" {
+		// The claim's table is empty when ANALYZE runs, as a queue's is after a drain and an
+		// idle spell; the finished items are where they finish, in the other table.
+		run("ALTER TABLE switchboard_finished_items SET (autovacuum_enabled = false)")
+		run(`INSERT INTO switchboard_finished_items (id, name, payload, state, attempts, next_at, claimed_at, created_at, updated_at, token)
+			SELECT g, 'test.work', '\x7b7d', CASE WHEN g % 100 = 0 THEN 'dead' ELSE 'succeeded' END, 1, $1::bigint + g, $1::bigint + g + 1000, $1::bigint + g, $1::bigint + g + 2000, 'f' || g
+			FROM generate_series(1, 100000) g`, t0)
+		run(`INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
+			SELECT id, 1, 'seed', claimed_at, updated_at, 'failed' FROM switchboard_finished_items WHERE state = 'dead'`)
+		run("ALTER TABLE switchboard_items ALTER COLUMN id RESTART WITH 100001")
+		run("ANALYZE switchboard_finished_items")
+		analyze()
+	} else {
+		run(`INSERT INTO switchboard_items (name, payload, state, attempts, next_at, claimed_at, created_at, updated_at)
+			SELECT 'test.work', '\x7b7d', 'succeeded', 1, $1::bigint + g, $1::bigint + g + 1000, $1::bigint + g, $1::bigint + g + 2000
+			FROM generate_series(1, 1000000) g`, t0)
+		run(`INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
+			SELECT id, 1, 'seed', claimed_at, updated_at, 'succeeded' FROM switchboard_items`)
+	}
 	switch stats {
 	case "drained":
 		analyze()
@@ -365,7 +422,25 @@ func planFixture(t testing.TB, db *sql.DB, stats string) {
 			SELECT 'test.work', '\x7b7d', 'pending', $1::bigint + g, $1::bigint + g, $1::bigint + g FROM generate_series(1, 300000) g`, t0+1_500_000)
 		analyze()
 		run(`UPDATE switchboard_items SET state = 'succeeded', attempts = 1 WHERE state = 'pending'`)
+	case "empty":
+		return // fillLiveItems, once the statements are planned
 	}
+	fillLiveItems(t, db)
+	if stats == "current" {
+		analyze()
+	}
+	run("VACUUM switchboard_items")
+}
+
+// fixtureT0 is the time (in microseconds) planFixture's items are made from.
+const fixtureT0 = int64(1700000000000000)
+
+// fillLiveItems adds planFixture's live items, without analyzing them: 20,000 due pending
+// items and 1,000 running ones, with a failed attempt each.
+func fillLiveItems(t testing.TB, db *sql.DB) {
+	t.Helper()
+	const t0 = fixtureT0
+	run := func(q string, args ...any) { t.Helper(); mustExec(t, db, q, args...) }
 	run(`INSERT INTO switchboard_items (name, payload, state, ordering_key, debounce_key, debounce_until, next_at, created_at, updated_at)
 		SELECT 'test.work', '\x7b7d', 'pending', CASE WHEN g % 10 = 0 THEN 'k' || (g % 200) END,
 		       CASE WHEN g % 10 = 5 THEN 'd' || g END, CASE WHEN g % 10 = 5 THEN $1::bigint + g END,
@@ -373,14 +448,13 @@ func planFixture(t testing.TB, db *sql.DB, stats string) {
 		FROM generate_series(1, 21000) g`, t0+2_000_000)
 	run(`UPDATE switchboard_items SET state = 'running', attempts = 1, claimed_at = $1, lease_owner = 'w1', lease_until = $2
 		WHERE id IN (SELECT id FROM switchboard_items WHERE state = 'pending' ORDER BY next_at, id LIMIT 1000)`, t0+3_000_000, t0+100_000_000_000)
-	if stats == "current" {
-		analyze()
-	}
-	run("VACUUM switchboard_items")
+	run(`INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome)
+		SELECT id, 1, 'seed', next_at, next_at, 'failed' FROM switchboard_items WHERE state IN ('pending', 'running')`)
 }
 
 // TestIndexPlans checks the generic plans of the store's PostgreSQL statements with 1,000,000
-// finished items present, under three states of the planner statistics.
+// finished items present, under three states of the planner statistics, and the plans kept
+// from an idle spell on an empty claim's table once a burst has filled it ("empty").
 func TestIndexPlans(t *testing.T) {
 	dsn := pgDSN(t)
 	if dsn == "" {
@@ -390,11 +464,19 @@ func TestIndexPlans(t *testing.T) {
 		t.Skip("seeds 1,000,000 rows per case")
 	}
 	cases := statementCases(postgresStatements())
-	for _, stats := range []string{"current", "drained", "backlog"} {
+	for _, stats := range []string{"current", "drained", "backlog", "empty"} {
 		t.Run("stats="+stats, func(t *testing.T) {
 			store := postgresBackend(t, dsn).open(t)
 			planFixture(t, store.DB(), stats)
-			assertIndexPlans(t, store.DB(), cases)
+			var fill func()
+			if stats == "empty" {
+				fill = func() { fillLiveItems(t, store.DB()) }
+				// The finished items are in their own table here (in the other states' older
+				// layout, in the claim's): it is guarded too.
+				planGuarded["switchboard_finished_items"] = true
+				defer delete(planGuarded, "switchboard_finished_items")
+			}
+			assertIndexPlans(t, store.DB(), cases, fill)
 		})
 	}
 }
@@ -429,7 +511,7 @@ func TestBreakerPlans(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			assertIndexPlans(t, db, cases)
+			assertIndexPlans(t, db, cases, nil)
 		})
 	}
 }

@@ -121,6 +121,14 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // together or not at all; d reads the item's name, payload and dedupe key from the row m
 // deleted.
 //
+// Plans kept from an idle spell (TestIndexPlans, "empty"): l reads the items through the
+// batch's ids (id = ANY), and u and m through the span of the ids l locked (BETWEEN its least
+// and greatest, each an InitPlan), so that no plan, however empty the statistics made the table
+// look when it was made, reads the whole primary key: with a join alone, the plan kept from an
+// idle spell did, three times per batch. u and m do not repeat the array: as an index condition
+// beside the join's, it made each of their probes walk all of the batch's ids (the drain at 32
+// workers ran at 0.88 of its rate).
+//
 // Lock order (docs/architecture.md): l locks the items still held under their fences in
 // ascending id, whatever order the batch comes in and whatever order the plan joins it in,
 // before u updates them (u reads its rows from l, and its rows are exactly those l locked: the
@@ -135,7 +143,7 @@ const postgresComplete = `WITH v AS MATERIALIZED (
 ), l AS MATERIALIZED (
     SELECT v.*
     FROM v JOIN switchboard_items i ON i.id = v.id
-    WHERE i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = ANY($1::text::bigint[]) AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     ORDER BY i.id
     FOR NO KEY UPDATE OF i
 ), u AS (
@@ -150,13 +158,15 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         success_started_at = CASE WHEN v.outcome = 'succeeded' THEN v.started_at ELSE i.success_started_at END,
         success_ended_at = CASE WHEN v.outcome = 'succeeded' THEN v.ended_at ELSE i.success_ended_at END
     FROM l v
-    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = v.id AND i.id BETWEEN (SELECT MIN(id) FROM l) AND (SELECT MAX(id) FROM l)
+      AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
       AND NOT (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), m AS (
     DELETE FROM switchboard_items i
     USING l v
-    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = v.id AND i.id BETWEEN (SELECT MIN(id) FROM l) AND (SELECT MAX(id) FROM l)
+      AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
       AND (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.*, v.owner AS v_owner, v.attempt AS v_attempt, v.state AS v_state, v.next_at AS v_next_at, v.undo AS v_undo,
         v.err AS v_err, v.started_at AS v_started_at, v.ended_at AS v_ended_at, v.outcome AS v_outcome,
@@ -218,15 +228,19 @@ func (e *postgresEngine) completion(cs []Completion) string {
 
 // postgresExtend moves the leases of owner's running items: ids joined through the primary key,
 // the state compared with a column of the input for the same reason as in the completion. The
-// items are locked in ascending id (the lock order), by l, before the update finds them again
-// through the primary key. Placeholders: $1 lease until, $2 owner, $3 ids.
+// items are locked in ascending id (the lock order), by l, once (an InitPlan, as the claim's),
+// before the update finds them again through the primary key. Each reads the items through
+// the input's ids (id = ANY), so that no plan, however empty the statistics made the table
+// look when it was made, reads the primary key whole (TestIndexPlans, "empty"); joined to the
+// update instead, the lock was run again for every item updated. Placeholders: $1 lease
+// until, $2 owner, $3 ids.
 const postgresExtend = `UPDATE switchboard_items i SET lease_until = $1
-FROM (
+WHERE i.id = ANY(ARRAY(
     SELECT l.id FROM switchboard_items l, (SELECT unnest($3::bigint[]) AS id, 'running'::text AS running OFFSET 0) x
-    WHERE l.id = x.id AND l.state = x.running AND l.lease_owner = $2
+    WHERE l.id = x.id AND l.id = ANY($3::bigint[]) AND l.state = x.running AND l.lease_owner = $2
     ORDER BY l.id
-    FOR NO KEY UPDATE OF l) x
-WHERE i.id = x.id AND i.lease_owner = $2`
+    FOR NO KEY UPDATE OF l))
+  AND i.lease_owner = $2`
 
 // postgresParked is the statement of the items parked on a key: an InitPlan locks them in
 // ascending id (the lock order), then the update (SET %[1]s) finds them through the primary
@@ -385,6 +399,42 @@ func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string
 		}
 		return rows.Scan(dest...)
 	}})
+}
+
+// customPlans is the first statement of the batches (and transactions) of the statements the
+// store runs now and then, on a timer or for an operator (unparks, the limits' upkeep and
+// listing, a slot's acquisition, the pruner's batches): the server plans each run anew, on the
+// tables as they are, until the batch's implicit transaction ends. With the plan it keeps per
+// connection after a few runs, made while the items' table was empty (a drained queue, its
+// statistics then analyzed), each of them read the whole table, or a whole index of it, once
+// a burst filled it, until its next analyze (TestIndexPlans, "empty"); with scans off the
+// planner read whole indexes instead, its estimates of an empty table making every way in
+// look alike. A plan of one of these costs a fraction of a millisecond; they do not run per
+// item, as the claim loop's statements do (indexPlans), whose shapes leave a plan no way but
+// the primary key.
+const customPlans = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// replannedRows runs stmt after customPlans in one batch and hands its rows to read.
+func (e *postgresEngine) replannedRows(ctx context.Context, db *sql.DB, stmt string, args []any, read func(RowReader) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return e.drv.SendBatch(ctx, conn, []BatchQuery{{SQL: customPlans}, {SQL: stmt, Args: args}}, []func(RowReader) error{drain, read})
+}
+
+// replannedCount runs stmt, a statement that writes rows, as replannedRows does and returns
+// how many rows it wrote (counted from a RETURNING it is given).
+func (e *postgresEngine) replannedCount(ctx context.Context, db *sql.DB, stmt string, args []any) (int, error) {
+	n := 0
+	err := e.replannedRows(ctx, db, stmt+"\nRETURNING 1", args, func(rows RowReader) error {
+		for rows.Next() {
+			n++
+		}
+		return rows.Err()
+	})
+	return n, err
 }
 
 // postgresClaimArgs returns the statement arguments of a claim with args (claimArgs, and the

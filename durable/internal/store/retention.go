@@ -86,6 +86,12 @@ func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before, now time.T
 	if locked, err := tryPruneLock(ctx, tx); err != nil || !locked {
 		return 0, err == nil, err
 	}
+	// Planned for this run (customPlans): the batch is found through the finished items'
+	// index and its attempts through theirs, whatever plan an idle spell left on this
+	// connection.
+	if _, err := tx.ExecContext(ctx, customPlans); err != nil {
+		return 0, false, err
+	}
 	err = tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch, micros(now)).Scan(&n)
 	return n, false, err
 }

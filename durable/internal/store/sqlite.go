@@ -199,6 +199,25 @@ func (*sqliteEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string, ar
 	return db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
 }
 
+// replannedRows and replannedCount run the statement as it is, for indexedRow's reason.
+func (*sqliteEngine) replannedRows(ctx context.Context, db *sql.DB, stmt string, args []any, read func(RowReader) error) error {
+	rows, err := db.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	return read(rows)
+}
+
+func (*sqliteEngine) replannedCount(ctx context.Context, db *sql.DB, stmt string, args []any) (int, error) {
+	res, err := db.ExecContext(ctx, stmt, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 // readOnly: a SQLite file the process may not write fails on open or on its first write with
 // an error of its own, which the migration reports as it is.
 func (*sqliteEngine) readOnly(error) bool { return false }

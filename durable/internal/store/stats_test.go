@@ -102,7 +102,7 @@ func TestStatsReadsAtMostItsLimit(t *testing.T) {
 }
 
 // mustExec runs a statement of a test's setup on db.
-func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)

@@ -178,6 +178,37 @@ func fairnessKey(it NewItem) string {
 // byTokenSQL finds the item holding a token.
 const byTokenSQL = `SELECT id FROM ` + allItems + ` WHERE token = ?`
 
+// lookupRow runs a statement of the enqueue's conflicts (the item holding a token or a dedupe
+// key) on db and scans its one row into dest (sql.ErrNoRows when it returns none): planned for
+// this run on the store's own pool (replannedRows), where a plan kept from an idle spell read
+// the whole table for every conflicting enqueue of a burst; in an application's transaction
+// (EnqueueTx) as its connection plans it.
+func (s *Store) lookupRow(ctx context.Context, db querier, stmt string, args []any, dest ...any) error {
+	if pool, ok := db.(*sql.DB); !ok || pool != s.db {
+		return db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
+	}
+	return s.e.replannedRows(ctx, s.db, stmt, args, func(rows RowReader) error {
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return sql.ErrNoRows
+		}
+		return rows.Scan(dest...)
+	})
+}
+
+// lookupExec runs a write of the enqueue's conflicts (the release of a dedupe key whose window
+// ended) on db, as lookupRow runs its lookups.
+func (s *Store) lookupExec(ctx context.Context, db querier, stmt string, args []any) error {
+	if pool, ok := db.(*sql.DB); !ok || pool != s.db {
+		_, err := db.ExecContext(ctx, stmt, args...)
+		return err
+	}
+	_, err := s.e.replannedCount(ctx, s.db, stmt, args)
+	return err
+}
+
 // enqueue inserts it through db; notify: with the statement that notifies ItemsChannel
 // (PostgreSQL).
 func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool) (id ItemID, existed bool, err error) {
@@ -225,7 +256,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 		// A conflict on the token or the dedupe key: report the item holding it. The dedupe
 		// key's item may finish (or be released) in between; then the insert is tried again.
 		if it.Token != "" {
-			err = db.QueryRowContext(ctx, st.byToken, it.Token).Scan(&v)
+			err = s.lookupRow(ctx, db, st.byToken, []any{it.Token}, &v)
 			if err == nil {
 				return ItemID(v), true, nil
 			}
@@ -240,7 +271,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 			state           string
 			updated, window sql.NullInt64
 		)
-		err = db.QueryRowContext(ctx, st.byDedupe, it.DedupeKey).Scan(&v, &state, &updated, &window)
+		err = s.lookupRow(ctx, db, st.byDedupe, []any{it.DedupeKey}, &v, &state, &updated, &window)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -252,7 +283,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 		}
 		// The holder's window has ended: release it, and try the insert again. Of enqueues
 		// releasing it at once, one updates the row; the unique index lets one insert in.
-		if _, err := db.ExecContext(ctx, st.release, micros(it.Now), v, micros(it.Now)); err != nil {
+		if err := s.lookupExec(ctx, db, st.release, []any{micros(it.Now), v, micros(it.Now)}); err != nil {
 			// Nothing is inserted either way: whether the release took effect does not matter
 			// (the next enqueue of the key releases the item if it did not).
 			return 0, false, fmt.Errorf("durable: enqueue: nothing inserted (the dedupe key's window ended), and releasing the item holding it failed: %w", err)
@@ -488,15 +519,11 @@ func (s *Store) IsolatedDue(ctx context.Context, now time.Time) (bool, error) {
 func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, error) {
 	total := 0
 	for _, k := range keys {
-		res, err := s.db.ExecContext(ctx, s.e.stmts().unpark, micros(now), k)
+		n, err := s.e.replannedCount(ctx, s.db, s.e.stmts().unpark, []any{micros(now), k})
 		if err != nil {
 			return total, fmt.Errorf("durable: unpark: %w", err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("durable: unpark: %w", err)
-		}
-		total += int(n)
+		total += n
 	}
 	return total, nil
 }
@@ -506,15 +533,11 @@ func (s *Store) Unpark(ctx context.Context, keys []string, now time.Time) (int, 
 // moved. Call it when that breaker opens again: the items wait for its next probe, spread so
 // that they do not all come back in one claim.
 func (s *Store) Repark(ctx context.Context, key string, at time.Time, spread time.Duration) (int, error) {
-	res, err := s.db.ExecContext(ctx, s.e.stmts().repark, micros(at), max(spread.Microseconds(), 0), key)
+	n, err := s.e.replannedCount(ctx, s.db, s.e.stmts().repark, []any{micros(at), max(spread.Microseconds(), 0), key})
 	if err != nil {
 		return 0, fmt.Errorf("durable: repark: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("durable: repark: %w", err)
-	}
-	return int(n), nil
+	return n, nil
 }
 
 func (s *Store) claim(ctx context.Context, stmt, owner string, now time.Time, lease time.Duration, limit int, alone bool) ([]Claimed, error) {
