@@ -326,6 +326,9 @@ func (s *server) bulkActionOfPath(w http.ResponseWriter, r *http.Request) (BulkA
 }
 
 func (s *server) getBulkAction(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	b, id, ok := s.bulkActionOfPath(w, r)
 	if !ok {
 		return

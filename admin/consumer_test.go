@@ -158,4 +158,6 @@ func TestQueueStatsSayHowOldALargeCountIs(t *testing.T) {
 		len(body.LetterCountAgeMS) != 1 || body.LetterCountAgeMS["discarded"] != 1500 {
 		t.Errorf("GET /api/queue = %s; want succeeded 1234567 with count_age_ms {succeeded: 4200} alone, letter_count_age_ms {discarded: 1500} alone", res.Body.String())
 	}
+	// The route takes no query: a parameter is refused, as by every route.
+	want(t, auth(t, h, "GET", "/api/queue?state=dead", ""), http.StatusBadRequest)
 }

@@ -159,3 +159,18 @@ func TestAssetNotFoundIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// Every route refuses a query parameter it does not take, those that take none too: a
+// misspelt filter would otherwise be ignored and show what was not asked for.
+func TestRoutesWithoutParametersRefuseOne(t *testing.T) {
+	f := newFixture(t, durableConfig())
+	for _, path := range []string{
+		"/api/queue", "/api/schedules", "/api/breakers/k", "/api/dead-letters/1", "/api/dead-letters/actions/1",
+		"/api/items/1", "/api/items/actions/1",
+	} {
+		res := bearer(t, f, "GET", path+"?state=dead", "")
+		if res.Code != http.StatusBadRequest || !strings.Contains(errorOf(res), `unknown query parameter "state"`) {
+			t.Errorf("GET %s?state=dead: %d %.200s; want 400 naming the parameter", path, res.Code, res.Body)
+		}
+	}
+}

@@ -185,6 +185,17 @@ func TestDashboardChartsDrawTheQueueOverTime(t *testing.T) {
 	if strings.Join(rates, " ") != strings.Join(want, " ") {
 		t.Errorf("rateIntervals of kept counts = %v; want %v", rates, want)
 	}
+	// One kept count carried by two answers whose latencies differ by more than a second is
+	// one sample, not an interval without a rise.
+	rates, err = chromedp.Run(tab, chromedp.Evaluate[[]string](`(function () {
+	  var s = [{ t: 10000, made: { c: 9500 }, v: { c: 50000 } }, { t: 12100, made: { c: 10700 }, v: { c: 50000 } },
+	           { t: 20600, made: { c: 20000 }, v: { c: 52100 } }];
+	  return window.switchboardCharts.rateIntervals(s, "c").map(function (i) { return i.t0 + "-" + i.t1 + ":" + i.r; }); })()`))
+	must(t, err)
+	want = []string{"9500-20000:200"}
+	if strings.Join(rates, " ") != strings.Join(want, " ") {
+		t.Errorf("rateIntervals of one kept count answered twice = %v; want %v", rates, want)
+	}
 }
 
 func TestDashboardChartsShowABreakerGoingOpen(t *testing.T) {

@@ -133,6 +133,9 @@ func letterID(w http.ResponseWriter, r *http.Request) (record.DeadLetterID, bool
 }
 
 func (s *server) getDeadLetter(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	id, ok := letterID(w, r)
 	if !ok {
 		return

@@ -210,6 +210,9 @@ func (s *server) itemBulkActionOfPath(w http.ResponseWriter, r *http.Request) (I
 
 // getItemBulkAction is GET /api/items/actions/{id}.
 func (s *server) getItemBulkAction(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	b, id, ok := s.itemBulkActionOfPath(w, r)
 	if !ok {
 		return

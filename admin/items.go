@@ -168,6 +168,9 @@ func (s *server) itemTarget(w http.ResponseWriter, r *http.Request) (Items, reco
 }
 
 func (s *server) getItem(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	iq, id, ok := s.itemTarget(w, r)
 	if !ok {
 		return

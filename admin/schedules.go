@@ -59,6 +59,9 @@ type runBody struct {
 }
 
 func (s *server) listSchedules(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	infos, err := s.cfg.Queue.Schedules(r.Context())
 	if err != nil {
 		s.internal(w, r, err)
@@ -127,6 +130,9 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request, _ string) 
 }
 
 func (s *server) queueStats(w http.ResponseWriter, r *http.Request, _ string) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	st, err := s.cfg.Queue.Stats(r.Context())
 	if err != nil {
 		s.internal(w, r, err)

@@ -15,12 +15,15 @@ import (
 const ExactCountLimit = 10_000
 
 // Full counts are made again at most every minFullCountInterval, or every fullCountShare
-// times as long as the last one took, whichever is longer: a count that reads the whole table
-// for a second is made at most every 100 s, so that counting costs the database at most about
-// a hundredth of one of its cores, however large the tables grow and however many dashboards
-// ask.
+// times as long as a count takes, whichever is longer, and at least every
+// maxFullCountInterval: a count that reads the whole table for a second is made at most every
+// 100 s, so that counting costs the database about a hundredth of one of its cores, however
+// large the tables grow and however many dashboards ask. How long a count takes is the shorter
+// of the last two: one made while the database was busy (a burst, a restart's reconnections)
+// does not keep the next one back.
 const (
 	minFullCountInterval = 10 * time.Second
+	maxFullCountInterval = 5 * time.Minute
 	fullCountShare       = 100
 )
 
@@ -32,6 +35,7 @@ type fullCounts[K ~string] struct {
 	counts  map[K]int64
 	at      time.Time     // when the kept counts were made, by the queue's clock
 	took    time.Duration // how long making them took
+	before  time.Duration // how long the count before took; zero before the second count
 	running chan struct{} // closed when the count under way ends; nil when none is
 }
 
@@ -41,7 +45,7 @@ func (f *fullCounts[K]) get(ctx context.Context, count func(context.Context, []K
 	for {
 		f.mu.Lock()
 		kept := f.counts != nil && f.holds(keys)
-		if kept && now.Sub(f.at) < max(minFullCountInterval, fullCountShare*f.took) {
+		if kept && now.Sub(f.at) < f.interval() {
 			counts, age := f.counts, max(0, now.Sub(f.at))
 			f.mu.Unlock()
 			return counts, age, nil
@@ -74,7 +78,7 @@ func (f *fullCounts[K]) get(ctx context.Context, count func(context.Context, []K
 		f.running = nil
 		close(running)
 		if err == nil {
-			f.counts, f.at, f.took = counts, now, took
+			f.counts, f.at, f.took, f.before = counts, now, took, f.took
 		}
 		f.mu.Unlock()
 		if err != nil {
@@ -82,6 +86,15 @@ func (f *fullCounts[K]) get(ctx context.Context, count func(context.Context, []K
 		}
 		return counts, 0, nil
 	}
+}
+
+// interval is how long the kept counts are kept. Called with mu held.
+func (f *fullCounts[K]) interval() time.Duration {
+	took := f.took
+	if f.before > 0 {
+		took = min(took, f.before)
+	}
+	return min(max(minFullCountInterval, fullCountShare*took), maxFullCountInterval)
 }
 
 // holds reports whether the kept counts include every one of keys. Called with mu held.

@@ -79,8 +79,8 @@ func TestFullCountsOneAtATime(t *testing.T) {
 }
 
 // TestFullCountsAreKeptLongerWhenTheyTakeLonger: a full count is kept for
-// minFullCountInterval, or fullCountShare times as long as it took; a failed count keeps
-// nothing and its error is returned.
+// minFullCountInterval, or fullCountShare times as long as the shorter of the last two took,
+// at most maxFullCountInterval; a failed count keeps nothing and its error is returned.
 func TestFullCountsAreKeptLongerWhenTheyTakeLonger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var f fullCounts[string]
@@ -88,12 +88,13 @@ func TestFullCountsAreKeptLongerWhenTheyTakeLonger(t *testing.T) {
 		var calls int64
 		fail := errors.New("database down")
 		var failing bool
+		took := 2 * time.Second // how long the next count takes
 		count := func(ctx context.Context, keys []string) (map[string]int64, error) {
 			calls++
 			if failing {
 				return nil, fail
 			}
-			time.Sleep(2 * time.Second) // a count that takes two seconds
+			time.Sleep(took)
 			return map[string]int64{"a": calls}, nil
 		}
 		at := func(d time.Duration) (int64, time.Duration) {
@@ -109,6 +110,22 @@ func TestFullCountsAreKeptLongerWhenTheyTakeLonger(t *testing.T) {
 		}
 		if n, age := at(201 * time.Second); n != 2 || age != 0 {
 			t.Errorf("201 s after a count of 2 s: %d aged %v, want a new count", n, age)
+		}
+		// One slow count (a busy database) does not keep the next back: the shorter of the last
+		// two decides (2 s: 200 s).
+		took = 10 * time.Second
+		if n, _ := at(402 * time.Second); n != 3 {
+			t.Fatalf("402 s: %d, want a new count", n)
+		}
+		if n, age := at(603 * time.Second); n != 4 || age != 0 {
+			t.Errorf("201 s after a count of 10 s that followed one of 2 s: %d aged %v, want a new count", n, age)
+		}
+		// Slow counts one after another are kept longer, at most maxFullCountInterval.
+		if n, age := at(603*time.Second + maxFullCountInterval - time.Second); n != 4 || age != maxFullCountInterval-time.Second {
+			t.Errorf("just before maxFullCountInterval after two counts of 10 s: %d aged %v, want the kept count", n, age)
+		}
+		if n, age := at(603*time.Second + maxFullCountInterval); n != 5 || age != 0 {
+			t.Errorf("maxFullCountInterval after two counts of 10 s: %d aged %v, want a new count", n, age)
 		}
 
 		var g fullCounts[string]

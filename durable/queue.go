@@ -410,8 +410,8 @@ func (q *Queue) Attempts(ctx context.Context, id record.ItemID) ([]record.Attemp
 
 // Stats counts items by state and letters by status, and the oldest due item's wait. A state
 // with at most ExactCountLimit items is counted by every call. One with more is counted in full
-// at most every ten seconds, or every hundred times as long as its last full count took (the
-// queue keeps the count between): CountAge says how old each such count is, so that a
+// at most every ten seconds, or every hundred times as long as a full count takes, and at least
+// every five minutes (the queue keeps the count between): CountAge says how old each such count is, so that a
 // dashboard can show when it was made and a rate is taken between two counts, not two calls.
 // Letters are counted by status the same way (LetterCountAge).
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {

@@ -48,6 +48,8 @@
   // MAX_COUNT_AGE_MS: two full counts of a state with many items (made every ten seconds or
   // more, see count_age_ms) this far apart still give a rate; further apart, the line breaks.
   var MAX_COUNT_AGE_MS = 5 * 60 * 1000;
+  // MIN_FULL_COUNT_MS: the server makes two full counts of a state at least this far apart.
+  var MIN_FULL_COUNT_MS = 10 * 1000;
   // MAX_BREAKER_ROWS bounds the breaker chart's height; the breakers that were not closed
   // come first, and the chart says how many it left out.
   var MAX_BREAKER_ROWS = 12;
@@ -88,18 +90,20 @@
     // is a sample of when it was made: its rate is taken between two counts.
     var ages = q.count_age_ms || {}, made = {};
     Object.keys(ages).forEach(function (id) { if (num(ages[id]) !== null) made[id] = at - ages[id]; });
-    // The letters' sum stands at its oldest kept count: a replay or a discard that moved a
-    // letter since then is missing from it until that count is made again, which only a
-    // letter moved within those few seconds can make one low.
-    var letterAges = q.letter_count_age_ms || {}, oldest = null;
-    Object.keys(letterAges).forEach(function (id) { var a = num(letterAges[id]); if (a !== null && (oldest === null || a > oldest)) oldest = a; });
-    if (oldest !== null) made.lettered = at - oldest;
+    // The letters' sum is a sample of one moment only when its three counts are: all made by
+    // this answer, or all kept from one full count (each status over the limit). Mixed, a
+    // replay or a discard since the kept count was made stands in two of them (or in none),
+    // and the sum is no count of the letters: no live rate then (the server's history has it).
+    var letterAges = q.letter_count_age_ms || {}, keptLetters = Object.keys(letterAges).filter(function (id) { return num(letterAges[id]) !== null; });
+    var lettered = letters.indexOf(null) >= 0 ? null : letters[0] + letters[1] + letters[2];
+    if (keptLetters.length === 3) made.lettered = at - letterAges.failed;
+    else if (keptLetters.length > 0) lettered = null;
     add(queue, { t: at, made: made, v: {
       pending: num(it.pending), running: num(it.running), awaiting: letters[0],
       succeeded: num(it.succeeded), cancelled: num(it.cancelled),
       // Letters are never deleted, and a replay or a discard moves one between statuses:
       // their sum only rises, by one for every new dead letter.
-      lettered: letters.indexOf(null) >= 0 ? null : letters[0] + letters[1] + letters[2]
+      lettered: lettered
     } });
   });
 
@@ -209,7 +213,10 @@
       var t = madeAt(s, id);
       if (!from) { from = s; fromT = t; return; }
       var dt = t - fromT;
-      if (dt < MIN_RATE_MS) return;
+      // Two answers that carry one kept count date it apart by the difference of their
+      // latencies: counts are made at least MIN_FULL_COUNT_MS apart, so samples closer than
+      // half that are the same count.
+      if (dt < (kept(s, id) && kept(from, id) ? MIN_FULL_COUNT_MS / 2 : MIN_RATE_MS)) return;
       var d = v - from.v[id];
       var gap = kept(s, id) && kept(from, id) ? MAX_COUNT_AGE_MS : GAP_MS;
       out.push({ t0: fromT, t1: t, r: dt > gap || d < 0 ? null : d * 1000 / dt });
@@ -427,9 +434,12 @@
   function latest(all, fmt) {
     var end = queue.length ? queue[queue.length - 1].t : history.length ? history[history.length - 1].t + MINUTE_MS : 0;
     var at = end - (queue.length ? MIN_RATE_MS : MINUTE_MS);
+    var last = queue.length ? queue[queue.length - 1] : null;
     return all.map(function (a) {
       var run = a.runs[a.runs.length - 1], p = run ? run[run.length - 1] : null;
-      return a.s.label.toLowerCase() + " " + (p && p[0] >= at ? fmt(p[1]) : "unknown");
+      // A count the server keeps (count_age_ms) ends its line when it was made.
+      var from = last && kept(last, a.s.id) ? madeAt(last, a.s.id) - MIN_RATE_MS : at;
+      return a.s.label.toLowerCase() + " " + (p && p[0] >= from ? fmt(p[1]) : "unknown");
     }).join(", ");
   }
 
@@ -611,7 +621,7 @@
   // sentence on how to read it.
   [
     { id: "chart-rates", title: "Queue outcomes per second", items: RATES, swatch: "ser-",
-      foot: "From the server's history, each minute's outcomes over 60 s (succeeded and died, summed over the instances); since this page opened, the rise of each count between two refreshes, per second. An interval over which a count fell (retention deleted succeeded items) is left out, never drawn below zero. A retried item goes back to pending: retries show in the depth, not here." },
+      foot: "From the server's history, each minute's outcomes over 60 s (succeeded and died, summed over the instances); since this page opened, the rise of each count between two refreshes, per second. An interval over which a count fell (retention deleted succeeded items) is left out, never drawn below zero. A count above 10000 is made every ten seconds or more, and its rise is taken between two such counts; the dead letters' while some of their statuses are above and some below, from the server's history only. A retried item goes back to pending: retries show in the depth, not here." },
     { id: "chart-depth", title: "Queue depth by state", items: DEPTH, swatch: "ser-",
       foot: "Queue items pending and running, and dead letters waiting for an operator: at the end of each minute of the server's history, then at each refresh." },
     { id: "chart-breakers", title: "Breaker state over time", items: STATES, swatch: "band-", wide: true, foot: "" }
