@@ -55,7 +55,7 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
 ), l AS MATERIALIZED (
     SELECT v.*
     FROM v JOIN switchboard_items i ON i.id = v.id
-    WHERE i.id = ANY($1::text::bigint[]) AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     ORDER BY i.id
     FOR NO KEY UPDATE OF i
 ), u AS (
@@ -70,15 +70,13 @@ const floorPostgresComplete = `WITH v AS MATERIALIZED (
         success_started_at = CASE WHEN v.outcome = 'succeeded' THEN v.started_at ELSE i.success_started_at END,
         success_ended_at = CASE WHEN v.outcome = 'succeeded' THEN v.ended_at ELSE i.success_ended_at END
     FROM l v
-    WHERE i.id = v.id AND i.id BETWEEN (SELECT MIN(id) FROM l) AND (SELECT MAX(id) FROM l)
-      AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
       AND NOT (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), m AS (
     DELETE FROM switchboard_items i
     USING l v
-    WHERE i.id = v.id AND i.id BETWEEN (SELECT MIN(id) FROM l) AND (SELECT MAX(id) FROM l)
-      AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
       AND (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.*, v.owner AS v_owner, v.attempt AS v_attempt, v.state AS v_state, v.next_at AS v_next_at, v.undo AS v_undo,
         v.err AS v_err, v.started_at AS v_started_at, v.ended_at AS v_ended_at, v.outcome AS v_outcome,

@@ -463,13 +463,20 @@ func TestIndexPlans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 1,000,000 rows per case")
 	}
-	cases := statementCases(postgresStatements())
+	all := statementCases(postgresStatements())
 	for _, stats := range []string{"current", "drained", "backlog", "empty"} {
 		t.Run("stats="+stats, func(t *testing.T) {
 			store := postgresBackend(t, dsn).open(t)
 			planFixture(t, store.DB(), stats)
+			cases := all
 			var fill func()
 			if stats == "empty" {
+				// The completion planned on a table of no pages at all joins the batch to the
+				// whole primary key. Bounding its reads (the batch's ids, then their span) made
+				// the drain slower, on a steady queue and after an idle spell alike (docs/
+				// architecture.md), and a queue's idle table, which keeps its last items' dead
+				// rows, gets the plan that probes the key per item: it is left out here.
+				cases = slices.DeleteFunc(slices.Clone(all), func(c planCase) bool { return c.name == "complete" || c.name == "complete_one" })
 				fill = func() { fillLiveItems(t, store.DB()) }
 				// The finished items are in their own table here (in the other states' older
 				// layout, in the claim's): it is guarded too.

@@ -121,14 +121,6 @@ RETURNING `+claimColumns, isolate, fmt.Sprintf(pausedNameSQL, "$6"))
 // together or not at all; d reads the item's name, payload and dedupe key from the row m
 // deleted.
 //
-// Plans kept from an idle spell (TestIndexPlans, "empty"): l reads the items through the
-// batch's ids (id = ANY), and u and m through the span of the ids l locked (BETWEEN its least
-// and greatest, each an InitPlan), so that no plan, however empty the statistics made the table
-// look when it was made, reads the whole primary key: with a join alone, the plan kept from an
-// idle spell did, three times per batch. u and m do not repeat the array: as an index condition
-// beside the join's, it made each of their probes walk all of the batch's ids (the drain at 32
-// workers ran at 0.88 of its rate).
-//
 // Lock order (docs/architecture.md): l locks the items still held under their fences in
 // ascending id, whatever order the batch comes in and whatever order the plan joins it in,
 // before u updates them (u reads its rows from l, and its rows are exactly those l locked: the
@@ -143,7 +135,7 @@ const postgresComplete = `WITH v AS MATERIALIZED (
 ), l AS MATERIALIZED (
     SELECT v.*
     FROM v JOIN switchboard_items i ON i.id = v.id
-    WHERE i.id = ANY($1::text::bigint[]) AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
     ORDER BY i.id
     FOR NO KEY UPDATE OF i
 ), u AS (
@@ -158,15 +150,13 @@ const postgresComplete = `WITH v AS MATERIALIZED (
         success_started_at = CASE WHEN v.outcome = 'succeeded' THEN v.started_at ELSE i.success_started_at END,
         success_ended_at = CASE WHEN v.outcome = 'succeeded' THEN v.ended_at ELSE i.success_ended_at END
     FROM l v
-    WHERE i.id = v.id AND i.id BETWEEN (SELECT MIN(id) FROM l) AND (SELECT MAX(id) FROM l)
-      AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
       AND NOT (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.id, v.owner, v.attempt, v.started_at, v.ended_at, v.outcome, v.err, v.state AS next_state, v.cause
 ), m AS (
     DELETE FROM switchboard_items i
     USING l v
-    WHERE i.id = v.id AND i.id BETWEEN (SELECT MIN(id) FROM l) AND (SELECT MAX(id) FROM l)
-      AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
+    WHERE i.id = v.id AND i.state = v.running AND i.lease_owner = v.owner AND i.attempts = v.attempt
       AND (v.state = 'dead' OR (v.state = 'succeeded' AND (i.unique_for IS NULL OR i.dedupe_key IS NULL)))
     RETURNING i.*, v.owner AS v_owner, v.attempt AS v_attempt, v.state AS v_state, v.next_at AS v_next_at, v.undo AS v_undo,
         v.err AS v_err, v.started_at AS v_started_at, v.ended_at AS v_ended_at, v.outcome AS v_outcome,
@@ -410,8 +400,8 @@ func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string
 // a burst filled it, until its next analyze (TestIndexPlans, "empty"); with scans off the
 // planner read whole indexes instead, its estimates of an empty table making every way in
 // look alike. A plan of one of these costs a fraction of a millisecond; they do not run per
-// item, as the claim loop's statements do (indexPlans), whose shapes leave a plan no way but
-// the primary key.
+// round trip, as the claim loop's statements do (indexPlans), where a plan per run cost the
+// drain 40 %.
 const customPlans = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // replannedRows runs stmt after customPlans in one batch and hands its rows to read.
