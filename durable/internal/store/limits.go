@@ -207,11 +207,14 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence, hb *HoldBack) 
 	}
 	if pe, ok := s.e.(*postgresEngine); ok {
 		// The lock, the conditional update and the hold-back in one round trip and one
-		// implicit transaction, each planned for this run (customPlans: the count of a key's
-		// slots reads its index whatever plan an idle spell left).
+		// implicit transaction, with sequential scans off (indexPlans): a plan kept from an
+		// idle spell counted a key's slots by reading the whole table, backlog and all, for
+		// every item; now at worst the running items, through the lease index. Not planned
+		// anew at each run (customPlans), as the statements that run now and then are: it runs
+		// per item, and its plan costs several times its run (0.22 ms against 0.03).
 		var conn *sql.Conn
 		if conn, err = s.db.Conn(ctx); err == nil {
-			qs := []BatchQuery{{SQL: customPlans}, {SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
+			qs := []BatchQuery{{SQL: indexPlans}, {SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
 			reads := []func(RowReader) error{drain, drain, func(rows RowReader) error {
 				for rows.Next() {
 					got = true
