@@ -68,7 +68,7 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 
 	// Inspect: payload, state, next run.
 	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(itemRowSel(f.pending, "inspect"))),
+		poll(`(b => b ? (b.click(), true) : false)(document.querySelector(`+js(itemRowSel(f.pending, "inspect"))+`))`),
 		chromedp.WaitVisible(chromedp.ID("item-dialog")),
 		poll(`document.getElementById("item-payload").textContent.indexOf("later@example") >= 0`),
 	))
@@ -77,7 +77,7 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 
 	// Run now: confirmed, the item is due at once and the woken scheduler runs it.
 	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
+		poll(`(b => b ? (b.click(), true) : false)(document.querySelector(`+js(itemRowSel(f.pending, "run-now"))+`))`),
 		chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
 		chromedp.Click(chromedp.ID("confirm-ok")),
 		poll(`document.getElementById("notice").textContent.indexOf("is due now") >= 0`),
@@ -89,7 +89,7 @@ func TestDashboardItemsCancelAndRunNow(t *testing.T) {
 
 	// Cancel with a reason.
 	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(itemRowSel(spare, "cancel"))),
+		poll(`(b => b ? (b.click(), true) : false)(document.querySelector(`+js(itemRowSel(spare, "cancel"))+`))`),
 		chromedp.WaitVisible(chromedp.ID("item-cancel-dialog")),
 		chromedp.Click(chromedp.ID("item-cancel-ok")),
 		poll(`document.getElementById("item-cancel-error").textContent === "A reason is required."`),
@@ -146,7 +146,9 @@ func TestDashboardSucceededItemShowsItsAttempt(t *testing.T) {
 	must(t, chromedp.Do(tab, signIn(srv.URL)))
 	showItems(t, tab, "succeeded")
 	must(t, chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS(itemRowSel(f.succeeded, "inspect"))),
+		// Clicked in the page, when the row is there: a refresh of the listing replaces its
+		// rows, and a node found before one is gone when a click by node reaches it.
+		poll(`(b => b ? (b.click(), true) : false)(document.querySelector(`+js(itemRowSel(f.succeeded, "inspect"))+`))`),
 		chromedp.WaitVisible(chromedp.ID("item-dialog")),
 		poll(`document.querySelectorAll("#item-attempts li").length === 1`),
 	))

@@ -94,7 +94,7 @@ func TestDashboardRunNowOfAPausedItem(t *testing.T) {
 		signIn(srv.URL),
 		chromedp.WaitVisible(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("items-title").scrollIntoView()`),
-		chromedp.Click(chromedp.CSS(itemRowSel(f.pending, "run-now"))),
+		poll(`(b => b ? (b.click(), true) : false)(document.querySelector(`+js(itemRowSel(f.pending, "run-now"))+`))`),
 		chromedp.WaitVisible(chromedp.ID("confirm-dialog")),
 		chromedp.Click(chromedp.ID("confirm-ok")),
 		poll(`document.getElementById("notice").textContent.indexOf("held back by the pause of name crm.import-contact by alice") >= 0`),
