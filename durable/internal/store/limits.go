@@ -212,27 +212,23 @@ func (s *Store) Acquire(ctx context.Context, key string, f Fence, hb *HoldBack) 
 		// every item; now at worst the running items, through the lease index. Not planned
 		// anew at each run (customPlans), as the statements that run now and then are: it runs
 		// per item, and its plan costs several times its run (0.22 ms against 0.03).
-		var conn *sql.Conn
-		if conn, err = s.db.Conn(ctx); err == nil {
-			qs := []BatchQuery{{SQL: indexPlans}, {SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
-			reads := []func(RowReader) error{drain, drain, func(rows RowReader) error {
+		qs := []BatchQuery{{SQL: acquireLockSQL, Args: []any{key}}, {SQL: pgAcquireSQL, Args: args}}
+		reads := []func(RowReader) error{drain, func(rows RowReader) error {
+			for rows.Next() {
+				got = true
+			}
+			return rows.Err()
+		}}
+		if hb != nil {
+			qs = append(qs, BatchQuery{SQL: pgHoldBackSQL, Args: parkArgs})
+			reads = append(reads, func(rows RowReader) error {
 				for rows.Next() {
-					got = true
+					parked = true
 				}
 				return rows.Err()
-			}}
-			if hb != nil {
-				qs = append(qs, BatchQuery{SQL: pgHoldBackSQL, Args: parkArgs})
-				reads = append(reads, func(rows RowReader) error {
-					for rows.Next() {
-						parked = true
-					}
-					return rows.Err()
-				})
-			}
-			err = pe.drv.SendBatch(ctx, conn, qs, reads)
-			_ = conn.Close()
+			})
 		}
+		err = pe.indexed(ctx, s.db, qs, reads)
 	} else {
 		// SQLite: the write transaction is exclusive.
 		err = inTx(ctx, s.db, func(tx *sql.Tx) error {

@@ -367,20 +367,25 @@ const indexPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config
 // indexed sends queries as one batch after indexPlans, on a connection of db, reading the
 // rows of queries[i] with read[i].
 func (e *postgresEngine) indexed(ctx context.Context, db *sql.DB, queries []BatchQuery, read []func(RowReader) error) error {
+	return e.batchAfter(ctx, db, indexPlans, queries, read)
+}
+
+// batchAfter sends first, then queries, as one batch on a connection of db, reading the rows
+// of queries[i] with read[i]: first sets how the batch's statements are planned (indexPlans,
+// customPlans) until its implicit transaction ends.
+func (e *postgresEngine) batchAfter(ctx context.Context, db *sql.DB, first string, queries []BatchQuery, read []func(RowReader) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	return e.drv.SendBatch(ctx, conn, append([]BatchQuery{{SQL: indexPlans}}, queries...),
+	return e.drv.SendBatch(ctx, conn, append([]BatchQuery{{SQL: first}}, queries...),
 		append([]func(RowReader) error{drain}, read...))
 }
 
-// indexedRow is db.QueryRowContext(ctx, stmt, args...).Scan(dest...) after indexPlans, in one
-// batch (sql.ErrNoRows when stmt returns no row): the Engine's for the statements that run on a
-// timer and find their rows through an index.
-func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string, args []any, dest ...any) error {
-	return e.indexed(ctx, db, []BatchQuery{{SQL: stmt, Args: args}}, []func(RowReader) error{func(rows RowReader) error {
+// oneRow reads a statement's first row into dest: sql.ErrNoRows when it returns none.
+func oneRow(dest ...any) func(RowReader) error {
+	return func(rows RowReader) error {
 		if !rows.Next() {
 			if err := rows.Err(); err != nil {
 				return err
@@ -388,7 +393,14 @@ func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string
 			return sql.ErrNoRows
 		}
 		return rows.Scan(dest...)
-	}})
+	}
+}
+
+// indexedRow is db.QueryRowContext(ctx, stmt, args...).Scan(dest...) after indexPlans, in one
+// batch (sql.ErrNoRows when stmt returns no row): the Engine's for the statements that run on a
+// timer and find their rows through an index.
+func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string, args []any, dest ...any) error {
+	return e.indexed(ctx, db, []BatchQuery{{SQL: stmt, Args: args}}, []func(RowReader) error{oneRow(dest...)})
 }
 
 // customPlans is the first statement of the batches (and transactions) of the statements the
@@ -406,12 +418,7 @@ const customPlans = `SELECT set_config('plan_cache_mode', 'force_custom_plan', t
 
 // replannedRows runs stmt after customPlans in one batch and hands its rows to read.
 func (e *postgresEngine) replannedRows(ctx context.Context, db *sql.DB, stmt string, args []any, read func(RowReader) error) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return e.drv.SendBatch(ctx, conn, []BatchQuery{{SQL: customPlans}, {SQL: stmt, Args: args}}, []func(RowReader) error{drain, read})
+	return e.batchAfter(ctx, db, customPlans, []BatchQuery{{SQL: stmt, Args: args}}, []func(RowReader) error{read})
 }
 
 // replannedCount runs stmt, a statement that writes rows, as replannedRows does and returns

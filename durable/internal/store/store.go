@@ -187,15 +187,7 @@ func (s *Store) lookupRow(ctx context.Context, db querier, stmt string, args []a
 	if pool, ok := db.(*sql.DB); !ok || pool != s.db {
 		return db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
 	}
-	return s.e.replannedRows(ctx, s.db, stmt, args, func(rows RowReader) error {
-		if !rows.Next() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return sql.ErrNoRows
-		}
-		return rows.Scan(dest...)
-	})
+	return s.e.replannedRows(ctx, s.db, stmt, args, oneRow(dest...))
 }
 
 // lookupExec runs a write of the enqueue's conflicts (the release of a dedupe key whose window
