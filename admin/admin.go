@@ -20,7 +20,7 @@ import (
 // Operations is what the queue routes call of a durable queue; a *durable.Queue is one. The
 // handler depends on these methods alone, so a test or another store can stand in for it.
 type Operations interface {
-	DeadLetters(ctx context.Context, f durable.DeadLetterFilter) ([]record.DeadLetter, int, error)
+	DeadLetters(ctx context.Context, f durable.DeadLetterFilter) (durable.DeadLetterPage, error)
 	DeadLetter(ctx context.Context, id record.DeadLetterID) (record.DeadLetter, []record.TimelineEntry, error)
 	Replay(ctx context.Context, sender mediator.Sender, id record.DeadLetterID, actor string) (durable.Resolution, error)
 	ReplayMany(ctx context.Context, sender mediator.Sender, ids []record.DeadLetterID, actor string) ([]durable.BulkResult, error)

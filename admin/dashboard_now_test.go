@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -78,16 +77,7 @@ func TestDashboardNowAnswersAboveTheFold(t *testing.T) {
 func TestDashboardNowSaysNothingIsWrong(t *testing.T) {
 	h, err := admin.New(admin.Config{Breakers: breakersClosed(t), Token: testToken})
 	must(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	tab := newBrowser(t, 1280, 800)
-	must(t, chromedp.Do(tab,
-		chromedp.Navigate(srv.URL),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), testToken),
-		chromedp.Click(chromedp.ID("login-submit")),
-		chromedp.WaitVisible(chromedp.ID("now-ok")),
-	))
+	tab := serveAndLogIn(t, h, chromedp.WaitVisible(chromedp.ID("now-ok")))
 	if lines := nowLines(t, tab); len(lines) != 0 {
 		t.Errorf("nothing is wrong, yet the panel lists %q", lines)
 	}

@@ -8,6 +8,8 @@ package admin_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -83,6 +85,23 @@ func poll(expr string) chromedp.Action[chromedp.Void] {
 }
 
 // login signs in with the mouse and waits for the first data.
+// serveAndLogIn serves h, opens it in a new browser tab, logs in with testToken and waits for
+// what waits for the page (sel); it returns the tab.
+func serveAndLogIn(t *testing.T, h http.Handler, sel chromedp.Action[chromedp.Void]) context.Context {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	tab := newBrowser(t, 1280, 800)
+	must(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.URL),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), testToken),
+		chromedp.Click(chromedp.ID("login-submit")),
+		sel,
+	))
+	return tab
+}
+
 func login(t *testing.T, tab context.Context, url string) {
 	t.Helper()
 	must(t, chromedp.Do(tab,

@@ -73,19 +73,21 @@ func (s *server) listDeadLetters(w http.ResponseWriter, r *http.Request, _ strin
 	if !ok {
 		return
 	}
-	letters, total, err := s.cfg.Queue.DeadLetters(r.Context(), f)
+	page, err := s.cfg.Queue.DeadLetters(r.Context(), f)
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	out := make([]deadLetterBody, 0, len(letters))
-	for _, d := range letters {
+	out := make([]deadLetterBody, 0, len(page.Letters))
+	for _, d := range page.Letters {
 		out = append(out, deadLetterOf(d))
 	}
 	writeJSON(w, http.StatusOK, struct {
 		DeadLetters []deadLetterBody `json:"dead_letters"`
 		Total       int              `json:"total"`
-	}{out, total})
+		// TotalOver says the count stopped at total: more letters match (durable.DeadLetterPage).
+		TotalOver bool `json:"total_over"`
+	}{out, page.Total, page.Over})
 }
 
 // deadLetterParams are the query parameters of the listing.

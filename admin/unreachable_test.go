@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/durable"
-	"github.com/switchboard-go/switchboard/durable/record"
 	"github.com/switchboard-go/switchboard/mediator"
 )
 
@@ -56,9 +54,9 @@ func (q flakyQueue) Stats(ctx context.Context) (durable.Stats, error) {
 	return q.Operations.Stats(ctx)
 }
 
-func (q flakyQueue) DeadLetters(ctx context.Context, f durable.DeadLetterFilter) ([]record.DeadLetter, int, error) {
+func (q flakyQueue) DeadLetters(ctx context.Context, f durable.DeadLetterFilter) (durable.DeadLetterPage, error) {
 	if q.down.Load() {
-		return nil, 0, q.refused()
+		return durable.DeadLetterPage{}, q.refused()
 	}
 	return q.Operations.DeadLetters(ctx, f)
 }
@@ -70,16 +68,7 @@ func TestDashboardNowSaysTheDatabaseIsDown(t *testing.T) {
 	var down atomic.Bool
 	h, err := admin.New(admin.Config{Queue: flakyQueue{f.q, &down}, Breakers: f.reg, Sender: f.m, Token: testToken})
 	must(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	tab := newBrowser(t, 1280, 800)
-	must(t, chromedp.Do(tab,
-		chromedp.Navigate(srv.URL),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), testToken),
-		chromedp.Click(chromedp.ID("login-submit")),
-		chromedp.WaitVisible(chromedp.ID("now-list")),
-	))
+	tab := serveAndLogIn(t, h, chromedp.WaitVisible(chromedp.ID("now-list")))
 	down.Store(true)
 	must(t, chromedp.Do(tab, poll(`document.querySelector("#now-list li[data-kind=database]")`)))
 	text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`#now-list li:first-child`)))

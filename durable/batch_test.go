@@ -42,7 +42,8 @@ func TestRunBatchIsolatesPoisonedItems(t *testing.T) {
 		if e.runs.Load() != 1000 {
 			t.Fatalf("handler ran %d times", e.runs.Load())
 		}
-		letters, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "crm-sync"})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "crm-sync"})
+		letters, total := lp.Letters, lp.Total
 		if err != nil || total != 7 || len(letters) != 7 {
 			t.Fatalf("%d letters of %d: %v", len(letters), total, err)
 		}

@@ -146,7 +146,8 @@ func TestBudgetFailOverBudget(t *testing.T) {
 				if !strings.Contains(it.LastError, "retry budget") {
 					t.Fatalf("dead letter %q does not name the budget", it.LastError)
 				}
-				ls, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+				lp, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+				ls := lp.Letters
 				if err != nil {
 					t.Fatal(err)
 				}

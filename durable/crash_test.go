@@ -145,7 +145,8 @@ func crashTest(t *testing.T, b backend, workers int) {
 			crashMaxAttempts+unattributed, unattributed, crashMaxAttempts)
 	}
 	// Its letter says its attempts were spent: abandoned ones count.
-	letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+	lp, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+	letters := lp.Letters
 	if err != nil {
 		t.Fatal(err)
 	}

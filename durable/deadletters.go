@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,6 +33,19 @@ type DeadLetterFilter struct {
 	// Limit caps the letters returned: zero means 50, a dashboard's page; at most 500, so a
 	// listing's payloads stay a bounded response.
 	Limit, Offset int
+}
+
+// DeadLetterPage is a page of the letters a DeadLetterFilter selects, and how many it selects.
+type DeadLetterPage struct {
+	Letters []record.DeadLetter
+	// Total is how many letters the filter selects, counted up to ExactCountLimit or to the
+	// page's end (Offset+Limit), whichever is further; past it the count stops, as Queue.Stats'
+	// does: letters are never deleted, and a count of them all, at every refresh
+	// of a dashboard, would read every one.
+	Total int
+	// Over says the count stopped: more than Total letters match. A page past Total is still
+	// read: page on with Offset until a page comes back short.
+	Over bool
 }
 
 // Listing limits of DeadLetterFilter.
@@ -234,8 +248,9 @@ func (q *Queue) deadLetterCounts(ctx context.Context, now time.Time) (map[record
 	return counts, ages, nil
 }
 
-// DeadLetters lists the letters f selects, newest first, and the total match.
-func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]record.DeadLetter, int, error) {
+// DeadLetters lists the letters f selects, newest first, and how many it selects (see
+// DeadLetterPage).
+func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) (DeadLetterPage, error) {
 	if f.Status == "" {
 		f.Status = record.DeadLetterFailed
 	}
@@ -252,21 +267,22 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]record.D
 		errs = append(errs, fmt.Errorf("Offset %d is negative", f.Offset))
 	}
 	if len(errs) > 0 {
-		return nil, 0, fmt.Errorf("durable: DeadLetters: invalid filter: %w", errors.Join(errs...))
+		return DeadLetterPage{}, fmt.Errorf("durable: DeadLetters: invalid filter: %w", errors.Join(errs...))
 	}
 	if f.Limit == 0 {
 		f.Limit = defaultDeadLetterLimit
 	}
+	bound := max(q.countLimit, min(f.Offset, math.MaxInt/2)+f.Limit) // no overflow for any Offset
 	ls, total, err := q.store.DeadLetters(ctx, store.DeadLetterFilter{Status: store.DeadLetterStatus(f.Status), Source: f.Source,
-		From: f.From, To: f.To, ErrorContains: f.ErrorContains, Limit: f.Limit, Offset: f.Offset})
+		From: f.From, To: f.To, ErrorContains: f.ErrorContains, Limit: f.Limit, Offset: f.Offset, CountLimit: bound})
 	if err != nil {
-		return nil, 0, err
+		return DeadLetterPage{}, err
 	}
 	out := make([]record.DeadLetter, len(ls))
 	for i, d := range ls {
 		out[i] = q.letterOf(d)
 	}
-	return out, total, nil
+	return DeadLetterPage{Letters: out, Total: min(total, bound), Over: total > bound}, nil
 }
 
 // DeadLetter returns a letter and its timeline: its item's attempts, then the

@@ -50,7 +50,8 @@ func TestDeadLetterSaysWhyItsItemDied(t *testing.T) {
 		waitState(t, e.q, spent, record.StateDead)
 		waitState(t, e.q, expiring, record.StateDead)
 
-		letters, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters, total := lp.Letters, lp.Total
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,9 +58,9 @@ func Example_deadLetters() {
 	})
 	fmt.Printf("processed %d, succeeded %d, invalid %d\n", res.Processed, res.Succeeded, res.Invalid)
 
-	letters, total, _ := q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "crm-sync"}) // failed ones, newest first
-	fmt.Println("failed letters:", total)
-	for _, d := range letters {
+	page, _ := q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "crm-sync"}) // failed ones, newest first
+	fmt.Println("failed letters:", page.Total)
+	for _, d := range page.Letters {
 		fmt.Printf("  %s: %s\n", d.Key, d.Error)
 	}
 

@@ -25,7 +25,8 @@ func TestDeadLetterNamesItsEndpoint(t *testing.T) {
 		waitState(t, e.q, guarded, record.StateDead)
 		waitState(t, e.q, plain, record.StateDead)
 
-		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters := lp.Letters
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,8 @@ func TestDeadLetterNamesTheEndpointItsBreakerKeyGives(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &hostCall{Host: "https://billing.example"})).ID
 		start(t, e.q, m, durable.SchedulerConfig{})
 		waitState(t, e.q, id, record.StateDead)
-		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters := lp.Letters
 		if err != nil || len(letters) != 1 {
 			t.Fatalf("letters %v, %v", letters, err)
 		}

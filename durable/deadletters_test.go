@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,7 +138,8 @@ func TestReplayFailureThenSuccess(t *testing.T) {
 		if r := durabletest.Work(ctx, t, e.q, e.m); r.Dead != 1 {
 			t.Fatalf("work: %v", r)
 		}
-		letters, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters, total := lp.Letters, lp.Total
 		if err != nil || total != 1 || len(letters) != 1 {
 			t.Fatalf("letters %+v total %d err %v", letters, total, err)
 		}
@@ -266,15 +268,17 @@ func TestDiscardAuditedRowKept(t *testing.T) {
 		if want := "discard/alice[customer deleted]"; timeline(tl) != want || !tl[0].EndedAt.Equal(e.clock.Now()) {
 			t.Fatalf("timeline %q (%+v), want %q", timeline(tl), tl, want)
 		}
-		failed, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "sync"})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "sync"})
+		failed, total := lp.Letters, lp.Total
 		if err != nil || total != 2 || len(failed) != 2 || failed[0].ID != ids[2] || failed[1].ID != ids[1] {
 			t.Fatalf("failed letters %+v total %d err %v", failed, total, err)
 		}
-		discarded, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Status: record.DeadLetterDiscarded})
+		lp, err = e.q.DeadLetters(ctx, durable.DeadLetterFilter{Status: record.DeadLetterDiscarded})
+		discarded, total := lp.Letters, lp.Total
 		if err != nil || total != 1 || discarded[0].ID != ids[0] {
 			t.Fatalf("discarded letters %+v total %d err %v", discarded, total, err)
 		}
-		if _, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 501, Offset: -1, Status: "gone"}); err == nil ||
+		if _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 501, Offset: -1, Status: "gone"}); err == nil ||
 			!strings.Contains(err.Error(), "Limit 501") || !strings.Contains(err.Error(), "Offset -1") || !strings.Contains(err.Error(), `Status "gone"`) {
 			t.Fatalf("invalid filter: %v", err)
 		}
@@ -293,17 +297,54 @@ func TestDeadLettersListing(t *testing.T) {
 			e.clock.Advance(time.Minute)
 		}
 		e.capture(t, "b", 2)
-		page, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "a", Limit: 2, Offset: 1})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{Source: "a", Limit: 2, Offset: 1})
+		page, total := lp.Letters, lp.Total
 		if err != nil || total != 5 || len(page) != 2 || page[0].ID != ids[3] || page[1].ID != ids[2] {
 			t.Fatalf("page %+v total %d err %v", page, total, err)
 		}
-		window, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{From: start.Add(time.Minute), To: start.Add(3 * time.Minute)})
+		lp, err = e.q.DeadLetters(ctx, durable.DeadLetterFilter{From: start.Add(time.Minute), To: start.Add(3 * time.Minute)})
+		window, total := lp.Letters, lp.Total
 		if err != nil || total != 2 || window[0].ID != ids[2] || window[1].ID != ids[1] {
 			t.Fatalf("window %+v total %d err %v", window, total, err)
 		}
-		all, total, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err = e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		all, total := lp.Letters, lp.Total
 		if err != nil || total != 7 || len(all) != 7 {
 			t.Fatalf("all: %d of %d, %v", len(all), total, err)
+		}
+	})
+}
+
+// The listing's total is counted up to the count limit or the page's end, whichever is
+// further, and says when more match (Over): a later page is still listed, and a page past the
+// letters says where they end.
+func TestDeadLettersTotalStopsAtItsBound(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		durable.SetCountLimit(e.q, 3)
+		e.capture(t, "a", 8)
+		e.capture(t, "b", 2)
+		for _, c := range []struct {
+			f           durable.DeadLetterFilter
+			letters     int
+			total       int
+			over        bool
+			description string
+		}{
+			{durable.DeadLetterFilter{Limit: 2}, 2, 3, true, "the first page: counted up to the limit"},
+			{durable.DeadLetterFilter{Limit: 2, Offset: 4}, 2, 6, true, "a page past the limit: counted to its end"},
+			{durable.DeadLetterFilter{Limit: 5, Offset: 6}, 4, 10, false, "the last page: all counted"},
+			{durable.DeadLetterFilter{Limit: 5, Offset: 12}, 0, 10, false, "past the end"},
+			{durable.DeadLetterFilter{Source: "b"}, 2, 2, false, "a source under the limit"},
+			{durable.DeadLetterFilter{Source: "a", Limit: 8}, 8, 8, false, "exactly to the page's end"},
+			{durable.DeadLetterFilter{Source: "a", Offset: math.MaxInt - 1}, 0, 8, false, "an offset at the end of int: all counted, no overflow"},
+		} {
+			page, err := e.q.DeadLetters(ctx, c.f)
+			if err != nil || len(page.Letters) != c.letters || page.Total != c.total || page.Over != c.over {
+				t.Errorf("%s (%+v): %d letters, total %d, over %v, %v; want %d, %d, %v", c.description, c.f,
+					len(page.Letters), page.Total, page.Over, err, c.letters, c.total, c.over)
+			}
 		}
 	})
 }

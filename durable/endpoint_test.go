@@ -459,7 +459,8 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			t.Fatalf("expired item %+v, rows %s", it, outcomes(attempts(t, e.q, work)))
 		}
 		letters := must[[]record.DeadLetter](t)(func() ([]record.DeadLetter, error) {
-			ls, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+			lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+			ls := lp.Letters
 			return ls, err
 		}())
 		if len(letters) != 1 || letters[0].ItemID != work {
@@ -493,7 +494,8 @@ func TestDeadlineEndsTheItem(t *testing.T) {
 			t.Fatalf("item failing past its deadline %+v, rows %s", it, outcomes(as))
 		}
 		// Both letters say the deadline ended their items: at the claim, and after the attempt.
-		all, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		all := lp.Letters
 		if err != nil || len(all) != 2 || all[0].Cause != record.DeadDeadline || all[1].Cause != record.DeadDeadline {
 			t.Fatalf("the expired items' letters %+v, %v: want both with cause %q", all, err, record.DeadDeadline)
 		}
@@ -617,7 +619,8 @@ func TestReplayRefusedByABreakerIsNotAReplay(t *testing.T) {
 		id := must[durable.Enqueued](t)(e.q.Enqueue(ctx, &Work{N: 1})).ID
 		start(t, e.q, m)
 		waitState(t, e.q, id, record.StateDead)
-		letters, _, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters := lp.Letters
 		if err != nil || len(letters) != 1 {
 			t.Fatalf("letters %v, %v", letters, err)
 		}

@@ -81,7 +81,7 @@ func TestStoredDispatchRefusedAfterAFailureIsRetriedNotDead(t *testing.T) {
 				if min := e.clock.Now().Add(900 * time.Millisecond); it.NextAt.Before(min) {
 					t.Errorf("due at %v, before the next permit (%v)", it.NextAt, min)
 				}
-				if dl, _, err := e.q.DeadLetters(context.Background(), durable.DeadLetterFilter{}); err != nil || len(dl) != 0 {
+				if dl, err := e.q.DeadLetters(context.Background(), durable.DeadLetterFilter{}); err != nil || len(dl.Letters) != 0 {
 					t.Errorf("dead letters %v (%v)", dl, err)
 				}
 			})

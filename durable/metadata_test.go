@@ -243,7 +243,8 @@ func TestMetadataSurvivesIntoReplay(t *testing.T) {
 		if r := durabletest.Work(context.Background(), t, q, m); r.Dead != 1 {
 			t.Fatalf("Work = %+v, want one dead item", r)
 		}
-		letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		lp, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		letters := lp.Letters
 		if err != nil || len(letters) != 1 || letters[0].ItemID != id {
 			t.Fatalf("letters %+v, %v", letters, err)
 		}
@@ -325,7 +326,8 @@ func TestPropagatorToldOfDispatch(t *testing.T) {
 		if r := durabletest.Work(context.Background(), t, q, m, durabletest.AsInstance("w1")); r.Dead != 1 {
 			t.Fatalf("Work = %+v, want one dead item", r)
 		}
-		letters, _, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		lp, err := q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		letters := lp.Letters
 		if err != nil || len(letters) != 1 {
 			t.Fatalf("letters %+v, %v", letters, err)
 		}

@@ -676,7 +676,8 @@ func TestFleetRelayLosesNothingWhereTheFeaturesMeet(t *testing.T) {
 	}
 	dead := map[string]death{}
 	for offset := 0; ; offset += 500 {
-		letters, _, err := obs.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 500, Offset: offset})
+		lp, err := obs.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 500, Offset: offset})
+		letters := lp.Letters
 		if err != nil {
 			t.Fatal(err)
 		}

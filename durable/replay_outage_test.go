@@ -247,7 +247,8 @@ func newReplayOutage(t *testing.T, n int, lease time.Duration) *replayOutage {
 	if res := durabletest.Work(ctx, t, o.q, failing); res.Dead != n {
 		t.Fatalf("making dead letters: %+v", res)
 	}
-	letters, total, err := o.q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: n})
+	lp, err := o.q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: n})
+	letters, total := lp.Letters, lp.Total
 	if err != nil || total != n {
 		t.Fatalf("dead letters: %d, %v", total, err)
 	}
@@ -349,7 +350,8 @@ func TestReplayCommitAnswerLost(t *testing.T) {
 	if res := durabletest.Work(ctx, t, q, mediatorFor(t, handlers{work: func(context.Context, *Work) error { return errPermanent }})); res.Dead != 1 {
 		t.Fatalf("making the dead letter: %+v", res)
 	}
-	letters, _, err := q.DeadLetters(ctx, durable.DeadLetterFilter{})
+	lp, err := q.DeadLetters(ctx, durable.DeadLetterFilter{})
+	letters := lp.Letters
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("dead letters: %v, %v", letters, err)
 	}

@@ -41,7 +41,8 @@ func TestHandlerErrorWithNULIsRecorded(t *testing.T) {
 		if as := attempts(t, q, bad.ID); len(as) != 1 || as[0].Error != want || as[0].Outcome != record.OutcomeFailed {
 			t.Errorf("attempts %+v, want one failed attempt with %q", as, want)
 		}
-		letters, _, err := q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		lp, err := q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters := lp.Letters
 		if err != nil {
 			t.Fatal(err)
 		}

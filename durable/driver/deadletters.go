@@ -87,6 +87,11 @@ type DeadLetterQuery struct {
 	// ErrorContains, when not empty, keeps the letters whose error contains it, ignoring case.
 	ErrorContains string
 	Limit, Offset int
+	// CountLimit, when positive, bounds the total DeadLetters counts: it counts the matching
+	// letters up to CountLimit+1 and stops there, so a total of CountLimit+1 says that more
+	// than CountLimit match (letters are never deleted, and a count of them all
+	// reads every one). Zero counts them all. CountDeadLetters ignores it.
+	CountLimit int
 }
 
 // LeaseResult says what LeaseReplay found.

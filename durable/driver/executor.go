@@ -242,7 +242,8 @@ type DeadLetterStore interface {
 	// InsertDeadLetter captures a dead letter that no item stands behind and returns its id.
 	InsertDeadLetter(ctx context.Context, d NewDeadLetter) (record.DeadLetterID, error)
 
-	// DeadLetters returns the letters f selects, newest first, and how many match in all.
+	// DeadLetters returns the letters f selects, newest first, and how many match in all, or
+	// CountLimit+1 when f.CountLimit is positive and more than it match.
 	DeadLetters(ctx context.Context, f DeadLetterQuery) ([]DeadLetterRow, int, error)
 
 	// DeadLetterRow returns one letter; found is false when there is none.

@@ -103,7 +103,9 @@ func testDeadLetters(t *testing.T, open OpenFunc) {
 	var letters []record.DeadLetter
 	eventually(t, 20*time.Second, "two dead letters", func() bool {
 		var err error
-		letters, _, err = q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		var lp durable.DeadLetterPage
+		lp, err = q.DeadLetters(ctx, durable.DeadLetterFilter{})
+		letters = lp.Letters
 		if err != nil {
 			t.Fatal(err)
 		}

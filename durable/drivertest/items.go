@@ -103,7 +103,9 @@ func testMaxAttempts(t *testing.T, open OpenFunc) {
 	var letters []record.DeadLetter
 	eventually(t, 20*time.Second, "the dead letter", func() bool {
 		var err error
-		letters, _, err = e.q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		var lp durable.DeadLetterPage
+		lp, err = e.q.DeadLetters(context.Background(), durable.DeadLetterFilter{})
+		letters = lp.Letters
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +300,8 @@ func testFleet(t *testing.T, open OpenFunc) {
 
 // testStatsLimit: the Executor's Stats counts each state up to its limit and names the states
 // over it (ItemStats.Over), CountStates counts them in full, and a limit below one is refused;
-// DeadLetterCounts and CountLetterStatuses do the same for the letters.
+// DeadLetterCounts and CountLetterStatuses do the same for the letters, and DeadLetters
+// counts its total up to its CountLimit.
 func testStatsLimit(t *testing.T, open OpenFunc) {
 	ex := openExecutor(t, open(t))
 	ctx := context.Background()
@@ -333,5 +336,12 @@ func testStatsLimit(t *testing.T, open OpenFunc) {
 	}
 	if full, err := ex.CountLetterStatuses(ctx, []record.DeadLetterStatus{record.DeadLetterFailed}); err != nil || full[record.DeadLetterFailed] != 3 {
 		t.Fatalf("CountLetterStatuses: %v, %v; want 3 failed", full, err)
+	}
+	for _, c := range []struct{ countLimit, want int }{{2, 3}, {3, 3}, {0, 3}, {1, 2}} {
+		rows, total, err := ex.DeadLetters(ctx, driver.DeadLetterQuery{Status: record.DeadLetterFailed, Limit: 1, CountLimit: c.countLimit})
+		if err != nil || len(rows) != 1 || total != c.want {
+			t.Fatalf("DeadLetters(CountLimit %d) of 3 failed letters: %d rows, total %d, %v; want 1 row, total %d (CountLimit+1 when more match, all of them for 0)",
+				c.countLimit, len(rows), total, err, c.want)
+		}
 	}
 }

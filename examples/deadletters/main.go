@@ -173,10 +173,11 @@ func run(ctx context.Context, out io.Writer, dbPath string) (*summary, error) {
 		sum.outcomes[record.SettledSucceeded], sum.outcomes[record.SettledRetried], sum.outcomes[record.SettledDead])
 
 	fmt.Fprintln(out, "3. the dead letters, in the order of their invoices")
-	letters, total, err := queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: "ledger.sync-invoice"})
+	page, err := queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: "ledger.sync-invoice"})
 	if err != nil {
 		return nil, err
 	}
+	letters, total := page.Letters, page.Total
 	slices.SortFunc(letters, func(a, b record.DeadLetter) int { return int(a.ItemID - b.ItemID) })
 	sum.letters, sum.attempts = total, map[string]int{}
 	ids := map[string]record.DeadLetterID{} // by invoice number

@@ -57,17 +57,17 @@ func (d *demo) report(ctx context.Context) (*report, error) {
 	status := map[record.ItemID]record.DeadLetterStatus{}
 	for _, s := range []record.DeadLetterStatus{record.DeadLetterFailed, record.DeadLetterReplayed, record.DeadLetterDiscarded} {
 		for offset := 0; ; {
-			page, _, err := d.queue.DeadLetters(ctx, durable.DeadLetterFilter{Status: s, Source: source, Limit: 500, Offset: offset})
+			page, err := d.queue.DeadLetters(ctx, durable.DeadLetterFilter{Status: s, Source: source, Limit: 500, Offset: offset})
 			if err != nil {
 				return nil, err
 			}
-			for _, l := range page {
+			for _, l := range page.Letters {
 				status[l.ItemID] = s
 			}
-			if len(page) < 500 {
+			if len(page.Letters) < 500 {
 				break
 			}
-			offset += len(page)
+			offset += len(page.Letters)
 		}
 	}
 	d.mu.Lock()

@@ -435,21 +435,21 @@ func (d *demo) operate(ctx context.Context) {
 	}
 	var outage []record.DeadLetterID
 	for offset := 0; ; {
-		page, _, err := d.queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: source, Limit: 500, Offset: offset})
+		page, err := d.queue.DeadLetters(ctx, durable.DeadLetterFilter{Source: source, Limit: 500, Offset: offset})
 		if err != nil {
 			d.out.event(d.elapsed(), "listing dead letters failed: %v", err)
 			return
 		}
-		for _, l := range page {
+		for _, l := range page.Letters {
 			var q Deliver
 			if json.Unmarshal(l.Payload, &q) == nil && q.Endpoint == "outage" {
 				outage = append(outage, l.ID)
 			}
 		}
-		if len(page) < 500 {
+		if len(page.Letters) < 500 {
 			break
 		}
-		offset += len(page)
+		offset += len(page.Letters)
 	}
 	if len(outage) == 0 {
 		d.out.event(d.elapsed(), "the outage left no dead letter to replay")

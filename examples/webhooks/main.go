@@ -312,10 +312,11 @@ type summary struct {
 
 func (s *summary) collect(ctx context.Context, q *durable.Queue, receivers []*receiver) error {
 	s.delivered, s.hits, s.attempts, s.dead, s.lastError = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}, map[string]string{}
-	letters, _, err := q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 500})
+	page, err := q.DeadLetters(ctx, durable.DeadLetterFilter{Limit: 500})
 	if err != nil {
 		return err
 	}
+	letters := page.Letters
 	for _, rc := range receivers {
 		s.delivered[rc.name], s.hits[rc.name] = rc.counts()
 		for _, id := range s.items[rc.name] {

@@ -661,7 +661,10 @@
     var list = (data && data.dead_letters) || [];
     var limit = Number($("f-limit").value);
     page.total = (data && data.total) || 0;
-    if (list.length === 0 && page.offset > 0 && page.offset >= page.total) {
+    // The server counts up to a bound (or the page's end) and says when more match: the range
+    // says "more than", and Next stays on until a page comes back short.
+    var over = Boolean(data && data.total_over);
+    if (list.length === 0 && page.offset > 0 && page.offset >= page.total && !over) {
       // The page emptied (letters replayed or discarded): step back to the last page.
       page.offset = Math.max(0, Math.floor(Math.max(0, page.total - 1) / limit) * limit);
     }
@@ -669,11 +672,12 @@
     syncList($("dl-rows"), list, function (d) { return d.id; }, createRow, updateRow);
     $("dl-empty").hidden = list.length > 0;
     $("dl-table").hidden = list.length === 0;
+    var of = (over ? " of more than " : " of ") + page.total.toLocaleString("en-US");
     $("dl-range").textContent = list.length
-      ? (page.offset + 1) + "–" + (page.offset + list.length) + " of " + page.total
-      : "0 of " + page.total;
+      ? (page.offset + 1) + "–" + (page.offset + list.length) + of
+      : "0" + of;
     $("dl-prev").disabled = page.offset === 0;
-    $("dl-next").disabled = page.offset + list.length >= page.total;
+    $("dl-next").disabled = over ? list.length < limit : page.offset + list.length >= page.total;
     updateSelection();
     measureErrors();
   }

@@ -115,11 +115,14 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLett
 	return DeadLetterID(id), nil
 }
 
-// DeadLetters returns the letters f selects, newest first, and how many match in all.
+// DeadLetters returns the letters f selects, newest first, and how many match in all, or
+// f.CountLimit+1 when f.CountLimit is positive and more than it match: the count stops there
+// (through the listing's index, a LIMIT ends the scan).
 func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
 	where, args := deadLetterWhere(f)
+	count, countArgs := deadLetterCount(f)
 	var total int
-	if err := s.db.QueryRowContext(ctx, s.e.rebind("SELECT COUNT(*) FROM switchboard_dead_letters"+where), args...).Scan(&total); err != nil {
+	if err := s.db.QueryRowContext(ctx, s.e.rebind(count), countArgs...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
 	}
 	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
@@ -128,6 +131,17 @@ func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLett
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
 	}
 	return out, total, nil
+}
+
+// deadLetterCount returns the statement, and its arguments, that counts the letters f selects
+// for DeadLetters: up to f.CountLimit+1 when f.CountLimit is positive (a LIMIT ends the scan
+// of the listing's index there), all of them otherwise.
+func deadLetterCount(f DeadLetterFilter) (string, []any) {
+	where, args := deadLetterWhere(f)
+	if f.CountLimit <= 0 {
+		return "SELECT COUNT(*) FROM switchboard_dead_letters" + where, args
+	}
+	return "SELECT COUNT(*) FROM (SELECT 1 FROM switchboard_dead_letters" + where + " LIMIT ?) c", append(args, f.CountLimit+1)
 }
 
 // DeadLetter returns one letter; found is false when there is none.
