@@ -84,9 +84,8 @@ func poll(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
 }
 
-// login signs in with the mouse and waits for the first data.
-// serveAndLogIn serves h, opens it in a new browser tab, logs in with testToken and waits for
-// what waits for the page (sel); it returns the tab.
+// serveAndLogIn serves h, opens it in a new browser tab, logs in with testToken and runs sel,
+// which waits for the page; it returns the tab.
 func serveAndLogIn(t *testing.T, h http.Handler, sel chromedp.Action[chromedp.Void]) context.Context {
 	t.Helper()
 	srv := httptest.NewServer(h)
@@ -102,6 +101,7 @@ func serveAndLogIn(t *testing.T, h http.Handler, sel chromedp.Action[chromedp.Vo
 	return tab
 }
 
+// login signs in with the mouse and waits for the first data.
 func login(t *testing.T, tab context.Context, url string) {
 	t.Helper()
 	must(t, chromedp.Do(tab,
