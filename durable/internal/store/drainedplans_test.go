@@ -200,3 +200,81 @@ func drainedStore(t *testing.T) *Store {
 	}
 	return s
 }
+
+// TestEnqueueTxLookupsKeepTheirIndexesAfterAnIdleSpell: in an application's transaction
+// (EnqueueTx) the enqueue's conflict lookups (the item holding a token, the item holding a dedupe
+// key) run on the application's connection, which keeps a plan of each after a few runs. Planned
+// while the items' table was empty and analyzed, as a drained queue is, those plans scanned the
+// table whole, and kept doing so once a burst filled it (every conflicting enqueue of an outbox
+// read every item). The test looks conflicts up on one connection through an idle spell, fills
+// the table, looks them up again and counts the sequential scans of the items' tables.
+func TestEnqueueTxLookupsKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
+	ctx := context.Background()
+	s := drainedStore(t)
+	db := s.DB()
+	db.SetMaxOpenConns(1) // one session: the application's connection, whose plans are kept
+	for _, table := range []string{"switchboard_items", "switchboard_finished_items"} {
+		if _, err := db.Exec(`ALTER TABLE ` + table + ` SET (autovacuum_enabled = false)`); err != nil {
+			t.Fatal(err) // the burst is not analyzed while the test runs
+		}
+	}
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	held := NewItem{Name: "w", Payload: []byte(`{}`), NextAt: now.Add(time.Hour), Now: now, Token: "held-token", DedupeKey: "held-key"}
+	conflicts := func(tx *sql.Tx, n int) {
+		t.Helper()
+		for i := range n {
+			for _, it := range []NewItem{{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, Token: held.Token},
+				{Name: "w", Payload: []byte(`{}`), NextAt: now, Now: now, DedupeKey: held.DedupeKey}} {
+				if _, existed, err := s.EnqueueTx(ctx, tx, it); err != nil || !existed {
+					t.Fatalf("conflict %d (token %q, dedupe key %q): existed %v, %v", i, it.Token, it.DedupeKey, existed, err)
+				}
+			}
+		}
+	}
+	inTx := func(fn func(tx *sql.Tx)) {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		fn(tx)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The idle spell: one item, its token and key looked up ten times each.
+	inTx(func(tx *sql.Tx) {
+		if _, existed, err := s.EnqueueTx(ctx, tx, held); err != nil || existed {
+			t.Fatalf("enqueue: existed %v, %v", existed, err)
+		}
+		conflicts(tx, 10)
+	})
+	// The burst, and the items it finished, left unanalyzed.
+	for _, insert := range []string{`INSERT INTO switchboard_items (name, payload, state, next_at, created_at, updated_at, token, dedupe_key)
+		SELECT 'w', '\x7b7d', 'pending', g, g, g, 'burst-' || g, 'key-' || g FROM generate_series(1, 20000) g`,
+		`INSERT INTO switchboard_finished_items (id, name, payload, state, next_at, created_at, updated_at, token)
+		SELECT g, 'w', '\x7b7d', 'succeeded', g, g, g, 'done-' || g FROM generate_series(1000001, 1020000) g`} {
+		if _, err := db.Exec(insert); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inTx(func(tx *sql.Tx) {
+		// The application's own setting, which the lookups must leave as they found it.
+		if _, err := tx.Exec(`SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			t.Fatal(err)
+		}
+		before := seqScans(t, tx)
+		conflicts(tx, 10)
+		after := seqScans(t, tx)
+		var mode string
+		if err := tx.QueryRow(`SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_generic_plan" {
+			t.Errorf("the transaction's plan_cache_mode after the lookups: %q, %v; want the application's force_generic_plan", mode, err)
+		}
+		for table, n := range after {
+			if scans := n - before[table]; scans > 0 {
+				t.Errorf("20 conflicting enqueues in an application's transaction scanned %s whole %d times: their lookups must use the indexes", table, scans)
+			}
+		}
+	})
+}

@@ -54,6 +54,11 @@ type Engine interface {
 	// replannedCount runs stmt, which writes rows and returns none, as replannedRows does, and
 	// returns how many rows it wrote.
 	replannedCount(ctx context.Context, db *sql.DB, stmt string, args []any) (int, error)
+	// replannedInTx calls run, whose statements run in tx, an application's transaction, with
+	// those statements planned anew at each run on PostgreSQL (customPlans), the transaction's
+	// own setting put back afterwards. run's sql.ErrNoRows is an answer: the setting is put back
+	// then too.
+	replannedInTx(ctx context.Context, tx querier, run func() error) error
 	// readOnly reports a migration error that is the server's refusal of every write (a
 	// standby), which the migration reports as that rather than as its own failure.
 	readOnly(err error) bool

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -415,6 +416,32 @@ func (e *postgresEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string
 // round trip, as the claim loop's statements do (indexPlans), where a plan per run cost the
 // drain 40 %.
 const customPlans = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// customPlansInTx is customPlans in an application's transaction, where the setting is the
+// application's: it also returns what the setting was, read before it is changed (the
+// subquery, kept apart by its OFFSET, is evaluated first), for replannedInTx to put back.
+const customPlansInTx = `SELECT s.was, set_config('plan_cache_mode', 'force_custom_plan', true)
+FROM (SELECT current_setting('plan_cache_mode') AS was OFFSET 0) s`
+
+// replannedInTx runs customPlansInTx, then run, then puts the transaction's setting back: an
+// application's connection keeps its plans as the store's pool does, and the enqueue's
+// conflict lookups of an outbox (EnqueueTx) planned on a drained, analyzed table read every
+// item once a burst filled it (TestEnqueueTxLookupsKeepTheirIndexesAfterAnIdleSpell). Two
+// statements more than the lookup itself, only when an enqueue conflicts.
+func (e *postgresEngine) replannedInTx(ctx context.Context, tx querier, run func() error) error {
+	var was, set string
+	if err := tx.QueryRowContext(ctx, customPlansInTx).Scan(&was, &set); err != nil {
+		return err
+	}
+	err := run()
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err // the transaction cannot go on: its setting ends with it
+	}
+	if _, rerr := tx.ExecContext(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, was); rerr != nil {
+		return rerr
+	}
+	return err
+}
 
 // replannedRows runs stmt after customPlans in one batch and hands its rows to read.
 func (e *postgresEngine) replannedRows(ctx context.Context, db *sql.DB, stmt string, args []any, read func(RowReader) error) error {

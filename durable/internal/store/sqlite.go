@@ -209,6 +209,10 @@ func (*sqliteEngine) replannedRows(ctx context.Context, db *sql.DB, stmt string,
 	return read(rows)
 }
 
+func (*sqliteEngine) replannedInTx(_ context.Context, _ querier, run func() error) error {
+	return run()
+}
+
 func (*sqliteEngine) replannedCount(ctx context.Context, db *sql.DB, stmt string, args []any) (int, error) {
 	res, err := db.ExecContext(ctx, stmt, args...)
 	if err != nil {

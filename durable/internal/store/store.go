@@ -179,13 +179,13 @@ func fairnessKey(it NewItem) string {
 const byTokenSQL = `SELECT id FROM ` + allItems + ` WHERE token = ?`
 
 // lookupRow runs a statement of the enqueue's conflicts (the item holding a token or a dedupe
-// key) on db and scans its one row into dest (sql.ErrNoRows when it returns none): planned for
-// this run on the store's own pool (replannedRows), where a plan kept from an idle spell read
-// the whole table for every conflicting enqueue of a burst; in an application's transaction
-// (EnqueueTx) as its connection plans it.
+// key) on db and scans its one row into dest (sql.ErrNoRows when it returns none), planned for
+// this run: a plan kept from an idle spell read the whole table for every conflicting enqueue
+// of a burst. On the store's own pool in one batch (replannedRows); in an application's
+// transaction (EnqueueTx) with the transaction's setting put back after (replannedInTx).
 func (s *Store) lookupRow(ctx context.Context, db querier, stmt string, args []any, dest ...any) error {
 	if pool, ok := db.(*sql.DB); !ok || pool != s.db {
-		return db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
+		return s.e.replannedInTx(ctx, db, func() error { return db.QueryRowContext(ctx, stmt, args...).Scan(dest...) })
 	}
 	return s.e.replannedRows(ctx, s.db, stmt, args, oneRow(dest...))
 }
@@ -194,8 +194,10 @@ func (s *Store) lookupRow(ctx context.Context, db querier, stmt string, args []a
 // ended) on db, as lookupRow runs its lookups.
 func (s *Store) lookupExec(ctx context.Context, db querier, stmt string, args []any) error {
 	if pool, ok := db.(*sql.DB); !ok || pool != s.db {
-		_, err := db.ExecContext(ctx, stmt, args...)
-		return err
+		return s.e.replannedInTx(ctx, db, func() error {
+			_, err := db.ExecContext(ctx, stmt, args...)
+			return err
+		})
 	}
 	_, err := s.e.replannedCount(ctx, s.db, stmt, args)
 	return err
