@@ -199,7 +199,8 @@ func (*sqliteEngine) indexedRow(ctx context.Context, db *sql.DB, stmt string, ar
 	return db.QueryRowContext(ctx, stmt, args...).Scan(dest...)
 }
 
-// replannedRows and replannedCount run the statement as it is, for indexedRow's reason.
+// replannedRows, replannedInTx and replannedCount run the statements as they are, for
+// indexedRow's reason.
 func (*sqliteEngine) replannedRows(ctx context.Context, db *sql.DB, stmt string, args []any, read func(RowReader) error) error {
 	rows, err := db.QueryContext(ctx, stmt, args...)
 	if err != nil {
