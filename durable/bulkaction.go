@@ -146,9 +146,7 @@ func (sp *BulkActionSpec) validate(actor string, o bulkOptions) error {
 	if f.Limit != 0 || f.Offset != 0 {
 		errs = append(errs, errors.New("Filter.Limit and Filter.Offset must be zero: an action takes every letter the filter selects"))
 	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		errs = append(errs, fmt.Errorf("Filter.From %s is not before Filter.To %s: the range is empty", f.From.Format(time.RFC3339), f.To.Format(time.RFC3339)))
-	}
+	errs = append(errs, f.problems("Filter.")...)
 	switch {
 	case sp.Rate < 0 || sp.Rate != sp.Rate || sp.Rate > maxBulkRate:
 		errs = append(errs, fmt.Errorf("Rate %v is not a number of letters per second between 0 and %d", sp.Rate, maxBulkRate))

@@ -266,6 +266,7 @@ func (q *Queue) DeadLetters(ctx context.Context, f DeadLetterFilter) (DeadLetter
 	if f.Offset < 0 {
 		errs = append(errs, fmt.Errorf("Offset %d is negative", f.Offset))
 	}
+	errs = append(errs, f.problems("")...)
 	if len(errs) > 0 {
 		return DeadLetterPage{}, fmt.Errorf("durable: DeadLetters: invalid filter: %w", errors.Join(errs...))
 	}

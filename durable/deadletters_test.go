@@ -349,6 +349,45 @@ func TestDeadLettersTotalStopsAtItsBound(t *testing.T) {
 	})
 }
 
+// A filter the database cannot take is refused, each problem named, rather than answered with
+// the database's own error (a NUL byte), no letters (invalid UTF-8, a time that overflows the
+// stored microseconds) or an empty range; a bulk action's filter alike.
+func TestDeadLettersRefuseWhatTheDatabaseCannotTake(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		e := newDLEnv(t, b, durable.Config{})
+		e.capture(t, "a", 1)
+		at := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+		for _, c := range []struct {
+			f    durable.DeadLetterFilter
+			want []string
+		}{
+			{durable.DeadLetterFilter{ErrorContains: "a\x00b", Source: "s\x00"}, []string{`ErrorContains "a\x00b" holds a NUL byte`, `Source "s\x00" holds a NUL byte`}},
+			{durable.DeadLetterFilter{ErrorContains: "a\xffb"}, []string{`ErrorContains "a\xffb" is not valid UTF-8`}},
+			{durable.DeadLetterFilter{From: at, To: at}, []string{"From 2027-01-01T00:00:00Z is not before "}},
+			{durable.DeadLetterFilter{To: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)}, []string{"To 300000-01-01T00:00:00Z is not between the years 1 and 9999"}},
+			{durable.DeadLetterFilter{From: time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)}, []string{"From 0000-12-31T00:00:00Z is not between the years 1 and 9999"}},
+		} {
+			_, err := e.q.DeadLetters(ctx, c.f)
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) || !strings.Contains(err.Error(), "invalid filter") {
+					t.Errorf("DeadLetters(%+v) = %v, want an invalid filter naming %s", c.f, err, w)
+				}
+			}
+			_, err = e.q.StartBulkAction(ctx, durable.BulkActionSpec{Kind: record.BulkReplay, Filter: c.f}, "alice")
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), "Filter."+w) {
+					t.Errorf("StartBulkAction(filter %+v) = %v, want an error naming Filter.%s", c.f, err, w)
+				}
+			}
+		}
+		page, err := e.q.DeadLetters(ctx, durable.DeadLetterFilter{From: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC), To: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)})
+		if err != nil || len(page.Letters) != 1 {
+			t.Errorf("the widest range: %d letters, %v; want the letter", len(page.Letters), err)
+		}
+	})
+}
+
 // A bulk of 100 reports every outcome per id, in order, and one failure stops nothing.
 func TestBulkMixedOutcomes(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {

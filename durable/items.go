@@ -126,9 +126,7 @@ func (f ItemFilter) query() (store.ItemQuery, error) {
 	if f.Limit < 0 || f.Limit > maxDeadLetterLimit {
 		errs = append(errs, fmt.Errorf("Limit %d is outside [0, %d]", f.Limit, maxDeadLetterLimit))
 	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		errs = append(errs, fmt.Errorf("From %v is not before To %v: the range is empty", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano)))
-	}
+	errs = append(errs, timeRangeProblems("", f.From, f.To)...)
 	if f.After != "" {
 		var err error
 		if q.After, err = parseItemCursor(listingOf(q), f.After); err != nil {

@@ -97,6 +97,11 @@ func TestItemFilterRefusesBadInput(t *testing.T) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
+	// A time the stored microseconds cannot hold matched nothing, silently.
+	_, err = q.Items(context.Background(), durable.ItemFilter{To: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if err == nil || !strings.Contains(err.Error(), "To 300000-01-01T00:00:00Z is not between the years 1 and 9999") {
+		t.Errorf("a To in the year 300000: %v", err)
+	}
 	_, err = q.Items(context.Background(), durable.ItemFilter{State: record.StateDead, Key: "k"})
 	if err == nil || !strings.Contains(err.Error(), `Key is set with State "dead"`) {
 		t.Errorf("key with dead: %v", err)

@@ -665,8 +665,10 @@
     // says "more than", and Next stays on until a page comes back short.
     var over = Boolean(data && data.total_over);
     if (list.length === 0 && page.offset > 0 && page.offset >= page.total && !over) {
-      // The page emptied (letters replayed or discarded): step back to the last page.
+      // The page emptied (letters replayed or discarded): step back to the last page and fetch
+      // it now, rather than say no letter matches until the next refresh.
       page.offset = Math.max(0, Math.floor(Math.max(0, page.total - 1) / limit) * limit);
+      return api("GET", "api/dead-letters?" + dlQuery()).then(renderDeadLetters);
     }
     page.ids = list.map(function (d) { return d.id; });
     syncList($("dl-rows"), list, function (d) { return d.id; }, createRow, updateRow);
