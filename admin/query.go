@@ -128,6 +128,9 @@ func intParam(q url.Values, name string, minimum, maximum int) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("%s %s: the number is past what an integer holds", name, quote(v))
+	}
 	if err != nil || n < minimum || (maximum >= 0 && n > maximum) {
 		if maximum >= 0 {
 			return 0, fmt.Errorf("%s %s: want an integer from %d to %d", name, quote(v), minimum, maximum)

@@ -174,7 +174,10 @@ type hashedToken struct {
 func (a tokenAuthorizer) Authorize(r *http.Request) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+	if ok && !strings.EqualFold(scheme, "Bearer") {
+		return Principal{}, errNotBearer
+	}
+	if !ok || strings.TrimSpace(tok) == "" {
 		return Principal{}, ErrUnauthorized
 	}
 	got := sha256Sum(strings.TrimSpace(tok))
@@ -191,6 +194,9 @@ func (a tokenAuthorizer) Authorize(r *http.Request) (Principal, error) {
 }
 
 var errInvalidToken = fmt.Errorf("%w: invalid token", ErrUnauthorized)
+
+// errNotBearer refuses an Authorization header of another scheme than Bearer (Basic, say).
+var errNotBearer = fmt.Errorf("%w: not a bearer token", ErrUnauthorized)
 
 // newTokenAuthorizer is the default Authorizer of cfg's Token and Tokens.
 func newTokenAuthorizer(cfg Config) tokenAuthorizer {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-go/switchboard/admin"
 	"github.com/switchboard-go/switchboard/behaviors/breaker"
 )
 
@@ -112,5 +113,36 @@ func TestSchedulesQueueMetricsAndPage(t *testing.T) {
 	}
 	if res.Header().Get("X-Frame-Options") != "DENY" {
 		t.Fatal("the dashboard may be framed")
+	}
+}
+
+// A refusal says what was wrong with what was sent: a scheme other than Bearer, a session
+// cookie this server does not know (sessions live in one process), a number past an int's
+// range.
+func TestRefusalsSayWhatWasWrong(t *testing.T) {
+	h, err := admin.New(admin.Config{Queue: bigQueue{}, Sender: nopSender{}, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		path   string
+		hdr    []string
+		status int
+		says   string
+	}{
+		{"basic credentials", "/api/dead-letters", []string{"Authorization", "Basic dXNlcjpwYXNz"}, http.StatusForbidden,
+			`the Authorization header uses the "Basic" scheme, not Bearer`},
+		{"an unknown session", "/api/dead-letters", []string{"Cookie", "switchboard_admin=made-by-another-instance"}, http.StatusUnauthorized,
+			"the session cookie names no session of this server"},
+		{"an offset past an int", "/api/dead-letters?offset=99999999999999999999", []string{"Authorization", "Bearer " + token}, http.StatusBadRequest,
+			`offset "99999999999999999999": the number is past what an integer holds`},
+		{"a wrong token", "/api/dead-letters", []string{"Authorization", "Bearer nope"}, http.StatusForbidden,
+			"the credentials were refused (wrong token)"},
+	} {
+		res := do(t, h, "GET", c.path, "", c.hdr...)
+		if msg, _ := res.body["error"].(string); res.Code != c.status || !strings.Contains(msg, c.says) {
+			t.Errorf("%s: %d %q; want %d saying %q", c.name, res.Code, msg, c.status, c.says)
+		}
 	}
 }

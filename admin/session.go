@@ -129,7 +129,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (Principal, b
 	// An authorizer of the application's says why in its own words (a viewer, an expired
 	// session): they are the answer's, after the status's word. Ours say what to send.
 	own := ""
-	if err != nil && err != ErrForbidden && err != ErrUnauthorized && err != errInvalidToken {
+	if err != nil && err != ErrForbidden && err != ErrUnauthorized && err != errInvalidToken && err != errNotBearer {
 		own = err.Error()
 	}
 	switch {
@@ -140,10 +140,17 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (Principal, b
 	case presentsCredentials(r):
 		// Credentials were presented and refused: the caller is known to have tried, and asking
 		// again (401) would not help. 401 is for a request that presented none.
-		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, "the credentials were refused (wrong token)"))
+		why := "the credentials were refused (wrong token)"
+		if scheme, _, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " "); err == errNotBearer {
+			why = "the credentials were refused: the Authorization header uses the " + quote(scheme) + " scheme, not Bearer; send Authorization: Bearer <token>"
+		}
+		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, why))
 	case r.Header.Get("Authorization") != "":
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "the Authorization header names the Bearer scheme with no token; send Authorization: Bearer <token>, or a session cookie"))
+	case sentSessionCookie(r):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "the session cookie names no session of this server (it ended, or it was made before a restart or by another instance: sessions live in one process's memory); send Authorization: Bearer <token> to start one"))
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized: "+cmp.Or(own, "send Authorization: Bearer <token>, or a session cookie"))
@@ -158,6 +165,12 @@ func presentsCredentials(r *http.Request) bool {
 	h := strings.TrimSpace(r.Header.Get("Authorization"))
 	scheme, tok, _ := strings.Cut(h, " ")
 	return h != "" && !(strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) == "")
+}
+
+// sentSessionCookie reports whether r carries a session cookie, known or not.
+func sentSessionCookie(r *http.Request) bool {
+	c, err := r.Cookie(cookieName)
+	return err == nil && c.Value != ""
 }
 
 func (s *server) cookieSession(r *http.Request) (session, string, bool) {

@@ -90,8 +90,24 @@ func TestEnqueueRefusalsMatchErrInvalidEnqueue(t *testing.T) {
 			t.Errorf("want ErrInvalidEnqueue naming %q, got %v", c.want, err)
 		}
 	}
+	// Two options that each say when the item is due: the first used to win, silently.
+	if _, err := e.q.Enqueue(ctx, &Work{N: 1}, durable.WithRunAt(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)), durable.WithDelay(time.Hour)); !errors.Is(err, durable.ErrInvalidEnqueue) ||
+		!strings.Contains(err.Error(), "WithRunAt(2031-01-01T00:00:00Z) and WithDelay(1h0m0s) both say when the item is due") {
+		t.Errorf("WithRunAt and WithDelay: %v; want ErrInvalidEnqueue naming both", err)
+	}
 	if page := must[durable.ItemPage](t)(e.q.Items(ctx, durable.ItemFilter{})); len(page.Items) != 0 {
 		t.Errorf("%d items stored", len(page.Items))
+	}
+	// A request passed by value, whose pointer type is registered: the error says so.
+	if _, err := e.q.Enqueue(ctx, Work{N: 1}); !errors.Is(err, durable.ErrUnknownRequest) ||
+		!strings.Contains(err.Error(), "request type durable_test.Work is not registered (*durable_test.Work is: pass a pointer)") {
+		t.Errorf("a request by value: %v; want ErrUnknownRequest naming the pointer type", err)
+	}
+	// A delay computed to a moment that has passed: due now, not refused.
+	if en, err := e.q.Enqueue(ctx, &Work{N: 2}, durable.WithDelay(-time.Minute)); err != nil {
+		t.Errorf("a negative delay: %v", err)
+	} else if it := item(t, e.q, en.ID); it.NextAt.After(e.clock.Now()) {
+		t.Errorf("a negative delay: due at %v, after now (%v)", it.NextAt, e.clock.Now())
 	}
 	type unregistered struct{ mediator.Command }
 	if _, err := e.q.Enqueue(ctx, &unregistered{}); errors.Is(err, durable.ErrInvalidEnqueue) || !errors.Is(err, durable.ErrUnknownRequest) {

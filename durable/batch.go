@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/switchboard-go/switchboard/durable/internal/executor"
 	"github.com/switchboard-go/switchboard/durable/internal/store"
@@ -46,7 +47,7 @@ func (q *Queue) RunBatch(ctx context.Context, sender mediator.Sender, source str
 			continue
 		}
 		if _, ok := q.reg.nameOf(it.Request); !ok {
-			unknown = append(unknown, fmt.Errorf("item %d (key %q): %w", i, it.Key, &unknownRequestError{Type: fmt.Sprintf("%T", it.Request)}))
+			unknown = append(unknown, fmt.Errorf("item %d (key %q): %w", i, it.Key, q.reg.unknownType(reflect.TypeOf(it.Request))))
 		}
 	}
 	if len(unknown) > 0 {

@@ -254,6 +254,15 @@ func (r *registry) lookupName(name string) *registration {
 // has reports whether request type t (as sent) is registered.
 func (r *registry) has(t reflect.Type) bool { return r.lookupType(t) != nil }
 
+// unknownType is the error of a request of type t, which is not registered: it says so when
+// t's pointer is (a request passed by value).
+func (r *registry) unknownType(t reflect.Type) error {
+	if t.Kind() != reflect.Pointer && r.lookupType(reflect.PointerTo(t)) != nil {
+		return &unknownRequestError{Type: t.String(), Hint: "*" + t.String() + " is: pass a pointer"}
+	}
+	return &unknownRequestError{Type: t.String()}
+}
+
 // nameOf returns the name req's type is registered under.
 func (r *registry) nameOf(req any) (string, bool) {
 	reg := r.lookupType(reflect.TypeOf(req))
@@ -277,7 +286,7 @@ func (r *registry) encode(req any) (name string, payload []byte, err error) {
 	}
 	reg := r.lookupType(t)
 	if reg == nil {
-		return "", nil, &unknownRequestError{Type: t.String()}
+		return "", nil, r.unknownType(t)
 	}
 	defer func() {
 		if p := recover(); p != nil {

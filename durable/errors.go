@@ -148,12 +148,17 @@ type unknownRequestError struct {
 	Name string
 	// Type is the Go type of an unregistered request value; empty when Name is set.
 	Type string
+	// Hint, when not empty, says what is registered instead (the type's pointer).
+	Hint string
 }
 
 // Error implements error.
 func (e *unknownRequestError) Error() string {
 	if e.Name != "" {
 		return fmt.Sprintf("durable: unknown request name %q", e.Name)
+	}
+	if e.Hint != "" {
+		return fmt.Sprintf("durable: request type %s is not registered (%s)", e.Type, e.Hint)
 	}
 	return fmt.Sprintf("durable: request type %s is not registered", e.Type)
 }

@@ -190,10 +190,12 @@ type enqueueConfig struct {
 	dueByDeadline bool
 }
 
-// WithRunAt makes the item due at t. Default: now.
+// WithRunAt makes the item due at t. Default: now. A t in the past is due now. It does not go
+// with WithDelay: an enqueue with both is refused.
 func WithRunAt(t time.Time) EnqueueOption { return func(c *enqueueConfig) { c.at = t } }
 
-// WithDelay makes the item due d from now (by the queue's clock).
+// WithDelay makes the item due d from now (by the queue's clock); a d of zero or less is due
+// now, as a delay computed to a moment that has passed means.
 func WithDelay(d time.Duration) EnqueueOption { return func(c *enqueueConfig) { c.after = d } }
 
 // WithDedupeKey sets the item's dedupe key: while an item with the key is pending or running
@@ -275,6 +277,10 @@ func (q *Queue) enqueue(ctx context.Context, tx *sql.Tx, req any, opts []Enqueue
 	}
 	if err := c.checkDebounce(name, dedupe); err != nil {
 		return Enqueued{}, refused(err)
+	}
+	if !c.at.IsZero() && c.after != 0 {
+		return Enqueued{}, refused(fmt.Errorf("durable: Enqueue %s: WithRunAt(%s) and WithDelay(%v) both say when the item is due: give one",
+			name, c.at.Format(time.RFC3339Nano), c.after))
 	}
 	now := q.clock.Now()
 	next := now
