@@ -48,16 +48,25 @@ SELECT ` + finishedFrom(map[string]string{"state": "'cancelled'", "parked_key": 
 const sqliteCancel = `UPDATE switchboard_items SET state = 'cancelled', parked_key = NULL, updated_at = ? WHERE id = ? AND state = 'pending'`
 
 // postgresMoveFinished moves up to $1 items that finished in the claim's table (before
-// migration 0029, or by an instance of a version before it) to the finished items' table, in no
-// particular order (each batch takes those the plan meets first); a succeeded item holding its
-// dedupe key stays. Placeholder: $1 limit.
+// migration 0029, or by an instance of a version before it) to the finished items' table: the
+// succeeded ones first, then the dead, then the cancelled; a succeeded item holding its dedupe
+// key stays. Each state is looked up by itself, through its partial index: the three states at
+// once (state IN (...)) match none of those indexes' predicates, and each pass read the whole
+// claim's table, its backlog with it (TestMoveFinishedReadsOnlyFinishedItems). Placeholder: $1
+// limit.
 const postgresMoveFinished = `WITH m AS (
     DELETE FROM switchboard_items WHERE id IN (
-        SELECT id FROM switchboard_items
-        WHERE state IN ('succeeded', 'dead', 'cancelled')
-          AND NOT (state = 'succeeded' AND unique_for IS NOT NULL AND dedupe_key IS NOT NULL AND unique_released_at IS NULL)
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED)
+        SELECT id FROM (
+            SELECT id FROM (SELECT id FROM switchboard_items
+                WHERE state = 'succeeded'
+                  AND NOT (unique_for IS NOT NULL AND dedupe_key IS NOT NULL AND unique_released_at IS NULL)
+                LIMIT $1 FOR UPDATE SKIP LOCKED) s
+            UNION ALL
+            SELECT id FROM (SELECT id FROM switchboard_items WHERE state = 'dead' LIMIT $1 FOR UPDATE SKIP LOCKED) d
+            UNION ALL
+            SELECT id FROM (SELECT id FROM switchboard_items WHERE state = 'cancelled' LIMIT $1 FOR UPDATE SKIP LOCKED) c
+        ) f
+        LIMIT $1)
     RETURNING *
 )
 INSERT INTO switchboard_finished_items (` + finishedColumns + `)
@@ -77,6 +86,11 @@ func (s *Store) MoveFinished(ctx context.Context) (n int, busy bool, err error) 
 		locked, err := tryPruneLock(ctx, tx)
 		if err != nil || !locked {
 			busy = err == nil
+			return err
+		}
+		// Planned for this run (customPlans), as the prune: a plan an idle spell left read
+		// each state's rows by a scan of the table.
+		if _, err := tx.ExecContext(ctx, customPlans); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, postgresMoveFinished, PruneBatch)

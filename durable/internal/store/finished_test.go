@@ -321,3 +321,35 @@ func TestOpenTransactionWithATakenTokenHoldsNoCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveFinishedReadsOnlyFinishedItems: a batch of the move finds the finished items through
+// their states' partial indexes, beside a backlog of pending items; it read the whole claim's
+// table at every pass (the three states at once matched none of the indexes).
+func TestMoveFinishedReadsOnlyFinishedItems(t *testing.T) {
+	s, ctx := postgresOnly(t), context.Background()
+	db := s.DB()
+	const pending = 20_000
+	mustExec(t, db, `INSERT INTO switchboard_items (name, payload, state, next_at, created_at, updated_at, token)
+		SELECT 'w', '\x7b7d', 'pending', g, g, g, 'p' || g FROM generate_series(1, $1) g`, pending)
+	// As an instance of a version before the finished items' table left them: finished in place.
+	mustExec(t, db, `INSERT INTO switchboard_items (name, payload, state, next_at, created_at, updated_at, token)
+		SELECT 'w', '\x7b7d', s, 1, 1, 1, 'f' || s FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) s`)
+	mustExec(t, db, `VACUUM ANALYZE switchboard_items`)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	buffers, _ := planBuffers(t, tx, postgresMoveFinished, PruneBatch)
+	_ = tx.Rollback()
+	// Three partial indexes' pages, the three rows and their indexes, and the finished table's
+	// (the whole table is some four hundred pages).
+	if buffers > 80 {
+		t.Errorf("a batch of the move read %d buffers beside %d pending items; want the three finished rows through their indexes", buffers, pending)
+	}
+	if n, busy, err := s.MoveFinished(ctx); err != nil || busy || n != 3 {
+		t.Errorf("MoveFinished: moved %d, busy %v, %v; want the 3 finished items", n, busy, err)
+	}
+}
