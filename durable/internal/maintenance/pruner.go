@@ -50,8 +50,22 @@ type PrunerConfig struct {
 	Stopping func() bool
 }
 
+// moveRecheck is the most passes a pruner lets go by without moving finished items once a
+// move found none. Items finish in the claim's table only from instances of a version before
+// the finished items' table (a rolling upgrade's), and a look for them reads past every
+// succeeded item that holds its dedupe key for its uniqueness window (a window's worth of
+// them): looked for at every pass while none come, each pass read them all. After a move
+// that found none the wait doubles, from one pass to moveRecheck (an hour at the default
+// interval); a move that found some looks again at the next pass.
+const moveRecheck = 64
+
 // Pruner deletes the succeeded items older than its retention.
-type Pruner struct{ cfg PrunerConfig }
+type Pruner struct {
+	cfg PrunerConfig
+	// moveWait is how many passes go by after the next before the next move (0: at the next),
+	// moveSkip how many of them are left.
+	moveWait, moveSkip int
+}
 
 // NewPruner returns a pruner configured by cfg.
 func NewPruner(cfg PrunerConfig) *Pruner { return &Pruner{cfg: cfg} }
@@ -106,20 +120,38 @@ func (p *Pruner) Pass() int {
 
 // moveFinished moves the finished items still in the claim's table out of it, a batch a
 // transaction, as Pass prunes.
+// After a move that found none it waits, as moveRecheck says.
 func (p *Pruner) moveFinished() {
 	m, ok := p.cfg.Store.(FinishedMover)
 	if !ok {
 		return
 	}
-	if total, _ := p.batches("move finished items", m.MoveFinished); total > 0 {
-		p.cfg.Logger.Info("durable: moved finished items out of the claim's table", zap.String("instance", p.cfg.Instance), zap.Int("items", total))
+	if p.moveSkip > 0 {
+		p.moveSkip--
+		return
 	}
+	total, busy, done := p.batchesDone("move finished items", m.MoveFinished)
+	switch {
+	case total > 0:
+		p.cfg.Logger.Info("durable: moved finished items out of the claim's table", zap.String("instance", p.cfg.Instance), zap.Int("items", total))
+		p.moveWait = 0
+	case done && !busy:
+		p.moveWait = min(max(2*p.moveWait, 1), moveRecheck)
+	}
+	p.moveSkip = p.moveWait
 }
 
 // batches calls batch, each call a store call under StoreContext noted as what, until a batch
 // does fewer than store.PruneBatch, another instance holds the prune lock (busy), the database
 // fails or the instance stops; it returns the batches' total and whether the lock was busy.
 func (p *Pruner) batches(what string, batch func(ctx context.Context) (n int, busy bool, err error)) (total int, busy bool) {
+	total, busy, _ = p.batchesDone(what, batch)
+	return total, busy
+}
+
+// batchesDone is batches, and says whether the batches ran to one that did fewer than
+// store.PruneBatch (not a failure, the lock or the stop).
+func (p *Pruner) batchesDone(what string, batch func(ctx context.Context) (n int, busy bool, err error)) (total int, busy, done bool) {
 	for !p.cfg.Stopping() {
 		ctx, cancel := p.cfg.StoreContext()
 		n, held, err := batch(ctx)
@@ -130,10 +162,11 @@ func (p *Pruner) batches(what string, batch func(ctx context.Context) (n int, bu
 		p.cfg.Health.Note(what, err)
 		total, busy = total+n, busy || held
 		if err != nil || held || n < store.PruneBatch {
+			done = err == nil && !held
 			break
 		}
 	}
-	return total, busy
+	return total, busy, done
 }
 
 // pruneHistory deletes the history's minutes older than its retention: one statement over a
