@@ -343,9 +343,9 @@ func (s *Store) BulkLetters(ctx context.Context, action int64, f DeadLetterFilte
 	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + ` AND id > ? AND id <= ?
 	AND NOT EXISTS (SELECT 1 FROM switchboard_dead_letter_events e WHERE e.bulk_action_id = ? AND e.dead_letter_id = d.id AND e.outcome = ?)
 	ORDER BY id LIMIT ?`
-	args = append(args, int64(after), int64(upTo), action, OutcomeStillFailed, limit)
-	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), args...))
-	if err != nil {
+	args = append(args, int64(after), int64(upTo), action, string(OutcomeStillFailed), limit)
+	var out []DeadLetter
+	if err := s.readRows(ctx, s.e.rebind(q), args, func(rows RowReader) error { return readDeadLetters(rows, &out) }); err != nil {
 		return nil, fmt.Errorf("durable: letters of bulk action %d: %w", action, err)
 	}
 	return out, nil

@@ -83,20 +83,16 @@ func scanDeadLetter(r rowScanner) (DeadLetter, error) {
 	return d, nil
 }
 
-func scanDeadLetters(rows *sql.Rows, err error) ([]DeadLetter, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []DeadLetter
+// readDeadLetters appends the letters of rows to out.
+func readDeadLetters(rows RowReader, out *[]DeadLetter) error {
 	for rows.Next() {
 		d, err := scanDeadLetter(rows)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, d)
+		*out = append(*out, d)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // InsertDeadLetter captures a dead letter that no item stands behind and returns its id.
@@ -117,16 +113,19 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d NewDeadLetter) (DeadLett
 
 // DeadLetters returns the letters f selects, newest first, and how many match in all, or
 // f.CountLimit+1 when f.CountLimit is positive and more than it match: the count stops there
-// (through the listing's index, a LIMIT ends the scan).
+// (through the listing's index, a LIMIT ends the scan). Both are planned for this run
+// (replannedRows): a dashboard polls them every few seconds, and the plans a connection kept
+// from the days of a few letters read them all once they were many.
 func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, int, error) {
 	where, args := deadLetterWhere(f)
 	count, countArgs := deadLetterCount(f)
 	var total int
-	if err := s.db.QueryRowContext(ctx, s.e.rebind(count), countArgs...).Scan(&total); err != nil {
+	if err := s.readRows(ctx, s.e.rebind(count), countArgs, oneRow(&total)); err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
 	}
 	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
-	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), append(args, f.Limit, f.Offset)...))
+	var out []DeadLetter
+	err := s.readRows(ctx, s.e.rebind(q), append(args, f.Limit, f.Offset), func(rows RowReader) error { return readDeadLetters(rows, &out) })
 	if err != nil {
 		return nil, 0, fmt.Errorf("durable: dead letters: %w", err)
 	}
@@ -146,7 +145,8 @@ func deadLetterCount(f DeadLetterFilter) (string, []any) {
 
 // DeadLetter returns one letter; found is false when there is none.
 func (s *Store) DeadLetter(ctx context.Context, id DeadLetterID) (d DeadLetter, found bool, err error) {
-	d, err = scanDeadLetter(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters d WHERE id = ?"), int64(id)))
+	err = s.readRow(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters d WHERE id = ?"), []any{int64(id)},
+		func(r rowScanner) (err error) { d, err = scanDeadLetter(r); return err })
 	if errors.Is(err, sql.ErrNoRows) {
 		return DeadLetter{}, false, nil
 	}
@@ -166,8 +166,8 @@ func (s *Store) DeadLettersOfItems(ctx context.Context, ids []ItemID) ([]DeadLet
 		args[i] = int64(id)
 	}
 	q := "SELECT " + deadLetterColumns + " FROM switchboard_dead_letters d WHERE item_id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") ORDER BY id"
-	out, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(q), args...))
-	if err != nil {
+	var out []DeadLetter
+	if err := s.readRows(ctx, s.e.rebind(q), args, func(rows RowReader) error { return readDeadLetters(rows, &out) }); err != nil {
 		return nil, fmt.Errorf("durable: dead letters of items: %w", err)
 	}
 	return out, nil
@@ -175,29 +175,28 @@ func (s *Store) DeadLettersOfItems(ctx context.Context, ids []ItemID) ([]DeadLet
 
 // Events lists the events of a letter in order.
 func (s *Store) Events(ctx context.Context, id DeadLetterID) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason, bulk_action_id
-	FROM switchboard_dead_letter_events WHERE dead_letter_id = ? ORDER BY id`), int64(id))
-	if err != nil {
-		return nil, fmt.Errorf("durable: dead letter events: %w", err)
-	}
-	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		var (
-			e              Event
-			dl             int64
-			started, ended int64
-			errStr, reason sql.NullString
-			bulk           sql.NullInt64
-		)
-		if err := rows.Scan(&e.ID, &dl, &e.Kind, &e.Actor, &started, &ended, &e.Outcome, &errStr, &reason, &bulk); err != nil {
-			return nil, fmt.Errorf("durable: dead letter events: %w", err)
+	err := s.readRows(ctx, s.e.rebind(`SELECT id, dead_letter_id, kind, actor, started_at, ended_at, outcome, error, reason, bulk_action_id
+	FROM switchboard_dead_letter_events WHERE dead_letter_id = ? ORDER BY id`), []any{int64(id)}, func(rows RowReader) error {
+		for rows.Next() {
+			var (
+				e              Event
+				dl             int64
+				started, ended int64
+				kind, outcome  string
+				errStr, reason sql.NullString
+				bulk           sql.NullInt64
+			)
+			if err := rows.Scan(&e.ID, &dl, &kind, &e.Actor, &started, &ended, &outcome, &errStr, &reason, &bulk); err != nil {
+				return err
+			}
+			e.DeadLetterID, e.StartedAt, e.EndedAt, e.Error, e.Reason = DeadLetterID(dl), fromMicros(started), fromMicros(ended), errStr.String, reason.String
+			e.Kind, e.Outcome, e.BulkAction = kind, EventOutcome(outcome), bulk.Int64
+			out = append(out, e)
 		}
-		e.DeadLetterID, e.StartedAt, e.EndedAt, e.Error, e.Reason = DeadLetterID(dl), fromMicros(started), fromMicros(ended), errStr.String, reason.String
-		e.BulkAction = bulk.Int64
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("durable: dead letter events: %w", err)
 	}
 	return out, nil
@@ -211,10 +210,7 @@ func (s *Store) DeadLetterCounts(ctx context.Context, limit int) (counts map[Dea
 		return nil, nil, fmt.Errorf("durable: dead letter counts: the limit is %d, not positive", limit)
 	}
 	n := map[DeadLetterStatus]int64{}
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(boundedLetterCountsSQL), limit+1, limit+1, limit+1)
-	if err == nil {
-		err = scanCounts(rows, n)
-	}
+	err = s.readRows(ctx, s.e.rebind(boundedLetterCountsSQL), []any{limit + 1, limit + 1, limit + 1}, func(rows RowReader) error { return readCounts(rows, n) })
 	if err != nil {
 		return nil, nil, fmt.Errorf("durable: dead letter counts: %w", err)
 	}
@@ -369,9 +365,9 @@ func (s *Store) FinishReplay(ctx context.Context, id DeadLetterID, owner string,
 // a FinishReplay whose answer was lost may have committed all the same.
 func (s *Store) ReplayRecorded(ctx context.Context, id DeadLetterID, ev Event) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, s.e.rebind(`SELECT 1 FROM switchboard_dead_letter_events
+	err := s.readRows(ctx, s.e.rebind(`SELECT 1 FROM switchboard_dead_letter_events
 	WHERE dead_letter_id = ? AND kind = ? AND actor = ? AND started_at = ? AND ended_at = ? AND outcome = ?`),
-		int64(id), ev.Kind, ev.Actor, micros(ev.StartedAt), micros(ev.EndedAt), ev.Outcome).Scan(&one)
+		[]any{int64(id), string(ev.Kind), ev.Actor, micros(ev.StartedAt), micros(ev.EndedAt), string(ev.Outcome)}, oneRow(&one))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

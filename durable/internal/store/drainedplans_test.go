@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -105,15 +106,110 @@ func TestClaimAndCompleteKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
 // flushedSeqScans returns the sequential scans of switchboard_items the server has counted,
 // after db's connection (the test's one session) flushed its own counts.
 func flushedSeqScans(t *testing.T, db *sql.DB) int64 {
+	return flushedSeqScansOf(t, db, "switchboard_items")
+}
+
+// flushedSeqScansOf is flushedSeqScans of table.
+func flushedSeqScansOf(t *testing.T, db *sql.DB, table string) int64 {
 	t.Helper()
 	if _, err := db.Exec("SELECT pg_stat_force_next_flush()"); err != nil {
 		t.Fatal(err)
 	}
 	var n int64
-	if err := db.QueryRow("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'switchboard_items'::regclass").Scan(&n); err != nil {
+	if err := db.QueryRow("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = $1::regclass", table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestReadsKeepTheirIndexesAfterAnIdleSpell: the reads that run now and then (the listings of
+// items and dead letters and the counts a dashboard polls every few seconds, an item, its
+// attempts, a letter and its events for an operator, a lookup by token or text) kept the plans
+// their connection made while the tables were empty and analyzed (a drained queue, a new one's
+// letters): once a burst filled them, each read scanned a whole table (a listing of items 20 to
+// 30 ms beside 40,000 items, seconds beside millions; a lookup by id every item). The test
+// reads through an idle spell on one connection, fills the tables, reads again, and counts the
+// sequential scans of each table.
+func TestReadsKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
+	ctx := context.Background()
+	s := drainedStore(t)
+	db := s.DB()
+	db.SetMaxOpenConns(1) // one session: the one whose plans are kept
+	tables := []string{"switchboard_items", "switchboard_attempts", "switchboard_dead_letters", "switchboard_dead_letter_events"}
+	for _, table := range tables {
+		if _, err := db.Exec(`VACUUM ANALYZE ` + table); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`ALTER TABLE ` + table + ` SET (autovacuum_enabled = false)`); err != nil {
+			t.Fatal(err) // the burst is not analyzed while the test runs
+		}
+	}
+	items := map[string]ItemQuery{
+		"pending": {State: StatePending, Limit: 51}, "running": {State: StateRunning, Limit: 51},
+		"parked": {State: StatePending, Parked: true, Limit: 51}, "succeeded": {State: StateSucceeded, Limit: 51},
+		"dead": {State: StateDead, Limit: 51}, "pending by name": {State: StatePending, Name: "w", Limit: 51},
+	}
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	read := func() {
+		t.Helper()
+		for name, q := range items {
+			if _, err := s.ListItems(ctx, q); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if _, _, err := s.DeadLetters(ctx, DeadLetterFilter{Status: DeadLetterFailed, Limit: 50, CountLimit: 10_000}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Stats(ctx, now, 10_000); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.DeadLetterCounts(ctx, 10_000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Item(ctx, 20_001); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if _, err := s.ItemByToken(ctx, "b20001"); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if _, err := s.Attempts(ctx, 20_001); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.DeadLetter(ctx, 20_001); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Events(ctx, 20_001); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.FindItems(ctx, "b20001", 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 8 {
+		read() // the idle spell
+	}
+	for _, insert := range []string{`INSERT INTO switchboard_items (name, payload, state, next_at, created_at, updated_at, token, lease_until, lease_owner)
+		SELECT 'w', '\x7b7d', CASE WHEN g % 2 = 0 THEN 'pending' ELSE 'running' END, g, g, g, 'b' || g, g, 'o' FROM generate_series(1, 40000) g`,
+		`INSERT INTO switchboard_attempts (item_id, attempt, instance, started_at, ended_at, outcome, error)
+		SELECT g, 1, 'o', g, g, 'failed', 'boom' FROM generate_series(1, 40000) g`,
+		`INSERT INTO switchboard_dead_letters (source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
+		SELECT 'sync', 'w', '', '\x7b7d', 'boom', 'failed', 0, g, g FROM generate_series(1, 40000) g`,
+		`INSERT INTO switchboard_dead_letter_events (dead_letter_id, kind, actor, started_at, ended_at, outcome)
+		SELECT g, 'replay', 'op', g, g, 'still_failed' FROM generate_series(1, 40000) g`} {
+		if _, err := db.Exec(insert); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string]int64{}
+	for _, table := range tables {
+		before[table] = flushedSeqScansOf(t, db, table)
+	}
+	read()
+	for _, table := range tables {
+		if n := flushedSeqScansOf(t, db, table) - before[table]; n > 0 {
+			t.Errorf("the reads scanned %s whole %d times beside 40,000 rows: their plans must use the indexes", table, n)
+		}
+	}
 }
 
 // TestTokenCheckUsesItsIndexOnADrainedTable: the trigger that keeps a token unique across the

@@ -27,24 +27,13 @@ const findLettersSQL = `SELECT ` + deadLetterColumns + ` FROM switchboard_dead_l
 
 // FindItems returns the items and dead letters text names (see driver.ItemFinder).
 func (s *Store) FindItems(ctx context.Context, text string, limit int) ([]Item, []DeadLetter, error) {
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(findItemsSQL), text, text, text, text, limit)
+	var items []Item
+	err := s.readRows(ctx, s.e.rebind(findItemsSQL), []any{text, text, text, text, limit}, func(rows RowReader) error { return readItems(rows, &items) })
 	if err != nil {
 		return nil, nil, fmt.Errorf("durable: find %q: %w", text, err)
 	}
-	var items []Item
-	sc := newItemScan()
-	for rows.Next() {
-		it, _, err := sc.scan(rows)
-		if err != nil {
-			_ = rows.Close()
-			return nil, nil, fmt.Errorf("durable: find %q: %w", text, err)
-		}
-		items = append(items, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("durable: find %q: %w", text, err)
-	}
-	letters, err := scanDeadLetters(s.db.QueryContext(ctx, s.e.rebind(findLettersSQL), text, text, text, limit))
+	var letters []DeadLetter
+	err = s.readRows(ctx, s.e.rebind(findLettersSQL), []any{text, text, text, limit}, func(rows RowReader) error { return readDeadLetters(rows, &letters) })
 	if err != nil {
 		return nil, nil, fmt.Errorf("durable: find %q: dead letters: %w", text, err)
 	}

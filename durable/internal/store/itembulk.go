@@ -75,22 +75,10 @@ func (s *Store) CountBulkItems(ctx context.Context, q ItemQuery) (n int64, maxID
 // (after, upTo]: the next items an item action works on.
 func (s *Store) BulkItems(ctx context.Context, q ItemQuery, after, upTo ItemID, limit int) ([]Item, error) {
 	where, args := itemBulkWhere(q)
-	rows, err := s.db.QueryContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items"+where+" AND id > ? AND id <= ? ORDER BY id LIMIT ?"),
-		append(args, int64(after), int64(upTo), limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("durable: items of a bulk action: %w", err)
-	}
-	defer rows.Close()
 	var out []Item
-	sc := newItemScan()
-	for rows.Next() {
-		it, _, err := sc.scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("durable: items of a bulk action: %w", err)
-		}
-		out = append(out, it)
-	}
-	if err := rows.Err(); err != nil {
+	err := s.readRows(ctx, s.e.rebind("SELECT "+itemColumns+" FROM switchboard_items"+where+" AND id > ? AND id <= ? ORDER BY id LIMIT ?"),
+		append(args, int64(after), int64(upTo), limit), func(rows RowReader) error { return readItems(rows, &out) })
+	if err != nil {
 		return nil, fmt.Errorf("durable: items of a bulk action: %w", err)
 	}
 	return out, nil

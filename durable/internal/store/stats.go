@@ -17,11 +17,9 @@ func (s *Store) Stats(ctx context.Context, now time.Time, limit int) (Stats, err
 		return Stats{}, fmt.Errorf("durable: stats: the limit is %d, not positive", limit)
 	}
 	st := Stats{Counts: make(map[State]int64, len(countedStates)), Over: map[State]bool{}}
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(boundedCountsSQL), limit+1, limit+1, limit+1, limit+1, limit+1)
+	err := s.readRows(ctx, s.e.rebind(boundedCountsSQL), []any{limit + 1, limit + 1, limit + 1, limit + 1, limit + 1},
+		func(rows RowReader) error { return readCounts(rows, st.Counts) })
 	if err != nil {
-		return st, fmt.Errorf("durable: stats: %w", err)
-	}
-	if err := scanCounts(rows, st.Counts); err != nil {
 		return st, fmt.Errorf("durable: stats: %w", err)
 	}
 	for state, n := range st.Counts {
@@ -104,6 +102,11 @@ func boundedCounts[K ~string](keys []K, table func(K) string, column string) str
 // scanCounts reads rows of (key, count) into counts and closes rows.
 func scanCounts[K ~string](rows *sql.Rows, counts map[K]int64) error {
 	defer rows.Close()
+	return readCounts(rows, counts)
+}
+
+// readCounts reads rows of (key, count) into counts.
+func readCounts[K ~string](rows RowReader, counts map[K]int64) error {
 	for rows.Next() {
 		var (
 			k string

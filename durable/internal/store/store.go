@@ -288,7 +288,8 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 
 // ItemByToken returns the item holding token; sql.ErrNoRows (wrapped) if there is none.
 func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
-	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.stmts().itemByToken, token))
+	var it Item
+	err := s.readRow(ctx, s.e.stmts().itemByToken, []any{token}, func(r rowScanner) (err error) { it, _, err = scanItem(r); return err })
 	if err != nil {
 		return Item{}, fmt.Errorf("durable: item with token %q: %w", token, err)
 	}
@@ -373,7 +374,9 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 
 // Item returns one item; sql.ErrNoRows (wrapped) if there is none.
 func (s *Store) Item(ctx context.Context, id ItemID) (Item, error) {
-	it, _, err := scanItem(s.db.QueryRowContext(ctx, s.e.rebind("SELECT "+itemColumns+" FROM "+allItems+" WHERE id = ?"), int64(id)))
+	var it Item
+	err := s.readRow(ctx, s.e.rebind("SELECT "+itemColumns+" FROM "+allItems+" WHERE id = ?"), []any{int64(id)},
+		func(r rowScanner) (err error) { it, _, err = scanItem(r); return err })
 	if err != nil {
 		return Item{}, fmt.Errorf("durable: item %d: %w", id, err)
 	}
@@ -442,27 +445,28 @@ func wantsSuccessRow(cs []Completion) bool {
 
 // Attempts lists the attempts of an item in order.
 func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
-	rows, err := s.db.QueryContext(ctx, s.numbered(attemptsSQL), int64(id))
-	if err != nil {
-		return nil, fmt.Errorf("durable: attempts: %w", err)
-	}
-	defer rows.Close()
 	var out []Attempt
-	for rows.Next() {
-		var (
-			a              Attempt
-			itemID         int64
-			started, ended int64
-			outcome        string
-			errStr         sql.NullString
-		)
-		if err := rows.Scan(&a.ID, &itemID, &a.Number, &a.Instance, &started, &ended, &outcome, &errStr); err != nil {
-			return nil, fmt.Errorf("durable: attempts: %w", err)
+	err := s.readRows(ctx, s.numbered(attemptsSQL), []any{int64(id)}, func(rows RowReader) error {
+		for rows.Next() {
+			var (
+				a              Attempt
+				aid, itemID    int64
+				number         int64
+				started, ended int64
+				outcome        string
+				instance       sql.NullString
+				errStr         sql.NullString
+			)
+			if err := rows.Scan(&aid, &itemID, &number, &instance, &started, &ended, &outcome, &errStr); err != nil {
+				return err
+			}
+			a.ID, a.Number, a.Instance = aid, int(number), instance.String
+			a.ItemID, a.StartedAt, a.EndedAt, a.Outcome, a.Error = ItemID(itemID), fromMicros(started), fromMicros(ended), Outcome(outcome), errStr.String
+			out = append(out, a)
 		}
-		a.ItemID, a.StartedAt, a.EndedAt, a.Outcome, a.Error = ItemID(itemID), fromMicros(started), fromMicros(ended), Outcome(outcome), errStr.String
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("durable: attempts: %w", err)
 	}
 	return out, nil
