@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // AddAudit inserts r (its ID is ignored) through db, the store's database or a transaction
@@ -37,26 +39,25 @@ func (s *Store) Audit(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
 		args = append(args, q.Before)
 	}
 	args = append(args, q.Limit)
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT id, at, actor, action, target_kind, target, detail, outcome
-	FROM switchboard_audit WHERE `+where+` ORDER BY id DESC LIMIT ?`), args...)
-	if err != nil {
-		return nil, fmt.Errorf("durable: audit log: %w", err)
-	}
-	defer rows.Close()
 	var out []AuditRow
-	for rows.Next() {
-		var (
-			r      AuditRow
-			at     int64
-			detail sql.NullString
-		)
-		if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Action, &r.TargetKind, &r.Target, &detail, &r.Outcome); err != nil {
-			return nil, fmt.Errorf("durable: audit log: %w", err)
+	err := s.readRows(ctx, s.e.rebind(`SELECT id, at, actor, action, target_kind, target, detail, outcome
+	FROM switchboard_audit WHERE `+where+` ORDER BY id DESC LIMIT ?`), args, func(rows RowReader) error {
+		for rows.Next() {
+			var (
+				r       AuditRow
+				at      int64
+				detail  sql.NullString
+				outcome string
+			)
+			if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Action, &r.TargetKind, &r.Target, &detail, &outcome); err != nil {
+				return err
+			}
+			r.At, r.Detail, r.Outcome = fromMicros(at), detail.String, record.AuditOutcome(outcome)
+			out = append(out, r)
 		}
-		r.At, r.Detail = fromMicros(at), detail.String
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("durable: audit log: %w", err)
 	}
 	return out, nil

@@ -135,7 +135,8 @@ func TestReadsKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
 	s := drainedStore(t)
 	db := s.DB()
 	db.SetMaxOpenConns(1) // one session: the one whose plans are kept
-	tables := []string{"switchboard_items", "switchboard_attempts", "switchboard_dead_letters", "switchboard_dead_letter_events"}
+	tables := []string{"switchboard_items", "switchboard_attempts", "switchboard_dead_letters", "switchboard_dead_letter_events",
+		"switchboard_audit"}
 	for _, table := range tables {
 		if _, err := db.Exec(`VACUUM ANALYZE ` + table); err != nil {
 			t.Fatal(err)
@@ -184,6 +185,9 @@ func TestReadsKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
 		if _, _, err := s.FindItems(ctx, "b20001", 10); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.Audit(ctx, AuditQuery{TargetKind: "item", Target: "7", Limit: 50}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for range 8 {
 		read() // the idle spell
@@ -195,7 +199,9 @@ func TestReadsKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
 		`INSERT INTO switchboard_dead_letters (source, name, item_key, payload, error, status, retry_count, created_at, updated_at)
 		SELECT 'sync', 'w', '', '\x7b7d', 'boom', 'failed', 0, g, g FROM generate_series(1, 40000) g`,
 		`INSERT INTO switchboard_dead_letter_events (dead_letter_id, kind, actor, started_at, ended_at, outcome)
-		SELECT g, 'replay', 'op', g, g, 'still_failed' FROM generate_series(1, 40000) g`} {
+		SELECT g, 'replay', 'op', g, g, 'still_failed' FROM generate_series(1, 40000) g`,
+		`INSERT INTO switchboard_audit (at, actor, action, target_kind, target, outcome)
+		SELECT g, 'op', 'cancel', 'item', g::text, 'done' FROM generate_series(1, 40000) g`} {
 		if _, err := db.Exec(insert); err != nil {
 			t.Fatal(err)
 		}

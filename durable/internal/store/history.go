@@ -97,45 +97,44 @@ func (s *Store) WriteHistoryGauges(ctx context.Context, minute time.Time, gauges
 	return n == 1, nil
 }
 
-// History returns the rows of the minutes from since on, in minute and instance order.
+// History returns the rows of the minutes from since on, in minute and instance order (read
+// as the reads that run now and then are: readRows).
 func (s *Store) History(ctx context.Context, since time.Time) ([]HistoryRow, error) {
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(`SELECT minute, instance, outcomes, gauges, breakers FROM switchboard_history
-	WHERE minute >= ? ORDER BY minute, instance`), micros(since))
-	if err != nil {
-		return nil, fmt.Errorf("durable: history: %w", err)
-	}
-	defer rows.Close()
 	var out []HistoryRow
-	for rows.Next() {
-		var (
-			minute           int64
-			r                HistoryRow
-			outcomes         string
-			gauges, breakers sql.NullString
-		)
-		if err := rows.Scan(&minute, &r.Instance, &outcomes, &gauges, &breakers); err != nil {
-			return nil, fmt.Errorf("durable: history: %w", err)
-		}
-		r.Minute = fromMicros(minute)
-		if err := json.Unmarshal([]byte(outcomes), &r.Outcomes); err != nil {
-			return nil, fmt.Errorf("durable: history: the outcomes of minute %s: %w", r.Minute.Format(time.RFC3339), err)
-		}
-		if gauges.Valid {
-			r.Gauges = new(HistoryGauges)
-			if err := json.Unmarshal([]byte(gauges.String), r.Gauges); err != nil {
-				return nil, fmt.Errorf("durable: history: the gauges of minute %s: %w", r.Minute.Format(time.RFC3339), err)
+	err := s.readRows(ctx, s.e.rebind(`SELECT minute, instance, outcomes, gauges, breakers FROM switchboard_history
+	WHERE minute >= ? ORDER BY minute, instance`), []any{micros(since)}, func(rows RowReader) error {
+		for rows.Next() {
+			var (
+				minute           int64
+				r                HistoryRow
+				outcomes         string
+				gauges, breakers sql.NullString
+			)
+			if err := rows.Scan(&minute, &r.Instance, &outcomes, &gauges, &breakers); err != nil {
+				return err
 			}
-		}
-		if breakers.Valid {
-			var b historyBreakers
-			if err := json.Unmarshal([]byte(breakers.String), &b); err != nil {
-				return nil, fmt.Errorf("durable: history: the breakers of minute %s: %w", r.Minute.Format(time.RFC3339), err)
+			r.Minute = fromMicros(minute)
+			if err := json.Unmarshal([]byte(outcomes), &r.Outcomes); err != nil {
+				return fmt.Errorf("the outcomes of minute %s: %w", r.Minute.Format(time.RFC3339), err)
 			}
-			r.Breakers, r.BreakersOmitted = b.Keys, b.Omitted
+			if gauges.Valid {
+				r.Gauges = new(HistoryGauges)
+				if err := json.Unmarshal([]byte(gauges.String), r.Gauges); err != nil {
+					return fmt.Errorf("the gauges of minute %s: %w", r.Minute.Format(time.RFC3339), err)
+				}
+			}
+			if breakers.Valid {
+				var b historyBreakers
+				if err := json.Unmarshal([]byte(breakers.String), &b); err != nil {
+					return fmt.Errorf("the breakers of minute %s: %w", r.Minute.Format(time.RFC3339), err)
+				}
+				r.Breakers, r.BreakersOmitted = b.Keys, b.Omitted
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("durable: history: %w", err)
 	}
 	return out, nil
