@@ -174,7 +174,7 @@ type hashedToken struct {
 func (a tokenAuthorizer) Authorize(r *http.Request) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
-	if ok && !strings.EqualFold(scheme, "Bearer") {
+	if strings.TrimSpace(scheme) != "" && !strings.EqualFold(scheme, "Bearer") {
 		return Principal{}, errNotBearer
 	}
 	if !ok || strings.TrimSpace(tok) == "" {

@@ -133,6 +133,8 @@ func TestRefusalsSayWhatWasWrong(t *testing.T) {
 	}{
 		{"basic credentials", "/api/dead-letters", []string{"Authorization", "Basic dXNlcjpwYXNz"}, http.StatusForbidden,
 			`the Authorization header uses the "Basic" scheme, not Bearer`},
+		{"a scheme alone", "/api/dead-letters", []string{"Authorization", "Basic"}, http.StatusForbidden,
+			`the Authorization header uses the "Basic" scheme, not Bearer`},
 		{"an unknown session", "/api/dead-letters", []string{"Cookie", "switchboard_admin=made-by-another-instance"}, http.StatusUnauthorized,
 			"the session cookie names no session of this server"},
 		{"an offset past an int", "/api/dead-letters?offset=99999999999999999999", []string{"Authorization", "Bearer " + token}, http.StatusBadRequest,

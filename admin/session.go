@@ -141,7 +141,8 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (Principal, b
 		// Credentials were presented and refused: the caller is known to have tried, and asking
 		// again (401) would not help. 401 is for a request that presented none.
 		why := "the credentials were refused (wrong token)"
-		if scheme, _, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " "); err == errNotBearer {
+		if err == errNotBearer {
+			scheme, _, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 			why = "the credentials were refused: the Authorization header uses the " + quote(scheme) + " scheme, not Bearer; send Authorization: Bearer <token>"
 		}
 		writeError(w, http.StatusForbidden, "forbidden: "+cmp.Or(own, why))
@@ -167,19 +168,25 @@ func presentsCredentials(r *http.Request) bool {
 	return h != "" && !(strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) == "")
 }
 
-// sentSessionCookie reports whether r carries a session cookie, known or not.
-func sentSessionCookie(r *http.Request) bool {
+// sessionCookie returns the value of r's session cookie, known or not; empty when there is none.
+func sessionCookie(r *http.Request) string {
 	c, err := r.Cookie(cookieName)
-	return err == nil && c.Value != ""
+	if err != nil {
+		return ""
+	}
+	return c.Value
 }
 
+// sentSessionCookie reports whether r carries a session cookie, known or not.
+func sentSessionCookie(r *http.Request) bool { return sessionCookie(r) != "" }
+
 func (s *server) cookieSession(r *http.Request) (session, string, bool) {
-	c, err := r.Cookie(cookieName)
-	if err != nil || c.Value == "" {
+	v := sessionCookie(r)
+	if v == "" {
 		return session{}, "", false
 	}
-	sess, ok := s.sessions.get(c.Value)
-	return sess, c.Value, ok
+	sess, ok := s.sessions.get(v)
+	return sess, v, ok
 }
 
 func safeMethod(m string) bool {

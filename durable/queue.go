@@ -62,8 +62,8 @@ type Queue struct {
 	// shares counts the claims of the queue's schedulers by fairness key (BusiestKeys).
 	shares claimShares
 	// itemCounts and letterCounts keep the full counts of the states and letter statuses
-	// Stats and DeadLetters find over countLimit, which is ExactCountLimit (a test sets a
-	// smaller one).
+	// Stats finds over countLimit, which is ExactCountLimit (a test sets a smaller one);
+	// countLimit bounds DeadLetters' total too.
 	itemCounts   fullCounts[record.ItemState]
 	letterCounts fullCounts[record.DeadLetterStatus]
 	countLimit   int

@@ -105,7 +105,7 @@ func (p *Pruner) Pass() int {
 	}
 	now := p.cfg.Clock.Now()
 	before := now.Add(-p.cfg.Retention)
-	total, lockHeld := p.batches("prune succeeded items", func(ctx context.Context) (int, bool, error) {
+	total, lockHeld, _ := p.batches("prune succeeded items", func(ctx context.Context) (int, bool, error) {
 		return p.cfg.Store.Prune(ctx, before, now)
 	})
 	if !lockHeld {
@@ -119,8 +119,7 @@ func (p *Pruner) Pass() int {
 }
 
 // moveFinished moves the finished items still in the claim's table out of it, a batch a
-// transaction, as Pass prunes.
-// After a move that found none it waits, as moveRecheck says.
+// transaction, as Pass prunes; after a move that found none it waits, as moveRecheck says.
 func (p *Pruner) moveFinished() {
 	m, ok := p.cfg.Store.(FinishedMover)
 	if !ok {
@@ -130,7 +129,7 @@ func (p *Pruner) moveFinished() {
 		p.moveSkip--
 		return
 	}
-	total, busy, done := p.batchesDone("move finished items", m.MoveFinished)
+	total, busy, done := p.batches("move finished items", m.MoveFinished)
 	switch {
 	case total > 0:
 		p.cfg.Logger.Info("durable: moved finished items out of the claim's table", zap.String("instance", p.cfg.Instance), zap.Int("items", total))
@@ -143,15 +142,9 @@ func (p *Pruner) moveFinished() {
 
 // batches calls batch, each call a store call under StoreContext noted as what, until a batch
 // does fewer than store.PruneBatch, another instance holds the prune lock (busy), the database
-// fails or the instance stops; it returns the batches' total and whether the lock was busy.
-func (p *Pruner) batches(what string, batch func(ctx context.Context) (n int, busy bool, err error)) (total int, busy bool) {
-	total, busy, _ = p.batchesDone(what, batch)
-	return total, busy
-}
-
-// batchesDone is batches, and says whether the batches ran to one that did fewer than
-// store.PruneBatch (not a failure, the lock or the stop).
-func (p *Pruner) batchesDone(what string, batch func(ctx context.Context) (n int, busy bool, err error)) (total int, busy, done bool) {
+// fails or the instance stops; it returns the batches' total, whether the lock was busy, and
+// whether they ran to a batch that did fewer (done: not a failure, the lock or the stop).
+func (p *Pruner) batches(what string, batch func(ctx context.Context) (n int, busy bool, err error)) (total int, busy, done bool) {
 	for !p.cfg.Stopping() {
 		ctx, cancel := p.cfg.StoreContext()
 		n, held, err := batch(ctx)

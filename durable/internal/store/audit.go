@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/switchboard-go/switchboard/durable/record"
 )
 
 // AddAudit inserts r (its ID is ignored) through db, the store's database or a transaction
@@ -44,15 +42,14 @@ func (s *Store) Audit(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
 	FROM switchboard_audit WHERE `+where+` ORDER BY id DESC LIMIT ?`), args, func(rows RowReader) error {
 		for rows.Next() {
 			var (
-				r       AuditRow
-				at      int64
-				detail  sql.NullString
-				outcome string
+				r      AuditRow
+				at     int64
+				detail sql.NullString
 			)
-			if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Action, &r.TargetKind, &r.Target, &detail, &outcome); err != nil {
+			if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Action, &r.TargetKind, &r.Target, &detail, &r.Outcome); err != nil {
 				return err
 			}
-			r.At, r.Detail, r.Outcome = fromMicros(at), detail.String, record.AuditOutcome(outcome)
+			r.At, r.Detail = fromMicros(at), detail.String
 			out = append(out, r)
 		}
 		return rows.Err()

@@ -145,8 +145,8 @@ func deadLetterCount(f DeadLetterFilter) (string, []any) {
 
 // DeadLetter returns one letter; found is false when there is none.
 func (s *Store) DeadLetter(ctx context.Context, id DeadLetterID) (d DeadLetter, found bool, err error) {
-	err = s.readRow(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters d WHERE id = ?"), []any{int64(id)},
-		func(r rowScanner) (err error) { d, err = scanDeadLetter(r); return err })
+	err = s.readRows(ctx, s.e.rebind("SELECT "+deadLetterColumns+" FROM switchboard_dead_letters d WHERE id = ?"), []any{int64(id)},
+		firstRow(func(r rowScanner) (err error) { d, err = scanDeadLetter(r); return err }))
 	if errors.Is(err, sql.ErrNoRows) {
 		return DeadLetter{}, false, nil
 	}
@@ -183,15 +183,14 @@ func (s *Store) Events(ctx context.Context, id DeadLetterID) ([]Event, error) {
 				e              Event
 				dl             int64
 				started, ended int64
-				kind, outcome  string
 				errStr, reason sql.NullString
 				bulk           sql.NullInt64
 			)
-			if err := rows.Scan(&e.ID, &dl, &kind, &e.Actor, &started, &ended, &outcome, &errStr, &reason, &bulk); err != nil {
+			if err := rows.Scan(&e.ID, &dl, &e.Kind, &e.Actor, &started, &ended, &e.Outcome, &errStr, &reason, &bulk); err != nil {
 				return err
 			}
 			e.DeadLetterID, e.StartedAt, e.EndedAt, e.Error, e.Reason = DeadLetterID(dl), fromMicros(started), fromMicros(ended), errStr.String, reason.String
-			e.Kind, e.Outcome, e.BulkAction = kind, EventOutcome(outcome), bulk.Int64
+			e.BulkAction = bulk.Int64
 			out = append(out, e)
 		}
 		return rows.Err()
@@ -367,7 +366,7 @@ func (s *Store) ReplayRecorded(ctx context.Context, id DeadLetterID, ev Event) (
 	var one int
 	err := s.readRows(ctx, s.e.rebind(`SELECT 1 FROM switchboard_dead_letter_events
 	WHERE dead_letter_id = ? AND kind = ? AND actor = ? AND started_at = ? AND ended_at = ? AND outcome = ?`),
-		[]any{int64(id), string(ev.Kind), ev.Actor, micros(ev.StartedAt), micros(ev.EndedAt), string(ev.Outcome)}, oneRow(&one))
+		[]any{int64(id), ev.Kind, ev.Actor, micros(ev.StartedAt), micros(ev.EndedAt), string(ev.Outcome)}, oneRow(&one))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -73,14 +73,14 @@ func TestClaimAndCompleteKeepTheirIndexesAfterAnIdleSpell(t *testing.T) {
 	}
 	// The burst.
 	enqueue(2_000)
-	before := flushedSeqScans(t, db)
+	before := flushedSeqScansOf(t, db, "switchboard_items")
 	for range 5 {
 		round(32)
 	}
 	for range 8 {
 		round(1) // a one-worker scheduler's round trips
 	}
-	if scans := flushedSeqScans(t, db) - before; scans > 0 {
+	if scans := flushedSeqScansOf(t, db, "switchboard_items") - before; scans > 0 {
 		t.Errorf("13 rounds of claims and completions beside 2,000 pending items scanned the items' table whole %d times: their plans must use the indexes", scans)
 	}
 	// Each statement keeps one plan: none is planned anew on every run (with scans off alone,

@@ -83,14 +83,9 @@ func (s *Store) MoveFinished(ctx context.Context) (n int, busy bool, err error) 
 		return 0, false, nil
 	}
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
-		locked, err := tryPruneLock(ctx, tx)
+		locked, err := pruneTurn(ctx, tx)
 		if err != nil || !locked {
 			busy = err == nil
-			return err
-		}
-		// Planned for this run (customPlans), as the prune: a plan an idle spell left read
-		// each state's rows by a scan of the table.
-		if _, err := tx.ExecContext(ctx, customPlans); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, postgresMoveFinished, PruneBatch)

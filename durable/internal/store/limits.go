@@ -140,7 +140,7 @@ func (s *Store) DeleteLimit(ctx context.Context, key string, then func(tx *sql.T
 // of its key.
 func (s *Store) Limits(ctx context.Context) ([]LimitRow, error) {
 	var out []LimitRow
-	err := s.e.replannedRows(ctx, s.db, s.e.rebind(limitsSQL), []any{""}, func(rows RowReader) error {
+	err := s.readRows(ctx, s.e.rebind(limitsSQL), []any{""}, func(rows RowReader) error {
 		for rows.Next() {
 			var (
 				r       LimitRow

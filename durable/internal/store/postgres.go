@@ -386,6 +386,11 @@ func (e *postgresEngine) batchAfter(ctx context.Context, db *sql.DB, first strin
 
 // oneRow reads a statement's first row into dest: sql.ErrNoRows when it returns none.
 func oneRow(dest ...any) func(RowReader) error {
+	return firstRow(func(r rowScanner) error { return r.Scan(dest...) })
+}
+
+// firstRow reads a statement's first row with scan: sql.ErrNoRows when it returns none.
+func firstRow(scan func(rowScanner) error) func(RowReader) error {
 	return func(rows RowReader) error {
 		if !rows.Next() {
 			if err := rows.Err(); err != nil {
@@ -393,7 +398,7 @@ func oneRow(dest ...any) func(RowReader) error {
 			}
 			return sql.ErrNoRows
 		}
-		return rows.Scan(dest...)
+		return scan(rows)
 	}
 }
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 )
 
 // The reads that run now and then (an item, a letter or their timelines for an operator, the
@@ -21,18 +20,10 @@ func (s *Store) readRows(ctx context.Context, query string, args []any, read fun
 	return s.e.replannedRows(ctx, s.db, query, args, read)
 }
 
-// readRow is readRows of a query of one row, which scan reads; sql.ErrNoRows when there is
-// none.
-func (s *Store) readRow(ctx context.Context, query string, args []any, scan func(rowScanner) error) error {
-	return s.readRows(ctx, query, args, func(rows RowReader) error {
-		if !rows.Next() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return sql.ErrNoRows
-		}
-		return scan(rows)
-	})
+// readItem reads the one item query returns: sql.ErrNoRows when there is none.
+func (s *Store) readItem(ctx context.Context, query string, args []any) (it Item, err error) {
+	err = s.readRows(ctx, query, args, firstRow(func(r rowScanner) (err error) { it, _, err = scanItem(r); return err }))
+	return it, err
 }
 
 // readItems appends the items of rows to out.

@@ -83,23 +83,22 @@ func (s *Store) Prune(ctx context.Context, before, now time.Time) (n int, busy b
 
 // prune tries the advisory lock of pruning and, holding it, deletes one batch.
 func (*postgresEngine) prune(ctx context.Context, tx *sql.Tx, before, now time.Time) (n int, busy bool, err error) {
-	if locked, err := tryPruneLock(ctx, tx); err != nil || !locked {
+	if locked, err := pruneTurn(ctx, tx); err != nil || !locked {
 		return 0, err == nil, err
-	}
-	// Planned for this run (customPlans): the batch is found through the finished items'
-	// index and its attempts through theirs, whatever plan an idle spell left on this
-	// connection.
-	if _, err := tx.ExecContext(ctx, customPlans); err != nil {
-		return 0, false, err
 	}
 	err = tx.QueryRowContext(ctx, postgresPrune, micros(before), PruneBatch, micros(now)).Scan(&n)
 	return n, false, err
 }
 
-// tryPruneLock tries the advisory lock of pruning in tx (pruneLockSQL): false when another
-// instance holds it.
-func tryPruneLock(ctx context.Context, tx *sql.Tx) (locked bool, err error) {
-	err = tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked)
+// pruneTurn tries the advisory lock of pruning in tx (pruneLockSQL): false when another
+// instance holds it. Holding it, it has the transaction's statements planned at each run
+// (customPlans): the pruner's batches find their rows through the finished items', the
+// attempts' and the states' indexes, whatever plan an idle spell left on the connection.
+func pruneTurn(ctx context.Context, tx *sql.Tx) (locked bool, err error) {
+	if err = tx.QueryRowContext(ctx, pruneLockSQL).Scan(&locked); err != nil || !locked {
+		return locked, err
+	}
+	_, err = tx.ExecContext(ctx, customPlans)
 	return locked, err
 }
 

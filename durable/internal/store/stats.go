@@ -63,11 +63,7 @@ func countIn[K ~string](ctx context.Context, s *Store, table, column, what strin
 		args[i], out[k] = string(k), 0
 	}
 	q := "SELECT " + column + ", COUNT(*) FROM " + table + " WHERE " + column + " IN (?" + strings.Repeat(", ?", len(keys)-1) + ") GROUP BY " + column
-	rows, err := s.db.QueryContext(ctx, s.e.rebind(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	if err := scanCounts(rows, out); err != nil {
+	if err := s.readRows(ctx, s.e.rebind(q), args, func(rows RowReader) error { return readCounts(rows, out) }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -97,12 +93,6 @@ func boundedCounts[K ~string](keys []K, table func(K) string, column string) str
 		parts[i] = fmt.Sprintf("SELECT '%[1]s' AS k, COUNT(*) AS n FROM (SELECT 1 FROM %[2]s WHERE %[3]s = '%[1]s' LIMIT ?) c%[4]d", k, table(k), column, i)
 	}
 	return strings.Join(parts, "\nUNION ALL ")
-}
-
-// scanCounts reads rows of (key, count) into counts and closes rows.
-func scanCounts[K ~string](rows *sql.Rows, counts map[K]int64) error {
-	defer rows.Close()
-	return readCounts(rows, counts)
 }
 
 // readCounts reads rows of (key, count) into counts.

@@ -187,7 +187,7 @@ func (s *Store) lookupRow(ctx context.Context, db querier, stmt string, args []a
 	if pool, ok := db.(*sql.DB); !ok || pool != s.db {
 		return s.e.replannedInTx(ctx, db, func() error { return db.QueryRowContext(ctx, stmt, args...).Scan(dest...) })
 	}
-	return s.e.replannedRows(ctx, s.db, stmt, args, oneRow(dest...))
+	return s.readRows(ctx, stmt, args, oneRow(dest...))
 }
 
 // lookupExec runs a write of the enqueue's conflicts (the release of a dedupe key whose window
@@ -288,8 +288,7 @@ func (s *Store) enqueue(ctx context.Context, db querier, it NewItem, notify bool
 
 // ItemByToken returns the item holding token; sql.ErrNoRows (wrapped) if there is none.
 func (s *Store) ItemByToken(ctx context.Context, token string) (Item, error) {
-	var it Item
-	err := s.readRow(ctx, s.e.stmts().itemByToken, []any{token}, func(r rowScanner) (err error) { it, _, err = scanItem(r); return err })
+	it, err := s.readItem(ctx, s.e.stmts().itemByToken, []any{token})
 	if err != nil {
 		return Item{}, fmt.Errorf("durable: item with token %q: %w", token, err)
 	}
@@ -374,9 +373,7 @@ func (s *itemScan) scan(r rowScanner) (Item, int64, error) {
 
 // Item returns one item; sql.ErrNoRows (wrapped) if there is none.
 func (s *Store) Item(ctx context.Context, id ItemID) (Item, error) {
-	var it Item
-	err := s.readRow(ctx, s.e.rebind("SELECT "+itemColumns+" FROM "+allItems+" WHERE id = ?"), []any{int64(id)},
-		func(r rowScanner) (err error) { it, _, err = scanItem(r); return err })
+	it, err := s.readItem(ctx, s.e.rebind("SELECT "+itemColumns+" FROM "+allItems+" WHERE id = ?"), []any{int64(id)})
 	if err != nil {
 		return Item{}, fmt.Errorf("durable: item %d: %w", id, err)
 	}
@@ -450,17 +447,14 @@ func (s *Store) Attempts(ctx context.Context, id ItemID) ([]Attempt, error) {
 		for rows.Next() {
 			var (
 				a              Attempt
-				aid, itemID    int64
-				number         int64
+				itemID         int64
 				started, ended int64
 				outcome        string
-				instance       sql.NullString
 				errStr         sql.NullString
 			)
-			if err := rows.Scan(&aid, &itemID, &number, &instance, &started, &ended, &outcome, &errStr); err != nil {
+			if err := rows.Scan(&a.ID, &itemID, &a.Number, &a.Instance, &started, &ended, &outcome, &errStr); err != nil {
 				return err
 			}
-			a.ID, a.Number, a.Instance = aid, int(number), instance.String
 			a.ItemID, a.StartedAt, a.EndedAt, a.Outcome, a.Error = ItemID(itemID), fromMicros(started), fromMicros(ended), Outcome(outcome), errStr.String
 			out = append(out, a)
 		}
