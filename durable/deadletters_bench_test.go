@@ -63,3 +63,22 @@ func BenchmarkReplayMany(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeadLettersPage measures a dashboard's listing of dead letters: the first page of 50
+// of 2,000 failed letters, with its total.
+func BenchmarkDeadLettersPage(b *testing.B) {
+	for _, bb := range benchBackends() {
+		b.Run(bb.name, func(b *testing.B) {
+			q := bb.open(b).queue(b, durable.Config{})
+			seedLetters(b, durable.StoreOf(q), 2_000)
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				page, err := q.DeadLetters(ctx, durable.DeadLetterFilter{})
+				if err != nil || len(page.Letters) != 50 || page.Total != 2_000 || page.Over {
+					b.Fatal(len(page.Letters), page.Total, page.Over, err)
+				}
+			}
+		})
+	}
+}
